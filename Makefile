@@ -1,0 +1,111 @@
+# Makefile - builds the core library, every chapter, the tests and the benchmarks.
+#
+#   make            build everything (build/)
+#   make run        build and run every chapter in order on its quick default (out/)
+#   make run-01     run one chapter
+#   make test       install missing test dependencies, build, run the cmocka suites
+#   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench      benchmarks (bench/results/)
+#   make twin       PyTorch cross-checks (tools/)
+#   make clean
+#
+# Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -Icommon -Ichapters
+LDLIBS  += -lz -lm -fopenmp
+ifneq ($(strip $(CI)$(STRICT)),)
+CFLAGS  += -Werror
+endif
+ifeq ($(SAN),1)
+BUILD   := build-san
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDLIBS  += -fsanitize=address,undefined
+endif
+
+# The core library, plus every chapter's reusable code (everything but main.c),
+# so chapter N+1 links chapter N's functions instead of copying them.
+COMMON_SRC   := $(wildcard common/*.c)
+CHAPTERS     := $(sort $(notdir $(wildcard chapters/[0-9][0-9]_*)))
+CHAPTER_LIB_SRC := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
+LIB_SRC      := $(COMMON_SRC) $(CHAPTER_LIB_SRC)
+LIB_OBJ      := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB          := $(BUILD)/libattn.a
+CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/%)
+TEST_SRC     := $(wildcard tests/test_*.c)
+TEST_BINS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC    := $(wildcard bench/*.c)
+BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all run test test-san bench twin clean deps-test deps-run deps-bench deps-twin \
+        $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
+
+all: $(LIB) $(CHAPTER_BINS)
+
+# AVX2/FMA code is compiled with those instructions enabled, and called only
+# after a run-time CPUID check (common/matmul.c), so the binaries still run on
+# CPUs without AVX2.
+$(BUILD)/obj/%_avx2.o: %_avx2.c $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -mavx2 -mfma -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(wildcard common/*.h) $(wildcard chapters/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%: chapters/%/main.c $(LIB)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(LIB) $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(LIB) -lcmocka $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(BENCH_LIBS) $(LDLIBS) -o $@
+
+deps-test:
+	@bash tools/deps.sh test
+deps-run:
+	@bash tools/deps.sh run
+deps-bench:
+	@bash tools/deps.sh bench
+deps-twin:
+	@bash tools/deps.sh twin
+
+# Each chapter runs on its own quick default and writes under out/NN_name/.
+run: deps-run all
+	@set -e; for c in $(CHAPTERS); do \
+	  echo "=== $$c"; ./$(BUILD)/$$c --out out/$$c; done
+	@$(BUILD)/results_table out/*/results.json 2>/dev/null || true
+
+define RUN_RULE
+run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1)
+	./$(BUILD)/$(1) --out out/$(1)
+endef
+$(foreach c,$(CHAPTERS),$(eval $(call RUN_RULE,$(c))))
+
+test: deps-test
+	@$(MAKE) --no-print-directory _build_tests
+	@bash tests/run_all.sh $(BUILD)
+
+test-san:
+	@$(MAKE) --no-print-directory SAN=1 test
+
+_build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS)
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory BENCH_LIBS="-lopenblas" $(BENCH_BINS) $(CHAPTER_BINS)
+	@bash bench/run.sh $(BUILD)
+
+twin: deps-twin all
+	@/usr/bin/python3 tools/twin.py --build $(BUILD)
+
+clean:
+	rm -rf build build-san

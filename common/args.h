@@ -1,0 +1,33 @@
+/* args.h - command-line flags with one clear error per mistake.
+ *
+ * A program lists its flags in a table of ArgSpec; args_parse fills the
+ * destinations and checks types, ranges and choices:
+ *   --steps abc     -> "--steps: expected an integer, got 'abc'"
+ *   --lr -1         -> "--lr: expected a number in [1e-06, 1], got '-1'"
+ *   --cell foo      -> "--cell: expected one of rnn, gru, lstm, got 'foo'"
+ *   --bogus         -> "unknown flag '--bogus' (see --help)"
+ * Both "--flag value" and "--flag=value" are accepted. */
+#ifndef ARGS_H
+#define ARGS_H
+
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_BOOL } ArgType;
+
+typedef struct {
+    const char *name;        /* without the leading "--" */
+    ArgType type;
+    void *dest;              /* int*, float*, const char**, int* (bool) */
+    const char *help;
+    double min, max;         /* ranges for ARG_INT / ARG_FLOAT (inclusive) */
+    const char *choices;     /* ARG_STRING: comma-separated allowed values, or NULL */
+} ArgSpec;
+
+/* Returns 0 on success, 1 when --help/-h was given (caller prints help and
+ * exits 0), -1 with fail() on a bad flag or value. ARG_BOOL flags take no
+ * value. Positional arguments are errors. */
+int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
+
+/* Print usage: one line per flag with its type, default (current value of
+ * dest) and help text. */
+void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs);
+
+#endif

@@ -1,0 +1,54 @@
+/* cells.h - recurrent cells, one time step, batched over B sequences.
+ *
+ * All three share one shape convention:
+ *   x[B,I]     input at this step
+ *   h_prev[B,H] hidden state from the previous step (c_prev too for the LSTM)
+ *   h[B,H]     new hidden state
+ * The cache holds what backward needs (gate activations); its size in floats
+ * per batch row is given by *_cache_size(H). Backward accumulates into
+ * dx, dh_prev (dc_prev) and the weight gradients; pass NULL to skip one.
+ *
+ * Weights: W_x [I, G*H], W_h [H, G*H], b [G*H], where G is the number of
+ * gates (RNN 1, GRU 3, LSTM 4). Gate order in the columns:
+ *   RNN : h = tanh(x W_x + h_prev W_h + b)
+ *   GRU : [r | z | n]  (PyTorch's convention)
+ *         r = sigmoid(x W_xr + h W_hr + b_r)
+ *         z = sigmoid(x W_xz + h W_hz + b_z)
+ *         n = tanh(x W_xn + r * (h W_hn) + b_n)   (b_n added outside the r product
+ *                                                  here; PyTorch splits b_in/b_hn)
+ *         h' = (1 - z) * n + z * h
+ *   LSTM: [i | f | g | o]  (PyTorch's convention)
+ *         c' = f * c + i * g ;  h' = o * tanh(c')
+ *
+ * mask[B] (may be NULL): where mask[b] == 0 the row keeps its previous state
+ * (h = h_prev, c = c_prev) and passes gradients straight through; this is how
+ * padded positions in a batch of different lengths are skipped. */
+#ifndef CELLS_H
+#define CELLS_H
+
+typedef enum { CELL_RNN = 0, CELL_GRU = 1, CELL_LSTM = 2 } CellType;
+
+/* "rnn", "gru", "lstm" -> type; returns -1 with fail() otherwise. */
+int cell_type_parse(const char *name, CellType *out);
+const char *cell_type_name(CellType t);
+int cell_gates(CellType t);              /* G: 1, 3 or 4 */
+int cell_cache_size(CellType t, int H);  /* floats per batch row */
+int cell_has_c(CellType t);              /* 1 for the LSTM (a second state) */
+
+/* One step of any cell type. c_prev/c are used only for the LSTM (else NULL).
+ * cache: [B, cell_cache_size(t,H)]. scratch: [B, G*H] work memory. */
+void cell_forward(CellType t, float *h, float *c, float *cache, float *scratch,
+                  const float *x, const float *h_prev, const float *c_prev,
+                  const float *W_x, const float *W_h, const float *b,
+                  const int *mask, int B, int I, int H);
+
+/* dh: gradient w.r.t. h (and dc w.r.t. c for the LSTM; NULL otherwise).
+ * scratch: [B, 2*G*H] work memory. */
+void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
+                   float *dW_x, float *dW_h, float *db,
+                   const float *dh, const float *dc, const float *cache, float *scratch,
+                   const float *x, const float *h_prev, const float *c_prev,
+                   const float *W_x, const float *W_h,
+                   const int *mask, int B, int I, int H);
+
+#endif

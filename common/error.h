@@ -1,0 +1,19 @@
+/* error.h - one place to keep the last error message.
+ *
+ * Library code never calls exit(). A function that can fail on user input
+ * (a flag, a file, a checkpoint, a typed string) returns -1 after calling
+ * fail("..."), which formats a message naming what was wrong and what was
+ * expected. main() prints last_error() and decides how to exit. */
+#ifndef ERROR_H
+#define ERROR_H
+
+/* Format the message (printf style), remember it, and return -1. */
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The message from the most recent fail(), or "" if none. */
+const char *last_error(void);
+
+/* Forget the last message (tests use this between cases). */
+void clear_error(void);
+
+#endif

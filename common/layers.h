@@ -1,0 +1,51 @@
+/* layers.h - the basic layers as forward/backward pairs.
+ *
+ * Conventions (after llm.c):
+ *  - flat row-major float arrays, shapes as explicit int arguments;
+ *  - no allocation inside forward or backward;
+ *  - backward ACCUMULATES (+=) into every gradient it writes (din, dW, db),
+ *    so a weight used at many time steps just sums up; callers zero first.
+ *  - a NULL gradient pointer in backward means "not needed", skip it. */
+#ifndef LAYERS_H
+#define LAYERS_H
+
+/* Linear: out[N,O] = in[N,I] @ W[I,O] + b[O]   (b may be NULL) */
+void linear_forward(float *out, const float *in, const float *W, const float *b,
+                    int N, int I, int O);
+void linear_backward(float *din, float *dW, float *db, const float *dout,
+                     const float *in, const float *W, int N, int I, int O);
+
+/* Embedding: out[N,D] = table[ids[n], :]   (table [V,D]) */
+void embedding_forward(float *out, const int *ids, const float *table, int N, int D);
+void embedding_backward(float *dtable, const float *dout, const int *ids, int N, int D);
+
+/* Element-wise activations; backward uses the forward OUTPUT y. */
+void tanh_forward(float *y, const float *x, int n);
+void tanh_backward(float *dx, const float *dy, const float *y, int n);
+void sigmoid_forward(float *y, const float *x, int n);
+void sigmoid_backward(float *dx, const float *dy, const float *y, int n);
+void relu_forward(float *y, const float *x, int n);
+void relu_backward(float *dx, const float *dy, const float *x, int n);
+
+/* Row-wise softmax over the last axis: y[N,C] = softmax(x[N,C]).
+ * Numerically stable (subtracts the row max). Entries equal to -INFINITY get
+ * weight exactly 0 (masking); a row of all -INFINITY gives all zeros. */
+void softmax_forward(float *y, const float *x, int N, int C);
+/* dx += y * (dy - sum_j dy_j y_j), row by row. */
+void softmax_backward(float *dx, const float *dy, const float *y, int N, int C);
+
+/* Log-softmax + cross-entropy with integer targets, ignoring target == ignore_id
+ * (padding). logits[N,C], targets[N]. Writes probs[N,C] (kept for backward).
+ * Returns the SUM of -log p(target) over counted rows; *n_counted gets how many
+ * rows counted. */
+double cross_entropy_forward(float *probs, const float *logits, const int *targets,
+                             int N, int C, int ignore_id, int *n_counted);
+/* dlogits += scale * (probs - onehot(target)) for counted rows; scale is
+ * usually 1 / n_counted so the loss is a mean per token. */
+void cross_entropy_backward(float *dlogits, const float *probs, const int *targets,
+                            int N, int C, int ignore_id, float scale);
+
+/* Row-wise log-softmax, for decoding: out[N,C] = x - logsumexp(x). */
+void log_softmax_forward(float *out, const float *x, int N, int C);
+
+#endif

@@ -1,0 +1,58 @@
+/* matmul.h - the single matrix-multiply entry point every layer goes through.
+ *
+ *   C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N]
+ *
+ * op(X) is X or X^T. Matrices are row-major; lda, ldb, ldc are the row
+ * strides (in floats) of A, B and C as they are stored, so a block inside a
+ * bigger matrix (one head of a multi-head projection) can be passed directly:
+ *   A stored as [M,K] (lda >= K) when trans_a == 0, as [K,M] (lda >= M) when 1.
+ *   B stored as [K,N] (ldb >= N) when trans_b == 0, as [N,K] (ldb >= K) when 1.
+ * beta == 0 means C is overwritten (its old contents are never read, so it
+ * may hold NaN); beta == 1 accumulates, which is what backward passes need.
+ *
+ * sgemm() dispatches to the backend chosen once at start-up: the naive loop
+ * (the specification) or the AVX2/FMA kernel (when the CPU has it). */
+#ifndef MATMUL_H
+#define MATMUL_H
+
+typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1 } Backend;
+
+void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+           const float *A, int lda, const float *B, int ldb, float beta,
+           float *C, int ldc);
+
+/* The specification: three plain loops, accumulated in double per element. */
+void sgemm_naive(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc);
+
+/* The packed, cache-blocked AVX2/FMA kernel (matmul_avx2.c). Only call it
+ * when cpu_has_avx2_fma() is true. */
+void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta,
+                float *C, int ldc);
+
+/* Convenience forms for the common dense case (no strides, alpha = 1):
+ *   matmul(C, A, B, M, N, K, accumulate):     C[M,N] (+)= A[M,K]   @ B[K,N]
+ *   matmul_nt(C, A, B, M, N, K, accumulate):  C[M,N] (+)= A[M,K]   @ B[N,K]^T
+ *   matmul_tn(C, A, B, M, N, K, accumulate):  C[M,N] (+)= A[K,M]^T @ B[K,N] */
+void matmul(float *C, const float *A, const float *B, int M, int N, int K, int accumulate);
+void matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int accumulate);
+void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate);
+
+/* 1 when the CPU supports AVX2 and FMA (CPUID), else 0. */
+int cpu_has_avx2_fma(void);
+
+/* Choose the backend. name is "naive", "avx2" or "auto" (NULL = read the
+ * environment variable ATTN_BACKEND, default "auto": avx2 when the CPU has it).
+ * Returns 0, or -1 with fail() for an unknown name or avx2 on a CPU without it. */
+int backend_select(const char *name);
+Backend backend_current(void);
+const char *backend_name(Backend b);
+
+/* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
+ * else the number of cores. Results are deterministic for a fixed count. */
+void threads_set(int n);
+int threads_current(void);
+
+#endif

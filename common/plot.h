@@ -1,0 +1,31 @@
+/* plot.h - gnuplot output: every plot is a plain data file (.dat) plus a
+ * ready-to-run script (.gp) next to it, rendered to PNG when gnuplot is
+ * installed. A missing gnuplot is a hint printed once, never an error.
+ *
+ * path_stem is the output path without extension, e.g. "out/02/attn_0":
+ * writes attn_0.dat, attn_0.gp and (with gnuplot) attn_0.png. */
+#ifndef PLOT_H
+#define PLOT_H
+
+/* Heatmap of matrix m[rows, cols] (row-major), rows drawn top to bottom.
+ * x_labels[cols] label the columns (e.g. source tokens), y_labels[rows] the
+ * rows (output tokens); either may be NULL for numeric ticks. Has a colour
+ * bar; cell values are in [vmin, vmax] (vmin == vmax: auto range).
+ * Returns 0, or -1 with fail() when a file cannot be written. */
+int plot_heatmap(const char *path_stem, const char *title,
+                 const float *m, int rows, int cols,
+                 const char *const *x_labels, const char *const *y_labels,
+                 const char *x_title, const char *y_title, float vmin, float vmax);
+
+/* Line plot of n_series curves sharing the x values x[n_points];
+ * ys[s] points at n_points values of series s, named names[s].
+ * log_y: 1 for a logarithmic y axis (loss curves). */
+int plot_lines(const char *path_stem, const char *title,
+               const char *x_title, const char *y_title,
+               const float *x, const float *const *ys, const char *const *names,
+               int n_series, int n_points, int log_y);
+
+/* 1 when a gnuplot binary is on PATH (checked once). */
+int gnuplot_available(void);
+
+#endif

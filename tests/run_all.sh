@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# run_all.sh - run every cmocka suite in BUILD/tests and print one summary line.
+# Exits non-zero if any suite fails (or crashes).
+set -u
+build=${1:-build}
+passed=0 failed=0 failed_suites=()
+for t in "$build"/tests/test_*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  log=$(mktemp)
+  "$t" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -n 1)
+  f=$(grep -Eo '\[  FAILED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -n 1)
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+  if [ "$rc" -ne 0 ]; then
+    failed_suites+=("$name")
+    [ -z "$f" ] && failed=$((failed + 1))   # crashed before cmocka could count
+  fi
+  rm -f "$log"
+done
+echo
+if [ "${#failed_suites[@]}" -gt 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi
+echo "tests: $passed passed, $failed failed"
+[ "${#failed_suites[@]}" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# deps.sh - check for (and, as root, install) the Debian packages a target needs.
+#
+#   tools/deps.sh test    libcmocka-dev, zlib1g-dev        (required)
+#   tools/deps.sh run     zlib1g-dev (required), gnuplot-nox (optional: PNGs)
+#   tools/deps.sh bench   zlib1g-dev, libopenblas-dev (required), python3-torch (optional)
+#   tools/deps.sh twin    python3-torch, python3-numpy     (required)
+#
+# As root it runs apt-get; otherwise it prints the one command to run.
+set -u
+what=${1:-test}
+required=() optional=()
+case "$what" in
+  test)  required=(libcmocka-dev zlib1g-dev gcc make) ;;
+  run)   required=(zlib1g-dev gcc make); optional=(gnuplot-nox) ;;
+  bench) required=(zlib1g-dev libopenblas-dev gcc make); optional=(gnuplot-nox python3-torch) ;;
+  twin)  required=(python3-torch python3-numpy zlib1g-dev gcc make) ;;
+  *) echo "deps.sh: unknown target '$what' (expected test, run, bench or twin)" >&2; exit 2 ;;
+esac
+
+missing() {  # print the packages of "$@" that dpkg does not list as installed
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+install() {  # apt-get install "$@" as root; returns non-zero on failure
+  [ "$#" -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ]; then return 1; fi
+  echo "deps.sh: installing $* (apt-get)"
+  if [ ! -f /tmp/.attn-apt-updated ]; then
+    apt-get update -qq >/dev/null && touch /tmp/.attn-apt-updated
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/tmp/attn-apt.log 2>&1 \
+    || { tail -n 5 /tmp/attn-apt.log >&2; return 1; }
+}
+
+need=$(missing "${required[@]}")
+if [ -n "$need" ]; then
+  if ! install $need; then
+    echo "deps.sh: missing packages for '$what': $need" >&2
+    echo "deps.sh: run: sudo apt-get install -y $need" >&2
+    exit 1
+  fi
+fi
+want=$(missing "${optional[@]}")
+if [ -n "$want" ] && ! install $want; then
+  echo "deps.sh: note: optional packages not installed ($want): PNGs or comparisons will be skipped." >&2
+  echo "deps.sh: to get them: sudo apt-get install -y $want" >&2
+fi
+exit 0
