@@ -7,6 +7,7 @@
 #   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      benchmarks (bench/results/)
 #   make twin       PyTorch cross-checks (tools/)
+#   make golden     regenerate the PyTorch golden vectors (tests/golden/)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -36,10 +37,16 @@ LIB          := $(BUILD)/libattn.a
 CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/%)
 TEST_SRC     := $(wildcard tests/test_*.c)
 TEST_BINS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Helpers the test programs (and tools/) share: tests/*.c other than test_*.c
+# (tests/golden.c: the golden tensor files).
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
+.SECONDARY: $(TEST_SUPPORT_OBJ)
+TOOL_SRC     := $(wildcard tools/*.c)
+TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test test-san bench twin clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run test test-san bench twin golden clean deps-test deps-run deps-bench deps-twin \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -62,9 +69,14 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(LIB) -lcmocka $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
+
+# C helpers of the Python tools (tools/twin_dump.c for make twin).
+$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -104,8 +116,13 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory BENCH_LIBS="-lopenblas" $(BENCH_BINS) $(CHAPTER_BINS)
 	@bash bench/run.sh $(BUILD)
 
-twin: deps-twin all
+twin: deps-twin all $(TOOL_BINS)
 	@/usr/bin/python3 tools/twin.py --build $(BUILD)
+
+# Regenerate tests/golden/*.bin from PyTorch (they are committed: make test
+# does not need torch).
+golden: deps-twin
+	@/usr/bin/python3 tools/golden.py
 
 clean:
 	rm -rf build build-san

@@ -1,0 +1,46 @@
+/* main.c - chapter 01: train an RNN encoder-decoder and show its bottleneck.
+ *
+ *   ./build/01_rnn_seq2seq                        dates, GRU, quick default
+ *   ./build/01_rnn_seq2seq --task reverse --max-len 40
+ *   ./build/01_rnn_seq2seq --task g2p --steps 20000
+ *   ./build/01_rnn_seq2seq --load out/01_rnn_seq2seq/model.ckpt --translate "21 Nov 2026"
+ *
+ * Everything but the model (flags, data, training loop, evaluation, plots,
+ * checkpoint) is common/seq2seq.c; the model is rnn_seq2seq.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "error.h"
+
+static const char *cell_flag = "gru";
+static int embed_flag = 64;
+static int hidden_flag = 256;
+
+static int write_config(char *config, int cap) {
+    size_t used = strlen(config);
+    int n = snprintf(config + used, (size_t)cap - used, "model=rnn_seq2seq\ncell=%s\nembed=%d\nhidden=%d\n",
+                     cell_flag, embed_flag, hidden_flag);
+    return n < cap - (int)used ? 0 : fail("configuration text too long");
+}
+
+int main(int argc, char **argv) {
+    const ArgSpec model_args[] = {
+        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
+        {"embed", ARG_INT, &embed_flag, "embedding size E", 1, 4096, NULL},
+        {"hidden", ARG_INT, &hidden_flag, "state size H (the context c has this size)", 1, 4096, NULL},
+    };
+    ChapterSpec spec = {
+        .chapter = "01_rnn_seq2seq",
+        .summary = "Chapter 01: an RNN encoder-decoder. The encoder's last state is the only thing the\n"
+                   "decoder knows about the input (the context c), which becomes a bottleneck as inputs grow.",
+        .model_args = model_args,
+        .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
+        .write_config = write_config,
+        .build = rnn_seq2seq_build,
+        .default_steps = 3000,
+        .default_batch = 64,
+        .default_lr = 3e-3f,
+    };
+    return seq2seq_main(argc, argv, &spec);
+}

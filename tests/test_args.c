@@ -1,0 +1,268 @@
+/* test_args.c - command-line flags: valid values in both "--flag value" and
+ * "--flag=value" forms (range ends included), --help, and every kind of
+ * mistake giving -1 with one message that names the flag: a non-number,
+ * trailing garbage, an empty value, NaN/inf, overflow, out of range, not a
+ * choice, a value given to a boolean flag, a missing value, an unknown flag,
+ * a positional argument. Also what --help prints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "error.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+/* The flags of a typical chapter program, reset before every test. */
+static int steps, seed, verbose;
+static float lr;
+static const char *cell, *out_dir;
+
+static ArgSpec specs[] = {
+    {"steps",   ARG_INT,    &steps,   "training steps",        1, 1000000, NULL},
+    {"seed",    ARG_INT,    &seed,    "random seed",           0, 0, NULL},       /* no range */
+    {"lr",      ARG_FLOAT,  &lr,      "learning rate",         1e-6, 1, NULL},
+    {"cell",    ARG_STRING, &cell,    "recurrent cell",        0, 0, "rnn,gru,lstm"},
+    {"out",     ARG_STRING, &out_dir, "output directory",      0, 0, NULL},
+    {"verbose", ARG_BOOL,   &verbose, "print more",            0, 0, NULL},
+};
+static const int n_specs = sizeof specs / sizeof specs[0];
+
+static int reset(void **state) {
+    (void)state;
+    steps = 2000;
+    seed = 1;
+    verbose = 0;
+    lr = 0.001f;
+    cell = "gru";
+    out_dir = "out";
+    clear_error();
+    return 0;
+}
+
+/* Parse a NULL-terminated list of arguments (after the program name). */
+static int parse(const char *first, ...) {
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = (char *)"prog";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    return args_parse(argc, argv, specs, n_specs);
+}
+
+static void expect_message(const char *expected) {
+    assert_string_equal(last_error(), expected);
+}
+
+static void expect_error_naming(const char *flag) {
+    if (strstr(last_error(), flag) == NULL) fail_msg("message '%s' does not name %s", last_error(), flag);
+}
+
+/* ------------------------------------------------------------------ valid */
+
+static void test_valid_both_forms(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", "100", "--lr=0.01", "--cell", "lstm", "--out=results/x",
+                           "--verbose", "--seed", "-5", NULL), 0);
+    assert_int_equal(steps, 100);
+    assert_true(lr == 0.01f);
+    assert_string_equal(cell, "lstm");
+    assert_string_equal(out_dir, "results/x");
+    assert_int_equal(verbose, 1);
+    assert_int_equal(seed, -5);
+}
+
+static void test_no_arguments_keeps_defaults(void **state) {
+    (void)state;
+    assert_int_equal(parse(NULL), 0);
+    assert_int_equal(steps, 2000);
+    assert_string_equal(cell, "gru");
+    assert_int_equal(verbose, 0);
+}
+
+static void test_ranges_are_inclusive(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", "1", "--lr", "1e-6", NULL), 0);
+    assert_int_equal(steps, 1);
+    assert_true(lr == 1e-6f);
+    assert_int_equal(parse("--steps=1000000", "--lr=1", NULL), 0);
+    assert_int_equal(steps, 1000000);
+    assert_true(lr == 1.0f);
+    assert_int_equal(parse("--seed", "-2147483648", NULL), 0);   /* no range: any int */
+    assert_int_equal(seed, -2147483647 - 1);
+    assert_int_equal(parse("--steps", "+12", "--lr", "5E-3", NULL), 0);
+    assert_int_equal(steps, 12);
+    assert_true(lr == 5e-3f);
+}
+
+static void test_last_value_wins(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", "5", "--steps=6", NULL), 0);
+    assert_int_equal(steps, 6);
+}
+
+static void test_help(void **state) {
+    (void)state;
+    assert_int_equal(parse("--help", NULL), 1);
+    assert_int_equal(parse("--steps", "5", "-h", NULL), 1);
+}
+
+/* ------------------------------------------- the messages shown in args.h */
+
+static void test_header_examples(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", "abc", NULL), -1);
+    expect_message("--steps: expected an integer, got 'abc'");
+    assert_int_equal(parse("--lr", "-1", NULL), -1);
+    expect_message("--lr: expected a number in [1e-06, 1], got '-1'");
+    assert_int_equal(parse("--cell", "foo", NULL), -1);
+    expect_message("--cell: expected one of rnn, gru, lstm, got 'foo'");
+    assert_int_equal(parse("--bogus", NULL), -1);
+    expect_message("unknown flag '--bogus' (see --help)");
+    assert_int_equal(parse("--bogus=3", NULL), -1);
+    expect_message("unknown flag '--bogus' (see --help)");
+}
+
+/* ------------------------------------------------------------ bad values */
+
+static void test_bad_integers(void **state) {
+    (void)state;
+    const char *bad[] = {"12abc", "", "1.5", " 12", "0x10", "99999999999", "2147483648", "-", "12 "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--steps=%s", bad[i]);
+        steps = 2000;
+        assert_int_equal(parse(flag, NULL), -1);
+        expect_error_naming("--steps");
+        assert_int_equal(steps, 2000);     /* not half-set */
+    }
+    assert_int_equal(parse("--seed", "2147483648", NULL), -1);     /* overflows an int */
+    expect_error_naming("--seed");
+    assert_int_equal(parse("--seed", "-99999999999999999999", NULL), -1);
+    expect_error_naming("--seed");
+}
+
+static void test_out_of_range(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", "0", NULL), -1);
+    expect_message("--steps: expected an integer in [1, 1000000], got '0'");
+    assert_int_equal(parse("--steps", "1000001", NULL), -1);
+    expect_error_naming("--steps");
+    assert_int_equal(parse("--lr", "1e-7", NULL), -1);
+    expect_error_naming("--lr");
+    assert_int_equal(parse("--lr", "1.0001", NULL), -1);
+    expect_error_naming("--lr");
+}
+
+static void test_bad_floats(void **state) {
+    (void)state;
+    const char *bad[] = {"nan", "NaN", "inf", "-inf", "infinity", "1e999", "0.1x", "", "abc", " 0.1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--lr=%s", bad[i]);
+        lr = 0.5f;
+        assert_int_equal(parse(flag, NULL), -1);
+        expect_error_naming("--lr");
+        assert_true(lr == 0.5f);
+    }
+    assert_int_equal(parse("--lr", "abc", NULL), -1);
+    expect_message("--lr: expected a number, got 'abc'");
+}
+
+static void test_bad_strings(void **state) {
+    (void)state;
+    assert_int_equal(parse("--out=", NULL), -1);
+    expect_error_naming("--out");
+    assert_int_equal(parse("--cell=", NULL), -1);
+    expect_error_naming("--cell");
+    assert_int_equal(parse("--cell", "GRU", NULL), -1);      /* choices are exact */
+    expect_error_naming("--cell");
+    assert_int_equal(parse("--cell", "gr", NULL), -1);       /* not a prefix match */
+    expect_error_naming("--cell");
+}
+
+static void test_bool_takes_no_value(void **state) {
+    (void)state;
+    assert_int_equal(parse("--verbose=1", NULL), -1);
+    expect_error_naming("--verbose");
+    assert_int_equal(verbose, 0);
+}
+
+static void test_missing_value(void **state) {
+    (void)state;
+    assert_int_equal(parse("--steps", NULL), -1);
+    expect_error_naming("--steps");
+    assert_int_equal(parse("--out", "--verbose", NULL), -1);   /* the next flag is not a value */
+    expect_error_naming("--out");
+}
+
+static void test_positional_and_malformed(void **state) {
+    (void)state;
+    assert_int_equal(parse("train.txt", NULL), -1);
+    expect_error_naming("train.txt");
+    assert_int_equal(parse("-steps", "5", NULL), -1);
+    expect_error_naming("-steps");
+    assert_int_equal(parse("--", NULL), -1);
+    assert_int_equal(parse("--step", "5", NULL), -1);          /* no abbreviations */
+    expect_message("unknown flag '--step' (see --help)");
+}
+
+/* ------------------------------------------------------------------ help */
+
+static void test_help_text(void **state) {
+    (void)state;
+    char path[] = "/tmp/test_args_help.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    args_print_help("prog", "Train a model.", specs, n_specs);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+
+    const char *expected[] = {"usage: prog", "Train a model.", "--steps N", "training steps",
+                              "default 2000", "1..1000000", "--lr X", "default 0.001", "1e-06..1",
+                              "--cell S", "one of rnn, gru, lstm", "default gru", "--verbose",
+                              "default off", "--help"};
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        if (strstr(text, expected[i]) == NULL) fail_msg("help lacks '%s':\n%s", expected[i], text);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_valid_both_forms, reset),
+        cmocka_unit_test_setup(test_no_arguments_keeps_defaults, reset),
+        cmocka_unit_test_setup(test_ranges_are_inclusive, reset),
+        cmocka_unit_test_setup(test_last_value_wins, reset),
+        cmocka_unit_test_setup(test_help, reset),
+        cmocka_unit_test_setup(test_header_examples, reset),
+        cmocka_unit_test_setup(test_bad_integers, reset),
+        cmocka_unit_test_setup(test_out_of_range, reset),
+        cmocka_unit_test_setup(test_bad_floats, reset),
+        cmocka_unit_test_setup(test_bad_strings, reset),
+        cmocka_unit_test_setup(test_bool_takes_no_value, reset),
+        cmocka_unit_test_setup(test_missing_value, reset),
+        cmocka_unit_test_setup(test_positional_and_malformed, reset),
+        cmocka_unit_test_setup(test_help_text, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

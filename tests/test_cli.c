@@ -1,0 +1,166 @@
+/* test_cli.c - what a user types at the chapter programs: every bad flag,
+ * value, file or checkpoint gets one clear error on stderr and exit code 1
+ * (never a crash), and the good paths (--help, a short run, --load with
+ * --translate) work.
+ *
+ * The programs are found next to this test's own binary: <build>/tests/test_cli
+ * runs <build>/01_rnn_seq2seq and so on, so the sanitizer build tests the
+ * sanitizer binaries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+static char build_dir[1024];
+static char tmp_dir[256];
+
+typedef struct {
+    int exited;      /* 1 when the program exited normally (no signal) */
+    int code;        /* its exit code */
+    char out[16384]; /* stdout */
+    char err[16384]; /* stderr */
+} RunResult;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = 0;
+    if (f) {
+        n = fread(buf, 1, cap - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+}
+
+/* Run "<build>/<program> <args>" through the shell, capturing both streams. */
+static void run(RunResult *r, const char *program, const char *args) {
+    char cmd[4096], out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
+    snprintf(cmd, sizeof cmd, "%s/%s %s >%s 2>%s </dev/null", build_dir, program, args, out_path, err_path);
+    int status = system(cmd);
+    r->exited = status != -1 && WIFEXITED(status);
+    r->code = r->exited ? WEXITSTATUS(status) : -1;
+    slurp(out_path, r->out, sizeof r->out);
+    slurp(err_path, r->err, sizeof r->err);
+}
+
+/* The program must fail cleanly: exit code 1, one error line naming `expect`. */
+static void expect_error(const char *program, const char *args, const char *expect) {
+    RunResult *r = malloc(sizeof *r);
+    run(r, program, args);
+    if (!r->exited || r->code != 1 || !strstr(r->err, expect))
+        print_error("%s %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected stderr to mention '%s'\n",
+                    program, args, r->code, r->exited, r->err, expect);
+    assert_true(r->exited);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, expect));
+    /* one clear line, not a cascade */
+    int lines = 0;
+    for (const char *c = r->err; *c; c++) lines += *c == '\n';
+    assert_true(lines <= 2);
+    free(r);
+}
+
+static void test_help(void **state) {
+    (void)state;
+    RunResult *r = malloc(sizeof *r);
+    run(r, "01_rnn_seq2seq", "--help");
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "--cell"));
+    assert_non_null(strstr(r->out, "--task"));
+    free(r);
+}
+
+static void test_bad_flags(void **state) {
+    (void)state;
+    const char *p = "01_rnn_seq2seq";
+    expect_error(p, "--bogus", "--bogus");
+    expect_error(p, "--steps abc", "--steps");
+    expect_error(p, "--steps 12abc", "--steps");
+    expect_error(p, "--steps", "--steps");
+    expect_error(p, "--lr -1", "--lr");
+    expect_error(p, "--lr nan", "--lr");
+    expect_error(p, "--batch 0", "--batch");
+    expect_error(p, "--task nope", "--task");
+    expect_error(p, "--cell foo", "--cell");
+    expect_error(p, "--hidden 99999999999", "--hidden");
+    expect_error(p, "--backend gpu", "--backend");
+    expect_error(p, "stray", "stray");
+    expect_error(p, "--translate '1 Jan 2000'", "--load");
+    expect_error(p, "--task reverse --min-len 30 --max-len 5", "--min-len");
+}
+
+static void test_bad_checkpoints(void **state) {
+    (void)state;
+    const char *p = "01_rnn_seq2seq";
+    char args[2048], path[600];
+    expect_error(p, "--load /nonexistent/model.ckpt --translate x", "/nonexistent/model.ckpt");
+
+    snprintf(path, sizeof path, "%s/garbage.ckpt", tmp_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("this is not a checkpoint at all", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--load %s --translate x", path);
+    expect_error(p, args, "garbage.ckpt");
+
+    /* a real checkpoint from a very short run ... */
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet --out %s/run", tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("short run failed: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    /* ... translates what a user types ... */
+    snprintf(args, sizeof args, "--load %s/run/model.ckpt --translate '21 Nov 2026'", tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "21 Nov 2026 ->"));
+    /* ... refuses text the vocabulary cannot encode, naming the character ... */
+    snprintf(args, sizeof args, "--load %s/run/model.ckpt --translate '21 Nov 2026 #'", tmp_dir);
+    expect_error(p, args, "#");
+    /* ... refuses --plot on a model without attention ... */
+    snprintf(args, sizeof args, "--load %s/run/model.ckpt --translate '21 Nov 2026' --plot", tmp_dir);
+    expect_error(p, args, "attention");
+    /* ... and once truncated, is refused as truncated rather than crashing. */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "head -c 300 %s/run/model.ckpt > %s/trunc.ckpt", tmp_dir, tmp_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "--load %s/trunc.ckpt --translate x", tmp_dir);
+    expect_error(p, args, "trunc.ckpt");
+    /* a flipped byte in the tensors: caught by the checksum */
+    snprintf(cmd, sizeof cmd,
+             "cp %s/run/model.ckpt %s/flip.ckpt && printf '\\x55' | dd of=%s/flip.ckpt bs=1 seek=2000 conv=notrunc 2>/dev/null",
+             tmp_dir, tmp_dir, tmp_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "--load %s/flip.ckpt --translate x", tmp_dir);
+    expect_error(p, args, "flip.ckpt");
+    free(r);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    /* argv[0] is <build>/tests/test_cli */
+    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);
+    char *slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(build_dir, sizeof build_dir, "..");
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/attn_test_cli.XXXXXX");
+    if (!mkdtemp(tmp_dir)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_bad_checkpoints),
+    };
+    int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
+    return failed;
+}

@@ -1,0 +1,403 @@
+/* test_layers.c - every layer in layers.c: backward against central finite
+ * differences (gradcheck) on odd shapes, plus the exact properties the
+ * header promises (masked softmax entries are exactly 0, cross-entropy's
+ * ignore_id, accumulation with +=).
+ *
+ * The loss used for a layer is L = sum_i w_i * out_i with fixed random w_i,
+ * summed in double; then dL/dout = w is what we feed to backward.
+ *
+ * Step and tolerance. Forward passes run in float, so each out_i carries a
+ * rounding error of about 6e-8 |out_i|; divided by the 2 * eps of the central
+ * difference, that noise grows as eps shrinks, while the truncation error
+ * (eps^2 / 6 times the third derivative) grows with eps. Measured on these
+ * cases: eps = 1e-3 gives max_rel_err up to 2.6e-3, eps = 1e-2 up to 2.5e-4
+ * (so float rounding, not truncation, dominates at 1e-3). We use eps = 1e-2
+ * and demand max_rel_err < 1e-2: 40x above what correct code shows, yet a
+ * single entry that is 10% wrong (test_gradcheck_catches_wrong_gradient)
+ * fails it, as does any wrong formula (a missing factor, a transposed index,
+ * a sign). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "layers.h"
+#include "rng.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#define EPS 1e-2f
+#define TOL 1e-2
+#define MAX_CHECKS 200
+
+static void fill(float *x, int n, float scale, Rng *r) {
+    for (int i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
+}
+
+static double weighted_sum(const float *out, const float *w, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)w[i] * (double)out[i];
+    return s;
+}
+
+static void expect_grad_ok(GradCheckResult res, size_t n, const char *what) {
+    if (!(res.max_rel_err < TOL) || res.n_checked == 0)
+        fail_msg("%s: max_rel_err %.3g at index %zu (numeric %.6g, analytic %.6g), %zu checked",
+                 what, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic,
+                 res.n_checked);
+    assert_int_equal(res.n_checked, n < MAX_CHECKS ? n : MAX_CHECKS);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Linear                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int N, I, O;
+    float *in, *W, *b, *out, *w;
+} LinearCtx;
+
+static double linear_loss(void *p) {
+    LinearCtx *c = p;
+    linear_forward(c->out, c->in, c->W, c->b, c->N, c->I, c->O);
+    return weighted_sum(c->out, c->w, c->N * c->O);
+}
+
+static void test_linear_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 1, 0);
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {7, 17, 3}, {33, 3, 7}};
+    for (int s = 0; s < 4; s++) {
+        LinearCtx c = {shapes[s][0], shapes[s][1], shapes[s][2], 0, 0, 0, 0, 0};
+        int nin = c.N * c.I, nW = c.I * c.O, nout = c.N * c.O;
+        c.in = malloc(sizeof(float) * nin);
+        c.W = malloc(sizeof(float) * nW);
+        c.b = malloc(sizeof(float) * c.O);
+        c.out = malloc(sizeof(float) * nout);
+        c.w = malloc(sizeof(float) * nout);
+        fill(c.in, nin, 1.0f, &r);
+        fill(c.W, nW, 0.5f, &r);
+        fill(c.b, c.O, 0.5f, &r);
+        fill(c.w, nout, 1.0f, &r);
+        /* gradients start non-zero to prove backward ADDS to them */
+        float *din = malloc(sizeof(float) * nin), *dW = malloc(sizeof(float) * nW);
+        float *db = malloc(sizeof(float) * c.O);
+        float *din0 = malloc(sizeof(float) * nin), *dW0 = malloc(sizeof(float) * nW);
+        float *db0 = malloc(sizeof(float) * c.O);
+        fill(din0, nin, 1.0f, &r);
+        fill(dW0, nW, 1.0f, &r);
+        fill(db0, c.O, 1.0f, &r);
+        memcpy(din, din0, sizeof(float) * nin);
+        memcpy(dW, dW0, sizeof(float) * nW);
+        memcpy(db, db0, sizeof(float) * c.O);
+        linear_backward(din, dW, db, c.w, c.in, c.W, c.N, c.I, c.O);
+        for (int i = 0; i < nin; i++) din[i] -= din0[i];
+        for (int i = 0; i < nW; i++) dW[i] -= dW0[i];
+        for (int i = 0; i < c.O; i++) db[i] -= db0[i];
+        expect_grad_ok(gradcheck(linear_loss, &c, c.in, din, nin, EPS, MAX_CHECKS), nin, "linear din");
+        expect_grad_ok(gradcheck(linear_loss, &c, c.W, dW, nW, EPS, MAX_CHECKS), nW, "linear dW");
+        expect_grad_ok(gradcheck(linear_loss, &c, c.b, db, c.O, EPS, MAX_CHECKS), c.O, "linear db");
+
+        /* NULL gradients are skipped; NULL bias means no bias */
+        linear_backward(NULL, NULL, db, c.w, c.in, c.W, c.N, c.I, c.O);
+        linear_forward(c.out, c.in, c.W, NULL, c.N, c.I, c.O);
+        double s = 0.0;
+        for (int k = 0; k < c.I; k++) s += (double)c.in[k] * c.W[(size_t)k * c.O];
+        assert_float_equal(c.out[0], s, 1e-5);
+        free(c.in); free(c.W); free(c.b); free(c.out); free(c.w);
+        free(din); free(dW); free(db); free(din0); free(dW0); free(db0);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Embedding                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int N, D;
+    const int *ids;
+    float *table, *out, *w;
+} EmbedCtx;
+
+static double embed_loss(void *p) {
+    EmbedCtx *c = p;
+    embedding_forward(c->out, c->ids, c->table, c->N, c->D);
+    return weighted_sum(c->out, c->w, c->N * c->D);
+}
+
+static void test_embedding(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 2, 0);
+    enum { V = 7, D = 5, N = 9 };
+    const int ids[N] = {3, 0, 6, 3, 3, 1, 0, 5, 6};   /* repeats, and token 2, 4 unused */
+    float table[V * D], out[N * D], w[N * D], dtable[V * D] = {0};
+    fill(table, V * D, 1.0f, &r);
+    fill(w, N * D, 1.0f, &r);
+    EmbedCtx c = {N, D, ids, table, out, w};
+    embedding_forward(out, ids, table, N, D);
+    for (int n = 0; n < N; n++)
+        assert_memory_equal(out + n * D, table + ids[n] * D, sizeof(float) * D);
+    embedding_backward(dtable, w, ids, N, D);
+    /* unused rows get exactly zero; row 3 gets the sum of three upstream rows */
+    for (int d = 0; d < D; d++) {
+        assert_true(dtable[2 * D + d] == 0.0f && dtable[4 * D + d] == 0.0f);
+        assert_float_equal(dtable[3 * D + d], w[0 * D + d] + w[3 * D + d] + w[4 * D + d], 1e-6);
+    }
+    expect_grad_ok(gradcheck(embed_loss, &c, table, dtable, V * D, EPS, MAX_CHECKS), V * D,
+                   "embedding dtable");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element-wise activations                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int n, kind;   /* 0 tanh, 1 sigmoid, 2 relu */
+    float *x, *y, *w;
+} ActCtx;
+
+static double act_loss(void *p) {
+    ActCtx *c = p;
+    if (c->kind == 0) tanh_forward(c->y, c->x, c->n);
+    if (c->kind == 1) sigmoid_forward(c->y, c->x, c->n);
+    if (c->kind == 2) relu_forward(c->y, c->x, c->n);
+    return weighted_sum(c->y, c->w, c->n);
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 3, 0);
+    enum { N = 33 };
+    float x[N], y[N], w[N], dx[N];
+    const char *names[3] = {"tanh dx", "sigmoid dx", "relu dx"};
+    for (int kind = 0; kind < 3; kind++) {
+        fill(x, N, 3.0f, &r);
+        /* ReLU has a kink at 0: keep every input at least 0.05 away from it,
+         * more than eps = 0.01, so the finite difference never straddles it. */
+        for (int i = 0; i < N; i++)
+            if (fabsf(x[i]) < 0.05f) x[i] = x[i] < 0 ? -0.05f - x[i] : 0.05f + x[i];
+        fill(w, N, 1.0f, &r);
+        ActCtx c = {N, kind, x, y, w};
+        act_loss(&c);
+        memset(dx, 0, sizeof dx);
+        if (kind == 0) tanh_backward(dx, w, y, N);
+        if (kind == 1) sigmoid_backward(dx, w, y, N);
+        if (kind == 2) relu_backward(dx, w, x, N);
+        expect_grad_ok(gradcheck(act_loss, &c, x, dx, N, EPS, MAX_CHECKS), N, names[kind]);
+    }
+    /* spot values */
+    float in[4] = {0.0f, -100.0f, 100.0f, -2.0f}, out[4];
+    sigmoid_forward(out, in, 4);
+    assert_float_equal(out[0], 0.5f, 0.0f);
+    assert_true(out[1] >= 0.0f && out[1] < 1e-40f);   /* no overflow, no NaN */
+    assert_float_equal(out[2], 1.0f, 0.0f);
+    assert_float_equal(out[3], 1.0 / (1.0 + exp(2.0)), 1e-7);
+    relu_forward(out, in, 4);
+    assert_true(out[0] == 0.0f && out[1] == 0.0f && out[2] == 100.0f && out[3] == 0.0f);
+    tanh_forward(out, in, 4);
+    assert_float_equal(out[3], tanh(-2.0), 1e-7);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int N, C;
+    float *x, *y, *w;
+} SoftmaxCtx;
+
+static double softmax_loss(void *p) {
+    SoftmaxCtx *c = p;
+    softmax_forward(c->y, c->x, c->N, c->C);
+    return weighted_sum(c->y, c->w, c->N * c->C);
+}
+
+static void test_softmax_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 4, 0);
+    const int shapes[][2] = {{1, 1}, {3, 7}, {5, 17}, {1, 33}};
+    for (int s = 0; s < 4; s++) {
+        int N = shapes[s][0], C = shapes[s][1], n = N * C;
+        float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+        float *w = malloc(sizeof(float) * n), *dx = calloc(n, sizeof(float));
+        fill(x, n, 3.0f, &r);
+        fill(w, n, 1.0f, &r);
+        SoftmaxCtx c = {N, C, x, y, w};
+        softmax_loss(&c);
+        for (int row = 0; row < N; row++) {
+            double sum = 0.0;
+            for (int j = 0; j < C; j++) sum += y[row * C + j];
+            assert_float_equal(sum, 1.0, 1e-6);
+        }
+        softmax_backward(dx, w, y, N, C);
+        expect_grad_ok(gradcheck(softmax_loss, &c, x, dx, n, EPS, MAX_CHECKS), n, "softmax dx");
+        free(x); free(y); free(w); free(dx);
+    }
+}
+
+static void test_softmax_masking_and_stability(void **state) {
+    (void)state;
+    enum { C = 5 };
+    /* row 0: two masked entries; row 1: all masked; row 2: huge logits */
+    float x[3 * C] = {1.0f, -INFINITY, 2.0f, -INFINITY, 0.5f,
+                      -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                      1000.0f, 999.0f, -1000.0f, 1000.0f, 0.0f};
+    float y[3 * C], dy[3 * C], dx[3 * C] = {0};
+    softmax_forward(y, x, 3, C);
+    assert_true(y[1] == 0.0f && y[3] == 0.0f);   /* exactly 0, not tiny */
+    double e0 = exp(1.0), e2 = exp(2.0), e4 = exp(0.5), z = e0 + e2 + e4;
+    assert_float_equal(y[0], e0 / z, 1e-6);
+    assert_float_equal(y[2], e2 / z, 1e-6);
+    assert_float_equal(y[4], e4 / z, 1e-6);
+    for (int j = 0; j < C; j++) assert_true(y[C + j] == 0.0f);   /* all-masked row: zeros */
+    double big = 2.0 + exp(-1.0);
+    assert_float_equal(y[2 * C + 0], 1.0 / big, 1e-6);
+    assert_float_equal(y[2 * C + 1], exp(-1.0) / big, 1e-6);
+    assert_true(y[2 * C + 2] == 0.0f);   /* e^-2000 underflows to exactly 0 */
+    for (int i = 0; i < 3 * C; i++) {
+        assert_false(isnan(y[i]));
+        dy[i] = (float)(i + 1);
+    }
+    softmax_backward(dx, dy, y, 3, C);
+    /* masked entries get no gradient, and the all-masked row none at all */
+    assert_true(dx[1] == 0.0f && dx[3] == 0.0f);
+    for (int j = 0; j < C; j++) assert_true(dx[C + j] == 0.0f);
+    /* gradients of a softmax row sum to 0 (the Jacobian rows sum to 0) */
+    assert_float_equal(dx[0] + dx[2] + dx[4], 0.0, 1e-6);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cross-entropy and log-softmax                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int N, C, ignore_id;
+    const int *targets;
+    float *logits, *probs;
+} CeCtx;
+
+/* The mean over counted rows, as training uses it. */
+static double ce_loss(void *p) {
+    CeCtx *c = p;
+    int counted = 0;
+    double sum = cross_entropy_forward(c->probs, c->logits, c->targets, c->N, c->C,
+                                       c->ignore_id, &counted);
+    return sum / counted;
+}
+
+static void test_cross_entropy(void **state) {
+    (void)state;
+    /* hand value: logits (0, ln 2, ln 3) -> p = (1/6, 2/6, 3/6); target 2 -> ln 2 */
+    float lg[3] = {0.0f, logf(2.0f), logf(3.0f)}, pr[3];
+    int t1[1] = {2}, counted = -1;
+    double l = cross_entropy_forward(pr, lg, t1, 1, 3, -1, &counted);
+    assert_int_equal(counted, 1);
+    assert_float_equal(l, log(2.0), 1e-6);
+    assert_float_equal(pr[0], 1.0 / 6.0, 1e-6);
+
+    Rng r;
+    rng_seed(&r, 5, 0);
+    enum { N = 7, C = 11, PAD = 0 };
+    const int targets[N] = {3, PAD, 10, 1, PAD, 7, 3};   /* two padded rows */
+    float logits[N * C], probs[N * C], dlogits[N * C] = {0};
+    fill(logits, N * C, 4.0f, &r);
+    CeCtx c = {N, C, PAD, targets, logits, probs};
+    counted = 0;
+    double sum = cross_entropy_forward(probs, logits, targets, N, C, PAD, &counted);
+    assert_int_equal(counted, 5);
+    double want = 0.0;
+    for (int n = 0; n < N; n++) {
+        if (targets[n] == PAD) continue;
+        double z = 0.0;
+        for (int j = 0; j < C; j++) z += exp((double)logits[n * C + j]);
+        want += -log(exp((double)logits[n * C + targets[n]]) / z);
+    }
+    assert_float_equal(sum, want, 1e-5);
+
+    cross_entropy_backward(dlogits, probs, targets, N, C, PAD, 1.0f / counted);
+    for (int j = 0; j < C; j++) assert_true(dlogits[1 * C + j] == 0.0f && dlogits[4 * C + j] == 0.0f);
+    expect_grad_ok(gradcheck(ce_loss, &c, logits, dlogits, N * C, EPS, MAX_CHECKS), N * C,
+                   "cross-entropy dlogits");
+
+    /* a logit far below the others: p(target) underflows, the loss stays finite */
+    float far[2] = {0.0f, -200.0f}, pf[2];
+    int t2[1] = {1};
+    double lf = cross_entropy_forward(pf, far, t2, 1, 2, -1, &counted);
+    assert_float_equal(lf, 200.0, 1e-4);
+}
+
+static void test_log_softmax(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 6, 0);
+    enum { N = 3, C = 17 };
+    float x[N * C], out[N * C], y[N * C];
+    fill(x, N * C, 5.0f, &r);
+    x[5] = -INFINITY;
+    log_softmax_forward(out, x, N, C);
+    softmax_forward(y, x, N, C);
+    for (int i = 0; i < N * C; i++) {
+        if (i == 5) {
+            assert_true(isinf(out[i]) && out[i] < 0);
+            continue;
+        }
+        assert_float_equal(out[i], log((double)y[i]), 1e-5);
+    }
+    for (int n = 0; n < N; n++) {
+        double s = 0.0;
+        for (int j = 0; j < C; j++) s += exp((double)out[n * C + j]);
+        assert_float_equal(s, 1.0, 1e-5);
+    }
+}
+
+/* The checker itself must catch a wrong gradient (otherwise every test above
+ * could pass vacuously). */
+static void test_gradcheck_catches_wrong_gradient(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 7, 0);
+    enum { N = 9 };
+    float x[N], y[N], w[N], dx[N] = {0};
+    fill(x, N, 2.0f, &r);
+    fill(w, N, 1.0f, &r);
+    ActCtx c = {N, 0, x, y, w};
+    float before[N];
+    memcpy(before, x, sizeof x);
+    act_loss(&c);
+    tanh_backward(dx, w, y, N);
+    GradCheckResult ok = gradcheck(act_loss, &c, x, dx, N, EPS, 0);
+    assert_true(ok.max_rel_err < TOL);
+    assert_int_equal(ok.n_checked, N);
+    assert_memory_equal(x, before, sizeof x);   /* x restored */
+    dx[4] *= 1.1f;                              /* a 10% error in one entry */
+    GradCheckResult bad = gradcheck(act_loss, &c, x, dx, N, EPS, 0);
+    assert_true(bad.max_rel_err > 0.03);
+    assert_int_equal(bad.worst_index, 4);
+    /* subset: max_checks < n checks exactly max_checks entries */
+    GradCheckResult sub = gradcheck(act_loss, &c, x, dx, N, EPS, 3);
+    assert_int_equal(sub.n_checked, 3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradcheck_catches_wrong_gradient),
+        cmocka_unit_test(test_linear_gradients),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_softmax_gradients),
+        cmocka_unit_test(test_softmax_masking_and_stability),
+        cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_log_softmax),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

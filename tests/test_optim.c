@@ -1,0 +1,161 @@
+/* test_optim.c - Adam/AdamW (a hand-computed first and second step, decoupled
+ * weight decay, convergence on a quadratic), global gradient-norm clipping,
+ * and the warm-up + cosine learning-rate schedule. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim.h"
+#include "params.h"
+#include "rng.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+static void make_params(Params *p, int n) {
+    params_init(p);
+    params_add(p, "w", 1, (int[]){n});
+    assert_int_equal(params_alloc(p), 0);
+}
+
+/* One weight w0 = 1, lr = 0.01, weight_decay = 0.1, beta1 0.9, beta2 0.999.
+ * Step 1, g = 0.5: m = 0.05, v = 0.00025; bias-corrected m_hat = 0.5,
+ *   v_hat = 0.25, so m_hat / sqrt(v_hat) = 1 (the first Adam step has size lr
+ *   whatever the gradient's scale) and
+ *   w1 = 1 - 0.01 * (1 + 0.1 * 1) = 0.989.
+ * Step 2, g = 1.0: m = 0.9*0.05 + 0.1*1 = 0.145, m_hat = 0.145 / 0.19 = 0.763158;
+ *   v = 0.999*0.00025 + 0.001*1 = 0.00124975, v_hat = v / 0.001999 = 0.625188;
+ *   update = 0.763158 / 0.790688 + 0.1 * 0.989 = 0.965183 + 0.0989
+ *   w2 = 0.989 - 0.01 * 1.064083 = 0.978359. */
+static void test_adam_hand_computed_steps(void **state) {
+    (void)state;
+    Params p;
+    make_params(&p, 3);
+    Adam opt;
+    assert_int_equal(adam_init(&opt, &p, 0.01f, 0.1f), 0);
+    assert_float_equal(opt.beta1, 0.9f, 0.0f);
+    assert_float_equal(opt.beta2, 0.999f, 0.0f);
+    p.data[0] = 1.0f;  p.grad[0] = 0.5f;
+    p.data[1] = 2.0f;  p.grad[1] = 0.0f;    /* no gradient: only decay acts */
+    p.data[2] = -1.0f; p.grad[2] = -4.0f;   /* big negative gradient: still a step of lr */
+    adam_step(&opt, &p, 0.01f);
+    assert_int_equal(opt.step, 1);
+    assert_float_equal(p.data[0], 0.989f, 1e-6);
+    assert_float_equal(p.data[1], 2.0f - 0.01f * 0.1f * 2.0f, 1e-6);
+    /* update = m_hat / sqrt(v_hat) + wd * w = -1 + 0.1 * (-1) = -1.1: both the
+     * gradient step and the decay move w towards 0, to -0.989 */
+    assert_float_equal(p.data[2], -0.989f, 1e-6);
+    p.grad[0] = 1.0f;
+    adam_step(&opt, &p, 0.01f);
+    assert_float_equal(p.data[0], 0.978359f, 2e-6);
+    adam_free(&opt);
+    params_free(&p);
+}
+
+/* Decoupled decay: with zero gradients the moments stay 0 and every step is
+ * exactly w *= (1 - lr * wd), independent of Adam's normalisation. */
+static void test_adamw_decay_is_decoupled(void **state) {
+    (void)state;
+    Params p;
+    make_params(&p, 1);
+    Adam opt;
+    assert_int_equal(adam_init(&opt, &p, 0.1f, 0.5f), 0);
+    p.data[0] = 3.0f;
+    for (int t = 0; t < 20; t++) adam_step(&opt, &p, 0.1f);
+    assert_float_equal(p.data[0], 3.0 * pow(1.0 - 0.05, 20), 1e-5);
+    adam_free(&opt);
+    params_free(&p);
+}
+
+/* L = 0.5 * sum a_i (w_i - t_i)^2 with curvatures a_i from 0.1 to 100:
+ * Adam's per-coordinate scaling copes with the bad conditioning, and with
+ * the cosine schedule it settles on the minimum. */
+static void test_adam_converges_on_quadratic(void **state) {
+    (void)state;
+    enum { N = 7, STEPS = 1500 };
+    Params p;
+    make_params(&p, N);
+    Rng r;
+    rng_seed(&r, 9, 0);
+    float a[N], target[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = 0.1f * powf(10.0f, 3.0f * i / (N - 1));
+        target[i] = 4.0f * rng_uniform(&r) - 2.0f;
+        p.data[i] = 0.0f;
+    }
+    Adam opt;
+    assert_int_equal(adam_init(&opt, &p, 0.05f, 0.0f), 0);
+    double first_loss = 0.0, loss = 0.0;
+    for (int step = 0; step < STEPS; step++) {
+        loss = 0.0;
+        for (int i = 0; i < N; i++) {
+            double d = p.data[i] - target[i];
+            loss += 0.5 * a[i] * d * d;
+            p.grad[i] = (float)(a[i] * d);
+        }
+        if (step == 0) first_loss = loss;
+        adam_step(&opt, &p, lr_schedule(step, STEPS, 50, 0.05f, 0.01f));
+    }
+    assert_true(first_loss > 0.5);
+    assert_true(loss < 1e-5 * first_loss);
+    for (int i = 0; i < N; i++) assert_float_equal(p.data[i], target[i], 5e-3);
+    adam_free(&opt);
+    params_free(&p);
+}
+
+static void test_clip_grad_norm(void **state) {
+    (void)state;
+    Params p;
+    make_params(&p, 4);
+    float g[4] = {3.0f, 0.0f, -4.0f, 0.0f};   /* norm 5 */
+    memcpy(p.grad, g, sizeof g);
+    assert_float_equal(clip_grad_norm(&p, 10.0f), 5.0f, 1e-6);   /* under the limit: untouched */
+    assert_memory_equal(p.grad, g, sizeof g);
+    assert_float_equal(clip_grad_norm(&p, 0.0f), 5.0f, 1e-6);    /* 0 = no clipping */
+    assert_memory_equal(p.grad, g, sizeof g);
+    assert_float_equal(clip_grad_norm(&p, 1.0f), 5.0f, 1e-6);    /* returns the norm before */
+    assert_float_equal(p.grad[0], 0.6f, 1e-6);
+    assert_float_equal(p.grad[2], -0.8f, 1e-6);
+    assert_true(p.grad[1] == 0.0f);
+    assert_float_equal(clip_grad_norm(&p, 100.0f), 1.0f, 1e-6);  /* now exactly max_norm */
+    params_free(&p);
+}
+
+static void test_lr_schedule(void **state) {
+    (void)state;
+    const float base = 1e-3f, min_ratio = 0.1f;
+    const long warmup = 10, total = 110;
+    assert_float_equal(lr_schedule(0, total, warmup, base, min_ratio), 0.0f, 0.0f);
+    assert_float_equal(lr_schedule(5, total, warmup, base, min_ratio), 0.5e-3f, 1e-9);
+    /* end of warm-up: the full rate */
+    assert_float_equal(lr_schedule(warmup, total, warmup, base, min_ratio), base, 1e-9);
+    /* halfway through the decay: cos(pi/2) = 0, so min + (1 - min) / 2 */
+    assert_float_equal(lr_schedule(60, total, warmup, base, min_ratio), 0.55e-3f, 1e-9);
+    /* a quarter through: (1 + cos(pi/4)) / 2 = 0.853553 */
+    assert_float_equal(lr_schedule(35, total, warmup, base, min_ratio),
+                       base * (0.1 + 0.9 * 0.8535534), 1e-9);
+    /* the end, and past it: min_ratio * base */
+    assert_float_equal(lr_schedule(total, total, warmup, base, min_ratio), 1e-4f, 1e-9);
+    assert_float_equal(lr_schedule(total + 50, total, warmup, base, min_ratio), 1e-4f, 1e-9);
+    /* monotone decay after warm-up */
+    for (long s = warmup; s < total; s++)
+        assert_true(lr_schedule(s + 1, total, warmup, base, min_ratio) <=
+                    lr_schedule(s, total, warmup, base, min_ratio));
+    /* no warm-up: starts at base */
+    assert_float_equal(lr_schedule(0, 100, 0, base, 0.0f), base, 1e-9);
+    assert_float_equal(lr_schedule(100, 100, 0, base, 0.0f), 0.0f, 1e-9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_adam_hand_computed_steps),
+        cmocka_unit_test(test_adamw_decay_is_decoupled),
+        cmocka_unit_test(test_adam_converges_on_quadratic),
+        cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_lr_schedule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

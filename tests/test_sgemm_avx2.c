@@ -1,0 +1,249 @@
+/* test_sgemm_avx2.c - the AVX2 kernel against the specification (sgemm_naive).
+ *
+ * Every case builds op(A), op(B) and C inside bigger buffers: the matrices
+ * start one float past an aligned address (so nothing is 32-byte aligned) and
+ * their row strides are wider than the rows (lda > width), with the gaps
+ * filled with a sentinel. We check that
+ *   - every C element is within the error budget of the naive result,
+ *   - the gaps between C's rows still hold the sentinel (nothing written
+ *     outside the M x N block),
+ *   - beta == 0 ignores C completely (C starts as NaN),
+ *   - 1 and 2 threads give bit-identical results.
+ * All tests skip on a CPU without AVX2/FMA. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+
+static const float SENTINEL = -12345.0f;
+
+/* A small local generator (xorshift64*), so the test data does not depend
+ * on any other file: uniform floats in [-1, 1). */
+static uint64_t test_rng_state = 0x9E3779B97F4A7C15ull;
+static float uniform_pm1(void) {
+    test_rng_state ^= test_rng_state >> 12;
+    test_rng_state ^= test_rng_state << 25;
+    test_rng_state ^= test_rng_state >> 27;
+    uint32_t bits = (uint32_t)((test_rng_state * 0x2545F4914F6CDD1Dull) >> 40); /* 24 bits */
+    return (float)bits / 8388608.0f - 1.0f;
+}
+
+/* A rows x cols matrix with row stride ld, starting `offset` floats into a
+ * 64-byte-aligned allocation; the gap columns [cols, ld) hold SENTINEL. */
+typedef struct {
+    float *alloc, *data;
+    int rows, cols, ld;
+} Matrix;
+
+static Matrix matrix_new(int rows, int cols, int ld, int offset) {
+    Matrix m = {0};
+    size_t floats = (size_t)offset + (size_t)rows * ld + 16;
+    m.alloc = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    assert_non_null(m.alloc);
+    m.data = m.alloc + offset;
+    m.rows = rows, m.cols = cols, m.ld = ld;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < ld; j++) m.data[(size_t)i * ld + j] = j < cols ? uniform_pm1() : SENTINEL;
+    return m;
+}
+
+static void matrix_free(Matrix *m) { free(m->alloc); }
+
+/* One element of op(X), the way sgemm reads it. */
+static float op_element(const Matrix *x, int trans, int r, int c) {
+    return trans ? x->data[(size_t)c * x->ld + r] : x->data[(size_t)r * x->ld + c];
+}
+
+typedef struct {
+    int trans_a, trans_b, M, N, K;
+    float alpha, beta;
+    int offset; /* floats past a 64-byte boundary: 1 = unaligned */
+    int pad;    /* extra floats per row: ld = width + pad */
+} Case;
+
+/* Run one case with the given thread count; returns the C buffer (caller
+ * frees) so callers can compare thread counts bit for bit. */
+static float *run_case(const Case *t, int threads) {
+    int a_rows = t->trans_a ? t->K : t->M, a_cols = t->trans_a ? t->M : t->K;
+    int b_rows = t->trans_b ? t->N : t->K, b_cols = t->trans_b ? t->K : t->N;
+    Matrix A = matrix_new(a_rows, a_cols, a_cols + t->pad, t->offset);
+    Matrix B = matrix_new(b_rows, b_cols, b_cols + t->pad, t->offset);
+    Matrix C = matrix_new(t->M, t->N, t->N + t->pad, t->offset);
+    if (t->beta == 0.0f) /* beta == 0 must not read C: poison it */
+        for (int i = 0; i < t->M; i++)
+            for (int j = 0; j < t->N; j++) C.data[(size_t)i * C.ld + j] = NAN;
+
+    size_t c_floats = (size_t)t->M * C.ld;
+    float *want = malloc(c_floats * sizeof(float));
+    float *c_before = malloc(c_floats * sizeof(float));
+    assert_non_null(want);
+    assert_non_null(c_before);
+    memcpy(want, C.data, c_floats * sizeof(float));
+    memcpy(c_before, C.data, c_floats * sizeof(float));
+
+    sgemm_naive(t->trans_a, t->trans_b, t->M, t->N, t->K, t->alpha, A.data, A.ld, B.data, B.ld,
+                t->beta, want, C.ld);
+    omp_set_num_threads(threads);
+    sgemm_avx2(t->trans_a, t->trans_b, t->M, t->N, t->K, t->alpha, A.data, A.ld, B.data, B.ld,
+               t->beta, C.data, C.ld);
+
+    /* Error budget. Summing K products in float (in any order, with or
+     * without FMA) has a forward error of at most gamma_K * sum_k |a_ik b_kj|
+     * with gamma_K = K u / (1 - K u), u = 2^-24 (Higham, "Accuracy and
+     * Stability of Numerical Algorithms", section 3.1). Scaling by alpha,
+     * adding beta * C and the naive result's own rounding from double to
+     * float add about 3 more roundings. So with eps = 2u = FLT_EPSILON:
+     *   |got - want| <= (K + 3) * eps * (|alpha| sum_k |a_ik b_kj| + |beta c_ij|)
+     * which is about twice the worst case; the typical error is far smaller
+     * (random signs make it grow like sqrt(K)), so a real bug (a wrong
+     * element, a missed k block, a wrong stride) blows through it at once. */
+    int bad = 0;
+    for (int i = 0; i < t->M; i++) {
+        for (int j = 0; j < t->N; j++) {
+            double magnitude = 0.0;
+            for (int k = 0; k < t->K; k++)
+                magnitude += fabs((double)op_element(&A, t->trans_a, i, k) *
+                                  (double)op_element(&B, t->trans_b, k, j));
+            magnitude *= fabs(t->alpha);
+            if (t->beta != 0.0f) magnitude += fabs((double)t->beta * c_before[(size_t)i * C.ld + j]);
+            double budget = (t->K + 3) * (double)FLT_EPSILON * magnitude + 1e-30;
+            float got = C.data[(size_t)i * C.ld + j], ref = want[(size_t)i * C.ld + j];
+            if (!(fabs((double)got - (double)ref) <= budget)) {
+                if (bad++ < 5)
+                    print_error("ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g threads=%d: "
+                                "C[%d,%d] = %.9g, want %.9g (budget %.3g)\n",
+                                t->trans_a, t->trans_b, t->M, t->N, t->K, (double)t->alpha,
+                                (double)t->beta, threads, i, j, (double)got, (double)ref, budget);
+            }
+        }
+        for (int j = t->N; j < C.ld; j++) /* the gap between rows is untouched */
+            if (memcmp(&C.data[(size_t)i * C.ld + j], &SENTINEL, sizeof(float)) != 0 && bad++ < 5)
+                print_error("wrote outside C: row %d, gap column %d\n", i, j);
+    }
+    assert_int_equal(bad, 0);
+
+    float *result = malloc(c_floats * sizeof(float));
+    assert_non_null(result);
+    memcpy(result, C.data, c_floats * sizeof(float));
+    free(want);
+    free(c_before);
+    matrix_free(&A);
+    matrix_free(&B);
+    matrix_free(&C);
+    return result;
+}
+
+/* Run with 1 and with 2 threads; the two results must be bit-identical
+ * (each C element is computed by one thread in a fixed k order). */
+static void check_case(Case t) {
+    uint64_t seed = test_rng_state;
+    float *one = run_case(&t, 1);
+    test_rng_state = seed; /* same inputs for the second run */
+    float *two = run_case(&t, 2);
+    size_t c_floats = (size_t)t.M * (t.N + t.pad);
+    if (memcmp(one, two, c_floats * sizeof(float)) != 0)
+        fail_msg("1 and 2 threads differ: ta=%d tb=%d M=%d N=%d K=%d", t.trans_a, t.trans_b, t.M,
+                 t.N, t.K);
+    free(one);
+    free(two);
+}
+
+static void skip_without_avx2(void) {
+    if (!cpu_has_avx2_fma()) skip();
+}
+
+static const int ODD_SIZES[] = {1, 3, 7, 17, 33, 257};
+enum { N_ODD_SIZES = sizeof ODD_SIZES / sizeof ODD_SIZES[0] };
+
+/* All shapes from {1,3,7,17,33,257}^3, every transpose form, dense storage. */
+static void test_odd_shapes_all_transposes(void **state) {
+    (void)state;
+    skip_without_avx2();
+    for (int trans = 0; trans < 4; trans++)
+        for (int mi = 0; mi < N_ODD_SIZES; mi++)
+            for (int ni = 0; ni < N_ODD_SIZES; ni++)
+                for (int ki = 0; ki < N_ODD_SIZES; ki++)
+                    check_case((Case){trans >> 1, trans & 1, ODD_SIZES[mi], ODD_SIZES[ni],
+                                      ODD_SIZES[ki], 1.0f, 0.0f, 0, 0});
+}
+
+/* The same shapes, unaligned (offset 1 float) with strides wider than rows. */
+static void test_unaligned_and_strided(void **state) {
+    (void)state;
+    skip_without_avx2();
+    for (int trans = 0; trans < 4; trans++)
+        for (int mi = 0; mi < N_ODD_SIZES; mi++)
+            for (int ni = 0; ni < N_ODD_SIZES; ni++)
+                for (int ki = 0; ki < N_ODD_SIZES; ki += 2)
+                    check_case((Case){trans >> 1, trans & 1, ODD_SIZES[mi], ODD_SIZES[ni],
+                                      ODD_SIZES[ki], 1.0f, 1.0f, 1, 5});
+}
+
+/* Shapes that cross the cache blocks: M > MC (384), K > KC (256, so the
+ * later k blocks accumulate onto the first), N > NC (4096). */
+static void test_big_shapes(void **state) {
+    (void)state;
+    skip_without_avx2();
+    for (int trans = 0; trans < 4; trans++) {
+        check_case((Case){trans >> 1, trans & 1, 300, 200, 513, 1.0f, 0.0f, 1, 3});
+        check_case((Case){trans >> 1, trans & 1, 401, 35, 600, 1.0f, 1.0f, 0, 0});
+        check_case((Case){trans >> 1, trans & 1, 7, 4100, 40, 1.0f, 0.5f, 1, 1}); /* 2 threads */
+    }
+    check_case((Case){0, 0, 64, 384, 128, 1.0f, 0.0f, 0, 0}); /* chapter-sized shapes */
+    check_case((Case){0, 1, 2048, 128, 128, 1.0f, 0.0f, 0, 0});
+    check_case((Case){1, 0, 64, 64, 512, 1.0f, 1.0f, 0, 0});
+}
+
+/* alpha and beta: 0 (C is NaN and must be ignored), 1 (accumulate), others;
+ * K = 300 > KC so beta is applied once, not once per k block. */
+static void test_alpha_beta(void **state) {
+    (void)state;
+    skip_without_avx2();
+    const float alphas[] = {1.0f, -0.5f, 2.0f};
+    const float betas[] = {0.0f, 1.0f, -1.5f, 0.25f};
+    for (int ai = 0; ai < 3; ai++)
+        for (int bi = 0; bi < 4; bi++)
+            for (int trans = 0; trans < 4; trans++) {
+                check_case((Case){trans >> 1, trans & 1, 19, 37, 300, alphas[ai], betas[bi], 1, 2});
+                check_case((Case){trans >> 1, trans & 1, 12, 32, 5, alphas[ai], betas[bi], 0, 0});
+            }
+}
+
+/* K == 0 and alpha == 0: C = beta * C without touching A or B; with beta == 0
+ * a NaN in C becomes 0. M == 0 or N == 0: nothing at all happens. */
+static void test_degenerate(void **state) {
+    (void)state;
+    skip_without_avx2();
+    float C[6] = {NAN, NAN, NAN, 1.0f, 2.0f, 3.0f};
+    sgemm_avx2(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.0f, C, 3);
+    for (int j = 0; j < 3; j++) assert_true(C[j] == 0.0f);
+    sgemm_avx2(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 2.0f, C + 3, 3);
+    assert_true(C[3] == 2.0f && C[4] == 4.0f && C[5] == 6.0f);
+    float A[4] = {NAN, NAN, NAN, NAN}, B[4] = {1, 2, 3, 4}, D[4] = {1, 1, 1, 1};
+    sgemm_avx2(0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 3.0f, D, 2); /* alpha == 0: A not read */
+    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
+    sgemm_avx2(0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
+    sgemm_avx2(0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
+    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_odd_shapes_all_transposes),
+        cmocka_unit_test(test_unaligned_and_strided),
+        cmocka_unit_test(test_big_shapes),
+        cmocka_unit_test(test_alpha_beta),
+        cmocka_unit_test(test_degenerate),
+    };
+    return cmocka_run_group_tests_name("sgemm_avx2", tests, NULL, NULL);
+}

@@ -1,0 +1,332 @@
+/* test_util.c - the small helpers: mkdir -p, atomic writes (the old file
+ * survives an abandoned write, no temporary file is left behind),
+ * read_whole_file on plain and gzip files, aligned allocation, results.json
+ * (JSON escaping, %.6g numbers, null for NaN/inf, replacing a key), and the
+ * plain-log mode of the progress line. */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "error.h"
+#include "progress.h"
+#include "results.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+static char tmp_dir[256];
+
+static void path_in_tmp(char *out, size_t outlen, const char *name) {
+    snprintf(out, outlen, "%s/%s", tmp_dir, name);
+}
+
+static int count_leftover_tmp_files(void) {
+    DIR *d = opendir(tmp_dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+        if (strstr(e->d_name, ".tmp.") != NULL) n++;
+    closedir(d);
+    return n;
+}
+
+static char *read_text(const char *path) {
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    if (text == NULL) fail_msg("%s", last_error());
+    assert_int_equal(strlen(text), len);
+    return text;
+}
+
+static int setup_dir(void **state) {
+    (void)state;
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_util.XXXXXX");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state) {
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* -------------------------------------------------------------- make_dirs */
+
+static void test_make_dirs(void **state) {
+    (void)state;
+    char path[512];
+    path_in_tmp(path, sizeof path, "a/b//c/");
+    assert_int_equal(make_dirs(path), 0);
+    assert_int_equal(make_dirs(path), 0);             /* already there: fine */
+    struct stat st;
+    path_in_tmp(path, sizeof path, "a/b/c");
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+
+    /* A file in the way is an error that names the path. */
+    path_in_tmp(path, sizeof path, "plain_file");
+    assert_int_equal(write_file_atomic(path, "x", 1), 0);
+    path_in_tmp(path, sizeof path, "plain_file/sub");
+    assert_int_equal(make_dirs(path), -1);
+    assert_non_null(strstr(last_error(), "plain_file"));
+}
+
+/* ---------------------------------------------------------- atomic writes */
+
+static void test_write_file_atomic(void **state) {
+    (void)state;
+    char path[512];
+    path_in_tmp(path, sizeof path, "data.bin");
+    assert_int_equal(write_file_atomic(path, "first version", 13), 0);
+    assert_int_equal(write_file_atomic(path, "second", 6), 0);
+    char *text = read_text(path);
+    assert_string_equal(text, "second");
+    free(text);
+    assert_int_equal(count_leftover_tmp_files(), 0);
+
+    assert_int_equal(write_file_atomic("/nonexistent_dir_for_test/f.bin", "x", 1), -1);
+    assert_non_null(strstr(last_error(), "/nonexistent_dir_for_test/f.bin"));
+    assert_non_null(strstr(last_error(), "No such file"));
+}
+
+static void test_atomic_open_close(void **state) {
+    (void)state;
+    char path[512];
+    path_in_tmp(path, sizeof path, "report.txt");
+    AtomicFile af;
+    assert_int_equal(atomic_open(&af, path), 0);
+    fprintf(af.f, "line %d\n", 1);
+    assert_int_equal(atomic_close(&af, 1), 0);
+
+    /* An abandoned write (ok = 0) leaves the previous file as it was. */
+    assert_int_equal(atomic_open(&af, path), 0);
+    fprintf(af.f, "half a report");
+    assert_int_equal(access(af.tmp, F_OK), 0);        /* written beside, not over */
+    assert_int_equal(atomic_close(&af, 0), 0);
+    char *text = read_text(path);
+    assert_string_equal(text, "line 1\n");
+    free(text);
+    assert_int_equal(count_leftover_tmp_files(), 0);
+
+    assert_int_equal(atomic_open(&af, "/nonexistent_dir_for_test/r.txt"), -1);
+    assert_non_null(strstr(last_error(), "/nonexistent_dir_for_test/r.txt"));
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static void test_read_plain_and_gzip(void **state) {
+    (void)state;
+    /* Bigger than one 64 KiB read, so the buffer has to grow. */
+    size_t n = 200000;
+    char *original = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) original[i] = (char)('a' + (i * 7 + i / 13) % 26);
+    original[n] = '\0';
+
+    char plain[512], gz_path[512];
+    path_in_tmp(plain, sizeof plain, "words.txt");
+    path_in_tmp(gz_path, sizeof gz_path, "words.txt.gz");
+    assert_int_equal(write_file_atomic(plain, original, n), 0);
+    gzFile gz = gzopen(gz_path, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, original, (unsigned)n), (int)n);
+    assert_int_equal(gzclose(gz), Z_OK);
+
+    size_t len = 0;
+    char *text = read_whole_file(plain, &len);
+    assert_non_null(text);
+    assert_int_equal(len, n);
+    assert_memory_equal(text, original, n + 1);       /* includes the NUL */
+    free(text);
+
+    text = read_whole_file(gz_path, &len);
+    assert_non_null(text);
+    assert_int_equal(len, n);
+    assert_memory_equal(text, original, n + 1);
+    free(text);
+
+    /* The compressed file really is smaller: we did gunzip something. */
+    struct stat st;
+    assert_int_equal(stat(gz_path, &st), 0);
+    assert_true((size_t)st.st_size < n);
+
+    path_in_tmp(plain, sizeof plain, "empty.txt");
+    assert_int_equal(write_file_atomic(plain, "", 0), 0);
+    text = read_whole_file(plain, &len);
+    assert_non_null(text);
+    assert_int_equal(len, 0);
+    assert_int_equal(text[0], '\0');
+    free(text);
+
+    assert_null(read_whole_file("/nonexistent_dir_for_test/missing.txt", &len));
+    assert_non_null(strstr(last_error(), "/nonexistent_dir_for_test/missing.txt"));
+    assert_null(read_whole_file("/nonexistent_dir_for_test/missing.txt.gz", &len));
+    assert_non_null(strstr(last_error(), "missing.txt.gz"));
+    free(original);
+}
+
+static void test_corrupt_gzip(void **state) {
+    (void)state;
+    /* A gzip header followed by garbage. */
+    unsigned char junk[64] = {0x1f, 0x8b, 0x08, 0x00};
+    for (int i = 10; i < 64; i++) junk[i] = (unsigned char)(i * 37);
+    char path[512];
+    path_in_tmp(path, sizeof path, "junk.gz");
+    assert_int_equal(write_file_atomic(path, junk, sizeof junk), 0);
+    size_t len;
+    assert_null(read_whole_file(path, &len));
+    assert_non_null(strstr(last_error(), "junk.gz"));
+}
+
+/* ------------------------------------------------------------- allocation */
+
+static void test_aligned_allocation(void **state) {
+    (void)state;
+    size_t sizes[] = {0, 1, 7, 64, 1000, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = xmalloc(sizes[i]);
+        assert_int_equal((uintptr_t)p % 64, 0);
+        memset(p, 0xAB, sizes[i]);
+        free(p);
+        unsigned char *z = xcalloc(sizes[i], 3);
+        assert_int_equal((uintptr_t)z % 64, 0);
+        for (size_t k = 0; k < sizes[i] * 3; k++) assert_int_equal(z[k], 0);
+        free(z);
+    }
+}
+
+/* ---------------------------------------------------------------- results */
+
+static void test_results_json(void **state) {
+    (void)state;
+    Results r;
+    results_init(&r);
+    results_set_str(&r, "chapter", "01_rnn_seq2seq");
+    results_set_str(&r, "sample", "say \"hi\"\\ now\n\ttab\x01 é");
+    results_set_num(&r, "test_exact_match", 0.93);
+    results_set_num(&r, "tiny", 1.5e-7);
+    results_set_num(&r, "steps", 2000);
+    results_set_num(&r, "loss", NAN);
+    results_set_num(&r, "ppl", INFINITY);
+    results_set_num(&r, "third", 1.0 / 3.0);
+    results_set_str(&r, "chapter", "02_bahdanau_attention");   /* replaces, no duplicate */
+    results_set_str(&r, "quo\"te", "x");
+    assert_int_equal(r.n, 9);
+
+    char path[512];
+    path_in_tmp(path, sizeof path, "results.json");
+    assert_int_equal(results_write(&r, path), 0);
+    char *text = read_text(path);
+    const char *expected =
+        "{\n"
+        "  \"chapter\": \"02_bahdanau_attention\",\n"
+        "  \"sample\": \"say \\\"hi\\\"\\\\ now\\n\\ttab\\u0001 é\",\n"
+        "  \"test_exact_match\": 0.93,\n"
+        "  \"tiny\": 1.5e-07,\n"
+        "  \"steps\": 2000,\n"
+        "  \"loss\": null,\n"
+        "  \"ppl\": null,\n"
+        "  \"third\": 0.333333,\n"
+        "  \"quo\\\"te\": \"x\"\n"
+        "}\n";
+    assert_string_equal(text, expected);
+    free(text);
+    assert_int_equal(count_leftover_tmp_files(), 0);
+
+    assert_int_equal(results_write(&r, "/nonexistent_dir_for_test/results.json"), -1);
+    assert_non_null(strstr(last_error(), "results.json"));
+}
+
+static void test_results_long_value_is_cut_cleanly(void **state) {
+    (void)state;
+    /* 300 two-byte characters do not fit in 256 bytes: the value is cut on a
+     * character boundary and still a valid JSON string. */
+    char long_value[700] = "";
+    for (int i = 0; i < 300; i++) strcat(long_value, "é");
+    Results r;
+    results_init(&r);
+    results_set_str(&r, "k", long_value);
+    const char *v = r.values[0];
+    size_t len = strlen(v);
+    assert_true(len < sizeof r.values[0]);
+    assert_int_equal(v[0], '"');
+    assert_int_equal(v[len - 1], '"');
+    assert_int_equal((len - 2) % 2, 0);              /* whole "é"s only */
+
+    /* Quotes near the end: never half an escape. */
+    char quotes[400];
+    memset(quotes, '"', 399);
+    quotes[399] = '\0';
+    results_set_str(&r, "q", quotes);
+    v = r.values[1];
+    len = strlen(v);
+    assert_int_equal((len - 2) % 2, 0);              /* whole \" pairs only */
+}
+
+/* --------------------------------------------------------------- progress */
+
+static void test_progress_plain_lines(void **state) {
+    (void)state;
+    char path[512];
+    path_in_tmp(path, sizeof path, "progress.log");
+    FILE *log = fopen(path, "w");
+    assert_non_null(log);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fileno(log), 1);                             /* stdout is now a file, not a terminal */
+
+    Progress pr;
+    progress_start(&pr, 10, 4, 0);
+    for (long step = 1; step <= 10; step++) progress_update(&pr, step, 2.5f / (float)step, step * 32, "lr 1e-3");
+    progress_end(&pr);
+    Progress quiet;
+    progress_start(&quiet, 10, 1, 1);
+    progress_update(&quiet, 5, 1.0f, 10, NULL);
+    progress_end(&quiet);
+
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(log);
+
+    assert_int_equal(pr.is_tty, 0);
+    char *text = read_text(path);
+    /* Steps 4 and 8 (every 4), then the last one; then the "done" line. */
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 4);
+    assert_non_null(strstr(text, "step    4/10  loss 0.6250"));
+    assert_non_null(strstr(text, "step    8/10"));
+    assert_non_null(strstr(text, "step   10/10  loss 0.2500"));
+    assert_non_null(strstr(text, "lr 1e-3"));
+    assert_non_null(strstr(text, "done in"));
+    assert_null(strchr(text, '\r'));                  /* no terminal control in a log */
+    free(text);
+
+    double t0 = now_seconds(), t1 = now_seconds();
+    assert_true(t1 >= t0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_make_dirs),
+        cmocka_unit_test(test_write_file_atomic),
+        cmocka_unit_test(test_atomic_open_close),
+        cmocka_unit_test(test_read_plain_and_gzip),
+        cmocka_unit_test(test_corrupt_gzip),
+        cmocka_unit_test(test_aligned_allocation),
+        cmocka_unit_test(test_results_json),
+        cmocka_unit_test(test_results_long_value_is_cut_cleanly),
+        cmocka_unit_test(test_progress_plain_lines),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}
