@@ -29,7 +29,8 @@ endif
 # The core library, plus every chapter's reusable code (everything but main.c),
 # so chapter N+1 links chapter N's functions instead of copying them.
 COMMON_SRC   := $(wildcard common/*.c)
-CHAPTERS     := $(sort $(notdir $(wildcard chapters/[0-9][0-9]_*)))
+# A chapter is a directory chapters/NN_name/ with a main.c (its program).
+CHAPTERS     := $(sort $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c)))
 CHAPTER_LIB_SRC := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
 LIB_SRC      := $(COMMON_SRC) $(CHAPTER_LIB_SRC)
 LIB_OBJ      := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -69,12 +70,12 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
 
 # C helpers of the Python tools (tools/twin_dump.c for make twin).
-$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h)
+$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 

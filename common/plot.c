@@ -16,6 +16,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,8 +170,17 @@ static void render(const char *dir, const char *base) {
         fprintf(stderr, "warning: cannot run gnuplot for '%s/%s': fork failed\n", dir, script);
         return;
     }
+    char log_name[1100];
+    snprintf(log_name, sizeof log_name, "%s.gnuplot.log", base);
     if (child == 0) {                     /* the child: become gnuplot */
         if (chdir(dir) != 0) _exit(126);
+        /* gnuplot's messages (e.g. "empty y range" for a flat curve) go to a
+         * log that is kept only when gnuplot fails */
+        int log_fd = open(log_name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (log_fd >= 0) {
+            dup2(log_fd, 2);
+            close(log_fd);
+        }
         execlp("gnuplot", "gnuplot", script, (char *)NULL);
         _exit(127);
     }
@@ -179,9 +189,13 @@ static void render(const char *dir, const char *base) {
         if (errno == EINTR) continue;
         return;
     }
+    char log_path[2300];
+    snprintf(log_path, sizeof log_path, "%s/%s", dir, log_name);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fprintf(stderr, "warning: gnuplot failed on '%s/%s' (see its message above); "
-                        "the .dat and .gp files are still there\n", dir, script);
+        fprintf(stderr, "warning: gnuplot failed on '%s/%s' (its messages are in %s); "
+                        "the .dat and .gp files are still there\n", dir, script, log_path);
+    else
+        unlink(log_path);
 }
 
 /* Open stem.dat and stem.gp for writing (atomically, see util.h). */

@@ -14,8 +14,8 @@
 #include "error.h"
 
 static const char *cell_flag = "gru";
-static int embed_flag = 64;
-static int hidden_flag = 256;
+static int embed_flag = 32;
+static int hidden_flag = 128;
 
 static int write_config(char *config, int cap) {
     size_t used = strlen(config);
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,
         .build = rnn_seq2seq_build,
-        .default_steps = 3000,
+        .default_steps = 2000,
         .default_batch = 64,
         .default_lr = 3e-3f,
     };

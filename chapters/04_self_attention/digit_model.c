@@ -1,0 +1,222 @@
+/* digit_model.c - chapter 04's digit tasks and the small self-attention
+ * model with its hand-written backward pass (see digit_model.h). */
+#include "04_self_attention/digit_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "error.h"
+#include "layers.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------- tasks */
+
+const char *digit_task_name(DigitTask t) {
+    static const char *const names[DIGIT_N_TASKS] = {"reverse", "sort", "count"};
+    return (t >= 0 && t < DIGIT_N_TASKS) ? names[t] : "?";
+}
+
+const char *pos_type_name(PosType p) {
+    static const char *const names[POS_N_TYPES] = {"none", "sinusoidal", "learned"};
+    return (p >= 0 && p < POS_N_TYPES) ? names[p] : "?";
+}
+
+int digit_task_classes(DigitTask t, int N) { return t == TASK_COUNT ? N + 1 : DIGIT_VOCAB; }
+
+/* x [B, N] -> y [B, N] */
+void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng) {
+    for (int b = 0; b < B; b++) {
+        int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
+        int histogram[DIGIT_VOCAB] = {0};
+        for (int i = 0; i < N; i++) {
+            xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
+            histogram[xs[i]]++;
+        }
+        if (t == TASK_REVERSE) {
+            for (int i = 0; i < N; i++) ys[i] = xs[N - 1 - i];
+        } else if (t == TASK_SORT) {        /* counting sort */
+            int i = 0;
+            for (int digit = 0; digit < DIGIT_VOCAB; digit++)
+                for (int k = 0; k < histogram[digit]; k++) ys[i++] = digit;
+        } else {
+            for (int i = 0; i < N; i++) ys[i] = histogram[xs[i]];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------- model */
+
+/* "layer<l>.<name>", a matrix [rows, cols] or (cols == 0) a vector [rows]. */
+static size_t declare_layer_tensor(Params *p, int l, const char *name, int rows, int cols) {
+    char full[PARAMS_NAME_LEN];
+    snprintf(full, sizeof full, "layer%d.%s", l, name);
+    int dims[2] = {rows, cols};
+    return params_add(p, full, cols ? 2 : 1, dims);
+}
+
+int digit_model_create(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal,
+                       int max_B, uint64_t seed) {
+    if (L < 1 || L > DIGIT_MAX_LAYERS)
+        return fail("layers: expected 1..%d, got %d", DIGIT_MAX_LAYERS, L);
+    memset(m, 0, sizeof *m);
+    m->N = N; m->D = D; m->F = F; m->L = L; m->C = C;
+    m->pos = pos; m->causal = causal; m->max_B = max_B;
+
+    Params *p = &m->params;
+    params_init(p);
+    m->emb = params_add(p, "emb", 2, (int[]){DIGIT_VOCAB, D});
+    if (pos == POS_LEARNED) m->pos_table = params_add(p, "pos", 2, (int[]){N, D});
+    for (int l = 0; l < L; l++) {
+        m->W_Q[l] = declare_layer_tensor(p, l, "W_Q", D, D);
+        m->W_K[l] = declare_layer_tensor(p, l, "W_K", D, D);
+        m->W_V[l] = declare_layer_tensor(p, l, "W_V", D, D);
+        m->W_1[l] = declare_layer_tensor(p, l, "W_1", D, F);
+        m->b_1[l] = declare_layer_tensor(p, l, "b_1", F, 0);
+        m->W_2[l] = declare_layer_tensor(p, l, "W_2", F, D);
+        m->b_2[l] = declare_layer_tensor(p, l, "b_2", D, 0);
+    }
+    m->W_out = params_add(p, "W_out", 2, (int[]){D, C});
+    m->b_out = params_add(p, "b_out", 1, (int[]){C});
+    if (params_alloc(p) != 0) return -1;
+
+    /* Embeddings ~ N(0, 1/2): the same per-entry size as a sinusoid. */
+    Rng rng;
+    rng_seed(&rng, seed, 4);
+    init_normal(params_data(p, m->emb), (size_t)DIGIT_VOCAB * D, 0.7f, &rng);
+    if (pos == POS_LEARNED) init_normal(params_data(p, m->pos_table), (size_t)N * D, 0.7f, &rng);
+    for (int l = 0; l < L; l++) {
+        init_xavier(params_data(p, m->W_Q[l]), D, D, &rng);
+        init_xavier(params_data(p, m->W_K[l]), D, D, &rng);
+        init_xavier(params_data(p, m->W_V[l]), D, D, &rng);
+        init_xavier(params_data(p, m->W_1[l]), D, F, &rng);
+        init_xavier(params_data(p, m->W_2[l]), F, D, &rng);
+    }
+    init_xavier(params_data(p, m->W_out), D, C, &rng);
+
+    /* activations, allocated once for batches of up to max_B */
+    const size_t R = (size_t)max_B * N;     /* rows: one per position */
+    m->P_sin = xcalloc((size_t)N * D, sizeof(float));
+    positional_encoding_sinusoidal(m->P_sin, N, D);
+    m->X = xcalloc((L + 1) * R * D, sizeof(float));
+    m->H = xcalloc(L * R * D, sizeof(float));
+    m->Y_attn = xcalloc(L * R * D, sizeof(float));
+    m->A = xcalloc(L * R * N, sizeof(float));
+    m->sa_cache = xcalloc(L * self_attention_cache_floats(max_B, N, D), sizeof(float));
+    m->pre = xcalloc(L * R * F, sizeof(float));
+    m->act = xcalloc(L * R * F, sizeof(float));
+    m->logits = xcalloc(R * C, sizeof(float));
+    m->probs = xcalloc(R * C, sizeof(float));
+    m->dlogits = xcalloc(R * C, sizeof(float));
+    m->dX = xcalloc(R * D, sizeof(float));
+    m->dH = xcalloc(R * D, sizeof(float));
+    m->dpre = xcalloc(R * F, sizeof(float));
+    m->dact = xcalloc(R * F, sizeof(float));
+    m->sa_scratch = xcalloc(self_attention_scratch_floats(max_B, N, D), sizeof(float));
+    return 0;
+}
+
+void digit_model_free(DigitModel *m) {
+    params_free(&m->params);
+    float *buffers[] = {m->P_sin, m->X, m->H, m->Y_attn, m->A, m->sa_cache, m->pre, m->act,
+                        m->logits, m->probs, m->dlogits, m->dX, m->dH, m->dpre, m->dact,
+                        m->sa_scratch};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
+    memset(m, 0, sizeof *m);
+}
+
+/* One layer's weights as self-attention wants them. */
+static SelfAttentionWeights layer_weights(Params *p, const DigitModel *m, int l, int grad) {
+    SelfAttentionWeights w;
+    w.W_Q = grad ? params_grad(p, m->W_Q[l]) : params_data(p, m->W_Q[l]);
+    w.W_K = grad ? params_grad(p, m->W_K[l]) : params_data(p, m->W_K[l]);
+    w.W_V = grad ? params_grad(p, m->W_V[l]) : params_data(p, m->W_V[l]);
+    return w;
+}
+
+/* x [B, N] (, y [B, N]) -> logits [B*N, C], mean loss */
+double digit_model_forward(DigitModel *m, const int *x, const int *y, int B) {
+    Params *p = &m->params;
+    const int N = m->N, D = m->D, F = m->F, C = m->C, R = B * N;
+    const size_t RD = (size_t)R * D, RF = (size_t)R * F;
+    const size_t cache_stride = self_attention_cache_floats(m->max_B, N, D);
+    m->B = B;
+
+    /* X_0 = embed(x) + P */
+    embedding_forward(m->X, x, params_data(p, m->emb), R, D);
+    if (m->pos == POS_SINUSOIDAL) add_positional_encoding(m->X, m->P_sin, B, N, D);
+    if (m->pos == POS_LEARNED) add_positional_encoding(m->X, params_data(p, m->pos_table), B, N, D);
+
+    for (int l = 0; l < m->L; l++) {
+        const float *X_in = m->X + l * RD;
+        float *X_out = m->X + (l + 1) * RD, *H = m->H + l * RD, *Y = m->Y_attn + l * RD;
+        float *pre = m->pre + l * RF, *act = m->act + l * RF;
+        SelfAttentionWeights w = layer_weights(p, m, l, 0);
+        /* H = X + SelfAttention(X) */
+        self_attention_forward(Y, m->A + (size_t)l * R * N, m->sa_cache + l * cache_stride, X_in, &w,
+                               m->causal, NULL, B, N, D, D);
+        for (size_t i = 0; i < RD; i++) H[i] = X_in[i] + Y[i];
+        /* X_out = H + relu(H W_1 + b_1) W_2 + b_2 */
+        linear_forward(pre, H, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]), R, D, F);
+        relu_forward(act, pre, (int)RF);
+        linear_forward(X_out, act, params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, F, D);
+        for (size_t i = 0; i < RD; i++) X_out[i] += H[i];
+    }
+    linear_forward(m->logits, m->X + m->L * RD, params_data(p, m->W_out), params_data(p, m->b_out),
+                   R, D, C);
+    if (y == NULL) return 0.0;
+    int counted = 0;
+    double loss = cross_entropy_forward(m->probs, m->logits, y, R, C, -1, &counted);
+    return loss / counted;
+}
+
+void digit_model_backward(DigitModel *m, const int *x, const int *y) {
+    Params *p = &m->params;
+    const int B = m->B, N = m->N, D = m->D, F = m->F, C = m->C, R = B * N;
+    const size_t RD = (size_t)R * D, RF = (size_t)R * F;
+    const size_t cache_stride = self_attention_cache_floats(m->max_B, N, D);
+
+    memset(m->dlogits, 0, sizeof(float) * (size_t)R * C);
+    cross_entropy_backward(m->dlogits, m->probs, y, R, C, -1, 1.0f / (float)R);
+    /* dX = dL/dX_L */
+    memset(m->dX, 0, sizeof(float) * RD);
+    linear_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits,
+                    m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
+
+    for (int l = m->L - 1; l >= 0; l--) {
+        const float *X_in = m->X + l * RD, *H = m->H + l * RD;
+        const float *pre = m->pre + l * RF, *act = m->act + l * RF;
+        /* X_out = H + MLP(H): dH = dX_out + MLP'(dX_out) */
+        memcpy(m->dH, m->dX, sizeof(float) * RD);
+        memset(m->dact, 0, sizeof(float) * RF);
+        memset(m->dpre, 0, sizeof(float) * RF);
+        linear_backward(m->dact, params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, act,
+                        params_data(p, m->W_2[l]), R, F, D);
+        relu_backward(m->dpre, m->dact, pre, (int)RF);
+        linear_backward(m->dH, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]), m->dpre, H,
+                        params_data(p, m->W_1[l]), R, D, F);
+        /* H = X_in + SelfAttention(X_in): dX_in = dH + SelfAttention'(dH) */
+        memcpy(m->dX, m->dH, sizeof(float) * RD);
+        SelfAttentionWeights w = layer_weights(p, m, l, 0), dw = layer_weights(p, m, l, 1);
+        self_attention_backward(m->dX, &dw, m->sa_scratch, m->dH, m->A + (size_t)l * R * N,
+                                m->sa_cache + l * cache_stride, X_in, &w, B, N, D, D);
+    }
+    /* X_0 = embed(x) + P */
+    if (m->pos == POS_LEARNED) add_positional_encoding_backward(params_grad(p, m->pos_table), m->dX, B, N, D);
+    embedding_backward(params_grad(p, m->emb), m->dX, x, R, D);
+}
+
+void digit_model_predict(const DigitModel *m, int *pred) {
+    for (int r = 0; r < m->B * m->N; r++) {
+        const float *z = m->logits + (size_t)r * m->C;
+        int best = 0;
+        for (int c = 1; c < m->C; c++) if (z[c] > z[best]) best = c;
+        pred[r] = best;
+    }
+}
+
+const float *digit_model_attention(const DigitModel *m, int l, int b) {
+    return m->A + ((size_t)l * m->B * m->N + (size_t)b * m->N) * m->N;
+}

@@ -1,0 +1,72 @@
+/* digit_model.h - chapter 04: digit tasks where order does (or does not)
+ * matter, and a small self-attention model that learns them.
+ *
+ * Tasks: an input of N random digits x_1..x_N, a target digit (class) for
+ * every position:
+ *   reverse  y_i = x_{N+1-i}                     needs positions
+ *   sort     y_i = the i-th smallest digit       needs positions (for the OUTPUT slot i)
+ *   count    y_i = how often x_i occurs in x     does not: permuting x permutes y
+ *
+ * Model (per position, for a batch of B sequences):
+ *   X_0 = embed(x) + P                  P: none, sinusoidal, or a learned table [N, D]
+ *   for each layer l:
+ *     H       = X_l + SelfAttention(X_l)            (residual)
+ *     X_{l+1} = H + relu(H W_1 + b_1) W_2 + b_2     (a small MLP, residual)
+ *   logits = X_L W_out + b_out,  loss = mean cross-entropy over positions
+ * Without P the whole model is permutation equivariant, so it can solve
+ * count but not reverse or sort. */
+#ifndef DIGIT_MODEL_H
+#define DIGIT_MODEL_H
+#include <stdint.h>
+#include "params.h"
+#include "rng.h"
+
+#define DIGIT_VOCAB 10
+#define DIGIT_MAX_LAYERS 4
+
+typedef enum { TASK_REVERSE = 0, TASK_SORT, TASK_COUNT, DIGIT_N_TASKS } DigitTask;
+typedef enum { POS_NONE = 0, POS_SINUSOIDAL, POS_LEARNED, POS_N_TYPES } PosType;
+
+const char *digit_task_name(DigitTask t);      /* "reverse", "sort", "count" */
+const char *pos_type_name(PosType p);          /* "none", "sinusoidal", "learned" */
+/* Number of output classes: 10 digits, or N + 1 counts (0..N) for count. */
+int digit_task_classes(DigitTask t, int N);
+/* x [B, N] random digits, y [B, N] the task's targets. */
+void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng);
+
+typedef struct {
+    int N, D, F, L, C;          /* length, width, MLP hidden size, layers, classes */
+    PosType pos;
+    int causal;
+    Params params;
+    size_t emb, pos_table, W_out, b_out;                 /* [10,D], [N,D], [D,C], [C] */
+    size_t W_Q[DIGIT_MAX_LAYERS], W_K[DIGIT_MAX_LAYERS], W_V[DIGIT_MAX_LAYERS];   /* [D,D] */
+    size_t W_1[DIGIT_MAX_LAYERS], b_1[DIGIT_MAX_LAYERS];                         /* [D,F], [F] */
+    size_t W_2[DIGIT_MAX_LAYERS], b_2[DIGIT_MAX_LAYERS];                         /* [F,D], [D] */
+    int max_B, B;               /* capacity, and the batch of the last forward */
+    float *P_sin;               /* [N, D] */
+    float *X;                   /* [L+1, B, N, D]: X_0 .. X_L */
+    float *H;                   /* [L, B, N, D] */
+    float *Y_attn;              /* [L, B, N, D] self-attention outputs */
+    float *A;                   /* [L, B, N, N] attention weights */
+    float *sa_cache;            /* [L, self_attention_cache_floats] */
+    float *pre, *act;           /* [L, B, N, F] MLP before / after relu */
+    float *logits, *probs;      /* [B*N, C] */
+    float *dlogits, *dX, *dH, *dpre, *dact, *sa_scratch;   /* backward work */
+} DigitModel;
+
+/* Declare, allocate and initialise (from seed). Returns 0 or -1 with fail(). */
+int digit_model_create(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal,
+                       int max_B, uint64_t seed);
+void digit_model_free(DigitModel *m);
+/* Forward over x [B, N] (B <= max_B). With targets y, returns the mean
+ * cross-entropy per position; with y == NULL returns 0. Logits stay in m. */
+double digit_model_forward(DigitModel *m, const int *x, const int *y, int B);
+/* After forward with the same x, y: accumulate d(loss)/d(params) into params.grad. */
+void digit_model_backward(DigitModel *m, const int *x, const int *y);
+/* pred [B, N] = argmax of the last forward's logits. */
+void digit_model_predict(const DigitModel *m, int *pred);
+/* Attention weights of layer l for sequence b of the last forward: [N, N]. */
+const float *digit_model_attention(const DigitModel *m, int l, int b);
+
+#endif

@@ -1,0 +1,422 @@
+/* test_golden.c - every layer against golden vectors from PyTorch.
+ *
+ * tools/golden.py wrote tests/golden/<layer>.bin with PyTorch (format and
+ * regeneration: tests/golden/README.md): for several cases per layer, the
+ * inputs, parameters and upstream gradient, and PyTorch's outputs and
+ * autograd gradients. Here each C layer runs on the same inputs and every
+ * output and gradient must satisfy
+ *
+ *     |got - want| <= atol + rtol * |want|        (element by element)
+ *
+ * A failure prints the case, the tensor, the worst element with its index
+ * and both values. Backward is called TWICE into the same buffers and the
+ * second result must be twice the answer: backward accumulates (+=).
+ *
+ * Tolerances. The stored answers are float64 results rounded once to
+ * float32, so the error measured is the C code's float32 rounding:
+ *   outputs    rtol 1e-5  (about 80 float32 ulps),
+ *   gradients  rtol 1e-4  (a few more roundings chained, and sums over a batch);
+ *   atol       a floor for elements that cancel to near zero: a float32 sum of
+ *              ~30 terms of size ~1 carries ~1e-7 absolute error, and
+ *              sigmoid(-100) = 3.7e-44 is a denormal with only a few bits.
+ * Looser values, where needed, carry their reason next to them.
+ *
+ * ATTN_GOLDEN_VERBOSE=1 prints, per layer, how much of its tolerance the
+ * closest element used.
+ *
+ * The files are found in tests/golden, relative to the current directory
+ * (make test runs from the repository root), or in $ATTN_GOLDEN_DIR.
+ *
+ * Adding a layer (a later chapter's): a generator in tools/golden.py, then
+ * here a check_<layer>(Case *) function and one line in LAYERS[]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cells.h"
+#include "error.h"   /* before cmocka.h, whose fail() macro would clash with error.h's fail() */
+#include "golden.h"
+#include "layers.h"
+#include "03_dot_product_attention/attention.h"
+#include "04_self_attention/self_attention.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define RTOL_OUT 1e-5
+#define ATOL_OUT 1e-6
+#define RTOL_GRAD 1e-4
+#define ATOL_GRAD 1e-5
+
+/* ------------------------------------------------------------ the harness */
+
+#define CASE_MAX_BUFFERS 64
+
+/* One case of one layer: where its tensors are, the buffers allocated for
+ * it, and how many comparisons failed. */
+typedef struct {
+    const GoldFile *file;
+    const char *layer;
+    char name[128];
+    int failures;
+    double worst_ratio;      /* largest |diff| / tolerance seen (<= 1 passes) */
+    char worst_tensor[64];
+    int n_buffers;
+    void *buffers[CASE_MAX_BUFFERS];
+} Case;
+
+/* The tensor "<case>/<name>", or NULL. */
+static const GoldTensor *maybe(Case *c, const char *name) {
+    char full[256];
+    snprintf(full, sizeof full, "%s/%s", c->name, name);
+    return gold_find(c->file, full);
+}
+
+/* The tensor "<case>/<name>", which must exist (a missing one is a broken file). */
+static const GoldTensor *need(Case *c, const char *name) {
+    const GoldTensor *t = maybe(c, name);
+    if (t == NULL) fail_msg("golden %s: case %s has no tensor '%s'", c->layer, c->name, name);
+    return t;
+}
+
+static const float *f32(Case *c, const char *name) {
+    const GoldTensor *t = need(c, name);
+    assert_int_equal(t->type, GOLD_F32);
+    return t->data;
+}
+
+static const float *f32_or_null(Case *c, const char *name) {
+    return maybe(c, name) ? f32(c, name) : NULL;
+}
+
+static const int *i32(Case *c, const char *name) {
+    const GoldTensor *t = need(c, name);
+    assert_int_equal(t->type, GOLD_I32);
+    return t->data;
+}
+
+/* A zeroed float buffer of n floats that lives until the end of the case. */
+static float *buf(Case *c, size_t n) {
+    assert_true(c->n_buffers < CASE_MAX_BUFFERS);
+    float *p = calloc(n ? n : 1, sizeof(float));
+    assert_non_null(p);
+    c->buffers[c->n_buffers++] = p;
+    return p;
+}
+
+/* Flat index -> "[i, j, ...]" with the tensor's dims. */
+static void format_index(char *out, size_t outlen, size_t flat, const GoldTensor *t) {
+    size_t idx[GOLD_MAX_DIMS] = {0};
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = flat % (size_t)t->dims[d];
+        flat /= (size_t)t->dims[d];
+    }
+    int n = snprintf(out, outlen, "[");
+    for (int d = 0; d < t->ndim && n < (int)outlen; d++)
+        n += snprintf(out + n, outlen - (size_t)n, "%s%zu", d ? ", " : "", idx[d]);
+    if (n < (int)outlen) snprintf(out + n, outlen - (size_t)n, "]");
+}
+
+/* Compare got with times * want (want = the stored tensor <case>/<name>).
+ * times is 1 after the first backward call and 2 after the second. */
+static void expect_times(Case *c, const char *name, const float *got, int times, double rtol, double atol) {
+    const GoldTensor *t = need(c, name);
+    const float *want = t->data;
+    float *scaled = NULL;
+    if (times != 1) {
+        scaled = malloc(t->count * sizeof(float) + 1);
+        assert_non_null(scaled);
+        for (size_t i = 0; i < t->count; i++) scaled[i] = (float)times * want[i];
+        want = scaled;
+    }
+    GoldDiff d = gold_compare(got, want, t->count, rtol, atol);
+    if (d.ratio > c->worst_ratio) {
+        c->worst_ratio = d.ratio;
+        snprintf(c->worst_tensor, sizeof c->worst_tensor, "%s", name);
+    }
+    if (!d.ok) {
+        char idx[96];
+        format_index(idx, sizeof idx, d.worst, t);
+        print_error("golden %s/%s: %s%s%s: worst element %zu %s: got %.9g, want %.9g "
+                    "(|diff| %.3g, tolerance %.3g = atol %.1g + rtol %.1g * |want|)\n",
+                    c->layer, c->name, name, times == 1 ? "" : " after a second backward",
+                    times == 1 ? "" : " (must double: backward accumulates)", d.worst, idx,
+                    (double)d.got, (double)d.want, fabs((double)d.got - d.want),
+                    atol + rtol * fabs((double)d.want), atol, rtol);
+        c->failures++;
+    }
+    free(scaled);
+}
+
+static void expect_out(Case *c, const char *name, const float *got) {
+    expect_times(c, name, got, 1, RTOL_OUT, ATOL_OUT);
+}
+
+static void expect_grad(Case *c, const char *name, const float *got, int times) {
+    expect_times(c, name, got, times, RTOL_GRAD, ATOL_GRAD);
+}
+
+typedef struct {
+    const char *name;        /* tests/golden/<name>.bin */
+    void (*check)(Case *c);  /* runs one case, calls expect_*() */
+} GoldLayer;
+
+/* The cmocka test: every case of one layer. */
+static void run_golden(void **state) {
+    const GoldLayer *layer = *state;
+    const char *dir = getenv("ATTN_GOLDEN_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.bin", dir && *dir ? dir : "tests/golden", layer->name);
+    GoldFile file;
+    if (gold_read(&file, path) < 0)
+        fail_msg("%s\n(run from the repository root, or set ATTN_GOLDEN_DIR; regenerate with "
+                 "make golden)", last_error());
+    int n_cases = 0, failures = 0;
+    double worst = 0.0;
+    char name[128], worst_where[256] = "";
+    while (gold_case(&file, n_cases, name, sizeof name) == 0) {
+        Case c = {.file = &file, .layer = layer->name};
+        snprintf(c.name, sizeof c.name, "%s", name);
+        layer->check(&c);
+        for (int i = 0; i < c.n_buffers; i++) free(c.buffers[i]);
+        failures += c.failures;
+        if (c.worst_ratio >= worst && c.worst_tensor[0]) {
+            worst = c.worst_ratio;
+            snprintf(worst_where, sizeof worst_where, "%s/%s", c.name, c.worst_tensor);
+        }
+        n_cases++;
+    }
+    gold_free(&file);
+    if (getenv("ATTN_GOLDEN_VERBOSE"))   /* how much of the tolerance the closest call used */
+        print_message("golden %s: %d cases, worst element at %.3g of its tolerance (%s)\n",
+                      layer->name, n_cases, worst, worst_where[0] ? worst_where : "all exact");
+    assert_true(n_cases > 0);
+    if (failures) fail_msg("golden %s: %d mismatching tensor(s) over %d cases", layer->name, failures, n_cases);
+}
+
+/* ------------------------------------------------------------ layers.h */
+
+static void check_linear(Case *c) {
+    const GoldTensor *x = need(c, "x"), *W = need(c, "W");
+    int N = x->dims[0], I = x->dims[1], O = W->dims[1];
+    const float *b = f32_or_null(c, "b");
+    float *y = buf(c, (size_t)N * O);
+    linear_forward(y, f32(c, "x"), f32(c, "W"), b, N, I, O);
+    expect_out(c, "y", y);
+    float *dx = buf(c, (size_t)N * I), *dW = buf(c, (size_t)I * O), *db = b ? buf(c, (size_t)O) : NULL;
+    for (int times = 1; times <= 2; times++) {
+        linear_backward(dx, dW, db, f32(c, "dy"), f32(c, "x"), f32(c, "W"), N, I, O);
+        expect_grad(c, "dx", dx, times);
+        expect_grad(c, "dW", dW, times);
+        if (b) expect_grad(c, "db", db, times);
+    }
+}
+
+static void check_embedding(Case *c) {
+    const GoldTensor *table = need(c, "table"), *ids = need(c, "ids");
+    int V = table->dims[0], D = table->dims[1], N = ids->dims[0];
+    float *y = buf(c, (size_t)N * D), *dtable = buf(c, (size_t)V * D);
+    embedding_forward(y, i32(c, "ids"), f32(c, "table"), N, D);
+    expect_out(c, "y", y);
+    for (int times = 1; times <= 2; times++) {
+        embedding_backward(dtable, f32(c, "dy"), i32(c, "ids"), N, D);
+        expect_grad(c, "dtable", dtable, times);
+    }
+}
+
+/* tanh and sigmoid: backward reads the forward output y; relu: the input x. */
+typedef void (*ActForward)(float *y, const float *x, int n);
+typedef void (*ActBackward)(float *dx, const float *dy, const float *saved, int n);
+
+static void check_activation(Case *c, ActForward fwd, ActBackward bwd, int backward_reads_input) {
+    int n = need(c, "x")->dims[0];
+    float *y = buf(c, (size_t)n), *dx = buf(c, (size_t)n);
+    fwd(y, f32(c, "x"), n);
+    expect_out(c, "y", y);
+    for (int times = 1; times <= 2; times++) {
+        bwd(dx, f32(c, "dy"), backward_reads_input ? f32(c, "x") : y, n);
+        expect_grad(c, "dx", dx, times);
+    }
+}
+
+static void check_tanh(Case *c) { check_activation(c, tanh_forward, tanh_backward, 0); }
+static void check_sigmoid(Case *c) { check_activation(c, sigmoid_forward, sigmoid_backward, 0); }
+static void check_relu(Case *c) { check_activation(c, relu_forward, relu_backward, 1); }
+
+static void check_softmax(Case *c) {
+    const GoldTensor *x = need(c, "x");
+    int N = x->dims[0], C = x->dims[1];
+    float *y = buf(c, (size_t)N * C), *dx = buf(c, (size_t)N * C);
+    softmax_forward(y, f32(c, "x"), N, C);
+    expect_out(c, "y", y);
+    for (int times = 1; times <= 2; times++) {
+        softmax_backward(dx, f32(c, "dy"), y, N, C);
+        expect_grad(c, "dx", dx, times);
+    }
+}
+
+static void check_log_softmax(Case *c) {
+    const GoldTensor *x = need(c, "x");
+    int N = x->dims[0], C = x->dims[1];
+    float *y = buf(c, (size_t)N * C);
+    log_softmax_forward(y, f32(c, "x"), N, C);
+    expect_out(c, "y", y);
+}
+
+static void check_cross_entropy(Case *c) {
+    const GoldTensor *logits = need(c, "logits");
+    int N = logits->dims[0], C = logits->dims[1];
+    int ignore_id = i32(c, "ignore_id")[0];
+    float *probs = buf(c, (size_t)N * C), *dlogits = buf(c, (size_t)N * C);
+    int counted = -1;
+    double loss = cross_entropy_forward(probs, f32(c, "logits"), i32(c, "targets"), N, C, ignore_id, &counted);
+    float loss32 = (float)loss;
+    expect_out(c, "probs", probs);
+    expect_out(c, "loss_sum", &loss32);
+    if (counted != i32(c, "n_counted")[0]) {
+        print_error("golden cross_entropy/%s: n_counted: got %d, want %d\n", c->name, counted,
+                    i32(c, "n_counted")[0]);
+        c->failures++;
+    }
+    for (int times = 1; times <= 2; times++) {
+        cross_entropy_backward(dlogits, probs, i32(c, "targets"), N, C, ignore_id, f32(c, "scale")[0]);
+        expect_grad(c, "dlogits", dlogits, times);
+    }
+}
+
+/* ------------------------------------------------------------ cells.h */
+
+static void check_cell(Case *c, CellType type) {
+    const GoldTensor *x = need(c, "x"), *h_prev = need(c, "h_prev");
+    int B = x->dims[0], I = x->dims[1], H = h_prev->dims[1], G = cell_gates(type);
+    int lstm = cell_has_c(type);
+    const int *mask = maybe(c, "mask") ? i32(c, "mask") : NULL;
+    const float *c_prev = lstm ? f32(c, "c_prev") : NULL;
+    float *h = buf(c, (size_t)B * H), *cs = lstm ? buf(c, (size_t)B * H) : NULL;
+    float *cache = buf(c, (size_t)B * cell_cache_size(type, H));
+    float *scratch = buf(c, (size_t)B * 2 * G * H);
+    cell_forward(type, h, cs, cache, scratch, f32(c, "x"), f32(c, "h_prev"), c_prev,
+                 f32(c, "W_x"), f32(c, "W_h"), f32(c, "b"), mask, B, I, H);
+    expect_out(c, "h", h);
+    if (lstm) expect_out(c, "c", cs);
+    float *dx = buf(c, (size_t)B * I), *dh_prev = buf(c, (size_t)B * H);
+    float *dc_prev = lstm ? buf(c, (size_t)B * H) : NULL;
+    float *dW_x = buf(c, (size_t)I * G * H), *dW_h = buf(c, (size_t)H * G * H), *db = buf(c, (size_t)G * H);
+    for (int times = 1; times <= 2; times++) {
+        cell_backward(type, dx, dh_prev, dc_prev, dW_x, dW_h, db, f32(c, "dh"),
+                      lstm ? f32(c, "dc") : NULL, cache, scratch, f32(c, "x"), f32(c, "h_prev"),
+                      c_prev, f32(c, "W_x"), f32(c, "W_h"), mask, B, I, H);
+        expect_grad(c, "dx", dx, times);
+        expect_grad(c, "dh_prev", dh_prev, times);
+        if (lstm) expect_grad(c, "dc_prev", dc_prev, times);
+        expect_grad(c, "dW_x", dW_x, times);
+        expect_grad(c, "dW_h", dW_h, times);
+        expect_grad(c, "db", db, times);
+    }
+}
+
+static void check_rnn_cell(Case *c) { check_cell(c, CELL_RNN); }
+static void check_gru_cell(Case *c) { check_cell(c, CELL_GRU); }
+static void check_lstm_cell(Case *c) { check_cell(c, CELL_LSTM); }
+
+/* ------------------------------------------------------------ chapter 03 */
+
+/* The score function's parameters from the case (absent ones stay NULL). */
+static ScoreWeights score_weights(Case *c, const char *prefix) {
+    char name[16];
+    ScoreWeights w = {NULL, NULL, NULL, NULL};
+    float **fields[4] = {&w.W, &w.W_1, &w.W_2, &w.v};
+    const char *names[4] = {"W", "W_1", "W_2", "v"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, names[i]);
+        *fields[i] = (float *)f32_or_null(c, name);
+    }
+    return w;
+}
+
+static void check_attention(Case *c) {
+    const GoldTensor *Q = need(c, "Q"), *K = need(c, "K"), *V = need(c, "V");
+    int N_Q = Q->dims[0], N_X = K->dims[0], D_V = V->dims[1];
+    const GoldTensor *W_1 = maybe(c, "W_1");
+    ScoreSpec spec = {(ScoreType)i32(c, "score")[0], Q->dims[1], K->dims[1], W_1 ? W_1->dims[1] : 0};
+    ScoreWeights w = score_weights(c, "");
+    AttentionMask mask = {maybe(c, "allowed") ? i32(c, "allowed") : NULL, i32(c, "causal")[0],
+                          i32(c, "key_len")[0]};
+    float *Y = buf(c, (size_t)N_Q * D_V), *A = buf(c, (size_t)N_Q * N_X);
+    float *cache = buf(c, attention_cache_floats(&spec, N_Q, N_X));
+    float *scratch = buf(c, attention_scratch_floats(&spec, N_Q, N_X));
+    attention_forward(Y, A, cache, Q->data, K->data, V->data, &spec, &w, &mask, N_Q, N_X, D_V);
+    expect_out(c, "Y", Y);
+    expect_out(c, "A", A);
+    /* gradient buffers, laid out as the parameters */
+    size_t n_params = score_param_count(&spec);
+    float *dparams = buf(c, n_params);
+    ScoreWeights dw = score_weights_view(&spec, dparams);
+    float *dQ = buf(c, (size_t)N_Q * spec.D_Q), *dK = buf(c, (size_t)N_X * spec.D_K), *dV = buf(c, (size_t)N_X * D_V);
+    for (int times = 1; times <= 2; times++) {
+        attention_backward(dQ, dK, dV, &dw, scratch, f32(c, "dY"), A, cache, Q->data, K->data, V->data,
+                           &spec, &w, N_Q, N_X, D_V);
+        expect_grad(c, "dQ", dQ, times);
+        expect_grad(c, "dK", dK, times);
+        expect_grad(c, "dV", dV, times);
+        if (dw.W) expect_grad(c, "dW", dw.W, times);
+        if (dw.W_1) expect_grad(c, "dW_1", dw.W_1, times);
+        if (dw.W_2) expect_grad(c, "dW_2", dw.W_2, times);
+        if (dw.v) expect_grad(c, "dv", dw.v, times);
+    }
+}
+
+/* ------------------------------------------------------------ chapter 04 */
+
+static void check_self_attention(Case *c) {
+    const GoldTensor *X = need(c, "X"), *W_Q = need(c, "W_Q");
+    int B = X->dims[0], N = X->dims[1], D_in = X->dims[2], D = W_Q->dims[1];
+    SelfAttentionWeights w = {(float *)f32(c, "W_Q"), (float *)f32(c, "W_K"), (float *)f32(c, "W_V")};
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    float *Y = buf(c, (size_t)B * N * D), *A = buf(c, (size_t)B * N * N);
+    float *cache = buf(c, self_attention_cache_floats(B, N, D));
+    float *scratch = buf(c, self_attention_scratch_floats(B, N, D));
+    self_attention_forward(Y, A, cache, X->data, &w, i32(c, "causal")[0], lens, B, N, D_in, D);
+    expect_out(c, "Y", Y);
+    expect_out(c, "A", A);
+    size_t WD = (size_t)D_in * D;
+    SelfAttentionWeights dw = {buf(c, WD), buf(c, WD), buf(c, WD)};
+    float *dX = buf(c, (size_t)B * N * D_in);
+    for (int times = 1; times <= 2; times++) {
+        self_attention_backward(dX, &dw, scratch, f32(c, "dY"), A, cache, X->data, &w, B, N, D_in, D);
+        expect_grad(c, "dX", dX, times);
+        expect_grad(c, "dW_Q", dw.W_Q, times);
+        expect_grad(c, "dW_K", dw.W_K, times);
+        expect_grad(c, "dW_V", dw.W_V, times);
+    }
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const GoldLayer LAYERS[] = {
+    {"linear", check_linear},
+    {"embedding", check_embedding},
+    {"tanh", check_tanh},
+    {"sigmoid", check_sigmoid},
+    {"relu", check_relu},
+    {"softmax", check_softmax},
+    {"log_softmax", check_log_softmax},
+    {"cross_entropy", check_cross_entropy},
+    {"rnn_cell", check_rnn_cell},
+    {"gru_cell", check_gru_cell},
+    {"lstm_cell", check_lstm_cell},
+    {"attention", check_attention},             /* chapter 03 */
+    {"self_attention", check_self_attention},   /* chapter 04 */
+};
+
+int main(void) {
+    enum { N_LAYERS = sizeof LAYERS / sizeof LAYERS[0] };
+    struct CMUnitTest tests[N_LAYERS];
+    for (int i = 0; i < N_LAYERS; i++)
+        tests[i] = (struct CMUnitTest){LAYERS[i].name, run_golden, NULL, NULL, (void *)&LAYERS[i]};
+    return _cmocka_run_group_tests("golden", tests, N_LAYERS, NULL, NULL);
+}

@@ -1,0 +1,471 @@
+#!/usr/bin/python3
+"""golden.py - golden vectors for every layer, from PyTorch (an independent implementation).
+
+    /usr/bin/python3 tools/golden.py            (or: make golden)
+    /usr/bin/python3 tools/golden.py --check    regenerate in memory, compare with the files
+
+For each layer it writes tests/golden/<layer>.bin (format: tests/golden/README.md):
+several cases at odd shapes (1, 3, 7, 17, ...), each with the inputs, the
+parameters, an upstream gradient, the outputs and every input and parameter
+gradient. tests/test_golden.c runs the C layers on the same inputs and compares.
+
+Precision: every input, parameter and upstream gradient is drawn as a float32
+number (so the C side sees exactly these values); PyTorch then computes in
+float64 on those exact values, and the results are rounded ONCE to float32 for
+storage. The stored answers are therefore within half a float32 ulp of the
+exact answers for the given inputs, and any difference the C test sees is the
+C code's own float32 rounding (or a bug), not the reference's.
+
+Gradients come from torch.autograd (loss = sum(output * upstream gradient)),
+never from re-derived formulas, and the cells are torch.nn.RNNCell/GRUCell/
+LSTMCell with the weights mapped from the C layout (tools/README.md).
+
+Adding a layer: write a function decorated with @layer("name") that returns
+a list of (case_name, {tensor_name: array}) and a check function in
+tests/test_golden.c. Later chapters' layers are skipped here (with a note)
+until their C code exists.
+"""
+import argparse
+import math
+import os
+import sys
+from collections import OrderedDict
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import goldfile  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_DIR = os.path.join(ROOT, "tests", "golden")
+PAD_ID = 0  # common/vocab.h
+
+LAYERS = OrderedDict()
+
+
+def layer(name):
+    def register(fn):
+        LAYERS[name] = fn
+        return fn
+    return register
+
+
+class Draw:
+    """Seeded random float32 numbers, handed out as float64 tensors that require grad."""
+
+    def __init__(self, seed):
+        self.g = torch.Generator().manual_seed(seed)
+
+    def uniform(self, *shape, lo=-1.0, hi=1.0, grad=True):
+        x = (torch.rand(*shape, generator=self.g, dtype=torch.float32) * (hi - lo) + lo)
+        return x.double().requires_grad_(grad)
+
+    def normal(self, *shape, std=1.0, grad=True):
+        x = torch.randn(*shape, generator=self.g, dtype=torch.float32) * std
+        return x.double().requires_grad_(grad)
+
+    def ints(self, low, high, *shape):
+        return torch.randint(low, high, shape, generator=self.g)
+
+
+def np32(t):
+    return t.detach().double().numpy().astype(np.float32)
+
+
+def backward(out, dout):
+    """Autograd of L = sum(out * dout)."""
+    (out * dout).sum().backward()
+
+
+# --------------------------------------------------------------------- layers
+
+@layer("linear")
+def gen_linear():
+    cases = []
+    for seed, (N, I, O, bias) in enumerate([(1, 1, 1, True), (3, 7, 17, True), (17, 3, 7, True),
+                                            (7, 33, 5, True), (3, 7, 17, False), (1, 5, 1, False)]):
+        r = Draw(100 + seed)
+        x, W = r.uniform(N, I), r.uniform(I, O)
+        b = r.uniform(O) if bias else None
+        dy = r.uniform(N, O, grad=False)
+        y = F.linear(x, W.t(), b)              # torch stores weight as [O, I]: ours is its transpose
+        backward(y, dy)
+        t = OrderedDict(x=np32(x), W=np32(W))
+        if bias:
+            t["b"] = np32(b)
+        t.update(dy=np32(dy), y=np32(y), dx=np32(x.grad), dW=np32(W.grad))
+        if bias:
+            t["db"] = np32(b.grad)
+        cases.append((f"n{N}_i{I}_o{O}{'' if bias else '_nobias'}", t))
+    return cases
+
+
+@layer("embedding")
+def gen_embedding():
+    cases = []
+    for seed, (V, D, N) in enumerate([(1, 1, 1), (7, 3, 17), (17, 7, 5), (3, 33, 7)]):
+        r = Draw(200 + seed)
+        table = r.uniform(V, D)
+        ids = r.ints(0, V, N)
+        if N > 2:
+            ids[1] = ids[0]                    # a repeated id: its gradients must add up
+        dy = r.uniform(N, D, grad=False)
+        y = F.embedding(ids, table)
+        backward(y, dy)
+        cases.append((f"v{V}_d{D}_n{N}", OrderedDict(
+            ids=ids.numpy().astype(np.int32), table=np32(table), dy=np32(dy),
+            y=np32(y), dtable=np32(table.grad))))
+    return cases
+
+
+def activation_cases(fn, base_seed, extremes):
+    cases = []
+    for seed, n in enumerate([1, 7, 33]):
+        r = Draw(base_seed + seed)
+        x = r.uniform(n, lo=-4.0, hi=4.0)
+        if n == 33:                            # large magnitudes and exact zeros
+            with torch.no_grad():
+                x[:len(extremes)] = torch.tensor(extremes, dtype=torch.float32).double()
+        dy = r.uniform(n, grad=False)
+        y = fn(x)
+        backward(y, dy)
+        cases.append((f"n{n}", OrderedDict(x=np32(x), dy=np32(dy), y=np32(y), dx=np32(x.grad))))
+    return cases
+
+
+@layer("tanh")
+def gen_tanh():
+    return activation_cases(torch.tanh, 300, [0.0, 20.0, -20.0, 1e-4, -1e-4, 0.5])
+
+
+@layer("sigmoid")
+def gen_sigmoid():
+    return activation_cases(torch.sigmoid, 310, [0.0, 30.0, -30.0, 100.0, -100.0, 1e-4])
+
+
+@layer("relu")
+def gen_relu():
+    # torch's relu has gradient 0 at x == 0, as does relu_backward (x > 0 only).
+    return activation_cases(torch.relu, 320, [0.0, -0.0, 1e-30, -1e-30, 50.0, -50.0])
+
+
+def masked_logits(r, N, C):
+    """[N, C] logits; row 1 partially masked (-inf), row 2 with huge values (stability)."""
+    x = r.uniform(N, C, lo=-3.0, hi=3.0, grad=False)
+    if N >= 3 and C >= 3:
+        x[1, 0] = -math.inf
+        x[1, C - 1] = -math.inf
+        x[2, :] += 1000.0
+    return x.float().double()   # back to float32 values: the C side sees exactly these
+
+
+@layer("softmax")
+def gen_softmax():
+    cases = []
+    for seed, (N, C) in enumerate([(1, 1), (3, 7), (5, 17), (4, 3)]):
+        r = Draw(400 + seed)
+        x = masked_logits(r, N, C)
+        full_mask_row = N >= 4                 # the last row entirely -inf
+        if full_mask_row:
+            x[N - 1, :] = -math.inf
+        dy = r.uniform(N, C, grad=False)
+        # A fully masked row is all zeros with zero gradient by the C contract
+        # (layers.h); PyTorch gives NaN there, so that row is left out of torch.
+        live = N - 1 if full_mask_row else N
+        xl = x[:live].clone().requires_grad_(True)
+        yl = torch.softmax(xl, dim=1)
+        backward(yl, dy[:live])
+        y = torch.zeros(N, C, dtype=torch.float64)
+        dx = torch.zeros(N, C, dtype=torch.float64)
+        y[:live], dx[:live] = yl.detach(), xl.grad
+        cases.append((f"n{N}_c{C}", OrderedDict(x=np32(x), dy=np32(dy), y=np32(y), dx=np32(dx))))
+    return cases
+
+
+@layer("log_softmax")
+def gen_log_softmax():
+    cases = []
+    for seed, (N, C) in enumerate([(1, 1), (3, 7), (5, 17)]):
+        r = Draw(450 + seed)
+        x = masked_logits(r, N, C)
+        y = torch.log_softmax(x, dim=1)        # masked entries stay -inf
+        cases.append((f"n{N}_c{C}", OrderedDict(x=np32(x), y=np32(y))))
+    return cases
+
+
+@layer("cross_entropy")
+def gen_cross_entropy():
+    """loss_sum = sum over counted rows of -log softmax(logits)[target];
+    dlogits = d(scale * loss_sum)/d logits, as cross_entropy_backward(scale)."""
+    cases = []
+    specs = [  # N, C, ignore_id, scale, which rows are padding
+        (1, 3, PAD_ID, 1.0, []),
+        (7, 5, PAD_ID, None, [2, 5]),          # scale None = 1 / n_counted (mean per token)
+        (17, 33, PAD_ID, None, [0, 16, 9]),
+        (5, 7, -100, 0.5, []),                 # nothing ignored; target 0 is a real class
+        (3, 4, PAD_ID, 1.0, [0, 1, 2]),        # every row ignored: loss 0, gradient 0
+    ]
+    for seed, (N, C, ignore_id, scale, pads) in enumerate(specs):
+        r = Draw(500 + seed)
+        logits = r.uniform(N, C, lo=-4.0, hi=4.0)
+        low = 0 if ignore_id != PAD_ID else 1
+        targets = r.ints(low, C, N)
+        if ignore_id == -100:
+            targets[0] = 0
+        for p in pads:
+            targets[p] = ignore_id
+        counted = int((targets != ignore_id).sum())
+        if scale is None:
+            scale = 1.0 / counted
+        scale32 = float(np.float32(scale))
+        loss_sum = F.cross_entropy(logits, targets, ignore_index=ignore_id, reduction="sum")
+        (scale32 * loss_sum).backward()
+        probs = torch.softmax(logits.detach(), dim=1)
+        cases.append((f"n{N}_c{C}_ign{ignore_id}", OrderedDict(
+            logits=np32(logits), targets=targets.numpy().astype(np.int32),
+            ignore_id=np.array([ignore_id], np.int32), scale=np.array([scale32], np.float32),
+            loss_sum=np.array([loss_sum.item()], np.float32), n_counted=np.array([counted], np.int32),
+            probs=np32(probs), dlogits=np32(logits.grad))))
+    return cases
+
+
+# ---------------------------------------------------------------------- cells
+
+def torch_cell(kind, I, H, W_x, W_h, b):
+    """A torch cell holding the C weights: weight_ih = W_x^T, weight_hh = W_h^T,
+    bias_ih = b, bias_hh = 0 (the C cells have one bias; for the GRU this puts
+    b_n outside the r product, as cells.h says)."""
+    cls = {"rnn": torch.nn.RNNCell, "gru": torch.nn.GRUCell, "lstm": torch.nn.LSTMCell}[kind]
+    cell = cls(I, H, bias=True).double()
+    with torch.no_grad():
+        cell.weight_ih.copy_(W_x.t())
+        cell.weight_hh.copy_(W_h.t())
+        cell.bias_ih.copy_(b)
+        cell.bias_hh.zero_()
+    return cell
+
+
+def gen_cell(kind, base_seed):
+    G = {"rnn": 1, "gru": 3, "lstm": 4}[kind]
+    cases = []
+    shapes = [(1, 1, 1, False), (3, 7, 5, False), (4, 17, 3, True), (5, 3, 7, True), (2, 1, 17, False)]
+    for seed, (B, I, H, masked) in enumerate(shapes):
+        r = Draw(base_seed + seed)
+        x, h_prev = r.uniform(B, I), r.uniform(B, H)
+        c_prev = r.uniform(B, H, lo=-2.0, hi=2.0) if kind == "lstm" else None
+        W_x, W_h, b = r.uniform(I, G * H), r.uniform(H, G * H), r.uniform(G * H)
+        dh = r.uniform(B, H, grad=False)
+        dc = r.uniform(B, H, grad=False) if kind == "lstm" else None
+        mask = torch.ones(B, dtype=torch.int64)
+        if masked:
+            mask[1] = 0
+            mask[B - 1] = 0
+        cell = torch_cell(kind, I, H, W_x.detach(), W_h.detach(), b.detach())
+        keep = (mask != 0).unsqueeze(1)
+        if kind == "lstm":
+            h_new, c_new = cell(x, (h_prev, c_prev))
+            c = torch.where(keep, c_new, c_prev)   # a masked row keeps its state
+        else:
+            h_new = cell(x, h_prev)
+        h = torch.where(keep, h_new, h_prev)
+        loss = (h * dh).sum() + ((c * dc).sum() if kind == "lstm" else 0.0)
+        loss.backward()
+        t = OrderedDict(x=np32(x), h_prev=np32(h_prev))
+        if kind == "lstm":
+            t["c_prev"] = np32(c_prev)
+        t.update(W_x=np32(W_x), W_h=np32(W_h), b=np32(b))
+        if masked:
+            t["mask"] = mask.numpy().astype(np.int32)
+        t["dh"] = np32(dh)
+        if kind == "lstm":
+            t["dc"] = np32(dc)
+        t["h"] = np32(h)
+        if kind == "lstm":
+            t["c"] = np32(c)
+        t.update(dx=np32(x.grad), dh_prev=np32(h_prev.grad))
+        if kind == "lstm":
+            t["dc_prev"] = np32(c_prev.grad)
+        # torch's gradients are for its [G*H, I] layout: transpose back to ours.
+        t.update(dW_x=np32(cell.weight_ih.grad.t()), dW_h=np32(cell.weight_hh.grad.t()),
+                 db=np32(cell.bias_ih.grad))
+        cases.append((f"b{B}_i{I}_h{H}{'_mask' if masked else ''}", t))
+    return cases
+
+
+@layer("rnn_cell")
+def gen_rnn_cell():
+    return gen_cell("rnn", 600)
+
+
+@layer("gru_cell")
+def gen_gru_cell():
+    return gen_cell("gru", 700)
+
+
+@layer("lstm_cell")
+def gen_lstm_cell():
+    return gen_cell("lstm", 800)
+
+
+# ------------------------------------------------- chapter 03: attention layer
+
+SCORES = ["dot", "scaled_dot", "multiplicative", "additive"]   # = ScoreType order in attention.h
+
+
+def masked_softmax(E, blocked):
+    """softmax over the last axis with blocked entries at weight 0; a row with
+    every entry blocked is all zeros (the C contract; torch alone gives NaN)."""
+    E = E.masked_fill(blocked, -math.inf)
+    dead = blocked.all(dim=-1, keepdim=True)
+    A = torch.softmax(E.masked_fill(dead, 0.0), dim=-1)
+    return A.masked_fill(dead, 0.0)
+
+
+@layer("attention")
+def gen_attention():
+    """attention_forward/backward for every score function, with and without a mask
+    (E = score(Q, K), A = softmax(E), Y = A V; attention.h)."""
+    cases = []
+    shapes = [  # N_Q, N_X, D_Q, D_V, D_A, mask
+        (1, 1, 1, 1, 1, None),
+        (3, 7, 5, 4, 6, None),
+        (5, 5, 3, 7, 2, "causal"),
+        (4, 6, 4, 3, 5, "allowed"),        # row 2 fully blocked: A = 0, Y = 0
+        (3, 6, 2, 5, 3, "key_len"),
+    ]
+    seed = 900
+    for score in SCORES:
+        for (N_Q, N_X, D_Q, D_V, D_A, mask) in shapes:
+            seed += 1
+            r = Draw(seed)
+            D_K = D_Q if score in ("dot", "scaled_dot") else D_Q + 2
+            Q, K, V = r.uniform(N_Q, D_Q), r.uniform(N_X, D_K), r.uniform(N_X, D_V)
+            params = OrderedDict()
+            if score == "multiplicative":
+                params["W"] = r.uniform(D_Q, D_K)
+            if score == "additive":
+                params["W_1"], params["W_2"], params["v"] = r.uniform(D_K, D_A), r.uniform(D_Q, D_A), r.uniform(D_A)
+            dY = r.uniform(N_Q, D_V, grad=False)
+            if score == "dot":
+                E = Q @ K.t()
+            elif score == "scaled_dot":
+                E = Q @ K.t() / math.sqrt(D_Q)
+            elif score == "multiplicative":
+                E = Q @ params["W"] @ K.t()
+            else:   # v . tanh(k_j W_1 + q_i W_2)
+                Hid = torch.tanh((K @ params["W_1"]).unsqueeze(0) + (Q @ params["W_2"]).unsqueeze(1))
+                E = Hid @ params["v"]
+            blocked = torch.zeros(N_Q, N_X, dtype=torch.bool)
+            extra = OrderedDict(causal=np.array([0], np.int32), key_len=np.array([0], np.int32))
+            if mask == "causal":
+                blocked = torch.triu(torch.ones(N_Q, N_X, dtype=torch.bool), diagonal=1)
+                extra["causal"][0] = 1
+            elif mask == "key_len":
+                blocked[:, 4:] = True
+                extra["key_len"][0] = 4
+            elif mask == "allowed":
+                allowed = (r.ints(0, 3, N_Q, N_X) != 0)
+                allowed[0, 0] = True
+                allowed[2, :] = False
+                blocked = ~allowed
+                extra["allowed"] = allowed.numpy().astype(np.int32)
+            A = masked_softmax(E, blocked)
+            Y = A @ V
+            backward(Y, dY)
+            t = OrderedDict(score=np.array([SCORES.index(score)], np.int32), Q=np32(Q), K=np32(K), V=np32(V))
+            t.update((k, np32(v)) for k, v in params.items())
+            t.update(extra)
+            t.update(dY=np32(dY), Y=np32(Y), A=np32(A), dQ=np32(Q.grad), dK=np32(K.grad), dV=np32(V.grad))
+            t.update((f"d{k}", np32(v.grad)) for k, v in params.items())
+            cases.append((f"{score}_q{N_Q}_x{N_X}_d{D_Q}{'_' + mask if mask else ''}", t))
+    return cases
+
+
+# ------------------------------------------------- chapter 04: self-attention
+
+@layer("self_attention")
+def gen_self_attention():
+    """Q, K, V = X W_Q, X W_K, X W_V; scaled-dot attention per sequence, with
+    an optional causal mask and padded keys (j >= lens[b]); self_attention.h."""
+    cases = []
+    for seed, (B, N, D_in, D, causal, padded) in enumerate([
+            (1, 1, 1, 1, False, False), (2, 5, 3, 4, False, False), (3, 4, 7, 2, True, False),
+            (2, 7, 5, 3, False, True), (3, 6, 4, 5, True, True)]):
+        r = Draw(1000 + seed)
+        X = r.uniform(B, N, D_in)
+        W_Q, W_K, W_V = r.uniform(D_in, D), r.uniform(D_in, D), r.uniform(D_in, D)
+        dY = r.uniform(B, N, D, grad=False)
+        lens = torch.full((B,), N, dtype=torch.int64)
+        if padded:
+            lens = r.ints(1, N + 1, B)
+            lens[0] = 1
+        Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+        E = Q @ K.transpose(1, 2) / math.sqrt(D)
+        j = torch.arange(N)
+        blocked = (j.view(1, 1, N) >= lens.view(B, 1, 1)).expand(B, N, N)
+        if causal:
+            blocked = blocked | (j.view(1, 1, N) > j.view(1, N, 1))
+        A = masked_softmax(E, blocked)
+        Y = A @ V
+        backward(Y, dY)
+        t = OrderedDict(X=np32(X), W_Q=np32(W_Q), W_K=np32(W_K), W_V=np32(W_V),
+                        causal=np.array([int(causal)], np.int32))
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dY=np32(dY), Y=np32(Y), A=np32(A), dX=np32(X.grad),
+                 dW_Q=np32(W_Q.grad), dW_K=np32(W_K.grad), dW_V=np32(W_V.grad))
+        cases.append((f"b{B}_n{N}_din{D_in}_d{D}{'_causal' if causal else ''}{'_padded' if padded else ''}", t))
+    return cases
+
+
+# ------------------------------------------------------------------------ main
+
+def generate(only=None):
+    """{layer: OrderedDict of 'case/tensor' -> array}."""
+    torch.set_grad_enabled(True)
+    files = OrderedDict()
+    for name, fn in LAYERS.items():
+        if only and name not in only:
+            continue
+        tensors = OrderedDict()
+        for case, t in fn():
+            for k, v in t.items():
+                tensors[f"{case}/{k}"] = v
+        files[name] = tensors
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=OUT_DIR, help="output directory (default tests/golden)")
+    ap.add_argument("--check", action="store_true",
+                    help="do not write; compare a fresh generation with the stored files")
+    ap.add_argument("layers", nargs="*", help="only these layers (default all)")
+    args = ap.parse_args()
+    files = generate(args.layers)
+    os.makedirs(args.out, exist_ok=True)
+    total, bad = 0, 0
+    for name, tensors in files.items():
+        path = os.path.join(args.out, f"{name}.bin")
+        if args.check:
+            stored = goldfile.read(path)
+            same = list(stored) == list(tensors) and all(
+                np.array_equal(stored[k], tensors[k], equal_nan=True) for k in tensors)
+            print(f"{path}: {'same' if same else 'DIFFERENT'}")
+            bad += not same
+            continue
+        goldfile.write(path, tensors)
+        size = os.path.getsize(path)
+        total += size
+        n_cases = len({k.split("/")[0] for k in tensors})
+        print(f"wrote {os.path.relpath(path, ROOT)}: {n_cases} cases, {len(tensors)} tensors, {size} bytes")
+    if args.check:
+        return 1 if bad else 0
+    print(f"total {total} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# results_table.sh - a Markdown table from the flat results.json files that
+# the chapter programs write, e.g.
+#   bash tools/results_table.sh out/*/results.json
+# The top README and the chapter READMEs paste their tables from this output.
+set -u
+if [ "$#" -eq 0 ]; then
+  echo "usage: tools/results_table.sh out/*/results.json" >&2
+  exit 2
+fi
+echo "| chapter | task | model | test exact match | WER | PER | train s | command settings |"
+echo "|---|---|---|---|---|---|---|---|"
+for f in "$@"; do
+  [ -f "$f" ] || { echo "results_table: no such file: $f" >&2; continue; }
+  # One JSON object of "key": value pairs, no nesting: split on commas that
+  # precede a quoted key, strip quotes.
+  tr -d '\n{}' < "$f" | sed 's/, *"/\n"/g' | sed 's/^ *"\([^"]*\)": *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1\t\2/' |
+  awk -F'\t' '
+    { v[$1] = $2 }
+    function pct(x) { return (x == "" ? "-" : sprintf("%.2f%%", 100 * x)) }
+    function get(k) { return (k in v ? v[k] : "") }
+    END {
+      model = get("model")
+      if (get("cell") != "") model = model " " get("cell")
+      if (get("score") != "") model = model " " get("score")
+      if (get("hidden") != "") model = model " H=" get("hidden")
+      if (get("variant") != "") model = model " " get("variant")
+      if (model == "") model = "-"
+      settings = "steps " get("steps")
+      if (get("max_len") != "" && get("task") == "reverse") settings = settings ", len " get("min_len") "-" get("max_len")
+      if (get("beam") != "" && get("beam") != "1") settings = settings ", beam " get("beam")
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", get("chapter"), get("task"), model,
+             pct(get("test_exact_match")), pct(get("test_wer")), pct(get("test_per")),
+             (get("train_seconds") == "" ? "-" : sprintf("%.0f", get("train_seconds"))), settings
+    }'
+done

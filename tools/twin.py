@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""twin.py - every chapter's whole model against its PyTorch twin (make twin).
+
+    /usr/bin/python3 tools/twin.py [--build build] [--chapters 01 02] [--steps 200] [--keep]
+
+For each chapter with a twin module (tools/twin_NN.py) and a built binary,
+and each of the module's RUNS:
+  1. train the C model briefly (./build/NN_name --steps 200 ... --out TMP),
+     so there is a checkpoint with non-trivial weights, from a clean clone;
+  2. run build/tools/twin_dump on it: one test batch, forward + backward,
+     greedy decoding -> a tensor file (logits, loss, every gradient, outputs);
+  3. read the checkpoint in Python (tools/ckpt.py), check that writing it back
+     gives the same bytes, build the twin (standard torch modules, float64),
+     and run the same batch with autograd;
+  4. print one table row: the max relative difference of logits, loss and
+     gradients, and whether the greedy predictions agree.
+Exits non-zero if any row is out of tolerance.
+
+Relative difference of a tensor: max |c - t| / max |t| (the largest error
+against the tensor's scale, so elements that happen to be near zero do not
+blow it up). The twin computes in float64 from the float32 weights, so the
+difference measures the C code's float32 rounding (or a bug).
+
+Adding a chapter: tools/twin_NN.py with CHAPTER, MODEL, RUNS, build(cfg,
+tensors) returning a module with forward(src, lens, tgt_in) -> logits
+[B,Tt,V], loss(logits, tgt_out), c_grads() and greedy(src, max_out); and a
+MODELS[] line in tools/twin_dump.c.
+"""
+import argparse
+import glob
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TOOLS)
+sys.path.insert(0, TOOLS)
+import ckpt      # noqa: E402
+import goldfile  # noqa: E402
+
+# Tolerances on the relative difference (see the docstring). Float32 forward
+# passes agree with float64 to ~1e-6; gradients go back through every time
+# step of the encoder and the decoder (BPTT over ~30 steps, sums over the
+# batch), which costs about an order of magnitude more.
+TOL_LOGITS = 1e-5
+TOL_LOSS = 1e-5
+TOL_GRADS = 1e-4
+
+
+def rel_diff(c, t):
+    c, t = np.asarray(c, np.float64), np.asarray(t, np.float64)
+    scale = np.abs(t).max() if t.size else 0.0
+    err = np.abs(c - t).max() if t.size else 0.0
+    return err / scale if scale > 0 else err
+
+
+def run(cmd, what):
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        tail = "\n".join(p.stdout.strip().splitlines()[-15:])
+        raise RuntimeError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n{tail}")
+    return p.stdout
+
+
+def compare(module, binary, dump_tool, label, flags, args, tmp):
+    """One row of the table: train, dump, twin, compare."""
+    out_dir = os.path.join(tmp, label.replace(" ", "_"))
+    run([binary, "--steps", str(args.steps), "--quiet", "--samples", "0", "--max-eval", "20",
+         "--threads", "1", "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
+    path = os.path.join(out_dir, "model.ckpt")
+    dump_path = os.path.join(out_dir, "twin_dump.bin")
+    run([dump_tool, path, dump_path, "--batch", str(args.batch)], "twin_dump")
+
+    config_text, tensors = ckpt.read(path)
+    cfg = ckpt.parse_config(config_text)
+    if cfg.get("model") != module.MODEL:
+        raise RuntimeError(f"{path}: model={cfg.get('model')}, expected {module.MODEL}")
+    copy = os.path.join(out_dir, "roundtrip.ckpt")          # the Python writer is byte-exact
+    ckpt.write(copy, config_text, tensors)
+    with open(path, "rb") as a, open(copy, "rb") as b:
+        roundtrip_ok = a.read() == b.read()
+
+    d = goldfile.read(dump_path)
+    model = module.build(cfg, tensors)
+    src, lens = torch.as_tensor(d["src"]).long(), torch.as_tensor(d["src_lens"]).long()
+    tgt_in, tgt_out = torch.as_tensor(d["tgt_in"]).long(), torch.as_tensor(d["tgt_out"]).long()
+    model.zero_grad()
+    logits = model(src, lens, tgt_in)
+    loss = model.loss(logits, tgt_out)
+    loss.backward()
+
+    row = {"label": label, "roundtrip": roundtrip_ok}
+    row["logits"] = rel_diff(d["logits"], logits.detach().numpy())
+    row["loss"] = rel_diff(d["loss"], [loss.item()])
+    grads = model.c_grads()
+    missing = [k[5:] for k in d if k.startswith("grad/") and k[5:] not in grads]
+    if missing:
+        raise RuntimeError(f"twin has no gradient for C tensors {missing}")
+    worst = max(((rel_diff(d["grad/" + n], g.detach().numpy()), n) for n, g in grads.items()))
+    row["grads"], row["grads_worst"] = worst
+
+    max_out = int(d["max_out"][0])
+    agree = 0
+    for b in range(src.shape[0]):
+        c_pred = [int(x) for x in d["greedy"][b][:d["greedy_len"][b]]]
+        t_pred = model.greedy(src[b, :lens[b]], max_out)
+        agree += c_pred == t_pred
+    row["agree"], row["n"] = agree, src.shape[0]
+    row["ok"] = (row["logits"] <= TOL_LOGITS and row["loss"] <= TOL_LOSS and row["grads"] <= TOL_GRADS
+                 and agree == row["n"] and roundtrip_ok)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build", help="build directory (default build)")
+    ap.add_argument("--chapters", nargs="*", help="chapter numbers to check (default: every twin)")
+    ap.add_argument("--steps", type=int, default=200, help="training steps before the comparison")
+    ap.add_argument("--batch", type=int, default=8, help="test examples in the compared batch")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    build = os.path.join(ROOT, args.build) if not os.path.isabs(args.build) else args.build
+    dump_tool = os.path.join(build, "tools", "twin_dump")
+    if not os.path.exists(dump_tool):
+        print(f"twin: {dump_tool} is missing; run make twin (it builds it)", file=sys.stderr)
+        return 2
+
+    modules = []
+    for path in sorted(glob.glob(os.path.join(TOOLS, "twin_[0-9][0-9].py"))):
+        num = os.path.basename(path)[5:7]
+        if args.chapters and num not in args.chapters:
+            continue
+        modules.append(importlib.import_module(f"twin_{num}"))
+    tmp = tempfile.mkdtemp(prefix="attn_twin_")
+    rows, failed = [], False
+    try:
+        for m in modules:
+            binary = os.path.join(build, m.CHAPTER)
+            if not os.path.exists(binary):
+                print(f"twin: skipping {m.CHAPTER}: {binary} not built")
+                continue
+            for label, flags in m.RUNS:
+                try:
+                    row = compare(m, binary, dump_tool, label, flags, args, tmp)
+                except Exception as e:  # report the row as failed, go on with the others
+                    print(f"twin: {m.CHAPTER} ({label}): {e}", file=sys.stderr)
+                    row = {"label": label, "error": True, "ok": False}
+                row["chapter"] = m.CHAPTER
+                rows.append(row)
+                failed |= not row["ok"]
+    finally:
+        if args.keep:
+            print(f"twin: files kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\nPyTorch twin: one test batch of {args.batch}, after {args.steps} training steps "
+          f"(max relative difference; tolerances: logits {TOL_LOGITS:g}, loss {TOL_LOSS:g}, gradients {TOL_GRADS:g})")
+    head = f"{'chapter':<22} {'run':<14} {'logits':>9} {'loss':>9} {'gradients':>9}  {'(worst tensor)':<14} {'greedy':>8}  {'ckpt':<5} result"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if r.get("error"):
+            print(f"{r['chapter']:<22} {r['label']:<14} {'(error, see above)':>44}{'':>24} FAIL")
+            continue
+        print(f"{r['chapter']:<22} {r['label']:<14} {r['logits']:9.2e} {r['loss']:9.2e} {r['grads']:9.2e}  "
+              f"{'(' + r['grads_worst'] + ')':<14} {r['agree']:>3}/{r['n']:<3}  "
+              f"{'same' if r['roundtrip'] else 'DIFF':<5} {'ok' if r['ok'] else 'FAIL'}")
+    if not rows:
+        print("(no chapter with a twin is built)")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

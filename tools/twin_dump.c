@@ -1,0 +1,191 @@
+/* twin_dump.c - the C side of the PyTorch twin (tools/twin.py, make twin).
+ *
+ *   build/tools/twin_dump CHECKPOINT OUT.bin [--batch N] [--split test|valid|train]
+ *
+ * Loads a chapter's checkpoint (the model is chosen by the "model=" line of
+ * its config), takes the first N examples of a split as one padded batch,
+ * runs one training step's forward and backward (no update), and writes a
+ * golden tensor file (tests/golden/README.md) holding:
+ *
+ *   src [B,T], src_lens [B], tgt_in [B,Tt], tgt_out [B,Tt]   the batch (int32)
+ *   logits [B,Tt,V]        the output layer, batch-major
+ *   loss [1]               mean cross-entropy per target token
+ *   grad/<name> [dims]     d loss / d parameter, for every parameter tensor
+ *   max_out [1], greedy [B,max_out], greedy_len [B]
+ *                          greedy decoding of each source (-1 padded)
+ *
+ * tools/twin.py rebuilds the same model in PyTorch from the checkpoint and
+ * compares. A chapter joins by one line in MODELS[] (and a tools/twin_NN.py). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "checkpoint.h"
+#include "dataset.h"
+#include "error.h"
+#include "golden.h"
+#include "matmul.h"
+#include "seq2seq.h"
+#include "util.h"
+
+/* ---------------------------------------------------------- the models */
+
+/* Copy a time-major [Tt*B, V] logits block (row t*B + b) to batch-major [B, Tt, V]. */
+static void time_major_to_batch_major(float *out, const float *logits, int B, int Tt, int V) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tt; t++)
+            memcpy(out + ((size_t)b * Tt + t) * V, logits + ((size_t)t * B + b) * V, sizeof(float) * (size_t)V);
+}
+
+static void rnn_seq2seq_logits(void *self, int B, int Tt, int V, float *out) {
+    time_major_to_batch_major(out, ((RnnSeq2Seq *)self)->logits, B, Tt, V);
+}
+
+typedef struct {
+    const char *model;   /* the config's "model=" value */
+    int (*build)(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+    /* After train_step: the batch's logits, batch-major [B, Tt, V]. */
+    void (*logits)(void *self, int B, int Tt, int V, float *out);
+} TwinModel;
+
+static const TwinModel MODELS[] = {
+    {"rnn_seq2seq", rnn_seq2seq_build, rnn_seq2seq_logits},
+};
+
+/* ------------------------------------------------------------ the task */
+
+/* The task a checkpoint was trained on, from its config lines (the same keys
+ * common/seq2seq.c writes: task, data_seed, n_train, n_valid, n_test,
+ * min_len, max_len). */
+static int task_from_config(TaskConfig *tc, const char *config, char *task, int task_cap) {
+    char seed[32];
+    if (config_get(config, "task", task, task_cap) < 0 || task_defaults(tc, task) < 0) return -1;
+    tc->task = task;
+    if (config_get(config, "data_seed", seed, sizeof seed) < 0) return -1;
+    tc->seed = strtoull(seed, NULL, 10);
+    if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
+        config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
+        config_get_int(config, "n_test", &tc->n_test) < 0 ||
+        config_get_int(config, "min_len", &tc->min_len) < 0 ||
+        config_get_int(config, "max_len", &tc->max_len) < 0)
+        return -1;
+    return 0;
+}
+
+static int usage(const char *argv0) {
+    fprintf(stderr, "usage: %s CHECKPOINT OUT.bin [--batch N] [--split test|valid|train]\n", argv0);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *ckpt = NULL, *out = NULL, *split_name = "test";
+    int want_batch = 8;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+            want_batch = atoi(argv[++i]);
+            if (want_batch < 1 || want_batch > 4096) {
+                fprintf(stderr, "twin_dump: --batch %s: expected 1..4096\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--split") == 0 && i + 1 < argc) {
+            split_name = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage(argv[0]);
+            return 0;
+        } else if (!ckpt) {
+            ckpt = argv[i];
+        } else if (!out) {
+            out = argv[i];
+        } else {
+            return usage(argv[0]);
+        }
+    }
+    if (!ckpt || !out) return usage(argv[0]);
+
+    threads_set(1);   /* deterministic, and these batches are tiny */
+    if (backend_select(NULL) < 0) { fprintf(stderr, "twin_dump: %s\n", last_error()); return 1; }
+
+    int rc = 1;
+    char *config = NULL;
+    Dataset data;
+    memset(&data, 0, sizeof data);
+    Seq2Seq model;
+    memset(&model, 0, sizeof model);
+    Batch batch;
+    memset(&batch, 0, sizeof batch);
+    TaskConfig tc;
+    char task[32], model_name[64];
+    const TwinModel *tm = NULL;
+    float *logits = NULL;
+    int *greedy = NULL, *greedy_len = NULL;
+
+    if (checkpoint_read_config(ckpt, &config) < 0) goto error;
+    if (config_get(config, "model", model_name, sizeof model_name) < 0) goto error;
+    for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++)
+        if (strcmp(MODELS[i].model, model_name) == 0) tm = &MODELS[i];
+    if (!tm) { fail("%s: model '%s' has no twin in tools/twin_dump.c", ckpt, model_name); goto error; }
+    if (task_from_config(&tc, config, task, sizeof task) < 0) goto error;
+    if (dataset_load(&data, &tc) < 0) goto error;
+    const Split *split = dataset_split(&data, split_name);
+    if (!split) { fail("--split %s: expected test, valid or train", split_name); goto error; }
+    int B = want_batch < split->n ? want_batch : split->n;
+    if (tm->build(&model, &data, config, B, 1) < 0) goto error;
+    if (checkpoint_load(ckpt, model.params) < 0) goto error;
+
+    /* ---- one batch, forward and backward */
+    batch_alloc(&batch, B, data.max_src_len, data.max_tgt_len);
+    int *idx = xmalloc(sizeof(int) * (size_t)B);
+    for (int i = 0; i < B; i++) idx[i] = i;
+    batch_fill(&batch, split, idx, B);
+    free(idx);
+    params_zero_grad(model.params);
+    double loss = model.train_step(model.self, &batch, 1);
+    int T = batch.src_len, Tt = batch.tgt_len, V = model.vocab_size;
+    logits = xmalloc(sizeof(float) * (size_t)B * Tt * V);
+    tm->logits(model.self, B, Tt, V, logits);
+
+    /* ---- greedy decoding of the batch's sources (the twin decodes them one by one) */
+    int max_out = data.max_tgt_len + 5;
+    greedy = xmalloc(sizeof(int) * (size_t)B * max_out);
+    greedy_len = xmalloc(sizeof(int) * (size_t)B);
+    decode_greedy(&model, &batch, max_out, greedy, greedy_len, NULL);
+    for (int b = 0; b < B; b++)
+        for (int k = greedy_len[b]; k < max_out; k++) greedy[(size_t)b * max_out + k] = -1;
+
+    /* ---- write */
+    GoldWriter w;
+    if (gold_writer_open(&w, out) < 0) goto error;
+    gold_write_i32(&w, "src", batch.src, 2, (int[]){B, T});
+    gold_write_i32(&w, "src_lens", batch.src_lens, 1, (int[]){B});
+    gold_write_i32(&w, "tgt_in", batch.tgt_in, 2, (int[]){B, Tt});
+    gold_write_i32(&w, "tgt_out", batch.tgt_out, 2, (int[]){B, Tt});
+    gold_write_f32(&w, "logits", logits, 3, (int[]){B, Tt, V});
+    float loss32 = (float)loss;
+    gold_write_f32(&w, "loss", &loss32, 1, (int[]){1});
+    const Params *p = model.params;
+    for (int i = 0; i < p->n_tensors; i++) {
+        const ParamTensor *t = &p->tensors[i];
+        char name[PARAMS_NAME_LEN + 8];
+        snprintf(name, sizeof name, "grad/%s", t->name);
+        gold_write_f32(&w, name, p->grad + t->offset, t->ndim, t->dims);
+    }
+    gold_write_i32(&w, "max_out", &max_out, 1, (int[]){1});
+    gold_write_i32(&w, "greedy", greedy, 2, (int[]){B, max_out});
+    gold_write_i32(&w, "greedy_len", greedy_len, 1, (int[]){B});
+    if (gold_writer_close(&w) < 0) goto error;
+    printf("twin_dump: %s (%s, %d examples of the %s split) -> %s\n", ckpt, model_name, B, split_name, out);
+    rc = 0;
+    goto done;
+error:
+    fprintf(stderr, "twin_dump: error: %s\n", last_error());
+done:
+    free(logits);
+    free(greedy);
+    free(greedy_len);
+    batch_free(&batch);
+    if (model.destroy) model.destroy(model.self);
+    dataset_free(&data);
+    free(config);
+    return rc;
+}
