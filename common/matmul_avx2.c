@@ -27,10 +27,8 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* ---- Register tile --------------------------------------------------------- */
 
@@ -42,7 +40,8 @@ enum {
 /* ---- Cache blocking -------------------------------------------------------
  * Derived from this machine's caches (lscpu, /sys/devices/system/cpu/cpu0/
  * cache): L1d 48 KiB per core, L2 2 MiB per core, L3 105 MiB shared
- * (Intel Xeon, Sapphire Rapids, 2 cores).
+ * (an "Intel Xeon Processor" under KVM with AVX-512, Sapphire Rapids class;
+ * 2 cores).
  *
  * KC (depth of one block): the kernel streams a 6 x KC sliver of packed A and
  *   a KC x 16 sliver of packed B. (6 + 16) * 4 bytes * KC = 88 * KC bytes;
@@ -68,17 +67,18 @@ enum {
 /* Below this many multiply-adds (M*N*K) one thread is faster than two: the
  * fork/join and the barriers between packing and computing cost a few
  * microseconds, about the time of a 64x64x64 product. */
-#define PARALLEL_MIN_WORK (96.0 * 96.0 * 96.0)
+static const double PARALLEL_MIN_WORK = 96.0 * 96.0 * 96.0;
 
 /* ---- Packing buffers ---------------------------------------------------------
  * Allocated on first use and grown when a bigger product comes along, then
  * reused: a fresh allocation per call would pay a page fault per 4 KiB on
  * first touch (about 2-3 microseconds each on this VM), more than the product
- * itself for the chapters' sizes. _Thread_local makes each calling thread own
- * its buffers, so two threads may call sgemm_avx2 at the same time; inside one
- * call the OpenMP team shares the caller's buffers. 64-byte aligned: the
- * kernel's aligned loads need 32, and 64 keeps each sliver on whole cache
- * lines. */
+ * itself for the chapters' sizes. The blocking bounds them: at most MC x KC
+ * floats of A (384 KiB) and KC x NC of B (4 MiB), whatever the matrix sizes.
+ * _Thread_local makes each calling thread own its buffers, so two threads
+ * may call sgemm_avx2 at the same time; inside one call the OpenMP team
+ * shares the caller's buffers. 64-byte aligned: the kernel's aligned loads
+ * need 32, and 64 keeps each sliver on whole cache lines. */
 typedef struct {
     float *data;
     size_t capacity; /* in floats */

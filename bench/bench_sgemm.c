@@ -1,0 +1,422 @@
+/* bench_sgemm.c - GFLOP/s of the naive loop, the AVX2 kernel and OpenBLAS.
+ *
+ *   build/bench/bench_sgemm [--out DIR] [--min-ms MS] [--reps N]
+ *
+ * For square sizes 64..1024 and a few shapes the chapters use, on 1 and 2
+ * threads. Each figure is the median of --reps samples taken after a warm-up
+ * call; one sample repeats the product until at least --min-ms milliseconds
+ * have passed, so even a 64x64 product is timed over thousands of calls.
+ *
+ * Two OpenBLAS figures: "openblas" is the library as installed, which picks
+ * its kernels for this CPU at load time (AVX-512 ones on a CPU that has
+ * AVX-512); "openblas-avx2" is the same library told to use its Haswell
+ * (AVX2/FMA) kernels with OPENBLAS_CORETYPE=Haswell, the like-for-like
+ * comparison for an AVX2 kernel. The core type is read when the library is
+ * loaded, so that figure comes from a second copy of this program started
+ * with the variable set (--openblas-only prints its rows on stdout).
+ *
+ * The machine's peak comes from a loop of independent FMAs on registers
+ * only (no memory traffic): what the FMA units can do at best. "of peak" is
+ * the AVX2 kernel's share of the AVX2 peak.
+ *
+ * Writes DIR/sgemm.tsv (impl threads M N K gflops op peak_fraction) and
+ * DIR/sgemm.gp, a gnuplot script for GFLOP/s against size (bench/run.sh
+ * renders it). Prints figures and ratios; never passes or fails. */
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "matmul.h"
+
+typedef struct {
+    int M, N, K;
+    int trans_a, trans_b;
+    const char *note; /* where the shape comes from */
+} Shape;
+
+static const Shape SHAPES[] = {
+    {64, 64, 64, 0, 0, "square"},
+    {128, 128, 128, 0, 0, "square"},
+    {256, 256, 256, 0, 0, "square"},
+    {512, 512, 512, 0, 0, "square"},
+    {1024, 1024, 1024, 0, 0, "square"},
+    {64, 384, 128, 0, 0, "QKV projection: 64 tokens, d=128 -> 3*128"},
+    {2048, 128, 128, 0, 0, "linear layer on a 2048-token batch"},
+    {64, 64, 512, 0, 0, "small output, long reduction"},
+    {256, 256, 64, 0, 1, "attention scores Q K^T: T=256, d=64"},
+    {128, 384, 2048, 1, 0, "weight gradient X^T dY over 2048 rows"},
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+
+enum { IMPL_NAIVE, IMPL_AVX2, IMPL_OPENBLAS, IMPL_OPENBLAS_AVX2, N_IMPLS };
+static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "openblas", "openblas-avx2"};
+
+/* Naive above this many multiply-adds takes seconds per call: skipped. */
+#define NAIVE_MAX_WORK (512.0 * 512.0 * 512.0)
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The 1-minute load average (how many processes wanted the CPU lately). */
+static double load_average(void) {
+    double load = 0.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1) load = 0.0;
+        fclose(f);
+    }
+    return load;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *op_name(const Shape *s) {
+    static const char *names[4] = {"nn", "nt", "tn", "tt"};
+    return names[s->trans_a * 2 + s->trans_b];
+}
+
+static void run_once(int impl, const Shape *s, const float *A, const float *B, float *C) {
+    int lda = s->trans_a ? s->M : s->K, ldb = s->trans_b ? s->K : s->N;
+    switch (impl) {
+    case IMPL_NAIVE:
+        sgemm_naive(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+        break;
+    case IMPL_AVX2:
+        sgemm_avx2(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+        break;
+    default:
+        cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
+                    s->trans_b ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A, lda, B,
+                    ldb, 0.0f, C, s->N);
+    }
+}
+
+/* Median GFLOP/s of each implementation with use[impl] set, over `reps`
+ * samples of >= min_seconds each. The implementations take turns sample by
+ * sample, so a slow spell on this shared machine (another process, a clock
+ * change) hits all of them alike instead of one. */
+static void measure(const int use[N_IMPLS], int threads, const Shape *s, const float *A,
+                    const float *B, float *C, int reps, double min_seconds,
+                    double gflops[N_IMPLS]) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    double flops = 2.0 * s->M * s->N * s->K;
+    long calls[N_IMPLS] = {0};
+    static double samples[N_IMPLS][64];
+    if (reps > 64) reps = 64;
+    for (int impl = 0; impl < N_IMPLS; impl++) {
+        if (!use[impl]) continue;
+        run_once(impl, s, A, B, C); /* warm-up: caches, packing buffers, thread pool */
+        double t0 = now_seconds();
+        run_once(impl, s, A, B, C);
+        double one = now_seconds() - t0;
+        calls[impl] = one > 0 ? (long)ceil(min_seconds / one) : 1000;
+        if (calls[impl] < 1) calls[impl] = 1;
+    }
+    for (int r = 0; r < reps; r++)
+        for (int impl = 0; impl < N_IMPLS; impl++) {
+            if (!use[impl]) continue;
+            double t0 = now_seconds();
+            for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
+            samples[impl][r] = flops * calls[impl] / (now_seconds() - t0) * 1e-9;
+        }
+    for (int impl = 0; impl < N_IMPLS; impl++) {
+        if (!use[impl]) continue;
+        qsort(samples[impl], reps, sizeof samples[impl][0], compare_doubles);
+        gflops[impl] = samples[impl][reps / 2];
+    }
+}
+
+/* ---- The machine's FMA peak ------------------------------------------------------
+ * 12 independent accumulator chains (more than FMA latency x FMA units = 4 x 2),
+ * no loads or stores: the loop runs as fast as the FMA units allow. */
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iterations) {
+    __m256 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i * 1e-3f);
+    __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (long it = 0; it < iterations; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+    }
+    __m256 sum = acc[0];
+    for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, acc[i]);
+    float out[8];
+    _mm256_storeu_ps(out, sum);
+    return out[0];
+}
+
+__attribute__((target("avx512f"))) static float fma_loop_avx512(long iterations) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (long it = 0; it < iterations; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    }
+    __m512 sum = acc[0];
+    for (int i = 1; i < 12; i++) sum = _mm512_add_ps(sum, acc[i]);
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* GFLOP/s of the FMA loop on `threads` threads (each FMA = width * 2 flops). */
+static double fma_peak(int threads, int width) {
+    long iterations = 20 * 1000 * 1000;
+    volatile float sink = 0.0f; /* keeps the loops' results alive */
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        float total = 0.0f;
+        double t0 = now_seconds();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        total += width == 16 ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations);
+        sink = total;
+        double gflops = threads * 12.0 * width * 2.0 * iterations / (now_seconds() - t0) * 1e-9;
+        if (gflops > best) best = gflops;
+    }
+    (void)sink;
+    return best;
+}
+
+/* ---- Output ----------------------------------------------------------------------- */
+
+static void write_gnuplot_script(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/sgemm.gp", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_sgemm: cannot write %s\n", path);
+        return;
+    }
+    fprintf(f,
+            "# sgemm.gp - GFLOP/s against size for square products (data: sgemm.tsv).\n"
+            "# Render: cd %s && gnuplot sgemm.gp   (writes sgemm.png)\n"
+            "set terminal pngcairo size 1000,560 noenhanced\n"
+            "set output 'sgemm.png'\n"
+            "set datafile separator '\\t'\n"
+            "set title 'SGEMM, square M = N = K, single precision'\n"
+            "set xlabel 'size'\n"
+            "set ylabel 'GFLOP/s'\n"
+            "set logscale x 2\n"
+            "set xrange [48:1400]\n"
+            "set xtics (64, 128, 256, 512, 1024)\n"
+            "set yrange [0:*]\n"
+            "set key outside right\n"
+            "set grid\n"
+            "sq(impl, t) = (strcol(1) eq impl && $2 == t && $3 == $4 && $4 == $5 && strcol(7) eq 'nn') ? $6 : 1/0\n"
+            "plot \\\n",
+            dir);
+    const char *colors[N_IMPLS] = {"#999999", "#d62728", "#1f77b4", "#2ca02c"};
+    for (int impl = 0; impl < N_IMPLS; impl++)
+        for (int t = 1; t <= 2; t++)
+            fprintf(f, "  'sgemm.tsv' skip 1 using 3:(sq('%s', %d)) with linespoints lc rgb '%s' dt %d pt %d title '%s, %d thread%s'%s\n",
+                    IMPL_NAMES[impl], t, colors[impl], t == 1 ? 1 : 2, t == 1 ? 7 : 5,
+                    IMPL_NAMES[impl], t, t == 1 ? "" : "s",
+                    impl == N_IMPLS - 1 && t == 2 ? "" : ", \\");
+    fclose(f);
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench_sgemm [--out DIR] [--min-ms MS] [--reps N]\n"
+            "  --out DIR     where to write sgemm.tsv and sgemm.gp (default bench/results)\n"
+            "  --min-ms MS   minimum length of one timed sample (default 50)\n"
+            "  --reps N      samples per figure, the median is reported (default 5, max 64)\n");
+}
+
+int main(int argc, char **argv) {
+    const char *out_dir = "bench/results";
+    double min_ms = 50.0;
+    int reps = 5, openblas_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            out_dir = argv[++i];
+        } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
+            min_ms = atof(argv[++i]);
+            if (min_ms <= 0) {
+                fprintf(stderr, "bench_sgemm: --min-ms expects a positive number, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > 64) {
+                fprintf(stderr, "bench_sgemm: --reps expects 1..64, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--openblas-only") == 0) {
+            openblas_only = 1; /* internal: the OPENBLAS_CORETYPE=Haswell child */
+        } else {
+            fprintf(stderr, "bench_sgemm: unknown or incomplete argument '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!openblas_only && !cpu_has_avx2_fma()) {
+        fprintf(stderr, "bench_sgemm: this CPU has no AVX2/FMA; nothing to compare\n");
+        return 1;
+    }
+
+    /* Inputs big enough for every shape, filled once. */
+    size_t max_floats = 0;
+    for (int s = 0; s < N_SHAPES; s++) {
+        size_t a = (size_t)SHAPES[s].M * SHAPES[s].K, b = (size_t)SHAPES[s].K * SHAPES[s].N,
+               c = (size_t)SHAPES[s].M * SHAPES[s].N;
+        if (a > max_floats) max_floats = a;
+        if (b > max_floats) max_floats = b;
+        if (c > max_floats) max_floats = c;
+    }
+    float *A = aligned_alloc(64, max_floats * sizeof(float));
+    float *B = aligned_alloc(64, max_floats * sizeof(float));
+    float *C = aligned_alloc(64, max_floats * sizeof(float));
+    if (!A || !B || !C) {
+        fprintf(stderr, "bench_sgemm: out of memory\n");
+        return 1;
+    }
+    unsigned seed = 12345;
+    for (size_t i = 0; i < max_floats; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        A[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+        seed = seed * 1664525u + 1013904223u;
+        B[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+        C[i] = 0.0f;
+    }
+    double min_seconds = min_ms * 1e-3;
+    double load_at_start = load_average();
+
+    if (openblas_only) {
+        int use[N_IMPLS] = {0};
+        use[IMPL_OPENBLAS] = 1;
+        for (int s = 0; s < N_SHAPES; s++)
+            for (int t = 1; t <= 2; t++) {
+                double g[N_IMPLS] = {0};
+                measure(use, t, &SHAPES[s], A, B, C, reps, min_seconds, g);
+                printf("%d\t%d\t%d\t%d\t%.3f\n", s, t, SHAPES[s].M, SHAPES[s].N, g[IMPL_OPENBLAS]);
+                fflush(stdout);
+            }
+        return 0;
+    }
+
+    /* gflops[shape][threads-1][impl]; 0 = not measured. */
+    static double gflops[N_SHAPES][2][N_IMPLS];
+
+    /* OpenBLAS restricted to its AVX2 kernels: a second copy of this program. */
+    char self[1024];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    int have_openblas_avx2 = 0;
+    if (len > 0) {
+        self[len] = '\0';
+        char command[1400];
+        snprintf(command, sizeof command,
+                 "OPENBLAS_CORETYPE=Haswell '%s' --openblas-only --min-ms %g --reps %d", self,
+                 min_ms, reps);
+        fprintf(stderr, "measuring OpenBLAS with its AVX2 (Haswell) kernels...\n");
+        FILE *child = popen(command, "r");
+        if (child) {
+            int s, t, m, n;
+            double g;
+            while (fscanf(child, "%d %d %d %d %lf", &s, &t, &m, &n, &g) == 5)
+                if (s >= 0 && s < N_SHAPES && t >= 1 && t <= 2) {
+                    gflops[s][t - 1][IMPL_OPENBLAS_AVX2] = g;
+                    have_openblas_avx2 = 1;
+                }
+            pclose(child);
+        }
+    }
+    if (!have_openblas_avx2) fprintf(stderr, "note: the OPENBLAS_CORETYPE=Haswell run failed; skipped\n");
+
+    fprintf(stderr, "measuring the FMA peak...\n");
+    double peak_avx2[2], peak_avx512[2] = {0, 0};
+    int has_avx512 = __builtin_cpu_supports("avx512f");
+    for (int t = 1; t <= 2; t++) {
+        peak_avx2[t - 1] = fma_peak(t, 8);
+        if (has_avx512) peak_avx512[t - 1] = fma_peak(t, 16);
+    }
+
+    for (int s = 0; s < N_SHAPES; s++) {
+        const Shape *sh = &SHAPES[s];
+        fprintf(stderr, "measuring %s %dx%dx%d...\n", op_name(sh), sh->M, sh->N, sh->K);
+        int use[N_IMPLS] = {0};
+        use[IMPL_NAIVE] = (double)sh->M * sh->N * sh->K <= NAIVE_MAX_WORK;
+        use[IMPL_AVX2] = use[IMPL_OPENBLAS] = 1;
+        for (int t = 1; t <= 2; t++) measure(use, t, sh, A, B, C, reps, min_seconds, gflops[s][t - 1]);
+    }
+
+    /* The table. */
+    printf("\nSGEMM, GFLOP/s (median of %d samples of >= %g ms each); CPU: %d cores\n", reps,
+           min_ms, omp_get_num_procs());
+    if (load_at_start > 0.5)
+        printf("note: load average %.2f at start: other processes shared the CPU, figures are low "
+               "and noisy\n", load_at_start);
+    printf("OpenBLAS %s, kernels picked at load: %s\n", OPENBLAS_VERSION, openblas_get_corename());
+    printf("FMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on 2",
+           peak_avx2[0], peak_avx2[1]);
+    if (has_avx512) printf("; AVX-512 %.1f and %.1f", peak_avx512[0], peak_avx512[1]);
+    printf("\n\n");
+    printf("%-4s %-16s %3s %8s %8s %9s %9s %11s %11s %8s\n", "op", "M x N x K", "thr", "naive",
+           "avx2", "openblas", "ob-avx2", "avx2/ob", "avx2/ob-avx2", "of peak");
+    for (int s = 0; s < N_SHAPES; s++) {
+        const Shape *sh = &SHAPES[s];
+        char dims[32];
+        snprintf(dims, sizeof dims, "%dx%dx%d", sh->M, sh->N, sh->K);
+        for (int t = 1; t <= 2; t++) {
+            double *g = gflops[s][t - 1];
+            char naive[16] = "-", ob_avx2[16] = "-", ratio2[16] = "-";
+            if (g[IMPL_NAIVE] > 0) snprintf(naive, sizeof naive, "%.1f", g[IMPL_NAIVE]);
+            if (g[IMPL_OPENBLAS_AVX2] > 0) {
+                snprintf(ob_avx2, sizeof ob_avx2, "%.1f", g[IMPL_OPENBLAS_AVX2]);
+                snprintf(ratio2, sizeof ratio2, "%.2fx", g[IMPL_AVX2] / g[IMPL_OPENBLAS_AVX2]);
+            }
+            printf("%-4s %-16s %3d %8s %8.1f %9.1f %9s %10.2fx %11s %7.0f%%\n", op_name(sh), dims, t,
+                   naive, g[IMPL_AVX2], g[IMPL_OPENBLAS], ob_avx2, g[IMPL_AVX2] / g[IMPL_OPENBLAS],
+                   ratio2, 100.0 * g[IMPL_AVX2] / peak_avx2[t - 1]);
+        }
+    }
+    printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
+           "its AVX2/FMA kernels. 'of peak' = avx2 / AVX2 FMA peak on the same thread count.\n",
+           openblas_get_corename());
+
+    /* The data file. */
+    mkdir(out_dir, 0755);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/sgemm.tsv", out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_sgemm: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "impl\tthreads\tM\tN\tK\tgflops\top\tpeak_fraction\n");
+    for (int t = 1; t <= 2; t++)
+        fprintf(f, "fma-peak-avx2\t%d\t0\t0\t0\t%.3f\t-\t1.000\n", t, peak_avx2[t - 1]);
+    if (has_avx512)
+        for (int t = 1; t <= 2; t++)
+            fprintf(f, "fma-peak-avx512\t%d\t0\t0\t0\t%.3f\t-\t%.3f\n", t, peak_avx512[t - 1],
+                    peak_avx512[t - 1] / peak_avx2[t - 1]);
+    for (int impl = 0; impl < N_IMPLS; impl++)
+        for (int t = 1; t <= 2; t++)
+            for (int s = 0; s < N_SHAPES; s++) {
+                double g = gflops[s][t - 1][impl];
+                if (g <= 0) continue;
+                fprintf(f, "%s\t%d\t%d\t%d\t%d\t%.3f\t%s\t%.3f\n", IMPL_NAMES[impl], t, SHAPES[s].M,
+                        SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]), g / peak_avx2[t - 1]);
+            }
+    fclose(f);
+    write_gnuplot_script(out_dir);
+    printf("wrote %s and %s/sgemm.gp\n", path, out_dir);
+    free(A);
+    free(B);
+    free(C);
+    return 0;
+}
