@@ -29,7 +29,8 @@ void relu_backward(float *dx, const float *dy, const float *x, int n);
 
 /* Row-wise softmax over the last axis: y[N,C] = softmax(x[N,C]).
  * Numerically stable (subtracts the row max). Entries equal to -INFINITY get
- * weight exactly 0 (masking); a row of all -INFINITY gives all zeros. */
+ * weight exactly 0 (masking); a row of all -INFINITY gives all zeros.
+ * y may be x (in place): every entry is read before it is overwritten. */
 void softmax_forward(float *y, const float *x, int N, int C);
 /* dx += y * (dy - sum_j dy_j y_j), row by row. */
 void softmax_backward(float *dx, const float *dy, const float *y, int N, int C);

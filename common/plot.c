@@ -342,7 +342,7 @@ int plot_lines(const char *path_stem, const char *title,
     }
     fputc('\n', dat.f);
     for (int i = 0; i < n_points; i++) {
-        write_value(dat.f, x[i]);
+        write_value(dat.f, (log_y == 2 && x[i] <= 0) ? NAN : x[i]);
         for (int s = 0; s < n_series; s++) {
             double y = ys[s][i];
             if (log_y && y <= 0) y = NAN;       /* no place on a log axis */
@@ -365,8 +365,10 @@ int plot_lines(const char *path_stem, const char *title,
     write_gp_string(f, y_title, 0);
     fputc('\n', f);
     fputs("set grid\n", f);
-    fputs("set key top right\n", f);
+    /* a log-log plot shows growing power laws: the top left corner is empty */
+    fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
     if (log_y) fputs("set logscale y\n", f);
+    if (log_y == 2) fputs("set logscale x 2\n", f);   /* log-log: x doubles per tick */
     char data_name[1100];
     snprintf(data_name, sizeof data_name, "%s.dat", base);
     fputs("plot ", f);

@@ -19,7 +19,8 @@ int plot_heatmap(const char *path_stem, const char *title,
 
 /* Line plot of n_series curves sharing the x values x[n_points];
  * ys[s] points at n_points values of series s, named names[s].
- * log_y: 1 for a logarithmic y axis (loss curves). */
+ * log_y: 1 for a logarithmic y axis (loss curves), 2 for logarithmic x and
+ * y axes (log-log: a power law y ~ x^k is a straight line of slope k). */
 int plot_lines(const char *path_stem, const char *title,
                const char *x_title, const char *y_title,
                const float *x, const float *const *ys, const char *const *names,

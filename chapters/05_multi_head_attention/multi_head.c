@@ -1,0 +1,159 @@
+/* multi_head.c - chapter 05: multi-head self-attention as 4 big matmuls
+ * (see multi_head.h).
+ *
+ * Forward, for B sequences of N positions (R = B*N rows):
+ *   1. [Q|K|V] = X W_QKV              one sgemm   [R, D] x [D, 3 H D_H]
+ *   per sequence b, per head h:
+ *   2. E = Q_h K_h^T / sqrt(D_H)      one sgemm   [N, D_H] x [D_H, N], written into A
+ *      blocked pairs -> -inf, A = softmax(E) in place (layers.h)
+ *   3. Y_h = A V_h                    one sgemm   [N, N] x [N, D_H], into head h's columns of Y
+ *   4. O = Y W_O + b_O                one sgemm   [R, H D_H] x [H D_H, D_out]
+ * Backward runs the same products in reverse, again big ones:
+ *   4'. dY = dO W_O^T,  dW_O += Y^T dO,  db_O += column sums of dO
+ *   3'. dA = dY_h V_h^T,  dV_h = A^T dY_h
+ *   2'. dE = softmax'(dA),  dQ_h = dE K_h / sqrt(D_H),  dK_h = dE^T Q_h / sqrt(D_H)
+ *   1'. dW_QKV += X^T d[Q|K|V],  dX += d[Q|K|V] W_QKV^T
+ * Q_h, K_h, V_h, dQ_h, ... are never copied: they are column blocks of the
+ * [R, 3 H D_H] matrices, reached through sgemm's leading dimension. */
+#include "05_multi_head_attention/multi_head.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+#include "matmul.h"
+#include "params.h"
+
+size_t multi_head_param_count(const MultiHeadSpec *s) {
+    const size_t HD = (size_t)s->H * s->D_H;
+    return (size_t)s->D * 3 * HD + HD * s->D_out + (size_t)s->D_out;
+}
+
+MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base) {
+    const size_t HD = (size_t)s->H * s->D_H;
+    MultiHeadWeights w;
+    w.W_QKV = base;
+    w.W_O = w.W_QKV + (size_t)s->D * 3 * HD;
+    w.b_O = w.W_O + HD * s->D_out;
+    return w;
+}
+
+void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng) {
+    const int HD = s->H * s->D_H;
+    /* Xavier for each of W_Q, W_K, W_V [D, H*D_H]: they share one limit */
+    init_uniform(w->W_QKV, (size_t)s->D * 3 * HD, sqrtf(6.0f / (float)(s->D + HD)), rng);
+    init_xavier(w->W_O, HD, s->D_out, rng);
+    if (w->b_O) init_constant(w->b_O, (size_t)s->D_out, 0.0f);
+}
+
+size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N) {
+    return (size_t)B * s->H * N * N;
+}
+
+size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
+    return (size_t)B * N * 4 * s->H * s->D_H;                   /* [Q|K|V] and Y */
+}
+
+size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
+    return (size_t)B * N * 4 * s->H * s->D_H + 2 * (size_t)N * N;   /* d[Q|K|V], dY, dA, dE */
+}
+
+/* E [N, N] of one head: blocked pairs (i, j) become -INFINITY, so softmax
+ * gives them weight exactly 0. Row i may look at keys j < limit, where
+ * limit = i + 1 with the causal mask and at most key_len (the real length). */
+static void mask_scores(float *E, int N, int causal, int key_len) {
+    if (!causal && key_len >= N) return;
+    for (int i = 0; i < N; i++) {
+        int limit = causal ? i + 1 : N;
+        if (key_len < limit) limit = key_len;
+        for (int j = limit; j < N; j++) E[(size_t)i * N + j] = -INFINITY;
+    }
+}
+
+/* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N], cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] */
+void multi_head_forward(float *O, float *A, float *cache, const float *X,
+                        const MultiHeadSpec *s, const MultiHeadWeights *w,
+                        int causal, const int *lens, int B, int N) {
+    const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
+    const float scale = 1.0f / sqrtf((float)D_H);
+    float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
+
+    /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
+    sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
+
+    for (int b = 0; b < B; b++) {
+        const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
+        float *Y_b = Y + (size_t)b * N * HD;
+        const int key_len = (lens && lens[b] > 0 && lens[b] < N) ? lens[b] : N;
+        for (int h = 0; h < H; h++) {
+            const float *Q_h = QKV_b + h * D_H;               /* [N, D_H], row stride 3 H D_H */
+            const float *K_h = QKV_b + HD + h * D_H;          /* [N, D_H], row stride 3 H D_H */
+            const float *V_h = QKV_b + 2 * HD + h * D_H;      /* [N, D_H], row stride 3 H D_H */
+            float *A_bh = A + ((size_t)b * H + h) * N * N;    /* [N, N] */
+            /* 2. E [N, N] = Q_h [N, D_H] @ K_h^T [D_H, N] / sqrt(D_H), computed in A's place */
+            sgemm(0, 1, N, N, D_H, scale, Q_h, ld_qkv, K_h, ld_qkv, 0.0f, A_bh, N);
+            mask_scores(A_bh, N, causal, key_len);
+            softmax_forward(A_bh, A_bh, N, N);                /* A = softmax(E, dim=-1) */
+            /* 3. Y_h [N, D_H] = A [N, N] @ V_h [N, D_H], into columns h*D_H.. of Y [N, H D_H] */
+            sgemm(0, 0, N, D_H, N, 1.0f, A_bh, N, V_h, ld_qkv, 0.0f, Y_b + h * D_H, HD);
+        }
+    }
+
+    /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
+    sgemm(0, 0, R, s->D_out, HD, 1.0f, Y, HD, w->W_O, s->D_out, 0.0f, O, s->D_out);
+    if (w->b_O)
+        for (int r = 0; r < R; r++)
+            for (int o = 0; o < s->D_out; o++) O[(size_t)r * s->D_out + o] += w->b_O[o];
+}
+
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
+void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
+                         const float *A, const float *cache, const float *X,
+                         const MultiHeadSpec *s, const MultiHeadWeights *w, int B, int N) {
+    const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
+    const float scale = 1.0f / sqrtf((float)D_H);
+    const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
+    float *dQKV = scratch;                            /* [R, 3 H D_H] */
+    float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
+    float *dA = dY + (size_t)R * HD;                  /* [N, N], one head at a time */
+    float *dE = dA + (size_t)N * N;                   /* [N, N] */
+
+    /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H] */
+    sgemm(0, 1, R, HD, s->D_out, 1.0f, dO, s->D_out, w->W_O, s->D_out, 0.0f, dY, HD);
+    /*     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out];  db_O += sum over rows of dO */
+    if (dw && dw->W_O) sgemm(1, 0, HD, s->D_out, R, 1.0f, Y, HD, dO, s->D_out, 1.0f, dw->W_O, s->D_out);
+    if (dw && dw->b_O)
+        for (int r = 0; r < R; r++)
+            for (int o = 0; o < s->D_out; o++) dw->b_O[o] += dO[(size_t)r * s->D_out + o];
+
+    for (int b = 0; b < B; b++) {
+        const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
+        float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
+        const float *dY_b = dY + (size_t)b * N * HD;
+        for (int h = 0; h < H; h++) {
+            const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
+            const float *V_h = QKV_b + 2 * HD + h * D_H;
+            float *dQ_h = dQKV_b + h * D_H, *dK_h = dQKV_b + HD + h * D_H;
+            float *dV_h = dQKV_b + 2 * HD + h * D_H;
+            const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
+            const float *A_bh = A + ((size_t)b * H + h) * N * N;
+            /* 3'. dA [N, N] = dY_h [N, D_H] @ V_h^T [D_H, N] */
+            sgemm(0, 1, N, N, D_H, 1.0f, dY_h, HD, V_h, ld_qkv, 0.0f, dA, N);
+            /*     dV_h [N, D_H] = A^T [N, N] @ dY_h [N, D_H] (each block written once: beta 0) */
+            sgemm(1, 0, N, D_H, N, 1.0f, A_bh, N, dY_h, HD, 0.0f, dV_h, ld_qkv);
+            /* 2'. dE [N, N] = softmax'(dA): blocked pairs have A = 0, so dE = 0 there */
+            memset(dE, 0, sizeof(float) * (size_t)N * N);
+            softmax_backward(dE, dA, A_bh, N, N);
+            /*     dQ_h [N, D_H] = dE [N, N] @ K_h [N, D_H] / sqrt(D_H) */
+            sgemm(0, 0, N, D_H, N, scale, dE, N, K_h, ld_qkv, 0.0f, dQ_h, ld_qkv);
+            /*     dK_h [N, D_H] = dE^T [N, N] @ Q_h [N, D_H] / sqrt(D_H) */
+            sgemm(1, 0, N, D_H, N, scale, dE, N, Q_h, ld_qkv, 0.0f, dK_h, ld_qkv);
+        }
+    }
+
+    /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */
+    if (dw && dw->W_QKV)
+        sgemm(1, 0, s->D, ld_qkv, R, 1.0f, X, s->D, dQKV, ld_qkv, 1.0f, dw->W_QKV, ld_qkv);
+    /*     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
+    if (dX) sgemm(0, 1, R, s->D, ld_qkv, 1.0f, dQKV, ld_qkv, w->W_QKV, ld_qkv, 1.0f, dX, s->D);
+}

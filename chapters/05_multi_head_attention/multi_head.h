@@ -1,0 +1,88 @@
+/* multi_head.h - chapter 05: multi-head self-attention in 4 big matmuls.
+ *
+ * Chapter 04's self-attention has ONE set of queries, keys and values, so
+ * each output position gets ONE weighted average of the values. Multi-head
+ * attention runs H of those layers ("heads") side by side, each with its own
+ * projections of size D_H (the head dimension), and mixes their outputs with
+ * one more matrix W_O. Lecture notation, one sequence X [N, D]:
+ *
+ *   W_Q, W_K, W_V [D, H*D_H]     W_O [H*D_H, D_out]
+ *   Q = X W_Q, K = X W_K, V = X W_V     [N, H*D_H], read as [H, N, D_H]
+ *   E = Q K^T / sqrt(D_H)               [H, N, N]   one N x N block per head
+ *   A = softmax(E, dim=-1)              [H, N, N]
+ *   Y = A V                             [H, N, D_H], stored as [N, H*D_H]
+ *   O = Y W_O + b_O                     [N, D_out]
+ *
+ * and it all runs as 4 big matrix products:
+ *   1. [Q|K|V] = X [W_Q|W_K|W_V]   (N x D)(D x 3 H D_H)  ONE sgemm for all heads
+ *   2. E = Q K^T                   (H x N x D_H)(H x D_H x N), one sgemm per head
+ *   3. Y = A V                     (H x N x N)(H x N x D_H),   one sgemm per head
+ *   4. O = Y W_O                   (N x H D_H)(H D_H x D_out) ONE sgemm
+ * No head is ever copied out: head h's queries are the columns
+ * h*D_H .. h*D_H + D_H - 1 of Q inside the [N, 3*H*D_H] matrix [Q|K|V], and
+ * sgemm reaches them with a leading dimension of 3*H*D_H. Likewise step 3
+ * writes head h's output straight into its columns of Y (ldc = H*D_H), which
+ * IS the "reshape to [N, H*D_H]" of the lecture: nothing to move.
+ *
+ * The layout of the weights follows from that:
+ *   W_QKV [D, 3*H*D_H] = [W_Q | W_K | W_V], and inside W_Q (and W_K, W_V)
+ *   columns h*D_H .. h*D_H + D_H - 1 belong to head h.
+ *
+ * Everything works on a batch of B sequences, stored [B, N, .] row-major
+ * (steps 1 and 4 treat the B*N positions as one big matrix). Conventions as
+ * in chapters 03 and 04: no allocation inside forward or backward (the caller
+ * gives the buffers, sized by the *_floats() functions), backward
+ * ACCUMULATES (+=) into dX and the weight gradients and skips NULL ones. */
+#ifndef MULTI_HEAD_H
+#define MULTI_HEAD_H
+#include <stddef.h>
+#include "rng.h"
+
+typedef struct {
+    int D;        /* width of the inputs X */
+    int H;        /* number of heads */
+    int D_H;      /* head dimension: each head's queries, keys, values */
+    int D_out;    /* width of the outputs O (usually D) */
+} MultiHeadSpec;
+
+typedef struct {
+    float *W_QKV;   /* [D, 3*H*D_H] = [W_Q | W_K | W_V] */
+    float *W_O;     /* [H*D_H, D_out] */
+    float *b_O;     /* [D_out], or NULL for no bias */
+} MultiHeadWeights;
+
+/* Parameters of one layer: W_QKV, W_O and b_O. */
+size_t multi_head_param_count(const MultiHeadSpec *s);
+/* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O. */
+MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base);
+/* W_Q, W_K, W_V each Xavier-uniform for [D, H*D_H], W_O for [H*D_H, D_out],
+ * b_O = 0. */
+void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng);
+
+/* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part. */
+size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N);
+/* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]. */
+size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
+/* Scratch backward needs: d[Q|K|V] [B, N, 3*H*D_H] | dY [B, N, H*D_H] |
+ * dA, dE [N, N] (one head at a time). */
+size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
+
+/* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
+ * cache [multi_head_cache_floats] (written).
+ * causal: output i may only look at inputs j <= i.
+ * lens [B] (or NULL): sequence b is lens[b] long (0 = the whole N);
+ * positions j >= lens[b] are padding and no output attends to them.
+ * Same masks, same meaning as chapter 04. */
+void multi_head_forward(float *O, float *A, float *cache, const float *X,
+                        const MultiHeadSpec *s, const MultiHeadWeights *w,
+                        int causal, const int *lens, int B, int N);
+
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O +=.
+ * dX, dw and any field of dw may be NULL. A, cache, X, w are what forward saw
+ * and wrote (masks need not be repeated: a blocked pair has A = 0, so no
+ * gradient flows through it). */
+void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
+                         const float *A, const float *cache, const float *X,
+                         const MultiHeadSpec *s, const MultiHeadWeights *w, int B, int N);
+
+#endif

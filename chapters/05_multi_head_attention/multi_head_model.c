@@ -1,0 +1,229 @@
+/* multi_head_model.c - chapter 05: the "neighbours" task and chapter 04's
+ * digit model with multi-head attention, with its hand-written backward pass
+ * (see multi_head_model.h). */
+#include "05_multi_head_attention/multi_head_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "05_multi_head_attention/multi_head.h"
+#include "error.h"
+#include "layers.h"
+#include "util.h"
+
+/* x [B, N] -> y [B, N] */
+void neighbour_task_batch(int *x, int *y, int B, int N, Rng *rng) {
+    for (int b = 0; b < B; b++) {
+        int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
+        for (int i = 0; i < N; i++) xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
+        for (int i = 0; i < N; i++) {
+            int left = xs[(i + N - 1) % N], right = xs[(i + 1) % N];
+            ys[i] = DIGIT_VOCAB * left + right;      /* the two-digit number "left right" */
+        }
+    }
+}
+
+/* x [B, N] -> y [B, N] */
+void count_next_task_batch(int *x, int *y, int B, int N, Rng *rng) {
+    for (int b = 0; b < B; b++) {
+        int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
+        int histogram[DIGIT_VOCAB] = {0};
+        for (int i = 0; i < N; i++) {
+            xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
+            histogram[xs[i]]++;
+        }
+        for (int i = 0; i < N; i++)       /* the two-digit number "count next" */
+            ys[i] = DIGIT_VOCAB * histogram[xs[i]] + xs[(i + 1) % N];
+    }
+}
+
+int count_next_classes(int N) { return DIGIT_VOCAB * (N + 1); }
+
+/* "layer<l>.<name>", a matrix [rows, cols] or (cols == 0) a vector [rows]. */
+static size_t declare_layer_tensor(Params *p, int l, const char *name, int rows, int cols) {
+    char full[PARAMS_NAME_LEN];
+    snprintf(full, sizeof full, "layer%d.%s", l, name);
+    int dims[2] = {rows, cols};
+    return params_add(p, full, cols ? 2 : 1, dims);
+}
+
+static MultiHeadSpec layer_spec(const MultiHeadModel *m) {
+    MultiHeadSpec s = {m->D, m->H, m->D_H, m->D};
+    return s;
+}
+
+int mh_model_create(MultiHeadModel *m, int N, int D, int H, int D_H, int F, int L, int C,
+                    PosType pos, int causal, int max_B, uint64_t seed) {
+    if (L < 1 || L > MH_MAX_LAYERS) return fail("layers: expected 1..%d, got %d", MH_MAX_LAYERS, L);
+    if (H < 1 || D_H < 1) return fail("heads and head size must be >= 1, got H = %d, D_H = %d", H, D_H);
+    memset(m, 0, sizeof *m);
+    m->N = N; m->D = D; m->H = H; m->D_H = D_H; m->F = F; m->L = L; m->C = C;
+    m->pos = pos; m->causal = causal; m->max_B = max_B;
+    const int HD = H * D_H;
+
+    Params *p = &m->params;
+    params_init(p);
+    m->emb = params_add(p, "emb", 2, (int[]){DIGIT_VOCAB, D});
+    if (pos == POS_LEARNED) m->pos_table = params_add(p, "pos", 2, (int[]){N, D});
+    for (int l = 0; l < L; l++) {
+        m->W_QKV[l] = declare_layer_tensor(p, l, "W_QKV", D, 3 * HD);
+        m->W_O[l] = declare_layer_tensor(p, l, "W_O", HD, D);
+        m->b_O[l] = declare_layer_tensor(p, l, "b_O", D, 0);
+        m->W_1[l] = declare_layer_tensor(p, l, "W_1", D, F);
+        m->b_1[l] = declare_layer_tensor(p, l, "b_1", F, 0);
+        m->W_2[l] = declare_layer_tensor(p, l, "W_2", F, D);
+        m->b_2[l] = declare_layer_tensor(p, l, "b_2", D, 0);
+    }
+    m->W_out = params_add(p, "W_out", 2, (int[]){D, C});
+    m->b_out = params_add(p, "b_out", 1, (int[]){C});
+    if (params_alloc(p) != 0) return -1;
+
+    /* the same initial values as chapter 04's model */
+    Rng rng;
+    rng_seed(&rng, seed, 4);
+    init_normal(params_data(p, m->emb), (size_t)DIGIT_VOCAB * D, 0.7f, &rng);
+    if (pos == POS_LEARNED) init_normal(params_data(p, m->pos_table), (size_t)N * D, 0.7f, &rng);
+    const MultiHeadSpec s = layer_spec(m);
+    for (int l = 0; l < L; l++) {
+        MultiHeadWeights w = {params_data(p, m->W_QKV[l]), params_data(p, m->W_O[l]),
+                              params_data(p, m->b_O[l])};
+        multi_head_init(&s, &w, &rng);
+        init_xavier(params_data(p, m->W_1[l]), D, F, &rng);
+        init_xavier(params_data(p, m->W_2[l]), F, D, &rng);
+    }
+    init_xavier(params_data(p, m->W_out), D, C, &rng);
+
+    /* activations, allocated once for batches of up to max_B */
+    const size_t R = (size_t)max_B * N;     /* rows: one per position */
+    m->P_sin = xcalloc((size_t)N * D, sizeof(float));
+    positional_encoding_sinusoidal(m->P_sin, N, D);
+    m->X = xcalloc((L + 1) * R * D, sizeof(float));
+    m->Z = xcalloc(L * R * D, sizeof(float));
+    m->attn_out = xcalloc(L * R * D, sizeof(float));
+    m->A = xcalloc(L * multi_head_attention_floats(&s, max_B, N), sizeof(float));
+    m->mh_cache = xcalloc(L * multi_head_cache_floats(&s, max_B, N), sizeof(float));
+    m->pre = xcalloc(L * R * F, sizeof(float));
+    m->act = xcalloc(L * R * F, sizeof(float));
+    m->logits = xcalloc(R * C, sizeof(float));
+    m->probs = xcalloc(R * C, sizeof(float));
+    m->dlogits = xcalloc(R * C, sizeof(float));
+    m->dX = xcalloc(R * D, sizeof(float));
+    m->dZ = xcalloc(R * D, sizeof(float));
+    m->dpre = xcalloc(R * F, sizeof(float));
+    m->dact = xcalloc(R * F, sizeof(float));
+    m->mh_scratch = xcalloc(multi_head_scratch_floats(&s, max_B, N), sizeof(float));
+    return 0;
+}
+
+void mh_model_free(MultiHeadModel *m) {
+    params_free(&m->params);
+    float *buffers[] = {m->P_sin, m->X, m->Z, m->attn_out, m->A, m->mh_cache, m->pre, m->act,
+                        m->logits, m->probs, m->dlogits, m->dX, m->dZ, m->dpre, m->dact,
+                        m->mh_scratch};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
+    memset(m, 0, sizeof *m);
+}
+
+/* One layer's multi-head weights (grad = 1: their gradients). */
+static MultiHeadWeights layer_weights(Params *p, const MultiHeadModel *m, int l, int grad) {
+    MultiHeadWeights w;
+    w.W_QKV = grad ? params_grad(p, m->W_QKV[l]) : params_data(p, m->W_QKV[l]);
+    w.W_O = grad ? params_grad(p, m->W_O[l]) : params_data(p, m->W_O[l]);
+    w.b_O = grad ? params_grad(p, m->b_O[l]) : params_data(p, m->b_O[l]);
+    return w;
+}
+
+/* x [B, N] (, y [B, N]) -> logits [B*N, C], mean loss */
+double mh_model_forward(MultiHeadModel *m, const int *x, const int *y, int B) {
+    Params *p = &m->params;
+    const int N = m->N, D = m->D, F = m->F, C = m->C, R = B * N;
+    const size_t RD = (size_t)R * D, RF = (size_t)R * F;
+    const MultiHeadSpec s = layer_spec(m);
+    const size_t cache_stride = multi_head_cache_floats(&s, m->max_B, N);
+    const size_t A_stride = multi_head_attention_floats(&s, m->max_B, N);
+    m->B = B;
+
+    /* X_0 = embed(x) + P */
+    embedding_forward(m->X, x, params_data(p, m->emb), R, D);
+    if (m->pos == POS_SINUSOIDAL) add_positional_encoding(m->X, m->P_sin, B, N, D);
+    if (m->pos == POS_LEARNED) add_positional_encoding(m->X, params_data(p, m->pos_table), B, N, D);
+
+    for (int l = 0; l < m->L; l++) {
+        const float *X_in = m->X + l * RD;
+        float *X_out = m->X + (l + 1) * RD, *Z = m->Z + l * RD, *att = m->attn_out + l * RD;
+        float *pre = m->pre + l * RF, *act = m->act + l * RF;
+        MultiHeadWeights w = layer_weights(p, m, l, 0);
+        /* Z = X + MultiHead(X) */
+        multi_head_forward(att, m->A + l * A_stride, m->mh_cache + l * cache_stride, X_in, &s, &w,
+                           m->causal, NULL, B, N);
+        for (size_t i = 0; i < RD; i++) Z[i] = X_in[i] + att[i];
+        /* X_out = Z + relu(Z W_1 + b_1) W_2 + b_2 */
+        linear_forward(pre, Z, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]), R, D, F);
+        relu_forward(act, pre, (int)RF);
+        linear_forward(X_out, act, params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, F, D);
+        for (size_t i = 0; i < RD; i++) X_out[i] += Z[i];
+    }
+    linear_forward(m->logits, m->X + m->L * RD, params_data(p, m->W_out), params_data(p, m->b_out),
+                   R, D, C);
+    if (y == NULL) return 0.0;
+    int counted = 0;
+    double loss = cross_entropy_forward(m->probs, m->logits, y, R, C, -1, &counted);
+    return loss / counted;
+}
+
+void mh_model_backward(MultiHeadModel *m, const int *x, const int *y) {
+    Params *p = &m->params;
+    const int B = m->B, N = m->N, D = m->D, F = m->F, C = m->C, R = B * N;
+    const size_t RD = (size_t)R * D, RF = (size_t)R * F;
+    const MultiHeadSpec s = layer_spec(m);
+    const size_t cache_stride = multi_head_cache_floats(&s, m->max_B, N);
+    const size_t A_stride = multi_head_attention_floats(&s, m->max_B, N);
+
+    memset(m->dlogits, 0, sizeof(float) * (size_t)R * C);
+    cross_entropy_backward(m->dlogits, m->probs, y, R, C, -1, 1.0f / (float)R);
+    /* dX = dL/dX_L */
+    memset(m->dX, 0, sizeof(float) * RD);
+    linear_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits,
+                    m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
+
+    for (int l = m->L - 1; l >= 0; l--) {
+        const float *X_in = m->X + l * RD, *Z = m->Z + l * RD;
+        const float *pre = m->pre + l * RF, *act = m->act + l * RF;
+        /* X_out = Z + MLP(Z): dZ = dX_out + MLP'(dX_out) */
+        memcpy(m->dZ, m->dX, sizeof(float) * RD);
+        memset(m->dact, 0, sizeof(float) * RF);
+        memset(m->dpre, 0, sizeof(float) * RF);
+        linear_backward(m->dact, params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, act,
+                        params_data(p, m->W_2[l]), R, F, D);
+        relu_backward(m->dpre, m->dact, pre, (int)RF);
+        linear_backward(m->dZ, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]), m->dpre, Z,
+                        params_data(p, m->W_1[l]), R, D, F);
+        /* Z = X_in + MultiHead(X_in): dX_in = dZ + MultiHead'(dZ) */
+        memcpy(m->dX, m->dZ, sizeof(float) * RD);
+        MultiHeadWeights w = layer_weights(p, m, l, 0), dw = layer_weights(p, m, l, 1);
+        multi_head_backward(m->dX, &dw, m->mh_scratch, m->dZ, m->A + l * A_stride,
+                            m->mh_cache + l * cache_stride, X_in, &s, &w, B, N);
+    }
+    /* X_0 = embed(x) + P */
+    if (m->pos == POS_LEARNED) add_positional_encoding_backward(params_grad(p, m->pos_table), m->dX, B, N, D);
+    embedding_backward(params_grad(p, m->emb), m->dX, x, R, D);
+}
+
+void mh_model_predict(const MultiHeadModel *m, int *pred) {
+    for (int r = 0; r < m->B * m->N; r++) {
+        const float *z = m->logits + (size_t)r * m->C;
+        int best = 0;
+        for (int c = 1; c < m->C; c++) if (z[c] > z[best]) best = c;
+        pred[r] = best;
+    }
+}
+
+/* A of layer l is [max_B, H, N, N]; the last forward filled its first B sequences */
+const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b) {
+    const MultiHeadSpec s = layer_spec(m);
+    return m->A + l * multi_head_attention_floats(&s, m->max_B, m->N) +
+           ((size_t)b * m->H + h) * m->N * m->N;
+}
