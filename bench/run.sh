@@ -3,8 +3,12 @@
 #
 #   bash bench/run.sh [BUILD]      BUILD defaults to build
 #
-# Runs BUILD/bench/bench_sgemm first, then any other BUILD/bench/bench_*
-# binaries; results go to bench/results/. Benchmarks print figures and ratios,
+# Runs BUILD/bench/bench_sgemm first, then BUILD/bench/bench_train_step and
+# its PyTorch twin tools/bench_torch.py (when /usr/bin/python3 can import
+# torch), prints the train-step ratios (avx2 against naive and against
+# PyTorch's best thread count), then any other BUILD/bench/bench_* binaries;
+# results go to bench/results/. tools/perf_table.sh turns them into the
+# README's Markdown tables. Benchmarks print figures and ratios,
 # they never pass or fail, so a benchmark that errors is reported and skipped.
 # gnuplot renders bench/results/*.gp to PNG when it is installed.
 set -u
@@ -28,9 +32,55 @@ run() {  # run one benchmark binary, keep going on failure
 }
 
 run "$build/bench/bench_sgemm" --out "$results"
+
+# Training steps: C (naive, avx2) then PyTorch, both into train_step.tsv.
+if [ -x "$build/bench/bench_train_step" ]; then
+  run "$build/bench/bench_train_step" --out "$results"
+  echo
+  echo "=== tools/bench_torch.py"
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+    /usr/bin/python3 tools/bench_torch.py --results "$results" ||
+      echo "run.sh: tools/bench_torch.py failed (skipped)" >&2
+  else
+    echo "note: /usr/bin/python3 cannot import torch: the PyTorch comparison is skipped (make deps-twin)"
+  fi
+  echo
+  echo "=== train step, ratios (from $results/train_step.tsv; > 1x means avx2 is faster)"
+  awk -F'\t' '
+    NR == 1 { next }
+    {
+      key = $1 SUBSEP $2 SUBSEP $3; ms[key] = $4
+      if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
+      if ($2 == "torch" && (best[$1] == "" || $4 < best[$1])) { best[$1] = $4; best_t[$1] = $3 }
+    }
+    function best_of(ch, impl,   t, b) {
+      b = ""
+      for (t = 1; t <= 2; t++)
+        if ((ch SUBSEP impl SUBSEP t) in ms && (b == "" || ms[ch SUBSEP impl SUBSEP t] < b))
+          b = ms[ch SUBSEP impl SUBSEP t]
+      return b
+    }
+    END {
+      printf "%-26s %10s %10s %11s %14s %14s %12s\n", "chapter", "naive 1t", "avx2 1t", "naive/avx2",
+             "avx2 best", "torch best", "torch/avx2"
+      for (i = 1; i <= n; i++) {
+        ch = order[i]
+        a1 = ms[ch SUBSEP "avx2" SUBSEP 1]; n1 = ms[ch SUBSEP "naive" SUBSEP 1]
+        ab = best_of(ch, "avx2"); ab_t = (ab == ms[ch SUBSEP "avx2" SUBSEP 1]) ? 1 : 2
+        speed = (a1 > 0 && n1 > 0) ? sprintf("%.1fx", n1 / a1) : "-"
+        tb = (ch in best) ? sprintf("%.2f (%dt)", best[ch], best_t[ch]) : "-"
+        vs = (ch in best && ab > 0) ? sprintf("%.2fx", best[ch] / ab) : "-"
+        printf "%-26s %10.2f %10.2f %11s %14s %14s %12s\n", ch, n1, a1, speed,
+               sprintf("%.2f (%dt)", ab, ab_t), tb, vs
+      }
+      print "ms per training step. naive/avx2: speed-up of the AVX2 backend on 1 thread;"
+      print "torch/avx2: PyTorch at its best thread count against ours at ours (> 1x: ours is faster)."
+    }' "$results/train_step.tsv"
+fi
+
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
-  [ "$(basename "$b")" = bench_sgemm ] && continue
+  case "$(basename "$b")" in bench_sgemm | bench_train_step) continue ;; esac
   run "$b"
 done
 

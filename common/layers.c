@@ -5,6 +5,7 @@
  * chosen backend (naive or avx2) serves every layer. */
 #include "layers.h"
 #include "matmul.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -57,40 +58,27 @@ void embedding_backward(float *dtable, const float *dout, const int *ids, int N,
 /* Element-wise activations: x[n] -> y[n]                                    */
 /* ------------------------------------------------------------------------ */
 
-void tanh_forward(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] = tanhf(x[i]);
-}
+/* y = tanh(x): tanhf on the naive backend, the AVX2 kernel of vecmath.h otherwise. */
+void tanh_forward(float *y, const float *x, int n) { vec_tanh(y, x, n); }
 
 /* d tanh(x)/dx = 1 - tanh(x)^2 = 1 - y^2 */
 void tanh_backward(float *dx, const float *dy, const float *y, int n) {
     for (int i = 0; i < n; i++) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
 }
 
-/* 1 / (1 + e^-x), written so that exp never overflows. */
-static float sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
-void sigmoid_forward(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] = sigmoid(x[i]);
-}
+/* y = 1 / (1 + e^-x), written so that exp never overflows (vecmath.c). */
+void sigmoid_forward(float *y, const float *x, int n) { vec_sigmoid(y, x, n); }
 
 /* d sigmoid(x)/dx = y (1 - y) */
 void sigmoid_backward(float *dx, const float *dy, const float *y, int n) {
     for (int i = 0; i < n; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
 }
 
-void relu_forward(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
+/* y = x > 0 ? x : 0 (vecmath.c: the same bits on both backends). */
+void relu_forward(float *y, const float *x, int n) { vec_relu(y, x, n); }
 
-/* Gradient 1 where x > 0, else 0 (x here is the forward INPUT). */
-void relu_backward(float *dx, const float *dy, const float *x, int n) {
-    for (int i = 0; i < n; i++)
-        if (x[i] > 0.0f) dx[i] += dy[i];
-}
+/* Gradient 1 where x > 0, else 0 (x here is the forward INPUT): dx += dy there. */
+void relu_backward(float *dx, const float *dy, const float *x, int n) { vec_relu_backward(dx, dy, x, n); }
 
 /* ------------------------------------------------------------------------ */
 /* Softmax                                                                   */
@@ -110,11 +98,11 @@ void softmax_forward(float *y, const float *x, int N, int C) {
             for (int c = 0; c < C; c++) yr[c] = 0.0f;
             continue;
         }
+        /* y = e^(x - max): the shift first, then one vec_exp over the row */
+        for (int c = 0; c < C; c++) yr[c] = xr[c] - max;
+        vec_exp(yr, yr, C);
         double sum = 0.0;
-        for (int c = 0; c < C; c++) {
-            yr[c] = expf(xr[c] - max);
-            sum += yr[c];
-        }
+        for (int c = 0; c < C; c++) sum += yr[c];
         float inv = (float)(1.0 / sum);
         for (int c = 0; c < C; c++) yr[c] *= inv;
     }

@@ -1,0 +1,436 @@
+/* bench_train_step.c - milliseconds per training step of each chapter's default model.
+ *
+ *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04]
+ *
+ * One training step is what the chapter's training loop does for one batch:
+ * zero the gradients, forward, backward, clip the gradient norm, Adam update.
+ * Each chapter's DEFAULT model (the sizes its main.c uses without flags) runs
+ * on a realistic batch (the dataset's first shuffled training batch, or the
+ * digit task's batch), on the naive and the AVX2 backend, with 1 and 2
+ * threads. Every figure is the median of --reps timed steps after one warm-up
+ * step; the four configurations take turns step by step, so a slow spell of
+ * this shared machine hits all of them alike.
+ *
+ * Writes DIR/train_step.tsv (chapter impl threads ms) and
+ * DIR/train_step_batches.txt: each chapter's sizes and the exact batch, so
+ * tools/bench_torch.py builds the same models on the same batches (it then
+ * appends its impl=torch rows to the .tsv).
+ *
+ * A chapter joins by adding one entry to CHAPTERS below: its name, and a
+ * create function that builds its model and batch. Prints figures and ratios;
+ * never passes or fails. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "02_bahdanau_attention/bahdanau.h"
+#include "03_dot_product_attention/attn_seq2seq.h"
+#include "04_self_attention/digit_model.h"
+#include "05_multi_head_attention/multi_head_model.h"
+#include "error.h"
+#include "matmul.h"
+#include "optim.h"
+#include "params.h"
+#include "seq2seq.h"
+#include "util.h"
+
+/* ---- What one chapter provides ---------------------------------------------------- */
+
+/* A model ready to train on one fixed batch. forward_backward() runs the
+ * forward pass and accumulates the gradients (the harness zeroes them first,
+ * and clips and updates after), returning the loss. */
+typedef struct {
+    void *state;
+    Params *params;
+    double (*forward_backward)(void *state);
+    void (*destroy)(void *state);
+} BenchModel;
+
+typedef struct {
+    const char *chapter;        /* "01_rnn_seq2seq" */
+    const char *description;    /* the model, in a few words */
+    /* Build the model and its batch; describe both on batch_log (for the
+     * PyTorch twin). Returns 0, or -1 with fail(). */
+    int (*create)(BenchModel *model, FILE *batch_log);
+} ChapterBench;
+
+static void log_ints(FILE *f, const char *name, const int *values, int n) {
+    fprintf(f, " %s=", name);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", values[i]);
+}
+
+/* ---- Sequence-to-sequence chapters (01, 02, 03): the dates task, one batch of 64 ---- */
+
+typedef struct {
+    Dataset data;
+    Batch batch;
+    Seq2Seq model;
+} Seq2SeqBench;
+
+static double seq2seq_forward_backward(void *state) {
+    Seq2SeqBench *s = state;
+    return s->model.train_step(s->model.self, &s->batch, 1);
+}
+
+static void seq2seq_destroy(void *state) {
+    Seq2SeqBench *s = state;
+    s->model.destroy(s->model.self);
+    batch_free(&s->batch);
+    dataset_free(&s->data);
+    free(s);
+}
+
+enum { SEQ2SEQ_BATCH = 64, SEQ2SEQ_SEED = 42 };
+
+/* build: the chapter's ChapterSpec.build; config: its default model lines.
+ * The batch is the first one the training loop of common/seq2seq.c draws. */
+static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *chapter,
+                                int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t),
+                                const char *config) {
+    Seq2SeqBench *s = xcalloc(1, sizeof *s);
+    TaskConfig tc;
+    if (task_defaults(&tc, "dates") < 0 || dataset_load(&s->data, &tc) < 0) {
+        free(s);
+        return -1;
+    }
+    if (build(&s->model, &s->data, config, SEQ2SEQ_BATCH, SEQ2SEQ_SEED) < 0) {
+        dataset_free(&s->data);
+        free(s);
+        return -1;
+    }
+    int *order = xmalloc(sizeof(int) * (size_t)s->data.train.n);
+    for (int i = 0; i < s->data.train.n; i++) order[i] = i;
+    Rng rng;
+    rng_seed(&rng, SEQ2SEQ_SEED, 7);
+    rng_shuffle(&rng, order, s->data.train.n);
+    batch_alloc(&s->batch, SEQ2SEQ_BATCH, s->data.max_src_len, s->data.max_tgt_len);
+    batch_fill(&s->batch, &s->data.train, order, SEQ2SEQ_BATCH);
+    free(order);
+
+    const Batch *b = &s->batch;
+    fprintf(batch_log, "chapter=%s V_src=%d V_tgt=%d B=%d T=%d Tt=%d", chapter,
+            s->data.src_vocab.size, s->data.tgt_vocab.size, b->batch, b->src_len, b->tgt_len);
+    /* config lines "key=value\n" -> " key=value" */
+    fputc(' ', batch_log);
+    for (const char *c = config; *c; c++) fputc(*c == '\n' ? ' ' : *c, batch_log);
+    log_ints(batch_log, "src", b->src, b->batch * b->src_len);
+    log_ints(batch_log, "src_lens", b->src_lens, b->batch);
+    log_ints(batch_log, "tgt_in", b->tgt_in, b->batch * b->tgt_len);
+    log_ints(batch_log, "tgt_out", b->tgt_out, b->batch * b->tgt_len);
+    fputc('\n', batch_log);
+
+    model->state = s;
+    model->params = s->model.params;
+    model->forward_backward = seq2seq_forward_backward;
+    model->destroy = seq2seq_destroy;
+    return 0;
+}
+
+/* Chapter 01's defaults (chapters/01_rnn_seq2seq/main.c): GRU, E 32, H 128. */
+static int create_01(BenchModel *model, FILE *batch_log) {
+    return seq2seq_bench_create(model, batch_log, "01_rnn_seq2seq", rnn_seq2seq_build,
+                                "cell=gru\nembed=32\nhidden=128\n");
+}
+
+/* Chapter 02's defaults (chapters/02_bahdanau_attention/main.c): GRU, E 32, H 96, A 32. */
+static int create_02(BenchModel *model, FILE *batch_log) {
+    return seq2seq_bench_create(model, batch_log, "02_bahdanau_attention", bahdanau_build,
+                                "cell=gru\nembed=32\nhidden=96\nattn=32\nbidirectional=0\n");
+}
+
+/* Chapter 03's defaults (chapters/03_dot_product_attention/main.c): GRU, E 32,
+ * H 128, scaled dot-product score, Luong placement. */
+static int create_03(BenchModel *model, FILE *batch_log) {
+    return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_build,
+                                "cell=gru\nembed=32\nhidden=128\nscore=scaled_dot\nplacement=luong\n"
+                                "attn=64\nproject_kv=0\n");
+}
+
+/* ---- Digit chapters (04, 05): 64 sequences of 8 digits ------------------------------ */
+
+enum { DIGIT_BATCH = 64, DIGIT_LEN = 8, DIGIT_DIM = 64, DIGIT_HIDDEN = 128, DIGIT_LAYERS = 2 };
+
+typedef struct {
+    DigitModel model;
+    int x[DIGIT_BATCH * DIGIT_LEN], y[DIGIT_BATCH * DIGIT_LEN];
+} DigitBench;
+
+static double digit_forward_backward(void *state) {
+    DigitBench *s = state;
+    double loss = digit_model_forward(&s->model, s->x, s->y, DIGIT_BATCH);
+    digit_model_backward(&s->model, s->x, s->y);
+    return loss;
+}
+
+static void digit_destroy(void *state) {
+    DigitBench *s = state;
+    digit_model_free(&s->model);
+    free(s);
+}
+
+static void log_digit_batch(FILE *f, const int *x, const int *y) {
+    log_ints(f, "x", x, DIGIT_BATCH * DIGIT_LEN);
+    log_ints(f, "y", y, DIGIT_BATCH * DIGIT_LEN);
+    fputc('\n', f);
+}
+
+/* Chapter 04's defaults (chapters/04_self_attention/main.c): N 8, D 64, MLP 128,
+ * 2 layers, batch 64; the reverse task with sinusoidal positions. */
+static int create_04(BenchModel *model, FILE *batch_log) {
+    DigitBench *s = xcalloc(1, sizeof *s);
+    int classes = digit_task_classes(TASK_REVERSE, DIGIT_LEN);
+    if (digit_model_create(&s->model, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, DIGIT_LAYERS, classes,
+                           POS_SINUSOIDAL, 0, DIGIT_BATCH, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    Rng rng;
+    rng_seed(&rng, 1, 1);
+    digit_task_batch(TASK_REVERSE, s->x, s->y, DIGIT_BATCH, DIGIT_LEN, &rng);
+    fprintf(batch_log, "chapter=04_self_attention B=%d N=%d D=%d F=%d L=%d C=%d pos=sinusoidal heads=1",
+            DIGIT_BATCH, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, DIGIT_LAYERS, classes);
+    log_digit_batch(batch_log, s->x, s->y);
+    model->state = s;
+    model->params = &s->model.params;
+    model->forward_backward = digit_forward_backward;
+    model->destroy = digit_destroy;
+    return 0;
+}
+
+/* Chapter 05's defaults (chapters/05_multi_head_attention/main.c): chapter 04's
+ * model with 1 layer of 4 heads of size 16 (its widest of --heads 1,2,4;
+ * H * D_H = D = 64), learned positions, the count_next task (its default
+ * while the chapter is being written: check main.c when it changes). */
+enum { MH_HEADS = 4, MH_HEAD_SIZE = 16, MH_LAYERS = 1 };
+
+typedef struct {
+    MultiHeadModel model;
+    int x[DIGIT_BATCH * DIGIT_LEN], y[DIGIT_BATCH * DIGIT_LEN];
+} MultiHeadBench;
+
+static double multi_head_forward_backward(void *state) {
+    MultiHeadBench *s = state;
+    double loss = mh_model_forward(&s->model, s->x, s->y, DIGIT_BATCH);
+    mh_model_backward(&s->model, s->x, s->y);
+    return loss;
+}
+
+static void multi_head_destroy(void *state) {
+    MultiHeadBench *s = state;
+    mh_model_free(&s->model);
+    free(s);
+}
+
+static int create_05(BenchModel *model, FILE *batch_log) {
+    MultiHeadBench *s = xcalloc(1, sizeof *s);
+    int classes = count_next_classes(DIGIT_LEN);
+    if (mh_model_create(&s->model, DIGIT_LEN, DIGIT_DIM, MH_HEADS, MH_HEAD_SIZE, DIGIT_HIDDEN,
+                        MH_LAYERS, classes, POS_LEARNED, 0, DIGIT_BATCH, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    Rng rng;
+    rng_seed(&rng, 1, 1);
+    count_next_task_batch(s->x, s->y, DIGIT_BATCH, DIGIT_LEN, &rng);
+    fprintf(batch_log, "chapter=05_multi_head_attention B=%d N=%d D=%d F=%d L=%d C=%d pos=learned heads=%d",
+            DIGIT_BATCH, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, MH_LAYERS, classes, MH_HEADS);
+    log_digit_batch(batch_log, s->x, s->y);
+    model->state = s;
+    model->params = &s->model.params;
+    model->forward_backward = multi_head_forward_backward;
+    model->destroy = multi_head_destroy;
+    return 0;
+}
+
+/* ---- The table: one line per chapter ---------------------------------------------- */
+
+static const ChapterBench CHAPTERS[] = {
+    {"01_rnn_seq2seq", "GRU encoder-decoder, E 32, H 128; dates, batch 64", create_01},
+    {"02_bahdanau_attention", "GRU + additive attention, E 32, H 96, A 32; dates, batch 64", create_02},
+    {"03_dot_product_attention", "GRU + scaled dot attention (Luong), E 32, H 128; dates, batch 64", create_03},
+    {"04_self_attention", "2 self-attention layers, D 64, MLP 128; 64 x 8 digits", create_04},
+    {"05_multi_head_attention", "1 layer of 4 heads x 16, D 64, MLP 128; count_next, 64 x 8 digits", create_05},
+};
+enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
+
+/* ---- Timing ----------------------------------------------------------------------- */
+
+typedef struct {
+    const char *backend;   /* "naive" or "avx2" */
+    int threads;
+} Config;
+
+static const Config CONFIGS[] = {{"naive", 1}, {"naive", 2}, {"avx2", 1}, {"avx2", 2}};
+enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static double load_average(void) {
+    double load = 0.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1) load = 0.0;
+        fclose(f);
+    }
+    return load;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One training step as the chapters' loops do it; returns milliseconds. */
+static double timed_step(BenchModel *m, Adam *opt, double *loss) {
+    double t0 = now_ms();
+    params_zero_grad(m->params);
+    *loss = m->forward_backward(m->state);
+    clip_grad_norm(m->params, 1.0f);
+    adam_step(opt, m->params, 1e-3f);
+    return now_ms() - t0;
+}
+
+static void use_config(const Config *c) {
+    backend_select(c->backend);
+    threads_set(c->threads);
+}
+
+/* ms[config] = median over reps of one step in each configuration. Returns 0,
+ * or -1 when the loss is not finite (a broken model is not worth timing). */
+static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
+    static double samples[N_CONFIGS][MAX_REPS];
+    Adam opt;
+    if (adam_init(&opt, m->params, 1e-3f, 0.0f) < 0) return -1;
+    double loss = 0.0;
+    for (int c = 0; c < N_CONFIGS; c++) {   /* warm-up: caches, thread pool, first touch */
+        use_config(&CONFIGS[c]);
+        timed_step(m, &opt, &loss);
+    }
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < N_CONFIGS; c++) {
+            use_config(&CONFIGS[c]);
+            samples[c][r] = timed_step(m, &opt, &loss);
+        }
+    adam_free(&opt);
+    for (int c = 0; c < N_CONFIGS; c++) {
+        qsort(samples[c], reps, sizeof samples[c][0], compare_doubles);
+        ms[c] = samples[c][reps / 2];
+    }
+    if (!isfinite(loss)) return fail("loss is %g after %d steps", loss, N_CONFIGS * (reps + 1));
+    return 0;
+}
+
+/* "01,04" selects chapters whose name starts with 01 or 04; NULL selects all. */
+static int chapter_selected(const char *list, const char *chapter) {
+    if (list == NULL) return 1;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && strncmp(chapter, p, len) == 0) return 1;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench_train_step [--out DIR] [--reps N] [--chapters LIST]\n"
+            "  --out DIR        where to write train_step.tsv and train_step_batches.txt\n"
+            "                   (default bench/results)\n"
+            "  --reps N         timed steps per figure, the median is reported (default 7, max %d)\n"
+            "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n",
+            MAX_REPS);
+}
+
+int main(int argc, char **argv) {
+    const char *out_dir = "bench/results", *only = NULL;
+    int reps = 7;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            out_dir = argv[++i];
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > MAX_REPS) {
+                fprintf(stderr, "bench_train_step: --reps expects 1..%d, got '%s'\n", MAX_REPS, argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--chapters") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr, "bench_train_step: unknown or incomplete argument '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!cpu_has_avx2_fma()) {
+        fprintf(stderr, "bench_train_step: this CPU has no AVX2/FMA; nothing to compare\n");
+        return 1;
+    }
+
+    mkdir(out_dir, 0755);
+    char tsv_path[1200], log_path[1200];
+    snprintf(tsv_path, sizeof tsv_path, "%s/train_step.tsv", out_dir);
+    snprintf(log_path, sizeof log_path, "%s/train_step_batches.txt", out_dir);
+    FILE *tsv = fopen(tsv_path, "w");
+    FILE *batch_log = fopen(log_path, "w");
+    if (!tsv || !batch_log) {
+        fprintf(stderr, "bench_train_step: cannot write %s or %s\n", tsv_path, log_path);
+        return 1;
+    }
+    fprintf(tsv, "chapter\timpl\tthreads\tms\n");
+
+    double load = load_average();
+    int cores = omp_get_num_procs();
+    printf("One training step (zero grad, forward, backward, clip, Adam), ms: median of %d steps\n"
+           "after a warm-up; load average %.2f on %d cores\n", reps, load, cores);
+    if (load > 0.5)
+        printf("WARNING: load average %.2f: other processes share the CPU; figures are slow and noisy,\n"
+               "         2-thread figures most (a descheduled thread stalls the other at every barrier)\n",
+               load);
+    printf("\n%-26s %9s %9s %9s %9s %13s %11s\n", "chapter", "naive 1t", "naive 2t", "avx2 1t",
+           "avx2 2t", "avx2/naive 1t", "2t/1t avx2");
+
+    for (int k = 0; k < N_CHAPTERS; k++) {
+        const ChapterBench *ch = &CHAPTERS[k];
+        if (!chapter_selected(only, ch->chapter)) continue;
+        BenchModel model;
+        double ms[N_CONFIGS];
+        if (ch->create(&model, batch_log) < 0) {
+            printf("%-26s skipped: %s\n", ch->chapter, last_error());
+            continue;
+        }
+        fflush(batch_log);
+        int rc = measure_chapter(&model, reps, ms);
+        model.destroy(model.state);
+        if (rc < 0) {
+            printf("%-26s skipped: %s\n", ch->chapter, last_error());
+            continue;
+        }
+        printf("%-26s %9.2f %9.2f %9.2f %9.2f %12.1fx %10.2fx\n", ch->chapter, ms[0], ms[1], ms[2],
+               ms[3], ms[0] / ms[2], ms[2] / ms[3]);
+        printf("%-26s (%s)\n", "", ch->description);
+        fflush(stdout);
+        for (int c = 0; c < N_CONFIGS; c++)
+            fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, CONFIGS[c].backend, CONFIGS[c].threads, ms[c]);
+        fflush(tsv);
+    }
+    fclose(tsv);
+    fclose(batch_log);
+    double load_end = load_average();
+    if (load_end > 0.5 && load <= 0.5)
+        printf("WARNING: load average rose to %.2f during the run; figures are noisy\n", load_end);
+    printf("wrote %s and %s\n", tsv_path, log_path);
+    return 0;
+}

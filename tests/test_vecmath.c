@@ -1,0 +1,243 @@
+/* test_vecmath.c - the AVX2 exp, tanh and sigmoid against the naive libm loops.
+ *
+ * For each kernel:
+ *   - the error bound stated in vecmath_avx2.c, in ulps of the naive result,
+ *     over a dense sweep of floats (every 257th bit pattern from 0 to 110 and
+ *     the same negated) and the extremes: +-0, subnormals, FLT_MIN, FLT_MAX,
+ *     the overflow and underflow edges, +-inf;
+ *   - NaN in gives NaN out;
+ *   - odd lengths (0, 1, 7, 8, 9, 33, 257) on pointers one float past an
+ *     aligned address, nothing written past y[n-1], and in place (y == x);
+ *   - the dispatching functions give the naive bits on the naive backend;
+ *   - ReLU forward and backward: the same bits as the naive loops (NaN, -0,
+ *     odd lengths, unaligned pointers).
+ * The AVX2 tests skip on a CPU without AVX2/FMA. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "vecmath.h"
+
+typedef void (*VecFunction)(float *y, const float *x, int n);
+
+typedef struct {
+    const char *name;
+    VecFunction naive, avx2;
+    double max_ulps;   /* the bound stated in vecmath_avx2.c */
+} Kernel;
+
+static const Kernel KERNELS[] = {
+    {"exp", vec_exp_naive, vec_exp_avx2, 2.0},
+    {"tanh", vec_tanh_naive, vec_tanh_avx2, 3.0},
+    {"sigmoid", vec_sigmoid_naive, vec_sigmoid_avx2, 3.0},
+};
+enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
+
+static const float SENTINEL = -12345.0f;
+
+/* The spacing of floats at |v|, never less than the smallest subnormal 2^-149. */
+static double ulp_of(float v) {
+    float a = fabsf(v);
+    if (isinf(a)) return INFINITY;
+    double spacing = (double)nextafterf(a, INFINITY) - (double)a;
+    double min_spacing = ldexp(1.0, -149);
+    return spacing > min_spacing ? spacing : min_spacing;
+}
+
+/* Error of `got` in ulps of `want`; both infinite with the same sign, or
+ * both NaN, count as 0. */
+static double ulp_error(float got, float want) {
+    if (isnan(want)) return isnan(got) ? 0.0 : INFINITY;
+    if (isinf(want) || isinf(got)) return got == want ? 0.0 : INFINITY;
+    return fabs((double)got - (double)want) / ulp_of(want);
+}
+
+static int skip_without_avx2(void) {
+    if (cpu_has_avx2_fma()) return 0;
+    printf("  (no AVX2/FMA on this CPU: skipped)\n");
+    return 1;
+}
+
+/* The sweep: n_sweep floats spread over [-110, 110] by bit pattern (so as
+ * dense near 0 as near 100), then the extremes. */
+static float *make_inputs(int *count) {
+    const uint32_t top = 0x42DC0000u; /* 110.0f */
+    const uint32_t stride = 257;
+    static const float extremes[] = {
+        0.0f, -0.0f, 1.4e-45f, -1.4e-45f, 1e-40f, -1e-40f, FLT_MIN, -FLT_MIN, 1e-30f, -1e-30f,
+        FLT_EPSILON, 0.625f, -0.625f, 0.62499994f, -0.62499994f, 9.0f, -9.0f, 9.02f, -9.02f,
+        88.37626f, 88.72283f, 88.72284f, 89.0f, -87.33654f, -87.34f, -88.72f, -100.0f, -103.9f,
+        -103.98f, -104.0f, -105.0f, 200.0f, -200.0f, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY,
+    };
+    int n_sweep = (int)(top / stride) + 1;
+    int n_extremes = (int)(sizeof extremes / sizeof extremes[0]);
+    float *x = malloc(sizeof(float) * (size_t)(2 * n_sweep + n_extremes));
+    int n = 0;
+    for (uint32_t bits = 0; bits <= top; bits += stride) {
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        x[n++] = v;
+        x[n++] = -v;
+    }
+    for (int i = 0; i < n_extremes; i++) x[n++] = extremes[i];
+    *count = n;
+    return x;
+}
+
+static void check_bound(const Kernel *k) {
+    int n;
+    float *x = make_inputs(&n);
+    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    k->naive(want, x, n);
+    k->avx2(got, x, n);
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int i = 0; i < n; i++) {
+        double e = ulp_error(got[i], want[i]);
+        if (e > worst) {
+            worst = e;
+            worst_x = x[i];
+        }
+    }
+    printf("  %-8s max error %.2f ulp (bound %.0f) at x = %.9g over %d inputs\n", k->name, worst,
+           k->max_ulps, worst_x, n);
+    assert_true(worst <= k->max_ulps);
+    free(x);
+    free(want);
+    free(got);
+}
+
+static void test_error_bounds(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    for (int k = 0; k < N_KERNELS; k++) check_bound(&KERNELS[k]);
+}
+
+/* The values other code relies on exactly: e^-inf = 0 (masked softmax
+ * entries), e^0 = 1, sigmoid(-inf) = 0, sigmoid(inf) = 1, tanh(+-inf) = +-1. */
+static void test_exact_values(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    float x[4] = {-INFINITY, 0.0f, INFINITY, -200.0f}, y[4];
+    vec_exp_avx2(y, x, 4);
+    assert_true(y[0] == 0.0f && y[1] == 1.0f && isinf(y[2]) && y[3] == 0.0f);
+    vec_sigmoid_avx2(y, x, 4);
+    assert_true(y[0] == 0.0f && y[1] == 0.5f && y[2] == 1.0f && y[3] == 0.0f);
+    vec_tanh_avx2(y, x, 4);
+    assert_true(y[0] == -1.0f && y[1] == 0.0f && y[2] == 1.0f && y[3] == -1.0f);
+}
+
+static void test_nan(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    float x[9], y[9];
+    for (int i = 0; i < 9; i++) x[i] = i % 2 ? NAN : -NAN;
+    for (int k = 0; k < N_KERNELS; k++) {
+        KERNELS[k].avx2(y, x, 9);   /* 8 in a full vector, 1 in the tail */
+        for (int i = 0; i < 9; i++) assert_true(isnan(y[i]));
+    }
+}
+
+/* Odd lengths on unaligned pointers: values within bound, nothing written past
+ * the end, and in place (y == x) the same values. */
+static void test_lengths_and_alignment(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    static const int lengths[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 33, 257};
+    enum { MAX_N = 257, PAD = 23 };   /* 280 floats: aligned_alloc wants a multiple of 32 bytes */
+    float *x_buf = aligned_alloc(32, sizeof(float) * (MAX_N + PAD));
+    float *y_buf = aligned_alloc(32, sizeof(float) * (MAX_N + PAD));
+    float *want = malloc(sizeof(float) * MAX_N), *inplace = malloc(sizeof(float) * (MAX_N + PAD));
+    float *x = x_buf + 1, *y = y_buf + 1;   /* 4 bytes past a 32-byte boundary */
+    for (int k = 0; k < N_KERNELS; k++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            int n = lengths[l];
+            for (int i = 0; i < MAX_N + PAD - 1; i++) {
+                x[i] = i < n ? 12.0f * sinf(0.37f * (float)i + (float)k) : SENTINEL;
+                y[i] = SENTINEL;
+            }
+            KERNELS[k].naive(want, x, n);
+            KERNELS[k].avx2(y, x, n);
+            for (int i = 0; i < n; i++) assert_true(ulp_error(y[i], want[i]) <= KERNELS[k].max_ulps);
+            for (int i = n; i < MAX_N + PAD - 1; i++) assert_true(y[i] == SENTINEL);
+            /* in place, on a copy of x with the same misalignment */
+            memcpy(inplace + 1, x, sizeof(float) * (MAX_N + PAD - 1));
+            KERNELS[k].avx2(inplace + 1, inplace + 1, n);
+            for (int i = 0; i < n; i++) assert_true(inplace[1 + i] == y[i]);
+            for (int i = n; i < MAX_N + PAD - 1; i++) assert_true(inplace[1 + i] == SENTINEL);
+        }
+    free(x_buf);
+    free(y_buf);
+    free(want);
+    free(inplace);
+}
+
+/* vec_exp / vec_tanh / vec_sigmoid follow the backend; naive means libm's bits. */
+static void test_dispatch(void **state) {
+    (void)state;
+    static const VecFunction dispatched[N_KERNELS] = {vec_exp, vec_tanh, vec_sigmoid};
+    enum { N = 301 };
+    float x[N], y[N], want[N];
+    for (int i = 0; i < N; i++) x[i] = 0.1f * (float)(i - N / 2);
+    assert_int_equal(backend_select("naive"), 0);
+    for (int k = 0; k < N_KERNELS; k++) {
+        dispatched[k](y, x, N);
+        KERNELS[k].naive(want, x, N);
+        assert_memory_equal(y, want, sizeof y);
+    }
+    if (cpu_has_avx2_fma()) {
+        assert_int_equal(backend_select("avx2"), 0);
+        for (int k = 0; k < N_KERNELS; k++) {
+            dispatched[k](y, x, N);
+            KERNELS[k].avx2(want, x, N);
+            assert_memory_equal(y, want, sizeof y);
+        }
+    }
+    assert_int_equal(backend_select(NULL), 0);
+}
+
+/* ReLU: bit-identical to the naive loops, at every length 0..40, unaligned. */
+static void test_relu_exact(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    enum { MAX_N = 40 };
+    float x_buf[MAX_N + 2], dy_buf[MAX_N + 2], want_buf[MAX_N + 2], got_buf[MAX_N + 2];
+    float *x = x_buf + 1, *dy = dy_buf + 1, *want = want_buf + 1, *got = got_buf + 1;
+    for (int n = 0; n <= MAX_N; n++) {
+        for (int i = 0; i <= MAX_N; i++) {
+            x[i] = (float)((i * 7) % 11) - 5.0f;   /* negatives, zeros, positives */
+            dy[i] = 0.25f * (float)i - 3.0f;
+        }
+        if (n > 3) { x[1] = -0.0f; x[2] = NAN; x[3] = INFINITY; }
+        for (int i = -1; i <= MAX_N; i++) want[i] = got[i] = SENTINEL;
+        vec_relu_naive(want, x, n);
+        vec_relu_avx2(got, x, n);
+        assert_memory_equal(got - 1, want - 1, sizeof(float) * (MAX_N + 2));
+        for (int i = 0; i <= MAX_N; i++) want[i] = got[i] = 0.5f * (float)i - 1.0f;
+        want[-1] = got[-1] = SENTINEL;
+        vec_relu_backward_naive(want, dy, x, n);
+        vec_relu_backward_avx2(got, dy, x, n);
+        assert_memory_equal(got - 1, want - 1, sizeof(float) * (MAX_N + 2));
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_bounds),
+        cmocka_unit_test(test_exact_values),
+        cmocka_unit_test(test_nan),
+        cmocka_unit_test(test_lengths_and_alignment),
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_relu_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""bench_torch.py - the chapters' default models in PyTorch, one training step timed.
+
+    /usr/bin/python3 tools/bench_torch.py [--results bench/results] [--reps 7]
+
+The PyTorch side of bench/bench_train_step.c. That program writes
+RESULTS/train_step_batches.txt: for every chapter the model sizes and the
+exact batch it timed. This script builds the same models (same sizes, same
+batch shapes and ids) with standard PyTorch modules, and times one training
+step the way the C chapters do it: zero the gradients, forward, backward,
+clip the gradient norm to 1, torch.optim.Adam step. Median of --reps steps
+after two warm-up steps. It appends rows `chapter torch threads ms` to
+RESULTS/train_step.tsv and prints them.
+
+Threads: each thread count runs in a fresh subprocess, because PyTorch fixes
+its OpenMP pool when it is imported: 1 thread with torch.set_num_threads(1),
+2 threads with OMP_WAIT_POLICY=passive in the environment before the import
+(an OpenMP thread that spins while waiting takes a whole core from the other
+thread on a 2-core machine).
+
+The models (see each chapter's header for the equations):
+  01  nn.GRU encoder (packed, so padding is skipped), context c = h_T;
+      nn.GRU decoder with teacher forcing on [embed(y_{t-1}) ; c], s_0 = c.
+  02  the same encoder; a Python loop over decoder steps with additive
+      attention v^T tanh(W_1 h_i + W_2 s_{t-1}) and an nn.GRUCell on
+      [embed(y_{t-1}) ; c_t].
+  03  the same encoder; nn.GRU decoder on embed(y_{t-1}); scaled dot-product
+      attention of all decoder states at once; tanh([c_t ; s_t] W_c + b_c).
+  04  digit model: embedding + positions, per layer single-head
+      self-attention (Q, K, V without bias) + residual, ReLU MLP + residual.
+  05  the same with multi-head attention (W_QKV without bias, W_O with bias).
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PAD_ID = 0
+
+
+def read_batches(path):
+    """One dict per line of train_step_batches.txt: key=value, lists as int lists."""
+    chapters = []
+    with open(path) as f:
+        for line in f:
+            entry = {}
+            for token in line.split():
+                key, _, value = token.partition("=")
+                if "," in value or key in ("src", "src_lens", "tgt_in", "tgt_out", "x", "y"):
+                    entry[key] = [int(v) for v in value.split(",")]
+                elif value.lstrip("-").isdigit():
+                    entry[key] = int(value)
+                else:
+                    entry[key] = value
+            if "chapter" in entry:
+                chapters.append(entry)
+    return chapters
+
+
+def build_models():
+    """The model classes; defined after torch is imported (in the child process)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    class Encoder(nn.Module):
+        """Embedding + GRU over a padded batch; returns all states [B,T,H] and h_T [B,H]."""
+
+        def __init__(self, V, E, H):
+            super().__init__()
+            self.emb = nn.Embedding(V, E)
+            self.rnn = nn.GRU(E, H, batch_first=True)
+
+        def forward(self, src, lens):
+            packed = pack_padded_sequence(self.emb(src), lens, batch_first=True, enforce_sorted=False)
+            states, h_last = self.rnn(packed)
+            states, _ = pad_packed_sequence(states, batch_first=True, total_length=src.shape[1])
+            return states, h_last[0]
+
+    class RnnSeq2Seq(nn.Module):  # chapter 01
+        def __init__(self, V_src, V_tgt, E, H):
+            super().__init__()
+            self.enc = Encoder(V_src, E, H)
+            self.dec_emb = nn.Embedding(V_tgt, E)
+            self.dec = nn.GRU(E + H, H, batch_first=True)
+            self.out = nn.Linear(H, V_tgt)
+
+        def forward(self, src, lens, tgt_in):
+            _, context = self.enc(src, lens)
+            B, Tt = tgt_in.shape
+            dec_in = torch.cat([self.dec_emb(tgt_in), context[:, None, :].expand(B, Tt, -1)], dim=2)
+            S, _ = self.dec(dec_in, context[None].contiguous())
+            return self.out(S)
+
+    class Bahdanau(nn.Module):  # chapter 02
+        def __init__(self, V_src, V_tgt, E, H, A):
+            super().__init__()
+            self.enc = Encoder(V_src, E, H)
+            self.W_1 = nn.Linear(H, A, bias=False)
+            self.W_2 = nn.Linear(H, A, bias=False)
+            self.v = nn.Parameter(torch.randn(A) / math.sqrt(A))
+            self.dec_emb = nn.Embedding(V_tgt, E)
+            self.cell = nn.GRUCell(E + H, H)
+            self.out = nn.Linear(H, V_tgt)
+
+        def forward(self, src, lens, tgt_in):
+            ann, s = self.enc(src, lens)
+            keys = self.W_1(ann)                                          # [B, T, A]
+            pad = torch.arange(src.shape[1])[None, :] >= lens[:, None]    # [B, T]
+            emb = self.dec_emb(tgt_in)
+            states = []
+            for t in range(tgt_in.shape[1]):
+                feat = torch.tanh(keys + self.W_2(s)[:, None, :])
+                scores = (feat @ self.v).masked_fill(pad, float("-inf"))
+                weights = torch.softmax(scores, dim=1)
+                context = torch.bmm(weights[:, None, :], ann)[:, 0]
+                s = self.cell(torch.cat([emb[:, t], context], dim=1), s)
+                states.append(s)
+            return self.out(torch.stack(states, dim=1))
+
+    class LuongDot(nn.Module):  # chapter 03, scaled dot score, Luong placement
+        def __init__(self, V_src, V_tgt, E, H):
+            super().__init__()
+            self.enc = Encoder(V_src, E, H)
+            self.dec_emb = nn.Embedding(V_tgt, E)
+            self.dec = nn.GRU(E, H, batch_first=True)
+            self.comb = nn.Linear(2 * H, H)
+            self.out = nn.Linear(H, V_tgt)
+
+        def forward(self, src, lens, tgt_in):
+            ann, h_last = self.enc(src, lens)
+            S, _ = self.dec(self.dec_emb(tgt_in), h_last[None].contiguous())    # [B, Tt, H]
+            pad = torch.arange(src.shape[1])[None, None, :] >= lens[:, None, None]
+            scores = (S @ ann.transpose(1, 2) / math.sqrt(S.shape[2])).masked_fill(pad, float("-inf"))
+            C = torch.softmax(scores, dim=2) @ ann
+            return self.out(torch.tanh(self.comb(torch.cat([C, S], dim=2))))
+
+    class DigitModel(nn.Module):  # chapters 04 (heads=1, W_O = I) and 05
+        def __init__(self, N, D, F_, L, C, heads, pos):
+            super().__init__()
+            self.heads = heads
+            self.emb = nn.Embedding(10, D)
+            if pos == "learned":
+                self.pos = nn.Parameter(torch.randn(N, D) * 0.7)
+            else:
+                position = torch.arange(N, dtype=torch.float32)[:, None]
+                freq = torch.exp(-math.log(10000.0) * torch.arange(0, D, 2, dtype=torch.float32) / D)
+                table = torch.zeros(N, D)
+                table[:, 0::2] = torch.sin(position * freq)
+                table[:, 1::2] = torch.cos(position * freq)
+                self.register_buffer("pos", table)
+            self.qkv = nn.ModuleList([nn.Linear(D, 3 * D, bias=False) for _ in range(L)])
+            self.proj = nn.ModuleList([nn.Linear(D, D) for _ in range(L)]) if heads > 1 else None
+            self.mlp_in = nn.ModuleList([nn.Linear(D, F_) for _ in range(L)])
+            self.mlp_out = nn.ModuleList([nn.Linear(F_, D) for _ in range(L)])
+            self.out = nn.Linear(D, C)
+
+        def forward(self, x):
+            X = self.emb(x) + self.pos
+            B, N, D = X.shape
+            h, d = self.heads, D // self.heads
+            for l in range(len(self.qkv)):
+                Q, K, V = self.qkv[l](X).view(B, N, 3, h, d).permute(2, 0, 3, 1, 4)   # [B, h, N, d]
+                A = torch.softmax(Q @ K.transpose(2, 3) / math.sqrt(d), dim=3)
+                Y = (A @ V).transpose(1, 2).reshape(B, N, D)
+                if self.proj is not None:
+                    Y = self.proj[l](Y)
+                H = X + Y
+                X = H + self.mlp_out[l](torch.relu(self.mlp_in[l](H)))
+            return self.out(X)
+
+    def make(entry):
+        """(model, loss function of the model) for one line of train_step_batches.txt."""
+        ch = entry["chapter"][:2]
+        if ch in ("01", "02", "03"):
+            B, T, Tt = entry["B"], entry["T"], entry["Tt"]
+            src = torch.tensor(entry["src"]).view(B, T)
+            lens = torch.tensor(entry["src_lens"])
+            tgt_in = torch.tensor(entry["tgt_in"]).view(B, Tt)
+            tgt_out = torch.tensor(entry["tgt_out"]).view(B, Tt)
+            V_src, V_tgt, E, H = entry["V_src"], entry["V_tgt"], entry["embed"], entry["hidden"]
+            if ch == "01":
+                model = RnnSeq2Seq(V_src, V_tgt, E, H)
+            elif ch == "02":
+                model = Bahdanau(V_src, V_tgt, E, H, entry["attn"])
+            else:
+                model = LuongDot(V_src, V_tgt, E, H)
+
+            def loss_fn():
+                logits = model(src, lens, tgt_in)
+                return F.cross_entropy(logits.reshape(-1, V_tgt), tgt_out.reshape(-1), ignore_index=PAD_ID)
+            return model, loss_fn
+        if ch in ("04", "05"):
+            B, N, C = entry["B"], entry["N"], entry["C"]
+            x = torch.tensor(entry["x"]).view(B, N)
+            y = torch.tensor(entry["y"]).view(B, N)
+            model = DigitModel(N, entry["D"], entry["F"], entry["L"], C, entry["heads"], entry["pos"])
+
+            def loss_fn():
+                return F.cross_entropy(model(x).reshape(-1, C), y.reshape(-1))
+            return model, loss_fn
+        return None, None
+
+    return make
+
+
+def child(results, threads, reps):
+    """Runs in the subprocess: time every chapter on `threads` threads, print TSV rows."""
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    make = build_models()
+    for entry in read_batches(os.path.join(results, "train_step_batches.txt")):
+        model, loss_fn = make(entry)
+        if model is None:
+            print(f"bench_torch: no PyTorch model for {entry['chapter']}; skipped", file=sys.stderr)
+            continue
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step():
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return (time.perf_counter() - t0) * 1e3
+
+        for _ in range(2):   # warm-up: allocator, thread pool
+            step()
+        ms = statistics.median(step() for _ in range(reps))
+        print(f"{entry['chapter']}\ttorch\t{threads}\t{ms:.3f}", flush=True)
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except OSError:
+        return 0.0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", default="bench/results", help="directory of train_step.tsv (default bench/results)")
+    parser.add_argument("--reps", type=int, default=7, help="timed steps per figure, median reported (default 7)")
+    parser.add_argument("--child-threads", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.reps < 1:
+        parser.error(f"--reps expects a positive number, got {args.reps}")
+    if args.child_threads:
+        child(args.results, args.child_threads, args.reps)
+        return 0
+
+    batches = os.path.join(args.results, "train_step_batches.txt")
+    tsv = os.path.join(args.results, "train_step.tsv")
+    if not os.path.exists(batches) or not os.path.exists(tsv):
+        print(f"bench_torch: {batches} or {tsv} missing: run build/bench/bench_train_step first", file=sys.stderr)
+        return 1
+    load = load_average()
+    print(f"PyTorch, one training step, ms: median of {args.reps} steps after 2 warm-ups; load average {load:.2f}")
+    if load > 0.5:
+        print(f"WARNING: load average {load:.2f}: figures are slow and noisy, 2-thread ones most")
+    rows = []
+    for threads in (1, 2):
+        env = dict(os.environ)
+        env["OMP_NUM_THREADS"] = str(threads)
+        if threads > 1:
+            env["OMP_WAIT_POLICY"] = "passive"
+        command = [sys.executable, os.path.abspath(__file__), "--results", args.results,
+                   "--reps", str(args.reps), "--child-threads", str(threads)]
+        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            print(f"bench_torch: the {threads}-thread run failed (status {done.returncode})", file=sys.stderr)
+        rows += [line.split("\t") for line in done.stdout.splitlines() if line.count("\t") == 3]
+    with open(tsv, "a") as f:
+        for row in rows:
+            f.write("\t".join(row) + "\n")
+    print(f"{'chapter':26s} {'torch 1t':>9s} {'torch 2t':>9s}")
+    for chapter in dict.fromkeys(r[0] for r in rows):
+        ms = {int(r[2]): float(r[3]) for r in rows if r[0] == chapter}
+        print(f"{chapter:26s} {ms.get(1, float('nan')):9.2f} {ms.get(2, float('nan')):9.2f}")
+    print(f"appended {len(rows)} rows to {tsv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
