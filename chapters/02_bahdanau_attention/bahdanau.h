@@ -1,0 +1,110 @@
+/* bahdanau.h - chapter 02: the encoder-decoder of chapter 01 with additive
+ * (Bahdanau) attention: a fresh context c_t at every decoder step.
+ *
+ * Encoder (chapter 01's RnnEncoder):   h_i = f_W(x_i, h_{i-1}),  i = 1..T
+ *   --bidirectional: a second encoder reads x_T..x_1 and h_i = [h_fwd_i ; h_bwd_i]
+ * Decoder, at every step t = 1, 2, ...:
+ *   e_{t,i} = v^T tanh(W_1 h_i + W_2 s_{t-1})       alignment scores  (f_att)
+ *   a_t     = softmax(e_t) over the real positions   attention weights
+ *   c_t     = sum_i a_{t,i} h_i                      the context for this step
+ *   s_t     = g_U(y_{t-1}, s_{t-1}, c_t)             input [embed(y_{t-1}) ; c_t]
+ *   p(y_t | ...) = softmax(s_t W_out + b_out)
+ *   s_0 = h_T (unidirectional, as chapter 01), or
+ *   s_0 = tanh([h_fwd_T ; h_bwd_1] W_s + b_s) (bidirectional: the sizes differ).
+ *
+ * The decoder's parameters keep chapter 01's names and shapes (dec.emb,
+ * dec.W_x [E+Hc, G*H], dec.W_h, dec.b, out.W, out.b); attention adds att.W_1
+ * [Hc, A], att.W_2 [H, A], att.v [A] (and bridge.W_s, bridge.b_s when
+ * bidirectional). Hc is the size of an encoder state h_i: H, or 2H. With the
+ * attention pinned one-hot on the last real source position (pin_last = 1,
+ * tests only) c_t = h_T at every step: exactly chapter 01's model. */
+#ifndef BAHDANAU_H
+#define BAHDANAU_H
+#include <stdint.h>
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+
+/* ------------------------------------------------------- attention kernels */
+/* Additive attention weights for one decoder step, batched over B rows.
+ *   keys [B, T, A]   h_i W_1 for every source position (precomputed once)
+ *   query [B, A]     s_{t-1} W_2
+ *   v [A], lens [B]  positions i >= lens[b] are padding and get weight exactly 0
+ * Writes feat [B, T, A] = tanh(keys + query) (kept for backward) and
+ * weights [B, T] = softmax_i(feat[b,i] . v). */
+void additive_attention_forward(float *weights, float *feat, const float *keys, const float *query,
+                                const float *v, const int *lens, int B, int T, int A);
+/* From dweights [B, T]: accumulates into dkeys [B, T, A], dquery [B, A], dv [A].
+ * dscores [B, T] is work memory. */
+void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *dscores,
+                                 const float *dweights, const float *weights, const float *feat,
+                                 const float *v, const int *lens, int B, int T, int A);
+/* context [B, D] = sum_i weights[b, i] * values[b, i, :]   (values [B, T, D]) */
+void attention_context_forward(float *context, const float *weights, const float *values,
+                               int B, int T, int D);
+/* Accumulates into dweights [B, T] and dvalues [B, T, D]. */
+void attention_context_backward(float *dweights, float *dvalues, const float *dcontext,
+                                const float *weights, const float *values, int B, int T, int D);
+
+/* ------------------------------------------------------------- the model */
+typedef struct {
+    CellType cell;
+    int V_src, V_tgt, E, H, A;
+    int bidirectional;
+    int Hc;                       /* size of an encoder state h_i: H, or 2H when bidirectional */
+    int pin_last;                 /* tests only: a_t = one-hot on the last real position */
+    Params params;
+    RnnEncoder enc, enc_bwd;      /* enc_bwd only when bidirectional */
+    size_t dec_emb, dec_W_x, dec_W_h, dec_b, out_W, out_b;   /* as chapter 01 */
+    size_t att_W1, att_W2, att_v;                            /* [Hc,A], [H,A], [A] */
+    size_t bridge_W, bridge_b;                               /* [2H,H], [H] (bidirectional) */
+    int max_B, max_T, max_Tt, cache_size;
+
+    /* encoder side, batch-major so that one row is one source sequence */
+    int *src_rev;                 /* [max_B, max_T] each row's real tokens reversed */
+    float *ann, *dann;            /* [max_B, max_T, Hc] the encoder states h_i */
+    float *keys, *dkeys;          /* [max_B, max_T, A]  h_i W_1 */
+    float *dH_fwd, *dH_bwd;       /* [max_T, max_B, H]  time-major, for rnn_encoder_backward */
+    float *bridge_in, *dbridge_in;   /* [max_B, 2H] [h_fwd_T ; h_bwd_1] */
+    float *dfinal_fwd, *dfinal_bwd;  /* [max_B, H] gradients w.r.t. h_fwd_T, h_bwd_1 */
+    /* decoder, time-major as in chapter 01 */
+    int *tgt_in, *tgt_out;        /* [max_Tt, max_B] */
+    float *query, *dquery;        /* [max_B, A]  s_{t-1} W_2 */
+    float *feat;                  /* [max_Tt, max_B, max_T, A] tanh(keys + query) */
+    float *attn;                  /* [max_Tt, max_B, max_T] a_t */
+    float *dattn, *dscores;       /* [max_B, max_T] */
+    float *ctx, *dctx;            /* [max_B, Hc] c_t */
+    float *in;                    /* [max_Tt, max_B, E+Hc] [embed(y_{t-1}) ; c_t] */
+    float *s, *cs;                /* [max_Tt+1, max_B, H] */
+    float *cache;                 /* [max_Tt, max_B, cache_size] */
+    float *logits, *probs;        /* [max_Tt*max_B, V_tgt] */
+    float *dlogits, *dS;          /* [max_Tt*max_B, V_tgt], [max_Tt*max_B, H] */
+    float *scratch, *din, *demb;  /* [max_B, 2*G*H], [max_B, E+Hc], [max_B, E] */
+    float *dh, *dc, *dh_prev, *dc_prev;   /* [max_B, H] */
+    /* decoding (Seq2Seq encode/step), up to max_B rows at a time: encode()
+     * leaves the sources' ann, keys and lengths in the model; step() gathers
+     * for each row the source it continues */
+    int enc_B, enc_T;             /* shape of the last encode() */
+    int *enc_lens;                /* [max_B] */
+    int *step_lens;               /* [max_B] */
+    float *step_ann;              /* [max_B, max_T, Hc] */
+    float *step_keys, *step_feat; /* [max_B, max_T, A] */
+    float *step_attn;             /* [max_B, max_T] */
+    float *step_query, *step_ctx; /* [max_B, A], [max_B, Hc] */
+    float *step_in;               /* [max_B, E+Hc] */
+    float *step_h, *step_c, *step_h_next, *step_c_next;   /* [max_B, H] */
+    float *step_cache, *step_scratch, *step_logits;
+} Bahdanau;
+
+/* Build from a config text with keys cell, embed, hidden, attn, bidirectional. */
+int bahdanau_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+/* The pieces, for tests. */
+int bahdanau_create(Bahdanau *r, CellType cell, int V_src, int V_tgt, int E, int H, int A,
+                    int bidirectional, int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
+double bahdanau_train_step(void *self, const Batch *b, int backward);
+void bahdanau_encode(void *self, const Batch *b, float *states);
+void bahdanau_step(void *self, int n, const int *src_row, const float *states, const int *prev,
+                   float *next, float *logprobs, float *attn);
+void bahdanau_free(Bahdanau *r);
+void bahdanau_destroy(void *self);          /* bahdanau_free + free(self) */
+void bahdanau_interface(Bahdanau *r, Seq2Seq *m);
+
+#endif

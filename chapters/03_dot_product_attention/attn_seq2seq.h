@@ -1,0 +1,116 @@
+/* attn_seq2seq.h - chapter 03: an encoder-decoder whose decoder calls the
+ * general attention layer (attention.h) with any of its four score functions.
+ *
+ * Encoder: chapter 01's RnnEncoder, unchanged. Its states are the data
+ * vectors of the attention layer:  X = [h_1 ; ... ; h_T]   [T, H].
+ * Keys and values are X itself (K = V = X, as in Bahdanau and Luong), or,
+ * with project_kv, the cross-attention layer's K = X W_K and V = X W_V.
+ *
+ * Two places to put the layer in the decoder (the "placement"):
+ *
+ * PLACEMENT_LUONG (Luong, Pham and Manning 2015, without input feeding):
+ *   s_t  = g_U(embed(y_{t-1}), s_{t-1})          the decoder RNN runs on its own
+ *   c_t  = attention(query s_t, data X)          a_t = softmax(score(s_t, K))
+ *   h~_t = tanh([c_t ; s_t] W_c + b_c)           the "attentional state"
+ *   p(y_t | ...) = softmax(h~_t W_out + b_out)
+ *   With teacher forcing every s_t is known before any attention is done, so
+ *   training runs the layer ONCE per sequence with all T' queries at once:
+ *   Q = [s_1 ; ... ; s_T'] [T', H],  E = score(Q, K) [T', T],  A = softmax(E),
+ *   C = A V [T', H]: the matrix form of the lecture.
+ *
+ * PLACEMENT_BAHDANAU (chapter 02's wiring, one query per step):
+ *   c_t  = attention(query s_{t-1}, data X)
+ *   s_t  = g_U([embed(y_{t-1}) ; c_t], s_{t-1})
+ *   p(y_t | ...) = softmax(s_t W_out + b_out)
+ *   With the additive score and chapter 02's weights this IS chapter 02's
+ *   model (tests/test_attn_seq2seq.c checks weights and contexts).
+ *
+ * Both: s_0 = h_T (and the LSTM's c_0 = c_T), padded source positions are
+ * masked (weight exactly 0), and the scores are
+ *   dot             e = s . h_i
+ *   scaled_dot      e = s . h_i / sqrt(H)
+ *   multiplicative  e = s^T W h_i           att.W [H, H]
+ *   additive        e = v^T tanh(W_1 h_i + W_2 s)   att.W_1 [H, A], att.W_2 [H, A], att.v [A]
+ * (with project_kv, h_i is replaced by the key k_i = h_i W_K).
+ *
+ * Parameter names and shapes follow chapters 01 and 02: enc.*, dec.emb,
+ * dec.W_x ([E, G*H] for Luong, [E+H, G*H] for Bahdanau), dec.W_h, dec.b,
+ * out.W [H, V], out.b; Luong adds comb.W_c [2H, H], comb.b_c [H]; the score
+ * adds att.W or att.W_1/att.W_2/att.v; project_kv adds att.W_K, att.W_V [H, H]. */
+#ifndef ATTN_SEQ2SEQ_H
+#define ATTN_SEQ2SEQ_H
+#include <stdint.h>
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "03_dot_product_attention/attention.h"
+
+typedef enum { PLACEMENT_LUONG = 0, PLACEMENT_BAHDANAU = 1 } Placement;
+
+/* "luong", "bahdanau" -> placement; -1 with fail() otherwise. */
+int placement_from_name(const char *name, Placement *out);
+const char *placement_name(Placement p);
+
+typedef struct {
+    CellType cell;
+    ScoreType score;
+    Placement placement;
+    int project_kv;
+    int V_src, V_tgt, E, H, A;    /* A: size of the additive score's hidden layer */
+    int I;                        /* decoder cell input size: E (Luong) or E + H (Bahdanau) */
+    Params params;
+    RnnEncoder enc;
+    size_t dec_emb, dec_W_x, dec_W_h, dec_b, out_W, out_b;
+    size_t comb_W, comb_b;                        /* Luong only */
+    size_t att_W, att_W1, att_W2, att_v;          /* score parameters (by type) */
+    size_t att_WK, att_WV;                        /* project_kv only */
+    /* the attention layer's description and views of its weights / gradients
+     * (they point into params.data / params.grad) */
+    CrossAttentionSpec layer;     /* layer.score: {score, D_Q = H, D_K = H, D_A = A} */
+    CrossAttentionWeights w, dw;
+    int max_B, max_T, max_Tt, cell_cache_size;
+    size_t attn_cache_size;       /* floats of one attention call's cache, at the max sizes */
+
+    /* encoder side, batch-major: row b is one source sequence */
+    float *ann, *dann;            /* [max_B, max_T, H] the encoder states h_i (X of each row) */
+    float *dH;                    /* [max_T, max_B, H] time-major, for rnn_encoder_backward */
+    /* decoder */
+    int *tgt_in, *tgt_out;        /* [max_Tt, max_B] time-major */
+    float *in;                    /* [max_Tt, max_B, I] cell inputs */
+    float *s, *cs;                /* [max_Tt+1, max_B, H] decoder states (cs: LSTM cells) */
+    float *cell_cache;            /* [max_Tt, max_B, cell_cache_size] */
+    float *query, *dquery;        /* [max_B, max_Tt, H] batch-major queries and their gradient */
+    float *attn;                  /* [max_B, max_Tt, max_T] a_t for every row and step */
+    float *ctx, *dctx;            /* [max_B, max_Tt, H] c_t */
+    float *attn_cache;            /* Luong: one cache per row; Bahdanau: per row and step */
+    float *attn_scratch;          /* one backward call's scratch */
+    float *comb, *dcomb;          /* Luong: [max_Tt, max_B, 2H] [c_t ; s_t] */
+    float *htilde, *dhtilde;      /* Luong: [max_Tt, max_B, H] tanh([c_t ; s_t] W_c + b_c) */
+    float *logits, *probs, *dlogits;   /* [max_Tt * max_B, V] time-major rows */
+    float *dS;                    /* [max_Tt, max_B, H] gradient w.r.t. s_1..s_T' from above */
+    float *cell_scratch, *din, *demb;  /* [max_B, 2*G*H], [max_B, I], [max_B, E] */
+    float *dh, *dc, *dh_prev, *dc_prev;  /* [max_B, H] */
+    /* decoding: encode() keeps ann and the lengths; step() attends row by row */
+    int enc_B, enc_T;
+    int *enc_lens;                /* [max_B] */
+    float *step_h, *step_c, *step_h_next, *step_c_next;   /* [max_B, H] */
+    float *step_ctx, *step_attn;  /* [max_B, H], [max_B, max_T] */
+    float *step_in, *step_comb, *step_htilde;   /* [max_B, I], [max_B, 2H], [max_B, H] */
+    float *step_attn_cache;       /* one single-query attention call's cache */
+    float *step_cell_cache, *step_cell_scratch, *step_logits;
+} AttnSeq2Seq;
+
+/* Build from a config text with keys cell, embed, hidden, score, placement,
+ * attn, project_kv (see main.c). */
+int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+/* The pieces, for tests. */
+int attn_seq2seq_create(AttnSeq2Seq *r, CellType cell, ScoreType score, Placement placement,
+                        int project_kv, int V_src, int V_tgt, int E, int H, int A,
+                        int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
+double attn_seq2seq_train_step(void *self, const Batch *b, int backward);
+void attn_seq2seq_encode(void *self, const Batch *b, float *states);
+void attn_seq2seq_step(void *self, int n, const int *src_row, const float *states, const int *prev,
+                       float *next, float *logprobs, float *attn);
+void attn_seq2seq_free(AttnSeq2Seq *r);
+void attn_seq2seq_destroy(void *self);      /* attn_seq2seq_free + free(self) */
+void attn_seq2seq_interface(AttnSeq2Seq *r, Seq2Seq *m);
+
+#endif
