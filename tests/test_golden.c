@@ -38,8 +38,10 @@
 #include "error.h"   /* before cmocka.h, whose fail() macro would clash with error.h's fail() */
 #include "golden.h"
 #include "layers.h"
+#include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"
+#include "05_multi_head_attention/multi_head.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -370,6 +372,75 @@ static void check_attention(Case *c) {
     }
 }
 
+static void check_cross_attention(Case *c) {
+    const GoldTensor *Q_in = need(c, "Q_in"), *X = need(c, "X"), *W_K = need(c, "W_K"), *W_V = need(c, "W_V");
+    const GoldTensor *W_1 = maybe(c, "W_1");
+    int N_Q = Q_in->dims[0], N_X = X->dims[0], project_q = i32(c, "project_q")[0];
+    int D_K = W_K->dims[1], D_V = W_V->dims[1];
+    CrossAttentionSpec spec = {{(ScoreType)i32(c, "score")[0], D_K, D_K, W_1 ? W_1->dims[1] : 0},
+                               Q_in->dims[1], X->dims[1], D_V, project_q};
+    CrossAttentionWeights w = {(float *)f32_or_null(c, "W_Q"), W_K->data, W_V->data, score_weights(c, "")};
+    AttentionMask mask = {NULL, 0, i32(c, "key_len")[0]};
+    float *Y = buf(c, (size_t)N_Q * D_V), *A = buf(c, (size_t)N_Q * N_X);
+    float *cache = buf(c, cross_attention_cache_floats(&spec, N_Q, N_X));
+    float *scratch = buf(c, cross_attention_scratch_floats(&spec, N_Q, N_X));
+    cross_attention_forward(Y, A, cache, Q_in->data, X->data, &spec, &w, &mask, N_Q, N_X);
+    expect_out(c, "Y", Y);
+    expect_out(c, "A", A);
+    float *dparams = buf(c, cross_attention_param_count(&spec));
+    CrossAttentionWeights dw = cross_attention_weights_view(&spec, dparams);
+    float *dQ_in = buf(c, (size_t)N_Q * spec.D_in_Q), *dX = buf(c, (size_t)N_X * spec.D_X);
+    for (int times = 1; times <= 2; times++) {
+        cross_attention_backward(dQ_in, dX, &dw, scratch, f32(c, "dY"), A, cache, Q_in->data, X->data,
+                                 &spec, &w, N_Q, N_X);
+        expect_grad(c, "dQ_in", dQ_in, times);
+        expect_grad(c, "dX", dX, times);
+        if (project_q) expect_grad(c, "dW_Q", dw.W_Q, times);
+        expect_grad(c, "dW_K", dw.W_K, times);
+        expect_grad(c, "dW_V", dw.W_V, times);
+        if (dw.score.W) expect_grad(c, "dW", dw.score.W, times);
+        if (dw.score.W_1) expect_grad(c, "dW_1", dw.score.W_1, times);
+        if (dw.score.W_2) expect_grad(c, "dW_2", dw.score.W_2, times);
+        if (dw.score.v) expect_grad(c, "dv", dw.score.v, times);
+    }
+}
+
+/* ------------------------------------------------------------ chapter 02 */
+
+static void check_additive_attention(Case *c) {
+    const GoldTensor *keys = need(c, "keys");
+    int B = keys->dims[0], T = keys->dims[1], A = keys->dims[2];
+    const int *lens = i32(c, "lens");
+    float *weights = buf(c, (size_t)B * T), *feat = buf(c, (size_t)B * T * A);
+    additive_attention_forward(weights, feat, keys->data, f32(c, "query"), f32(c, "v"), lens, B, T, A);
+    expect_out(c, "weights", weights);
+    expect_out(c, "feat", feat);
+    float *dkeys = buf(c, (size_t)B * T * A), *dquery = buf(c, (size_t)B * A), *dv = buf(c, (size_t)A);
+    float *dscores = buf(c, (size_t)B * T);
+    for (int times = 1; times <= 2; times++) {
+        additive_attention_backward(dkeys, dquery, dv, dscores, f32(c, "dweights"), weights, feat,
+                                    f32(c, "v"), lens, B, T, A);
+        expect_grad(c, "dkeys", dkeys, times);
+        expect_grad(c, "dquery", dquery, times);
+        expect_grad(c, "dv", dv, times);
+    }
+}
+
+static void check_attention_context(Case *c) {
+    const GoldTensor *values = need(c, "values");
+    int B = values->dims[0], T = values->dims[1], D = values->dims[2];
+    float *context = buf(c, (size_t)B * D);
+    attention_context_forward(context, f32(c, "weights"), values->data, B, T, D);
+    expect_out(c, "context", context);
+    float *dweights = buf(c, (size_t)B * T), *dvalues = buf(c, (size_t)B * T * D);
+    for (int times = 1; times <= 2; times++) {
+        attention_context_backward(dweights, dvalues, f32(c, "dcontext"), f32(c, "weights"), values->data,
+                                   B, T, D);
+        expect_grad(c, "dweights", dweights, times);
+        expect_grad(c, "dvalues", dvalues, times);
+    }
+}
+
 /* ------------------------------------------------------------ chapter 04 */
 
 static void check_self_attention(Case *c) {
@@ -395,6 +466,50 @@ static void check_self_attention(Case *c) {
     }
 }
 
+static void check_positional_encoding(Case *c) {
+    const GoldTensor *X = need(c, "X");
+    int B = X->dims[0], N = X->dims[1], D = X->dims[2];
+    size_t n = (size_t)B * N * D;
+    float *P = buf(c, (size_t)N * D), *Y = buf(c, n), *dP = buf(c, (size_t)N * D);
+    positional_encoding_sinusoidal(P, N, D);
+    expect_out(c, "P_sin", P);
+    memcpy(Y, X->data, sizeof(float) * n);
+    add_positional_encoding(Y, f32(c, "P"), B, N, D);      /* in place: Y = X + P */
+    expect_out(c, "Y", Y);
+    for (int times = 1; times <= 2; times++) {
+        add_positional_encoding_backward(dP, f32(c, "dY"), B, N, D);
+        expect_grad(c, "dP", dP, times);
+    }
+}
+
+/* ------------------------------------------------------------ chapter 05 */
+
+static void check_multi_head(Case *c) {
+    const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
+    int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
+    int HD = W_O->dims[0], D_out = W_O->dims[1];
+    MultiHeadSpec s = {D, H, HD / H, D_out};
+    assert_int_equal(W_QKV->dims[1], 3 * HD);
+    MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O")};
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    float *O = buf(c, (size_t)B * N * D_out), *A = buf(c, multi_head_attention_floats(&s, B, N));
+    float *cache = buf(c, multi_head_cache_floats(&s, B, N));
+    float *scratch = buf(c, multi_head_scratch_floats(&s, B, N));
+    multi_head_forward(O, A, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
+    expect_out(c, "O", O);
+    expect_out(c, "A", A);
+    MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
+                           w.b_O ? buf(c, (size_t)D_out) : NULL};
+    float *dX = buf(c, (size_t)B * N * D);
+    for (int times = 1; times <= 2; times++) {
+        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, cache, X->data, &s, &w, B, N);
+        expect_grad(c, "dX", dX, times);
+        expect_grad(c, "dW_QKV", dw.W_QKV, times);
+        expect_grad(c, "dW_O", dw.W_O, times);
+        if (w.b_O) expect_grad(c, "db_O", dw.b_O, times);
+    }
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const GoldLayer LAYERS[] = {
@@ -409,8 +524,13 @@ static const GoldLayer LAYERS[] = {
     {"rnn_cell", check_rnn_cell},
     {"gru_cell", check_gru_cell},
     {"lstm_cell", check_lstm_cell},
-    {"attention", check_attention},             /* chapter 03 */
-    {"self_attention", check_self_attention},   /* chapter 04 */
+    {"additive_attention", check_additive_attention},     /* chapter 02 */
+    {"attention_context", check_attention_context},       /* chapter 02 */
+    {"attention", check_attention},                       /* chapter 03 */
+    {"cross_attention", check_cross_attention},           /* chapter 03 */
+    {"self_attention", check_self_attention},             /* chapter 04 */
+    {"positional_encoding", check_positional_encoding},   /* chapter 04 */
+    {"multi_head", check_multi_head},                     /* chapter 05 */
 };
 
 int main(void) {

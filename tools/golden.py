@@ -420,6 +420,212 @@ def gen_self_attention():
     return cases
 
 
+@layer("cross_attention")
+def gen_cross_attention():
+    """cross_attention_forward/backward (chapter 03): Q = Q_in W_Q (project_q) or
+    Q = Q_in, K = X W_K, V = X W_V, then the attention layer with any score."""
+    cases = []
+    specs = [  # score, N_Q, N_X, D_in_Q, D_X, D_Q(=D_K), D_V, D_A, project_q, key_len
+        ("scaled_dot", 3, 5, 4, 6, 3, 2, 0, 1, 0),
+        ("dot", 1, 1, 1, 1, 1, 1, 0, 0, 0),
+        ("multiplicative", 4, 6, 5, 3, 5, 4, 0, 0, 4),
+        ("additive", 2, 7, 3, 5, 3, 6, 4, 1, 5),
+    ]
+    for seed, (score, N_Q, N_X, D_in_Q, D_X, D_Q, D_V, D_A, project_q, key_len) in enumerate(specs):
+        r = Draw(1100 + seed)
+        if not project_q:
+            D_in_Q = D_Q
+        Q_in, X = r.uniform(N_Q, D_in_Q), r.uniform(N_X, D_X)
+        params = OrderedDict()
+        if project_q:
+            params["W_Q"] = r.uniform(D_in_Q, D_Q)
+        params["W_K"], params["W_V"] = r.uniform(D_X, D_Q), r.uniform(D_X, D_V)
+        if score == "multiplicative":
+            params["W"] = r.uniform(D_Q, D_Q)
+        if score == "additive":
+            params["W_1"], params["W_2"], params["v"] = r.uniform(D_Q, D_A), r.uniform(D_Q, D_A), r.uniform(D_A)
+        dY = r.uniform(N_Q, D_V, grad=False)
+        Q = Q_in @ params["W_Q"] if project_q else Q_in
+        K, V = X @ params["W_K"], X @ params["W_V"]
+        if score == "dot":
+            E = Q @ K.t()
+        elif score == "scaled_dot":
+            E = Q @ K.t() / math.sqrt(D_Q)
+        elif score == "multiplicative":
+            E = Q @ params["W"] @ K.t()
+        else:
+            E = torch.tanh((K @ params["W_1"]).unsqueeze(0) + (Q @ params["W_2"]).unsqueeze(1)) @ params["v"]
+        blocked = torch.zeros(N_Q, N_X, dtype=torch.bool)
+        if key_len:
+            blocked[:, key_len:] = True
+        A = masked_softmax(E, blocked)
+        Y = A @ V
+        backward(Y, dY)
+        t = OrderedDict(score=np.array([SCORES.index(score)], np.int32),
+                        project_q=np.array([project_q], np.int32), key_len=np.array([key_len], np.int32),
+                        Q_in=np32(Q_in), X=np32(X))
+        t.update((k, np32(v)) for k, v in params.items())
+        t.update(dY=np32(dY), Y=np32(Y), A=np32(A), dQ_in=np32(Q_in.grad), dX=np32(X.grad))
+        t.update((f"d{k}", np32(v.grad)) for k, v in params.items())
+        cases.append((f"{score}_q{N_Q}_x{N_X}{'_projq' if project_q else ''}{f'_len{key_len}' if key_len else ''}", t))
+    return cases
+
+
+# ------------------------------------------------- chapter 02: additive attention kernels
+
+@layer("additive_attention")
+def gen_additive_attention():
+    """chapter 02's additive_attention_forward/backward, batched over B decoder rows:
+    weights[b] = softmax_i(v . tanh(keys[b, i] + query[b])) over i < lens[b]
+    (padded positions: weight 0, feat and dkeys 0). feat = tanh(keys + query)."""
+    cases = []
+    for seed, (B, T, A, short) in enumerate([(1, 1, 1, False), (2, 5, 3, False), (3, 7, 4, True),
+                                             (4, 3, 17, True)]):
+        r = Draw(1200 + seed)
+        keys, query, v = r.uniform(B, T, A, lo=-2, hi=2), r.uniform(B, A, lo=-2, hi=2), r.uniform(A)
+        lens = torch.full((B,), T, dtype=torch.int64)
+        if short:
+            lens = r.ints(1, T + 1, B)
+            lens[0] = 1
+            lens[-1] = T
+        dweights = r.uniform(B, T, grad=False)
+        blocked = torch.arange(T).view(1, T) >= lens.view(B, 1)
+        feat = torch.tanh(keys + query.unsqueeze(1))
+        feat = feat.masked_fill(blocked.unsqueeze(2), 0.0)    # C leaves padded rows of feat unwritten (0 here)
+        weights = masked_softmax(feat @ v, blocked)
+        backward(weights, dweights)
+        cases.append((f"b{B}_t{T}_a{A}{'_padded' if short else ''}", OrderedDict(
+            keys=np32(keys), query=np32(query), v=np32(v), lens=lens.numpy().astype(np.int32),
+            dweights=np32(dweights), weights=np32(weights), feat=np32(feat),
+            dkeys=np32(keys.grad), dquery=np32(query.grad), dv=np32(v.grad))))
+    return cases
+
+
+@layer("attention_context")
+def gen_attention_context():
+    """chapter 02's attention_context_forward/backward: context[b] = sum_i weights[b,i] values[b,i]
+    (weights 0 at padded positions, as the additive attention leaves them)."""
+    cases = []
+    for seed, (B, T, D) in enumerate([(1, 1, 1), (2, 5, 3), (3, 7, 17)]):
+        r = Draw(1300 + seed)
+        weights = torch.softmax(r.uniform(B, T, lo=-3, hi=3, grad=False), dim=1)
+        if T > 2:
+            weights[0, T - 2:] = 0.0                        # padding
+        weights = weights.float().double().requires_grad_(True)
+        values, dcontext = r.uniform(B, T, D), r.uniform(B, D, grad=False)
+        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+        backward(context, dcontext)
+        cases.append((f"b{B}_t{T}_d{D}", OrderedDict(
+            weights=np32(weights), values=np32(values), dcontext=np32(dcontext), context=np32(context),
+            dweights=np32(weights.grad), dvalues=np32(values.grad))))
+    return cases
+
+
+# ------------------------------------------------- chapter 04: positional encodings
+
+@layer("positional_encoding")
+def gen_positional_encoding():
+    """positional_encoding_sinusoidal (P[t, 2k] = sin(t / 10000^(2k/D)), P[t, 2k+1] = cos(...),
+    odd D included) and add_positional_encoding/backward (X + P over the batch; dP = sum_b dY)."""
+    cases = []
+    for seed, (B, N, D) in enumerate([(1, 1, 1), (2, 7, 4), (3, 17, 5), (1, 64, 3)]):
+        r = Draw(1400 + seed)
+        t = torch.arange(N, dtype=torch.float64).unsqueeze(1)
+        k2 = torch.arange(0, D, 2, dtype=torch.float64)          # 2k
+        angle = t / torch.pow(10000.0, k2 / D)                   # [N, ceil(D/2)]
+        P_sin = torch.zeros(N, D, dtype=torch.float64)
+        P_sin[:, 0::2] = torch.sin(angle)
+        P_sin[:, 1::2] = torch.cos(angle[:, :D // 2])
+        X, P = r.uniform(B, N, D), r.uniform(N, D)
+        dY = r.uniform(B, N, D, grad=False)
+        Y = X + P                                               # broadcast over the batch
+        backward(Y, dY)
+        cases.append((f"b{B}_n{N}_d{D}", OrderedDict(
+            P_sin=np32(P_sin), X=np32(X), P=np32(P), dY=np32(dY), Y=np32(Y), dP=np32(P.grad))))
+    return cases
+
+
+# ------------------------------------------------- chapter 05: multi-head attention
+
+@layer("multi_head")
+def gen_multi_head():
+    """multi_head_forward/backward: [Q|K|V] = X W_QKV, per head h (columns h*D_H..) scaled-dot
+    attention with 1/sqrt(D_H), Y = heads side by side, O = Y W_O + b_O.
+    When H*D_H == D == D_out the reference is torch.nn.MultiheadAttention itself, with
+    in_proj_weight = W_QKV^T, in_proj_bias = 0, out_proj.weight = W_O^T, out_proj.bias = b_O,
+    attn_mask = causal, key_padding_mask = padding; otherwise (shapes MultiheadAttention
+    cannot take) the same formulas written out per head."""
+    cases = []
+    specs = [  # B, N, D, H, D_H, D_out, causal, padded, bias
+        (1, 1, 1, 1, 1, 1, False, False, True),
+        (2, 5, 6, 2, 3, 6, False, False, True),
+        (2, 4, 6, 3, 2, 6, True, False, True),
+        (3, 6, 9, 3, 3, 9, True, True, True),
+        (3, 6, 5, 3, 3, 7, False, True, True),     # H*D_H = 9 != D: written out
+        (2, 7, 4, 1, 5, 3, True, True, False),     # one head, odd D_H, no bias
+        (2, 5, 7, 2, 5, 4, False, False, False),
+    ]
+    for seed, (B, N, D, H, D_H, D_out, causal, padded, bias) in enumerate(specs):
+        r = Draw(1500 + seed)
+        HD = H * D_H
+        X = r.uniform(B, N, D)
+        W_QKV, W_O = r.uniform(D, 3 * HD), r.uniform(HD, D_out)
+        b_O = r.uniform(D_out) if bias else None
+        dO = r.uniform(B, N, D_out, grad=False)
+        lens = torch.zeros(B, dtype=torch.int64)               # 0 = the whole N (multi_head.h)
+        if padded:
+            lens = r.ints(1, N + 1, B)
+            lens[0] = 1
+            if B > 2:
+                lens[2] = 0
+        key_len = torch.where(lens > 0, lens, torch.full_like(lens, N))
+        j = torch.arange(N)
+        pad_mask = j.view(1, N) >= key_len.view(B, 1)         # [B, N] True = padding
+        causal_mask = (j.view(1, N) > j.view(N, 1)) if causal else torch.zeros(N, N, dtype=torch.bool)
+        if HD == D == D_out:
+            mha = torch.nn.MultiheadAttention(D, H, bias=True, batch_first=True).double()
+            with torch.no_grad():
+                mha.in_proj_weight.copy_(W_QKV.detach().t())
+                mha.in_proj_bias.zero_()
+                mha.out_proj.weight.copy_(W_O.detach().t())
+                if bias:
+                    mha.out_proj.bias.copy_(b_O.detach())
+                else:
+                    mha.out_proj.bias.zero_()
+            O, A = mha(X, X, X, key_padding_mask=pad_mask if padded else None,
+                       attn_mask=causal_mask if causal else None, need_weights=True,
+                       average_attn_weights=False)
+            backward(O, dO)
+            grads = dict(dW_QKV=mha.in_proj_weight.grad.t(), dW_O=mha.out_proj.weight.grad.t())
+            if bias:
+                grads["db_O"] = mha.out_proj.bias.grad
+        else:
+            QKV = X @ W_QKV                                     # [B, N, 3 H D_H]
+            Q, K, V = (QKV[..., i * HD:(i + 1) * HD].reshape(B, N, H, D_H).transpose(1, 2) for i in range(3))
+            E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)        # [B, H, N, N]
+            blocked = pad_mask.view(B, 1, 1, N) | causal_mask.view(1, 1, N, N)
+            A = torch.softmax(E.masked_fill(blocked, -math.inf), dim=-1)
+            Y = (A @ V).transpose(1, 2).reshape(B, N, HD)
+            O = Y @ W_O + (b_O if bias else 0.0)
+            backward(O, dO)
+            grads = dict(dW_QKV=W_QKV.grad, dW_O=W_O.grad)
+            if bias:
+                grads["db_O"] = b_O.grad
+        t = OrderedDict(X=np32(X), W_QKV=np32(W_QKV), W_O=np32(W_O))
+        if bias:
+            t["b_O"] = np32(b_O)
+        t["heads"] = np.array([H], np.int32)
+        t["causal"] = np.array([int(causal)], np.int32)
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dO=np32(dO), O=np32(O), A=np32(A), dX=np32(X.grad))
+        t.update((k, np32(v)) for k, v in grads.items())
+        name = f"b{B}_n{N}_d{D}_h{H}_dh{D_H}_o{D_out}"
+        name += ("_causal" if causal else "") + ("_padded" if padded else "") + ("" if bias else "_nobias")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------------------------------ main
 
 def generate(only=None):
