@@ -341,7 +341,7 @@ typedef struct {
     int steps, batch, seed, n_train, min_len, max_len;
     float lr, clip, weight_decay;
     int warmup, eval_every, beam, threads, samples, plot, quiet, max_eval;
-    const char *out, *load, *translate, *backend;
+    const char *out, *load, *translate, *backend, *preset;
 } CommonFlags;
 
 static int task_lines(char *config, int cap, const TaskConfig *tc, const Dataset *d) {
@@ -396,7 +396,7 @@ static void print_results_table(const char *chapter, const Dataset *d, const Eva
     }
     if (train_seconds > 0) printf("  %-22s %6.1f s\n", "training time", train_seconds);
     printf("  %-22s %6.1f s\n", "evaluation time", ev->seconds);
-    printf("\nExact match by input length (the fixed-context bottleneck shows here):\n");
+    printf("\nExact match by input length:\n");
     printf("  %-12s %8s %10s\n", "length", "examples", "exact");
     for (int k = 0; k < ev->n_buckets; k++) {
         if (ev->by_len[k].n == 0) continue;
@@ -482,6 +482,24 @@ static void copy_config_to_results(Results *r, const char *config) {
     }
 }
 
+/* Parse again with the preset's flags in front of the user's, so that a flag
+ * the user gave overrides the preset's value. *storage gets the new argv
+ * (pointing into a copy of the preset string stored after it). */
+static int parse_with_preset(int argc, char **argv, const char *preset, const ArgSpec *specs,
+                             int n_specs, char ***storage) {
+    size_t preset_len = strlen(preset);
+    int max_words = (int)preset_len / 2 + 2;
+    char **new_argv = xcalloc((size_t)(argc + max_words + 1) * sizeof(char *) + preset_len + 1, 1);
+    char *words = (char *)(new_argv + argc + max_words + 1);
+    memcpy(words, preset, preset_len + 1);
+    int n = 0;
+    new_argv[n++] = argv[0];
+    for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) new_argv[n++] = w;
+    for (int i = 1; i < argc; i++) new_argv[n++] = argv[i];
+    *storage = new_argv;
+    return args_parse(n, new_argv, specs, n_specs);
+}
+
 int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines appear as they happen, even in a log */
     CommonFlags f = {
@@ -491,7 +509,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         .lr = spec->default_lr > 0 ? spec->default_lr : 3e-3f, .clip = 1.0f, .weight_decay = 0.0f,
         .warmup = 100, .eval_every = 250, .beam = 1, .threads = 0, .samples = 8, .plot = 0,
         .quiet = 0, .max_eval = 1 << 30,
-        .out = NULL, .load = NULL, .translate = NULL, .backend = "auto",
+        .out = NULL, .load = NULL, .translate = NULL, .backend = "auto", .preset = "none",
     };
     const ArgSpec common[] = {
         {"task", ARG_STRING, &f.task, "task: dates (human dates -> ISO), reverse (reverse a string), g2p (CMUdict spelling -> phonemes)", 0, 0, "dates,reverse,g2p"},
@@ -516,6 +534,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
+        {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},
     };
     int n_common = (int)(sizeof common / sizeof common[0]);
     int n_specs = n_common + spec->n_model_args;
@@ -533,6 +552,16 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     char default_out[256];
 
     int rc = args_parse(argc, argv, specs, n_specs);
+    char **preset_argv = NULL;
+    if (rc == 0 && strcmp(f.preset, "long") == 0) {
+        if (!spec->preset_long) {
+            fail("--preset long: this chapter has no long preset");
+            rc = -1;
+        } else {
+            rc = parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
+            if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
+        }
+    }
     if (rc == 1) {
         args_print_help(argv[0], spec->summary, specs, n_specs);
         free(specs);
@@ -775,5 +804,6 @@ done:
     dataset_free(&data);
     free(config);
     free(specs);
+    free(preset_argv);
     return exit_code;
 }

@@ -89,6 +89,9 @@ typedef struct {
     int default_steps;
     int default_batch;
     float default_lr;
+    /* Flags that --preset long stands for: a longer, bigger run to chase the
+     * published g2p results (flags the user gives as well still win). NULL = none. */
+    const char *preset_long;
 } ChapterSpec;
 
 /* The whole program of a seq2seq chapter. Returns the process exit code. */

@@ -93,6 +93,7 @@ static void test_bad_flags(void **state) {
     expect_error(p, "stray", "stray");
     expect_error(p, "--translate '1 Jan 2000'", "--load");
     expect_error(p, "--task reverse --min-len 30 --max-len 5", "--min-len");
+    expect_error(p, "--preset nope", "--preset");
 }
 
 static void test_bad_checkpoints(void **state) {

@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
         .default_steps = 1000,
         .default_batch = 64,
         .default_lr = 3e-3f,
+        .preset_long = "--task g2p --steps 30000 --hidden 256 --embed 64 --beam 5",
     };
     return seq2seq_main(argc, argv, &spec);
 }
