@@ -18,43 +18,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "toy_split.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "gradcheck.h"
 #include "matmul.h"
 #include "util.h"
 
-/* A hand-made split: n examples over symbols 4..4+n_sym-1 (ids 0..3 are the
- * specials), target = reversed source. */
-typedef struct {
-    Split split;
-    Example ex[16];
-    int storage[16][2][16];
-    int *refs_ptr[16];
-} ToySplit;
-
-static void toy_split(ToySplit *ts, int n, int n_sym, int min_len, int max_len, uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed, 3);
-    memset(ts, 0, sizeof *ts);
-    for (int i = 0; i < n; i++) {
-        Example *e = &ts->ex[i];
-        int len = min_len + (int)rng_below(&rng, (uint32_t)(max_len - min_len + 1));
-        for (int t = 0; t < len; t++) ts->storage[i][0][t] = 4 + (int)rng_below(&rng, (uint32_t)n_sym);
-        for (int t = 0; t < len; t++) ts->storage[i][1][t] = ts->storage[i][0][len - 1 - t];
-        e->src = ts->storage[i][0];
-        e->src_len = len;
-        e->tgt = ts->storage[i][1];
-        e->tgt_len = len;
-        e->n_refs = 1;
-        ts->refs_ptr[i] = e->tgt;
-        e->refs = &ts->refs_ptr[i];
-        e->ref_lens = &e->tgt_len;
-        e->src_text = "";
-    }
-    ts->split.n = n;
-    ts->split.ex = ts->ex;
-}
 
 /* A padded batch of the first n examples (lengths 2..6, so rows are padded). */
 static void make_batch(Batch *batch, ToySplit *ts, int n) {
@@ -77,7 +47,7 @@ static double model_loss(void *ctx) {
 /* Whole-model gradient check: every parameter tensor. */
 static void check_model_gradients(CellType cell, ScoreType score, Placement placement, int project_kv) {
     ToySplit ts;
-    toy_split(&ts, 5, 5, 2, 6, 11);
+    toy_split(&ts, 5, 5, 2, 6, 1, 11);
     AttnSeq2Seq model;
     assert_int_equal(attn_seq2seq_create(&model, cell, score, placement, project_kv, 9, 9, 5, 7, 6,
                                          5, 6, 6, 123), 0);
@@ -131,7 +101,7 @@ static void test_gradients_project_kv(void **state) {
 static void test_additive_matches_chapter02(void **state) {
     (void)state;
     ToySplit ts;
-    toy_split(&ts, 6, 5, 2, 6, 21);
+    toy_split(&ts, 6, 5, 2, 6, 1, 21);
     CellType cells[3] = {CELL_RNN, CELL_GRU, CELL_LSTM};
     for (int k = 0; k < 3; k++) {
         Bahdanau ch02;
@@ -200,7 +170,7 @@ static void test_additive_matches_chapter02(void **state) {
  * teacher-forced pass, rows given in reverse order to check src_row. */
 static void check_step_matches_batch(CellType cell, ScoreType score, Placement placement, int project_kv) {
     ToySplit ts;
-    toy_split(&ts, 4, 5, 2, 6, 5);
+    toy_split(&ts, 4, 5, 2, 6, 1, 5);
     AttnSeq2Seq model;
     assert_int_equal(attn_seq2seq_create(&model, cell, score, placement, project_kv, 9, 9, 6, 8, 5,
                                          4, 6, 6, 77), 0);

@@ -13,43 +13,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "toy_split.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "gradcheck.h"
 #include "layers.h"
 #include "matmul.h"
 #include "util.h"
 
-/* A hand-made split: n examples over symbols 4..4+n_sym-1 (ids 0..3 are the
- * specials), target = reversed source. */
-typedef struct {
-    Split split;
-    Example ex[16];
-    int storage[16][2][16];
-    int *refs_ptr[16];
-} ToySplit;
-
-static void toy_split(ToySplit *ts, int n, int n_sym, int min_len, int max_len, uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed, 3);
-    memset(ts, 0, sizeof *ts);
-    for (int i = 0; i < n; i++) {
-        Example *e = &ts->ex[i];
-        int len = min_len + (int)rng_below(&rng, (uint32_t)(max_len - min_len + 1));
-        for (int t = 0; t < len; t++) ts->storage[i][0][t] = 4 + (int)rng_below(&rng, (uint32_t)n_sym);
-        for (int t = 0; t < len; t++) ts->storage[i][1][t] = ts->storage[i][0][len - 1 - t];
-        e->src = ts->storage[i][0];
-        e->src_len = len;
-        e->tgt = ts->storage[i][1];
-        e->tgt_len = len;
-        e->n_refs = 1;
-        ts->refs_ptr[i] = e->tgt;
-        e->refs = &ts->refs_ptr[i];
-        e->ref_lens = &e->tgt_len;
-        e->src_text = "";
-    }
-    ts->split.n = n;
-    ts->split.ex = ts->ex;
-}
 
 /* A padded batch of the first n examples (lengths 2..6, so rows are padded). */
 static void make_batch(Batch *batch, ToySplit *ts, int n) {
@@ -72,7 +42,7 @@ static double model_loss(void *ctx) {
 /* Whole-model gradient check: every parameter tensor. */
 static void check_model_gradients(CellType cell, int bidirectional) {
     ToySplit ts;
-    toy_split(&ts, 5, 5, 2, 6, 11);
+    toy_split(&ts, 5, 5, 2, 6, 1, 11);
     Bahdanau model;
     assert_int_equal(bahdanau_create(&model, cell, 9, 9, 5, 7, 6, bidirectional, 5, 6, 6, 123), 0);
     Batch batch;
@@ -163,7 +133,7 @@ static void test_additive_kernel_gradients(void **state) {
 static void test_pinned_matches_chapter01(void **state) {
     (void)state;
     ToySplit ts;
-    toy_split(&ts, 6, 5, 2, 6, 21);
+    toy_split(&ts, 6, 5, 2, 6, 1, 21);
     CellType cells[3] = {CELL_RNN, CELL_GRU, CELL_LSTM};
     for (int k = 0; k < 3; k++) {
         RnnSeq2Seq ch01;
@@ -219,7 +189,7 @@ static void test_pinned_matches_chapter01(void **state) {
 static void test_step_matches_batch(void **state) {
     (void)state;
     ToySplit ts;
-    toy_split(&ts, 4, 5, 2, 6, 5);
+    toy_split(&ts, 4, 5, 2, 6, 1, 5);
     CellType cells[3] = {CELL_RNN, CELL_GRU, CELL_LSTM};
     for (int k = 0; k < 6; k++) {
         int bidirectional = k >= 3;

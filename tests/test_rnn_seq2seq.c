@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "toy_split.h"
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "gradcheck.h"
 #include "layers.h"
@@ -18,38 +19,6 @@
 #include "optim.h"
 #include "util.h"
 
-/* A hand-made split: n examples over symbols 4..4+n_sym-1 (ids 0..3 are the
- * specials), target = source (copy) or reversed source. */
-typedef struct {
-    Split split;
-    Example ex[512];
-    int storage[512][2][16];
-    int *refs_ptr[512];
-} ToySplit;
-
-static void toy_split(ToySplit *ts, int n, int n_sym, int min_len, int max_len, int reverse, uint64_t seed) {
-    Rng rng;
-    rng_seed(&rng, seed, 3);
-    memset(ts, 0, sizeof *ts);
-    for (int i = 0; i < n; i++) {
-        Example *e = &ts->ex[i];
-        int len = min_len + (int)rng_below(&rng, (uint32_t)(max_len - min_len + 1));
-        for (int t = 0; t < len; t++) ts->storage[i][0][t] = 4 + (int)rng_below(&rng, (uint32_t)n_sym);
-        for (int t = 0; t < len; t++)
-            ts->storage[i][1][t] = ts->storage[i][0][reverse ? len - 1 - t : t];
-        e->src = ts->storage[i][0];
-        e->src_len = len;
-        e->tgt = ts->storage[i][1];
-        e->tgt_len = len;
-        e->n_refs = 1;
-        ts->refs_ptr[i] = e->tgt;
-        e->refs = &ts->refs_ptr[i];
-        e->ref_lens = &e->tgt_len;
-        e->src_text = "";
-    }
-    ts->split.n = n;
-    ts->split.ex = ts->ex;
-}
 
 typedef struct {
     RnnSeq2Seq *model;

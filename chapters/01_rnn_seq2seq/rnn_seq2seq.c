@@ -219,6 +219,22 @@ static void put_columns(float *dst, int width, int offset, const float *src, int
         memcpy(dst + (size_t)b * width + offset, src + (size_t)b * D, sizeof(float) * (size_t)D);
 }
 
+double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top, const int *targets,
+                         int N, int H, int V, float *logits, float *probs, float *dlogits, float *dtop,
+                         int backward, int *n_tokens) {
+    linear_forward(logits, top, params_data(p, out_W), params_data(p, out_b), N, H, V);
+    *n_tokens = 0;
+    double loss_sum = cross_entropy_forward(probs, logits, targets, N, V, PAD_ID, n_tokens);
+    double loss = *n_tokens ? loss_sum / *n_tokens : 0.0;
+    if (!backward || *n_tokens == 0) return loss;
+    memset(dlogits, 0, sizeof(float) * (size_t)N * V);
+    cross_entropy_backward(dlogits, probs, targets, N, V, PAD_ID, 1.0f / (float)*n_tokens);
+    memset(dtop, 0, sizeof(float) * (size_t)N * H);
+    linear_backward(dtop, params_grad(p, out_W), params_grad(p, out_b), dlogits, top,
+                    params_data(p, out_W), N, H, V);
+    return loss;
+}
+
 /* One training (or evaluation) pass over a batch.
  * Shapes: B sequences; source T; target Tt steps (with <eos>); E embed; H state.
  *   encoder:  h[1..T]  [T, B, H], context c = h_T  [B, H]
@@ -254,19 +270,11 @@ double rnn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
                      context_c ? r->cs + t * hs : NULL, params_data(p, r->dec_W_x),
                      params_data(p, r->dec_W_h), params_data(p, r->dec_b), NULL, B, I, H);
     }
-    linear_forward(r->logits, r->s + hs, params_data(p, r->out_W), params_data(p, r->out_b),
-                   Tt * B, H, V);
+    /* ---- output layer and loss (and, with backward, d loss / d s_t into dS) */
     int n_tokens = 0;
-    double loss_sum = cross_entropy_forward(r->probs, r->logits, r->tgt_out, Tt * B, V, PAD_ID, &n_tokens);
-    double loss = n_tokens ? loss_sum / n_tokens : 0.0;
+    double loss = output_layer_loss(p, r->out_W, r->out_b, r->s + hs, r->tgt_out, Tt * B, H, V,
+                                    r->logits, r->probs, r->dlogits, r->dS, backward, &n_tokens);
     if (!backward || n_tokens == 0) return loss;
-
-    /* ---- backward: output layer */
-    memset(r->dlogits, 0, sizeof(float) * (size_t)Tt * B * V);
-    cross_entropy_backward(r->dlogits, r->probs, r->tgt_out, Tt * B, V, PAD_ID, 1.0f / (float)n_tokens);
-    memset(r->dS, 0, sizeof(float) * (size_t)Tt * hs);
-    linear_backward(r->dS, params_grad(p, r->out_W), params_grad(p, r->out_b), r->dlogits,
-                    r->s + hs, params_data(p, r->out_W), Tt * B, H, V);
 
     /* ---- backward through the decoder's time steps */
     memset(r->dh, 0, sizeof(float) * hs);

@@ -60,6 +60,17 @@ float *rnn_encoder_final_c(RnnEncoder *enc);   /* NULL unless LSTM */
 void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
                           const float *dh_final, const float *dc_final);
 
+/* ------------------------------------------------- output layer and loss */
+/* The decoder's output layer and its loss, shared by chapters 01-03:
+ *   logits [N, V] = top [N, H] W_out + b_out,   probs = softmax(logits)
+ * Returns the mean cross-entropy of targets [N] (<pad> ignored); *n_tokens
+ * gets how many counted. When backward != 0 and some counted: dlogits is
+ * overwritten, dtop [N, H] is OVERWRITTEN with d loss / d top, and the output
+ * layer's gradients are accumulated into p->grad. */
+double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top, const int *targets,
+                         int N, int H, int V, float *logits, float *probs, float *dlogits, float *dtop,
+                         int backward, int *n_tokens);
+
 /* ------------------------------------------------------------ the seq2seq */
 typedef struct {
     CellType cell;

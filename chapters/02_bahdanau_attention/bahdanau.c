@@ -389,19 +389,11 @@ double bahdanau_train_step(void *self, const Batch *batch, int backward) {
                      lstm ? r->cs + t * hs : NULL, params_data(p, r->dec_W_x),
                      params_data(p, r->dec_W_h), params_data(p, r->dec_b), NULL, B, I, H);
     }
-    linear_forward(r->logits, r->s + hs, params_data(p, r->out_W), params_data(p, r->out_b),
-                   Tt * B, H, V);
+    /* ---- output layer and loss: chapter 01's (with backward, d loss / d s_t into dS) */
     int n_tokens = 0;
-    double loss_sum = cross_entropy_forward(r->probs, r->logits, r->tgt_out, Tt * B, V, PAD_ID, &n_tokens);
-    double loss = n_tokens ? loss_sum / n_tokens : 0.0;
+    double loss = output_layer_loss(p, r->out_W, r->out_b, r->s + hs, r->tgt_out, Tt * B, H, V,
+                                    r->logits, r->probs, r->dlogits, r->dS, backward, &n_tokens);
     if (!backward || n_tokens == 0) return loss;
-
-    /* ---- backward: output layer */
-    memset(r->dlogits, 0, sizeof(float) * (size_t)Tt * B * V);
-    cross_entropy_backward(r->dlogits, r->probs, r->tgt_out, Tt * B, V, PAD_ID, 1.0f / (float)n_tokens);
-    memset(r->dS, 0, sizeof(float) * (size_t)Tt * hs);
-    linear_backward(r->dS, params_grad(p, r->out_W), params_grad(p, r->out_b), r->dlogits,
-                    r->s + hs, params_data(p, r->out_W), Tt * B, H, V);
 
     /* ---- backward through the decoder's time steps */
     memset(r->dh, 0, sizeof(float) * hs);

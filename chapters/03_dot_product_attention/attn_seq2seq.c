@@ -461,18 +461,12 @@ double attn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
             r->tgt_out[t * B + b] = batch->tgt_out[b * Tt + t];
         }
     const float *top = luong ? luong_forward(r, batch) : bahdanau_forward(r, batch);   /* [Tt*B, H] */
-    linear_forward(r->logits, top, params_data(p, r->out_W), params_data(p, r->out_b), Tt * B, H, V);
-    int n_tokens = 0;
-    double loss_sum = cross_entropy_forward(r->probs, r->logits, r->tgt_out, Tt * B, V, PAD_ID, &n_tokens);
-    double loss = n_tokens ? loss_sum / n_tokens : 0.0;
-    if (!backward || n_tokens == 0) return loss;
-
-    memset(r->dlogits, 0, sizeof(float) * (size_t)Tt * B * V);
-    cross_entropy_backward(r->dlogits, r->probs, r->tgt_out, Tt * B, V, PAD_ID, 1.0f / (float)n_tokens);
+    /* output layer and loss: chapter 01's (with backward, d loss / d top into dtop) */
     float *dtop = luong ? r->dhtilde : r->dS;
-    memset(dtop, 0, sizeof(float) * (size_t)Tt * B * H);
-    linear_backward(dtop, params_grad(p, r->out_W), params_grad(p, r->out_b), r->dlogits, top,
-                    params_data(p, r->out_W), Tt * B, H, V);
+    int n_tokens = 0;
+    double loss = output_layer_loss(p, r->out_W, r->out_b, top, r->tgt_out, Tt * B, H, V,
+                                    r->logits, r->probs, r->dlogits, dtop, backward, &n_tokens);
+    if (!backward || n_tokens == 0) return loss;
     if (luong) luong_backward(r, batch);
     else bahdanau_backward(r, batch);
     /* now dh = d loss / d s_0 (dc = d c_0) and dann = d loss / d h_i: into the encoder */
