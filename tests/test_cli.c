@@ -1,7 +1,9 @@
 /* test_cli.c - what a user types at the chapter programs: every bad flag,
  * value, file or checkpoint gets one clear error on stderr and exit code 1
  * (never a crash), and the good paths (--help, a short run, --load with
- * --translate) work.
+ * --translate) work. Chapters 04 and 05: a short run writes a checkpoint per
+ * model, --load evaluates it, --load --input runs it on typed digits, and bad
+ * checkpoints or digits are refused the same way.
  *
  * The programs are found next to this test's own binary: <build>/tests/test_cli
  * runs <build>/01_rnn_seq2seq and so on, so the sanitizer build tests the
@@ -143,6 +145,91 @@ static void test_bad_checkpoints(void **state) {
     free(r);
 }
 
+/* A short run of `program` with `train_args` (relative paths under tmp_dir)
+ * succeeds and lists the checkpoint `ckpt` under "Wrote:". */
+static void short_run(const char *program, const char *train_args, const char *ckpt) {
+    char args[2048];
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "%s --out %s/%s", train_args, tmp_dir, ckpt);
+    *strrchr(args, '/') = '\0';                      /* --out is ckpt's directory */
+    run(r, program, args);
+    if (r->code != 0) print_error("short run failed: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    snprintf(args, sizeof args, "%s/%s", tmp_dir, ckpt);
+    assert_non_null(strstr(r->out, args));
+    free(r);
+}
+
+/* The checkpoint `ckpt` (relative to tmp_dir) of a short run of `program`:
+ * --load evaluates it, --input runs it on typed digits, and every bad
+ * checkpoint or input gets one clear error. `other` is a checkpoint of another
+ * model, which must be refused naming "model". */
+static void check_digit_checkpoint(const char *program, const char *ckpt, const char *other) {
+    char args[2048], cmd[2048];
+    RunResult *r = malloc(sizeof *r);
+
+    /* --load evaluates on the task's test data */
+    snprintf(args, sizeof args, "--load %s/%s --test-size 50", tmp_dir, ckpt);
+    run(r, program, args);
+    if (r->code != 0) print_error("--load failed: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "exact match"));
+    assert_non_null(strstr(r->out, "token accuracy"));
+    /* --input runs the model on the user's digits, --plot draws its attention */
+    snprintf(args, sizeof args, "--load %s/%s --input '3 1 4 1 5 9 2 6' --plot --out %s/plots", tmp_dir, ckpt,
+             tmp_dir);
+    run(r, program, args);
+    if (r->code != 0) print_error("--load --input failed: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "output"));
+    assert_non_null(strstr(r->out, "input_attn_layer1"));
+
+    /* typed input: a non-digit, too few and too many digits */
+    snprintf(args, sizeof args, "--load %s/%s --input '3 1 4 1 5 x 2 6'", tmp_dir, ckpt);
+    expect_error(program, args, "'x'");
+    snprintf(args, sizeof args, "--load %s/%s --input '3 1 4'", tmp_dir, ckpt);
+    expect_error(program, args, "expected 8 digits");
+    snprintf(args, sizeof args, "--load %s/%s --input '3 1 4 1 5 9 2 6 5'", tmp_dir, ckpt);
+    expect_error(program, args, "got 9");
+    expect_error(program, "--input '1 2 3'", "--load");
+    expect_error(program, "--plot", "--input");
+
+    /* bad checkpoints: missing, not a checkpoint, truncated, a flipped byte, another model's */
+    expect_error(program, "--load /nonexistent/model.ckpt", "/nonexistent/model.ckpt");
+    snprintf(cmd, sizeof cmd, "echo 'not a checkpoint' > %s/garbage.ckpt", tmp_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "--load %s/garbage.ckpt", tmp_dir);
+    expect_error(program, args, "garbage.ckpt");
+    snprintf(cmd, sizeof cmd, "head -c 300 %s/%s > %s/trunc.ckpt", tmp_dir, ckpt, tmp_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "--load %s/trunc.ckpt", tmp_dir);
+    expect_error(program, args, "trunc.ckpt");
+    snprintf(cmd, sizeof cmd,
+             "cp %s/%s %s/flip.ckpt && printf '\\x55' | dd of=%s/flip.ckpt bs=1 seek=1000 conv=notrunc 2>/dev/null",
+             tmp_dir, ckpt, tmp_dir, tmp_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "--load %s/flip.ckpt", tmp_dir);
+    expect_error(program, args, "flip.ckpt");
+    snprintf(args, sizeof args, "--load %s/%s", tmp_dir, other);
+    expect_error(program, args, "model");
+    free(r);
+}
+
+/* Chapters 04 and 05: tiny models (a second or two), then each chapter's
+ * checks; each refuses the other chapter's checkpoint. */
+static void test_digit_checkpoints(void **state) {
+    (void)state;
+    const char *ckpt04 = "run04/model_reverse_sinusoidal.ckpt", *ckpt05 = "run05/model_neighbours_h2.ckpt";
+    short_run("04_self_attention",
+              "--task reverse --pos sinusoidal --steps 3 --dim 8 --hidden 8 --layers 1 --batch 8 "
+              "--test-size 20 --quiet", ckpt04);
+    short_run("05_multi_head_attention",
+              "--task neighbours --heads 1,2 --steps 3 --dim 8 --hidden 8 --batch 8 --test-size 20 "
+              "--scale-max-len 0 --quiet", ckpt05);
+    check_digit_checkpoint("04_self_attention", ckpt04, ckpt05);
+    check_digit_checkpoint("05_multi_head_attention", ckpt05, ckpt04);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
@@ -158,6 +245,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_digit_checkpoints),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     char cmd[512];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "04_self_attention/self_attention.h"
+#include "checkpoint.h"
 #include "error.h"
 #include "layers.h"
 #include "util.h"
@@ -24,26 +25,64 @@ const char *pos_type_name(PosType p) {
     return (p >= 0 && p < POS_N_TYPES) ? names[p] : "?";
 }
 
+int digit_task_from_name(const char *name, DigitTask *t) {
+    for (int i = 0; i < DIGIT_N_TASKS; i++)
+        if (strcmp(name, digit_task_name((DigitTask)i)) == 0) {
+            *t = (DigitTask)i;
+            return 0;
+        }
+    return fail("task: expected one of reverse, sort, count, got '%s'", name);
+}
+
+int pos_type_from_name(const char *name, PosType *p) {
+    for (int i = 0; i < POS_N_TYPES; i++)
+        if (strcmp(name, pos_type_name((PosType)i)) == 0) {
+            *p = (PosType)i;
+            return 0;
+        }
+    return fail("pos: expected one of none, sinusoidal, learned, got '%s'", name);
+}
+
+int digits_parse(const char *text, int N, int *x) {
+    int n = 0;
+    for (int i = 0; text[i] != '\0'; i++) {
+        char c = text[i];
+        if (c == ' ' || c == ',' || c == '\t') continue;
+        if (c < '0' || c > '9')
+            return fail("--input: expected %d digits 0-9 (e.g. \"3 1 4 1 ...\"), got '%c' at character %d "
+                        "of '%s'", N, c, i + 1, text);
+        if (n < N) x[n] = c - '0';
+        n++;
+    }
+    if (n != N)
+        return fail("--input: expected %d digits (the model's sequence length), got %d in '%s'", N, n,
+                    text);
+    return 0;
+}
+
 int digit_task_classes(DigitTask t, int N) { return t == TASK_COUNT ? N + 1 : DIGIT_VOCAB; }
 
 /* x [B, N] -> y [B, N] */
 void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng) {
     for (int b = 0; b < B; b++) {
         int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
-        int histogram[DIGIT_VOCAB] = {0};
-        for (int i = 0; i < N; i++) {
-            xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
-            histogram[xs[i]]++;
-        }
-        if (t == TASK_REVERSE) {
-            for (int i = 0; i < N; i++) ys[i] = xs[N - 1 - i];
-        } else if (t == TASK_SORT) {        /* counting sort */
-            int i = 0;
-            for (int digit = 0; digit < DIGIT_VOCAB; digit++)
-                for (int k = 0; k < histogram[digit]; k++) ys[i++] = digit;
-        } else {
-            for (int i = 0; i < N; i++) ys[i] = histogram[xs[i]];
-        }
+        for (int i = 0; i < N; i++) xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
+        digit_task_targets(t, xs, ys, N);
+    }
+}
+
+/* x [N] -> y [N] */
+void digit_task_targets(DigitTask t, const int *x, int *y, int N) {
+    int histogram[DIGIT_VOCAB] = {0};
+    for (int i = 0; i < N; i++) histogram[x[i]]++;
+    if (t == TASK_REVERSE) {
+        for (int i = 0; i < N; i++) y[i] = x[N - 1 - i];
+    } else if (t == TASK_SORT) {        /* counting sort */
+        int i = 0;
+        for (int digit = 0; digit < DIGIT_VOCAB; digit++)
+            for (int k = 0; k < histogram[digit]; k++) y[i++] = digit;
+    } else {
+        for (int i = 0; i < N; i++) y[i] = histogram[x[i]];
     }
 }
 
@@ -219,4 +258,66 @@ void digit_model_predict(const DigitModel *m, int *pred) {
 
 const float *digit_model_attention(const DigitModel *m, int l, int b) {
     return m->A + ((size_t)l * m->B * m->N + (size_t)b * m->N) * m->N;
+}
+
+/* ------------------------------------------------------------- checkpoints */
+
+int digit_model_save(const DigitModel *m, const char *task, int seed, const char *path) {
+    char config[512];
+    snprintf(config, sizeof config,
+             "model=%s\ntask=%s\nlen=%d\ndim=%d\nhidden=%d\nlayers=%d\nclasses=%d\npos=%s\n"
+             "causal=%d\nseed=%d\n",
+             DIGIT_MODEL_NAME, task, m->N, m->D, m->F, m->L, m->C, pos_type_name(m->pos), m->causal, seed);
+    return checkpoint_save(path, config, &m->params);
+}
+
+/* Config key -> int in [lo, hi]. */
+static int config_int_in(const char *config, const char *key, int lo, int hi, int *out) {
+    if (config_get_int(config, key, out) < 0) return -1;
+    if (*out < lo || *out > hi) return fail("config key '%s': expected %d..%d, got %d", key, lo, hi, *out);
+    return 0;
+}
+
+/* Everything of digit_model_load but the "<path>: " prefix on errors. */
+static int load_from_config(DigitModel *m, const char *config, int max_B, char *task, int task_cap,
+                            int *seed) {
+    char model[64], pos_name[32];
+    if (config_get(config, "model", model, sizeof model) < 0) return -1;
+    if (strcmp(model, DIGIT_MODEL_NAME) != 0)
+        return fail("a checkpoint of model '%s', but this program loads '%s' (chapter 04's digit model)",
+                    model, DIGIT_MODEL_NAME);
+    int N, D, F, L, C, causal;
+    PosType pos = POS_NONE;
+    DigitTask t = TASK_REVERSE;
+    if (config_get(config, "task", task, task_cap) < 0 || digit_task_from_name(task, &t) < 0 ||
+        config_get(config, "pos", pos_name, sizeof pos_name) < 0 || pos_type_from_name(pos_name, &pos) < 0 ||
+        config_int_in(config, "len", 2, 64, &N) < 0 || config_int_in(config, "dim", 2, 1024, &D) < 0 ||
+        config_int_in(config, "hidden", 1, 4096, &F) < 0 ||
+        config_int_in(config, "layers", 1, DIGIT_MAX_LAYERS, &L) < 0 ||
+        config_int_in(config, "classes", 1, 4096, &C) < 0 || config_int_in(config, "causal", 0, 1, &causal) < 0 ||
+        config_int_in(config, "seed", 0, 2147483647, seed) < 0)
+        return -1;
+    if (C != digit_task_classes(t, N))
+        return fail("config: %d classes, but task '%s' with length %d has %d", C, task, N,
+                    digit_task_classes(t, N));
+    return digit_model_create(m, N, D, F, L, C, pos, causal, max_B, 0);
+}
+
+int digit_model_load(DigitModel *m, const char *path, int max_B, char *task, int task_cap, int *seed) {
+    char *config = NULL;
+    if (checkpoint_read_config(path, &config) < 0) return -1;     /* the message names the path */
+    memset(m, 0, sizeof *m);
+    int rc = load_from_config(m, config, max_B, task, task_cap, seed);
+    free(config);
+    if (rc < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", last_error());
+        digit_model_free(m);
+        return fail("%s: %s", path, why);
+    }
+    if (checkpoint_load(path, &m->params) < 0) {
+        digit_model_free(m);
+        return -1;
+    }
+    return 0;
 }

@@ -33,6 +33,16 @@ const char *pos_type_name(PosType p);          /* "none", "sinusoidal", "learned
 int digit_task_classes(DigitTask t, int N);
 /* x [B, N] random digits, y [B, N] the task's targets. */
 void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng);
+/* y [N] = the task's targets for one given sequence x [N]. */
+void digit_task_targets(DigitTask t, const int *x, int *y, int N);
+/* Name -> enum; returns 0, or -1 with fail() listing the names. */
+int digit_task_from_name(const char *name, DigitTask *t);
+int pos_type_from_name(const char *name, PosType *p);
+
+/* Digits a user typed ("3 1 4 1 5 9 2 6", "3,1,4,1,5,9,2,6" or "31415926")
+ * -> x [N]. Returns 0, or -1 with fail() naming the first character that is
+ * not a digit, or saying how many digits were expected and how many given. */
+int digits_parse(const char *text, int N, int *x);
 
 typedef struct {
     int N, D, F, L, C;          /* length, width, MLP hidden size, layers, classes */
@@ -68,5 +78,19 @@ void digit_model_backward(DigitModel *m, const int *x, const int *y);
 void digit_model_predict(const DigitModel *m, int *pred);
 /* Attention weights of layer l for sequence b of the last forward: [N, N]. */
 const float *digit_model_attention(const DigitModel *m, int l, int b);
+
+/* Checkpoints (common/checkpoint.h). The config text holds everything needed
+ * to rebuild the model:
+ *   model=ch04_digit_self_attention  task=reverse  len=8  dim=64  hidden=128
+ *   layers=2  classes=10  pos=sinusoidal  causal=0  seed=1
+ * (seed: the training seed, which also picks the test stream). */
+#define DIGIT_MODEL_NAME "ch04_digit_self_attention"
+/* Returns 0, or -1 with fail() naming the path. */
+int digit_model_save(const DigitModel *m, const char *task, int seed, const char *path);
+/* Rebuild the model saved at path (for batches of up to max_B) and load its
+ * parameters; task (task_cap bytes) and seed get the saved ones. Returns 0,
+ * or -1 with fail() naming the path and the problem: unreadable, corrupt or
+ * truncated file, or a checkpoint of another model ("model=" key). */
+int digit_model_load(DigitModel *m, const char *path, int max_B, char *task, int task_cap, int *seed);
 
 #endif

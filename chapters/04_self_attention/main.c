@@ -3,6 +3,10 @@
  *   ./build/04_self_attention                     every task x every positional encoding
  *   ./build/04_self_attention --task reverse --pos sinusoidal --steps 3000
  *   ./build/04_self_attention --task reverse --causal      (output i sees inputs 1..i only)
+ *   ./build/04_self_attention --load out/04_self_attention/model_reverse_sinusoidal.ckpt
+ *                                                   evaluate a saved model on its task's test set
+ *   ./build/04_self_attention --load out/04_self_attention/model_reverse_sinusoidal.ckpt \
+ *                             --input "3 1 4 1 5 9 2 6" --plot     its output (and attention) for your digits
  *
  * It prints, in order:
  *   1. permutation equivariance in numbers: one self-attention layer on X and
@@ -10,8 +14,9 @@
  *   2. training of the small model of digit_model.h on each task (reverse,
  *      sort, count) with each positional encoding (none, sinusoidal, learned);
  *   3. the results table (exact sequence match, per-token accuracy);
- * and writes out/04_self_attention/: results.json, attention heatmaps of the
- * trained models, and the heatmaps of the sinusoidal encodings. */
+ * and writes out/04_self_attention/: results.json, a checkpoint of every
+ * trained model (model_<task>_<pos>.ckpt), attention heatmaps of the trained
+ * models, and the heatmaps of the sinusoidal encodings. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +25,7 @@
 #include "04_self_attention/digit_model.h"
 #include "04_self_attention/self_attention.h"
 #include "args.h"
+#include "checkpoint.h"
 #include "error.h"
 #include "matmul.h"
 #include "optim.h"
@@ -29,13 +35,14 @@
 #include "util.h"
 
 typedef struct {
-    const char *out, *task, *pos, *backend;
-    int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet;
+    const char *out, *task, *pos, *backend, *load, *input;
+    int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet, plot;
     float lr;
 } Flags;
 
 typedef struct {
     double exact, token_acc, seconds, final_loss;
+    char checkpoint[1024];       /* where the trained model was saved */
 } RunResult;
 
 /* ------------------------------------------------- 1. permutation equivariance */
@@ -91,6 +98,30 @@ static void equivariance_demo(uint64_t seed) {
 }
 
 /* --------------------------------------------------------------- 2. training */
+
+/* Heatmaps of every layer's attention for the one sequence x of the last
+ * forward (labels: input digits on x, predictions on y). */
+static int plot_input_attention(const DigitModel *m, const int *x, const int *pred, const char *out) {
+    char x_text[64][8], y_text[64][8];
+    const char *x_labels[64], *y_labels[64];
+    for (int i = 0; i < m->N; i++) {
+        snprintf(x_text[i], sizeof x_text[i], "%d", x[i]);
+        snprintf(y_text[i], sizeof y_text[i], "%d", pred[i]);
+        x_labels[i] = x_text[i];
+        y_labels[i] = y_text[i];
+    }
+    printf("Wrote:\n");
+    for (int l = 0; l < m->L; l++) {
+        char stem[1024], title[160];
+        snprintf(stem, sizeof stem, "%s/input_attn_layer%d", out, l + 1);
+        snprintf(title, sizeof title, "your input: layer %d attention A", l + 1);
+        if (plot_heatmap(stem, title, digit_model_attention(m, l, 0), m->N, m->N, x_labels, y_labels,
+                         "input digit (key j)", "output at i (query i)", 0.0f, 1.0f) < 0)
+            return -1;
+        printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    }
+    return 0;
+}
 
 /* Score the model on n_test sequences drawn from the test stream. */
 static void evaluate(DigitModel *m, DigitTask task, int n_test, uint64_t seed, int max_B,
@@ -177,7 +208,10 @@ static int train_one(DigitTask task, PosType pos, const Flags *f, RunResult *out
     out->seconds = now_seconds() - t0;
     out->final_loss = loss;
     evaluate(&m, task, f->test_size, (uint64_t)f->seed, f->batch, &out->exact, &out->token_acc);
-    int rc = plot_model_attention(&m, task, pos, f);
+    snprintf(out->checkpoint, sizeof out->checkpoint, "%s/model_%s_%s.ckpt", f->out, digit_task_name(task),
+             pos_type_name(pos));
+    int rc = digit_model_save(&m, digit_task_name(task), f->seed, out->checkpoint);
+    if (rc == 0) rc = plot_model_attention(&m, task, pos, f);
     free(x); free(y);
     adam_free(&opt);
     digit_model_free(&m);
@@ -207,10 +241,53 @@ static int plot_sinusoids(const Flags *f) {
     return rc ? -1 : 0;
 }
 
+/* ------------------------------------------------------ --load: a saved model */
+
+/* Evaluate the checkpoint f->load on its task's test set or, with --input, run
+ * it on the user's digits (and plot its attention with --plot). */
+static int run_loaded(const Flags *f) {
+    DigitModel m;
+    char task_name[32];
+    int seed;
+    DigitTask task = TASK_REVERSE;
+    if (digit_model_load(&m, f->load, f->batch, task_name, sizeof task_name, &seed) < 0) return -1;
+    digit_task_from_name(task_name, &task);          /* checked by digit_model_load */
+    printf("Loaded %s: task %s, N = %d, D = %d, MLP %d, %d layer%s, %s positions%s, %zu parameters\n",
+           f->load, task_name, m.N, m.D, m.F, m.L, m.L == 1 ? "" : "s", pos_type_name(m.pos),
+           m.causal ? ", causal mask" : "", m.params.size);
+    int rc = 0;
+    if (!f->input) {
+        double exact, token_acc;
+        evaluate(&m, task, f->test_size, (uint64_t)seed, f->batch, &exact, &token_acc);
+        printf("  %d test sequences of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size,
+               task_name, 100 * exact, 100 * token_acc);
+    } else {
+        int x[64], y[64], pred[64];
+        rc = digits_parse(f->input, m.N, x);
+        if (rc == 0) {
+            digit_task_targets(task, x, y, m.N);
+            digit_model_forward(&m, x, NULL, 1);
+            digit_model_predict(&m, pred);
+            printf("  input    ");
+            for (int i = 0; i < m.N; i++) printf(" %d", x[i]);
+            printf("\n  output   ");
+            for (int i = 0; i < m.N; i++) printf(" %d", pred[i]);
+            printf("\n  %-9s", task_name);
+            for (int i = 0; i < m.N; i++) printf(" %d", y[i]);
+            printf("   (the right answer: %s)\n", memcmp(pred, y, sizeof(int) * m.N) == 0 ? "all correct" :
+                   "some outputs are wrong");
+        }
+        if (rc == 0 && f->plot) rc = plot_input_attention(&m, x, pred, f->out);
+    }
+    digit_model_free(&m);
+    return rc;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
     Flags f = {.out = "out/04_self_attention", .task = "all", .pos = "all", .backend = "auto",
+               .load = NULL, .input = NULL, .plot = 0,
                .steps = 600, .seed = 1, .threads = 1, .len = 8, .dim = 64, .hidden = 128,
                .layers = 2, .batch = 64, .test_size = 2000, .causal = 0, .quiet = 0, .lr = 3e-3f};
     const ArgSpec specs[] = {
@@ -231,6 +308,12 @@ int main(int argc, char **argv) {
         {"threads", ARG_INT, &f.threads,
          "threads (0 = OMP_NUM_THREADS or all cores); 1 by default: these matrices are small", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
+        {"load", ARG_STRING, &f.load, "evaluate this checkpoint (model_<task>_<pos>.ckpt) instead of training",
+         0, 0, NULL},
+        {"input", ARG_STRING, &f.input, "with --load: digits to run the model on, e.g. \"3 1 4 1 5 9 2 6\"", 0,
+         0, NULL},
+        {"plot", ARG_BOOL, &f.plot, "with --load and --input: write the attention heatmaps of that input", 0,
+         0, NULL},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -243,11 +326,20 @@ int main(int argc, char **argv) {
                         specs, n_specs);
         return 0;
     }
+    if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
+    if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input DIGITS");
     if (rc < 0 || backend_select(f.backend) < 0 || make_dirs(f.out) < 0) {
         fprintf(stderr, "04_self_attention: error: %s\n", last_error());
         return 1;
     }
     threads_set(f.threads);
+    if (f.load) {
+        if (run_loaded(&f) < 0) {
+            fprintf(stderr, "04_self_attention: error: %s\n", last_error());
+            return 1;
+        }
+        return 0;
+    }
 
     equivariance_demo((uint64_t)f.seed);
 
@@ -324,5 +416,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("  %s\n", path);
+    for (int t = 0; t < DIGIT_N_TASKS; t++)
+        for (int p = 0; p < POS_N_TYPES; p++)
+            if (ran[t][p]) printf("  %s   (try: --load %s --input \"3 1 4 1 ...\")\n", results[t][p].checkpoint,
+                                  results[t][p].checkpoint);
     return 0;
 }

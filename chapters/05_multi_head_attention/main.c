@@ -3,6 +3,10 @@
  *   ./build/05_multi_head_attention                       everything, quick defaults
  *   ./build/05_multi_head_attention --heads 1,2,4,8 --task neighbours --steps 400
  *   ./build/05_multi_head_attention --scale-max-len 4096  the N^2 table up to N = 4096
+ *   ./build/05_multi_head_attention --load out/05_multi_head_attention/model_count_next_h4.ckpt
+ *                                                          evaluate a saved model on its test set
+ *   ./build/05_multi_head_attention --load out/05_multi_head_attention/model_count_next_h4.ckpt \
+ *                                   --input "3 1 4 1 5 9 2 6" --plot   its output and heads for your digits
  *
  * It prints, in order:
  *   1. the 4 big matmuls with their shapes, and a check that the fused layer
@@ -11,9 +15,9 @@
  *   2. compute and memory as the sequence length N grows (the O(N^2));
  *   3. training of chapter 04's digit model with H = 1, 2, 4 heads at equal
  *      total width H*D_H, and the results table;
- * and writes out/05_multi_head_attention/: results.json, one attention
- * heatmap per head of every trained model, the loss curves and the scaling
- * plots. */
+ * and writes out/05_multi_head_attention/: results.json, a checkpoint of
+ * every trained model (model_<task>_h<H>.ckpt), one attention heatmap per
+ * head of every trained model, the loss curves and the scaling plots. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 #include "05_multi_head_attention/multi_head.h"
 #include "05_multi_head_attention/multi_head_model.h"
 #include "args.h"
+#include "checkpoint.h"
 #include "error.h"
 #include "layers.h"
 #include "matmul.h"
@@ -38,8 +43,8 @@
 #define MAX_SCALE_POINTS 16
 
 typedef struct {
-    const char *out, *task, *pos, *heads, *backend;
-    int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet;
+    const char *out, *task, *pos, *heads, *backend, *load, *input;
+    int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet, plot;
     int scale_max_len, scale_dim, scale_heads, scale_repeats;
     float lr;
 } Flags;
@@ -52,26 +57,10 @@ typedef struct {
     int solved_step;             /* first step whose curve point fell below SOLVED_LOSS, or 0 */
     int n_curve;                 /* points on the curve: CURVE_POINTS, or steps if fewer */
     float curve_step[CURVE_POINTS], curve[CURVE_POINTS];
+    char checkpoint[1024];       /* where the trained model was saved */
 } RunResult;
 
 #define SOLVED_LOSS 0.5
-
-/* ------------------------------------------------------------------ tasks */
-
-/* "neighbours" is chapter 05's (multi_head_model.h); the others are chapter 04's. */
-static void task_batch(const char *task, int *x, int *y, int B, int N, Rng *rng) {
-    if (strcmp(task, "neighbours") == 0) neighbour_task_batch(x, y, B, N, rng);
-    else if (strcmp(task, "count_next") == 0) count_next_task_batch(x, y, B, N, rng);
-    else if (strcmp(task, "reverse") == 0) digit_task_batch(TASK_REVERSE, x, y, B, N, rng);
-    else if (strcmp(task, "sort") == 0) digit_task_batch(TASK_SORT, x, y, B, N, rng);
-    else digit_task_batch(TASK_COUNT, x, y, B, N, rng);
-}
-
-static int task_classes(const char *task, int N) {
-    if (strcmp(task, "neighbours") == 0) return NEIGHBOUR_CLASSES;
-    if (strcmp(task, "count_next") == 0) return count_next_classes(N);
-    return strcmp(task, "count") == 0 ? digit_task_classes(TASK_COUNT, N) : DIGIT_VOCAB;
-}
 
 /* "1,2,4" -> heads[] = {1, 2, 4}; every count must divide dim. */
 static int parse_heads(const char *text, int dim, int *heads, int *n_heads) {
@@ -369,7 +358,7 @@ static void evaluate(MultiHeadModel *m, const char *task, int n_test, uint64_t s
     long n_exact = 0, n_tok = 0;
     for (int done = 0; done < n_test; done += max_B) {
         int B = n_test - done < max_B ? n_test - done : max_B;
-        task_batch(task, x, y, B, N, &rng);
+        mh_task_batch(task, x, y, B, N, &rng);
         mh_model_forward(m, x, NULL, B);
         mh_model_predict(m, pred);
         for (int b = 0; b < B; b++) {
@@ -393,7 +382,7 @@ static int plot_heads(MultiHeadModel *m, const Flags *f) {
     const char *x_labels[64], *y_labels[64];
     Rng rng;
     rng_seed(&rng, (uint64_t)f->seed, 99);
-    task_batch(f->task, x, y, 1, N, &rng);
+    mh_task_batch(f->task, x, y, 1, N, &rng);
     mh_model_forward(m, x, NULL, 1);
     mh_model_predict(m, pred);
     printf("\n  sample (H = %d):  input", m->H);
@@ -425,7 +414,7 @@ static int plot_heads(MultiHeadModel *m, const Flags *f) {
 
 static int train_one(int H, const Flags *f, RunResult *out) {
     MultiHeadModel m;
-    const int C = task_classes(f->task, f->len);
+    const int C = mh_task_classes(f->task, f->len);
     if (mh_model_create(&m, f->len, f->dim, H, f->dim / H, f->hidden, f->layers, C, pos_from_name(f->pos),
                         f->causal, f->batch, (uint64_t)f->seed) < 0)
         return -1;
@@ -442,7 +431,7 @@ static int train_one(int H, const Flags *f, RunResult *out) {
     int window_len = 0, point = 0;
     out->solved_step = 0;
     for (int step = 0; step < f->steps; step++) {
-        task_batch(f->task, x, y, f->batch, f->len, &rng);
+        mh_task_batch(f->task, x, y, f->batch, f->len, &rng);
         params_zero_grad(&m.params);
         loss = mh_model_forward(&m, x, y, f->batch);
         mh_model_backward(&m, x, y);
@@ -466,7 +455,9 @@ static int train_one(int H, const Flags *f, RunResult *out) {
     out->seconds = now_seconds() - t0;
     out->final_loss = loss;
     evaluate(&m, f->task, f->test_size, (uint64_t)f->seed, f->batch, &out->exact, &out->token_acc);
-    int rc = plot_heads(&m, f);
+    snprintf(out->checkpoint, sizeof out->checkpoint, "%s/model_%s_h%d.ckpt", f->out, f->task, H);
+    int rc = mh_model_save(&m, f->task, f->seed, out->checkpoint);
+    if (rc == 0) rc = plot_heads(&m, f);
     free(x); free(y);
     adam_free(&opt);
     mh_model_free(&m);
@@ -494,6 +485,71 @@ static int plot_loss_curves(const Flags *f, const RunResult *results, int n_vari
     return 0;
 }
 
+/* ------------------------------------------------------ --load: a saved model */
+
+/* One heatmap per layer and head for the one sequence x of the last forward
+ * (labels: input digits on x, predictions on y). */
+static int plot_input_heads(const MultiHeadModel *m, const int *x, const int *pred, const char *out) {
+    char x_text[64][8], y_text[64][8];
+    const char *x_labels[64], *y_labels[64];
+    for (int i = 0; i < m->N; i++) {
+        snprintf(x_text[i], sizeof x_text[i], "%d", x[i]);
+        snprintf(y_text[i], sizeof y_text[i], "%d", pred[i]);
+        x_labels[i] = x_text[i];
+        y_labels[i] = y_text[i];
+    }
+    printf("Wrote:\n");
+    for (int l = 0; l < m->L; l++)
+        for (int h = 0; h < m->H; h++) {
+            char stem[1024], title[160];
+            snprintf(stem, sizeof stem, "%s/input_attn_layer%d_head%d", out, l + 1, h + 1);
+            snprintf(title, sizeof title, "your input: layer %d, head %d of %d", l + 1, h + 1, m->H);
+            if (plot_heatmap(stem, title, mh_model_attention(m, l, h, 0), m->N, m->N, x_labels, y_labels,
+                             "input digit (key j)", "output at i (query i)", 0.0f, 1.0f) < 0)
+                return -1;
+            printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+        }
+    return 0;
+}
+
+/* Evaluate the checkpoint f->load on its task's test set or, with --input, run
+ * it on the user's digits (and plot every head's attention with --plot). */
+static int run_loaded(const Flags *f) {
+    MultiHeadModel m;
+    char task[32];
+    int seed;
+    if (mh_model_load(&m, f->load, f->batch, task, sizeof task, &seed) < 0) return -1;
+    printf("Loaded %s: task %s, N = %d, D = %d, H = %d heads of D_H = %d, MLP %d, %d layer%s, "
+           "%s positions%s, %zu parameters\n", f->load, task, m.N, m.D, m.H, m.D_H, m.F, m.L,
+           m.L == 1 ? "" : "s", pos_type_name(m.pos), m.causal ? ", causal mask" : "", m.params.size);
+    int rc = 0;
+    if (!f->input) {
+        double exact, token_acc;
+        evaluate(&m, task, f->test_size, (uint64_t)seed, f->batch, &exact, &token_acc);
+        printf("  %d test sequences of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size,
+               task, 100 * exact, 100 * token_acc);
+    } else {
+        int x[64], y[64], pred[64];
+        rc = digits_parse(f->input, m.N, x);
+        if (rc == 0) {
+            mh_task_targets(task, x, y, m.N);
+            mh_model_forward(&m, x, NULL, 1);
+            mh_model_predict(&m, pred);
+            printf("  input      ");
+            for (int i = 0; i < m.N; i++) printf(" %2d", x[i]);
+            printf("\n  output     ");
+            for (int i = 0; i < m.N; i++) printf(" %2d", pred[i]);
+            printf("\n  %-11s", task);
+            for (int i = 0; i < m.N; i++) printf(" %2d", y[i]);
+            printf("   (the right answer: %s)\n", memcmp(pred, y, sizeof(int) * m.N) == 0 ? "all correct" :
+                   "some outputs are wrong");
+        }
+        if (rc == 0 && f->plot) rc = plot_input_heads(&m, x, pred, f->out);
+    }
+    mh_model_free(&m);
+    return rc;
+}
+
 /* ------------------------------------------------------------------- main */
 
 static int fail_exit(void) {
@@ -503,7 +559,7 @@ static int fail_exit(void) {
 
 int main(int argc, char **argv) {
     Flags f = {.out = "out/05_multi_head_attention", .task = "count_next", .pos = "learned",
-               .heads = "1,2,4", .backend = "auto", .steps = 1000, .seed = 1, .threads = 1, .len = 8,
+               .heads = "1,2,4", .backend = "auto", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 1, .len = 8,
                .dim = 64, .hidden = 128, .layers = 1, .batch = 64, .test_size = 2000, .causal = 0,
                .quiet = 0, .scale_max_len = 2048, .scale_dim = 64, .scale_heads = 4, .scale_repeats = 5,
                .lr = 3e-3f};
@@ -534,6 +590,12 @@ int main(int argc, char **argv) {
         {"threads", ARG_INT, &f.threads,
          "threads (0 = OMP_NUM_THREADS or all cores); 1 by default, see the README", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
+        {"load", ARG_STRING, &f.load, "evaluate this checkpoint (model_<task>_h<H>.ckpt) instead of training",
+         0, 0, NULL},
+        {"input", ARG_STRING, &f.input, "with --load: digits to run the model on, e.g. \"3 1 4 1 5 9 2 6\"", 0,
+         0, NULL},
+        {"plot", ARG_BOOL, &f.plot, "with --load and --input: write every head's attention heatmap", 0, 0,
+         NULL},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -546,6 +608,8 @@ int main(int argc, char **argv) {
                         specs, n_specs);
         return 0;
     }
+    if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
+    if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input DIGITS");
     int heads[MAX_VARIANTS], n_variants = 0;
     if (rc < 0 || parse_heads(f.heads, f.dim, heads, &n_variants) < 0) return fail_exit();
     if (f.scale_dim % f.scale_heads != 0) {
@@ -554,6 +618,7 @@ int main(int argc, char **argv) {
     }
     if (backend_select(f.backend) < 0 || make_dirs(f.out) < 0) return fail_exit();
     threads_set(f.threads);
+    if (f.load) return run_loaded(&f) < 0 ? fail_exit() : 0;
     const double t_program = now_seconds();
 
     int most_heads = 0;
@@ -629,5 +694,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/results.json", f.out);
     if (results_write(&res, path) < 0) return fail_exit();
     printf("  %s\n", path);
+    for (int v = 0; v < n_variants; v++)
+        printf("  %s   (try: --load %s --input \"3 1 4 1 ...\")\n", results[v].checkpoint, results[v].checkpoint);
     return 0;
 }

@@ -10,37 +10,70 @@
 
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
+#include "checkpoint.h"
 #include "error.h"
 #include "layers.h"
 #include "util.h"
 
+/* x [N] -> y [N] */
+static void neighbour_targets(const int *x, int *y, int N) {
+    for (int i = 0; i < N; i++) {
+        int left = x[(i + N - 1) % N], right = x[(i + 1) % N];
+        y[i] = DIGIT_VOCAB * left + right;      /* the two-digit number "left right" */
+    }
+}
+
+/* x [N] -> y [N] */
+static void count_next_targets(const int *x, int *y, int N) {
+    int histogram[DIGIT_VOCAB] = {0};
+    for (int i = 0; i < N; i++) histogram[x[i]]++;
+    for (int i = 0; i < N; i++)       /* the two-digit number "count next" */
+        y[i] = DIGIT_VOCAB * histogram[x[i]] + x[(i + 1) % N];
+}
+
 /* x [B, N] -> y [B, N] */
 void neighbour_task_batch(int *x, int *y, int B, int N, Rng *rng) {
     for (int b = 0; b < B; b++) {
-        int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
+        int *xs = x + (size_t)b * N;
         for (int i = 0; i < N; i++) xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
-        for (int i = 0; i < N; i++) {
-            int left = xs[(i + N - 1) % N], right = xs[(i + 1) % N];
-            ys[i] = DIGIT_VOCAB * left + right;      /* the two-digit number "left right" */
-        }
+        neighbour_targets(xs, y + (size_t)b * N, N);
     }
 }
 
 /* x [B, N] -> y [B, N] */
 void count_next_task_batch(int *x, int *y, int B, int N, Rng *rng) {
     for (int b = 0; b < B; b++) {
-        int *xs = x + (size_t)b * N, *ys = y + (size_t)b * N;
-        int histogram[DIGIT_VOCAB] = {0};
-        for (int i = 0; i < N; i++) {
-            xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
-            histogram[xs[i]]++;
-        }
-        for (int i = 0; i < N; i++)       /* the two-digit number "count next" */
-            ys[i] = DIGIT_VOCAB * histogram[xs[i]] + xs[(i + 1) % N];
+        int *xs = x + (size_t)b * N;
+        for (int i = 0; i < N; i++) xs[i] = (int)rng_below(rng, DIGIT_VOCAB);
+        count_next_targets(xs, y + (size_t)b * N, N);
     }
 }
 
 int count_next_classes(int N) { return DIGIT_VOCAB * (N + 1); }
+
+/* ---------------------------------------------- every task, by name */
+
+void mh_task_batch(const char *task, int *x, int *y, int B, int N, Rng *rng) {
+    DigitTask t = TASK_REVERSE;
+    if (strcmp(task, "neighbours") == 0) neighbour_task_batch(x, y, B, N, rng);
+    else if (strcmp(task, "count_next") == 0) count_next_task_batch(x, y, B, N, rng);
+    else if (digit_task_from_name(task, &t) == 0) digit_task_batch(t, x, y, B, N, rng);
+}
+
+void mh_task_targets(const char *task, const int *x, int *y, int N) {
+    DigitTask t = TASK_REVERSE;
+    if (strcmp(task, "neighbours") == 0) neighbour_targets(x, y, N);
+    else if (strcmp(task, "count_next") == 0) count_next_targets(x, y, N);
+    else if (digit_task_from_name(task, &t) == 0) digit_task_targets(t, x, y, N);
+}
+
+int mh_task_classes(const char *task, int N) {
+    DigitTask t = TASK_REVERSE;
+    if (strcmp(task, "neighbours") == 0) return NEIGHBOUR_CLASSES;
+    if (strcmp(task, "count_next") == 0) return count_next_classes(N);
+    if (digit_task_from_name(task, &t) == 0) return digit_task_classes(t, N);
+    return fail("task: expected one of count_next, neighbours, reverse, sort, count, got '%s'", task);
+}
 
 /* "layer<l>.<name>", a matrix [rows, cols] or (cols == 0) a vector [rows]. */
 static size_t declare_layer_tensor(Params *p, int l, const char *name, int rows, int cols) {
@@ -226,4 +259,67 @@ const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b) {
     const MultiHeadSpec s = layer_spec(m);
     return m->A + l * multi_head_attention_floats(&s, m->max_B, m->N) +
            ((size_t)b * m->H + h) * m->N * m->N;
+}
+
+/* ------------------------------------------------------------- checkpoints */
+
+int mh_model_save(const MultiHeadModel *m, const char *task, int seed, const char *path) {
+    char config[512];
+    snprintf(config, sizeof config,
+             "model=%s\ntask=%s\nlen=%d\ndim=%d\nheads=%d\nhead_dim=%d\nhidden=%d\nlayers=%d\n"
+             "classes=%d\npos=%s\ncausal=%d\nseed=%d\n",
+             MH_MODEL_NAME, task, m->N, m->D, m->H, m->D_H, m->F, m->L, m->C, pos_type_name(m->pos),
+             m->causal, seed);
+    return checkpoint_save(path, config, &m->params);
+}
+
+/* Config key -> int in [lo, hi]. */
+static int config_int_in(const char *config, const char *key, int lo, int hi, int *out) {
+    if (config_get_int(config, key, out) < 0) return -1;
+    if (*out < lo || *out > hi) return fail("config key '%s': expected %d..%d, got %d", key, lo, hi, *out);
+    return 0;
+}
+
+/* Everything of mh_model_load but the "<path>: " prefix on errors. */
+static int load_from_config(MultiHeadModel *m, const char *config, int max_B, char *task, int task_cap,
+                            int *seed) {
+    char model[64], pos_name[32];
+    if (config_get(config, "model", model, sizeof model) < 0) return -1;
+    if (strcmp(model, MH_MODEL_NAME) != 0)
+        return fail("a checkpoint of model '%s', but this program loads '%s' (chapter 05's digit model)",
+                    model, MH_MODEL_NAME);
+    int N, D, H, D_H, F, L, C, causal;
+    PosType pos = POS_NONE;
+    if (config_get(config, "task", task, task_cap) < 0 ||
+        config_get(config, "pos", pos_name, sizeof pos_name) < 0 || pos_type_from_name(pos_name, &pos) < 0 ||
+        config_int_in(config, "len", 3, 64, &N) < 0 || config_int_in(config, "dim", 2, 1024, &D) < 0 ||
+        config_int_in(config, "heads", 1, 1024, &H) < 0 || config_int_in(config, "head_dim", 1, 1024, &D_H) < 0 ||
+        config_int_in(config, "hidden", 1, 4096, &F) < 0 ||
+        config_int_in(config, "layers", 1, MH_MAX_LAYERS, &L) < 0 ||
+        config_int_in(config, "classes", 1, 4096, &C) < 0 || config_int_in(config, "causal", 0, 1, &causal) < 0 ||
+        config_int_in(config, "seed", 0, 2147483647, seed) < 0)
+        return -1;
+    int classes = mh_task_classes(task, N);
+    if (classes < 0) return -1;
+    if (C != classes) return fail("config: %d classes, but task '%s' with length %d has %d", C, task, N, classes);
+    return mh_model_create(m, N, D, H, D_H, F, L, C, pos, causal, max_B, 0);
+}
+
+int mh_model_load(MultiHeadModel *m, const char *path, int max_B, char *task, int task_cap, int *seed) {
+    char *config = NULL;
+    if (checkpoint_read_config(path, &config) < 0) return -1;     /* the message names the path */
+    memset(m, 0, sizeof *m);
+    int rc = load_from_config(m, config, max_B, task, task_cap, seed);
+    free(config);
+    if (rc < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", last_error());
+        mh_model_free(m);
+        return fail("%s: %s", path, why);
+    }
+    if (checkpoint_load(path, &m->params) < 0) {
+        mh_model_free(m);
+        return -1;
+    }
+    return 0;
 }

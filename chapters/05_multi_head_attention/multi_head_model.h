@@ -40,6 +40,15 @@ void neighbour_task_batch(int *x, int *y, int B, int N, Rng *rng);
 void count_next_task_batch(int *x, int *y, int B, int N, Rng *rng);
 int count_next_classes(int N);
 
+/* Every task chapter 05 trains on, by name: "count_next", "neighbours", or
+ * chapter 04's "reverse", "sort", "count". */
+/* x [B, N] random digits, y [B, N] the task's targets (task must be valid). */
+void mh_task_batch(const char *task, int *x, int *y, int B, int N, Rng *rng);
+/* y [N] = the task's targets for one given sequence x [N] (task must be valid). */
+void mh_task_targets(const char *task, const int *x, int *y, int N);
+/* Number of output classes, or -1 with fail() for an unknown task name. */
+int mh_task_classes(const char *task, int N);
+
 typedef struct {
     int N, D, H, D_H, F, L, C;  /* length, width, heads, head size, MLP size, layers, classes */
     PosType pos;
@@ -74,5 +83,19 @@ void mh_model_backward(MultiHeadModel *m, const int *x, const int *y);
 void mh_model_predict(const MultiHeadModel *m, int *pred);
 /* Attention weights of layer l, head h, sequence b of the last forward: [N, N]. */
 const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b);
+
+/* Checkpoints (common/checkpoint.h). The config text holds everything needed
+ * to rebuild the model:
+ *   model=ch05_digit_multi_head  task=count_next  len=8  dim=64  heads=4
+ *   head_dim=16  hidden=128  layers=1  classes=90  pos=learned  causal=0  seed=1
+ * (seed: the training seed, which also picks the test stream). */
+#define MH_MODEL_NAME "ch05_digit_multi_head"
+/* Returns 0, or -1 with fail() naming the path. */
+int mh_model_save(const MultiHeadModel *m, const char *task, int seed, const char *path);
+/* Rebuild the model saved at path (for batches of up to max_B) and load its
+ * parameters; task (task_cap bytes) and seed get the saved ones. Returns 0,
+ * or -1 with fail() naming the path and the problem: unreadable, corrupt or
+ * truncated file, or a checkpoint of another model ("model=" key). */
+int mh_model_load(MultiHeadModel *m, const char *path, int max_B, char *task, int task_cap, int *seed);
 
 #endif
