@@ -6,7 +6,8 @@
 # Runs BUILD/bench/bench_sgemm first, then BUILD/bench/bench_train_step and
 # its PyTorch twin tools/bench_torch.py (when /usr/bin/python3 can import
 # torch), prints the train-step ratios (avx2 against naive and against
-# PyTorch's best thread count), then any other BUILD/bench/bench_* binaries;
+# PyTorch's best thread count), then BUILD/bench/bench_flash (plain against
+# fused attention), then any other BUILD/bench/bench_* binaries;
 # results go to bench/results/. tools/perf_table.sh turns them into the
 # README's Markdown tables. Benchmarks print figures and ratios,
 # they never pass or fail, so a benchmark that errors is reported and skipped.
@@ -78,9 +79,14 @@ if [ -x "$build/bench/bench_train_step" ]; then
     }' "$results/train_step.tsv"
 fi
 
+# Plain against fused (FlashAttention-style) attention, N = 256 .. 8192: flash.tsv, flash.gp.
+if [ -x "$build/bench/bench_flash" ]; then
+  run "$build/bench/bench_flash" --out "$results"
+fi
+
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
-  case "$(basename "$b")" in bench_sgemm | bench_train_step) continue ;; esac
+  case "$(basename "$b")" in bench_sgemm | bench_train_step | bench_flash) continue ;; esac
   run "$b"
 done
 

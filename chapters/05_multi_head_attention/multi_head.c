@@ -14,15 +14,33 @@
  *   2'. dE = softmax'(dA),  dQ_h = dE K_h / sqrt(D_H),  dK_h = dE^T Q_h / sqrt(D_H)
  *   1'. dW_QKV += X^T d[Q|K|V],  dX += d[Q|K|V] W_QKV^T
  * Q_h, K_h, V_h, dQ_h, ... are never copied: they are column blocks of the
- * [R, 3 H D_H] matrices, reached through sgemm's leading dimension. */
+ * [R, 3 H D_H] matrices, reached through sgemm's leading dimension.
+ * With multi_head_select_attention("fused"), steps 2-3 and 3'-2' are done by
+ * flash_attention.c instead, block by block, without A (same results within
+ * float rounding, O(N) memory instead of N x N per head). */
 #include "05_multi_head_attention/multi_head.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "05_multi_head_attention/flash_attention.h"
+#include "error.h"
 #include "layers.h"
 #include "matmul.h"
 #include "params.h"
+
+static MultiHeadAttention attention_impl = MULTI_HEAD_PLAIN;
+
+int multi_head_select_attention(const char *name) {
+    if (name && strcmp(name, "plain") == 0) attention_impl = MULTI_HEAD_PLAIN;
+    else if (name && strcmp(name, "fused") == 0) attention_impl = MULTI_HEAD_FUSED;
+    else return fail("attention '%s': expected 'plain' or 'fused'", name ? name : "(null)");
+    return 0;
+}
+
+void multi_head_set_attention(MultiHeadAttention a) { attention_impl = a; }
+
+MultiHeadAttention multi_head_attention_current(void) { return attention_impl; }
 
 size_t multi_head_param_count(const MultiHeadSpec *s) {
     const size_t HD = (size_t)s->H * s->D_H;
@@ -47,15 +65,23 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
 }
 
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N) {
+    if (attention_impl == MULTI_HEAD_FUSED) return 0;
     return (size_t)B * s->H * N * N;
 }
 
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
-    return (size_t)B * N * 4 * s->H * s->D_H;                   /* [Q|K|V] and Y */
+    const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* [Q|K|V] and Y */
+    if (attention_impl == MULTI_HEAD_FUSED)
+        return linear + (size_t)B * s->H * N + (size_t)B + 1      /* lse, key lengths, causal */
+               + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);   /* one block */
+    return linear;
 }
 
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
-    return (size_t)B * N * 4 * s->H * s->D_H + 2 * (size_t)N * N;   /* d[Q|K|V], dY, dA, dE */
+    const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* d[Q|K|V], dY */
+    if (attention_impl == MULTI_HEAD_FUSED)
+        return linear + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);
+    return linear + 2 * (size_t)N * N;                            /* dA, dE */
 }
 
 /* E [N, N] of one head: blocked pairs (i, j) become -INFINITY, so softmax
@@ -70,17 +96,12 @@ static void mask_scores(float *E, int N, int causal, int key_len) {
     }
 }
 
-/* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N], cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] */
-void multi_head_forward(float *O, float *A, float *cache, const float *X,
-                        const MultiHeadSpec *s, const MultiHeadWeights *w,
-                        int causal, const int *lens, int B, int N) {
-    const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
+/* Steps 2-3 of the plain path, every sequence and head:
+ * QKV [B, N, 3 H D_H] -> A [B, H, N, N], Y [B, N, H D_H] */
+static void plain_attention_forward(float *Y, float *A, const float *QKV, int H, int D_H,
+                                    int causal, const int *lens, int B, int N) {
+    const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
-    float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
-
-    /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
-    sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
-
     for (int b = 0; b < B; b++) {
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
@@ -97,6 +118,32 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
             /* 3. Y_h [N, D_H] = A [N, N] @ V_h [N, D_H], into columns h*D_H.. of Y [N, H D_H] */
             sgemm(0, 0, N, D_H, N, 1.0f, A_bh, N, V_h, ld_qkv, 0.0f, Y_b + h * D_H, HD);
         }
+    }
+}
+
+/* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N], cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] */
+void multi_head_forward(float *O, float *A, float *cache, const float *X,
+                        const MultiHeadSpec *s, const MultiHeadWeights *w,
+                        int causal, const int *lens, int B, int N) {
+    const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
+    float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
+
+    /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
+    sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
+
+    if (attention_impl == MULTI_HEAD_FUSED) {
+        /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
+         * The log-sum-exp per row goes to the cache, and so do the masks
+         * (key length per sequence, causal), which backward needs to
+         * recompute the blocks; the scratch block lives behind them. */
+        float *lse = Y + (size_t)R * HD, *masks = lse + (size_t)B * H * N, *block = masks + B + 1;
+        for (int b = 0; b < B; b++)
+            masks[b] = (float)((lens && lens[b] > 0 && lens[b] < N) ? lens[b] : N);
+        masks[B] = (float)(causal != 0);
+        flash_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, causal, lens,
+                                      FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
+    } else {
+        plain_attention_forward(Y, A, QKV, H, D_H, causal, lens, B, N);
     }
 
     /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
@@ -115,8 +162,6 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
-    float *dA = dY + (size_t)R * HD;                  /* [N, N], one head at a time */
-    float *dE = dA + (size_t)N * N;                   /* [N, N] */
 
     /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H] */
     sgemm(0, 1, R, HD, s->D_out, 1.0f, dO, s->D_out, w->W_O, s->D_out, 0.0f, dY, HD);
@@ -126,28 +171,47 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
         for (int r = 0; r < R; r++)
             for (int o = 0; o < s->D_out; o++) dw->b_O[o] += dO[(size_t)r * s->D_out + o];
 
-    for (int b = 0; b < B; b++) {
-        const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
-        float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
-        const float *dY_b = dY + (size_t)b * N * HD;
-        for (int h = 0; h < H; h++) {
-            const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
-            const float *V_h = QKV_b + 2 * HD + h * D_H;
-            float *dQ_h = dQKV_b + h * D_H, *dK_h = dQKV_b + HD + h * D_H;
-            float *dV_h = dQKV_b + 2 * HD + h * D_H;
-            const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
-            const float *A_bh = A + ((size_t)b * H + h) * N * N;
-            /* 3'. dA [N, N] = dY_h [N, D_H] @ V_h^T [D_H, N] */
-            sgemm(0, 1, N, N, D_H, 1.0f, dY_h, HD, V_h, ld_qkv, 0.0f, dA, N);
-            /*     dV_h [N, D_H] = A^T [N, N] @ dY_h [N, D_H] (each block written once: beta 0) */
-            sgemm(1, 0, N, D_H, N, 1.0f, A_bh, N, dY_h, HD, 0.0f, dV_h, ld_qkv);
-            /* 2'. dE [N, N] = softmax'(dA): blocked pairs have A = 0, so dE = 0 there */
-            memset(dE, 0, sizeof(float) * (size_t)N * N);
-            softmax_backward(dE, dA, A_bh, N, N);
-            /*     dQ_h [N, D_H] = dE [N, N] @ K_h [N, D_H] / sqrt(D_H) */
-            sgemm(0, 0, N, D_H, N, scale, dE, N, K_h, ld_qkv, 0.0f, dQ_h, ld_qkv);
-            /*     dK_h [N, D_H] = dE^T [N, N] @ Q_h [N, D_H] / sqrt(D_H) */
-            sgemm(1, 0, N, D_H, N, scale, dE, N, Q_h, ld_qkv, 0.0f, dK_h, ld_qkv);
+    if (attention_impl == MULTI_HEAD_FUSED) {
+        /* 3'.-2'. fused: recompute each block of weights from Q, K and the
+         * saved log-sum-exp, with the masks forward recorded in the cache */
+        const float *lse = Y + (size_t)R * HD, *masks = lse + (size_t)B * H * N;
+        const int causal = masks[B] != 0.0f;
+        float *block = dY + (size_t)R * HD;
+        memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);     /* flash backward accumulates */
+        for (int b = 0; b < B; b++) {
+            const int key_len = (int)masks[b];
+            flash_attention_backward_heads(dQKV + (size_t)b * N * ld_qkv, dY + (size_t)b * N * HD,
+                                           QKV + (size_t)b * N * ld_qkv, Y + (size_t)b * N * HD,
+                                           lse + (size_t)b * H * N, 1, N, H, D_H, causal, &key_len,
+                                           FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
+        }
+    } else {
+        /* plain: the saved N x N weights A */
+        float *dA = dY + (size_t)R * HD;              /* [N, N], one head at a time */
+        float *dE = dA + (size_t)N * N;               /* [N, N] */
+        for (int b = 0; b < B; b++) {
+            const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
+            float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
+            const float *dY_b = dY + (size_t)b * N * HD;
+            for (int h = 0; h < H; h++) {
+                const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
+                const float *V_h = QKV_b + 2 * HD + h * D_H;
+                float *dQ_h = dQKV_b + h * D_H, *dK_h = dQKV_b + HD + h * D_H;
+                float *dV_h = dQKV_b + 2 * HD + h * D_H;
+                const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
+                const float *A_bh = A + ((size_t)b * H + h) * N * N;
+                /* 3'. dA [N, N] = dY_h [N, D_H] @ V_h^T [D_H, N] */
+                sgemm(0, 1, N, N, D_H, 1.0f, dY_h, HD, V_h, ld_qkv, 0.0f, dA, N);
+                /*     dV_h [N, D_H] = A^T [N, N] @ dY_h [N, D_H] (each block written once: beta 0) */
+                sgemm(1, 0, N, D_H, N, 1.0f, A_bh, N, dY_h, HD, 0.0f, dV_h, ld_qkv);
+                /* 2'. dE [N, N] = softmax'(dA): blocked pairs have A = 0, so dE = 0 there */
+                memset(dE, 0, sizeof(float) * (size_t)N * N);
+                softmax_backward(dE, dA, A_bh, N, N);
+                /*     dQ_h [N, D_H] = dE [N, N] @ K_h [N, D_H] / sqrt(D_H) */
+                sgemm(0, 0, N, D_H, N, scale, dE, N, K_h, ld_qkv, 0.0f, dQ_h, ld_qkv);
+                /*     dK_h [N, D_H] = dE^T [N, N] @ Q_h [N, D_H] / sqrt(D_H) */
+                sgemm(1, 0, N, D_H, N, scale, dE, N, Q_h, ld_qkv, 0.0f, dK_h, ld_qkv);
+            }
         }
     }
 

@@ -51,6 +51,20 @@ typedef struct {
     float *b_O;     /* [D_out], or NULL for no bias */
 } MultiHeadWeights;
 
+/* How steps 2-3 (softmax(Q K^T / sqrt(D_H)) V per head) are computed.
+ *   MULTI_HEAD_PLAIN  the N x N weights A [B, H, N, N] are written and kept for
+ *                     backward (the default; the heatmaps read A).
+ *   MULTI_HEAD_FUSED  flash_attention.c: blocks of keys with an online softmax;
+ *                     A is neither written nor needed (pass NULL), the cache
+ *                     keeps one log-sum-exp per query row instead: O(N) memory.
+ * Same results within float rounding. Choose once, before sizing buffers:
+ * the *_floats() functions below depend on it. */
+typedef enum { MULTI_HEAD_PLAIN = 0, MULTI_HEAD_FUSED = 1 } MultiHeadAttention;
+/* "plain" or "fused"; returns 0, or -1 with fail() for another name. */
+int multi_head_select_attention(const char *name);
+void multi_head_set_attention(MultiHeadAttention a);
+MultiHeadAttention multi_head_attention_current(void);
+
 /* Parameters of one layer: W_QKV, W_O and b_O. */
 size_t multi_head_param_count(const MultiHeadSpec *s);
 /* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O. */
@@ -59,12 +73,14 @@ MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base);
  * b_O = 0. */
 void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng);
 
-/* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part. */
+/* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part
+ * (0 with MULTI_HEAD_FUSED). */
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N);
-/* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]. */
+/* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]
+ * (fused, and then: | lse [B, H, N] | the masks forward applied [B + 1]). */
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
 /* Scratch backward needs: d[Q|K|V] [B, N, 3*H*D_H] | dY [B, N, H*D_H] |
- * dA, dE [N, N] (one head at a time). */
+ * dA, dE [N, N] (one head at a time; fused: flash_attention_scratch_floats). */
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),

@@ -1,0 +1,216 @@
+/* flash_attention.c - chapter 05: fused attention with an online softmax
+ * (see flash_attention.h).
+ *
+ * The online softmax. Output row i is sum_j exp(s_ij) v_j / sum_j exp(s_ij).
+ * To keep exp() from overflowing, one subtracts the row maximum first; but we
+ * see the keys one block at a time, so we only know the maximum of the
+ * blocks seen so far, m. We therefore keep two running quantities per row,
+ *   l = sum over seen keys of exp(s_ij - m)          (a number)
+ *   O = sum over seen keys of exp(s_ij - m) v_j      (a row of D_H numbers)
+ * both measured against the current m. When a new block brings a larger
+ * maximum m_new, everything accumulated so far was measured against the old
+ * m, and exp(s - m) = exp(s - m_new) * exp(m_new - m) tells how to convert:
+ * multiply l and O by alpha = exp(m - m_new) (<= 1), then add the new block's
+ * terms exp(s_ij - m_new) and exp(s_ij - m_new) v_j. After the last block,
+ * O / l is exactly the softmax-weighted average, and m + log(l) is the row's
+ * log-sum-exp, which is all backward needs to rebuild any block of weights:
+ * a_ij = exp(s_ij - lse_i).
+ *
+ * Backward, per block of queries I and keys J (scores recomputed):
+ *   S = Q_I K_J^T / sqrt(D_H),  P = exp(S - lse_I)           [Bq, Bk]
+ *   dV_J += P^T dO_I
+ *   dP    = dO_I V_J^T                                        [Bq, Bk]
+ *   dS    = P * (dP - Dvec_I),   Dvec_i = sum_d dO_id O_id    (= sum_j a_ij dP_ij)
+ *   dQ_I += dS K_J / sqrt(D_H),  dK_J += dS^T Q_I / sqrt(D_H)
+ * Dvec is the softmax backward's row sum, computed from O instead of from the
+ * whole row of A, which we no longer have. All block products go through
+ * sgemm, so they use the chosen backend like every other layer. */
+#include "05_multi_head_attention/flash_attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "vecmath.h"
+
+size_t flash_attention_scratch_floats(int Bq, int Bk) {
+    return 2 * (size_t)Bq * Bk + 2 * (size_t)Bq;
+}
+
+/* How many keys query row i may see: keys 0 .. limit-1. */
+static int key_limit(int i, int N, int causal, int key_len) {
+    int limit = causal ? i + 1 : N;
+    if (key_len > 0 && key_len < limit) limit = key_len;
+    return limit;
+}
+
+/* The keys any row of the query block i0 .. i0+bq-1 may see: 0 .. end-1. */
+static int block_key_end(int i0, int bq, int N, int causal, int key_len) {
+    return key_limit(i0 + bq - 1, N, causal, key_len);
+}
+
+/* Q [N, D_H] (ldq), K, V [N, D_H] (ldk, ldv) -> O [N, D_H] (ldo), lse [N].
+ * scratch: S [Bq, Bk] | m [Bq] | l [Bq]. */
+void flash_attention_forward(float *O, int ldo, float *lse,
+                             const float *Q, int ldq, const float *K, int ldk,
+                             const float *V, int ldv, int N, int D_H,
+                             int causal, int key_len, int Bq, int Bk, float *scratch) {
+    const float scale = 1.0f / sqrtf((float)D_H);
+    float *S = scratch;                        /* [bq, bk] scores, then weights */
+    float *m = S + (size_t)Bq * Bk;            /* [bq] running maximum */
+    float *l = m + Bq;                         /* [bq] running sum of exp(s - m) */
+
+    for (int i0 = 0; i0 < N; i0 += Bq) {
+        const int bq = N - i0 < Bq ? N - i0 : Bq;
+        float *O_I = O + (size_t)i0 * ldo;     /* [bq, D_H] accumulator, row stride ldo */
+        for (int r = 0; r < bq; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+            memset(O_I + (size_t)r * ldo, 0, sizeof(float) * (size_t)D_H);
+        }
+        const int j_end = block_key_end(i0, bq, N, causal, key_len);
+        for (int j0 = 0; j0 < j_end; j0 += Bk) {
+            const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
+            /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
+            sgemm(0, 1, bq, bk, D_H, scale, Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk,
+                  0.0f, S, bk);
+            for (int r = 0; r < bq; r++) {
+                float *s = S + (size_t)r * bk;
+                /* keys j0 + c >= limit are masked: weight exactly 0 */
+                int n_ok = key_limit(i0 + r, N, causal, key_len) - j0;
+                if (n_ok > bk) n_ok = bk;
+                if (n_ok <= 0) {                       /* the whole block is masked for this row */
+                    memset(s, 0, sizeof(float) * (size_t)bk);
+                    continue;
+                }
+                float m_new = m[r];
+                for (int c = 0; c < n_ok; c++)
+                    if (s[c] > m_new) m_new = s[c];
+                /* rescale what we have by alpha = exp(m_old - m_new); 0 before the first block */
+                const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+                for (int c = 0; c < n_ok; c++) s[c] -= m_new;
+                vec_exp(s, s, n_ok);                   /* p = exp(s - m_new) */
+                for (int c = n_ok; c < bk; c++) s[c] = 0.0f;
+                float sum = 0.0f;
+                for (int c = 0; c < n_ok; c++) sum += s[c];
+                l[r] = alpha * l[r] + sum;
+                m[r] = m_new;
+                if (alpha != 1.0f) {
+                    float *o = O_I + (size_t)r * ldo;
+                    for (int d = 0; d < D_H; d++) o[d] *= alpha;
+                }
+            }
+            /* O_I [bq, D_H] += P [bq, bk] @ V_J [bk, D_H] */
+            sgemm(0, 0, bq, D_H, bk, 1.0f, S, bk, V + (size_t)j0 * ldv, ldv, 1.0f, O_I, ldo);
+        }
+        /* normalise: O = O / l; lse = m + log(l) */
+        for (int r = 0; r < bq; r++) {
+            float *o = O_I + (size_t)r * ldo;
+            const float inv = 1.0f / l[r];
+            for (int d = 0; d < D_H; d++) o[d] *= inv;
+            lse[i0 + r] = m[r] + logf(l[r]);
+        }
+    }
+}
+
+/* dO [N, D_H] (lddo), Q, K, V, O [N, D_H], lse [N] -> dQ, dK, dV [N, D_H] (ldd) +=.
+ * scratch: P [Bq, Bk] | dP [Bq, Bk] | Dvec [Bq]. */
+void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
+                              const float *dO, int lddo,
+                              const float *Q, int ldq, const float *K, int ldk,
+                              const float *V, int ldv, const float *O, int ldo,
+                              const float *lse, int N, int D_H,
+                              int causal, int key_len, int Bq, int Bk, float *scratch) {
+    const float scale = 1.0f / sqrtf((float)D_H);
+    float *P = scratch;                        /* [bq, bk] weights a_ij of the block */
+    float *dP = P + (size_t)Bq * Bk;           /* [bq, bk] dL/da_ij, then dL/ds_ij */
+    float *Dvec = dP + (size_t)Bq * Bk;        /* [bq] rowsum(dO * O) */
+
+    for (int i0 = 0; i0 < N; i0 += Bq) {
+        const int bq = N - i0 < Bq ? N - i0 : Bq;
+        const float *Q_I = Q + (size_t)i0 * ldq, *dO_I = dO + (size_t)i0 * lddo;
+        float *dQ_I = dQ + (size_t)i0 * ldd;
+        /* Dvec_i = sum_d dO_id O_id (= sum_j a_ij dP_ij, the softmax backward's row sum) */
+        for (int r = 0; r < bq; r++) {
+            const float *o = O + (size_t)(i0 + r) * ldo, *g = dO_I + (size_t)r * lddo;
+            float acc = 0.0f;
+            for (int d = 0; d < D_H; d++) acc += g[d] * o[d];
+            Dvec[r] = acc;
+        }
+        const int j_end = block_key_end(i0, bq, N, causal, key_len);
+        for (int j0 = 0; j0 < j_end; j0 += Bk) {
+            const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
+            const float *K_J = K + (size_t)j0 * ldk, *V_J = V + (size_t)j0 * ldv;
+            /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H), into P */
+            sgemm(0, 1, bq, bk, D_H, scale, Q_I, ldq, K_J, ldk, 0.0f, P, bk);
+            /* P = exp(S - lse), masked pairs 0 */
+            for (int r = 0; r < bq; r++) {
+                float *p = P + (size_t)r * bk;
+                int n_ok = key_limit(i0 + r, N, causal, key_len) - j0;
+                if (n_ok > bk) n_ok = bk;
+                if (n_ok < 0) n_ok = 0;
+                const float lse_r = lse[i0 + r];
+                for (int c = 0; c < n_ok; c++) p[c] -= lse_r;
+                vec_exp(p, p, n_ok);
+                for (int c = n_ok; c < bk; c++) p[c] = 0.0f;
+            }
+            /* dV_J [bk, D_H] += P^T [bk, bq] @ dO_I [bq, D_H] */
+            sgemm(1, 0, bk, D_H, bq, 1.0f, P, bk, dO_I, lddo, 1.0f, dV + (size_t)j0 * ldd, ldd);
+            /* dP [bq, bk] = dO_I [bq, D_H] @ V_J^T [D_H, bk] */
+            sgemm(0, 1, bq, bk, D_H, 1.0f, dO_I, lddo, V_J, ldv, 0.0f, dP, bk);
+            /* dS = P * (dP - Dvec), in dP's place (masked pairs: P = 0, so dS = 0) */
+            for (int r = 0; r < bq; r++) {
+                const float *p = P + (size_t)r * bk;
+                float *ds = dP + (size_t)r * bk;
+                for (int c = 0; c < bk; c++) ds[c] = p[c] * (ds[c] - Dvec[r]);
+            }
+            /* dQ_I [bq, D_H] += dS [bq, bk] @ K_J [bk, D_H] / sqrt(D_H) */
+            sgemm(0, 0, bq, D_H, bk, scale, dP, bk, K_J, ldk, 1.0f, dQ_I, ldd);
+            /* dK_J [bk, D_H] += dS^T [bk, bq] @ Q_I [bq, D_H] / sqrt(D_H) */
+            sgemm(1, 0, bk, D_H, bq, scale, dP, bk, Q_I, ldq, 1.0f, dK + (size_t)j0 * ldd, ldd);
+        }
+    }
+}
+
+static int seq_key_len(const int *lens, int b, int N) {
+    return (lens && lens[b] > 0 && lens[b] < N) ? lens[b] : N;
+}
+
+/* QKV [B, N, 3 H D_H] -> Y [B, N, H D_H], lse [B, H, N] */
+void flash_attention_forward_heads(float *Y, float *lse, const float *QKV,
+                                   int B, int N, int H, int D_H, int causal, const int *lens,
+                                   int Bq, int Bk, float *scratch) {
+    const int HD = H * D_H, ld_qkv = 3 * HD;
+    for (int b = 0; b < B; b++) {
+        const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
+        float *Y_b = Y + (size_t)b * N * HD;
+        const int key_len = seq_key_len(lens, b, N);
+        for (int h = 0; h < H; h++)
+            flash_attention_forward(Y_b + h * D_H, HD, lse + ((size_t)b * H + h) * N,
+                                    QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv,
+                                    QKV_b + 2 * HD + h * D_H, ld_qkv, N, D_H, causal, key_len,
+                                    Bq, Bk, scratch);
+    }
+}
+
+/* dY [B, N, H D_H], QKV, Y, lse -> dQKV [B, N, 3 H D_H] += */
+void flash_attention_backward_heads(float *dQKV, const float *dY, const float *QKV,
+                                    const float *Y, const float *lse,
+                                    int B, int N, int H, int D_H, int causal, const int *lens,
+                                    int Bq, int Bk, float *scratch) {
+    const int HD = H * D_H, ld_qkv = 3 * HD;
+    for (int b = 0; b < B; b++) {
+        const size_t off_qkv = (size_t)b * N * ld_qkv, off_y = (size_t)b * N * HD;
+        const int key_len = seq_key_len(lens, b, N);
+        for (int h = 0; h < H; h++) {
+            float *dQKV_b = dQKV + off_qkv;
+            const float *QKV_b = QKV + off_qkv;
+            flash_attention_backward(dQKV_b + h * D_H, dQKV_b + HD + h * D_H, dQKV_b + 2 * HD + h * D_H,
+                                     ld_qkv, dY + off_y + h * D_H, HD,
+                                     QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv,
+                                     QKV_b + 2 * HD + h * D_H, ld_qkv, Y + off_y + h * D_H, HD,
+                                     lse + ((size_t)b * H + h) * N, N, D_H, causal, key_len,
+                                     Bq, Bk, scratch);
+        }
+    }
+}

@@ -1,0 +1,66 @@
+/* flash_attention.h - chapter 05: fused attention (FlashAttention style),
+ * the same numbers as multi_head.c's steps 2-3 without the N x N matrix.
+ *
+ * Plain attention (multi_head.c) writes the whole score matrix
+ * E = Q K^T / sqrt(D_H) [N, N] per head, softmaxes it into A [N, N], keeps A
+ * for backward, and only then multiplies A V. That is N^2 floats per head:
+ * 256 MiB at N = 8192. The fused kernel never holds more than one block of
+ * Bq queries x Bk keys of scores. It walks over the keys block by block and
+ * keeps, per query row, a running maximum m, a running sum l of
+ * exp(score - m) and an unnormalised output accumulator (the rows of O).
+ * Forward saves only the log-sum-exp of each query row (N floats per head);
+ * backward recomputes each block of scores from Q, K and that log-sum-exp.
+ *
+ * Layout: exactly that of multi_head.c. One head's Q, K, V, O are [N, D_H]
+ * blocks addressed through a row stride (leading dimension), so head h of
+ * the [N, 3*H*D_H] matrix [Q|K|V] is used in place.
+ *
+ * Masks, as in chapters 04 and 05: causal (query i sees keys j <= i) and
+ * key_len (keys j >= key_len are padding; key_len >= N or <= 0 means none).
+ * Every query row must see at least one key (always true here: key 0).
+ *
+ * Backward ACCUMULATES (+=) into dQ, dK, dV. No allocation inside: the
+ * caller passes scratch of flash_attention_scratch_floats(Bq, Bk) floats. */
+#ifndef FLASH_ATTENTION_H
+#define FLASH_ATTENTION_H
+#include <stddef.h>
+
+/* Default block sizes used by the multi-head layer (multi_head.c). */
+#define FLASH_BLOCK_Q 64
+#define FLASH_BLOCK_K 64
+
+/* Scratch floats forward or backward needs for one head at a time:
+ * two [Bq, Bk] blocks and two [Bq] vectors. */
+size_t flash_attention_scratch_floats(int Bq, int Bk);
+
+/* One head.
+ * Q [N, D_H] (row stride ldq), K, V [N, D_H] (ldk, ldv)
+ *   -> O [N, D_H] (ldo, written), lse [N] (written: log sum_j exp(s_ij)). */
+void flash_attention_forward(float *O, int ldo, float *lse,
+                             const float *Q, int ldq, const float *K, int ldk,
+                             const float *V, int ldv, int N, int D_H,
+                             int causal, int key_len, int Bq, int Bk, float *scratch);
+
+/* One head. dO [N, D_H] (lddo), and Q, K, V, O, lse as forward saw / wrote them
+ *   -> dQ, dK, dV [N, D_H] (row stride ldd each) +=. */
+void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
+                              const float *dO, int lddo,
+                              const float *Q, int ldq, const float *K, int ldk,
+                              const float *V, int ldv, const float *O, int ldo,
+                              const float *lse, int N, int D_H,
+                              int causal, int key_len, int Bq, int Bk, float *scratch);
+
+/* All sequences and heads, in multi_head.c's layout:
+ *   QKV [B, N, 3*H*D_H] = [Q|K|V]  ->  Y [B, N, H*D_H] (written), lse [B, H, N] (written).
+ * lens [B] or NULL: sequence b has lens[b] real positions (0 = all N). */
+void flash_attention_forward_heads(float *Y, float *lse, const float *QKV,
+                                   int B, int N, int H, int D_H, int causal, const int *lens,
+                                   int Bq, int Bk, float *scratch);
+
+/* dY [B, N, H*D_H], and QKV, Y, lse from forward  ->  dQKV [B, N, 3*H*D_H] +=. */
+void flash_attention_backward_heads(float *dQKV, const float *dY, const float *QKV,
+                                    const float *Y, const float *lse,
+                                    int B, int N, int H, int D_H, int causal, const int *lens,
+                                    int Bq, int Bk, float *scratch);
+
+#endif
