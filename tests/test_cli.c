@@ -228,6 +228,11 @@ static void test_digit_checkpoints(void **state) {
               "--scale-max-len 0 --quiet", ckpt05);
     check_digit_checkpoint("04_self_attention", ckpt04, ckpt05);
     check_digit_checkpoint("05_multi_head_attention", ckpt05, ckpt04);
+    /* the fused attention path trains too, and a bad choice is one error */
+    short_run("05_multi_head_attention",
+              "--task neighbours --heads 2 --steps 3 --dim 8 --hidden 8 --batch 8 --test-size 20 "
+              "--scale-max-len 0 --quiet --attention fused", ckpt05);
+    expect_error("05_multi_head_attention", "--attention nope", "--attention");
 }
 
 int main(int argc, char **argv) {

@@ -43,7 +43,7 @@
 #define MAX_SCALE_POINTS 16
 
 typedef struct {
-    const char *out, *task, *pos, *heads, *backend, *load, *input;
+    const char *out, *task, *pos, *heads, *backend, *load, *input, *attention;
     int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet, plot;
     int scale_max_len, scale_dim, scale_heads, scale_repeats;
     float lr;
@@ -377,6 +377,10 @@ static void evaluate(MultiHeadModel *m, const char *task, int n_test, uint64_t s
  * sample prediction beside the truth. */
 static int plot_heads(MultiHeadModel *m, const Flags *f) {
     const int N = m->N;
+    if (multi_head_attention_current() == MULTI_HEAD_FUSED) {
+        printf("  (no heatmaps: --attention fused never forms the N x N weights; use --attention plain)\n");
+        return 0;
+    }
     int x[64], y[64], pred[64];
     char x_text[64][8], y_text[64][8];
     const char *x_labels[64], *y_labels[64];
@@ -490,6 +494,8 @@ static int plot_loss_curves(const Flags *f, const RunResult *results, int n_vari
 /* One heatmap per layer and head for the one sequence x of the last forward
  * (labels: input digits on x, predictions on y). */
 static int plot_input_heads(const MultiHeadModel *m, const int *x, const int *pred, const char *out) {
+    if (multi_head_attention_current() == MULTI_HEAD_FUSED)
+        return fail("--plot: --attention fused never forms the attention weights; use --attention plain");
     char x_text[64][8], y_text[64][8];
     const char *x_labels[64], *y_labels[64];
     for (int i = 0; i < m->N; i++) {
@@ -559,7 +565,7 @@ static int fail_exit(void) {
 
 int main(int argc, char **argv) {
     Flags f = {.out = "out/05_multi_head_attention", .task = "count_next", .pos = "learned",
-               .heads = "1,2,4", .backend = "auto", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 1, .len = 8,
+               .heads = "1,2,4", .backend = "auto", .attention = "plain", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 1, .len = 8,
                .dim = 64, .hidden = 128, .layers = 1, .batch = 64, .test_size = 2000, .causal = 0,
                .quiet = 0, .scale_max_len = 2048, .scale_dim = 64, .scale_heads = 4, .scale_repeats = 5,
                .lr = 3e-3f};
@@ -587,6 +593,8 @@ int main(int argc, char **argv) {
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2"},
+        {"attention", ARG_STRING, &f.attention, "softmax(Q K^T / sqrt(D_H)) V as plain (keeps the N x N weights: "
+         "heatmaps) or fused (online softmax, O(N) memory, no heatmaps)", 0, 0, "plain,fused"},
         {"threads", ARG_INT, &f.threads,
          "threads (0 = OMP_NUM_THREADS or all cores); 1 by default, see the README", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
@@ -616,7 +624,9 @@ int main(int argc, char **argv) {
         fail("--scale-heads: expected a divisor of --scale-dim %d, got %d", f.scale_dim, f.scale_heads);
         return fail_exit();
     }
-    if (backend_select(f.backend) < 0 || make_dirs(f.out) < 0) return fail_exit();
+    if (backend_select(f.backend) < 0 || multi_head_select_attention(f.attention) < 0 ||
+        make_dirs(f.out) < 0)
+        return fail_exit();
     threads_set(f.threads);
     if (f.load) return run_loaded(&f) < 0 ? fail_exit() : 0;
     const double t_program = now_seconds();
