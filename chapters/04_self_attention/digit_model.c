@@ -166,6 +166,65 @@ void digit_model_free(DigitModel *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* ------------------------------------------- the pieces around attention */
+
+void digit_input_forward(float *X, const int *x, const float *emb, PosType pos, const float *P,
+                         int B, int N, int D) {
+    embedding_forward(X, x, emb, B * N, D);
+    if (pos != POS_NONE) add_positional_encoding(X, P, B, N, D);
+}
+
+void digit_input_backward(float *demb, float *dP, const float *dX, const int *x, PosType pos,
+                          int B, int N, int D) {
+    if (pos == POS_LEARNED) add_positional_encoding_backward(dP, dX, B, N, D);
+    embedding_backward(demb, dX, x, B * N, D);
+}
+
+void residual_mlp_forward(float *X_out, float *pre, float *act, const float *H, const float *W_1,
+                          const float *b_1, const float *W_2, const float *b_2, int R, int D, int F) {
+    linear_forward(pre, H, W_1, b_1, R, D, F);
+    relu_forward(act, pre, R * F);
+    linear_forward(X_out, act, W_2, b_2, R, F, D);
+    for (size_t i = 0; i < (size_t)R * D; i++) X_out[i] += H[i];
+}
+
+void residual_mlp_backward(float *dH, float *dpre, float *dact, float *dW_1, float *db_1, float *dW_2,
+                           float *db_2, const float *dX_out, const float *H, const float *pre,
+                           const float *act, const float *W_1, const float *W_2, int R, int D, int F) {
+    memcpy(dH, dX_out, sizeof(float) * (size_t)R * D);      /* the residual path */
+    memset(dact, 0, sizeof(float) * (size_t)R * F);
+    memset(dpre, 0, sizeof(float) * (size_t)R * F);
+    linear_backward(dact, dW_2, db_2, dX_out, act, W_2, R, F, D);
+    relu_backward(dpre, dact, pre, R * F);
+    linear_backward(dH, dW_1, db_1, dpre, H, W_1, R, D, F);
+}
+
+double digit_head_forward(float *logits, float *probs, const float *X, const float *W_out,
+                          const float *b_out, const int *y, int R, int D, int C) {
+    linear_forward(logits, X, W_out, b_out, R, D, C);
+    if (y == NULL) return 0.0;
+    int counted = 0;
+    double loss = cross_entropy_forward(probs, logits, y, R, C, -1, &counted);
+    return loss / counted;
+}
+
+void digit_head_backward(float *dX, float *dW_out, float *db_out, float *dlogits, const float *probs,
+                         const int *y, const float *X, const float *W_out, int R, int D, int C) {
+    memset(dlogits, 0, sizeof(float) * (size_t)R * C);
+    cross_entropy_backward(dlogits, probs, y, R, C, -1, 1.0f / (float)R);
+    memset(dX, 0, sizeof(float) * (size_t)R * D);
+    linear_backward(dX, dW_out, db_out, dlogits, X, W_out, R, D, C);
+}
+
+void digit_argmax(const float *logits, int R, int C, int *pred) {
+    for (int r = 0; r < R; r++) {
+        const float *z = logits + (size_t)r * C;
+        int best = 0;
+        for (int c = 1; c < C; c++) if (z[c] > z[best]) best = c;
+        pred[r] = best;
+    }
+}
+
 /* One layer's weights as self-attention wants them. */
 static SelfAttentionWeights layer_weights(Params *p, const DigitModel *m, int l, int grad) {
     SelfAttentionWeights w;
@@ -184,9 +243,8 @@ double digit_model_forward(DigitModel *m, const int *x, const int *y, int B) {
     m->B = B;
 
     /* X_0 = embed(x) + P */
-    embedding_forward(m->X, x, params_data(p, m->emb), R, D);
-    if (m->pos == POS_SINUSOIDAL) add_positional_encoding(m->X, m->P_sin, B, N, D);
-    if (m->pos == POS_LEARNED) add_positional_encoding(m->X, params_data(p, m->pos_table), B, N, D);
+    digit_input_forward(m->X, x, params_data(p, m->emb), m->pos,
+                        m->pos == POS_LEARNED ? params_data(p, m->pos_table) : m->P_sin, B, N, D);
 
     for (int l = 0; l < m->L; l++) {
         const float *X_in = m->X + l * RD;
@@ -198,17 +256,11 @@ double digit_model_forward(DigitModel *m, const int *x, const int *y, int B) {
                                m->causal, NULL, B, N, D, D);
         for (size_t i = 0; i < RD; i++) H[i] = X_in[i] + Y[i];
         /* X_out = H + relu(H W_1 + b_1) W_2 + b_2 */
-        linear_forward(pre, H, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]), R, D, F);
-        relu_forward(act, pre, (int)RF);
-        linear_forward(X_out, act, params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, F, D);
-        for (size_t i = 0; i < RD; i++) X_out[i] += H[i];
+        residual_mlp_forward(X_out, pre, act, H, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]),
+                             params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, D, F);
     }
-    linear_forward(m->logits, m->X + m->L * RD, params_data(p, m->W_out), params_data(p, m->b_out),
-                   R, D, C);
-    if (y == NULL) return 0.0;
-    int counted = 0;
-    double loss = cross_entropy_forward(m->probs, m->logits, y, R, C, -1, &counted);
-    return loss / counted;
+    return digit_head_forward(m->logits, m->probs, m->X + m->L * RD, params_data(p, m->W_out),
+                              params_data(p, m->b_out), y, R, D, C);
 }
 
 void digit_model_backward(DigitModel *m, const int *x, const int *y) {
@@ -217,25 +269,17 @@ void digit_model_backward(DigitModel *m, const int *x, const int *y) {
     const size_t RD = (size_t)R * D, RF = (size_t)R * F;
     const size_t cache_stride = self_attention_cache_floats(m->max_B, N, D);
 
-    memset(m->dlogits, 0, sizeof(float) * (size_t)R * C);
-    cross_entropy_backward(m->dlogits, m->probs, y, R, C, -1, 1.0f / (float)R);
     /* dX = dL/dX_L */
-    memset(m->dX, 0, sizeof(float) * RD);
-    linear_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits,
-                    m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
+    digit_head_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits, m->probs,
+                        y, m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
 
     for (int l = m->L - 1; l >= 0; l--) {
         const float *X_in = m->X + l * RD, *H = m->H + l * RD;
         const float *pre = m->pre + l * RF, *act = m->act + l * RF;
         /* X_out = H + MLP(H): dH = dX_out + MLP'(dX_out) */
-        memcpy(m->dH, m->dX, sizeof(float) * RD);
-        memset(m->dact, 0, sizeof(float) * RF);
-        memset(m->dpre, 0, sizeof(float) * RF);
-        linear_backward(m->dact, params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, act,
-                        params_data(p, m->W_2[l]), R, F, D);
-        relu_backward(m->dpre, m->dact, pre, (int)RF);
-        linear_backward(m->dH, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]), m->dpre, H,
-                        params_data(p, m->W_1[l]), R, D, F);
+        residual_mlp_backward(m->dH, m->dpre, m->dact, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]),
+                              params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, H, pre, act,
+                              params_data(p, m->W_1[l]), params_data(p, m->W_2[l]), R, D, F);
         /* H = X_in + SelfAttention(X_in): dX_in = dH + SelfAttention'(dH) */
         memcpy(m->dX, m->dH, sizeof(float) * RD);
         SelfAttentionWeights w = layer_weights(p, m, l, 0), dw = layer_weights(p, m, l, 1);
@@ -243,17 +287,12 @@ void digit_model_backward(DigitModel *m, const int *x, const int *y) {
                                 m->sa_cache + l * cache_stride, X_in, &w, B, N, D, D);
     }
     /* X_0 = embed(x) + P */
-    if (m->pos == POS_LEARNED) add_positional_encoding_backward(params_grad(p, m->pos_table), m->dX, B, N, D);
-    embedding_backward(params_grad(p, m->emb), m->dX, x, R, D);
+    digit_input_backward(params_grad(p, m->emb), m->pos == POS_LEARNED ? params_grad(p, m->pos_table) : NULL,
+                         m->dX, x, m->pos, B, N, D);
 }
 
 void digit_model_predict(const DigitModel *m, int *pred) {
-    for (int r = 0; r < m->B * m->N; r++) {
-        const float *z = m->logits + (size_t)r * m->C;
-        int best = 0;
-        for (int c = 1; c < m->C; c++) if (z[c] > z[best]) best = c;
-        pred[r] = best;
-    }
+    digit_argmax(m->logits, m->B * m->N, m->C, pred);
 }
 
 const float *digit_model_attention(const DigitModel *m, int l, int b) {

@@ -65,6 +65,35 @@ typedef struct {
     float *dlogits, *dX, *dH, *dpre, *dact, *sa_scratch;   /* backward work */
 } DigitModel;
 
+/* The pieces around the attention layer, exported so chapter 05 swaps only
+ * the attention and calls the rest (R = B*N rows, width D, MLP width F,
+ * C classes). Backward passes accumulate into parameter gradients (+=).
+ *
+ * Input:  X [R, D] = embed(x) + P   (P: pos_sin [N, D] or the learned table;
+ *         nothing for POS_NONE) */
+void digit_input_forward(float *X, const int *x, const float *emb, PosType pos, const float *P,
+                         int B, int N, int D);
+/* dX [R, D] -> d emb (+=) and, for learned positions, d P (+=). */
+void digit_input_backward(float *demb, float *dP, const float *dX, const int *x, PosType pos,
+                          int B, int N, int D);
+/* Residual MLP: X_out [R, D] = H + relu(H W_1 + b_1) W_2 + b_2; keeps pre, act [R, F]. */
+void residual_mlp_forward(float *X_out, float *pre, float *act, const float *H, const float *W_1,
+                          const float *b_1, const float *W_2, const float *b_2, int R, int D, int F);
+/* dH [R, D] is OVERWRITTEN with dX_out + (the MLP's backward of dX_out);
+ * dpre, dact [R, F] are scratch. */
+void residual_mlp_backward(float *dH, float *dpre, float *dact, float *dW_1, float *db_1, float *dW_2,
+                           float *db_2, const float *dX_out, const float *H, const float *pre,
+                           const float *act, const float *W_1, const float *W_2, int R, int D, int F);
+/* Head: logits [R, C] = X W_out + b_out; with targets y (not NULL) also
+ * probs and the mean cross-entropy (returned; 0 without y). */
+double digit_head_forward(float *logits, float *probs, const float *X, const float *W_out,
+                          const float *b_out, const int *y, int R, int D, int C);
+/* dX [R, D] is OVERWRITTEN with d loss / d X; dlogits [R, C] is scratch. */
+void digit_head_backward(float *dX, float *dW_out, float *db_out, float *dlogits, const float *probs,
+                         const int *y, const float *X, const float *W_out, int R, int D, int C);
+/* pred [R] = argmax over the C logits of each row. */
+void digit_argmax(const float *logits, int R, int C, int *pred);
+
 /* Declare, allocate and initialise (from seed). Returns 0 or -1 with fail(). */
 int digit_model_create(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal,
                        int max_B, uint64_t seed);

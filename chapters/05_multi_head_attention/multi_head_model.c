@@ -180,9 +180,8 @@ double mh_model_forward(MultiHeadModel *m, const int *x, const int *y, int B) {
     m->B = B;
 
     /* X_0 = embed(x) + P */
-    embedding_forward(m->X, x, params_data(p, m->emb), R, D);
-    if (m->pos == POS_SINUSOIDAL) add_positional_encoding(m->X, m->P_sin, B, N, D);
-    if (m->pos == POS_LEARNED) add_positional_encoding(m->X, params_data(p, m->pos_table), B, N, D);
+    digit_input_forward(m->X, x, params_data(p, m->emb), m->pos,
+                        m->pos == POS_LEARNED ? params_data(p, m->pos_table) : m->P_sin, B, N, D);
 
     for (int l = 0; l < m->L; l++) {
         const float *X_in = m->X + l * RD;
@@ -193,18 +192,12 @@ double mh_model_forward(MultiHeadModel *m, const int *x, const int *y, int B) {
         multi_head_forward(att, m->A + l * A_stride, m->mh_cache + l * cache_stride, X_in, &s, &w,
                            m->causal, NULL, B, N);
         for (size_t i = 0; i < RD; i++) Z[i] = X_in[i] + att[i];
-        /* X_out = Z + relu(Z W_1 + b_1) W_2 + b_2 */
-        linear_forward(pre, Z, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]), R, D, F);
-        relu_forward(act, pre, (int)RF);
-        linear_forward(X_out, act, params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, F, D);
-        for (size_t i = 0; i < RD; i++) X_out[i] += Z[i];
+        /* X_out = Z + relu(Z W_1 + b_1) W_2 + b_2: chapter 04's residual MLP */
+        residual_mlp_forward(X_out, pre, act, Z, params_data(p, m->W_1[l]), params_data(p, m->b_1[l]),
+                             params_data(p, m->W_2[l]), params_data(p, m->b_2[l]), R, D, F);
     }
-    linear_forward(m->logits, m->X + m->L * RD, params_data(p, m->W_out), params_data(p, m->b_out),
-                   R, D, C);
-    if (y == NULL) return 0.0;
-    int counted = 0;
-    double loss = cross_entropy_forward(m->probs, m->logits, y, R, C, -1, &counted);
-    return loss / counted;
+    return digit_head_forward(m->logits, m->probs, m->X + m->L * RD, params_data(p, m->W_out),
+                              params_data(p, m->b_out), y, R, D, C);
 }
 
 void mh_model_backward(MultiHeadModel *m, const int *x, const int *y) {
@@ -215,25 +208,17 @@ void mh_model_backward(MultiHeadModel *m, const int *x, const int *y) {
     const size_t cache_stride = multi_head_cache_floats(&s, m->max_B, N);
     const size_t A_stride = multi_head_attention_floats(&s, m->max_B, N);
 
-    memset(m->dlogits, 0, sizeof(float) * (size_t)R * C);
-    cross_entropy_backward(m->dlogits, m->probs, y, R, C, -1, 1.0f / (float)R);
     /* dX = dL/dX_L */
-    memset(m->dX, 0, sizeof(float) * RD);
-    linear_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits,
-                    m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
+    digit_head_backward(m->dX, params_grad(p, m->W_out), params_grad(p, m->b_out), m->dlogits, m->probs,
+                        y, m->X + m->L * RD, params_data(p, m->W_out), R, D, C);
 
     for (int l = m->L - 1; l >= 0; l--) {
         const float *X_in = m->X + l * RD, *Z = m->Z + l * RD;
         const float *pre = m->pre + l * RF, *act = m->act + l * RF;
         /* X_out = Z + MLP(Z): dZ = dX_out + MLP'(dX_out) */
-        memcpy(m->dZ, m->dX, sizeof(float) * RD);
-        memset(m->dact, 0, sizeof(float) * RF);
-        memset(m->dpre, 0, sizeof(float) * RF);
-        linear_backward(m->dact, params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, act,
-                        params_data(p, m->W_2[l]), R, F, D);
-        relu_backward(m->dpre, m->dact, pre, (int)RF);
-        linear_backward(m->dZ, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]), m->dpre, Z,
-                        params_data(p, m->W_1[l]), R, D, F);
+        residual_mlp_backward(m->dZ, m->dpre, m->dact, params_grad(p, m->W_1[l]), params_grad(p, m->b_1[l]),
+                              params_grad(p, m->W_2[l]), params_grad(p, m->b_2[l]), m->dX, Z, pre, act,
+                              params_data(p, m->W_1[l]), params_data(p, m->W_2[l]), R, D, F);
         /* Z = X_in + MultiHead(X_in): dX_in = dZ + MultiHead'(dZ) */
         memcpy(m->dX, m->dZ, sizeof(float) * RD);
         MultiHeadWeights w = layer_weights(p, m, l, 0), dw = layer_weights(p, m, l, 1);
@@ -241,17 +226,12 @@ void mh_model_backward(MultiHeadModel *m, const int *x, const int *y) {
                             m->mh_cache + l * cache_stride, X_in, &s, &w, B, N);
     }
     /* X_0 = embed(x) + P */
-    if (m->pos == POS_LEARNED) add_positional_encoding_backward(params_grad(p, m->pos_table), m->dX, B, N, D);
-    embedding_backward(params_grad(p, m->emb), m->dX, x, R, D);
+    digit_input_backward(params_grad(p, m->emb), m->pos == POS_LEARNED ? params_grad(p, m->pos_table) : NULL,
+                         m->dX, x, m->pos, B, N, D);
 }
 
 void mh_model_predict(const MultiHeadModel *m, int *pred) {
-    for (int r = 0; r < m->B * m->N; r++) {
-        const float *z = m->logits + (size_t)r * m->C;
-        int best = 0;
-        for (int c = 1; c < m->C; c++) if (z[c] > z[best]) best = c;
-        pred[r] = best;
-    }
+    digit_argmax(m->logits, m->B * m->N, m->C, pred);
 }
 
 /* A of layer l is [max_B, H, N, N]; the last forward filled its first B sequences */
