@@ -213,10 +213,25 @@ void rnn_seq2seq_destroy(void *self) {
     free(self);
 }
 
-/* Copy rows of a [B, D] block into columns [offset, offset+D) of a [B, width] block. */
-static void put_columns(float *dst, int width, int offset, const float *src, int B, int D) {
+void put_columns(float *dst, int width, int offset, const float *src, int B, int D) {
     for (int b = 0; b < B; b++)
         memcpy(dst + (size_t)b * width + offset, src + (size_t)b * D, sizeof(float) * (size_t)D);
+}
+
+void decoder_states_pack(float *states, const float *h, const float *c, int n, int H) {
+    int S = c ? 2 * H : H;
+    for (int i = 0; i < n; i++) {
+        memcpy(states + (size_t)i * S, h + (size_t)i * H, sizeof(float) * (size_t)H);
+        if (c) memcpy(states + (size_t)i * S + H, c + (size_t)i * H, sizeof(float) * (size_t)H);
+    }
+}
+
+void decoder_states_unpack(float *h, float *c, const float *states, int n, int H) {
+    int S = c ? 2 * H : H;
+    for (int i = 0; i < n; i++) {
+        memcpy(h + (size_t)i * H, states + (size_t)i * S, sizeof(float) * (size_t)H);
+        if (c) memcpy(c + (size_t)i * H, states + (size_t)i * S + H, sizeof(float) * (size_t)H);
+    }
 }
 
 double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top, const int *targets,
@@ -310,14 +325,11 @@ double rnn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
  * encoded source is kept in r->ctx (and r->ctx_c) for the steps that follow. */
 void rnn_seq2seq_encode(void *self, const Batch *b, float *states) {
     RnnSeq2Seq *r = self;
-    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
+    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM;
     rnn_encoder_forward(&r->enc, &r->params, b->src, b->src_lens, B, b->src_len);
     memcpy(r->ctx, rnn_encoder_final_h(&r->enc), sizeof(float) * (size_t)B * H);
     if (lstm) memcpy(r->ctx_c, rnn_encoder_final_c(&r->enc), sizeof(float) * (size_t)B * H);
-    for (int i = 0; i < B; i++) {   /* s_0 = c */
-        memcpy(states + (size_t)i * S, r->ctx + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(states + (size_t)i * S + H, r->ctx_c + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(states, r->ctx, lstm ? r->ctx_c : NULL, B, H);
 }
 
 /* Shapes: n rows; in [n, E+H] = [embed(prev) ; c of the row's source];
@@ -326,22 +338,17 @@ void rnn_seq2seq_step(void *self, int n, const int *src_row, const float *states
                       float *next, float *logprobs, float *attn) {
     RnnSeq2Seq *r = self;
     Params *p = &r->params;
-    int E = r->E, H = r->H, I = E + H, lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
+    int E = r->E, H = r->H, I = E + H, lstm = r->cell == CELL_LSTM;
     (void)attn;  /* no attention in chapter 01 */
     embedding_forward(r->demb, prev, params_data(p, r->dec_emb), n, E);
     put_columns(r->step_in, I, 0, r->demb, n, E);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)   /* the context of the row's source */
         memcpy(r->step_in + (size_t)i * I + E, r->ctx + (size_t)src_row[i] * H, sizeof(float) * (size_t)H);
-        memcpy(r->step_h + (size_t)i * H, states + (size_t)i * S, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(r->step_c + (size_t)i * H, states + (size_t)i * S + H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_unpack(r->step_h, lstm ? r->step_c : NULL, states, n, H);
     cell_forward(r->cell, r->step_h_next, lstm ? r->step_c_next : NULL, r->step_cache, r->step_scratch,
                  r->step_in, r->step_h, lstm ? r->step_c : NULL, params_data(p, r->dec_W_x),
                  params_data(p, r->dec_W_h), params_data(p, r->dec_b), NULL, n, I, H);
-    for (int i = 0; i < n; i++) {
-        memcpy(next + (size_t)i * S, r->step_h_next + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(next + (size_t)i * S + H, r->step_c_next + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(next, r->step_h_next, lstm ? r->step_c_next : NULL, n, H);
     linear_forward(r->step_logits, r->step_h_next, params_data(p, r->out_W), params_data(p, r->out_b), n, H, r->V_tgt);
     log_softmax_forward(logprobs, r->step_logits, n, r->V_tgt);
 }

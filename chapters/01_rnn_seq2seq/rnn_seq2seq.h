@@ -60,6 +60,17 @@ float *rnn_encoder_final_c(RnnEncoder *enc);   /* NULL unless LSTM */
 void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
                           const float *dh_final, const float *dc_final);
 
+/* ---------------------------------------------- small helpers, shared 01-03 */
+/* Copy the rows of src [B, D] into columns [offset, offset+D) of dst [B, width]
+ * (builds a concatenation such as [embed(y) ; c] row by row). */
+void put_columns(float *dst, int width, int offset, const float *src, int B, int D);
+/* Decoder states as the Seq2Seq decoding interface stores them: row i of
+ * states [n, S] is [s_i (H) | c_i (H, LSTM only)], so S = H, or 2H when c is
+ * given. pack: h [n, H] (and c) -> states; unpack: states -> h (and c).
+ * Pass c = NULL for cells without a second state. */
+void decoder_states_pack(float *states, const float *h, const float *c, int n, int H);
+void decoder_states_unpack(float *h, float *c, const float *states, int n, int H);
+
 /* ------------------------------------------------- output layer and loss */
 /* The decoder's output layer and its loss, shared by chapters 01-03:
  *   logits [N, V] = top [N, H] W_out + b_out,   probs = softmax(logits)

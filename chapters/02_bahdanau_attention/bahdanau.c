@@ -257,11 +257,6 @@ void bahdanau_destroy(void *self) {
     free(self);
 }
 
-/* Copy rows of a [B, D] block into columns [offset, offset+D) of a [B, width] block. */
-static void put_columns(float *dst, int width, int offset, const float *src, int B, int D) {
-    for (int b = 0; b < B; b++)
-        memcpy(dst + (size_t)b * width + offset, src + (size_t)b * D, sizeof(float) * (size_t)D);
-}
 
 /* Run the encoder(s) over src [B, T] and lay the states out for attention.
  * Shapes: ann [B, T, Hc] row b, position i = h_i = [h_fwd_i ; h_bwd_i]
@@ -442,15 +437,12 @@ double bahdanau_train_step(void *self, const Batch *batch, int backward) {
  * encoder states ann, the keys and the lengths of the batch in the model. */
 void bahdanau_encode(void *self, const Batch *b, float *states) {
     Bahdanau *r = self;
-    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
+    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM;
     encode_sources(r, b->src, b->src_lens, B, b->src_len);
     r->enc_B = B;
     r->enc_T = b->src_len;
     memcpy(r->enc_lens, b->src_lens, sizeof(int) * (size_t)B);
-    for (int i = 0; i < B; i++) {
-        memcpy(states + (size_t)i * S, r->s + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(states + (size_t)i * S + H, r->cs + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(states, r->s, lstm ? r->cs : NULL, B, H);
 }
 
 /* One decoder step for n rows; row i continues source src_row[i] of the last
@@ -463,15 +455,14 @@ void bahdanau_step(void *self, int n, const int *src_row, const float *states, c
     Bahdanau *r = self;
     Params *p = &r->params;
     int E = r->E, H = r->H, Hc = r->Hc, A = r->A, I = E + Hc, T = r->enc_T;
-    int lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
-    for (int i = 0; i < n; i++) {   /* each row's source, and its state */
+    int lstm = r->cell == CELL_LSTM;
+    for (int i = 0; i < n; i++) {   /* each row's source */
         int src = src_row[i];
         r->step_lens[i] = r->enc_lens[src];
         memcpy(r->step_ann + (size_t)i * T * Hc, r->ann + (size_t)src * T * Hc, sizeof(float) * (size_t)T * Hc);
         memcpy(r->step_keys + (size_t)i * T * A, r->keys + (size_t)src * T * A, sizeof(float) * (size_t)T * A);
-        memcpy(r->step_h + (size_t)i * H, states + (size_t)i * S, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(r->step_c + (size_t)i * H, states + (size_t)i * S + H, sizeof(float) * (size_t)H);
     }
+    decoder_states_unpack(r->step_h, lstm ? r->step_c : NULL, states, n, H);
     if (r->pin_last) {
         pin_on_last(r->step_attn, r->step_lens, n, T);
     } else {
@@ -487,10 +478,7 @@ void bahdanau_step(void *self, int n, const int *src_row, const float *states, c
     cell_forward(r->cell, r->step_h_next, lstm ? r->step_c_next : NULL, r->step_cache, r->step_scratch,
                  r->step_in, r->step_h, lstm ? r->step_c : NULL, params_data(p, r->dec_W_x),
                  params_data(p, r->dec_W_h), params_data(p, r->dec_b), NULL, n, I, H);
-    for (int i = 0; i < n; i++) {
-        memcpy(next + (size_t)i * S, r->step_h_next + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(next + (size_t)i * S + H, r->step_c_next + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(next, r->step_h_next, lstm ? r->step_c_next : NULL, n, H);
     linear_forward(r->step_logits, r->step_h_next, params_data(p, r->out_W), params_data(p, r->out_b),
                    n, H, r->V_tgt);
     log_softmax_forward(logprobs, r->step_logits, n, r->V_tgt);

@@ -247,11 +247,6 @@ void attn_seq2seq_destroy(void *self) {
     free(self);
 }
 
-/* Copy rows of a [B, D] block into columns [offset, offset+D) of a [B, width] block. */
-static void put_columns(float *dst, int width, int offset, const float *src, int B, int D) {
-    for (int b = 0; b < B; b++)
-        memcpy(dst + (size_t)b * width + offset, src + (size_t)b * D, sizeof(float) * (size_t)D);
-}
 
 /* Chapter 01's encoder over src [B, T], its states laid out as the data of
  * the attention layer: ann [B, T, H], row b position i = h_i (zeros past the
@@ -479,15 +474,12 @@ double attn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
  * lengths of the encoded batch in the model. */
 void attn_seq2seq_encode(void *self, const Batch *b, float *states) {
     AttnSeq2Seq *r = self;
-    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
+    int B = b->batch, H = r->H, lstm = r->cell == CELL_LSTM;
     encode_sources(r, b->src, b->src_lens, B, b->src_len);
     r->enc_B = B;
     r->enc_T = b->src_len;
     memcpy(r->enc_lens, b->src_lens, sizeof(int) * (size_t)B);
-    for (int i = 0; i < B; i++) {
-        memcpy(states + (size_t)i * S, r->s + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(states + (size_t)i * S + H, r->cs + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(states, r->s, lstm ? r->cs : NULL, B, H);
 }
 
 /* One decoder step for n rows, the same computation as one column of the
@@ -499,12 +491,9 @@ void attn_seq2seq_step(void *self, int n, const int *src_row, const float *state
     AttnSeq2Seq *r = self;
     Params *p = &r->params;
     int E = r->E, H = r->H, I = r->I, T = r->enc_T;
-    int lstm = r->cell == CELL_LSTM, S = lstm ? 2 * H : H;
+    int lstm = r->cell == CELL_LSTM;
     int luong = r->placement == PLACEMENT_LUONG;
-    for (int i = 0; i < n; i++) {
-        memcpy(r->step_h + (size_t)i * H, states + (size_t)i * S, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(r->step_c + (size_t)i * H, states + (size_t)i * S + H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_unpack(r->step_h, lstm ? r->step_c : NULL, states, n, H);
     /* Luong asks with the new state s_t, Bahdanau with the previous one s_{t-1} */
     if (luong) {
         embedding_forward(r->step_in, prev, params_data(p, r->dec_emb), n, E);
@@ -538,10 +527,7 @@ void attn_seq2seq_step(void *self, int n, const int *src_row, const float *state
                      NULL, n, I, H);
         top = r->step_h_next;
     }
-    for (int i = 0; i < n; i++) {
-        memcpy(next + (size_t)i * S, r->step_h_next + (size_t)i * H, sizeof(float) * (size_t)H);
-        if (lstm) memcpy(next + (size_t)i * S + H, r->step_c_next + (size_t)i * H, sizeof(float) * (size_t)H);
-    }
+    decoder_states_pack(next, r->step_h_next, lstm ? r->step_c_next : NULL, n, H);
     linear_forward(r->step_logits, top, params_data(p, r->out_W), params_data(p, r->out_b), n, H, r->V_tgt);
     log_softmax_forward(logprobs, r->step_logits, n, r->V_tgt);
 }
