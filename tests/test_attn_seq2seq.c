@@ -18,6 +18,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "seq2seq_checks.h"
+
 #include "toy_split.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
@@ -179,35 +181,7 @@ static void check_step_matches_batch(CellType cell, ScoreType score, Placement p
     Batch batch;
     make_batch(&batch, &ts, 4);
     attn_seq2seq_train_step(&model, &batch, 0);
-    int B = batch.batch, T = batch.src_len, Tt = batch.tgt_len, V = model.V_tgt, S = m.state_size;
-    float *bprobs = xmalloc(sizeof(float) * (size_t)Tt * B * V);
-    float *battn = xmalloc(sizeof(float) * (size_t)Tt * B * T);
-    memcpy(bprobs, model.probs, sizeof(float) * (size_t)Tt * B * V);
-    memcpy(battn, model.attn, sizeof(float) * (size_t)Tt * B * T);
-    float states[4 * 16], rows[4 * 16], next[4 * 16], logprobs[4 * 9], attn[4 * 6];
-    int src_row[4], prev[4];
-    m.encode(m.self, &batch, states);
-    for (int i = 0; i < B; i++) {   /* row i decodes source B-1-i */
-        src_row[i] = B - 1 - i;
-        memcpy(rows + i * S, states + src_row[i] * S, sizeof(float) * (size_t)S);
-    }
-    for (int t = 0; t < Tt; t++) {
-        for (int i = 0; i < B; i++) prev[i] = batch.tgt_in[src_row[i] * Tt + t];
-        m.step(m.self, B, src_row, rows, prev, next, logprobs, attn);
-        for (int i = 0; i < B; i++) {
-            int b = src_row[i];
-            if (t >= batch.tgt_lens[b]) continue;   /* past this row's <eos> */
-            for (int v = 0; v < V; v++)
-                assert_float_equal(expf(logprobs[i * V + v]), bprobs[((size_t)t * B + b) * V + v], 1e-5);
-            for (int j = 0; j < T; j++) {
-                assert_float_equal(attn[i * T + j], battn[((size_t)b * Tt + t) * T + j], 1e-5);
-                if (j >= batch.src_lens[b]) assert_true(attn[i * T + j] == 0.0f);
-            }
-        }
-        memcpy(rows, next, sizeof(float) * (size_t)B * S);
-    }
-    free(bprobs);
-    free(battn);
+    check_decoding_matches_training(&m, &batch, model.probs, model.attn, ATTN_BATCH_MAJOR);
     batch_free(&batch);
     attn_seq2seq_free(&model);
 }
