@@ -225,6 +225,21 @@ void digit_argmax(const float *logits, int R, int C, int *pred) {
     }
 }
 
+static void print_row(const char *label, const int *v, int N) {
+    printf("  %-11s", label);
+    for (int i = 0; i < N; i++) printf(" %2d", v[i]);
+}
+
+void digit_print_prediction(const char *task, const int *x, const int *pred, const int *y, int N) {
+    print_row("input", x, N);
+    printf("\n");
+    print_row("output", pred, N);
+    printf("\n");
+    print_row(task, y, N);
+    printf("   (the right answer: %s)\n",
+           memcmp(pred, y, sizeof(int) * (size_t)N) == 0 ? "all correct" : "some outputs are wrong");
+}
+
 /* One layer's weights as self-attention wants them. */
 static SelfAttentionWeights layer_weights(Params *p, const DigitModel *m, int l, int grad) {
     SelfAttentionWeights w;

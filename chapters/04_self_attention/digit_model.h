@@ -93,6 +93,9 @@ void digit_head_backward(float *dX, float *dW_out, float *db_out, float *dlogits
                          const int *y, const float *X, const float *W_out, int R, int D, int C);
 /* pred [R] = argmax over the C logits of each row. */
 void digit_argmax(const float *logits, int R, int C, int *pred);
+/* Print a typed input x [N], the model's output pred [N] and the right
+ * answer y [N] for the task, one row each (for --input). */
+void digit_print_prediction(const char *task, const int *x, const int *pred, const int *y, int N);
 
 /* Declare, allocate and initialise (from seed). Returns 0 or -1 with fail(). */
 int digit_model_create(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal,

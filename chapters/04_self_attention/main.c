@@ -268,14 +268,7 @@ static int run_loaded(const Flags *f) {
             digit_task_targets(task, x, y, m.N);
             digit_model_forward(&m, x, NULL, 1);
             digit_model_predict(&m, pred);
-            printf("  input    ");
-            for (int i = 0; i < m.N; i++) printf(" %d", x[i]);
-            printf("\n  output   ");
-            for (int i = 0; i < m.N; i++) printf(" %d", pred[i]);
-            printf("\n  %-9s", task_name);
-            for (int i = 0; i < m.N; i++) printf(" %d", y[i]);
-            printf("   (the right answer: %s)\n", memcmp(pred, y, sizeof(int) * m.N) == 0 ? "all correct" :
-                   "some outputs are wrong");
+            digit_print_prediction(task_name, x, pred, y, m.N);
         }
         if (rc == 0 && f->plot) rc = plot_input_attention(&m, x, pred, f->out);
     }

@@ -541,14 +541,7 @@ static int run_loaded(const Flags *f) {
             mh_task_targets(task, x, y, m.N);
             mh_model_forward(&m, x, NULL, 1);
             mh_model_predict(&m, pred);
-            printf("  input      ");
-            for (int i = 0; i < m.N; i++) printf(" %2d", x[i]);
-            printf("\n  output     ");
-            for (int i = 0; i < m.N; i++) printf(" %2d", pred[i]);
-            printf("\n  %-11s", task);
-            for (int i = 0; i < m.N; i++) printf(" %2d", y[i]);
-            printf("   (the right answer: %s)\n", memcmp(pred, y, sizeof(int) * m.N) == 0 ? "all correct" :
-                   "some outputs are wrong");
+            digit_print_prediction(task, x, pred, y, m.N);
         }
         if (rc == 0 && f->plot) rc = plot_input_heads(&m, x, pred, f->out);
     }
