@@ -54,10 +54,15 @@ all: $(LIB) $(CHAPTER_BINS)
 
 # AVX2/FMA code is compiled with those instructions enabled, and called only
 # after a run-time CPUID check (common/matmul.c), so the binaries still run on
-# CPUs without AVX2.
+# CPUs without AVX2 (or without AVX-512, for *_avx512.c).
 $(BUILD)/obj/%_avx2.o: %_avx2.c $(wildcard common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -mavx2 -mfma -c $< -o $@
+
+# AVX-512 code likewise, with AVX2/FMA too (it shares AVX2 packing code).
+$(BUILD)/obj/%_avx512.o: %_avx512.c $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -mavx512f -mavx2 -mfma -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(wildcard common/*.h) $(wildcard chapters/*/*.h)
 	@mkdir -p $(dir $@)

@@ -2,16 +2,17 @@
  *
  * Contents:
  *   sgemm_naive   the specification: three plain loops, double accumulation;
- *   sgemm         dispatch to the backend chosen once (naive or avx2);
+ *   sgemm         dispatch to the backend chosen once (naive, avx2, avx512);
  *   matmul, matmul_nt, matmul_tn   dense convenience wrappers;
- *   cpu_has_avx2_fma, backend_select/current/name   run-time backend choice;
+ *   cpu_has_avx2_fma, cpu_has_avx512f, backend_select/current/name
+ *                 run-time backend choice;
  *   threads_set/current            the OpenMP thread count.
  *
  * Backend default: nothing is chosen until the first sgemm() (or
  * backend_current()) call; if backend_select() was never called by then, the
  * choice is made lazily exactly as backend_select(NULL) would: the environment
- * variable ATTN_BACKEND if set, else "auto" (avx2 when the CPU has it, naive
- * otherwise). A bad ATTN_BACKEND value found this way cannot be returned as an
+ * variable ATTN_BACKEND if set, else "auto" (avx512 when the CPU has it, else
+ * avx2, else naive). A bad ATTN_BACKEND value found this way cannot be returned as an
  * error (sgemm returns void), so it is reported on stderr once and "auto" is
  * used. Programs should call backend_select() at start-up so that a bad value
  * gets a proper error and a non-zero exit. */
@@ -94,10 +95,29 @@ int cpu_has_avx2_fma(void) {
 #endif
 }
 
+int cpu_has_avx512f(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (!cpu_has_avx2_fma()) return 0; /* also checks OSXSAVE, so XGETBV is usable */
+    /* XCR0 bits 5, 6, 7: the OS saves the opmask registers, the upper halves
+     * of zmm0-15 and zmm16-31. Without them AVX-512 instructions fault. */
+    unsigned int xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 0xE0u) != 0xE0u) return 0;
+    /* Leaf 7, sub-leaf 0: EBX bit 16 = AVX512F. */
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ebx >> 16) & 1;
+#else
+    return 0;
+#endif
+}
+
 const char *backend_name(Backend b) {
     switch (b) {
     case BACKEND_NAIVE: return "naive";
     case BACKEND_AVX2: return "avx2";
+    case BACKEND_AVX512: return "avx512";
     }
     return "unknown";
 }
@@ -121,11 +141,21 @@ int backend_select(const char *name) {
         chosen_backend = BACKEND_AVX2;
         return 0;
     }
-    if (strcmp(name, "auto") == 0) {
-        chosen_backend = cpu_has_avx2_fma() ? BACKEND_AVX2 : BACKEND_NAIVE;
+    if (strcmp(name, "avx512") == 0) {
+        if (!cpu_has_avx512f())
+            return fail("matmul backend 'avx512' (from %s) needs a CPU with AVX-512F "
+                        "and an OS that saves ZMM registers; this machine has not: "
+                        "use 'avx2', 'naive' or 'auto'", source);
+        chosen_backend = BACKEND_AVX512;
         return 0;
     }
-    return fail("unknown matmul backend '%s' (from %s): expected naive, avx2 or auto",
+    if (strcmp(name, "auto") == 0) {
+        chosen_backend = cpu_has_avx512f()   ? BACKEND_AVX512
+                         : cpu_has_avx2_fma() ? BACKEND_AVX2
+                                              : BACKEND_NAIVE;
+        return 0;
+    }
+    return fail("unknown matmul backend '%s' (from %s): expected naive, avx2, avx512 or auto",
                 name, source);
 }
 
@@ -145,13 +175,21 @@ static Backend resolve_backend(void) {
 
 Backend backend_current(void) { return resolve_backend(); }
 
+int backend_uses_avx2(void) { return resolve_backend() != BACKEND_NAIVE; }
+
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
            float *C, int ldc) {
-    if (resolve_backend() == BACKEND_AVX2)
+    switch (resolve_backend()) {
+    case BACKEND_AVX512:
+        sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        break;
+    case BACKEND_AVX2:
         sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else
+        break;
+    default:
         sgemm_naive(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

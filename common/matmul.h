@@ -11,11 +11,12 @@
  * may hold NaN); beta == 1 accumulates, which is what backward passes need.
  *
  * sgemm() dispatches to the backend chosen once at start-up: the naive loop
- * (the specification) or the AVX2/FMA kernel (when the CPU has it). */
+ * (the specification), the AVX2/FMA kernel, or the AVX-512 kernel (each only
+ * when the CPU has it). The two SIMD kernels give the same bits. */
 #ifndef MATMUL_H
 #define MATMUL_H
 
-typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1 } Backend;
+typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1, BACKEND_AVX512 = 2 } Backend;
 
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
@@ -32,6 +33,12 @@ void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta,
                 float *C, int ldc);
 
+/* The same with a 12x32 AVX-512 tile (matmul_avx512.c), bit-identical to
+ * sgemm_avx2. Only call it when cpu_has_avx512f() is true. */
+void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
+
 /* Convenience forms for the common dense case (no strides, alpha = 1):
  *   matmul(C, A, B, M, N, K, accumulate):     C[M,N] (+)= A[M,K]   @ B[K,N]
  *   matmul_nt(C, A, B, M, N, K, accumulate):  C[M,N] (+)= A[M,K]   @ B[N,K]^T
@@ -42,13 +49,20 @@ void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, in
 
 /* 1 when the CPU supports AVX2 and FMA (CPUID), else 0. */
 int cpu_has_avx2_fma(void);
+/* 1 when the CPU supports AVX-512F (and AVX2/FMA) and the OS saves the zmm
+ * and mask registers (XGETBV), else 0. */
+int cpu_has_avx512f(void);
 
-/* Choose the backend. name is "naive", "avx2" or "auto" (NULL = read the
- * environment variable ATTN_BACKEND, default "auto": avx2 when the CPU has it).
- * Returns 0, or -1 with fail() for an unknown name or avx2 on a CPU without it. */
+/* Choose the backend. name is "naive", "avx2", "avx512" or "auto" (NULL =
+ * read the environment variable ATTN_BACKEND, default "auto": the widest the
+ * CPU has, avx512, else avx2, else naive). Returns 0, or -1 with fail() for
+ * an unknown name or a backend this CPU cannot run. */
 int backend_select(const char *name);
 Backend backend_current(void);
 const char *backend_name(Backend b);
+/* 1 when the current backend may use AVX2 code (avx2 and avx512: the
+ * element-wise kernels of vecmath.h have one AVX2 form for both). */
+int backend_uses_avx2(void);
 
 /* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
  * else the number of cores. Results are deterministic for a fixed count. */

@@ -531,7 +531,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
         {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
         {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
         {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},

@@ -37,26 +37,26 @@ void vec_relu_backward_naive(float *dx, const float *dy, const float *x, int n) 
 }
 
 void vec_exp(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_exp_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_exp_avx2(y, x, n);
     else vec_exp_naive(y, x, n);
 }
 
 void vec_tanh(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_tanh_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_tanh_avx2(y, x, n);
     else vec_tanh_naive(y, x, n);
 }
 
 void vec_sigmoid(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_sigmoid_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_sigmoid_avx2(y, x, n);
     else vec_sigmoid_naive(y, x, n);
 }
 
 void vec_relu(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_relu_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_relu_avx2(y, x, n);
     else vec_relu_naive(y, x, n);
 }
 
 void vec_relu_backward(float *dx, const float *dy, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_relu_backward_avx2(dx, dy, x, n);
+    if (backend_uses_avx2()) vec_relu_backward_avx2(dx, dy, x, n);
     else vec_relu_backward_naive(dx, dy, x, n);
 }

@@ -208,13 +208,16 @@ static void test_backend_select(void **state) {
     clear_error();
     assert_int_equal(backend_select("fast"), -1);
     assert_non_null(strstr(last_error(), "'fast'"));
-    assert_non_null(strstr(last_error(), "naive, avx2 or auto"));
+    assert_non_null(strstr(last_error(), "naive, avx2, avx512 or auto"));
 
     int has = cpu_has_avx2_fma();
+    int has512 = cpu_has_avx512f();
     /* CPUID as the compiler's own runtime sees it (it also checks OS support) */
     __builtin_cpu_init();
     int builtin = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     assert_int_equal(has, builtin);
+    assert_int_equal(has512, builtin && __builtin_cpu_supports("avx512f"));
+    Backend widest = has512 ? BACKEND_AVX512 : has ? BACKEND_AVX2 : BACKEND_NAIVE;
 
     clear_error();
     if (has) {
@@ -224,8 +227,16 @@ static void test_backend_select(void **state) {
         assert_int_equal(backend_select("avx2"), -1);
         assert_non_null(strstr(last_error(), "AVX2"));
     }
+    clear_error();
+    if (has512) {
+        assert_int_equal(backend_select("avx512"), 0);
+        assert_int_equal(backend_current(), BACKEND_AVX512);
+    } else {
+        assert_int_equal(backend_select("avx512"), -1);
+        assert_non_null(strstr(last_error(), "AVX-512F"));
+    }
     assert_int_equal(backend_select("auto"), 0);
-    assert_int_equal(backend_current(), has ? BACKEND_AVX2 : BACKEND_NAIVE);
+    assert_int_equal(backend_current(), widest);
 
     /* NULL reads ATTN_BACKEND */
     setenv("ATTN_BACKEND", "naive", 1);
@@ -237,10 +248,11 @@ static void test_backend_select(void **state) {
     assert_non_null(strstr(last_error(), "'bogus'"));
     unsetenv("ATTN_BACKEND");
     assert_int_equal(backend_select(NULL), 0);   /* default: auto */
-    assert_int_equal(backend_current(), has ? BACKEND_AVX2 : BACKEND_NAIVE);
+    assert_int_equal(backend_current(), widest);
 
     assert_string_equal(backend_name(BACKEND_NAIVE), "naive");
     assert_string_equal(backend_name(BACKEND_AVX2), "avx2");
+    assert_string_equal(backend_name(BACKEND_AVX512), "avx512");
     assert_int_equal(backend_select("naive"), 0);
 }
 

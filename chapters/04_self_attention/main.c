@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
         {"test-size", ARG_INT, &f.test_size, "test sequences", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads,
          "threads (0 = OMP_NUM_THREADS or all cores); 1 by default: these matrices are small", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},

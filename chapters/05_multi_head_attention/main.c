@@ -585,7 +585,7 @@ int main(int argc, char **argv) {
          NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
         {"attention", ARG_STRING, &f.attention, "softmax(Q K^T / sqrt(D_H)) V as plain (keeps the N x N weights: "
          "heatmaps) or fused (online softmax, O(N) memory, no heatmaps)", 0, 0, "plain,fused"},
         {"threads", ARG_INT, &f.threads,

@@ -1,4 +1,5 @@
-/* test_sgemm_avx2.c - the AVX2 kernel against the specification (sgemm_naive).
+/* test_sgemm_simd.c - the AVX2 and AVX-512 kernels against the specification
+ * (sgemm_naive), and against each other.
  *
  * Every case builds op(A), op(B) and C inside bigger buffers: the matrices
  * start one float past an aligned address (so nothing is 32-byte aligned) and
@@ -8,8 +9,12 @@
  *   - the gaps between C's rows still hold the sentinel (nothing written
  *     outside the M x N block),
  *   - beta == 0 ignores C completely (C starts as NaN),
- *   - 1 and 2 threads give bit-identical results.
- * All tests skip on a CPU without AVX2/FMA. */
+ *   - 1 and 2 threads give bit-identical results,
+ *   - the AVX-512 kernel (8x32 tiles) gives the same bits as the AVX2 one
+ *     (6x16 tiles): same k blocks, same FMA chain per element, ragged tiles
+ *     finished with the same operations as full ones.
+ * All tests skip on a CPU without AVX2/FMA; the AVX-512 runs are left out
+ * (with a note) on a CPU without AVX-512F. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,9 +76,13 @@ typedef struct {
     int pad;    /* extra floats per row: ld = width + pad */
 } Case;
 
-/* Run one case with the given thread count; returns the C buffer (caller
- * frees) so callers can compare thread counts bit for bit. */
-static float *run_case(const Case *t, int threads) {
+typedef void (*SgemmFunction)(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                              const float *A, int lda, const float *B, int ldb, float beta,
+                              float *C, int ldc);
+
+/* Run one case with the given kernel and thread count; returns the C buffer
+ * (caller frees) so callers can compare runs bit for bit. */
+static float *run_case(const Case *t, SgemmFunction kernel, const char *kernel_name, int threads) {
     int a_rows = t->trans_a ? t->K : t->M, a_cols = t->trans_a ? t->M : t->K;
     int b_rows = t->trans_b ? t->N : t->K, b_cols = t->trans_b ? t->K : t->N;
     Matrix A = matrix_new(a_rows, a_cols, a_cols + t->pad, t->offset);
@@ -94,7 +103,7 @@ static float *run_case(const Case *t, int threads) {
     sgemm_naive(t->trans_a, t->trans_b, t->M, t->N, t->K, t->alpha, A.data, A.ld, B.data, B.ld,
                 t->beta, want, C.ld);
     omp_set_num_threads(threads);
-    sgemm_avx2(t->trans_a, t->trans_b, t->M, t->N, t->K, t->alpha, A.data, A.ld, B.data, B.ld,
+    kernel(t->trans_a, t->trans_b, t->M, t->N, t->K, t->alpha, A.data, A.ld, B.data, B.ld,
                t->beta, C.data, C.ld);
 
     /* Error budget. Summing K products in float (in any order, with or
@@ -120,9 +129,9 @@ static float *run_case(const Case *t, int threads) {
             float got = C.data[(size_t)i * C.ld + j], ref = want[(size_t)i * C.ld + j];
             if (!(fabs((double)got - (double)ref) <= budget)) {
                 if (bad++ < 5)
-                    print_error("ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g threads=%d: "
+                    print_error("%s ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g threads=%d: "
                                 "C[%d,%d] = %.9g, want %.9g (budget %.3g)\n",
-                                t->trans_a, t->trans_b, t->M, t->N, t->K, (double)t->alpha,
+                                kernel_name, t->trans_a, t->trans_b, t->M, t->N, t->K, (double)t->alpha,
                                 (double)t->beta, threads, i, j, (double)got, (double)ref, budget);
             }
         }
@@ -143,19 +152,34 @@ static float *run_case(const Case *t, int threads) {
     return result;
 }
 
-/* Run with 1 and with 2 threads; the two results must be bit-identical
- * (each C element is computed by one thread in a fixed k order). */
+/* Run the AVX2 kernel with 1 and with 2 threads, and the AVX-512 kernel
+ * likewise when the CPU has it, all on the same inputs; every result must be
+ * within budget and bit-identical to the first (each C element is computed by
+ * one thread, in a fixed k order, with the same operations in both kernels). */
 static void check_case(Case t) {
+    static const struct {
+        SgemmFunction kernel;
+        const char *name;
+        int threads;
+    } runs[] = {{sgemm_avx2, "avx2", 1}, {sgemm_avx2, "avx2", 2},
+                {sgemm_avx512, "avx512", 1}, {sgemm_avx512, "avx512", 2}};
+    int n_runs = cpu_has_avx512f() ? 4 : 2;
     uint64_t seed = test_rng_state;
-    float *one = run_case(&t, 1);
-    test_rng_state = seed; /* same inputs for the second run */
-    float *two = run_case(&t, 2);
     size_t c_floats = (size_t)t.M * (t.N + t.pad);
-    if (memcmp(one, two, c_floats * sizeof(float)) != 0)
-        fail_msg("1 and 2 threads differ: ta=%d tb=%d M=%d N=%d K=%d", t.trans_a, t.trans_b, t.M,
-                 t.N, t.K);
-    free(one);
-    free(two);
+    float *first = NULL;
+    for (int r = 0; r < n_runs; r++) {
+        test_rng_state = seed; /* the same inputs for every run */
+        float *got = run_case(&t, runs[r].kernel, runs[r].name, runs[r].threads);
+        if (first == NULL) {
+            first = got;
+            continue;
+        }
+        if (memcmp(first, got, c_floats * sizeof(float)) != 0)
+            fail_msg("%s on %d thread(s) differs from avx2 on 1 thread: ta=%d tb=%d M=%d N=%d K=%d",
+                     runs[r].name, runs[r].threads, t.trans_a, t.trans_b, t.M, t.N, t.K);
+        free(got);
+    }
+    free(first);
 }
 
 static void skip_without_avx2(void) {
@@ -189,8 +213,9 @@ static void test_unaligned_and_strided(void **state) {
                                       ODD_SIZES[ki], 1.0f, 1.0f, 1, 5});
 }
 
-/* Shapes that cross the cache blocks: M > MC (384), K > KC (256, so the
- * later k blocks accumulate onto the first), N > NC (4096). */
+/* Shapes that cross the cache blocks: M > MC (384 for avx2, 256 for
+ * avx512), K > KC (256, so the later k blocks accumulate onto the first),
+ * N > NC (4096). */
 static void test_big_shapes(void **state) {
     (void)state;
     skip_without_avx2();
@@ -209,7 +234,7 @@ static void test_big_shapes(void **state) {
 static void test_alpha_beta(void **state) {
     (void)state;
     skip_without_avx2();
-    const float alphas[] = {1.0f, -0.5f, 2.0f};
+    const float alphas[] = {1.0f, -0.5f, 0.3f}; /* 0.3: alpha * sum is inexact */
     const float betas[] = {0.0f, 1.0f, -1.5f, 0.25f};
     for (int ai = 0; ai < 3; ai++)
         for (int bi = 0; bi < 4; bi++)
@@ -221,20 +246,58 @@ static void test_alpha_beta(void **state) {
 
 /* K == 0 and alpha == 0: C = beta * C without touching A or B; with beta == 0
  * a NaN in C becomes 0. M == 0 or N == 0: nothing at all happens. */
+static void check_degenerate(SgemmFunction kernel) {
+    float C[6] = {NAN, NAN, NAN, 1.0f, 2.0f, 3.0f};
+    kernel(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.0f, C, 3);
+    for (int j = 0; j < 3; j++) assert_true(C[j] == 0.0f);
+    kernel(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 2.0f, C + 3, 3);
+    assert_true(C[3] == 2.0f && C[4] == 4.0f && C[5] == 6.0f);
+    float A[4] = {NAN, NAN, NAN, NAN}, B[4] = {1, 2, 3, 4}, D[4] = {1, 1, 1, 1};
+    kernel(0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 3.0f, D, 2); /* alpha == 0: A not read */
+    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
+    kernel(0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
+    kernel(0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
+    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
+}
+
 static void test_degenerate(void **state) {
     (void)state;
     skip_without_avx2();
-    float C[6] = {NAN, NAN, NAN, 1.0f, 2.0f, 3.0f};
-    sgemm_avx2(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.0f, C, 3);
-    for (int j = 0; j < 3; j++) assert_true(C[j] == 0.0f);
-    sgemm_avx2(0, 0, 1, 3, 0, 1.0f, NULL, 1, NULL, 3, 2.0f, C + 3, 3);
-    assert_true(C[3] == 2.0f && C[4] == 4.0f && C[5] == 6.0f);
-    float A[4] = {NAN, NAN, NAN, NAN}, B[4] = {1, 2, 3, 4}, D[4] = {1, 1, 1, 1};
-    sgemm_avx2(0, 0, 2, 2, 2, 0.0f, A, 2, B, 2, 3.0f, D, 2); /* alpha == 0: A not read */
-    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
-    sgemm_avx2(0, 0, 0, 2, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
-    sgemm_avx2(0, 0, 2, 0, 2, 1.0f, A, 2, B, 2, 0.0f, D, 2);
-    for (int j = 0; j < 4; j++) assert_true(D[j] == 3.0f);
+    check_degenerate(sgemm_avx2);
+    if (cpu_has_avx512f()) check_degenerate(sgemm_avx512);
+}
+
+/* The chapters reach the kernels through sgemm(): "auto" takes the widest
+ * kernel the CPU has, "avx512" is refused with an error on a CPU without it,
+ * and whatever the SIMD backend, sgemm() gives the kernels' bits. */
+static void test_backend_dispatch(void **state) {
+    (void)state;
+    skip_without_avx2();
+    assert_int_equal(backend_select("auto"), 0);
+    assert_int_equal(backend_current(), cpu_has_avx512f() ? BACKEND_AVX512 : BACKEND_AVX2);
+    if (!cpu_has_avx512f()) {
+        assert_int_equal(backend_select("avx512"), -1);
+        print_message("note: no AVX-512F here: only the avx2 kernel was tested\n");
+        return;
+    }
+    enum { M = 37, N = 45, K = 300 };
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *via_sgemm = malloc(sizeof(float) * M * N), *direct = malloc(sizeof(float) * M * N);
+    assert_true(A && B && via_sgemm && direct);
+    for (int i = 0; i < M * K; i++) A[i] = uniform_pm1();
+    for (int i = 0; i < K * N; i++) B[i] = uniform_pm1();
+    omp_set_num_threads(1);
+    assert_int_equal(backend_select("avx512"), 0);
+    assert_int_equal(backend_current(), BACKEND_AVX512);
+    assert_true(backend_uses_avx2());
+    sgemm(0, 1, M, N, K, 0.5f, A, K, B, K, 0.0f, via_sgemm, N); /* B read as [N,K]^T */
+    sgemm_avx2(0, 1, M, N, K, 0.5f, A, K, B, K, 0.0f, direct, N);
+    assert_memory_equal(via_sgemm, direct, sizeof(float) * M * N);
+    assert_int_equal(backend_select("auto"), 0);
+    free(A);
+    free(B);
+    free(via_sgemm);
+    free(direct);
 }
 
 int main(void) {
@@ -244,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_big_shapes),
         cmocka_unit_test(test_alpha_beta),
         cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_backend_dispatch),
     };
-    return cmocka_run_group_tests_name("sgemm_avx2", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("sgemm_simd", tests, NULL, NULL);
 }

@@ -1,0 +1,171 @@
+/* matmul_blocked.c - the five loops around a micro-kernel, the packing
+ * buffers and the threads: the half of a fast SGEMM that does not depend on
+ * the instruction set (see matmul_blocked.h; common/README.md is the lesson).
+ *
+ *   for jc in N by NC:              B panel  op(B)[pc.., jc..] -> L3
+ *     for pc in K by KC:
+ *       for ic in M by MC:          A block  op(A)[ic.., pc..] -> L2
+ *         pack the A block (and, for the first ic, the B panel)
+ *         for jr in NC by NR:       one B sliver               -> L1
+ *           for ir in MC by MR:     one A sliver, micro-kernel on C tile (ir, jr)
+ *
+ * The first KC block (pc == 0) applies the caller's beta; the later ones add
+ * to what the earlier ones wrote (beta = 1). Plain C and OpenMP: the SIMD
+ * code is all behind the GemmKernel's function pointers, one call per sliver
+ * packed and per tile computed (each call does thousands of FMAs, so the
+ * indirect call costs nothing measurable). */
+#include "matmul_blocked.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Below this many multiply-adds (M*N*K) one thread is faster than two: the
+ * fork/join and the barriers between packing and computing cost a few
+ * microseconds, about the time of a 64x64x64 product. */
+static const double PARALLEL_MIN_WORK = 96.0 * 96.0 * 96.0;
+
+/* ---- Packing buffers ---------------------------------------------------------
+ * Allocated on first use and grown when a bigger product comes along, then
+ * reused: a fresh allocation per call would pay a page fault per 4 KiB on
+ * first touch (about 2-3 microseconds each on this VM), more than the product
+ * itself for the chapters' sizes. The blocking bounds them: at most MC x KC
+ * floats of A and KC x NC of B, whatever the matrix sizes.
+ * _Thread_local makes each calling thread own its buffers, so two threads
+ * may call sgemm at the same time; inside one call the OpenMP team shares the
+ * caller's buffers. 64-byte aligned: the kernels' aligned loads need up to 64,
+ * and 64 keeps each sliver on whole cache lines. */
+typedef struct {
+    float *data;
+    size_t capacity; /* in floats */
+} PackBuffer;
+
+static _Thread_local PackBuffer packed_a_buffer;
+static _Thread_local PackBuffer packed_b_buffer;
+
+static float *pack_buffer_reserve(PackBuffer *buf, size_t floats) {
+    if (buf->capacity >= floats) return buf->data;
+    free(buf->data);
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    buf->data = aligned_alloc(64, bytes);
+    if (!buf->data) {
+        fprintf(stderr, "sgemm: out of memory (%zu bytes of packing buffer)\n", bytes);
+        abort();
+    }
+    buf->capacity = floats;
+    return buf->data;
+}
+
+/* C = beta * C, for K == 0 or alpha == 0 (A and B are not read then). */
+static void scale_c(int M, int N, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++) {
+        float *crow = C + (size_t)i * ldc;
+        for (int j = 0; j < N; j++) crow[j] = beta == 0.0f ? 0.0f : beta * crow[j];
+    }
+}
+
+void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows, int cols,
+                     float alpha, float beta) {
+    for (int i = 0; i < rows; i++) {
+        float *crow = c + (size_t)i * ldc;
+        const float *srow = sums + (size_t)i * sums_ld;
+        for (int j = 0; j < cols; j++) {
+            if (beta == 0.0f) crow[j] = alpha * srow[j];
+            else if (beta == 1.0f) crow[j] = fmaf(alpha, srow[j], crow[j]);
+            else crow[j] = fmaf(alpha, srow[j], beta * crow[j]);
+        }
+    }
+}
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int min_int(int a, int b) { return a < b ? a : b; }
+static int max_int(int a, int b) { return a > b ? a : b; }
+
+/* Threads: all threads pack together (each packs whole slivers), wait at a
+ * barrier until the packed data is complete, then share out the (jr, ir)
+ * tiles. Tiles are numbered jr-major and handed out in runs of consecutive
+ * tiles (a thread keeps its B sliver in L1 along a run) on demand: a thread
+ * that finishes takes the next run. So when another program holds one core
+ * for a while, the thread still running does the remaining work instead of
+ * waiting at the barrier for its partner's fixed half. Which thread computes
+ * a tile changes from run to run, the bits do not: each tile is computed by
+ * one thread, in the same k order, whatever the thread count. Before the next
+ * block is packed over the buffers, a second barrier waits until everyone has
+ * finished reading them. A product that fits in one block (the usual case in
+ * the chapters) costs two synchronisations: the packing barrier and the end
+ * of the parallel region. */
+void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
+                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    const int MR = kernel->mr, NR = kernel->nr;
+    const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
+
+    int kc_max = min_int(K, KC);
+    int mc_max = min_int(ceil_div(M, MR) * MR, MC);
+    int nc_max = min_int(ceil_div(N, NR) * NR, NC);
+    float *packed_a = pack_buffer_reserve(&packed_a_buffer, (size_t)mc_max * kc_max);
+    float *packed_b = pack_buffer_reserve(&packed_b_buffer, (size_t)nc_max * kc_max);
+
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
+
+#pragma omp parallel num_threads(threads) if (threads > 1) default(none)                        \
+    shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, packed_a,    \
+               packed_b, threads, MR, NR, KC, MC, NC)
+    {
+        for (int jc = 0; jc < N; jc += NC) {
+            int nc = min_int(NC, N - jc);
+            int n_slivers_b = ceil_div(nc, NR);
+            for (int pc = 0; pc < K; pc += KC) {
+                int kc = min_int(KC, K - pc);
+                float block_beta = pc == 0 ? beta : 1.0f;
+                for (int ic = 0; ic < M; ic += MC) {
+                    int mc = min_int(MC, M - ic);
+                    int n_slivers_a = ceil_div(mc, MR);
+
+                    /* Pack: the B panel once per (jc, pc), the A block every time. */
+                    int n_pack_b = ic == 0 ? n_slivers_b : 0;
+#pragma omp for schedule(dynamic, 1)
+                    for (int item = 0; item < n_pack_b + n_slivers_a; item++) {
+                        if (item < n_pack_b) {
+                            int jr = item;
+                            kernel->pack_b(packed_b + (size_t)jr * kc * NR, B, ldb, trans_b, pc,
+                                           kc, jc + jr * NR, min_int(NR, nc - jr * NR));
+                        } else {
+                            int ir = item - n_pack_b;
+                            kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a,
+                                           ic + ir * MR, min_int(MR, mc - ir * MR), pc, kc);
+                        }
+                    } /* implicit barrier: the packed data is complete */
+
+                    /* Runs of tiles: about 4 per thread, at most one B sliver's column. */
+                    int n_tiles = n_slivers_a * n_slivers_b;
+                    int run = max_int(1, min_int(n_slivers_a, n_tiles / (4 * threads)));
+#pragma omp for schedule(dynamic, run) nowait
+                    for (int tile = 0; tile < n_tiles; tile++) {
+                        int jr = tile / n_slivers_a, ir = tile % n_slivers_a;
+                        kernel->tile(kc, packed_a + (size_t)ir * kc * MR,
+                                     packed_b + (size_t)jr * kc * NR,
+                                     C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc,
+                                     min_int(MR, mc - ir * MR), min_int(NR, nc - jr * NR), alpha,
+                                     block_beta);
+                    }
+
+                    /* The next block overwrites the packed buffers: wait until
+                     * everyone is done reading them. After the last block the
+                     * end of the parallel region waits anyway. */
+                    int last_block = jc + NC >= N && pc + KC >= K && ic + MC >= M;
+                    if (!last_block) {
+#pragma omp barrier
+                    }
+                }
+            }
+        }
+    }
+}
