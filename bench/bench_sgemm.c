@@ -1,4 +1,4 @@
-/* bench_sgemm.c - GFLOP/s of the naive loop, the AVX2 kernel and OpenBLAS.
+/* bench_sgemm.c - GFLOP/s of the naive loop, our AVX2 and AVX-512 kernels and OpenBLAS.
  *
  *   build/bench/bench_sgemm [--out DIR] [--min-ms MS] [--reps N]
  *
@@ -7,19 +7,27 @@
  * call; one sample repeats the product until at least --min-ms milliseconds
  * have passed, so even a 64x64 product is timed over thousands of calls.
  *
- * Two OpenBLAS figures: "openblas" is the library as installed, which picks
- * its kernels for this CPU at load time (AVX-512 ones on a CPU that has
- * AVX-512); "openblas-avx2" is the same library told to use its Haswell
- * (AVX2/FMA) kernels with OPENBLAS_CORETYPE=Haswell, the like-for-like
- * comparison for an AVX2 kernel. The core type is read when the library is
- * loaded, so that figure comes from a second copy of this program started
- * with the variable set (--openblas-only prints its rows on stdout).
+ * Each of our kernels is compared with OpenBLAS using the same instruction
+ * set, measured in the same process with the two taking turns sample by
+ * sample (so a change of clock or a busy spell hits both alike):
+ *   avx512 against "openblas", the library as installed, which picks its
+ *          kernels for this CPU at load time (AVX-512 ones on a CPU that has
+ *          AVX-512);
+ *   avx2   against "openblas-avx2", the same library told to use its Haswell
+ *          (AVX2/FMA) kernels with OPENBLAS_CORETYPE=Haswell. The core type is
+ *          read when the library is loaded, so this pair is measured by a
+ *          second copy of this program started with the variable set
+ *          (--openblas-only prints its rows on stdout).
  *
  * The machine's peak comes from a loop of independent FMAs on registers
- * only (no memory traffic): what the FMA units can do at best. "of peak" is
- * the AVX2 kernel's share of the AVX2 peak.
+ * only (no memory traffic): what the FMA units can do at best, with ymm (AVX2)
+ * and with zmm (AVX-512) registers. Each figure's "peak_fraction" is its
+ * share of the peak of the instruction set it uses (AVX-512 for avx512 and
+ * for openblas when its kernels are AVX-512 ones, AVX2 for the others).
  *
- * Writes DIR/sgemm.tsv (impl threads M N K gflops op peak_fraction) and
+ * Writes DIR/sgemm.tsv (impl threads M N K gflops op peak_fraction
+ * vs_openblas: for avx2 and avx512, the ratio to the same-instruction-set
+ * OpenBLAS measured beside it, '-' for the others) and
  * DIR/sgemm.gp, a gnuplot script for GFLOP/s against size (bench/run.sh
  * renders it). Prints figures and ratios; never passes or fails. */
 #include <cblas.h>
@@ -29,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,8 +64,8 @@ static const Shape SHAPES[] = {
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 
-enum { IMPL_NAIVE, IMPL_AVX2, IMPL_OPENBLAS, IMPL_OPENBLAS_AVX2, N_IMPLS };
-static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "openblas", "openblas-avx2"};
+enum { IMPL_NAIVE, IMPL_AVX2, IMPL_AVX512, IMPL_OPENBLAS, IMPL_OPENBLAS_AVX2, N_IMPLS };
+static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "avx512", "openblas", "openblas-avx2"};
 
 /* Naive above this many multiply-adds takes seconds per call: skipped. */
 #define NAIVE_MAX_WORK (512.0 * 512.0 * 512.0)
@@ -97,6 +106,9 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
     case IMPL_AVX2:
         sgemm_avx2(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
         break;
+    case IMPL_AVX512:
+        sgemm_avx512(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+        break;
     default:
         cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
                     s->trans_b ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A, lda, B,
@@ -107,7 +119,15 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
 /* Median GFLOP/s of each implementation with use[impl] set, over `reps`
  * samples of >= min_seconds each. The implementations take turns sample by
  * sample, so a slow spell on this shared machine (another process, a clock
- * change) hits all of them alike instead of one. */
+ * change) hits all of them alike instead of one.
+ *
+ * With 2 threads, each sample starts after a 20 ms pause. OpenBLAS's worker
+ * threads and OpenMP's keep spinning for a while after a call, waiting for
+ * the next one; a sample of the other library taken during that time shares
+ * a core with a spinning thread, and every barrier inside it waits for a
+ * descheduled thread: measured here, our 128^3 product fell from ~75 to
+ * 0.4 GFLOP/s right after OpenBLAS calls, and was back after a 1 ms pause.
+ * A program that uses one of the two libraries never sees this. */
 static void measure(const int use[N_IMPLS], int threads, const Shape *s, const float *A,
                     const float *B, float *C, int reps, double min_seconds,
                     double gflops[N_IMPLS]) {
@@ -120,6 +140,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
         run_once(impl, s, A, B, C); /* warm-up: caches, packing buffers, thread pool */
+        if (threads > 1) usleep(20 * 1000);
         double t0 = now_seconds();
         run_once(impl, s, A, B, C);
         double one = now_seconds() - t0;
@@ -129,6 +150,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int r = 0; r < reps; r++)
         for (int impl = 0; impl < N_IMPLS; impl++) {
             if (!use[impl]) continue;
+            if (threads > 1) usleep(20 * 1000);
             double t0 = now_seconds();
             for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
             samples[impl][r] = flops * calls[impl] / (now_seconds() - t0) * 1e-9;
@@ -217,7 +239,7 @@ static void write_gnuplot_script(const char *dir) {
             "sq(impl, t) = (strcol(1) eq impl && $2 == t && $3 == $4 && $4 == $5 && strcol(7) eq 'nn') ? $6 : 1/0\n"
             "plot \\\n",
             dir);
-    const char *colors[N_IMPLS] = {"#999999", "#d62728", "#1f77b4", "#2ca02c"};
+    const char *colors[N_IMPLS] = {"#999999", "#d62728", "#9467bd", "#1f77b4", "#2ca02c"};
     for (int impl = 0; impl < N_IMPLS; impl++)
         for (int t = 1; t <= 2; t++)
             fprintf(f, "  'sgemm.tsv' skip 1 using 3:(sq('%s', %d)) with linespoints lc rgb '%s' dt %d pt %d title '%s, %d thread%s'%s\n",
@@ -297,20 +319,25 @@ int main(int argc, char **argv) {
     double load_at_start = load_average();
 
     if (openblas_only) {
+        /* The OPENBLAS_CORETYPE=Haswell child: our AVX2 kernel and OpenBLAS's
+         * AVX2 kernels, taking turns. One line per shape and thread count. */
         int use[N_IMPLS] = {0};
-        use[IMPL_OPENBLAS] = 1;
+        use[IMPL_AVX2] = use[IMPL_OPENBLAS] = 1;
         for (int s = 0; s < N_SHAPES; s++)
             for (int t = 1; t <= 2; t++) {
                 double g[N_IMPLS] = {0};
                 measure(use, t, &SHAPES[s], A, B, C, reps, min_seconds, g);
-                printf("%d\t%d\t%d\t%d\t%.3f\n", s, t, SHAPES[s].M, SHAPES[s].N, g[IMPL_OPENBLAS]);
+                printf("%d\t%d\t%.3f\t%.3f\n", s, t, g[IMPL_AVX2], g[IMPL_OPENBLAS]);
                 fflush(stdout);
             }
         return 0;
     }
 
-    /* gflops[shape][threads-1][impl]; 0 = not measured. */
+    /* gflops[shape][threads-1][impl]; 0 = not measured. avx2_beside_ob_avx2
+     * is our AVX2 kernel as measured in the child, beside OpenBLAS's AVX2
+     * kernels: the ratio avx2 / openblas-avx2 comes from that pair. */
     static double gflops[N_SHAPES][2][N_IMPLS];
+    static double avx2_beside_ob_avx2[N_SHAPES][2];
 
     /* OpenBLAS restricted to its AVX2 kernels: a second copy of this program. */
     char self[1024];
@@ -322,14 +349,15 @@ int main(int argc, char **argv) {
         snprintf(command, sizeof command,
                  "OPENBLAS_CORETYPE=Haswell '%s' --openblas-only --min-ms %g --reps %d", self,
                  min_ms, reps);
-        fprintf(stderr, "measuring OpenBLAS with its AVX2 (Haswell) kernels...\n");
+        fprintf(stderr, "measuring OpenBLAS with its AVX2 (Haswell) kernels beside ours...\n");
         FILE *child = popen(command, "r");
         if (child) {
-            int s, t, m, n;
-            double g;
-            while (fscanf(child, "%d %d %d %d %lf", &s, &t, &m, &n, &g) == 5)
+            int s, t;
+            double ours, theirs;
+            while (fscanf(child, "%d %d %lf %lf", &s, &t, &ours, &theirs) == 4)
                 if (s >= 0 && s < N_SHAPES && t >= 1 && t <= 2) {
-                    gflops[s][t - 1][IMPL_OPENBLAS_AVX2] = g;
+                    avx2_beside_ob_avx2[s][t - 1] = ours;
+                    gflops[s][t - 1][IMPL_OPENBLAS_AVX2] = theirs;
                     have_openblas_avx2 = 1;
                 }
             pclose(child);
@@ -339,11 +367,19 @@ int main(int argc, char **argv) {
 
     fprintf(stderr, "measuring the FMA peak...\n");
     double peak_avx2[2], peak_avx512[2] = {0, 0};
-    int has_avx512 = __builtin_cpu_supports("avx512f");
+    int has_avx512 = cpu_has_avx512f();
     for (int t = 1; t <= 2; t++) {
         peak_avx2[t - 1] = fma_peak(t, 8);
         if (has_avx512) peak_avx512[t - 1] = fma_peak(t, 16);
     }
+    /* OpenBLAS as installed uses AVX-512 when its kernel set is one of the
+     * AVX-512 ones (SkylakeX, Cooperlake, Sapphire Rapids). */
+    const char *core = openblas_get_corename();
+    int openblas_is_avx512 = has_avx512 && (strcasecmp(core, "skylakex") == 0 ||
+                                            strcasecmp(core, "cooperlake") == 0 ||
+                                            strcasecmp(core, "sapphirerapids") == 0);
+    double *peak_of[N_IMPLS] = {peak_avx2, peak_avx2, has_avx512 ? peak_avx512 : peak_avx2,
+                                openblas_is_avx512 ? peak_avx512 : peak_avx2, peak_avx2};
 
     for (int s = 0; s < N_SHAPES; s++) {
         const Shape *sh = &SHAPES[s];
@@ -351,6 +387,7 @@ int main(int argc, char **argv) {
         int use[N_IMPLS] = {0};
         use[IMPL_NAIVE] = (double)sh->M * sh->N * sh->K <= NAIVE_MAX_WORK;
         use[IMPL_AVX2] = use[IMPL_OPENBLAS] = 1;
+        use[IMPL_AVX512] = has_avx512;
         for (int t = 1; t <= 2; t++) measure(use, t, sh, A, B, C, reps, min_seconds, gflops[s][t - 1]);
     }
 
@@ -360,33 +397,41 @@ int main(int argc, char **argv) {
     if (load_at_start > 0.5)
         printf("note: load average %.2f at start: other processes shared the CPU, figures are low "
                "and noisy\n", load_at_start);
-    printf("OpenBLAS %s, kernels picked at load: %s\n", OPENBLAS_VERSION, openblas_get_corename());
+    printf("OpenBLAS %s, kernels picked at load: %s\n", OPENBLAS_VERSION, core);
     printf("FMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on 2",
            peak_avx2[0], peak_avx2[1]);
     if (has_avx512) printf("; AVX-512 %.1f and %.1f", peak_avx512[0], peak_avx512[1]);
     printf("\n\n");
-    printf("%-4s %-16s %3s %8s %8s %9s %9s %11s %11s %8s\n", "op", "M x N x K", "thr", "naive",
-           "avx2", "openblas", "ob-avx2", "avx2/ob", "avx2/ob-avx2", "of peak");
+    printf("%-4s %-15s %3s %6s %6s %7s %9s %8s %14s %13s %8s\n", "op", "M x N x K", "thr", "naive",
+           "avx2", "avx512", "openblas", "ob-avx2", "avx512/openblas", "avx2/ob-avx2", "of peak");
     for (int s = 0; s < N_SHAPES; s++) {
         const Shape *sh = &SHAPES[s];
         char dims[32];
         snprintf(dims, sizeof dims, "%dx%dx%d", sh->M, sh->N, sh->K);
         for (int t = 1; t <= 2; t++) {
             double *g = gflops[s][t - 1];
-            char naive[16] = "-", ob_avx2[16] = "-", ratio2[16] = "-";
+            char naive[16] = "-", avx512[16] = "-", ob_avx2[16] = "-", ratio512[16] = "-",
+                 ratio2[16] = "-";
             if (g[IMPL_NAIVE] > 0) snprintf(naive, sizeof naive, "%.1f", g[IMPL_NAIVE]);
+            if (g[IMPL_AVX512] > 0) {
+                snprintf(avx512, sizeof avx512, "%.1f", g[IMPL_AVX512]);
+                snprintf(ratio512, sizeof ratio512, "%.2fx", g[IMPL_AVX512] / g[IMPL_OPENBLAS]);
+            }
             if (g[IMPL_OPENBLAS_AVX2] > 0) {
                 snprintf(ob_avx2, sizeof ob_avx2, "%.1f", g[IMPL_OPENBLAS_AVX2]);
-                snprintf(ratio2, sizeof ratio2, "%.2fx", g[IMPL_AVX2] / g[IMPL_OPENBLAS_AVX2]);
+                snprintf(ratio2, sizeof ratio2, "%.2fx",
+                         avx2_beside_ob_avx2[s][t - 1] / g[IMPL_OPENBLAS_AVX2]);
             }
-            printf("%-4s %-16s %3d %8s %8.1f %9.1f %9s %10.2fx %11s %7.0f%%\n", op_name(sh), dims, t,
-                   naive, g[IMPL_AVX2], g[IMPL_OPENBLAS], ob_avx2, g[IMPL_AVX2] / g[IMPL_OPENBLAS],
-                   ratio2, 100.0 * g[IMPL_AVX2] / peak_avx2[t - 1]);
+            int best = g[IMPL_AVX512] > 0 ? IMPL_AVX512 : IMPL_AVX2;
+            printf("%-4s %-15s %3d %6s %6.1f %7s %9.1f %8s %15s %13s %7.0f%%\n", op_name(sh), dims, t,
+                   naive, g[IMPL_AVX2], avx512, g[IMPL_OPENBLAS], ob_avx2, ratio512, ratio2,
+                   100.0 * g[best] / peak_of[best][t - 1]);
         }
     }
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
-           "its AVX2/FMA kernels. 'of peak' = avx2 / AVX2 FMA peak on the same thread count.\n",
-           openblas_get_corename());
+           "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"
+           "avx2/ob-avx2 is from that pair). 'of peak' = our fastest kernel / the FMA peak of its\n"
+           "instruction set on the same thread count.\n", core);
 
     /* The data file. */
     mkdir(out_dir, 0755);
@@ -397,20 +442,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_sgemm: cannot write %s\n", path);
         return 1;
     }
-    fprintf(f, "impl\tthreads\tM\tN\tK\tgflops\top\tpeak_fraction\n");
+    fprintf(f, "impl\tthreads\tM\tN\tK\tgflops\top\tpeak_fraction\tvs_openblas\n");
     for (int t = 1; t <= 2; t++)
-        fprintf(f, "fma-peak-avx2\t%d\t0\t0\t0\t%.3f\t-\t1.000\n", t, peak_avx2[t - 1]);
+        fprintf(f, "fma-peak-avx2\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", t, peak_avx2[t - 1]);
     if (has_avx512)
         for (int t = 1; t <= 2; t++)
-            fprintf(f, "fma-peak-avx512\t%d\t0\t0\t0\t%.3f\t-\t%.3f\n", t, peak_avx512[t - 1],
-                    peak_avx512[t - 1] / peak_avx2[t - 1]);
+            fprintf(f, "fma-peak-avx512\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", t, peak_avx512[t - 1]);
     for (int impl = 0; impl < N_IMPLS; impl++)
         for (int t = 1; t <= 2; t++)
             for (int s = 0; s < N_SHAPES; s++) {
                 double g = gflops[s][t - 1][impl];
                 if (g <= 0) continue;
-                fprintf(f, "%s\t%d\t%d\t%d\t%d\t%.3f\t%s\t%.3f\n", IMPL_NAMES[impl], t, SHAPES[s].M,
-                        SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]), g / peak_avx2[t - 1]);
+                char vs[16] = "-";
+                if (impl == IMPL_AVX512 && gflops[s][t - 1][IMPL_OPENBLAS] > 0)
+                    snprintf(vs, sizeof vs, "%.3f", g / gflops[s][t - 1][IMPL_OPENBLAS]);
+                if (impl == IMPL_AVX2 && gflops[s][t - 1][IMPL_OPENBLAS_AVX2] > 0)
+                    snprintf(vs, sizeof vs, "%.3f",
+                             avx2_beside_ob_avx2[s][t - 1] / gflops[s][t - 1][IMPL_OPENBLAS_AVX2]);
+                fprintf(f, "%s\t%d\t%d\t%d\t%d\t%.3f\t%s\t%.3f\t%s\n", IMPL_NAMES[impl], t,
+                        SHAPES[s].M, SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]),
+                        g / peak_of[impl][t - 1], vs);
             }
     fclose(f);
     write_gnuplot_script(out_dir);

@@ -1,13 +1,13 @@
 /* bench_train_step.c - milliseconds per training step of each chapter's default model.
  *
- *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04]
+ *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--busy]
  *
  * One training step is what the chapter's training loop does for one batch:
  * zero the gradients, forward, backward, clip the gradient norm, Adam update.
  * Each chapter's DEFAULT model (the sizes its main.c uses without flags) runs
  * on a realistic batch (the dataset's first shuffled training batch, or the
- * digit task's batch), on the naive and the AVX2 backend, with 1 and 2
- * threads. Every figure is the median of --reps timed steps after one warm-up
+ * digit task's batch), on the naive, the AVX2 and (when the CPU has it) the
+ * AVX-512 backend, with 1 and 2 threads. Every figure is the median of --reps timed steps after one warm-up
  * step; the four configurations take turns step by step, so a slow spell of
  * this shared machine hits all of them alike.
  *
@@ -15,6 +15,15 @@
  * DIR/train_step_batches.txt: each chapter's sizes and the exact batch, so
  * tools/bench_torch.py builds the same models on the same batches (it then
  * appends its impl=torch rows to the .tsv).
+ *
+ * --busy measures something else: how the default backend copes with
+ * another program on the machine. A child process spins on the CPU for the
+ * whole run (what a browser tab or a second training run does to a student's
+ * laptop), and each chapter's step is timed on 1 and on 2 threads; written to
+ * DIR/train_step_busy.tsv (chapter impl threads ms, impl = the backend name
+ * followed by "+busy"). Two threads beside a busy program can be far slower
+ * than one, because every barrier waits for whichever thread was switched
+ * out; common/matmul_blocked.c detects that and falls back to one thread.
  *
  * A chapter joins by adding one entry to CHAPTERS below: its name, and a
  * create function that builds its model and batch. Prints figures and ratios;
@@ -24,8 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "02_bahdanau_attention/bahdanau.h"
@@ -34,6 +46,7 @@
 #include "05_multi_head_attention/multi_head_model.h"
 #include "error.h"
 #include "matmul.h"
+#include "matmul_blocked.h"
 #include "optim.h"
 #include "params.h"
 #include "seq2seq.h"
@@ -261,11 +274,16 @@ enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 /* ---- Timing ----------------------------------------------------------------------- */
 
 typedef struct {
-    const char *backend;   /* "naive" or "avx2" */
+    const char *backend;   /* "naive", "avx2" or "avx512" */
     int threads;
 } Config;
 
-static const Config CONFIGS[] = {{"naive", 1}, {"naive", 2}, {"avx2", 1}, {"avx2", 2}};
+static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1},
+                                 {"avx2", 2},   {"avx512", 1}, {"avx512", 2}};
+/* The configurations this CPU can run: the AVX-512 ones only with AVX-512F. */
+static int config_runs_here(const Config *c) {
+    return strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f();
+}
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
 static double now_ms(void) {
@@ -304,6 +322,11 @@ static void use_config(const Config *c) {
     threads_set(c->threads);
 }
 
+/* With --busy: the default backend only, 1 and 2 threads. */
+static const Config *configs = CONFIGS;
+static int n_configs = N_CONFIGS;
+static Config busy_configs[2];
+
 /* ms[config] = median over reps of one step in each configuration. Returns 0,
  * or -1 when the loss is not finite (a broken model is not worth timing). */
 static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
@@ -311,21 +334,25 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     Adam opt;
     if (adam_init(&opt, m->params, 1e-3f, 0.0f) < 0) return -1;
     double loss = 0.0;
-    for (int c = 0; c < N_CONFIGS; c++) {   /* warm-up: caches, thread pool, first touch */
-        use_config(&CONFIGS[c]);
+    for (int c = 0; c < n_configs; c++) {   /* warm-up: caches, thread pool, first touch */
+        if (!config_runs_here(&configs[c])) continue;
+        use_config(&configs[c]);
         timed_step(m, &opt, &loss);
     }
     for (int r = 0; r < reps; r++)
-        for (int c = 0; c < N_CONFIGS; c++) {
-            use_config(&CONFIGS[c]);
+        for (int c = 0; c < n_configs; c++) {
+            if (!config_runs_here(&configs[c])) continue;
+            use_config(&configs[c]);
             samples[c][r] = timed_step(m, &opt, &loss);
         }
     adam_free(&opt);
-    for (int c = 0; c < N_CONFIGS; c++) {
+    for (int c = 0; c < n_configs; c++) {
+        ms[c] = 0.0;
+        if (!config_runs_here(&configs[c])) continue;
         qsort(samples[c], reps, sizeof samples[c][0], compare_doubles);
         ms[c] = samples[c][reps / 2];
     }
-    if (!isfinite(loss)) return fail("loss is %g after %d steps", loss, N_CONFIGS * (reps + 1));
+    if (!isfinite(loss)) return fail("loss is %g after %d steps", loss, n_configs * (reps + 1));
     return 0;
 }
 
@@ -344,17 +371,19 @@ static int chapter_selected(const char *list, const char *chapter) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: bench_train_step [--out DIR] [--reps N] [--chapters LIST]\n"
+            "usage: bench_train_step [--out DIR] [--reps N] [--chapters LIST] [--busy]\n"
             "  --out DIR        where to write train_step.tsv and train_step_batches.txt\n"
             "                   (default bench/results)\n"
             "  --reps N         timed steps per figure, the median is reported (default 7, max %d)\n"
-            "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n",
+            "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n"
+            "  --busy           time the default backend on 1 and 2 threads while another\n"
+            "                   process spins on the CPU (writes train_step_busy.tsv)\n",
             MAX_REPS);
 }
 
 int main(int argc, char **argv) {
     const char *out_dir = "bench/results", *only = NULL;
-    int reps = 7;
+    int reps = 7, busy = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -369,6 +398,8 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(argv[i], "--chapters") == 0 && i + 1 < argc) {
             only = argv[++i];
+        } else if (strcmp(argv[i], "--busy") == 0) {
+            busy = 1;
         } else {
             fprintf(stderr, "bench_train_step: unknown or incomplete argument '%s' (try --help)\n", argv[i]);
             return 2;
@@ -379,12 +410,26 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* --busy: the default backend, 1 and 2 threads, beside a spinning child. */
+    pid_t spinner = 0;
+    char busy_impl[32] = "";
+    if (busy) {
+        backend_select("auto");
+        const char *name = backend_name(backend_current());
+        snprintf(busy_impl, sizeof busy_impl, "%s+busy", name);
+        busy_configs[0] = (Config){name, 1};
+        busy_configs[1] = (Config){name, 2};
+        configs = busy_configs;
+        n_configs = 2;
+    }
+
     mkdir(out_dir, 0755);
     char tsv_path[1200], log_path[1200];
-    snprintf(tsv_path, sizeof tsv_path, "%s/train_step.tsv", out_dir);
+    snprintf(tsv_path, sizeof tsv_path, "%s/%s", out_dir, busy ? "train_step_busy.tsv" : "train_step.tsv");
     snprintf(log_path, sizeof log_path, "%s/train_step_batches.txt", out_dir);
     FILE *tsv = fopen(tsv_path, "w");
-    FILE *batch_log = fopen(log_path, "w");
+    /* --busy keeps the batch file of the main run: tools/bench_torch.py reads it. */
+    FILE *batch_log = fopen(busy ? "/dev/null" : log_path, "w");
     if (!tsv || !batch_log) {
         fprintf(stderr, "bench_train_step: cannot write %s or %s\n", tsv_path, log_path);
         return 1;
@@ -399,8 +444,24 @@ int main(int argc, char **argv) {
         printf("WARNING: load average %.2f: other processes share the CPU; figures are slow and noisy,\n"
                "         2-thread figures most (a descheduled thread stalls the other at every barrier)\n",
                load);
-    printf("\n%-26s %9s %9s %9s %9s %13s %11s\n", "chapter", "naive 1t", "naive 2t", "avx2 1t",
-           "avx2 2t", "avx2/naive 1t", "2t/1t avx2");
+    if (busy) {
+        spinner = fork();
+        if (spinner == 0) { /* the child: another program that wants a whole core */
+            volatile unsigned long spin = 0;
+            for (;;) spin++;
+        }
+        if (spinner < 0) {
+            fprintf(stderr, "bench_train_step: cannot start the busy process\n");
+            return 1;
+        }
+        printf("--busy: process %d spins on the CPU during the whole run; backend %s\n",
+               (int)spinner, configs[0].backend);
+        printf("\n%-26s %9s %9s %11s\n", "chapter", "busy 1t", "busy 2t", "2t / 1t");
+    } else {
+        printf("\n%-26s %9s %9s %9s %9s %9s %9s %13s %15s\n", "chapter", "naive 1t", "naive 2t",
+               "avx2 1t", "avx2 2t", "avx512 1t", "avx512 2t", "naive/avx2 1t", "naive/avx512 1t");
+    }
+    long backoffs_before = sgemm_busy_backoffs();
 
     for (int k = 0; k < N_CHAPTERS; k++) {
         const ChapterBench *ch = &CHAPTERS[k];
@@ -418,19 +479,41 @@ int main(int argc, char **argv) {
             printf("%-26s skipped: %s\n", ch->chapter, last_error());
             continue;
         }
-        printf("%-26s %9.2f %9.2f %9.2f %9.2f %12.1fx %10.2fx\n", ch->chapter, ms[0], ms[1], ms[2],
-               ms[3], ms[0] / ms[2], ms[2] / ms[3]);
+        if (busy) {
+            printf("%-26s %9.2f %9.2f %10.2fx\n", ch->chapter, ms[0], ms[1], ms[1] / ms[0]);
+            for (int c = 0; c < n_configs; c++)
+                fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, busy_impl, configs[c].threads, ms[c]);
+            fflush(stdout);
+            fflush(tsv);
+            continue;
+        }
+        char avx512_1t[16] = "-", avx512_2t[16] = "-", speedup512[16] = "-";
+        if (ms[4] > 0) {
+            snprintf(avx512_1t, sizeof avx512_1t, "%.2f", ms[4]);
+            snprintf(avx512_2t, sizeof avx512_2t, "%.2f", ms[5]);
+            snprintf(speedup512, sizeof speedup512, "%.1fx", ms[0] / ms[4]);
+        }
+        printf("%-26s %9.2f %9.2f %9.2f %9.2f %9s %9s %12.1fx %15s\n", ch->chapter, ms[0], ms[1],
+               ms[2], ms[3], avx512_1t, avx512_2t, ms[0] / ms[2], speedup512);
         printf("%-26s (%s)\n", "", ch->description);
         fflush(stdout);
-        for (int c = 0; c < N_CONFIGS; c++)
-            fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, CONFIGS[c].backend, CONFIGS[c].threads, ms[c]);
+        for (int c = 0; c < n_configs; c++)
+            if (ms[c] > 0)
+                fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, configs[c].backend, configs[c].threads, ms[c]);
         fflush(tsv);
+    }
+    if (spinner > 0) {
+        kill(spinner, SIGKILL);
+        waitpid(spinner, NULL, 0);
+        printf("2t / 1t above 1x: two threads were slower than one beside the busy process.\n"
+               "sgemm fell back to one thread %ld time(s) (a partner thread switched out for > 1 ms).\n",
+               sgemm_busy_backoffs() - backoffs_before);
     }
     fclose(tsv);
     fclose(batch_log);
     double load_end = load_average();
-    if (load_end > 0.5 && load <= 0.5)
+    if (!busy && load_end > 0.5 && load <= 0.5)
         printf("WARNING: load average rose to %.2f during the run; figures are noisy\n", load_end);
-    printf("wrote %s and %s\n", tsv_path, log_path);
+    printf("wrote %s%s%s\n", tsv_path, busy ? "" : " and ", busy ? "" : log_path);
     return 0;
 }

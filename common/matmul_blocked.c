@@ -18,13 +18,52 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Below this many multiply-adds (M*N*K) one thread is faster than two: the
  * fork/join and the barriers between packing and computing cost a few
  * microseconds, about the time of a 64x64x64 product. */
 static const double PARALLEL_MIN_WORK = 96.0 * 96.0 * 96.0;
+
+/* ---- Sharing the cores with other programs -----------------------------------
+ * Two threads on two cores are fast only while both cores are ours. When
+ * another program (a browser, a second training run) is running too, the
+ * kernel's scheduler gives three busy threads two cores by turns, and a thread
+ * of ours is regularly switched out for a few milliseconds. Its partner then
+ * waits at the next barrier for that long, and a product that takes 50
+ * microseconds takes 5 milliseconds: measured here with one busy-looping
+ * process beside it, 2 threads ran a training step many times slower than 1.
+ *
+ * So the calling thread times its waits at the barriers. On an idle machine
+ * a wait lasts as long as the partner's last piece of work, microseconds; a
+ * wait of more than LATE_NS means the partner was switched out. Then the
+ * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
+ * tried again. The bits do not change (each tile is computed the same way by
+ * whichever thread takes it), only the speed. */
+static const long long LATE_NS = 1000 * 1000;              /* 1 ms */
+static const long long BUSY_BACKOFF_NS = 1000 * 1000 * 1000; /* 1 s */
+static atomic_llong one_thread_until_ns;                    /* 0: never */
+static atomic_long busy_backoffs;                           /* how many times, for the curious */
+
+static long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Called by the calling thread after a barrier it entered at waited_since. */
+static void note_barrier_wait(long long waited_since) {
+    long long now = monotonic_ns();
+    if (now - waited_since > LATE_NS) {
+        atomic_store(&one_thread_until_ns, now + BUSY_BACKOFF_NS);
+        atomic_fetch_add(&busy_backoffs, 1);
+    }
+}
+
+long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
 
 /* ---- Packing buffers ---------------------------------------------------------
  * Allocated on first use and grown when a bigger product comes along, then
@@ -114,11 +153,14 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
 
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
+    if (threads > 1 && monotonic_ns() < atomic_load(&one_thread_until_ns)) threads = 1;
+    long long work_done_at = 0; /* when the calling thread finished its share */
 
 #pragma omp parallel num_threads(threads) if (threads > 1) default(none)                        \
     shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, packed_a,    \
-               packed_b, threads, MR, NR, KC, MC, NC)
+               packed_b, threads, MR, NR, KC, MC, NC, work_done_at)
     {
+        int caller = omp_get_thread_num() == 0; /* the thread that called sgemm */
         for (int jc = 0; jc < N; jc += NC) {
             int nc = min_int(NC, N - jc);
             int n_slivers_b = ceil_div(nc, NR);
@@ -131,7 +173,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
 
                     /* Pack: the B panel once per (jc, pc), the A block every time. */
                     int n_pack_b = ic == 0 ? n_slivers_b : 0;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
                     for (int item = 0; item < n_pack_b + n_slivers_a; item++) {
                         if (item < n_pack_b) {
                             int jr = item;
@@ -142,7 +184,11 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
                             kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a,
                                            ic + ir * MR, min_int(MR, mc - ir * MR), pc, kc);
                         }
-                    } /* implicit barrier: the packed data is complete */
+                    }
+                    /* Wait until the packed data is complete. */
+                    long long waited_since = monotonic_ns();
+#pragma omp barrier
+                    if (caller && threads > 1) note_barrier_wait(waited_since);
 
                     /* Runs of tiles: about 4 per thread, at most one B sliver's column. */
                     int n_tiles = n_slivers_a * n_slivers_b;
@@ -162,10 +208,14 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
                      * end of the parallel region waits anyway. */
                     int last_block = jc + NC >= N && pc + KC >= K && ic + MC >= M;
                     if (!last_block) {
+                        waited_since = monotonic_ns();
 #pragma omp barrier
+                        if (caller && threads > 1) note_barrier_wait(waited_since);
                     }
                 }
             }
         }
-    }
+        if (caller) work_done_at = monotonic_ns();
+    } /* the end of the region waits for every thread too */
+    if (threads > 1) note_barrier_wait(work_done_at);
 }
