@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "matmul.h"
+#include "matmul_blocked.h"
 
 typedef struct {
     int M, N, K;
@@ -330,6 +331,9 @@ int main(int argc, char **argv) {
                 printf("%d\t%d\t%.3f\t%.3f\n", s, t, g[IMPL_AVX2], g[IMPL_OPENBLAS]);
                 fflush(stdout);
             }
+        if (sgemm_busy_backoffs() > 0)
+            fprintf(stderr, "note: in the avx2 / ob-avx2 run, %ld fall-back(s) to one thread: another "
+                    "program was using the CPU\n", sgemm_busy_backoffs());
         return 0;
     }
 
@@ -428,6 +432,10 @@ int main(int argc, char **argv) {
                    100.0 * g[best] / peak_of[best][t - 1]);
         }
     }
+    if (sgemm_busy_backoffs() > 0)
+        printf("\nnote: %ld time(s) a thread of ours was switched out for over 1 ms, and the products\n"
+               "of the next second ran on one thread (common/matmul_blocked.c): some 2-thread figures\n"
+               "are 1-thread figures. Another program was using the CPU.\n", sgemm_busy_backoffs());
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
            "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"
            "avx2/ob-avx2 is from that pair). 'of peak' = our fastest kernel / the FMA peak of its\n"

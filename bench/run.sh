@@ -5,8 +5,9 @@
 #
 # Runs BUILD/bench/bench_sgemm first, then BUILD/bench/bench_train_step and
 # its PyTorch twin tools/bench_torch.py (when /usr/bin/python3 can import
-# torch), prints the train-step ratios (avx2 against naive and against
-# PyTorch's best thread count), then BUILD/bench/bench_flash (plain against
+# torch), prints the train-step ratios (avx2 against naive, our best against
+# PyTorch's best thread count), bench_train_step --busy (1 and 2 threads
+# beside a process spinning on the CPU), then BUILD/bench/bench_flash (plain against
 # fused attention), then any other BUILD/bench/bench_* binaries;
 # results go to bench/results/. tools/perf_table.sh turns them into the
 # README's Markdown tables. Benchmarks print figures and ratios,
@@ -53,30 +54,29 @@ if [ -x "$build/bench/bench_train_step" ]; then
       key = $1 SUBSEP $2 SUBSEP $3; ms[key] = $4
       if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
       if ($2 == "torch" && (best[$1] == "" || $4 < best[$1])) { best[$1] = $4; best_t[$1] = $3 }
-    }
-    function best_of(ch, impl,   t, b) {
-      b = ""
-      for (t = 1; t <= 2; t++)
-        if ((ch SUBSEP impl SUBSEP t) in ms && (b == "" || ms[ch SUBSEP impl SUBSEP t] < b))
-          b = ms[ch SUBSEP impl SUBSEP t]
-      return b
+      if ($2 != "torch" && $2 != "naive" && (ours[$1] == "" || $4 < ours[$1])) {
+        ours[$1] = $4; ours_how[$1] = $2 " " $3 "t"
+      }
     }
     END {
-      printf "%-26s %10s %10s %11s %14s %14s %12s\n", "chapter", "naive 1t", "avx2 1t", "naive/avx2",
-             "avx2 best", "torch best", "torch/avx2"
+      printf "%-26s %10s %10s %11s %12s %18s %14s %12s\n", "chapter", "naive 1t", "avx2 1t", "naive/avx2",
+             "avx512 1t", "ours best", "torch best", "torch/ours"
       for (i = 1; i <= n; i++) {
         ch = order[i]
         a1 = ms[ch SUBSEP "avx2" SUBSEP 1]; n1 = ms[ch SUBSEP "naive" SUBSEP 1]
-        ab = best_of(ch, "avx2"); ab_t = (ab == ms[ch SUBSEP "avx2" SUBSEP 1]) ? 1 : 2
+        a512 = ((ch SUBSEP "avx512" SUBSEP 1) in ms) ? sprintf("%.2f", ms[ch SUBSEP "avx512" SUBSEP 1]) : "-"
         speed = (a1 > 0 && n1 > 0) ? sprintf("%.1fx", n1 / a1) : "-"
         tb = (ch in best) ? sprintf("%.2f (%dt)", best[ch], best_t[ch]) : "-"
-        vs = (ch in best && ab > 0) ? sprintf("%.2fx", best[ch] / ab) : "-"
-        printf "%-26s %10.2f %10.2f %11s %14s %14s %12s\n", ch, n1, a1, speed,
-               sprintf("%.2f (%dt)", ab, ab_t), tb, vs
+        vs = (ch in best && ours[ch] > 0) ? sprintf("%.2fx", best[ch] / ours[ch]) : "-"
+        printf "%-26s %10.2f %10.2f %11s %12s %18s %14s %12s\n", ch, n1, a1, speed, a512,
+               sprintf("%.2f (%s)", ours[ch], ours_how[ch]), tb, vs
       }
       print "ms per training step. naive/avx2: speed-up of the AVX2 backend on 1 thread;"
-      print "torch/avx2: PyTorch at its best thread count against ours at ours (> 1x: ours is faster)."
+      print "torch/ours: PyTorch at its best thread count against our best backend and thread count"
+      print "(> 1x: ours is faster)."
     }' "$results/train_step.tsv"
+  # Two threads beside another busy program: train_step_busy.tsv.
+  run "$build/bench/bench_train_step" --out "$results" --busy
 fi
 
 # Plain against fused (FlashAttention-style) attention, N = 256 .. 8192: flash.tsv, flash.gp.

@@ -6,9 +6,10 @@
 # Reads RESULTS_DIR/sgemm.tsv (bench/bench_sgemm.c) and RESULTS_DIR/train_step.tsv
 # (bench/bench_train_step.c + tools/bench_torch.py) and prints, on stdout:
 #   - the machine (lscpu), the compiler and the command that produced the figures;
-#   - SGEMM GFLOP/s per shape: naive, our AVX2 kernel, OpenBLAS (as installed and
-#     restricted to its AVX2 kernels), on 1 and 2 threads;
-#   - milliseconds per training step per chapter: naive, AVX2, PyTorch, and the ratios.
+#   - SGEMM GFLOP/s per shape: naive, our AVX2 and AVX-512 kernels, OpenBLAS (restricted to
+#     its AVX2 kernels, and as installed), on 1 and 2 threads, with the paired ratios;
+#   - milliseconds per training step per chapter: naive, AVX2, AVX-512, PyTorch, and the ratios;
+#   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads.
 # Paste the output into README.md. Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
@@ -27,8 +28,11 @@ echo "L3 $(cpu_field 'L3 cache'); $(cc --version 2>/dev/null | head -n 1), -O2."
 
 if [ -f "$sgemm" ]; then
   echo
-  echo "SGEMM, single-precision GFLOP/s (median of 5; \`ob\` = OpenBLAS as installed, \`ob-avx2\` ="
-  echo "OpenBLAS with \`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels):"
+  echo "SGEMM, single-precision GFLOP/s (median of 5). Each of our kernels is timed beside OpenBLAS"
+  echo "using the same instruction set, the two taking turns sample by sample: \`avx512\` beside"
+  echo "\`ob\` (OpenBLAS as installed, AVX-512 kernels on this CPU), \`avx2\` beside \`ob-avx2\`"
+  echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process, and"
+  echo "its ratio is from that run). \`of peak\`: avx512 against the AVX-512 FMA peak."
   echo
   awk -F'\t' '
     NR == 1 { next }
@@ -36,26 +40,31 @@ if [ -f "$sgemm" ]; then
     {
       shape = $7 " " $3 "x" $4 "x" $5
       if (!(shape in seen)) { seen[shape] = 1; order[++n] = shape }
-      g[$1, $2, shape] = $6
+      g[$1, $2, shape] = $6; frac[$1, $2, shape] = $8; vs[$1, $2, shape] = $9
     }
     function cell(impl, t, shape) { return ((impl, t, shape) in g) ? sprintf("%.1f", g[impl, t, shape]) : "-" }
-    function ratio(a, b, t, shape) {
-      if ((a, t, shape) in g && (b, t, shape) in g && g[b, t, shape] > 0)
-        return sprintf("%.2fx", g[a, t, shape] / g[b, t, shape])
-      return "-"
+    function ratio(impl, t, shape) {
+      return ((impl, t, shape) in vs && vs[impl, t, shape] != "-") ? sprintf("%.2fx", vs[impl, t, shape]) : "-"
+    }
+    function share(impl, t, shape) {
+      return ((impl, t, shape) in frac) ? sprintf("%.0f%%", 100 * frac[impl, t, shape]) : "-"
     }
     END {
-      print "| op, M x N x K | threads | naive | avx2 | ob | ob-avx2 | avx2 / ob-avx2 |"
-      print "|---|---|---|---|---|---|---|"
+      print "| op, M x N x K | threads | naive | avx2 | ob-avx2 | avx2 / ob-avx2 | avx512 | ob | avx512 / ob | of peak |"
+      print "|---|---|---|---|---|---|---|---|---|---|"
       for (t = 1; t <= 2; t++)
         for (i = 1; i <= n; i++) {
           s = order[i]
-          printf "| %s | %d | %s | %s | %s | %s | %s |\n", s, t, cell("naive", t, s), cell("avx2", t, s),
-                 cell("openblas", t, s), cell("openblas-avx2", t, s), ratio("avx2", "openblas-avx2", t, s)
+          printf "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, t, cell("naive", t, s),
+                 cell("avx2", t, s), cell("openblas-avx2", t, s), ratio("avx2", t, s),
+                 cell("avx512", t, s), cell("openblas", t, s), ratio("avx512", t, s), share("avx512", t, s)
         }
-      if (("fma-peak-avx2", 1) in peak)
-        printf "\nFMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on 2.\n",
-               peak["fma-peak-avx2", 1], peak["fma-peak-avx2", 2]
+      if (("fma-peak-avx2", 1) in peak) {
+        printf "\nFMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on 2", peak["fma-peak-avx2", 1], peak["fma-peak-avx2", 2]
+        if (("fma-peak-avx512", 1) in peak)
+          printf "; AVX-512 %.1f and %.1f", peak["fma-peak-avx512", 1], peak["fma-peak-avx512", 2]
+        print "."
+      }
     }' "$sgemm"
 else
   echo
@@ -82,19 +91,40 @@ if [ -f "$steps" ]; then
       return b
     }
     END {
-      print "| chapter | naive 1t | avx2 1t | avx2 2t | torch 1t | torch 2t | naive / avx2 (1t) | torch / avx2 (best of each) |"
-      print "|---|---|---|---|---|---|---|---|"
+      print "| chapter | naive 1t | avx2 1t | avx2 2t | avx512 1t | avx512 2t | torch 1t | torch 2t | naive / avx2 (1t) | torch / ours (best of each) |"
+      print "|---|---|---|---|---|---|---|---|---|---|"
       for (i = 1; i <= n; i++) {
         ch = order[i]
-        a = best(ch, "avx2"); tb = best(ch, "torch")
+        a = best(ch, "avx2"); a512 = best(ch, "avx512"); tb = best(ch, "torch")
+        ours = (a512 > 0 && a512 < a) ? a512 : a
         speed = "-"
         if ((ch, "naive", 1) in ms && (ch, "avx2", 1) in ms) speed = sprintf("%.1fx", ms[ch, "naive", 1] / ms[ch, "avx2", 1])
-        vs = (a > 0 && tb > 0) ? sprintf("%.2fx", tb / a) : "-"
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", ch, cell(ch, "naive", 1), cell(ch, "avx2", 1),
-               cell(ch, "avx2", 2), cell(ch, "torch", 1), cell(ch, "torch", 2), speed, vs
+        vs = (ours > 0 && tb > 0) ? sprintf("%.2fx", tb / ours) : "-"
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ch, cell(ch, "naive", 1), cell(ch, "avx2", 1),
+               cell(ch, "avx2", 2), cell(ch, "avx512", 1), cell(ch, "avx512", 2), cell(ch, "torch", 1),
+               cell(ch, "torch", 2), speed, vs
       }
     }' "$steps"
 else
   echo
   echo "($steps not found: run make bench)"
+fi
+
+busy=$results/train_step_busy.tsv
+if [ -f "$busy" ]; then
+  echo
+  echo "The same steps while another process spins on one core (\`bench_train_step --busy\`), on the"
+  echo "default backend: two threads must not be much slower than one (see common/README.md, step 5)."
+  echo
+  awk -F'\t' '
+    NR == 1 { next }
+    { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } ms[$1, $3] = $4; impl = $2 }
+    END {
+      print "| chapter (" impl ") | 1 thread | 2 threads | 2 threads / 1 thread |"
+      print "|---|---|---|---|"
+      for (i = 1; i <= n; i++) {
+        ch = order[i]
+        printf "| %s | %.1f | %.1f | %.2fx |\n", ch, ms[ch, 1], ms[ch, 2], ms[ch, 2] / ms[ch, 1]
+      }
+    }' "$busy"
 fi
