@@ -5,6 +5,7 @@
 #   make run-01     run one chapter
 #   make test       install missing test dependencies, build, run the cmocka suites
 #   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-backends  the suites once per backend (naive, avx2, avx512)
 #   make bench      benchmarks (bench/results/)
 #   make twin       PyTorch cross-checks (tools/)
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
@@ -47,7 +48,7 @@ TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test test-san bench twin golden clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run test test-san test-backends bench twin golden clean deps-test deps-run deps-bench deps-twin \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -115,6 +116,18 @@ test: deps-test
 
 test-san:
 	@$(MAKE) --no-print-directory SAN=1 test
+
+# The whole suite once per backend, forced with ATTN_BACKEND (the ones this CPU
+# cannot run are skipped with a note): every layer and chapter test must pass
+# on the specification (naive) as well as on the fast kernels.
+test-backends: deps-test
+	@$(MAKE) --no-print-directory _build_tests
+	@set -e; for b in naive avx2 avx512; do \
+	  if [ $$b = avx2 ] && ! grep -qw avx2 /proc/cpuinfo; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
+	  if [ $$b = avx512 ] && ! grep -qw avx512f /proc/cpuinfo; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
+	  echo "=== ATTN_BACKEND=$$b"; log=$$(mktemp); \
+	  if ATTN_BACKEND=$$b bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	  else cat $$log; rm -f $$log; exit 1; fi; done
 
 _build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS)
 
