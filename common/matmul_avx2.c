@@ -88,7 +88,7 @@ static inline void store_row(float *c, __m256 acc0, __m256 acc1, __m256 alpha, f
 /* C tile [6,16] = alpha * a_sliver^T @ b_sliver + beta * C tile.
  * Shapes: a_sliver[kc * 6] (k-major, packed), b_sliver[kc * 16] (k-major,
  * packed, 32-byte aligned), c with row stride ldc. */
-static inline void kernel_6x16(int kc, const float *restrict a_sliver,
+static void kernel_6x16(int kc, const float *restrict a_sliver,
                                const float *restrict b_sliver, float *c, int ldc,
                                float alpha, float beta) {
     /* Accumulator c<row><half>: row of the tile, half 0 = columns 0..7, 1 = 8..15. */
@@ -154,28 +154,10 @@ static void pack_b_16(float *sliver, const float *B, int ldb, int trans_b, int p
     pack_b_sliver_avx2(NR, sliver, B, ldb, trans_b, p0, kc, j0, cols);
 }
 
-/* One tile of C, full or ragged (rows < 6 or cols < 16 at the bottom and
- * right edges). A ragged tile runs the full kernel into a private 6x16 tile
- * (the packed padding is zero, so the extra rows/columns are just unused) with
- * alpha = 1 and beta = 0, which leaves the raw sums there, then applies alpha
- * and beta with the same operations store_row uses, so an element gets the
- * same bits whether its tile was full or ragged.
- * Shape: c is [rows, cols] with row stride ldc. */
-static void tile_6x16(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
-                      int rows, int cols, float alpha, float beta) {
-    if (rows == MR && cols == NR) {
-        kernel_6x16(kc, a_sliver, b_sliver, c, ldc, alpha, beta);
-        return;
-    }
-    _Alignas(32) float sums[MR * NR];
-    kernel_6x16(kc, a_sliver, b_sliver, sums, NR, 1.0f, 0.0f);
-    tile_store_sums(c, ldc, sums, NR, rows, cols, alpha, beta);
-}
-
 static const GemmKernel AVX2_KERNEL = {
     .name = "avx2 6x16",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
-    .pack_a = pack_a_6, .pack_b = pack_b_16, .tile = tile_6x16,
+    .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16,
 };
 
 void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,

@@ -64,7 +64,7 @@ static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __m512 alph
  * acc_lo[i] holds row i, columns 0..15; acc_hi[i] columns 16..31. The loops
  * over i have constant bounds and are fully unrolled, so each array element
  * is a register of its own. */
-static inline void kernel_8x32(int kc, const float *restrict a_sliver,
+static void kernel_8x32(int kc, const float *restrict a_sliver,
                                 const float *restrict b_sliver, float *c, int ldc, float alpha,
                                 float beta) {
     __m512 acc_lo[MR], acc_hi[MR];
@@ -107,23 +107,10 @@ static void pack_b_32(float *sliver, const float *B, int ldb, int trans_b, int p
     pack_b_sliver_avx2(NR, sliver, B, ldb, trans_b, p0, kc, j0, cols);
 }
 
-/* One tile of C, full or ragged; see tile_6x16 in matmul_avx2.c.
- * Shape: c is [rows, cols] with row stride ldc. */
-static void tile_8x32(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
-                       int rows, int cols, float alpha, float beta) {
-    if (rows == MR && cols == NR) {
-        kernel_8x32(kc, a_sliver, b_sliver, c, ldc, alpha, beta);
-        return;
-    }
-    _Alignas(64) float sums[MR * NR];
-    kernel_8x32(kc, a_sliver, b_sliver, sums, NR, 1.0f, 0.0f);
-    tile_store_sums(c, ldc, sums, NR, rows, cols, alpha, beta);
-}
-
 static const GemmKernel AVX512_KERNEL = {
     .name = "avx512 8x32",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
-    .pack_a = pack_a_8, .pack_b = pack_b_32, .tile = tile_8x32,
+    .pack_a = pack_a_8, .pack_b = pack_b_32, .kernel = kernel_8x32,
 };
 
 void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,

@@ -104,8 +104,12 @@ static void scale_c(int M, int N, float beta, float *C, int ldc) {
     }
 }
 
-void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows, int cols,
-                     float alpha, float beta) {
+/* c[rows, cols] = alpha * sums + beta * c, element by element, with the
+ * operations the kernels' vector stores use: a multiply when beta == 0, else
+ * one fused multiply-add (fmaf rounds once, like the FMA instruction).
+ * Shapes: c row stride ldc, sums row stride sums_ld. */
+static void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows, int cols,
+                            float alpha, float beta) {
     for (int i = 0; i < rows; i++) {
         float *crow = c + (size_t)i * ldc;
         const float *srow = sums + (size_t)i * sums_ld;
@@ -115,6 +119,22 @@ void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows
             else crow[j] = fmaf(alpha, srow[j], beta * crow[j]);
         }
     }
+}
+
+/* A tile at the bottom or right edge of C (rows < mr or cols < nr): run the
+ * full kernel into a private tile (the packed padding is zero, so the extra
+ * rows and columns are just unused) with alpha = 1 and beta = 0, which leaves
+ * the raw sums there, then apply alpha and beta to the part that exists with
+ * the operations the kernel's own stores use.
+ * Shape: c is [rows, cols] with row stride ldc. */
+enum { MAX_TILE_FLOATS = 512 };
+
+static void ragged_tile(const GemmKernel *kernel, int kc, const float *a_sliver,
+                        const float *b_sliver, float *c, int ldc, int rows, int cols, float alpha,
+                        float beta) {
+    _Alignas(64) float sums[MAX_TILE_FLOATS];
+    kernel->kernel(kc, a_sliver, b_sliver, sums, kernel->nr, 1.0f, 0.0f);
+    tile_store_sums(c, ldc, sums, kernel->nr, rows, cols, alpha, beta);
 }
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -143,6 +163,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         return;
     }
     const int MR = kernel->mr, NR = kernel->nr;
+    if (MR * NR > MAX_TILE_FLOATS) abort(); /* a kernel file's constants are wrong */
     const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
 
     int kc_max = min_int(K, KC);
@@ -196,11 +217,15 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
 #pragma omp for schedule(dynamic, run) nowait
                     for (int tile = 0; tile < n_tiles; tile++) {
                         int jr = tile / n_slivers_a, ir = tile % n_slivers_a;
-                        kernel->tile(kc, packed_a + (size_t)ir * kc * MR,
-                                     packed_b + (size_t)jr * kc * NR,
-                                     C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc,
-                                     min_int(MR, mc - ir * MR), min_int(NR, nc - jr * NR), alpha,
-                                     block_beta);
+                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
+                        const float *b_sliver = packed_b + (size_t)jr * kc * NR;
+                        float *c = C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR;
+                        int rows = min_int(MR, mc - ir * MR), cols = min_int(NR, nc - jr * NR);
+                        if (rows == MR && cols == NR)
+                            kernel->kernel(kc, a_sliver, b_sliver, c, ldc, alpha, block_beta);
+                        else
+                            ragged_tile(kernel, kc, a_sliver, b_sliver, c, ldc, rows, cols, alpha,
+                                        block_beta);
                     }
 
                     /* The next block overwrites the packed buffers: wait until

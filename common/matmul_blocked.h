@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *name;
-    int mr, nr;     /* register tile: rows and columns of C per kernel call */
+    int mr, nr;     /* register tile: rows and columns of C per kernel call (mr * nr <= 512) */
     int kc, mc, nc; /* cache blocks: depth, rows of A, columns of B (mc % mr == 0, nc % nr == 0) */
 
     /* sliver[p * mr + i] = op(A)[i0 + i, p0 + p] for p < kc, i < mr; rows >= `rows`
@@ -25,22 +25,16 @@ typedef struct {
      * are zero. sliver is 64-byte aligned. */
     void (*pack_b)(float *sliver, const float *B, int ldb, int trans_b, int p0, int kc, int j0,
                    int cols);
-    /* C tile [rows, cols] (rows <= mr, cols <= nr, row stride ldc)
-     *   = alpha * a_sliver^T @ b_sliver + beta * C tile.
-     * beta == 0 never reads C. Every element must get the same bits whether
-     * its tile is full or ragged: only then does the result not depend on
-     * where the tile edges fall (different kernels, different thread splits). */
-    void (*tile)(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
-                 int rows, int cols, float alpha, float beta);
+    /* The micro-kernel: a full C tile [mr, nr] (row stride ldc)
+     *   = alpha * a_sliver^T @ b_sliver + beta * C tile,
+     * with beta == 0 never reading C, alpha applied with one multiply
+     * (beta == 0) or one fused multiply-add (alpha * sum + C, or
+     * alpha * sum + beta * C): the driver finishes ragged tiles with the same
+     * operations (so an element gets the same bits wherever the tile edges
+     * fall). */
+    void (*kernel)(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
+                   float alpha, float beta);
 } GemmKernel;
-
-/* For a ragged tile: the kernel has left the raw sums of products in
- * sums[rows, cols] (row stride sums_ld, computed with alpha = 1, beta = 0);
- * write c = alpha * sums + beta * c with exactly the operations the vector
- * stores use (a multiply for beta == 0, else one fused multiply-add), so an
- * element gets the same bits whether its tile was full or ragged. */
-void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows, int cols,
-                     float alpha, float beta);
 
 /* C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N] (see matmul.h),
  * computed with `kernel`'s tile and packing. */
