@@ -27,11 +27,8 @@ static __m256i tail_mask(int count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
 }
 
-/* factor * e^x for 8 floats, and exp8(x) = e^x (factor 1; the product is exact).
- * The factor multiplies the polynomial before the two power-of-two scalings,
- * so when the product is subnormal it is rounded once, at the end (GELU
- * needs x * e^(-x^2/2) with e^(-x^2/2) subnormal and the product not).
- * Error of e^x: <= 2 ulp of expf(x) for every x (1 measured), where an ulp is never
+/* e^x for 8 floats, as p * scale1 * scale2 (exp8 below multiplies them out).
+ * Error: <= 2 ulp of expf(x) for every x (1 measured), where an ulp is never
  * taken smaller than 2^-149, the subnormal spacing (so for x < -87.3, where
  * the result is subnormal, the error is <= 2^-148 absolute). x > 88.7228
  * gives +inf, x < -103.98 gives exactly 0 (so does -inf: a masked softmax
@@ -39,7 +36,7 @@ static __m256i tail_mask(int count) {
  * 2^k is applied in two halves, 2^(k/2) * 2^(k - k/2), so k can range over
  * [-159, 128] (results from 0 through subnormals to inf) while each half is a
  * normal float. */
-static __m256 exp8_times(__m256 x, __m256 factor) {
+static __m256 exp8_parts(__m256 x, __m256 *scale1, __m256 *scale2) {
     /* Clamp (max/min return their SECOND operand when one is NaN: x, so NaN passes). */
     x = _mm256_max_ps(_mm256_set1_ps(-110.0f), x);
     x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
@@ -63,12 +60,26 @@ static __m256 exp8_times(__m256 x, __m256 factor) {
     __m256i k1 = _mm256_srai_epi32(ki, 1);
     __m256i k2 = _mm256_sub_epi32(ki, k1);
     const __m256i bias = _mm256_set1_epi32(127);
-    __m256 scale1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-    __m256 scale2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(p, factor), scale1), scale2);
+    *scale1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+    *scale2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+    return p;
 }
 
-static __m256 exp8(__m256 x) { return exp8_times(x, _mm256_set1_ps(1.0f)); }
+static __m256 exp8(__m256 x) {
+    __m256 scale1, scale2;
+    __m256 p = exp8_parts(x, &scale1, &scale2);
+    return _mm256_mul_ps(_mm256_mul_ps(p, scale1), scale2);
+}
+
+/* factor * e^x for 8 floats. The factor multiplies the polynomial before the
+ * two power-of-two scalings, so when the product is subnormal it is rounded
+ * once, at the end: GELU needs x e^(-x^2/2) where e^(-x^2/2) alone would be
+ * subnormal and the product is not, or is less so. */
+static __m256 exp8_times(__m256 x, __m256 factor) {
+    __m256 scale1, scale2;
+    __m256 p = exp8_parts(x, &scale1, &scale2);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(p, factor), scale1), scale2);
+}
 
 /* tanh(x) for 8 floats.
  * Error: <= 3 ulp of tanhf(x) for every x (2 measured).
