@@ -4,6 +4,7 @@
  * gradient pointer that is NULL. Matrix products go through matmul.h so the
  * chosen backend (naive or avx2) serves every layer. */
 #include "layers.h"
+#include "layernorm.h"
 #include "matmul.h"
 #include "vecmath.h"
 
@@ -79,6 +80,31 @@ void relu_forward(float *y, const float *x, int n) { vec_relu(y, x, n); }
 
 /* Gradient 1 where x > 0, else 0 (x here is the forward INPUT): dx += dy there. */
 void relu_backward(float *dx, const float *dy, const float *x, int n) { vec_relu_backward(dx, dy, x, n); }
+
+/* GELU: the naive (double) or AVX2 kernels of vecmath.h, by backend. */
+void gelu_forward(float *y, const float *x, int n) { vec_gelu(y, x, n); }
+void gelu_backward(float *dx, const float *dy, const float *x, int n) { vec_gelu_backward(dx, dy, x, n); }
+void gelu_tanh_forward(float *y, const float *x, int n) { vec_gelu_tanh(y, x, n); }
+void gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
+    vec_gelu_tanh_backward(dx, dy, x, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm: layernorm.c (the specification) or layernorm_avx2.c, by backend */
+/* ------------------------------------------------------------------------ */
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *gamma,
+                       const float *beta, int N, int D, float eps) {
+    if (backend_current() == BACKEND_AVX2) layernorm_forward_avx2(out, mean, rstd, x, gamma, beta, N, D, eps);
+    else layernorm_forward_naive(out, mean, rstd, x, gamma, beta, N, D, eps);
+}
+
+void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                        const float *rstd, const float *x, const float *gamma, int N, int D) {
+    if (backend_current() == BACKEND_AVX2)
+        layernorm_backward_avx2(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
+    else layernorm_backward_naive(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Softmax                                                                   */

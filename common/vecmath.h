@@ -1,4 +1,4 @@
-/* vecmath.h - element-wise exp, tanh and sigmoid over arrays, with a backend.
+/* vecmath.h - element-wise exp, tanh, sigmoid, ReLU and GELU over arrays, with a backend.
  *
  * Outside the matrix products, a recurrent model spends its time in the gate
  * non-linearities: chapter 01's GRU calls tanhf and expf 4 * B * H times per
@@ -13,7 +13,8 @@
  *          tests/test_vecmath.c over a dense sweep of inputs.
  *
  * All take y[n] and x[n]; y may equal x (in place); no alignment needed;
- * n may be any count >= 0. NaN in gives NaN out. */
+ * n may be any count >= 0. NaN in gives NaN out. (GELU's naive forms
+ * compute in double and round once: see below.) */
 #ifndef VECMATH_H
 #define VECMATH_H
 
@@ -32,6 +33,28 @@ void vec_sigmoid(float *y, const float *x, int n);
 void vec_relu(float *y, const float *x, int n);
 void vec_relu_backward(float *dx, const float *dy, const float *x, int n);
 
+/* GELU, the activation of the transformer's MLP (chapter 06), two forms:
+ *   exact:  y = x Phi(x) = x/2 (1 + erf(x / sqrt 2))     (BERT, ViT; PyTorch nn.GELU())
+ *   tanh:   y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *                                   (GPT-2, llm.c; PyTorch nn.GELU(approximate='tanh'))
+ * Phi is the standard normal CDF: GELU weighs x by the probability that a
+ * standard normal variable is below it. The two forms differ by at most
+ * 4.7e-4 (near x = +-2.7) and are different functions: use the one a model
+ * was trained with.
+ * Backward takes the forward INPUT x and accumulates dx += dy * gelu'(x);
+ * dx, dy and x may be the same array.
+ * The naive forms are the specification: each value computed in double with
+ * libm (erfc, exp) and rounded once to float. They stay accurate in the
+ * negative tail, where 1 + erf(x / sqrt 2) in float (or even in double, as
+ * PyTorch's float64 kernel does) cancels to 0: GELU(-10) is -7.7e-23, not 0.
+ * At the infinities they give the limits, gelu(-inf) = -0, gelu(inf) = inf,
+ * gelu'(-inf) = 0, gelu'(inf) = 1 (PyTorch gives NaN there).
+ * The avx2 forms' error bounds are stated in vecmath_avx2.c. */
+void vec_gelu(float *y, const float *x, int n);
+void vec_gelu_backward(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_tanh(float *y, const float *x, int n);
+void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n);
+
 /* The two implementations, for tests and benchmarks. Call the _avx2 ones
  * only when cpu_has_avx2_fma() is true. */
 void vec_exp_naive(float *y, const float *x, int n);
@@ -44,5 +67,13 @@ void vec_relu_naive(float *y, const float *x, int n);
 void vec_relu_backward_naive(float *dx, const float *dy, const float *x, int n);
 void vec_relu_avx2(float *y, const float *x, int n);
 void vec_relu_backward_avx2(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_naive(float *y, const float *x, int n);
+void vec_gelu_backward_naive(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_tanh_naive(float *y, const float *x, int n);
+void vec_gelu_tanh_backward_naive(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_avx2(float *y, const float *x, int n);
+void vec_gelu_backward_avx2(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_tanh_avx2(float *y, const float *x, int n);
+void vec_gelu_tanh_backward_avx2(float *dx, const float *dy, const float *x, int n);
 
 #endif

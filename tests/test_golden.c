@@ -38,6 +38,7 @@
 #include "error.h"   /* before cmocka.h, whose fail() macro would clash with error.h's fail() */
 #include "golden.h"
 #include "layers.h"
+#include "matmul.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"
@@ -230,7 +231,7 @@ static void check_embedding(Case *c) {
     }
 }
 
-/* tanh and sigmoid: backward reads the forward output y; relu: the input x. */
+/* tanh and sigmoid: backward reads the forward output y; relu and gelu: the input x. */
 typedef void (*ActForward)(float *y, const float *x, int n);
 typedef void (*ActBackward)(float *dx, const float *dy, const float *saved, int n);
 
@@ -244,6 +245,51 @@ static void check_activation(Case *c, ActForward fwd, ActBackward bwd, int backw
         expect_grad(c, "dx", dx, times);
     }
 }
+
+/* GELU and LayerNorm have a naive and an AVX2 kernel behind one call: their
+ * cases run on each backend the CPU has (the layer name in a failure says
+ * which), then the default backend is restored. */
+static const char *BACKENDS[2] = {"naive", "avx2"};
+static int n_backends(void) { return cpu_has_avx2_fma() ? 2 : 1; }
+
+static void on_each_backend(Case *c, void (*check)(Case *c)) {
+    const char *layer = c->layer;
+    char labelled[64];
+    for (int b = 0; b < n_backends(); b++) {
+        assert_int_equal(backend_select(BACKENDS[b]), 0);
+        snprintf(labelled, sizeof labelled, "%s [%s backend]", layer, BACKENDS[b]);
+        c->layer = labelled;
+        check(c);
+    }
+    c->layer = layer;
+    assert_int_equal(backend_select(NULL), 0);
+}
+
+static void check_gelu_once(Case *c) { check_activation(c, gelu_forward, gelu_backward, 1); }
+static void check_gelu_tanh_once(Case *c) { check_activation(c, gelu_tanh_forward, gelu_tanh_backward, 1); }
+static void check_gelu(Case *c) { on_each_backend(c, check_gelu_once); }
+static void check_gelu_tanh(Case *c) { on_each_backend(c, check_gelu_tanh_once); }
+
+/* Backward uses the mean and rstd the C forward saved (as a model would). */
+static void check_layernorm_once(Case *c) {
+    const GoldTensor *x = need(c, "x");
+    int N = x->dims[0], D = x->dims[1];
+    float eps = f32(c, "eps")[0];
+    float *out = buf(c, (size_t)N * D), *mean = buf(c, (size_t)N), *rstd = buf(c, (size_t)N);
+    layernorm_forward(out, mean, rstd, f32(c, "x"), f32(c, "gamma"), f32(c, "beta"), N, D, eps);
+    expect_out(c, "out", out);
+    expect_out(c, "mean", mean);
+    expect_out(c, "rstd", rstd);
+    float *dx = buf(c, (size_t)N * D), *dgamma = buf(c, (size_t)D), *dbeta = buf(c, (size_t)D);
+    for (int times = 1; times <= 2; times++) {
+        layernorm_backward(dx, dgamma, dbeta, f32(c, "dout"), mean, rstd, f32(c, "x"), f32(c, "gamma"), N, D);
+        expect_grad(c, "dx", dx, times);
+        expect_grad(c, "dgamma", dgamma, times);
+        expect_grad(c, "dbeta", dbeta, times);
+    }
+}
+
+static void check_layernorm(Case *c) { on_each_backend(c, check_layernorm_once); }
 
 static void check_tanh(Case *c) { check_activation(c, tanh_forward, tanh_backward, 0); }
 static void check_sigmoid(Case *c) { check_activation(c, sigmoid_forward, sigmoid_backward, 0); }
@@ -518,6 +564,9 @@ static const GoldLayer LAYERS[] = {
     {"tanh", check_tanh},
     {"sigmoid", check_sigmoid},
     {"relu", check_relu},
+    {"gelu", check_gelu},                                 /* chapter 06's MLP */
+    {"gelu_tanh", check_gelu_tanh},
+    {"layernorm", check_layernorm},                       /* chapter 06 */
     {"softmax", check_softmax},
     {"log_softmax", check_log_softmax},
     {"cross_entropy", check_cross_entropy},

@@ -1,7 +1,9 @@
 /* test_layers.c - every layer in layers.c: backward against central finite
  * differences (gradcheck) on odd shapes, plus the exact properties the
  * header promises (masked softmax entries are exactly 0, cross-entropy's
- * ignore_id, accumulation with +=).
+ * ignore_id, accumulation with +=). GELU and LayerNorm are checked on both
+ * backends (naive and, when the CPU has it, avx2), since each has its own
+ * kernel behind the same call.
  *
  * The loss used for a layer is L = sum_i w_i * out_i with fixed random w_i,
  * summed in double; then dL/dout = w is what we feed to backward.
@@ -23,6 +25,7 @@
 
 #include "gradcheck.h"
 #include "layers.h"
+#include "matmul.h"
 #include "rng.h"
 
 #include <stdarg.h>
@@ -204,6 +207,132 @@ static void test_activations(void **state) {
     assert_true(out[0] == 0.0f && out[1] == 0.0f && out[2] == 100.0f && out[3] == 0.0f);
     tanh_forward(out, in, 4);
     assert_float_equal(out[3], tanh(-2.0), 1e-7);
+}
+
+/* ------------------------------------------------------------------------ */
+/* GELU (both forms) and LayerNorm, on each backend                          */
+/* ------------------------------------------------------------------------ */
+
+/* The backends to run a check on: naive always, avx2 when the CPU has it. */
+static int n_backends(void) { return cpu_has_avx2_fma() ? 2 : 1; }
+static const char *BACKENDS[2] = {"naive", "avx2"};
+
+typedef struct {
+    int n, tanh_form;
+    float *x, *y, *w;
+} GeluCtx;
+
+static double gelu_loss(void *p) {
+    GeluCtx *c = p;
+    if (c->tanh_form) gelu_tanh_forward(c->y, c->x, c->n);
+    else gelu_forward(c->y, c->x, c->n);
+    return weighted_sum(c->y, c->w, c->n);
+}
+
+static void test_gelu_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 8, 0);
+    enum { N = 33 };
+    float x[N], y[N], w[N], dx[N], dx0[N];
+    for (int b = 0; b < n_backends(); b++) {
+        assert_int_equal(backend_select(BACKENDS[b]), 0);
+        for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+            fill(x, N, 4.0f, &r);
+            x[0] = -0.75f;   /* near GELU's minimum, where the gradient is 0 */
+            x[1] = 0.0f;
+            fill(w, N, 1.0f, &r);
+            fill(dx0, N, 1.0f, &r);   /* a non-zero start: backward must ADD */
+            memcpy(dx, dx0, sizeof dx);
+            GeluCtx c = {N, tanh_form, x, y, w};
+            if (tanh_form) gelu_tanh_backward(dx, w, x, N);
+            else gelu_backward(dx, w, x, N);
+            for (int i = 0; i < N; i++) dx[i] -= dx0[i];
+            char what[64];
+            snprintf(what, sizeof what, "%s dx (%s backend)", tanh_form ? "gelu_tanh" : "gelu", BACKENDS[b]);
+            expect_grad_ok(gradcheck(gelu_loss, &c, x, dx, N, EPS, MAX_CHECKS), N, what);
+        }
+        /* spot values: GELU(1) = Phi(1) = 0.8413447, the tanh form 0.8411920 */
+        float in[2] = {1.0f, -3.0f}, out[2];
+        gelu_forward(out, in, 2);
+        assert_float_equal(out[0], 0.841344746, 1e-6);
+        assert_float_equal(out[1], -3.0 * 0.00134989803, 1e-8);
+        gelu_tanh_forward(out, in, 2);
+        assert_float_equal(out[0], 0.841191990, 1e-6);
+    }
+    assert_int_equal(backend_select(NULL), 0);
+}
+
+typedef struct {
+    int N, D;
+    float *x, *gamma, *beta, *out, *mean, *rstd, *w;
+} LayerNormCtx;
+
+static double layernorm_loss(void *p) {
+    LayerNormCtx *c = p;
+    layernorm_forward(c->out, c->mean, c->rstd, c->x, c->gamma, c->beta, c->N, c->D, 1e-5f);
+    return weighted_sum(c->out, c->w, c->N * c->D);
+}
+
+static void test_layernorm_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 9, 0);
+    const int shapes[][2] = {{1, 1}, {3, 7}, {5, 17}, {2, 33}, {1, 64}};
+    for (int b = 0; b < n_backends(); b++) {
+        assert_int_equal(backend_select(BACKENDS[b]), 0);
+        for (int s = 0; s < 5; s++) {
+            int N = shapes[s][0], D = shapes[s][1], nx = N * D;
+            LayerNormCtx c = {N, D, malloc(sizeof(float) * nx), malloc(sizeof(float) * D), malloc(sizeof(float) * D),
+                              malloc(sizeof(float) * nx), malloc(sizeof(float) * N), malloc(sizeof(float) * N),
+                              malloc(sizeof(float) * nx)};
+            fill(c.x, nx, 1.0f, &r);
+            for (int d = 0; d < D; d++) c.x[d] += 5.0f;   /* row 0 sits away from 0 */
+            fill(c.gamma, D, 1.5f, &r);
+            fill(c.beta, D, 1.0f, &r);
+            fill(c.w, nx, 1.0f, &r);
+            layernorm_loss(&c);
+            /* gradients start non-zero to prove backward ADDS to them */
+            float *dx = malloc(sizeof(float) * nx), *dgamma = malloc(sizeof(float) * D);
+            float *dbeta = malloc(sizeof(float) * D), *start = malloc(sizeof(float) * (nx + 2 * D));
+            fill(start, nx + 2 * D, 1.0f, &r);
+            memcpy(dx, start, sizeof(float) * nx);
+            memcpy(dgamma, start + nx, sizeof(float) * D);
+            memcpy(dbeta, start + nx + D, sizeof(float) * D);
+            layernorm_backward(dx, dgamma, dbeta, c.w, c.mean, c.rstd, c.x, c.gamma, N, D);
+            for (int i = 0; i < nx; i++) dx[i] -= start[i];
+            for (int d = 0; d < D; d++) {
+                dgamma[d] -= start[nx + d];
+                dbeta[d] -= start[nx + D + d];
+            }
+            char what[64];
+            snprintf(what, sizeof what, "layernorm dx (%s, %dx%d)", BACKENDS[b], N, D);
+            expect_grad_ok(gradcheck(layernorm_loss, &c, c.x, dx, nx, EPS, MAX_CHECKS), nx, what);
+            snprintf(what, sizeof what, "layernorm dgamma (%s, %dx%d)", BACKENDS[b], N, D);
+            expect_grad_ok(gradcheck(layernorm_loss, &c, c.gamma, dgamma, D, EPS, MAX_CHECKS), D, what);
+            snprintf(what, sizeof what, "layernorm dbeta (%s, %dx%d)", BACKENDS[b], N, D);
+            expect_grad_ok(gradcheck(layernorm_loss, &c, c.beta, dbeta, D, EPS, MAX_CHECKS), D, what);
+
+            /* with gamma = 1, beta = 0 every row has mean 0 and variance var / (var + eps) ~ 1 */
+            for (int d = 0; d < D; d++) {
+                c.gamma[d] = 1.0f;
+                c.beta[d] = 0.0f;
+            }
+            layernorm_loss(&c);
+            for (int n = 0; n < N && D > 1; n++) {
+                double sum = 0.0, squares = 0.0;
+                for (int d = 0; d < D; d++) {
+                    sum += c.out[n * D + d];
+                    squares += (double)c.out[n * D + d] * c.out[n * D + d];
+                }
+                assert_float_equal(sum / D, 0.0, 1e-6);
+                assert_float_equal(squares / D, 1.0, 1e-3);
+            }
+            free(c.x); free(c.gamma); free(c.beta); free(c.out); free(c.mean); free(c.rstd); free(c.w);
+            free(dx); free(dgamma); free(dbeta); free(start);
+        }
+    }
+    assert_int_equal(backend_select(NULL), 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -394,6 +523,8 @@ int main(void) {
         cmocka_unit_test(test_linear_gradients),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_gelu_gradients),
+        cmocka_unit_test(test_layernorm_gradients),
         cmocka_unit_test(test_softmax_gradients),
         cmocka_unit_test(test_softmax_masking_and_stability),
         cmocka_unit_test(test_cross_entropy),

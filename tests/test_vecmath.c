@@ -1,4 +1,4 @@
-/* test_vecmath.c - the AVX2 exp, tanh and sigmoid against the naive libm loops.
+/* test_vecmath.c - the AVX2 exp, tanh, sigmoid and GELU against the naive loops.
  *
  * For each kernel:
  *   - the error bound stated in vecmath_avx2.c, in ulps of the naive result,
@@ -10,8 +10,14 @@
  *     aligned address, nothing written past y[n-1], and in place (y == x);
  *   - the dispatching functions give the naive bits on the naive backend;
  *   - ReLU forward and backward: the same bits as the naive loops (NaN, -0,
- *     odd lengths, unaligned pointers).
- * The AVX2 tests skip on a CPU without AVX2/FMA. */
+ *     odd lengths, unaligned pointers);
+ *   - GELU's gradients (both forms): the ABSOLUTE bound stated in
+ *     vecmath_avx2.c over the same sweep, the limits at +-inf, NaN, odd
+ *     lengths, unaligned pointers, accumulation into dx, in place, dispatch.
+ * The AVX2 tests skip on a CPU without AVX2/FMA.
+ *
+ * ATTN_VECMATH_EXHAUSTIVE=1 ./build/tests/test_vecmath checks the bounds over
+ * ALL 2^32 floats instead of the sweep (minutes; not part of make test). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,14 +37,16 @@ typedef void (*VecFunction)(float *y, const float *x, int n);
 
 typedef struct {
     const char *name;
-    VecFunction naive, avx2;
+    VecFunction naive, avx2, dispatched;
     double max_ulps;   /* the bound stated in vecmath_avx2.c */
 } Kernel;
 
 static const Kernel KERNELS[] = {
-    {"exp", vec_exp_naive, vec_exp_avx2, 2.0},
-    {"tanh", vec_tanh_naive, vec_tanh_avx2, 3.0},
-    {"sigmoid", vec_sigmoid_naive, vec_sigmoid_avx2, 3.0},
+    {"exp", vec_exp_naive, vec_exp_avx2, vec_exp, 2.0},
+    {"tanh", vec_tanh_naive, vec_tanh_avx2, vec_tanh, 3.0},
+    {"sigmoid", vec_sigmoid_naive, vec_sigmoid_avx2, vec_sigmoid, 3.0},
+    {"gelu", vec_gelu_naive, vec_gelu_avx2, vec_gelu, 6.0},
+    {"gelu_tanh", vec_gelu_tanh_naive, vec_gelu_tanh_avx2, vec_gelu_tanh, 4.0},
 };
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
 
@@ -77,6 +85,9 @@ static float *make_inputs(int *count) {
         FLT_EPSILON, 0.625f, -0.625f, 0.62499994f, -0.62499994f, 9.0f, -9.0f, 9.02f, -9.02f,
         88.37626f, 88.72283f, 88.72284f, 89.0f, -87.33654f, -87.34f, -88.72f, -100.0f, -103.9f,
         -103.98f, -104.0f, -105.0f, 200.0f, -200.0f, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY,
+        /* GELU: the center/tail switch, the subnormal and zero edges, the clamp */
+        0.75f, -0.75f, 0.74999994f, -0.74999994f, -0.7517916f, -9.9f, -10.4f, -10.6f, -13.0f, -14.3f,
+        -14.42f, 16.0f, -16.0f, 16.000002f, -16.000002f,
     };
     int n_sweep = (int)(top / stride) + 1;
     int n_extremes = (int)(sizeof extremes / sizeof extremes[0]);
@@ -93,27 +104,65 @@ static float *make_inputs(int *count) {
     return x;
 }
 
-static void check_bound(const Kernel *k) {
-    int n;
-    float *x = make_inputs(&n);
-    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+/* ATTN_VECMATH_EXHAUSTIVE set (and not "0"): check every float. */
+static int exhaustive(void) {
+    const char *e = getenv("ATTN_VECMATH_EXHAUSTIVE");
+    return e != NULL && *e != '\0' && strcmp(e, "0") != 0;
+}
+
+/* Calls check(x, n, ...) on every float bit pattern, 2^20 at a time. */
+enum { CHUNK = 1 << 20 };
+static float *all_floats_chunk(float *x, uint64_t first) {
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        uint32_t bits = (uint32_t)(first + i);
+        memcpy(&x[i], &bits, sizeof x[i]);
+    }
+    return x;
+}
+
+/* The largest ulp error of k on x[n], and where. */
+static double worst_ulps(const Kernel *k, const float *x, int n, float *want, float *got, float *worst_x) {
     k->naive(want, x, n);
     k->avx2(got, x, n);
     double worst = 0.0;
-    float worst_x = 0.0f;
     for (int i = 0; i < n; i++) {
         double e = ulp_error(got[i], want[i]);
         if (e > worst) {
             worst = e;
-            worst_x = x[i];
+            *worst_x = x[i];
         }
     }
-    printf("  %-8s max error %.2f ulp (bound %.0f) at x = %.9g over %d inputs\n", k->name, worst,
-           k->max_ulps, worst_x, n);
+    return worst;
+}
+
+static void check_bound(const Kernel *k) {
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    long long n_inputs;
+    if (exhaustive()) {
+        float *x = malloc(sizeof(float) * CHUNK), *want = malloc(sizeof(float) * CHUNK);
+        float *got = malloc(sizeof(float) * CHUNK);
+        for (uint64_t first = 0; first < (1ull << 32); first += CHUNK) {
+            float at = 0.0f;
+            double e = worst_ulps(k, all_floats_chunk(x, first), CHUNK, want, got, &at);
+            if (e > worst) {
+                worst = e;
+                worst_x = at;
+            }
+        }
+        n_inputs = 1ll << 32;
+        free(x); free(want); free(got);
+    } else {
+        int n;
+        float *x = make_inputs(&n);
+        float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+        worst = worst_ulps(k, x, n, want, got, &worst_x);
+        n_inputs = n;
+        free(x); free(want); free(got);
+    }
+    printf("  %-9s max error %.2f ulp (bound %.0f) at x = %.9g over %lld inputs\n", k->name, worst,
+           k->max_ulps, worst_x, n_inputs);
     assert_true(worst <= k->max_ulps);
-    free(x);
-    free(want);
-    free(got);
 }
 
 static void test_error_bounds(void **state) {
@@ -123,7 +172,8 @@ static void test_error_bounds(void **state) {
 }
 
 /* The values other code relies on exactly: e^-inf = 0 (masked softmax
- * entries), e^0 = 1, sigmoid(-inf) = 0, sigmoid(inf) = 1, tanh(+-inf) = +-1. */
+ * entries), e^0 = 1, sigmoid(-inf) = 0, sigmoid(inf) = 1, tanh(+-inf) = +-1;
+ * and GELU's limits: gelu(-inf) = -0, gelu(0) = 0, gelu(inf) = inf, both forms. */
 static void test_exact_values(void **state) {
     (void)state;
     if (skip_without_avx2()) return;
@@ -134,6 +184,12 @@ static void test_exact_values(void **state) {
     assert_true(y[0] == 0.0f && y[1] == 0.5f && y[2] == 1.0f && y[3] == 0.0f);
     vec_tanh_avx2(y, x, 4);
     assert_true(y[0] == -1.0f && y[1] == 0.0f && y[2] == 1.0f && y[3] == -1.0f);
+    const VecFunction gelus[4] = {vec_gelu_naive, vec_gelu_avx2, vec_gelu_tanh_naive, vec_gelu_tanh_avx2};
+    for (int k = 0; k < 4; k++) {
+        gelus[k](y, x, 4);
+        assert_true(y[0] == 0.0f && signbit(y[0]) && y[1] == 0.0f && isinf(y[2]) && y[2] > 0);
+        assert_true(y[3] == 0.0f);
+    }
 }
 
 static void test_nan(void **state) {
@@ -181,23 +237,22 @@ static void test_lengths_and_alignment(void **state) {
     free(inplace);
 }
 
-/* vec_exp / vec_tanh / vec_sigmoid follow the backend; naive means libm's bits. */
+/* vec_exp, vec_tanh, ... follow the backend; naive means the naive loop's bits. */
 static void test_dispatch(void **state) {
     (void)state;
-    static const VecFunction dispatched[N_KERNELS] = {vec_exp, vec_tanh, vec_sigmoid};
     enum { N = 301 };
     float x[N], y[N], want[N];
     for (int i = 0; i < N; i++) x[i] = 0.1f * (float)(i - N / 2);
     assert_int_equal(backend_select("naive"), 0);
     for (int k = 0; k < N_KERNELS; k++) {
-        dispatched[k](y, x, N);
+        KERNELS[k].dispatched(y, x, N);
         KERNELS[k].naive(want, x, N);
         assert_memory_equal(y, want, sizeof y);
     }
     if (cpu_has_avx2_fma()) {
         assert_int_equal(backend_select("avx2"), 0);
         for (int k = 0; k < N_KERNELS; k++) {
-            dispatched[k](y, x, N);
+            KERNELS[k].dispatched(y, x, N);
             KERNELS[k].avx2(want, x, N);
             assert_memory_equal(y, want, sizeof y);
         }
@@ -230,6 +285,162 @@ static void test_relu_exact(void **state) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* GELU gradients: dx += dy * gelu'(x), an ABSOLUTE bound on gelu'           */
+/* ------------------------------------------------------------------------ */
+
+typedef void (*GradFunction)(float *dx, const float *dy, const float *x, int n);
+
+typedef struct {
+    const char *name;
+    GradFunction naive, avx2, dispatched;
+    double max_abs;   /* the absolute bound on gelu' stated in vecmath_avx2.c */
+} GradKernel;
+
+static const GradKernel GRAD_KERNELS[] = {
+    {"gelu'", vec_gelu_backward_naive, vec_gelu_backward_avx2, vec_gelu_backward, 0x1p-22},
+    {"gelu_tanh'", vec_gelu_tanh_backward_naive, vec_gelu_tanh_backward_avx2, vec_gelu_tanh_backward, 0x1p-22},
+};
+enum { N_GRAD_KERNELS = sizeof GRAD_KERNELS / sizeof GRAD_KERNELS[0] };
+
+/* The largest |avx2 gelu'(x) - naive gelu'(x)| over x[n] (dx = 0, dy = 1,
+ * so dx comes out as gelu'(x) itself), and where; NaN must match NaN. */
+static double worst_abs(const GradKernel *k, const float *x, int n, const float *ones, float *want, float *got,
+                        float *worst_x) {
+    memset(want, 0, sizeof(float) * (size_t)n);
+    memset(got, 0, sizeof(float) * (size_t)n);
+    k->naive(want, ones, x, n);
+    k->avx2(got, ones, x, n);
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) {
+        double e = isnan(want[i]) || isnan(got[i]) ? (isnan(want[i]) && isnan(got[i]) ? 0.0 : INFINITY)
+                                                   : fabs((double)got[i] - (double)want[i]);
+        if (e > worst) {
+            worst = e;
+            *worst_x = x[i];
+        }
+    }
+    return worst;
+}
+
+static void test_gelu_gradient_bounds(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    for (int k = 0; k < N_GRAD_KERNELS; k++) {
+        const GradKernel *g = &GRAD_KERNELS[k];
+        double worst = 0.0;
+        float worst_x = 0.0f;
+        long long n_inputs;
+        if (exhaustive()) {
+            float *x = malloc(sizeof(float) * CHUNK), *ones = malloc(sizeof(float) * CHUNK);
+            float *want = malloc(sizeof(float) * CHUNK), *got = malloc(sizeof(float) * CHUNK);
+            for (int i = 0; i < CHUNK; i++) ones[i] = 1.0f;
+            for (uint64_t first = 0; first < (1ull << 32); first += CHUNK) {
+                float at = 0.0f;
+                double e = worst_abs(g, all_floats_chunk(x, first), CHUNK, ones, want, got, &at);
+                if (e > worst) {
+                    worst = e;
+                    worst_x = at;
+                }
+            }
+            n_inputs = 1ll << 32;
+            free(x); free(ones); free(want); free(got);
+        } else {
+            int n;
+            float *x = make_inputs(&n);
+            float *ones = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+            float *got = malloc(sizeof(float) * (size_t)n);
+            for (int i = 0; i < n; i++) ones[i] = 1.0f;
+            worst = worst_abs(g, x, n, ones, want, got, &worst_x);
+            n_inputs = n;
+            free(x); free(ones); free(want); free(got);
+        }
+        printf("  %-10s max error %.3g = %.2f x 2^-24 absolute (bound %.2f x 2^-24) at x = %.9g over %lld inputs\n",
+               g->name, worst, ldexp(worst, 24), ldexp(g->max_abs, 24), worst_x, n_inputs);
+        assert_true(worst <= g->max_abs);
+    }
+}
+
+/* The limits at +-inf (0 and 1), NaN -> NaN, and exact values at 0 and far out. */
+static void test_gelu_gradient_limits(void **state) {
+    (void)state;
+    const float x[9] = {-INFINITY, INFINITY, NAN, -NAN, -200.0f, 200.0f, 0.0f, FLT_MAX, -FLT_MAX};
+    const float want[9] = {0.0f, 1.0f, NAN, NAN, 0.0f, 1.0f, 0.5f, 1.0f, 0.0f};
+    const float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    for (int k = 0; k < N_GRAD_KERNELS; k++)
+        for (int impl = 0; impl < 1 + cpu_has_avx2_fma(); impl++) {
+            float dx[9] = {0};
+            (impl ? GRAD_KERNELS[k].avx2 : GRAD_KERNELS[k].naive)(dx, ones, x, 9);   /* 8 + a tail of 1 */
+            for (int i = 0; i < 9; i++) {
+                if (isnan(want[i])) assert_true(isnan(dx[i]));
+                else if (dx[i] != want[i])
+                    fail_msg("%s %s: x = %g gives %.9g, want %g", GRAD_KERNELS[k].name, impl ? "avx2" : "naive",
+                             (double)x[i], (double)dx[i], (double)want[i]);
+            }
+        }
+}
+
+/* Odd lengths on unaligned pointers, dx starting non-zero (+=), nothing
+ * written past dx[n-1], and in place (dx == x) the same bits. */
+static void test_gelu_gradient_lengths_and_alignment(void **state) {
+    (void)state;
+    if (skip_without_avx2()) return;
+    static const int lengths[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 33, 257};
+    enum { MAX_N = 257, PAD = 23 };
+    float *x_buf = aligned_alloc(32, sizeof(float) * (MAX_N + PAD));
+    float *dy_buf = aligned_alloc(32, sizeof(float) * (MAX_N + PAD));
+    float *dx_buf = aligned_alloc(32, sizeof(float) * (MAX_N + PAD));
+    float *want = malloc(sizeof(float) * (MAX_N + PAD)), *inplace = malloc(sizeof(float) * (MAX_N + PAD));
+    float *x = x_buf + 1, *dy = dy_buf + 1, *dx = dx_buf + 1;
+    const double u = 0x1p-24;
+    for (int k = 0; k < N_GRAD_KERNELS; k++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            int n = lengths[l];
+            for (int i = 0; i < MAX_N + PAD - 1; i++) {
+                x[i] = i < n ? 12.0f * sinf(0.37f * (float)i + (float)k) : SENTINEL;
+                dy[i] = i < n ? 2.0f * cosf(0.11f * (float)i) : SENTINEL;
+                dx[i] = want[i] = i < n ? 0.5f * sinf(0.05f * (float)i) : SENTINEL;
+            }
+            GRAD_KERNELS[k].naive(want, dy, x, n);
+            GRAD_KERNELS[k].avx2(dx, dy, x, n);
+            for (int i = 0; i < n; i++) {
+                double start = 0.5 * sin(0.05 * i);
+                double tolerance = GRAD_KERNELS[k].max_abs * fabs(dy[i]) + 4.0 * u * (fabs(dy[i]) + fabs(want[i]) + fabs(start));
+                assert_true(fabs((double)dx[i] - want[i]) <= tolerance);
+            }
+            for (int i = n; i < MAX_N + PAD - 1; i++) assert_true(dx[i] == SENTINEL);
+            /* in place: dx and x the same array, holding x (dx starts as x) */
+            memcpy(inplace + 1, x, sizeof(float) * (MAX_N + PAD - 1));
+            GRAD_KERNELS[k].avx2(inplace + 1, dy, inplace + 1, n);
+            memcpy(dx, x, sizeof(float) * (MAX_N + PAD - 1));
+            GRAD_KERNELS[k].avx2(dx, dy, x, n);
+            assert_memory_equal(inplace + 1, dx, sizeof(float) * (MAX_N + PAD - 1));
+        }
+    free(x_buf); free(dy_buf); free(dx_buf); free(want); free(inplace);
+}
+
+/* vec_gelu_backward and vec_gelu_tanh_backward follow the backend. */
+static void test_gelu_gradient_dispatch(void **state) {
+    (void)state;
+    enum { N = 301 };
+    float x[N], dy[N], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = 0.05f * (float)(i - N / 2);
+        dy[i] = 1.0f + 0.01f * (float)i;
+    }
+    const char *backends[2] = {"naive", "avx2"};
+    for (int impl = 0; impl < 1 + cpu_has_avx2_fma(); impl++) {
+        assert_int_equal(backend_select(backends[impl]), 0);
+        for (int k = 0; k < N_GRAD_KERNELS; k++) {
+            for (int i = 0; i < N; i++) got[i] = want[i] = 0.25f;
+            GRAD_KERNELS[k].dispatched(got, dy, x, N);
+            (impl ? GRAD_KERNELS[k].avx2 : GRAD_KERNELS[k].naive)(want, dy, x, N);
+            assert_memory_equal(got, want, sizeof got);
+        }
+    }
+    assert_int_equal(backend_select(NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_bounds),
@@ -238,6 +449,10 @@ int main(void) {
         cmocka_unit_test(test_lengths_and_alignment),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_relu_exact),
+        cmocka_unit_test(test_gelu_gradient_bounds),
+        cmocka_unit_test(test_gelu_gradient_limits),
+        cmocka_unit_test(test_gelu_gradient_lengths_and_alignment),
+        cmocka_unit_test(test_gelu_gradient_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -151,6 +151,21 @@ def gen_relu():
     return activation_cases(torch.relu, 320, [0.0, -0.0, 1e-30, -1e-30, 50.0, -50.0])
 
 
+@layer("gelu")
+def gen_gelu():
+    # PyTorch's float64 GELU is 0.5 x (1 + erf(x / sqrt 2)), which cancels for
+    # very negative x (exactly 0 from about x = -8.3 on); |x| <= 5 keeps every
+    # stored value within half a float32 ulp of the exact one.
+    return activation_cases(F.gelu, 330, [0.0, 5.0, -5.0, -0.75, 1e-4, -1e-4, 3.0, -3.0])
+
+
+@layer("gelu_tanh")
+def gen_gelu_tanh():
+    # As for gelu: torch's 1 + tanh(u) cancels below about x = -7; |x| <= 5 is exact enough.
+    return activation_cases(lambda x: F.gelu(x, approximate="tanh"), 340,
+                            [0.0, 5.0, -5.0, -0.75, 1e-4, -1e-4, 3.0, -3.0])
+
+
 def masked_logits(r, N, C):
     """[N, C] logits; row 1 partially masked (-inf), row 2 with huge values (stability)."""
     x = r.uniform(N, C, lo=-3.0, hi=3.0, grad=False)
@@ -228,6 +243,42 @@ def gen_cross_entropy():
             ignore_id=np.array([ignore_id], np.int32), scale=np.array([scale32], np.float32),
             loss_sum=np.array([loss_sum.item()], np.float32), n_counted=np.array([counted], np.int32),
             probs=np32(probs), dlogits=np32(logits.grad))))
+    return cases
+
+
+@layer("layernorm")
+def gen_layernorm():
+    """layernorm_forward/backward (layers.h): F.layer_norm over the last axis (biased
+    variance), out = (x - mean) rstd gamma + beta, with the saved mean[N] and
+    rstd[N] = 1 / sqrt(var + eps). eps is stored as the float32 the C code is given."""
+    cases = []
+    specs = [  # N, D, eps, rows
+        (1, 1, 1e-5, "plain"),       # D = 1: out = beta, dx = 0
+        (3, 7, 1e-5, "plain"),
+        (5, 17, 1e-5, "offset"),     # rows centred at 30, not 0
+        (4, 33, 1e-6, "plain"),      # the eps of ViT
+        (2, 64, 1e-5, "constant"),   # row 1 constant: variance 0, out = beta
+    ]
+    for seed, (N, D, eps, rows) in enumerate(specs):
+        r = Draw(1600 + seed)
+        x = r.uniform(N, D, lo=-2.0, hi=2.0, grad=False)
+        if rows == "offset":
+            x += 30.0
+        if rows == "constant":
+            x[1, :] = 0.7
+        x = x.float().double().requires_grad_(True)   # float32 values: the C side sees exactly these
+        gamma, beta = r.uniform(D, lo=-1.5, hi=1.5), r.uniform(D)
+        dout = r.uniform(N, D, grad=False)
+        eps32 = float(np.float32(eps))
+        out = F.layer_norm(x, (D,), gamma, beta, eps32)
+        backward(out, dout)
+        xd = x.detach()
+        mean = xd.mean(dim=1)
+        rstd = 1.0 / torch.sqrt(xd.var(dim=1, unbiased=False) + eps32)
+        cases.append((f"n{N}_d{D}{'' if rows == 'plain' else '_' + rows}", OrderedDict(
+            x=np32(x), gamma=np32(gamma), beta=np32(beta), eps=np.array([eps32], np.float32),
+            dout=np32(dout), out=np32(out), mean=np32(mean), rstd=np32(rstd),
+            dx=np32(x.grad), dgamma=np32(gamma.grad), dbeta=np32(beta.grad))))
     return cases
 
 
