@@ -95,13 +95,13 @@ void gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *gamma,
                        const float *beta, int N, int D, float eps) {
-    if (backend_current() == BACKEND_AVX2) layernorm_forward_avx2(out, mean, rstd, x, gamma, beta, N, D, eps);
+    if (backend_uses_avx2()) layernorm_forward_avx2(out, mean, rstd, x, gamma, beta, N, D, eps);
     else layernorm_forward_naive(out, mean, rstd, x, gamma, beta, N, D, eps);
 }
 
 void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
                         const float *rstd, const float *x, const float *gamma, int N, int D) {
-    if (backend_current() == BACKEND_AVX2)
+    if (backend_uses_avx2())
         layernorm_backward_avx2(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
     else layernorm_backward_naive(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
 }

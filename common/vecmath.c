@@ -135,21 +135,21 @@ void vec_relu_backward(float *dx, const float *dy, const float *x, int n) {
 }
 
 void vec_gelu(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_gelu_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_gelu_avx2(y, x, n);
     else vec_gelu_naive(y, x, n);
 }
 
 void vec_gelu_backward(float *dx, const float *dy, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_gelu_backward_avx2(dx, dy, x, n);
+    if (backend_uses_avx2()) vec_gelu_backward_avx2(dx, dy, x, n);
     else vec_gelu_backward_naive(dx, dy, x, n);
 }
 
 void vec_gelu_tanh(float *y, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_gelu_tanh_avx2(y, x, n);
+    if (backend_uses_avx2()) vec_gelu_tanh_avx2(y, x, n);
     else vec_gelu_tanh_naive(y, x, n);
 }
 
 void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
-    if (backend_current() == BACKEND_AVX2) vec_gelu_tanh_backward_avx2(dx, dy, x, n);
+    if (backend_uses_avx2()) vec_gelu_tanh_backward_avx2(dx, dy, x, n);
     else vec_gelu_tanh_backward_naive(dx, dy, x, n);
 }

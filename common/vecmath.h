@@ -10,7 +10,8 @@
  *   avx2   8 floats at a time with AVX2/FMA (vecmath_avx2.c), within a few
  *          units in the last place (ulp) of the naive result; the bound of
  *          each kernel is stated at its definition and checked by
- *          tests/test_vecmath.c over a dense sweep of inputs.
+ *          tests/test_vecmath.c over a dense sweep of inputs. The avx512
+ *          backend (wider matrix products) uses these same AVX2 forms.
  *
  * All take y[n] and x[n]; y may equal x (in place); no alignment needed;
  * n may be any count >= 0. NaN in gives NaN out. (GELU's naive forms

@@ -249,8 +249,11 @@ static void test_dispatch(void **state) {
         KERNELS[k].naive(want, x, N);
         assert_memory_equal(y, want, sizeof y);
     }
-    if (cpu_has_avx2_fma()) {
-        assert_int_equal(backend_select("avx2"), 0);
+    /* avx512 has no element-wise kernels of its own: it uses the AVX2 ones. */
+    const char *simd_backends[2] = {"avx2", "avx512"};
+    int n_simd = cpu_has_avx512f() ? 2 : cpu_has_avx2_fma() ? 1 : 0;
+    for (int b = 0; b < n_simd; b++) {
+        assert_int_equal(backend_select(simd_backends[b]), 0);
         for (int k = 0; k < N_KERNELS; k++) {
             KERNELS[k].dispatched(y, x, N);
             KERNELS[k].avx2(want, x, N);
