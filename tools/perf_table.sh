@@ -9,7 +9,8 @@
 #   - SGEMM GFLOP/s per shape: naive, our AVX2 and AVX-512 kernels, OpenBLAS (restricted to
 #     its AVX2 kernels, and as installed), on 1 and 2 threads, with the paired ratios;
 #   - milliseconds per training step per chapter: naive, AVX2, AVX-512, PyTorch, and the ratios;
-#   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads.
+#   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads;
+#   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels and LayerNorm, naive against AVX2.
 # Paste the output into README.md. Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
@@ -127,4 +128,22 @@ if [ -f "$busy" ]; then
         printf "| %s | %.1f | %.1f | %.2fx |\n", ch, ms[ch, 1], ms[ch, 2], ms[ch, 2] / ms[ch, 1]
       }
     }' "$busy"
+fi
+
+vecmath=$results/vecmath.tsv
+if [ -f "$vecmath" ]; then
+  echo
+  echo "Element-wise kernels and LayerNorm (\`bench_vecmath\`), ns per element, 1 thread, median of 9:"
+  echo
+  awk -F'\t' '
+    NR == 1 { next }
+    { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } ns[$1, $2] = $4 }
+    END {
+      print "| kernel | naive | avx2 | naive / avx2 |"
+      print "|---|---|---|---|"
+      for (i = 1; i <= n; i++) {
+        k = order[i]
+        printf "| %s | %.2f | %.2f | %.1fx |\n", k, ns[k, "naive"], ns[k, "avx2"], ns[k, "naive"] / ns[k, "avx2"]
+      }
+    }' "$vecmath"
 fi
