@@ -281,7 +281,7 @@ static int run_loaded(const Flags *f) {
 int main(int argc, char **argv) {
     Flags f = {.out = "out/04_self_attention", .task = "all", .pos = "all", .backend = "auto",
                .load = NULL, .input = NULL, .plot = 0,
-               .steps = 600, .seed = 1, .threads = 1, .len = 8, .dim = 64, .hidden = 128,
+               .steps = 600, .seed = 1, .threads = 0, .len = 8, .dim = 64, .hidden = 128,
                .layers = 2, .batch = 64, .test_size = 2000, .causal = 0, .quiet = 0, .lr = 3e-3f};
     const ArgSpec specs[] = {
         {"task", ARG_STRING, &f.task, "which task(s) to train", 0, 0, "all,reverse,sort,count"},
@@ -299,7 +299,7 @@ int main(int argc, char **argv) {
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads,
-         "threads (0 = OMP_NUM_THREADS or all cores); 1 by default: these matrices are small", 0, 256, NULL},
+         "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "evaluate this checkpoint (model_<task>_<pos>.ckpt) instead of training",
          0, 0, NULL},

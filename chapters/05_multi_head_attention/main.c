@@ -558,7 +558,7 @@ static int fail_exit(void) {
 
 int main(int argc, char **argv) {
     Flags f = {.out = "out/05_multi_head_attention", .task = "count_next", .pos = "learned",
-               .heads = "1,2,4", .backend = "auto", .attention = "plain", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 1, .len = 8,
+               .heads = "1,2,4", .backend = "auto", .attention = "plain", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 0, .len = 8,
                .dim = 64, .hidden = 128, .layers = 1, .batch = 64, .test_size = 2000, .causal = 0,
                .quiet = 0, .scale_max_len = 2048, .scale_dim = 64, .scale_heads = 4, .scale_repeats = 5,
                .lr = 3e-3f};
@@ -589,7 +589,7 @@ int main(int argc, char **argv) {
         {"attention", ARG_STRING, &f.attention, "softmax(Q K^T / sqrt(D_H)) V as plain (keeps the N x N weights: "
          "heatmaps) or fused (online softmax, O(N) memory, no heatmaps)", 0, 0, "plain,fused"},
         {"threads", ARG_INT, &f.threads,
-         "threads (0 = OMP_NUM_THREADS or all cores); 1 by default, see the README", 0, 256, NULL},
+         "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "evaluate this checkpoint (model_<task>_h<H>.ckpt) instead of training",
          0, 0, NULL},
