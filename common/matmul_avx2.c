@@ -154,10 +154,92 @@ static void pack_b_16(float *sliver, const float *B, int ldb, int trans_b, int p
     pack_b_sliver_avx2(NR, sliver, B, ldb, trans_b, p0, kc, j0, cols);
 }
 
+/* ---- Small products, without packing -------------------------------------------
+ * The chapters also multiply many tiny matrices: per sequence and per head,
+ * S = Q K^T is 8x8x16 in chapter 05, and its backward pass adds four more
+ * products of that size. For those, packing costs more than the product, and
+ * a 6x16 tile of which 8x8 is used wastes most of the kernel. So products
+ * with K <= KC and few multiply-adds (SMALL_MAX_WORK in matmul_blocked.c) take
+ * this path: the same register-tile idea (4 rows x 16 columns in 8 ymm
+ * accumulators) reading A and B where they are, with masked loads and stores
+ * at the right edge instead of padding.
+ *
+ * Each C element is the same chain of FMAs, in the same k order, from the
+ * same +0 start, finished with the same alpha/beta operations as in the
+ * blocked kernels, so for K <= KC the bits are the same whichever path runs.
+ * A transposed B ([N,K]) is first copied to [K,N] in a small scratch buffer;
+ * a transposed A is read with strides (one broadcast per element anyway). */
+enum { SMALL_ROWS = 4, SMALL_MAX_B_FLOATS = 64 * 1024 };
+
+static _Thread_local float small_b_scratch[SMALL_MAX_B_FLOATS];
+
+/* c[0..cols) = alpha * acc + beta * c, cols <= 16, masked to cols lanes. */
+static inline void small_store_row(float *c, __m256 acc0, __m256 acc1, __m256i mask0,
+                                   __m256i mask1, __m256 alpha, float beta) {
+    if (beta == 0.0f) {
+        _mm256_maskstore_ps(c, mask0, _mm256_mul_ps(alpha, acc0));
+        _mm256_maskstore_ps(c + 8, mask1, _mm256_mul_ps(alpha, acc1));
+    } else if (beta == 1.0f) {
+        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0, _mm256_maskload_ps(c, mask0)));
+        _mm256_maskstore_ps(c + 8, mask1,
+                            _mm256_fmadd_ps(alpha, acc1, _mm256_maskload_ps(c + 8, mask1)));
+    } else {
+        __m256 vbeta = _mm256_set1_ps(beta);
+        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0,
+                                                      _mm256_mul_ps(vbeta, _mm256_maskload_ps(c, mask0))));
+        _mm256_maskstore_ps(c + 8, mask1,
+                            _mm256_fmadd_ps(alpha, acc1,
+                                            _mm256_mul_ps(vbeta, _mm256_maskload_ps(c + 8, mask1))));
+    }
+}
+
+/* C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N] for small products
+ * (K <= KC, K * N <= SMALL_MAX_B_FLOATS); see above. Shapes as in matmul.h. */
+void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc) {
+    if (trans_b) { /* B stored [N, K]: copy it to [K, N] */
+        for (int p = 0; p < K; p++)
+            for (int j = 0; j < N; j++) small_b_scratch[(size_t)p * N + j] = B[(size_t)j * ldb + p];
+        B = small_b_scratch;
+        ldb = N;
+    }
+    /* op(A)[i, p] = A[i * a_row + p * a_col] */
+    size_t a_row = trans_a ? 1 : (size_t)lda, a_col = trans_a ? (size_t)lda : 1;
+    __m256 valpha = _mm256_set1_ps(alpha);
+    for (int j0 = 0; j0 < N; j0 += 16) {
+        int cols = N - j0 < 16 ? N - j0 : 16;
+        __m256i mask0 = first_lanes(cols < 8 ? cols : 8);
+        __m256i mask1 = first_lanes(cols > 8 ? cols - 8 : 0);
+        for (int i0 = 0; i0 < M; i0 += SMALL_ROWS) {
+            int rows = M - i0 < SMALL_ROWS ? M - i0 : SMALL_ROWS;
+            /* Rows past the end repeat the last row (read, never stored). */
+            const float *a_rows[SMALL_ROWS];
+            for (int r = 0; r < SMALL_ROWS; r++) a_rows[r] = A + (size_t)(i0 + (r < rows ? r : rows - 1)) * a_row;
+            __m256 acc0[SMALL_ROWS], acc1[SMALL_ROWS];
+            for (int r = 0; r < SMALL_ROWS; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+            for (int p = 0; p < K; p++) {
+                const float *b = B + (size_t)p * ldb + j0;
+                __m256 b0 = _mm256_maskload_ps(b, mask0);     /* op(B)[p, j0..j0+7]   */
+                __m256 b1 = _mm256_maskload_ps(b + 8, mask1); /* op(B)[p, j0+8..j0+15] */
+#pragma GCC unroll 4
+                for (int r = 0; r < SMALL_ROWS; r++) {
+                    __m256 a = _mm256_broadcast_ss(a_rows[r] + (size_t)p * a_col);
+                    acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
+                    acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+                }
+            }
+            for (int r = 0; r < rows; r++)
+                small_store_row(C + (size_t)(i0 + r) * ldc + j0, acc0[r], acc1[r], mask0, mask1,
+                                valpha, beta);
+        }
+    }
+}
+
 static const GemmKernel AVX2_KERNEL = {
     .name = "avx2 6x16",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
-    .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16,
+    .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16, .small = sgemm_small_avx2,
 };
 
 void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,

@@ -111,6 +111,7 @@ static const GemmKernel AVX512_KERNEL = {
     .name = "avx512 8x32",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
     .pack_a = pack_a_8, .pack_b = pack_b_32, .kernel = kernel_8x32,
+    .small = sgemm_small_avx2, /* same bits, and at these sizes 8 lanes are enough */
 };
 
 void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,

@@ -34,7 +34,16 @@ typedef struct {
      * fall). */
     void (*kernel)(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
                    float alpha, float beta);
+    /* The whole product without packing, for small ones (K <= kc, M*N*K
+     * below SMALL_MAX_WORK, K*N <= 65536): same bits as the blocked path. */
+    void (*small)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
 } GemmKernel;
+
+/* The small-product path of matmul_avx2.c (both SIMD kernels use it). */
+void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc);
 
 /* C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N] (see matmul.h),
  * computed with `kernel`'s tile and packing. */

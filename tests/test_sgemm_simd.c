@@ -12,7 +12,8 @@
  *   - 1 and 2 threads give bit-identical results,
  *   - the AVX-512 kernel (8x32 tiles) gives the same bits as the AVX2 one
  *     (6x16 tiles): same k blocks, same FMA chain per element, ragged tiles
- *     finished with the same operations as full ones.
+ *     finished with the same operations as full ones;
+ *   - the small-product path (no packing) gives the blocked path's bits.
  * All tests skip on a CPU without AVX2/FMA; the AVX-512 runs are left out
  * (with a note) on a CPU without AVX-512F. */
 #include <setjmp.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "matmul_blocked.h"
 
 static const float SENTINEL = -12345.0f;
 
@@ -267,6 +269,43 @@ static void test_degenerate(void **state) {
     if (cpu_has_avx512f()) check_degenerate(sgemm_avx512);
 }
 
+/* The small-product path (no packing, used below 2^14 multiply-adds) must give
+ * the blocked path's bits: the same FMA chain per element, the same alpha and
+ * beta operations. Shapes above the threshold go through sgemm_avx2's blocked
+ * path; calling sgemm_small_avx2 directly on the same inputs must agree to the
+ * bit, for every transpose, alpha and beta, with strides and unaligned data. */
+static void test_small_path_same_bits(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int shapes[][3] = {{37, 45, 200}, {7, 300, 33}, {64, 64, 64}, {1, 257, 100},
+                                    {130, 3, 256}, {29, 31, 19}};
+    const float alphas[] = {1.0f, 0.3f}, betas[] = {0.0f, 1.0f, -1.5f};
+    for (int s = 0; s < 6; s++)
+        for (int trans = 0; trans < 4; trans++)
+            for (int ai = 0; ai < 2; ai++)
+                for (int bi = 0; bi < 3; bi++) {
+                    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                    int ta = trans >> 1, tb = trans & 1;
+                    Matrix A = matrix_new(ta ? K : M, ta ? M : K, (ta ? M : K) + 3, 1);
+                    Matrix B = matrix_new(tb ? N : K, tb ? K : N, (tb ? K : N) + 2, 1);
+                    Matrix blocked = matrix_new(M, N, N + 1, 1);
+                    Matrix small = matrix_new(M, N, N + 1, 1);
+                    memcpy(small.alloc, blocked.alloc, sizeof(float) * ((size_t)1 + (size_t)M * (N + 1)));
+                    sgemm_avx2(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld, betas[bi],
+                               blocked.data, blocked.ld);
+                    sgemm_small_avx2(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld,
+                                     betas[bi], small.data, small.ld);
+                    if (memcmp(blocked.data, small.data, sizeof(float) * (size_t)M * (N + 1)) != 0)
+                        fail_msg("small path differs from blocked: ta=%d tb=%d M=%d N=%d K=%d "
+                                 "alpha=%g beta=%g", ta, tb, M, N, K, (double)alphas[ai],
+                                 (double)betas[bi]);
+                    matrix_free(&A);
+                    matrix_free(&B);
+                    matrix_free(&blocked);
+                    matrix_free(&small);
+                }
+}
+
 /* The chapters reach the kernels through sgemm(): "auto" takes the widest
  * kernel the CPU has, "avx512" is refused with an error on a CPU without it,
  * and whatever the SIMD backend, sgemm() gives the kernels' bits. */
@@ -307,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_big_shapes),
         cmocka_unit_test(test_alpha_beta),
         cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_small_path_same_bits),
         cmocka_unit_test(test_backend_dispatch),
     };
     return cmocka_run_group_tests_name("sgemm_simd", tests, NULL, NULL);

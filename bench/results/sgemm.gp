@@ -18,6 +18,8 @@ plot \
   'sgemm.tsv' skip 1 using 3:(sq('naive', 2)) with linespoints lc rgb '#999999' dt 2 pt 5 title 'naive, 2 threads', \
   'sgemm.tsv' skip 1 using 3:(sq('avx2', 1)) with linespoints lc rgb '#d62728' dt 1 pt 7 title 'avx2, 1 thread', \
   'sgemm.tsv' skip 1 using 3:(sq('avx2', 2)) with linespoints lc rgb '#d62728' dt 2 pt 5 title 'avx2, 2 threads', \
+  'sgemm.tsv' skip 1 using 3:(sq('avx512', 1)) with linespoints lc rgb '#9467bd' dt 1 pt 7 title 'avx512, 1 thread', \
+  'sgemm.tsv' skip 1 using 3:(sq('avx512', 2)) with linespoints lc rgb '#9467bd' dt 2 pt 5 title 'avx512, 2 threads', \
   'sgemm.tsv' skip 1 using 3:(sq('openblas', 1)) with linespoints lc rgb '#1f77b4' dt 1 pt 7 title 'openblas, 1 thread', \
   'sgemm.tsv' skip 1 using 3:(sq('openblas', 2)) with linespoints lc rgb '#1f77b4' dt 2 pt 5 title 'openblas, 2 threads', \
   'sgemm.tsv' skip 1 using 3:(sq('openblas-avx2', 1)) with linespoints lc rgb '#2ca02c' dt 1 pt 7 title 'openblas-avx2, 1 thread', \
