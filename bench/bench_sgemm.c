@@ -122,13 +122,14 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
  * sample, so a slow spell on this shared machine (another process, a clock
  * change) hits all of them alike instead of one.
  *
- * With 2 threads, each sample starts after a 20 ms pause. OpenBLAS's worker
- * threads and OpenMP's keep spinning for a while after a call, waiting for
+ * With 2 threads, each sample starts after a 150 ms pause. OpenBLAS's worker
+ * threads and OpenMP's keep polling for a while after a call, waiting for
  * the next one; a sample of the other library taken during that time shares
- * a core with a spinning thread, and every barrier inside it waits for a
- * descheduled thread: measured here, our 128^3 product fell from ~75 to
- * 0.4 GFLOP/s right after OpenBLAS calls, and was back after a 1 ms pause.
- * A program that uses one of the two libraries never sees this. */
+ * a core with a polling thread, and its barriers wait for a switched-out
+ * thread: measured here, our 128^3 product fell from ~75 to 0.4 GFLOP/s right
+ * after OpenBLAS calls (with our fall-back to one thread disabled), and a run
+ * with 20 ms pauses still saw 6 fall-backs. A program that uses only one of
+ * the two libraries never sees this. */
 static void measure(const int use[N_IMPLS], int threads, const Shape *s, const float *A,
                     const float *B, float *C, int reps, double min_seconds,
                     double gflops[N_IMPLS]) {
@@ -141,7 +142,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
         run_once(impl, s, A, B, C); /* warm-up: caches, packing buffers, thread pool */
-        if (threads > 1) usleep(20 * 1000);
+        if (threads > 1) usleep(150 * 1000);
         double t0 = now_seconds();
         run_once(impl, s, A, B, C);
         double one = now_seconds() - t0;
@@ -151,7 +152,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int r = 0; r < reps; r++)
         for (int impl = 0; impl < N_IMPLS; impl++) {
             if (!use[impl]) continue;
-            if (threads > 1) usleep(20 * 1000);
+            if (threads > 1) usleep(150 * 1000);
             double t0 = now_seconds();
             for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
             samples[impl][r] = flops * calls[impl] / (now_seconds() - t0) * 1e-9;

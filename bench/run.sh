@@ -5,7 +5,7 @@
 #
 # Runs BUILD/bench/bench_sgemm first, then BUILD/bench/bench_train_step and
 # its PyTorch twin tools/bench_torch.py (when /usr/bin/python3 can import
-# torch), prints the train-step ratios (avx2 against naive, our best against
+# torch) in ROUNDS alternating rounds (default 3), prints the train-step ratios (avx2 against naive, our best against
 # PyTorch's best thread count), bench_train_step --busy (1 and 2 threads
 # beside a process spinning on the CPU), then BUILD/bench/bench_flash (plain against
 # fused attention), then any other BUILD/bench/bench_* binaries;
@@ -35,19 +35,51 @@ run() {  # run one benchmark binary, keep going on failure
 
 run "$build/bench/bench_sgemm" --out "$results"
 
-# Training steps: C (naive, avx2) then PyTorch, both into train_step.tsv.
+# Training steps: C (naive, avx2, avx512) then PyTorch, in ROUNDS rounds that
+# take turns (C, PyTorch, C, PyTorch, ...): the two run in different processes,
+# and this virtual machine's clock drifts by tens of percent over minutes, so
+# one run of each could compare a fast spell with a slow one. Each round's
+# figure is a median of 7 steps; train_step.tsv gets the median over rounds.
+rounds=${ROUNDS:-3}
 if [ -x "$build/bench/bench_train_step" ]; then
-  run "$build/bench/bench_train_step" --out "$results"
+  have_torch=0
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then have_torch=1; fi
+  round_dirs=()
+  for r in $(seq 1 "$rounds"); do
+    dir=$(mktemp -d)
+    round_dirs+=("$dir")
+    run "$build/bench/bench_train_step" --out "$dir"
+    echo
+    echo "=== tools/bench_torch.py (round $r of $rounds)"
+    if [ "$have_torch" = 1 ]; then
+      /usr/bin/python3 tools/bench_torch.py --results "$dir" ||
+        echo "run.sh: tools/bench_torch.py failed (skipped)" >&2
+    else
+      echo "note: /usr/bin/python3 cannot import torch: the PyTorch comparison is skipped (make deps-twin)"
+    fi
+  done
+  cp "${round_dirs[0]}/train_step_batches.txt" "$results/"
+  # The median over rounds of each (chapter, impl, threads) figure.
+  awk -F'\t' '
+    FNR == 1 { next }
+    {
+      key = $1 "\t" $2 "\t" $3
+      if (!(key in n)) order[++keys] = key
+      v[key, ++n[key]] = $4
+    }
+    END {
+      print "chapter\timpl\tthreads\tms"
+      for (k = 1; k <= keys; k++) {
+        key = order[k]; m = n[key]
+        for (i = 1; i <= m; i++) s[i] = v[key, i]
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+        med = (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+        printf "%s\t%.3f\n", key, med
+      }
+    }' "${round_dirs[@]/%//train_step.tsv}" >"$results/train_step.tsv"
+  rm -rf "${round_dirs[@]}"
   echo
-  echo "=== tools/bench_torch.py"
-  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
-    /usr/bin/python3 tools/bench_torch.py --results "$results" ||
-      echo "run.sh: tools/bench_torch.py failed (skipped)" >&2
-  else
-    echo "note: /usr/bin/python3 cannot import torch: the PyTorch comparison is skipped (make deps-twin)"
-  fi
-  echo
-  echo "=== train step, ratios (from $results/train_step.tsv; > 1x means avx2 is faster)"
+  echo "=== train step, medians over $rounds rounds, and ratios (from $results/train_step.tsv; > 1x means ours is faster)"
   awk -F'\t' '
     NR == 1 { next }
     {
