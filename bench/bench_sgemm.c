@@ -27,7 +27,9 @@
  *
  * Writes DIR/sgemm.tsv (impl threads M N K gflops op peak_fraction
  * vs_openblas: for avx2 and avx512, the ratio to the same-instruction-set
- * OpenBLAS measured beside it, '-' for the others) and
+ * OpenBLAS measured beside it, '-' for the others; impl "avx2-paired" is our
+ * AVX2 kernel as measured in the OpenBLAS-AVX2 process, the other half of
+ * avx2's ratio) and
  * DIR/sgemm.gp, a gnuplot script for GFLOP/s against size (bench/run.sh
  * renders it). Prints figures and ratios; never passes or fails. */
 #include <cblas.h>
@@ -435,8 +437,8 @@ int main(int argc, char **argv) {
     }
     if (sgemm_busy_backoffs() > 0)
         printf("\nnote: %ld time(s) a thread of ours was switched out for over 1 ms, and the products\n"
-               "of the next second ran on one thread (common/matmul_blocked.c): some 2-thread figures\n"
-               "are 1-thread figures. Another program was using the CPU.\n", sgemm_busy_backoffs());
+               "of the next quarter second ran on one thread (common/matmul_blocked.c): some 2-thread\n"
+               "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
            "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"
            "avx2/ob-avx2 is from that pair). 'of peak' = our fastest kernel / the FMA peak of its\n"
@@ -472,6 +474,16 @@ int main(int argc, char **argv) {
                         SHAPES[s].M, SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]),
                         g / peak_of[impl][t - 1], vs);
             }
+    /* Our AVX2 kernel as measured beside OpenBLAS's AVX2 kernels (the pair
+     * behind avx2's vs_openblas). */
+    for (int t = 1; t <= 2; t++)
+        for (int s = 0; s < N_SHAPES; s++) {
+            double g = avx2_beside_ob_avx2[s][t - 1];
+            if (g <= 0 || gflops[s][t - 1][IMPL_OPENBLAS_AVX2] <= 0) continue;
+            fprintf(f, "avx2-paired\t%d\t%d\t%d\t%d\t%.3f\t%s\t%.3f\t%.3f\n", t, SHAPES[s].M,
+                    SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]), g / peak_avx2[t - 1],
+                    g / gflops[s][t - 1][IMPL_OPENBLAS_AVX2]);
+        }
     fclose(f);
     write_gnuplot_script(out_dir);
     printf("wrote %s and %s/sgemm.gp\n", path, out_dir);

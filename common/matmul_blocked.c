@@ -53,9 +53,16 @@ static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
  * wait of more than LATE_NS means the partner was switched out. Then the
  * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
  * tried again. The bits do not change (each tile is computed the same way by
- * whichever thread takes it), only the speed. */
+ * whichever thread takes it), only the speed.
+ *
+ * Even an idle virtual machine like this one sees such a wait now and then
+ * (the host runs something else on our core): 3 in 12 s of back-to-back
+ * 128^3..1024^3 products. Hence a short back-off, a quarter of a second: with
+ * 1 s those rare waits cost about a quarter of the 2-thread time of that run;
+ * beside a busy process 0.25 s still kept 2 threads at 0.98-1.02x of 1
+ * (bench_train_step --busy). */
 static const long long LATE_NS = 1000 * 1000;              /* 1 ms */
-static const long long BUSY_BACKOFF_NS = 1000 * 1000 * 1000; /* 1 s */
+static const long long BUSY_BACKOFF_NS = 250 * 1000 * 1000; /* 0.25 s */
 static atomic_llong one_thread_until_ns;                    /* 0: never */
 static atomic_long busy_backoffs;                           /* how many times, for the curious */
 

@@ -32,8 +32,9 @@ if [ -f "$sgemm" ]; then
   echo "SGEMM, single-precision GFLOP/s (median of 5). Each of our kernels is timed beside OpenBLAS"
   echo "using the same instruction set, the two taking turns sample by sample: \`avx512\` beside"
   echo "\`ob\` (OpenBLAS as installed, AVX-512 kernels on this CPU), \`avx2\` beside \`ob-avx2\`"
-  echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process, and"
-  echo "its ratio is from that run). \`of peak\`: avx512 against the AVX-512 FMA peak."
+  echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process)."
+  echo "\`of peak\`: avx512 against the AVX-512 FMA peak. Products below 160^3 multiply-adds run on one"
+  echo "thread even when two are allowed (two were no faster for them here), up to 2^14 without packing."
   echo
   awk -F'\t' '
     NR == 1 { next }
@@ -56,8 +57,9 @@ if [ -f "$sgemm" ]; then
       for (t = 1; t <= 2; t++)
         for (i = 1; i <= n; i++) {
           s = order[i]
+          a2 = (("avx2-paired", t, s) in g) ? "avx2-paired" : "avx2"
           printf "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, t, cell("naive", t, s),
-                 cell("avx2", t, s), cell("openblas-avx2", t, s), ratio("avx2", t, s),
+                 cell(a2, t, s), cell("openblas-avx2", t, s), ratio(a2, t, s),
                  cell("avx512", t, s), cell("openblas", t, s), ratio("avx512", t, s), share("avx512", t, s)
         }
       if (("fma-peak-avx2", 1) in peak) {
@@ -75,8 +77,9 @@ fi
 if [ -f "$steps" ]; then
   echo
   echo "One training step of each chapter's default model (zero grad, forward, backward, clip,"
-  echo "Adam), milliseconds, median of 7; PyTorch runs the same model on the same batch"
-  echo "(\`tools/bench_torch.py\`). Ratios above 1x mean ours is faster."
+  echo "Adam), milliseconds; PyTorch runs the same model on the same batch (\`tools/bench_torch.py\`)."
+  echo "C and PyTorch take turns in 3 rounds (\`ROUNDS\`); each figure is the median over the rounds"
+  echo "of a median of 7 steps. Ratios above 1x mean ours is faster."
   echo
   awk -F'\t' '
     NR == 1 { next }
