@@ -258,13 +258,13 @@ static void usage(FILE *f) {
             "usage: bench_sgemm [--out DIR] [--min-ms MS] [--reps N]\n"
             "  --out DIR     where to write sgemm.tsv and sgemm.gp (default bench/results)\n"
             "  --min-ms MS   minimum length of one timed sample (default 50)\n"
-            "  --reps N      samples per figure, the median is reported (default 5, max 64)\n");
+            "  --reps N      samples per figure, the median is reported (default 9, max 64)\n");
 }
 
 int main(int argc, char **argv) {
     const char *out_dir = "bench/results";
     double min_ms = 50.0;
-    int reps = 5, openblas_only = 0;
+    int reps = 9, openblas_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);

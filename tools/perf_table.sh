@@ -29,7 +29,7 @@ echo "L3 $(cpu_field 'L3 cache'); $(cc --version 2>/dev/null | head -n 1), -O2."
 
 if [ -f "$sgemm" ]; then
   echo
-  echo "SGEMM, single-precision GFLOP/s (median of 5). Each of our kernels is timed beside OpenBLAS"
+  echo "SGEMM, single-precision GFLOP/s (median of 9). Each of our kernels is timed beside OpenBLAS"
   echo "using the same instruction set, the two taking turns sample by sample: \`avx512\` beside"
   echo "\`ob\` (OpenBLAS as installed, AVX-512 kernels on this CPU), \`avx2\` beside \`ob-avx2\`"
   echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process)."
