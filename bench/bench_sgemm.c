@@ -154,7 +154,13 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int r = 0; r < reps; r++)
         for (int impl = 0; impl < N_IMPLS; impl++) {
             if (!use[impl]) continue;
-            if (threads > 1) usleep(150 * 1000);
+            if (threads > 1) {
+                usleep(150 * 1000);
+                /* After the pause, this implementation's own threads are
+                 * asleep and the core may have slowed down: run it untimed
+                 * for a third of a sample first. */
+                for (long c = 0; c < (calls[impl] + 2) / 3; c++) run_once(impl, s, A, B, C);
+            }
             double t0 = now_seconds();
             for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
             samples[impl][r] = flops * calls[impl] / (now_seconds() - t0) * 1e-9;
@@ -391,6 +397,13 @@ int main(int argc, char **argv) {
     for (int s = 0; s < N_SHAPES; s++) {
         const Shape *sh = &SHAPES[s];
         fprintf(stderr, "measuring %s %dx%dx%d...\n", op_name(sh), sh->M, sh->N, sh->K);
+        if (s == N_SHAPES / 2) { /* the clock of this VM drifts: take the peak twice, keep the best */
+            for (int t = 1; t <= 2; t++) {
+                double p2 = fma_peak(t, 8), p512 = has_avx512 ? fma_peak(t, 16) : 0.0;
+                if (p2 > peak_avx2[t - 1]) peak_avx2[t - 1] = p2;
+                if (p512 > peak_avx512[t - 1]) peak_avx512[t - 1] = p512;
+            }
+        }
         int use[N_IMPLS] = {0};
         use[IMPL_NAIVE] = (double)sh->M * sh->N * sh->K <= NAIVE_MAX_WORK;
         use[IMPL_AVX2] = use[IMPL_OPENBLAS] = 1;
