@@ -85,7 +85,7 @@ $(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(w
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(BENCH_LIBS) $(LDLIBS) -o $@
 

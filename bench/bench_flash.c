@@ -23,21 +23,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "matmul.h"
 #include "rng.h"
 #include "util.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median ms of forward + backward of one multi-head layer with the current
  * attention; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */
@@ -62,12 +52,12 @@ static double time_layer(int B, int N, int H, int D_H, int causal, int reps, dou
     double samples[64];
     if (reps > 64) reps = 64;
     for (int r = -1; r < reps; r++) {          /* r = -1: warm-up, touches every page */
-        const double t0 = now_ms();
+        const double t0 = bench_now_ms();
         multi_head_forward(O, A, cache, X, &s, &w, causal, NULL, B, N);
         multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, B, N);
-        if (r >= 0) samples[r] = now_ms() - t0;
+        if (r >= 0) samples[r] = bench_now_ms() - t0;
     }
-    qsort(samples, (size_t)reps, sizeof(double), cmp_double);
+    qsort(samples, (size_t)reps, sizeof(double), bench_compare_doubles);
     free(params); free(dparams); free(X); free(dO); free(O); free(dX); free(A); free(cache); free(scratch);
     return samples[reps / 2];
 }

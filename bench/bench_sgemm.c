@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "matmul.h"
 #include "matmul_blocked.h"
 
@@ -72,28 +73,6 @@ static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "avx512", "openblas",
 
 /* Naive above this many multiply-adds takes seconds per call: skipped. */
 #define NAIVE_MAX_WORK (512.0 * 512.0 * 512.0)
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The 1-minute load average (how many processes wanted the CPU lately). */
-static double load_average(void) {
-    double load = 0.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &load) != 1) load = 0.0;
-        fclose(f);
-    }
-    return load;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static const char *op_name(const Shape *s) {
     static const char *names[4] = {"nn", "nt", "tn", "tt"};
@@ -145,9 +124,9 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
         if (!use[impl]) continue;
         run_once(impl, s, A, B, C); /* warm-up: caches, packing buffers, thread pool */
         if (threads > 1) usleep(150 * 1000);
-        double t0 = now_seconds();
+        double t0 = bench_now_seconds();
         run_once(impl, s, A, B, C);
-        double one = now_seconds() - t0;
+        double one = bench_now_seconds() - t0;
         calls[impl] = one > 0 ? (long)ceil(min_seconds / one) : 1000;
         if (calls[impl] < 1) calls[impl] = 1;
     }
@@ -161,13 +140,13 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
                  * for a third of a sample first. */
                 for (long c = 0; c < (calls[impl] + 2) / 3; c++) run_once(impl, s, A, B, C);
             }
-            double t0 = now_seconds();
+            double t0 = bench_now_seconds();
             for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
-            samples[impl][r] = flops * calls[impl] / (now_seconds() - t0) * 1e-9;
+            samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
         }
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
-        qsort(samples[impl], reps, sizeof samples[impl][0], compare_doubles);
+        qsort(samples[impl], reps, sizeof samples[impl][0], bench_compare_doubles);
         gflops[impl] = samples[impl][reps / 2];
     }
 }
@@ -210,11 +189,11 @@ static double fma_peak(int threads, int width) {
     double best = 0.0;
     for (int rep = 0; rep < 3; rep++) {
         float total = 0.0f;
-        double t0 = now_seconds();
+        double t0 = bench_now_seconds();
 #pragma omp parallel num_threads(threads) reduction(+ : total)
         total += width == 16 ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations);
         sink = total;
-        double gflops = threads * 12.0 * width * 2.0 * iterations / (now_seconds() - t0) * 1e-9;
+        double gflops = threads * 12.0 * width * 2.0 * iterations / (bench_now_seconds() - t0) * 1e-9;
         if (gflops > best) best = gflops;
     }
     (void)sink;
@@ -326,7 +305,7 @@ int main(int argc, char **argv) {
         C[i] = 0.0f;
     }
     double min_seconds = min_ms * 1e-3;
-    double load_at_start = load_average();
+    double load_at_start = bench_load_average();
 
     if (openblas_only) {
         /* The OPENBLAS_CORETYPE=Haswell child: our AVX2 kernel and OpenBLAS's

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
@@ -286,35 +287,14 @@ static int config_runs_here(const Config *c) {
 }
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static double load_average(void) {
-    double load = 0.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &load) != 1) load = 0.0;
-        fclose(f);
-    }
-    return load;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* One training step as the chapters' loops do it; returns milliseconds. */
 static double timed_step(BenchModel *m, Adam *opt, double *loss) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     params_zero_grad(m->params);
     *loss = m->forward_backward(m->state);
     clip_grad_norm(m->params, 1.0f);
     adam_step(opt, m->params, 1e-3f);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static void use_config(const Config *c) {
@@ -349,7 +329,7 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     for (int c = 0; c < n_configs; c++) {
         ms[c] = 0.0;
         if (!config_runs_here(&configs[c])) continue;
-        qsort(samples[c], reps, sizeof samples[c][0], compare_doubles);
+        qsort(samples[c], reps, sizeof samples[c][0], bench_compare_doubles);
         ms[c] = samples[c][reps / 2];
     }
     if (!isfinite(loss)) return fail("loss is %g after %d steps", loss, n_configs * (reps + 1));
@@ -436,7 +416,7 @@ int main(int argc, char **argv) {
     }
     fprintf(tsv, "chapter\timpl\tthreads\tms\n");
 
-    double load = load_average();
+    double load = bench_load_average();
     int cores = omp_get_num_procs();
     printf("One training step (zero grad, forward, backward, clip, Adam), ms: median of %d steps\n"
            "after a warm-up; load average %.2f on %d cores\n", reps, load, cores);
@@ -511,7 +491,7 @@ int main(int argc, char **argv) {
     }
     fclose(tsv);
     fclose(batch_log);
-    double load_end = load_average();
+    double load_end = bench_load_average();
     if (!busy && load_end > 0.5 && load <= 0.5)
         printf("WARNING: load average rose to %.2f during the run; figures are noisy\n", load_end);
     printf("wrote %s%s%s\n", tsv_path, busy ? "" : " and ", busy ? "" : log_path);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "layernorm.h"
 #include "matmul.h"
 #include "rng.h"
@@ -31,17 +32,6 @@
 #include "vecmath.h"
 
 enum { N_ELEMENTS = 262144, MAX_REPS = 64 };
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* ------------------------------------------------------------ the kernels */
 
@@ -100,9 +90,9 @@ static Bench layernorm(int backward, int D) {
 
 /* How many calls make one sample last at least min_ms (from one timed call). */
 static int calls_per_sample(const Bench *b, int impl, double min_ms) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     b->call(b, impl);
-    double one = now_ms() - t0;
+    double one = bench_now_ms() - t0;
     if (one <= 0.0) one = 1e-3;
     int calls = (int)(min_ms / one) + 1;
     return calls < 1 ? 1 : calls;
@@ -119,25 +109,15 @@ static void time_pair(const Bench *b, int has_avx2, int reps, double min_ms, dou
     }
     for (int r = 0; r < reps; r++)
         for (int impl = 0; impl <= has_avx2; impl++) {
-            double t0 = now_ms();
+            double t0 = bench_now_ms();
             for (int c = 0; c < calls[impl]; c++) b->call(b, impl);
-            samples[impl][r] = (now_ms() - t0) * 1e6 / ((double)calls[impl] * (double)b->elements);
+            samples[impl][r] = (bench_now_ms() - t0) * 1e6 / ((double)calls[impl] * (double)b->elements);
         }
     out[1] = 0.0;
     for (int impl = 0; impl <= has_avx2; impl++) {
-        qsort(samples[impl], (size_t)reps, sizeof(double), cmp_double);
+        qsort(samples[impl], (size_t)reps, sizeof(double), bench_compare_doubles);
         out[impl] = samples[impl][reps / 2];
     }
-}
-
-static double load_average(void) {
-    double load = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &load) != 1) load = -1.0;
-        fclose(f);
-    }
-    return load;
 }
 
 static void usage(FILE *f) {
@@ -226,7 +206,7 @@ int main(int argc, char **argv) {
     const int has_avx2 = cpu_has_avx2_fma();
     printf("element-wise kernels and LayerNorm: ns per element, 1 thread, median of %d samples of >= %g ms\n"
            "(after a warm-up call); load average %.2f%s\n\n",
-           reps, min_ms, load_average(), has_avx2 ? "" : "; no AVX2/FMA on this CPU: naive only");
+           reps, min_ms, bench_load_average(), has_avx2 ? "" : "; no AVX2/FMA on this CPU: naive only");
     printf("  | kernel              |      n | naive ns | avx2 ns | naive/avx2 |\n");
     printf("  |---------------------|-------:|---------:|--------:|-----------:|\n");
     fprintf(tsv, "kernel\timpl\tn\tns_per_elem\n");
