@@ -8,8 +8,9 @@
  * have passed, so even a 64x64 product is timed over thousands of calls.
  *
  * Each of our kernels is compared with OpenBLAS using the same instruction
- * set, measured in the same process with the two taking turns sample by
- * sample (so a change of clock or a busy spell hits both alike):
+ * set, measured in the same process (on 1 thread the two take turns sample
+ * by sample, so a change of clock or a busy spell hits both alike; on 2
+ * threads each runs in a block of its own, see measure()):
  *   avx512 against "openblas", the library as installed, which picks its
  *          kernels for this CPU at load time (AVX-512 ones on a CPU that has
  *          AVX-512);
@@ -99,18 +100,24 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
 }
 
 /* Median GFLOP/s of each implementation with use[impl] set, over `reps`
- * samples of >= min_seconds each. The implementations take turns sample by
- * sample, so a slow spell on this shared machine (another process, a clock
- * change) hits all of them alike instead of one.
+ * samples of >= min_seconds each.
  *
- * With 2 threads, each sample starts after a 150 ms pause. OpenBLAS's worker
+ * On 1 thread the implementations take turns sample by sample, so a slow
+ * spell on this shared machine (another process, a clock change) hits all of
+ * them alike instead of one.
+ *
+ * On 2 threads taking turns measures the wrong thing. OpenBLAS's worker
  * threads and OpenMP's keep polling for a while after a call, waiting for
  * the next one; a sample of the other library taken during that time shares
- * a core with a polling thread, and its barriers wait for a switched-out
+ * the CPU with a polling thread, and its barriers wait for a switched-out
  * thread: measured here, our 128^3 product fell from ~75 to 0.4 GFLOP/s right
- * after OpenBLAS calls (with our fall-back to one thread disabled), and a run
- * with 20 ms pauses still saw 6 fall-backs. A program that uses only one of
- * the two libraries never sees this. */
+ * after OpenBLAS calls (with our fall-back to one thread disabled). A pause
+ * long enough for the pollers to give up (150 ms) is no cure either: right
+ * after it this VM runs slower for a while (our 1-thread 128^3 measured 77-90
+ * GFLOP/s after 150 ms pauses, 99-101 after 0-20 ms ones). So on 2 threads
+ * each implementation runs its samples in one block: a 150 ms pause, 200 ms
+ * of untimed calls to reach its steady state, then the samples back to back.
+ * A program that uses only one of the two libraries never sees any of this. */
 static void measure(const int use[N_IMPLS], int threads, const Shape *s, const float *A,
                     const float *B, float *C, int reps, double min_seconds,
                     double gflops[N_IMPLS]) {
@@ -123,27 +130,33 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
         run_once(impl, s, A, B, C); /* warm-up: caches, packing buffers, thread pool */
-        if (threads > 1) usleep(150 * 1000);
         double t0 = bench_now_seconds();
         run_once(impl, s, A, B, C);
         double one = bench_now_seconds() - t0;
         calls[impl] = one > 0 ? (long)ceil(min_seconds / one) : 1000;
         if (calls[impl] < 1) calls[impl] = 1;
     }
-    for (int r = 0; r < reps; r++)
+    if (threads == 1) {
+        for (int r = 0; r < reps; r++)
+            for (int impl = 0; impl < N_IMPLS; impl++) {
+                if (!use[impl]) continue;
+                double t0 = bench_now_seconds();
+                for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
+                samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
+            }
+    } else {
         for (int impl = 0; impl < N_IMPLS; impl++) {
             if (!use[impl]) continue;
-            if (threads > 1) {
-                usleep(150 * 1000);
-                /* After the pause, this implementation's own threads are
-                 * asleep and the core may have slowed down: run it untimed
-                 * for a third of a sample first. */
-                for (long c = 0; c < (calls[impl] + 2) / 3; c++) run_once(impl, s, A, B, C);
-            }
+            usleep(150 * 1000);
             double t0 = bench_now_seconds();
-            for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
-            samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
+            while (bench_now_seconds() - t0 < 0.2) run_once(impl, s, A, B, C);
+            for (int r = 0; r < reps; r++) {
+                t0 = bench_now_seconds();
+                for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
+                samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
+            }
         }
+    }
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
         qsort(samples[impl], reps, sizeof samples[impl][0], bench_compare_doubles);
