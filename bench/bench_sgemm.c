@@ -441,7 +441,7 @@ int main(int argc, char **argv) {
         }
     }
     if (sgemm_busy_backoffs() > 0)
-        printf("\nnote: %ld time(s) a thread of ours was switched out for over 1 ms, and the products\n"
+        printf("\nnote: %ld time(s) a thread of ours was twice switched out for over 1 ms, and the products\n"
                "of the next quarter second ran on one thread (common/matmul_blocked.c): some 2-thread\n"
                "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
