@@ -31,6 +31,8 @@
 #include "matmul_pack_avx2.h"
 
 #include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /* ---- Register tile --------------------------------------------------------- */
 
@@ -68,29 +70,36 @@ enum {
 
 /* ---- Micro-kernel ------------------------------------------------------------- */
 
-/* Write one row of 16 results: c = alpha * acc + beta * c. beta == 0 never
- * reads c (it may hold NaN); beta == 1 is the accumulate of a backward pass. */
-static inline void store_row(float *c, __m256 acc0, __m256 acc1, __m256 alpha, float beta) {
+/* Write one row of up to 16 results: c = alpha * acc + beta * c, in the
+ * lanes that mask0 (columns 0..7) and mask1 (8..15) select; the full tiles of
+ * the blocked kernel pass all lanes, the small-product path its ragged right
+ * edge. beta == 0 never reads c (it may hold NaN); beta == 1 is the
+ * accumulate of a backward pass. A full-lane masked load or store is an
+ * ordinary one, and this runs once per tile, after thousands of FMAs. */
+static inline void store_row(float *c, __m256 acc0, __m256 acc1, __m256i mask0, __m256i mask1,
+                             __m256 alpha, float beta) {
     if (beta == 0.0f) {
-        _mm256_storeu_ps(c, _mm256_mul_ps(alpha, acc0));
-        _mm256_storeu_ps(c + 8, _mm256_mul_ps(alpha, acc1));
+        _mm256_maskstore_ps(c, mask0, _mm256_mul_ps(alpha, acc0));
+        _mm256_maskstore_ps(c + 8, mask1, _mm256_mul_ps(alpha, acc1));
     } else if (beta == 1.0f) {
-        _mm256_storeu_ps(c, _mm256_fmadd_ps(alpha, acc0, _mm256_loadu_ps(c)));
-        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(alpha, acc1, _mm256_loadu_ps(c + 8)));
+        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0, _mm256_maskload_ps(c, mask0)));
+        _mm256_maskstore_ps(c + 8, mask1,
+                            _mm256_fmadd_ps(alpha, acc1, _mm256_maskload_ps(c + 8, mask1)));
     } else {
         __m256 vbeta = _mm256_set1_ps(beta);
-        _mm256_storeu_ps(c, _mm256_fmadd_ps(alpha, acc0, _mm256_mul_ps(vbeta, _mm256_loadu_ps(c))));
-        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(alpha, acc1,
-                                                _mm256_mul_ps(vbeta, _mm256_loadu_ps(c + 8))));
+        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0,
+                                                      _mm256_mul_ps(vbeta, _mm256_maskload_ps(c, mask0))));
+        _mm256_maskstore_ps(c + 8, mask1,
+                            _mm256_fmadd_ps(alpha, acc1,
+                                            _mm256_mul_ps(vbeta, _mm256_maskload_ps(c + 8, mask1))));
     }
 }
 
 /* C tile [6,16] = alpha * a_sliver^T @ b_sliver + beta * C tile.
  * Shapes: a_sliver[kc * 6] (k-major, packed), b_sliver[kc * 16] (k-major,
  * packed, 32-byte aligned), c with row stride ldc. */
-static void kernel_6x16(int kc, const float *restrict a_sliver,
-                               const float *restrict b_sliver, float *c, int ldc,
-                               float alpha, float beta) {
+static void kernel_6x16(int kc, const float *restrict a_sliver, const float *restrict b_sliver,
+                        float *c, int ldc, float alpha, float beta) {
     /* Accumulator c<row><half>: row of the tile, half 0 = columns 0..7, 1 = 8..15. */
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -136,12 +145,13 @@ static void kernel_6x16(int kc, const float *restrict a_sliver,
     }
 
     __m256 valpha = _mm256_set1_ps(alpha);
-    store_row(c + 0 * (size_t)ldc, c00, c01, valpha, beta);
-    store_row(c + 1 * (size_t)ldc, c10, c11, valpha, beta);
-    store_row(c + 2 * (size_t)ldc, c20, c21, valpha, beta);
-    store_row(c + 3 * (size_t)ldc, c30, c31, valpha, beta);
-    store_row(c + 4 * (size_t)ldc, c40, c41, valpha, beta);
-    store_row(c + 5 * (size_t)ldc, c50, c51, valpha, beta);
+    __m256i all = first_lanes(8);
+    store_row(c + 0 * (size_t)ldc, c00, c01, all, all, valpha, beta);
+    store_row(c + 1 * (size_t)ldc, c10, c11, all, all, valpha, beta);
+    store_row(c + 2 * (size_t)ldc, c20, c21, all, all, valpha, beta);
+    store_row(c + 3 * (size_t)ldc, c30, c31, all, all, valpha, beta);
+    store_row(c + 4 * (size_t)ldc, c40, c41, all, all, valpha, beta);
+    store_row(c + 5 * (size_t)ldc, c50, c51, all, all, valpha, beta);
 }
 
 /* The packing of matmul_pack_avx2.h, for this file's tile. */
@@ -169,36 +179,23 @@ static void pack_b_16(float *sliver, const float *B, int ldb, int trans_b, int p
  * blocked kernels, so for K <= KC the bits are the same whichever path runs.
  * A transposed B ([N,K]) is first copied to [K,N] in a small scratch buffer;
  * a transposed A is read with strides (one broadcast per element anyway). */
-enum { SMALL_ROWS = 4, SMALL_MAX_B_FLOATS = 64 * 1024 };
+enum { SMALL_ROWS = 4, SMALL_MAX_B_FLOATS = 32 * 1024 }; /* 128 KiB per thread */
 
 static _Thread_local float small_b_scratch[SMALL_MAX_B_FLOATS];
 
-/* c[0..cols) = alpha * acc + beta * c, cols <= 16, masked to cols lanes. */
-static inline void small_store_row(float *c, __m256 acc0, __m256 acc1, __m256i mask0,
-                                   __m256i mask1, __m256 alpha, float beta) {
-    if (beta == 0.0f) {
-        _mm256_maskstore_ps(c, mask0, _mm256_mul_ps(alpha, acc0));
-        _mm256_maskstore_ps(c + 8, mask1, _mm256_mul_ps(alpha, acc1));
-    } else if (beta == 1.0f) {
-        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0, _mm256_maskload_ps(c, mask0)));
-        _mm256_maskstore_ps(c + 8, mask1,
-                            _mm256_fmadd_ps(alpha, acc1, _mm256_maskload_ps(c + 8, mask1)));
-    } else {
-        __m256 vbeta = _mm256_set1_ps(beta);
-        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0,
-                                                      _mm256_mul_ps(vbeta, _mm256_maskload_ps(c, mask0))));
-        _mm256_maskstore_ps(c + 8, mask1,
-                            _mm256_fmadd_ps(alpha, acc1,
-                                            _mm256_mul_ps(vbeta, _mm256_maskload_ps(c + 8, mask1))));
-    }
-}
-
 /* C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N] for small products
- * (K <= KC, K * N <= SMALL_MAX_B_FLOATS); see above. Shapes as in matmul.h. */
+ * (K <= KC so the bits match the blocked path; with B transposed, K * N <=
+ * SMALL_MAX_B_FLOATS, which the driver's M*N*K <= 2^14 always satisfies).
+ * Shapes as in matmul.h. */
 void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc) {
     if (trans_b) { /* B stored [N, K]: copy it to [K, N] */
+        if ((size_t)K * N > SMALL_MAX_B_FLOATS) {
+            fprintf(stderr, "sgemm_small_avx2: K x N = %d x %d exceeds its %d-float scratch; "
+                    "use sgemm() for larger products\n", K, N, (int)SMALL_MAX_B_FLOATS);
+            abort();
+        }
         for (int p = 0; p < K; p++)
             for (int j = 0; j < N; j++) small_b_scratch[(size_t)p * N + j] = B[(size_t)j * ldb + p];
         B = small_b_scratch;
@@ -230,8 +227,8 @@ void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha
                 }
             }
             for (int r = 0; r < rows; r++)
-                small_store_row(C + (size_t)(i0 + r) * ldc + j0, acc0[r], acc1[r], mask0, mask1,
-                                valpha, beta);
+                store_row(C + (size_t)(i0 + r) * ldc + j0, acc0[r], acc1[r], mask0, mask1, valpha,
+                          beta);
         }
     }
 }

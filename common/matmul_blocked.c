@@ -187,7 +187,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK && (size_t)K * N <= 65536) {
+    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK) {
         kernel->small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -34,8 +34,8 @@ typedef struct {
      * fall). */
     void (*kernel)(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
                    float alpha, float beta);
-    /* The whole product without packing, for small ones (K <= kc, M*N*K
-     * below SMALL_MAX_WORK, K*N <= 65536): same bits as the blocked path. */
+    /* The whole product without packing, for small ones (K <= kc and M*N*K
+     * up to SMALL_MAX_WORK in matmul_blocked.c): same bits as the blocked path. */
     void (*small)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 } GemmKernel;
