@@ -4,7 +4,9 @@
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Milliseconds on a clock that never jumps (CLOCK_MONOTONIC). */
@@ -33,6 +35,37 @@ static inline double bench_load_average(void) {
 static inline int bench_compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* A whole number in [min, max] from the value of a flag: 0, or -1 after one
+ * line on stderr naming the program, the flag, what was given and what was
+ * expected ("5x", "", "-3" and out-of-range values are all refused). */
+static inline int bench_int_arg(const char *program, const char *flag, const char *text, int min,
+                                int max, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < min || value > max) {
+        fprintf(stderr, "%s: %s expects a whole number from %d to %d, got '%s'\n", program, flag, min,
+                max, text);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+/* A positive number from the value of a flag: 0, or -1 with one line on stderr. */
+static inline int bench_positive_arg(const char *program, const char *flag, const char *text,
+                                     double *out) {
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value > 0.0) || value > 1e9) {
+        fprintf(stderr, "%s: %s expects a positive number, got '%s'\n", program, flag, text);
+        return -1;
+    }
+    *out = value;
+    return 0;
 }
 
 #endif

@@ -95,17 +95,16 @@ int main(int argc, char **argv) {
         } else if (i + 1 < argc && strcmp(argv[i], "--out") == 0) {
             out = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) {
-            reps = atoi(argv[++i]);
+            if (bench_int_arg("bench_flash", "--reps", argv[++i], 1, 64, &reps) != 0) return 2;
         } else if (i + 1 < argc && strcmp(argv[i], "--max-n") == 0) {
-            max_n = atoi(argv[++i]);
+            if (bench_int_arg("bench_flash", "--max-n", argv[++i], 1, 65536, &max_n) != 0) return 2;
         } else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
-            threads = atoi(argv[++i]);
+            if (bench_int_arg("bench_flash", "--threads", argv[++i], 0, 256, &threads) != 0) return 2;
         } else {
             fprintf(stderr, "bench_flash: unknown flag or missing value '%s' (try --help)\n", argv[i]);
             return 2;
         }
     }
-    if (reps < 1) reps = 1;
     if (backend_select(NULL) != 0 || make_dirs(out) != 0) {
         fprintf(stderr, "bench_flash: cannot select the backend or create %s\n", out);
         return 1;

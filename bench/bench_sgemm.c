@@ -118,12 +118,19 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
  * each implementation runs its samples in one block: a 150 ms pause, 200 ms
  * of untimed calls to reach its steady state, then the samples back to back.
  * A program that uses only one of the two libraries never sees any of this. */
+/* GFLOP/s of `calls` back-to-back calls of one implementation. */
+static double time_sample(int impl, const Shape *s, const float *A, const float *B, float *C,
+                          long calls) {
+    double t0 = bench_now_seconds();
+    for (long c = 0; c < calls; c++) run_once(impl, s, A, B, C);
+    return 2.0 * s->M * s->N * s->K * calls / (bench_now_seconds() - t0) * 1e-9;
+}
+
 static void measure(const int use[N_IMPLS], int threads, const Shape *s, const float *A,
                     const float *B, float *C, int reps, double min_seconds,
                     double gflops[N_IMPLS]) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    double flops = 2.0 * s->M * s->N * s->K;
     long calls[N_IMPLS] = {0};
     static double samples[N_IMPLS][64];
     if (reps > 64) reps = 64;
@@ -140,9 +147,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
         for (int r = 0; r < reps; r++)
             for (int impl = 0; impl < N_IMPLS; impl++) {
                 if (!use[impl]) continue;
-                double t0 = bench_now_seconds();
-                for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
-                samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
+                samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
             }
     } else {
         for (int impl = 0; impl < N_IMPLS; impl++) {
@@ -150,11 +155,7 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
             usleep(150 * 1000);
             double t0 = bench_now_seconds();
             while (bench_now_seconds() - t0 < 0.2) run_once(impl, s, A, B, C);
-            for (int r = 0; r < reps; r++) {
-                t0 = bench_now_seconds();
-                for (long c = 0; c < calls[impl]; c++) run_once(impl, s, A, B, C);
-                samples[impl][r] = flops * calls[impl] / (bench_now_seconds() - t0) * 1e-9;
-            }
+            for (int r = 0; r < reps; r++) samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
         }
     }
     for (int impl = 0; impl < N_IMPLS; impl++) {
@@ -270,17 +271,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
-            min_ms = atof(argv[++i]);
-            if (min_ms <= 0) {
-                fprintf(stderr, "bench_sgemm: --min-ms expects a positive number, got '%s'\n", argv[i]);
-                return 2;
-            }
+            if (bench_positive_arg("bench_sgemm", "--min-ms", argv[++i], &min_ms) != 0) return 2;
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 64) {
-                fprintf(stderr, "bench_sgemm: --reps expects 1..64, got '%s'\n", argv[i]);
-                return 2;
-            }
+            if (bench_int_arg("bench_sgemm", "--reps", argv[++i], 1, 64, &reps) != 0) return 2;
         } else if (strcmp(argv[i], "--openblas-only") == 0) {
             openblas_only = 1; /* internal: the OPENBLAS_CORETYPE=Haswell child */
         } else {

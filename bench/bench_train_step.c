@@ -371,11 +371,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > MAX_REPS) {
-                fprintf(stderr, "bench_train_step: --reps expects 1..%d, got '%s'\n", MAX_REPS, argv[i]);
-                return 2;
-            }
+            if (bench_int_arg("bench_train_step", "--reps", argv[++i], 1, MAX_REPS, &reps) != 0) return 2;
         } else if (strcmp(argv[i], "--chapters") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--busy") == 0) {

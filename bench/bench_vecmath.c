@@ -139,17 +139,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > MAX_REPS) {
-                fprintf(stderr, "bench_vecmath: --reps expects 1..%d, got '%s'\n", MAX_REPS, argv[i]);
-                return 1;
-            }
+            if (bench_int_arg("bench_vecmath", "--reps", argv[++i], 1, MAX_REPS, &reps) != 0) return 1;
         } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
-            min_ms = atof(argv[++i]);
-            if (!(min_ms > 0.0)) {
-                fprintf(stderr, "bench_vecmath: --min-ms expects a positive number, got '%s'\n", argv[i]);
-                return 1;
-            }
+            if (bench_positive_arg("bench_vecmath", "--min-ms", argv[++i], &min_ms) != 0) return 1;
         } else {
             fprintf(stderr, "bench_vecmath: unknown or incomplete argument '%s' (try --help)\n", argv[i]);
             return 1;
