@@ -509,7 +509,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         .lr = spec->default_lr > 0 ? spec->default_lr : 3e-3f, .clip = 1.0f, .weight_decay = 0.0f,
         .warmup = 100, .eval_every = 250, .beam = 1, .threads = 0, .samples = 8, .plot = 0,
         .quiet = 0, .max_eval = 1 << 30,
-        .out = NULL, .load = NULL, .translate = NULL, .backend = "auto", .preset = "none",
+        .out = NULL, .load = NULL, .translate = NULL, .backend = NULL, .preset = "none",
     };
     const ArgSpec common[] = {
         {"task", ARG_STRING, &f.task, "task: dates (human dates -> ISO), reverse (reverse a string), g2p (CMUdict spelling -> phonemes)", 0, 0, "dates,reverse,g2p"},
@@ -531,7 +531,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
         {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
         {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
         {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},

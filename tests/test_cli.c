@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "matmul.h"
+
 static char build_dir[1024];
 static char tmp_dir[256];
 
@@ -96,6 +98,40 @@ static void test_bad_flags(void **state) {
     expect_error(p, "--translate '1 Jan 2000'", "--load");
     expect_error(p, "--task reverse --min-len 30 --max-len 5", "--min-len");
     expect_error(p, "--preset nope", "--preset");
+}
+
+/* Without --backend, the environment variable ATTN_BACKEND chooses (the
+ * README's `ATTN_BACKEND=naive make run`); a bad value is one clear error,
+ * and the flag wins over the variable. */
+static void test_backend_environment(void **state) {
+    (void)state;
+    char args[1024], saved[64] = "";
+    const char *outer = getenv("ATTN_BACKEND"); /* make test-backends sets it: put it back after */
+    if (outer) snprintf(saved, sizeof saved, "%s", outer);
+    setenv("ATTN_BACKEND", "bogus", 1);
+    snprintf(args, sizeof args, "--steps 1 --quiet --out %s/env01", tmp_dir);
+    expect_error("01_rnn_seq2seq", args, "ATTN_BACKEND");
+    snprintf(args, sizeof args, "--steps 1 --quiet --out %s/env04", tmp_dir);
+    expect_error("04_self_attention", args, "ATTN_BACKEND");
+    snprintf(args, sizeof args, "--steps 1 --quiet --out %s/env05", tmp_dir);
+    expect_error("05_multi_head_attention", args, "ATTN_BACKEND");
+
+    RunResult *r = malloc(sizeof *r);
+    setenv("ATTN_BACKEND", "naive", 1);
+    snprintf(args, sizeof args, "--task count --pos none --steps 1 --test-size 10 --quiet --out %s/env04", tmp_dir);
+    run(r, "04_self_attention", args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "backend naive"));
+    snprintf(args, sizeof args,
+             "--backend avx2 --task count --pos none --steps 1 --test-size 10 --quiet --out %s/env04", tmp_dir);
+    run(r, "04_self_attention", args);
+    if (outer) setenv("ATTN_BACKEND", saved, 1);
+    else unsetenv("ATTN_BACKEND");
+    if (cpu_has_avx2_fma()) {
+        assert_int_equal(r->code, 0);
+        assert_non_null(strstr(r->out, "backend avx2"));
+    }
+    free(r);
 }
 
 static void test_bad_checkpoints(void **state) {
@@ -249,6 +285,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_backend_environment),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_digit_checkpoints),
     };

@@ -279,7 +279,7 @@ static int run_loaded(const Flags *f) {
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
-    Flags f = {.out = "out/04_self_attention", .task = "all", .pos = "all", .backend = "auto",
+    Flags f = {.out = "out/04_self_attention", .task = "all", .pos = "all", .backend = NULL,
                .load = NULL, .input = NULL, .plot = 0,
                .steps = 600, .seed = 1, .threads = 0, .len = 8, .dim = 64, .hidden = 128,
                .layers = 2, .batch = 64, .test_size = 2000, .causal = 0, .quiet = 0, .lr = 3e-3f};
@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
         {"test-size", ARG_INT, &f.test_size, "test sequences", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads,
          "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},

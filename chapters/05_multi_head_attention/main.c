@@ -558,7 +558,7 @@ static int fail_exit(void) {
 
 int main(int argc, char **argv) {
     Flags f = {.out = "out/05_multi_head_attention", .task = "count_next", .pos = "learned",
-               .heads = "1,2,4", .backend = "auto", .attention = "plain", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 0, .len = 8,
+               .heads = "1,2,4", .backend = NULL, .attention = "plain", .load = NULL, .input = NULL, .plot = 0, .steps = 1000, .seed = 1, .threads = 0, .len = 8,
                .dim = 64, .hidden = 128, .layers = 1, .batch = 64, .test_size = 2000, .causal = 0,
                .quiet = 0, .scale_max_len = 2048, .scale_dim = 64, .scale_heads = 4, .scale_repeats = 5,
                .lr = 3e-3f};
@@ -585,7 +585,7 @@ int main(int argc, char **argv) {
          NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend", 0, 0, "auto,naive,avx2,avx512"},
+        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
         {"attention", ARG_STRING, &f.attention, "softmax(Q K^T / sqrt(D_H)) V as plain (keeps the N x N weights: "
          "heatmaps) or fused (online softmax, O(N) memory, no heatmaps)", 0, 0, "plain,fused"},
         {"threads", ARG_INT, &f.threads,
