@@ -24,12 +24,12 @@
 #include <time.h>
 
 /* Below this many multiply-adds (M*N*K) two threads are no faster than one:
- * the fork/join and the barriers between packing and computing cost a few
- * microseconds, the time of a small product. Measured here with the AVX-512
- * kernel (2 threads against 1, interleaved medians): 96^3 0.87x, 128^3 1.08x,
- * 160^3 1.22x, 192^3 1.37x; but 512x64x64 0.90x and 512x128x64 0.98x, where
- * the thin B gives the threads little to share. */
-static const double PARALLEL_MIN_WORK = 160.0 * 160.0 * 160.0;
+ * starting the second thread and waiting for it costs a few microseconds,
+ * the time of a small product. Measured here with the AVX-512 kernel, each
+ * thread on its band (below), 2 threads against 1, medians of 15 interleaved
+ * samples: 32^3 0.78x, 64^3 1.14x but 32x128x64 0.90x and 128x32x64 1.02x;
+ * 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3 1.66x. */
+static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
 
 /* Up to this many multiply-adds (and K <= KC) a product skips packing and
  * runs kernel->small on one thread: all of A, B and C are in L1 anyway, and
@@ -44,13 +44,13 @@ static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
  * another program (a browser, a second training run) is running too, the
  * kernel's scheduler gives three busy threads two cores by turns, and a thread
  * of ours is regularly switched out for a few milliseconds. Its partner then
- * waits at the next barrier for that long, and a product that takes 50
+ * waits at the end of the product for that long, and a product that takes 50
  * microseconds takes 5 milliseconds: measured here with one busy-looping
  * process beside it, 2 threads ran a training step many times slower than 1.
  *
- * So the calling thread times its waits at the barriers. On an idle machine
- * a wait lasts as long as the partner's last piece of work, microseconds; a
- * wait of more than LATE_NS means the partner was switched out. Then the
+ * So the calling thread times its wait for its partner at the end of each
+ * product. On an idle machine that wait lasts microseconds (the bands are
+ * equal); a wait of more than LATE_NS means the partner was switched out. Then the
  * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
  * tried again. The bits do not change (each tile is computed the same way by
  * whichever thread takes it), only the speed.
@@ -71,14 +71,14 @@ static long long monotonic_ns(void) {
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Called by the calling thread after a barrier it entered at waited_since.
+/* Called by the calling thread after waiting for its partners since waited_since.
  * One late wait alone is not enough: it takes a second one within
  * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
  * every product, so the second comes at once; the host's hiccups come alone. */
 static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
 static atomic_llong last_late_wait_ns;                        /* 0: never */
 
-static void note_barrier_wait(long long waited_since) {
+static void note_join_wait(long long waited_since) {
     long long now = monotonic_ns();
     if (now - waited_since <= LATE_NS) return;
     long long previous = atomic_exchange(&last_late_wait_ns, now);
@@ -96,9 +96,9 @@ long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
  * first touch (about 2-3 microseconds each on this VM), more than the product
  * itself for the chapters' sizes. The blocking bounds them: at most MC x KC
  * floats of A and KC x NC of B, whatever the matrix sizes.
- * _Thread_local makes each calling thread own its buffers, so two threads
- * may call sgemm at the same time; inside one call the OpenMP team shares the
- * caller's buffers. 64-byte aligned: the kernels' aligned loads need up to 64,
+ * _Thread_local gives each thread its own: each thread of a parallel product
+ * packs its band into its own buffers, and two threads may call sgemm at the
+ * same time. 64-byte aligned: the kernels' aligned loads need up to 64,
  * and 64 keeps each sliver on whole cache lines. */
 typedef struct {
     float *data;
@@ -164,21 +164,86 @@ static void ragged_tile(const GemmKernel *kernel, int kc, const float *a_sliver,
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int min_int(int a, int b) { return a < b ? a : b; }
-static int max_int(int a, int b) { return a > b ? a : b; }
 
-/* Threads: all threads pack together (each packs whole slivers), wait at a
- * barrier until the packed data is complete, then share out the (jr, ir)
- * tiles. Tiles are numbered jr-major and handed out in runs of consecutive
- * tiles (a thread keeps its B sliver in L1 along a run) on demand: a thread
- * that finishes takes the next run. So when another program holds one core
- * for a while, the thread still running does the remaining work instead of
- * waiting at the barrier for its partner's fixed half. Which thread computes
- * a tile changes from run to run, the bits do not: each tile is computed by
- * one thread, in the same k order, whatever the thread count. Before the next
- * block is packed over the buffers, a second barrier waits until everyone has
- * finished reading them. A product that fits in one block (the usual case in
- * the chapters) costs two synchronisations: the packing barrier and the end
- * of the parallel region. */
+/* One thread's share: the five loops over C[M, N] (all of the caller's C, or
+ * the rows or columns one thread was given), with this thread's own packing
+ * buffers. Tiles go jr-major: one B sliver stays in L1 while the kernel walks
+ * down the A slivers. */
+static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N,
+                               int K, float alpha, const float *A, int lda, const float *B,
+                               int ldb, float beta, float *C, int ldc) {
+    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK) {
+        kernel->small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const int MR = kernel->mr, NR = kernel->nr;
+    const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
+    int kc_max = min_int(K, KC);
+    int mc_max = min_int(ceil_div(M, MR) * MR, MC);
+    int nc_max = min_int(ceil_div(N, NR) * NR, NC);
+    float *packed_a = pack_buffer_reserve(&packed_a_buffer, (size_t)mc_max * kc_max);
+    float *packed_b = pack_buffer_reserve(&packed_b_buffer, (size_t)nc_max * kc_max);
+
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = min_int(NC, N - jc);
+        int n_slivers_b = ceil_div(nc, NR);
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = min_int(KC, K - pc);
+            float block_beta = pc == 0 ? beta : 1.0f;
+            for (int jr = 0; jr < n_slivers_b; jr++)
+                kernel->pack_b(packed_b + (size_t)jr * kc * NR, B, ldb, trans_b, pc, kc,
+                               jc + jr * NR, min_int(NR, nc - jr * NR));
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = min_int(MC, M - ic);
+                int n_slivers_a = ceil_div(mc, MR);
+                for (int ir = 0; ir < n_slivers_a; ir++)
+                    kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a, ic + ir * MR,
+                                   min_int(MR, mc - ir * MR), pc, kc);
+                for (int jr = 0; jr < n_slivers_b; jr++) {
+                    const float *b_sliver = packed_b + (size_t)jr * kc * NR;
+                    int cols = min_int(NR, nc - jr * NR);
+                    for (int ir = 0; ir < n_slivers_a; ir++) {
+                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
+                        float *c = C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR;
+                        int rows = min_int(MR, mc - ir * MR);
+                        if (rows == MR && cols == NR)
+                            kernel->kernel(kc, a_sliver, b_sliver, c, ldc, alpha, block_beta);
+                        else
+                            ragged_tile(kernel, kc, a_sliver, b_sliver, c, ldc, rows, cols, alpha,
+                                        block_beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Threads: C is cut into one band per thread, whole rows (split along M) or
+ * whole columns (along N), and each thread runs the five loops above on its
+ * band with its own packing buffers: no barriers, only the end of the
+ * parallel region.
+ *
+ * Why not share the packing? The earlier driver here had the threads pack one
+ * A block and one B panel together, wait at a barrier, and then share out
+ * the tiles. On 2 threads it was no faster than 1 at 128^3, because on this
+ * machine data moves between the cores slowly: a thread reading the slivers
+ * its partner packed, or writing over lines its partner read in the previous
+ * call, waits for the other core's cache. Measured with timers in that driver
+ * at 128^3: one thread packed everything in 10 us and computed in 37; each of
+ * two threads took 16 us to pack its half and 30 to compute its half.
+ * With bands, what a thread packs is read only by itself, and the same
+ * thread gets the same band on every call, so its data stays in its own
+ * cache.
+ *
+ * The price is that every thread packs all of the operand that is not cut:
+ * all of op(B) when the rows are split, all of op(A) when the columns are.
+ * So the cut goes along the longer of M and N, which makes the copied operand
+ * the smaller one. Band edges fall on whole tiles (multiples of MR or NR).
+ *
+ * The bits do not depend on the thread count: each element of C is computed
+ * by one thread, by the same kernel, in the same k order (the KC blocks), and a
+ * tile cut at a band edge is finished by ragged_tile with the operations of the
+ * kernel's own stores. */
 void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc) {
@@ -187,89 +252,47 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK) {
-        kernel->small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    const int MR = kernel->mr, NR = kernel->nr;
-    if (MR * NR > MAX_TILE_FLOATS) abort(); /* a kernel file's constants are wrong */
-    const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
-
-    int kc_max = min_int(K, KC);
-    int mc_max = min_int(ceil_div(M, MR) * MR, MC);
-    int nc_max = min_int(ceil_div(N, NR) * NR, NC);
-    float *packed_a = pack_buffer_reserve(&packed_a_buffer, (size_t)mc_max * kc_max);
-    float *packed_b = pack_buffer_reserve(&packed_b_buffer, (size_t)nc_max * kc_max);
+    if (kernel->mr * kernel->nr > MAX_TILE_FLOATS) abort(); /* a kernel file's constants are wrong */
 
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
     if (threads > 1 && monotonic_ns() < atomic_load(&one_thread_until_ns)) threads = 1;
-    long long work_done_at = 0; /* when the calling thread finished its share */
-
-#pragma omp parallel num_threads(threads) if (threads > 1) default(none)                        \
-    shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, packed_a,    \
-               packed_b, threads, MR, NR, KC, MC, NC, work_done_at)
-    {
-        int caller = omp_get_thread_num() == 0; /* the thread that called sgemm */
-        for (int jc = 0; jc < N; jc += NC) {
-            int nc = min_int(NC, N - jc);
-            int n_slivers_b = ceil_div(nc, NR);
-            for (int pc = 0; pc < K; pc += KC) {
-                int kc = min_int(KC, K - pc);
-                float block_beta = pc == 0 ? beta : 1.0f;
-                for (int ic = 0; ic < M; ic += MC) {
-                    int mc = min_int(MC, M - ic);
-                    int n_slivers_a = ceil_div(mc, MR);
-
-                    /* Pack: the B panel once per (jc, pc), the A block every time. */
-                    int n_pack_b = ic == 0 ? n_slivers_b : 0;
-#pragma omp for schedule(dynamic, 1) nowait
-                    for (int item = 0; item < n_pack_b + n_slivers_a; item++) {
-                        if (item < n_pack_b) {
-                            int jr = item;
-                            kernel->pack_b(packed_b + (size_t)jr * kc * NR, B, ldb, trans_b, pc,
-                                           kc, jc + jr * NR, min_int(NR, nc - jr * NR));
-                        } else {
-                            int ir = item - n_pack_b;
-                            kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a,
-                                           ic + ir * MR, min_int(MR, mc - ir * MR), pc, kc);
-                        }
-                    }
-                    /* Wait until the packed data is complete. */
-                    long long waited_since = threads > 1 ? monotonic_ns() : 0;
-#pragma omp barrier
-                    if (caller && threads > 1) note_barrier_wait(waited_since);
-
-                    /* Runs of tiles: about 4 per thread, at most one B sliver's column. */
-                    int n_tiles = n_slivers_a * n_slivers_b;
-                    int run = max_int(1, min_int(n_slivers_a, n_tiles / (4 * threads)));
-#pragma omp for schedule(dynamic, run) nowait
-                    for (int tile = 0; tile < n_tiles; tile++) {
-                        int jr = tile / n_slivers_a, ir = tile % n_slivers_a;
-                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
-                        const float *b_sliver = packed_b + (size_t)jr * kc * NR;
-                        float *c = C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR;
-                        int rows = min_int(MR, mc - ir * MR), cols = min_int(NR, nc - jr * NR);
-                        if (rows == MR && cols == NR)
-                            kernel->kernel(kc, a_sliver, b_sliver, c, ldc, alpha, block_beta);
-                        else
-                            ragged_tile(kernel, kc, a_sliver, b_sliver, c, ldc, rows, cols, alpha,
-                                        block_beta);
-                    }
-
-                    /* The next block overwrites the packed buffers: wait until
-                     * everyone is done reading them. After the last block the
-                     * end of the parallel region waits anyway. */
-                    int last_block = jc + NC >= N && pc + KC >= K && ic + MC >= M;
-                    if (!last_block) {
-                        waited_since = threads > 1 ? monotonic_ns() : 0;
-#pragma omp barrier
-                        if (caller && threads > 1) note_barrier_wait(waited_since);
-                    }
-                }
-            }
+    /* Along which dimension, in how many whole-tile units. */
+    int split_rows = N <= M;
+    int units = split_rows ? ceil_div(M, kernel->mr) : ceil_div(N, kernel->nr);
+    if (units < threads) { /* too thin that way: try the other */
+        int other_units = split_rows ? ceil_div(N, kernel->nr) : ceil_div(M, kernel->mr);
+        if (other_units > units) {
+            split_rows = !split_rows;
+            units = other_units;
         }
-        if (caller && threads > 1) work_done_at = monotonic_ns();
-    } /* the end of the region waits for every thread too */
-    if (threads > 1) note_barrier_wait(work_done_at);
+    }
+    threads = min_int(threads, units);
+    if (threads <= 1) {
+        blocked_one_thread(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+
+    long long work_done_at = 0; /* when the calling thread finished its band */
+#pragma omp parallel num_threads(threads) default(none)                                          \
+    shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
+               split_rows, units, work_done_at)
+    {
+        int t = omp_get_thread_num();
+        int first_unit = (int)((long long)units * t / threads);
+        int end_unit = (int)((long long)units * (t + 1) / threads);
+        if (split_rows) { /* rows [i0, i1) of C and op(A) */
+            int i0 = first_unit * kernel->mr, i1 = min_int(end_unit * kernel->mr, M);
+            const float *a_band = trans_a ? A + i0 : A + (size_t)i0 * lda;
+            blocked_one_thread(kernel, trans_a, trans_b, i1 - i0, N, K, alpha, a_band, lda, B,
+                               ldb, beta, C + (size_t)i0 * ldc, ldc);
+        } else { /* columns [j0, j1) of C and op(B) */
+            int j0 = first_unit * kernel->nr, j1 = min_int(end_unit * kernel->nr, N);
+            const float *b_band = trans_b ? B + (size_t)j0 * ldb : B + j0;
+            blocked_one_thread(kernel, trans_a, trans_b, M, j1 - j0, K, alpha, A, lda, b_band,
+                               ldb, beta, C + j0, ldc);
+        }
+        if (t == 0) work_done_at = monotonic_ns();
+    } /* the end of the region waits for every thread */
+    note_join_wait(work_done_at);
 }
