@@ -109,7 +109,7 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
  * On 2 threads taking turns measures the wrong thing. OpenBLAS's worker
  * threads and OpenMP's keep polling for a while after a call, waiting for
  * the next one; a sample of the other library taken during that time shares
- * the CPU with a polling thread, and its barriers wait for a switched-out
+ * the CPU with a polling thread, and its threads wait for a switched-out
  * thread: measured here, our 128^3 product fell from ~75 to 0.4 GFLOP/s right
  * after OpenBLAS calls (with our fall-back to one thread disabled). A pause
  * long enough for the pollers to give up (150 ms) is no cure either: right

@@ -22,7 +22,7 @@
  * laptop), and each chapter's step is timed on 1 and on 2 threads; written to
  * DIR/train_step_busy.tsv (chapter impl threads ms, impl = the backend name
  * followed by "+busy"). Two threads beside a busy program can be far slower
- * than one, because every barrier waits for whichever thread was switched
+ * than one, because every product waits for whichever thread was switched
  * out; common/matmul_blocked.c detects that and falls back to one thread.
  *
  * A chapter joins by adding one entry to CHAPTERS below: its name, and a
@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
            "after a warm-up; load average %.2f on %d cores\n", reps, load, cores);
     if (load > 0.5)
         printf("WARNING: load average %.2f: other processes share the CPU; figures are slow and noisy,\n"
-               "         2-thread figures most (a descheduled thread stalls the other at every barrier)\n",
+               "         2-thread figures most (a descheduled thread stalls the other at the end of every product)\n",
                load);
     if (busy) {
         spinner = fork();
