@@ -115,8 +115,9 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
  * long enough for the pollers to give up (150 ms) is no cure either: right
  * after it this VM runs slower for a while (our 1-thread 128^3 measured 77-90
  * GFLOP/s after 150 ms pauses, 99-101 after 0-20 ms ones). So on 2 threads
- * each implementation runs its samples in one block: a 150 ms pause, 200 ms
- * of untimed calls to reach its steady state, then the samples back to back.
+ * each implementation runs its samples in blocks: a 150 ms pause, 200 ms
+ * of untimed calls to reach its steady state, then samples back to back; the
+ * implementations take turns block by block, three rounds of them.
  * A program that uses only one of the two libraries never sees any of this. */
 /* GFLOP/s of `calls` back-to-back calls of one implementation. */
 static double time_sample(int impl, const Shape *s, const float *A, const float *B, float *C,
@@ -150,12 +151,22 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
                 samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
             }
     } else {
-        for (int impl = 0; impl < N_IMPLS; impl++) {
-            if (!use[impl]) continue;
-            usleep(150 * 1000);
-            double t0 = bench_now_seconds();
-            while (bench_now_seconds() - t0 < 0.2) run_once(impl, s, A, B, C);
-            for (int r = 0; r < reps; r++) samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
+        /* Blocks, in BLOCK_ROUNDS rounds that take turns: a slow spell of the
+         * VM then falls on one block of each implementation rather than on
+         * all of one implementation's samples. */
+        enum { BLOCK_ROUNDS = 3 };
+        int taken = 0;
+        for (int round = 0; round < BLOCK_ROUNDS; round++) {
+            int until = reps * (round + 1) / BLOCK_ROUNDS; /* samples [taken, until) */
+            for (int impl = 0; impl < N_IMPLS; impl++) {
+                if (!use[impl] || until == taken) continue;
+                usleep(150 * 1000);
+                double t0 = bench_now_seconds();
+                while (bench_now_seconds() - t0 < 0.2) run_once(impl, s, A, B, C);
+                for (int r = taken; r < until; r++)
+                    samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
+            }
+            taken = until;
         }
     }
     for (int impl = 0; impl < N_IMPLS; impl++) {
@@ -434,8 +445,8 @@ int main(int argc, char **argv) {
         }
     }
     if (sgemm_busy_backoffs() > 0)
-        printf("\nnote: %ld time(s) a thread of ours was twice switched out for over 1 ms, and the products\n"
-               "of the next quarter second ran on one thread (common/matmul_blocked.c): some 2-thread\n"
+        printf("\nnote: %ld time(s) a thread of ours was twice found switched out (late waits), and the\n"
+               "products of the next quarter second ran on one thread (common/matmul_blocked.c): some 2-thread\n"
                "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
            "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"

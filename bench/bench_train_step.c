@@ -482,7 +482,7 @@ int main(int argc, char **argv) {
         kill(spinner, SIGKILL);
         waitpid(spinner, NULL, 0);
         printf("2t / 1t above 1x: two threads were slower than one beside the busy process.\n"
-               "sgemm fell back to one thread %ld time(s) (a partner thread twice switched out for > 1 ms).\n",
+               "sgemm fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
                sgemm_busy_backoffs() - backoffs_before);
     }
     fclose(tsv);

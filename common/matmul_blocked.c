@@ -50,16 +50,23 @@ static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
  *
  * So the calling thread times its wait for its partner at the end of each
  * product. On an idle machine that wait lasts microseconds (the bands are
- * equal); a wait of more than LATE_NS means the partner was switched out. Then the
+ * equal). A wait is late when it is longer than LATE_NS (a switch-out, not
+ * the jitter of waking a thread) and longer than the caller's own band took:
+ * then two threads took longer than the caller alone would have taken for
+ * both bands. (An absolute limit alone is wrong for big products: at 1024^3
+ * each band takes 5-10 ms, and a core of this VM running 15% slower than the
+ * other for a while is a 1 ms wait that costs nothing.) After late waits the
  * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
  * tried again. The bits do not change (each tile is computed the same way by
  * whichever thread takes it), only the speed.
  *
- * Even an idle virtual machine like this one sees such a wait now and then
- * (the host runs something else on our core): 3 to 5 in 12 s of back-to-back
- * 128^3..1024^3 products. Hence a short back-off, a quarter of a second, and
- * only after two late waits less than 0.1 s apart (below): a lone hiccup of
- * the host is not a busy machine. */
+ * Even an idle virtual machine like this one sees such waits (the host runs
+ * something else on our core for a while). Counted in 12 s of back-to-back
+ * 128^3..1024^3 products on 2 threads (a throwaway loop, twice): 110 and 342
+ * waits over 1 ms, of which 2 and 0 were late by the rule above. Hence a
+ * short back-off, a quarter of a second, and only after two late waits less
+ * than 0.1 s apart (below): a lone hiccup of the host is not a busy
+ * machine. Those two runs fell back 0 times. */
 static const long long LATE_NS = 1000 * 1000;              /* 1 ms */
 static const long long BUSY_BACKOFF_NS = 250 * 1000 * 1000; /* 0.25 s */
 static atomic_llong one_thread_until_ns;                    /* 0: never */
@@ -71,16 +78,18 @@ static long long monotonic_ns(void) {
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Called by the calling thread after waiting for its partners since waited_since.
+/* Called by the calling thread after waiting for its partners since
+ * waited_since, its own band having taken own_ns.
  * One late wait alone is not enough: it takes a second one within
  * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
  * every product, so the second comes at once; the host's hiccups come alone. */
 static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
 static atomic_llong last_late_wait_ns;                        /* 0: never */
 
-static void note_join_wait(long long waited_since) {
+static void note_join_wait(long long waited_since, long long own_ns) {
     long long now = monotonic_ns();
-    if (now - waited_since <= LATE_NS) return;
+    long long wait_ns = now - waited_since;
+    if (wait_ns <= LATE_NS || wait_ns <= own_ns) return;
     long long previous = atomic_exchange(&last_late_wait_ns, now);
     if (previous != 0 && now - previous < SECOND_STRIKE_NS) {
         atomic_store(&one_thread_until_ns, now + BUSY_BACKOFF_NS);
@@ -273,6 +282,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         return;
     }
 
+    long long started_at = monotonic_ns();
     long long work_done_at = 0; /* when the calling thread finished its band */
 #pragma omp parallel num_threads(threads) default(none)                                          \
     shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
@@ -294,5 +304,5 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         }
         if (t == 0) work_done_at = monotonic_ns();
     } /* the end of the region waits for every thread */
-    note_join_wait(work_done_at);
+    note_join_wait(work_done_at, work_done_at - started_at);
 }

@@ -52,8 +52,9 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
                    float *C, int ldc);
 
 /* How many times a thread of ours was found switched out by another program
- * (two waits for a partner thread of over 1 ms, less than 0.1 s apart), each time sending the next quarter second of products
- * to one thread. For benchmarks and the curious; see matmul_blocked.c. */
+ * (two late waits for a partner thread less than 0.1 s apart: over 1 ms and
+ * over the caller's own share), each time sending the next quarter second of
+ * products to one thread. For benchmarks and the curious; see matmul_blocked.c. */
 long sgemm_busy_backoffs(void);
 
 #endif
