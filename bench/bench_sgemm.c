@@ -115,9 +115,9 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
  * long enough for the pollers to give up (150 ms) is no cure either: right
  * after it this VM runs slower for a while (our 1-thread 128^3 measured 77-90
  * GFLOP/s after 150 ms pauses, 99-101 after 0-20 ms ones). So on 2 threads
- * each implementation runs its samples in blocks: a 150 ms pause, 200 ms
- * of untimed calls to reach its steady state, then samples back to back; the
- * implementations take turns block by block, three rounds of them.
+ * each sample is a block of its own: a 150 ms pause, 200 ms of untimed calls
+ * to reach the steady state, then the timed sample; the implementations take
+ * turns block by block.
  * A program that uses only one of the two libraries never sees any of this. */
 /* GFLOP/s of `calls` back-to-back calls of one implementation. */
 static double time_sample(int impl, const Shape *s, const float *A, const float *B, float *C,
@@ -151,23 +151,18 @@ static void measure(const int use[N_IMPLS], int threads, const Shape *s, const f
                 samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
             }
     } else {
-        /* Blocks, in BLOCK_ROUNDS rounds that take turns: a slow spell of the
-         * VM then falls on one block of each implementation rather than on
-         * all of one implementation's samples. */
-        enum { BLOCK_ROUNDS = 3 };
-        int taken = 0;
-        for (int round = 0; round < BLOCK_ROUNDS; round++) {
-            int until = reps * (round + 1) / BLOCK_ROUNDS; /* samples [taken, until) */
+        /* One sample per block, the implementations taking turns block by
+         * block: a slow spell of the VM (they last seconds) then falls on a
+         * block or two of each implementation rather than on all of one
+         * implementation's samples. */
+        for (int r = 0; r < reps; r++)
             for (int impl = 0; impl < N_IMPLS; impl++) {
-                if (!use[impl] || until == taken) continue;
+                if (!use[impl]) continue;
                 usleep(150 * 1000);
                 double t0 = bench_now_seconds();
                 while (bench_now_seconds() - t0 < 0.2) run_once(impl, s, A, B, C);
-                for (int r = taken; r < until; r++)
-                    samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
+                samples[impl][r] = time_sample(impl, s, A, B, C, calls[impl]);
             }
-            taken = until;
-        }
     }
     for (int impl = 0; impl < N_IMPLS; impl++) {
         if (!use[impl]) continue;
