@@ -33,8 +33,9 @@ if [ -f "$sgemm" ]; then
   echo "using the same instruction set, the two taking turns sample by sample: \`avx512\` beside"
   echo "\`ob\` (OpenBLAS as installed, AVX-512 kernels on this CPU), \`avx2\` beside \`ob-avx2\`"
   echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process)."
-  echo "\`of peak\`: avx512 against the AVX-512 FMA peak. Products below 160^3 multiply-adds run on one"
-  echo "thread even when two are allowed (two were no faster for them here), up to 2^14 without packing."
+  echo "On 2 threads the samples are taken in blocks, one per sample, the implementations taking turns"
+  echo "(see bench/bench_sgemm.c). \`of peak\`: avx512 against the AVX-512 FMA peak. Products below 2^19"
+  echo "multiply-adds (about 80^3) run on one thread even when two are allowed, up to 2^14 without packing."
   echo
   awk -F'\t' '
     NR == 1 { next }
