@@ -18,6 +18,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@
 /* Below this many multiply-adds (M*N*K) two threads are no faster than one:
  * starting the second thread and waiting for it costs a few microseconds,
  * the time of a small product. Measured here with the AVX-512 kernel, each
- * thread on its band (below), 2 threads against 1, medians of 15 interleaved
+ * thread on its own block of C (below), 2 threads against 1, medians of 15 interleaved
  * samples: 32^3 0.78x, 64^3 1.14x but 32x128x64 0.90x and 128x32x64 1.02x;
  * 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3 1.66x. */
 static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
@@ -49,12 +50,12 @@ static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
  * process beside it, 2 threads ran a training step many times slower than 1.
  *
  * So the calling thread times its wait for its partner at the end of each
- * product. On an idle machine that wait lasts microseconds (the bands are
+ * product. On an idle machine that wait lasts microseconds (the blocks are
  * equal). A wait is late when it is longer than LATE_NS (a switch-out, not
- * the jitter of waking a thread) and longer than the caller's own band took:
+ * the jitter of waking a thread) and longer than the caller's own block took:
  * then two threads took longer than the caller alone would have taken for
- * both bands. (An absolute limit alone is wrong for big products: at 1024^3
- * each band takes 5-10 ms, and a core of this VM running 15% slower than the
+ * both blocks. (An absolute limit alone is wrong for big products: at 1024^3
+ * each block takes 5-10 ms, and a core of this VM running 15% slower than the
  * other for a while is a 1 ms wait that costs nothing.) After late waits the
  * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
  * tried again. The bits do not change (each tile is computed the same way by
@@ -79,7 +80,7 @@ static long long monotonic_ns(void) {
 }
 
 /* Called by the calling thread after waiting for its partners since
- * waited_since, its own band having taken own_ns.
+ * waited_since, its own block having taken own_ns.
  * One late wait alone is not enough: it takes a second one within
  * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
  * every product, so the second comes at once; the host's hiccups come alone. */
@@ -106,16 +107,53 @@ long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
  * itself for the chapters' sizes. The blocking bounds them: at most MC x KC
  * floats of A and KC x NC of B, whatever the matrix sizes.
  * _Thread_local gives each thread its own: each thread of a parallel product
- * packs its band into its own buffers, and two threads may call sgemm at the
- * same time. 64-byte aligned: the kernels' aligned loads need up to 64,
- * and 64 keeps each sliver on whole cache lines. */
+ * packs its block into its own buffers, and two threads may call sgemm at the
+ * same time. A thread's buffers are freed when the thread ends (OpenMP ends
+ * worker threads, for one, when a smaller team follows a bigger one): a
+ * pthread key's destructor does that, as _Thread_local has no destructors in
+ * C. 64-byte aligned: the kernels' aligned loads need up to 64, and 64 keeps
+ * each sliver on whole cache lines. */
 typedef struct {
     float *data;
     size_t capacity; /* in floats */
 } PackBuffer;
 
-static _Thread_local PackBuffer packed_a_buffer;
-static _Thread_local PackBuffer packed_b_buffer;
+typedef struct {
+    PackBuffer a, b;
+    int registered; /* with buffers_key, so that the thread's end frees them */
+} PackBuffers;
+
+static _Thread_local PackBuffers thread_buffers;
+static pthread_key_t buffers_key;
+static pthread_once_t buffers_key_once = PTHREAD_ONCE_INIT;
+
+static void free_pack_buffers(void *buffers) {
+    PackBuffers *own = buffers;
+    free(own->a.data);
+    free(own->b.data);
+    *own = (PackBuffers){0};
+}
+
+static void create_buffers_key(void) {
+    if (pthread_key_create(&buffers_key, free_pack_buffers) != 0) {
+        fprintf(stderr, "sgemm: cannot create the key that frees packing buffers\n");
+        abort();
+    }
+}
+
+/* The calling thread's buffers, registered for freeing on first use. */
+static PackBuffers *own_pack_buffers(void) {
+    PackBuffers *own = &thread_buffers;
+    if (!own->registered) {
+        pthread_once(&buffers_key_once, create_buffers_key);
+        if (pthread_setspecific(buffers_key, own) != 0) {
+            fprintf(stderr, "sgemm: cannot register this thread's packing buffers\n");
+            abort();
+        }
+        own->registered = 1;
+    }
+    return own;
+}
 
 static float *pack_buffer_reserve(PackBuffer *buf, size_t floats) {
     if (buf->capacity >= floats) return buf->data;
@@ -190,8 +228,9 @@ static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_
     int kc_max = min_int(K, KC);
     int mc_max = min_int(ceil_div(M, MR) * MR, MC);
     int nc_max = min_int(ceil_div(N, NR) * NR, NC);
-    float *packed_a = pack_buffer_reserve(&packed_a_buffer, (size_t)mc_max * kc_max);
-    float *packed_b = pack_buffer_reserve(&packed_b_buffer, (size_t)nc_max * kc_max);
+    PackBuffers *own = own_pack_buffers();
+    float *packed_a = pack_buffer_reserve(&own->a, (size_t)mc_max * kc_max);
+    float *packed_b = pack_buffer_reserve(&own->b, (size_t)nc_max * kc_max);
 
     for (int jc = 0; jc < N; jc += NC) {
         int nc = min_int(NC, N - jc);
@@ -227,10 +266,11 @@ static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_
     }
 }
 
-/* Threads: C is cut into one band per thread, whole rows (split along M) or
- * whole columns (along N), and each thread runs the five loops above on its
- * band with its own packing buffers: no barriers, only the end of the
- * parallel region.
+/* Threads: C is cut into one block per thread, a grid of row_parts x
+ * col_parts blocks, and each thread runs the five loops above on its block
+ * with its own packing buffers: no barriers, only the end of the parallel
+ * region. On 2 threads the grid is 2 x 1 or 1 x 2: two bands of whole rows or
+ * whole columns.
  *
  * Why not share the packing? The earlier driver here had the threads pack one
  * A block and one B panel together, wait at a barrier, and then share out
@@ -240,19 +280,46 @@ static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_
  * call, waits for the other core's cache. Measured with timers in that driver
  * at 128^3: one thread packed everything in 10 us and computed in 37; each of
  * two threads took 16 us to pack its half and 30 to compute its half.
- * With bands, what a thread packs is read only by itself, and the same
- * thread gets the same band on every call, so its data stays in its own
- * cache.
+ * With one block each, what a thread packs is read only by itself, and the
+ * same thread gets the same block on every call, so its data stays in its
+ * own cache.
  *
- * The price is that every thread packs all of the operand that is not cut:
- * all of op(B) when the rows are split, all of op(A) when the columns are.
- * So the cut goes along the longer of M and N, which makes the copied operand
- * the smaller one. Band edges fall on whole tiles (multiples of MR or NR).
+ * The price is packing done twice: a thread packs the rows of op(A) and the
+ * columns of op(B) its block needs, K * (M / row_parts + N / col_parts)
+ * floats, and its neighbours pack the same rows or columns again.
+ * choose_grid picks the grid that makes that smallest: on 2 threads, the
+ * longer of M and N is cut, so the operand packed twice is the smaller one.
+ * Block edges fall on whole tiles (multiples of MR and NR).
  *
  * The bits do not depend on the thread count: each element of C is computed
  * by one thread, by the same kernel, in the same k order (the KC blocks), and a
- * tile cut at a band edge is finished by ragged_tile with the operations of the
- * kernel's own stores. */
+ * tile cut at a block edge is finished by ragged_tile with the operations of
+ * the kernel's own stores. */
+typedef struct {
+    int row_parts, col_parts; /* row_parts * col_parts threads */
+} Grid;
+
+/* The grid for up to `threads` threads over row_units x col_units whole
+ * tiles that packs the fewest floats per thread; fewer threads when no grid
+ * of `threads` blocks fits (a thin C). */
+static Grid choose_grid(int threads, int M, int N, int row_units, int col_units) {
+    for (int t = threads; t > 1; t--) {
+        Grid best = {0, 0};
+        double best_floats = 0.0; /* per thread, divided by K */
+        for (int rows = 1; rows <= t; rows++) {
+            int cols = t / rows;
+            if (rows * cols != t || rows > row_units || cols > col_units) continue;
+            double floats = (double)M / rows + (double)N / cols;
+            if (best.row_parts == 0 || floats < best_floats) {
+                best = (Grid){rows, cols};
+                best_floats = floats;
+            }
+        }
+        if (best.row_parts > 0) return best;
+    }
+    return (Grid){1, 1};
+}
+
 void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc) {
@@ -266,42 +333,32 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
     if (threads > 1 && monotonic_ns() < atomic_load(&one_thread_until_ns)) threads = 1;
-    /* Along which dimension, in how many whole-tile units. */
-    int split_rows = N <= M;
-    int units = split_rows ? ceil_div(M, kernel->mr) : ceil_div(N, kernel->nr);
-    if (units < threads) { /* too thin that way: try the other */
-        int other_units = split_rows ? ceil_div(N, kernel->nr) : ceil_div(M, kernel->mr);
-        if (other_units > units) {
-            split_rows = !split_rows;
-            units = other_units;
-        }
-    }
-    threads = min_int(threads, units);
+    int row_units = ceil_div(M, kernel->mr), col_units = ceil_div(N, kernel->nr);
+    Grid grid = choose_grid(threads, M, N, row_units, col_units);
+    threads = grid.row_parts * grid.col_parts;
     if (threads <= 1) {
         blocked_one_thread(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
 
     long long started_at = monotonic_ns();
-    long long work_done_at = 0; /* when the calling thread finished its band */
+    long long work_done_at = 0; /* when the calling thread finished its block */
 #pragma omp parallel num_threads(threads) default(none)                                          \
     shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
-               split_rows, units, work_done_at)
+               grid, row_units, col_units, work_done_at)
     {
         int t = omp_get_thread_num();
-        int first_unit = (int)((long long)units * t / threads);
-        int end_unit = (int)((long long)units * (t + 1) / threads);
-        if (split_rows) { /* rows [i0, i1) of C and op(A) */
-            int i0 = first_unit * kernel->mr, i1 = min_int(end_unit * kernel->mr, M);
-            const float *a_band = trans_a ? A + i0 : A + (size_t)i0 * lda;
-            blocked_one_thread(kernel, trans_a, trans_b, i1 - i0, N, K, alpha, a_band, lda, B,
-                               ldb, beta, C + (size_t)i0 * ldc, ldc);
-        } else { /* columns [j0, j1) of C and op(B) */
-            int j0 = first_unit * kernel->nr, j1 = min_int(end_unit * kernel->nr, N);
-            const float *b_band = trans_b ? B + (size_t)j0 * ldb : B + j0;
-            blocked_one_thread(kernel, trans_a, trans_b, M, j1 - j0, K, alpha, A, lda, b_band,
-                               ldb, beta, C + j0, ldc);
-        }
+        int row_part = t / grid.col_parts, col_part = t % grid.col_parts;
+        /* This thread's block: rows [i0, i1) of C and op(A), columns [j0, j1)
+         * of C and op(B), cut on whole tiles. */
+        int i0 = (int)((long long)row_units * row_part / grid.row_parts) * kernel->mr;
+        int i1 = min_int((int)((long long)row_units * (row_part + 1) / grid.row_parts) * kernel->mr, M);
+        int j0 = (int)((long long)col_units * col_part / grid.col_parts) * kernel->nr;
+        int j1 = min_int((int)((long long)col_units * (col_part + 1) / grid.col_parts) * kernel->nr, N);
+        const float *a_block = trans_a ? A + i0 : A + (size_t)i0 * lda;
+        const float *b_block = trans_b ? B + (size_t)j0 * ldb : B + j0;
+        blocked_one_thread(kernel, trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, a_block, lda,
+                           b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
         if (t == 0) work_done_at = monotonic_ns();
     } /* the end of the region waits for every thread */
     note_join_wait(work_done_at, work_done_at - started_at);

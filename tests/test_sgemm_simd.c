@@ -9,7 +9,8 @@
  *   - the gaps between C's rows still hold the sentinel (nothing written
  *     outside the M x N block),
  *   - beta == 0 ignores C completely (C starts as NaN),
- *   - 1 and 2 threads give bit-identical results,
+ *   - 1 and 2 threads give bit-identical results, and so do 3, 4 and 6
+ *     (C cut into a grid of blocks, 2 x 2 among them),
  *   - the AVX-512 kernel (8x32 tiles) gives the same bits as the AVX2 one
  *     (6x16 tiles): same k blocks, same FMA chain per element, ragged tiles
  *     finished with the same operations as full ones;
@@ -231,6 +232,37 @@ static void test_big_shapes(void **state) {
     check_case((Case){1, 0, 64, 64, 512, 1.0f, 1.0f, 0, 0});
 }
 
+/* More threads than this machine has cores: the driver cuts C into a grid
+ * of row_parts x col_parts blocks (3 x 1, 2 x 2, 2 x 3, ...). Every grid
+ * must give the 1-thread bits, and stay within budget (run_case checks). */
+static void test_thread_grids(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const Case cases[] = {
+        {0, 0, 300, 200, 513, 1.0f, 0.0f, 1, 3},  /* 4 threads: 2 x 2 */
+        {1, 1, 130, 260, 70, 0.3f, 1.0f, 0, 2},   /* 4: 2 x 2, 6: 2 x 3, ragged */
+        {0, 1, 1000, 40, 64, 1.0f, -1.5f, 1, 0},  /* rows only: N is 2-3 tiles */
+        {1, 0, 20, 1000, 64, 1.0f, 0.0f, 0, 1},   /* columns only: M is 3-4 tiles */
+        {0, 0, 257, 257, 257, 1.0f, 0.0f, 1, 1},
+    };
+    static const int thread_counts[] = {3, 4, 6};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint64_t seed = test_rng_state;
+        size_t c_floats = (size_t)cases[c].M * (cases[c].N + cases[c].pad);
+        float *one = run_case(&cases[c], sgemm_avx2, "avx2", 1);
+        for (size_t k = 0; k < sizeof thread_counts / sizeof thread_counts[0]; k++) {
+            test_rng_state = seed; /* the same inputs */
+            float *got = run_case(&cases[c], sgemm_avx2, "avx2", thread_counts[k]);
+            if (memcmp(one, got, c_floats * sizeof(float)) != 0)
+                fail_msg("avx2 on %d threads differs from 1 thread: ta=%d tb=%d M=%d N=%d K=%d",
+                         thread_counts[k], cases[c].trans_a, cases[c].trans_b, cases[c].M,
+                         cases[c].N, cases[c].K);
+            free(got);
+        }
+        free(one);
+    }
+}
+
 /* alpha and beta: 0 (C is NaN and must be ignored), 1 (accumulate), others;
  * K = 300 > KC so beta is applied once, not once per k block. */
 static void test_alpha_beta(void **state) {
@@ -344,6 +376,7 @@ int main(void) {
         cmocka_unit_test(test_odd_shapes_all_transposes),
         cmocka_unit_test(test_unaligned_and_strided),
         cmocka_unit_test(test_big_shapes),
+        cmocka_unit_test(test_thread_grids),
         cmocka_unit_test(test_alpha_beta),
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_small_path_same_bits),
