@@ -1,5 +1,5 @@
-/* bench_common.h - the clock, the load average and the sort every benchmark
- * program uses (bench/bench_*.c; each is its own program, so these small
+/* bench_common.h - the clock, the load average, the sort, the flag parsing
+ * and the result files every benchmark program uses (bench/bench_*.c; each is its own program, so these small
  * functions live here as static inline ones instead of in the library). */
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "error.h"
+#include "util.h"
 
 /* Milliseconds on a clock that never jumps (CLOCK_MONOTONIC). */
 static inline double bench_now_ms(void) {
@@ -65,6 +68,35 @@ static inline int bench_positive_arg(const char *program, const char *flag, cons
         return -1;
     }
     *out = value;
+    return 0;
+}
+
+/* Open DIR/NAME (creating DIR) for a result file, written atomically: the
+ * file appears, whole, only at bench_close_result, so a benchmark stopped
+ * half-way leaves the previous results as they were. Returns the stream, or
+ * NULL after one line on stderr naming the program and the file. */
+static inline FILE *bench_open_result(AtomicFile *out, const char *program, const char *dir,
+                                      const char *name) {
+    char path[1024];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        fprintf(stderr, "%s: output path too long: '%s/%s'\n", program, dir, name);
+        return NULL;
+    }
+    if (make_dirs(dir) != 0 || atomic_open(out, path) != 0) {
+        fprintf(stderr, "%s: %s\n", program, last_error());
+        return NULL;
+    }
+    return out->f;
+}
+
+/* Move a result file opened by bench_open_result into place: 0, or -1
+ * after one line on stderr. */
+static inline int bench_close_result(AtomicFile *out, const char *program) {
+    if (atomic_close(out, 1) != 0) {
+        fprintf(stderr, "%s: %s\n", program, last_error());
+        return -1;
+    }
     return 0;
 }
 

@@ -105,18 +105,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (backend_select(NULL) != 0 || make_dirs(out) != 0) {
-        fprintf(stderr, "bench_flash: cannot select the backend or create %s\n", out);
+    if (backend_select(NULL) != 0) {
+        fprintf(stderr, "bench_flash: %s\n", last_error());
         return 1;
     }
     threads_set(threads);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/flash.tsv", out);
-    FILE *tsv = fopen(path, "w");
-    if (!tsv) {
-        fprintf(stderr, "bench_flash: cannot write %s\n", path);
-        return 1;
-    }
+    AtomicFile tsv_file;
+    FILE *tsv = bench_open_result(&tsv_file, "bench_flash", out, "flash.tsv");
+    if (!tsv) return 1;
     fprintf(tsv, "impl\tN\tms\textra_bytes\n");
     printf("plain against fused attention: one head, D_H = 64, forward + backward, %s backend, %d thread(s),\n"
            "median of %d\n\n", backend_name(backend_current()), threads_current(), reps);
@@ -132,7 +128,6 @@ int main(int argc, char **argv) {
         multi_head_set_attention(MULTI_HEAD_FUSED);
         const double fused_ms = time_layer(1, N, 1, 64, 0, reps, &fused_bytes);
         fprintf(tsv, "fused\t%d\t%.3f\t%.0f\n", N, fused_ms, fused_bytes);
-        fflush(tsv);
         char ratio[32] = "-", pms[32] = "skipped";
         if (plain_ms >= 0) {
             snprintf(ratio, sizeof ratio, "%.2fx", plain_ms / fused_ms);
@@ -142,13 +137,12 @@ int main(int argc, char **argv) {
                plain_bytes / (1024.0 * 1024.0), fused_bytes / 1024.0);
         fflush(stdout);
     }
-    fclose(tsv);
-    snprintf(path, sizeof path, "%s/flash.gp", out);
-    FILE *gp = fopen(path, "w");
-    if (gp) {
-        write_gp(gp);
-        fclose(gp);
-    }
+    if (bench_close_result(&tsv_file, "bench_flash") != 0) return 1;
+    AtomicFile gp_file;
+    FILE *gp = bench_open_result(&gp_file, "bench_flash", out, "flash.gp");
+    if (!gp) return 1;
+    write_gp(gp);
+    if (bench_close_result(&gp_file, "bench_flash") != 0) return 1;
 
     /* 2. chapter 05's sizes: the training batch, and the N^2 table's sequences */
     printf("\nchapter 05's sizes (D = 64, H = 4, D_H = 16), forward + backward, median of %d:\n", 5 * reps);

@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,14 +221,10 @@ static double fma_peak(int threads, int width) {
 
 /* ---- Output ----------------------------------------------------------------------- */
 
-static void write_gnuplot_script(const char *dir) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/sgemm.gp", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "bench_sgemm: cannot write %s\n", path);
-        return;
-    }
+static int write_gnuplot_script(const char *dir) {
+    AtomicFile gp_file;
+    FILE *f = bench_open_result(&gp_file, "bench_sgemm", dir, "sgemm.gp");
+    if (!f) return -1;
     fprintf(f,
             "# sgemm.gp - GFLOP/s against size for square products (data: sgemm.tsv).\n"
             "# Render: cd %s && gnuplot sgemm.gp   (writes sgemm.png)\n"
@@ -255,7 +250,7 @@ static void write_gnuplot_script(const char *dir) {
                     IMPL_NAMES[impl], t, colors[impl], t == 1 ? 1 : 2, t == 1 ? 7 : 5,
                     IMPL_NAMES[impl], t, t == 1 ? "" : "s",
                     impl == N_IMPLS - 1 && t == 2 ? "" : ", \\");
-    fclose(f);
+    return bench_close_result(&gp_file, "bench_sgemm");
 }
 
 static void usage(FILE *f) {
@@ -449,14 +444,9 @@ int main(int argc, char **argv) {
            "instruction set on the same thread count.\n", core);
 
     /* The data file. */
-    mkdir(out_dir, 0755);
-    char path[1200];
-    snprintf(path, sizeof path, "%s/sgemm.tsv", out_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "bench_sgemm: cannot write %s\n", path);
-        return 1;
-    }
+    AtomicFile tsv_file;
+    FILE *f = bench_open_result(&tsv_file, "bench_sgemm", out_dir, "sgemm.tsv");
+    if (!f) return 1;
     fprintf(f, "impl\tthreads\tM\tN\tK\tgflops\top\tpeak_fraction\tvs_openblas\n");
     for (int t = 1; t <= 2; t++)
         fprintf(f, "fma-peak-avx2\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", t, peak_avx2[t - 1]);
@@ -488,9 +478,9 @@ int main(int argc, char **argv) {
                     SHAPES[s].N, SHAPES[s].K, g, op_name(&SHAPES[s]), g / peak_avx2[t - 1],
                     g / gflops[s][t - 1][IMPL_OPENBLAS_AVX2]);
         }
-    fclose(f);
-    write_gnuplot_script(out_dir);
-    printf("wrote %s and %s/sgemm.gp\n", path, out_dir);
+    if (bench_close_result(&tsv_file, "bench_sgemm") != 0 || write_gnuplot_script(out_dir) != 0)
+        return 1;
+    printf("wrote %s/sgemm.tsv and %s/sgemm.gp\n", out_dir, out_dir);
     free(A);
     free(B);
     free(C);

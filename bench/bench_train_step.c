@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -399,15 +398,17 @@ int main(int argc, char **argv) {
         n_configs = 2;
     }
 
-    mkdir(out_dir, 0755);
-    char tsv_path[1200], log_path[1200];
-    snprintf(tsv_path, sizeof tsv_path, "%s/%s", out_dir, busy ? "train_step_busy.tsv" : "train_step.tsv");
-    snprintf(log_path, sizeof log_path, "%s/train_step_batches.txt", out_dir);
-    FILE *tsv = fopen(tsv_path, "w");
+    const char *tsv_name = busy ? "train_step_busy.tsv" : "train_step.tsv";
+    AtomicFile tsv_file, log_file;
+    FILE *tsv = bench_open_result(&tsv_file, "bench_train_step", out_dir, tsv_name);
+    if (!tsv) return 1;
     /* --busy keeps the batch file of the main run: tools/bench_torch.py reads it. */
-    FILE *batch_log = fopen(busy ? "/dev/null" : log_path, "w");
-    if (!tsv || !batch_log) {
-        fprintf(stderr, "bench_train_step: cannot write %s or %s\n", tsv_path, log_path);
+    FILE *batch_log = busy ? fopen("/dev/null", "w")
+                           : bench_open_result(&log_file, "bench_train_step", out_dir,
+                                               "train_step_batches.txt");
+    if (!batch_log) {
+        if (busy) fprintf(stderr, "bench_train_step: cannot open /dev/null\n");
+        atomic_close(&tsv_file, 0);
         return 1;
     }
     fprintf(tsv, "chapter\timpl\tthreads\tms\n");
@@ -428,6 +429,8 @@ int main(int argc, char **argv) {
         }
         if (spinner < 0) {
             fprintf(stderr, "bench_train_step: cannot start the busy process\n");
+            atomic_close(&tsv_file, 0); /* busy: the batch log is /dev/null */
+            fclose(batch_log);
             return 1;
         }
         printf("--busy: process %d spins on the CPU during the whole run; backend %s\n",
@@ -460,7 +463,6 @@ int main(int argc, char **argv) {
             for (int c = 0; c < n_configs; c++)
                 fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, busy_impl, configs[c].threads, ms[c]);
             fflush(stdout);
-            fflush(tsv);
             continue;
         }
         char avx512_1t[16] = "-", avx512_2t[16] = "-", speedup512[16] = "-";
@@ -476,7 +478,6 @@ int main(int argc, char **argv) {
         for (int c = 0; c < n_configs; c++)
             if (ms[c] > 0)
                 fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, configs[c].backend, configs[c].threads, ms[c]);
-        fflush(tsv);
     }
     if (spinner > 0) {
         kill(spinner, SIGKILL);
@@ -485,11 +486,15 @@ int main(int argc, char **argv) {
                "sgemm fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
                sgemm_busy_backoffs() - backoffs_before);
     }
-    fclose(tsv);
-    fclose(batch_log);
+    int written = bench_close_result(&tsv_file, "bench_train_step") == 0;
+    if (busy)
+        fclose(batch_log);
+    else if (bench_close_result(&log_file, "bench_train_step") != 0)
+        written = 0;
+    if (!written) return 1;
     double load_end = bench_load_average();
     if (!busy && load_end > 0.5 && load <= 0.5)
         printf("WARNING: load average rose to %.2f during the run; figures are noisy\n", load_end);
-    printf("wrote %s%s%s\n", tsv_path, busy ? "" : " and ", busy ? "" : log_path);
+    printf("wrote %s/%s%s\n", out_dir, tsv_name, busy ? "" : " and train_step_batches.txt");
     return 0;
 }

@@ -139,25 +139,17 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            if (bench_int_arg("bench_vecmath", "--reps", argv[++i], 1, MAX_REPS, &reps) != 0) return 1;
+            if (bench_int_arg("bench_vecmath", "--reps", argv[++i], 1, MAX_REPS, &reps) != 0) return 2;
         } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
-            if (bench_positive_arg("bench_vecmath", "--min-ms", argv[++i], &min_ms) != 0) return 1;
+            if (bench_positive_arg("bench_vecmath", "--min-ms", argv[++i], &min_ms) != 0) return 2;
         } else {
             fprintf(stderr, "bench_vecmath: unknown or incomplete argument '%s' (try --help)\n", argv[i]);
-            return 1;
+            return 2;
         }
     }
-    if (make_dirs(out_dir) != 0) {
-        fprintf(stderr, "bench_vecmath: cannot create %s\n", out_dir);
-        return 1;
-    }
-    char path[1024];
-    snprintf(path, sizeof path, "%s/vecmath.tsv", out_dir);
-    FILE *tsv = fopen(path, "w");
-    if (!tsv) {
-        fprintf(stderr, "bench_vecmath: cannot write %s\n", path);
-        return 1;
-    }
+    AtomicFile tsv_file;
+    FILE *tsv = bench_open_result(&tsv_file, "bench_vecmath", out_dir, "vecmath.tsv");
+    if (!tsv) return 1;
 
     /* buffers: 1 MiB each (x, y, dy, dx), gamma/beta and statistics for the smallest D */
     g_x = xmalloc(sizeof(float) * N_ELEMENTS);
@@ -217,10 +209,10 @@ int main(int argc, char **argv) {
                ratio);
         fflush(stdout);
     }
-    fclose(tsv);
+    if (bench_close_result(&tsv_file, "bench_vecmath") != 0) return 1;
     printf("\nn: elements per call (LayerNorm: N x D, N = %d / D rows). naive/avx2 > 1x: the AVX2 kernel is faster.\n",
            N_ELEMENTS);
-    printf("wrote %s\n", path);
+    printf("wrote %s/vecmath.tsv\n", out_dir);
     free(g_x); free(g_y); free(g_dy); free(g_dx); free(g_gamma); free(g_beta);
     free(g_dgamma); free(g_dbeta); free(g_mean); free(g_rstd);
     return 0;
