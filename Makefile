@@ -29,7 +29,7 @@ endif
 
 # The core library, plus every chapter's reusable code (everything but main.c),
 # so chapter N+1 links chapter N's functions instead of copying them.
-COMMON_SRC   := $(wildcard common/*.c)
+COMMON_SRC   := $(wildcard common/*/*.c)
 # A chapter is a directory chapters/NN_name/ with a main.c (its program).
 CHAPTERS     := $(sort $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c)))
 CHAPTER_LIB_SRC := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
@@ -54,18 +54,18 @@ BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: $(LIB) $(CHAPTER_BINS)
 
 # AVX2/FMA code is compiled with those instructions enabled, and called only
-# after a run-time CPUID check (common/matmul.c), so the binaries still run on
+# after a run-time CPUID check (common/kernels/matmul.c), so the binaries still run on
 # CPUs without AVX2 (or without AVX-512, for *_avx512.c).
-$(BUILD)/obj/%_avx2.o: %_avx2.c $(wildcard common/*.h)
+$(BUILD)/obj/%_avx2.o: %_avx2.c $(wildcard common/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -mavx2 -mfma -c $< -o $@
 
 # AVX-512 code likewise, with AVX2/FMA too (it shares AVX2 packing code).
-$(BUILD)/obj/%_avx512.o: %_avx512.c $(wildcard common/*.h)
+$(BUILD)/obj/%_avx512.o: %_avx512.c $(wildcard common/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -mavx512f -mavx2 -mfma -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c $(wildcard common/*.h) $(wildcard chapters/*/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard common/*/*.h) $(wildcard chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -76,12 +76,12 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*.h chapters/*/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
 
 # C helpers of the Python tools (tools/twin_dump.c for make twin).
-$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*.h chapters/*/*.h)
+$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 

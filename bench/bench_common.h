@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "error.h"
-#include "util.h"
+#include "util/error.h"
+#include "util/util.h"
 
 /* Milliseconds on a clock that never jumps (CLOCK_MONOTONIC). */
 static inline double bench_now_ms(void) {

@@ -25,9 +25,9 @@
 
 #include "bench_common.h"
 #include "05_multi_head_attention/multi_head.h"
-#include "matmul.h"
-#include "rng.h"
-#include "util.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
+#include "util/util.h"
 
 /* Median ms of forward + backward of one multi-head layer with the current
  * attention; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */

@@ -45,8 +45,8 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "matmul.h"
-#include "matmul_blocked.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_blocked.h"
 
 typedef struct {
     int M, N, K;
@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
     }
     if (sgemm_busy_backoffs() > 0)
         printf("\nnote: %ld time(s) a thread of ours was twice found switched out (late waits), and the\n"
-               "products of the next quarter second ran on one thread (common/matmul_blocked.c): some 2-thread\n"
+               "products of the next quarter second ran on one thread (common/kernels/matmul_blocked.c): some 2-thread\n"
                "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
     printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
            "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"

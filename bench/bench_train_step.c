@@ -23,7 +23,7 @@
  * DIR/train_step_busy.tsv (chapter impl threads ms, impl = the backend name
  * followed by "+busy"). Two threads beside a busy program can be far slower
  * than one, because every product waits for whichever thread was switched
- * out; common/matmul_blocked.c detects that and falls back to one thread.
+ * out; common/kernels/matmul_blocked.c detects that and falls back to one thread.
  *
  * A chapter joins by adding one entry to CHAPTERS below: its name, and a
  * create function that builds its model and batch. Prints figures and ratios;
@@ -44,13 +44,13 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
-#include "error.h"
-#include "matmul.h"
-#include "matmul_blocked.h"
-#include "optim.h"
-#include "params.h"
-#include "seq2seq.h"
-#include "util.h"
+#include "util/error.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_blocked.h"
+#include "nn/optim.h"
+#include "nn/params.h"
+#include "train/seq2seq.h"
+#include "util/util.h"
 
 /* ---- What one chapter provides ---------------------------------------------------- */
 
@@ -101,7 +101,7 @@ static void seq2seq_destroy(void *state) {
 enum { SEQ2SEQ_BATCH = 64, SEQ2SEQ_SEED = 42 };
 
 /* build: the chapter's ChapterSpec.build; config: its default model lines.
- * The batch is the first one the training loop of common/seq2seq.c draws. */
+ * The batch is the first one the training loop of common/train/seq2seq.c draws. */
 static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *chapter,
                                 int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t),
                                 const char *config) {

@@ -25,11 +25,11 @@
 #include <time.h>
 
 #include "bench_common.h"
-#include "layernorm.h"
-#include "matmul.h"
-#include "rng.h"
-#include "util.h"
-#include "vecmath.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
+#include "util/util.h"
+#include "kernels/vecmath.h"
 
 enum { N_ELEMENTS = 262144, MAX_REPS = 64 };
 

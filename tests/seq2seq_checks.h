@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seq2seq.h"
-#include "util.h"
+#include "train/seq2seq.h"
+#include "util/util.h"
 
 /* Layout of the attention weights a training pass kept. */
 typedef enum { ATTN_NONE, ATTN_TIME_MAJOR /* [Tt, B, T] */, ATTN_BATCH_MAJOR /* [B, Tt, T] */ } AttnLayout;

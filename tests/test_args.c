@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "error.h"
+#include "io/args.h"
+#include "util/error.h"
 
 #include <stdarg.h>
 #include <stddef.h>

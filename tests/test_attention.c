@@ -28,9 +28,9 @@
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attention.h"
 #include "03_dot_product_attention/scaling_experiment.h"
-#include "error.h"
-#include "gradcheck.h"
-#include "rng.h"
+#include "util/error.h"
+#include "nn/gradcheck.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

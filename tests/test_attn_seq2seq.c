@@ -23,9 +23,9 @@
 #include "toy_split.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
-#include "gradcheck.h"
-#include "matmul.h"
-#include "util.h"
+#include "nn/gradcheck.h"
+#include "kernels/matmul.h"
+#include "util/util.h"
 
 
 /* A padded batch of the first n examples (lengths 2..6, so rows are padded). */

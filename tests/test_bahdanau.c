@@ -17,10 +17,10 @@
 
 #include "toy_split.h"
 #include "02_bahdanau_attention/bahdanau.h"
-#include "gradcheck.h"
-#include "layers.h"
-#include "matmul.h"
-#include "util.h"
+#include "nn/gradcheck.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "util/util.h"
 
 
 /* A padded batch of the first n examples (lengths 2..6, so rows are padded). */

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cells.h"
-#include "error.h"
-#include "gradcheck.h"
-#include "rng.h"
+#include "nn/cells.h"
+#include "util/error.h"
+#include "nn/gradcheck.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "error.h"
-#include "params.h"
-#include "util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/params.h"
+#include "util/util.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "matmul.h"
+#include "kernels/matmul.h"
 
 static char build_dir[1024];
 static char tmp_dir[256];

@@ -12,9 +12,9 @@
  * Run from the repository root (the g2p tests read data/cmudict.dict.gz). */
 /* Project headers before cmocka.h: cmocka defines a macro fail() that
  * would otherwise clash with error.h's fail(). */
-#include "dataset.h"
-#include "error.h"
-#include "vocab.h"
+#include "data/dataset.h"
+#include "util/error.h"
+#include "data/vocab.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -25,9 +25,9 @@
 
 #include "05_multi_head_attention/flash_attention.h"
 #include "05_multi_head_attention/multi_head.h"
-#include "gradcheck.h"
-#include "matmul.h"
-#include "rng.h"
+#include "nn/gradcheck.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -34,11 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cells.h"
-#include "error.h"   /* before cmocka.h, whose fail() macro would clash with error.h's fail() */
+#include "nn/cells.h"
+#include "util/error.h"   /* before cmocka.h, whose fail() macro would clash with error.h's fail() */
 #include "golden.h"
-#include "layers.h"
-#include "matmul.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"

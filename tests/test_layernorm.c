@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layernorm.h"
-#include "layers.h"
-#include "matmul.h"
-#include "rng.h"
+#include "kernels/layernorm.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
 
 static const float SENTINEL = -12345.0f;
 static const double U = 5.9604644775390625e-08;   /* 2^-24, the float unit roundoff */

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gradcheck.h"
-#include "layers.h"
-#include "matmul.h"
-#include "rng.h"
+#include "nn/gradcheck.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -14,9 +14,9 @@
 
 /* Project headers before cmocka.h: cmocka defines a macro fail() that
  * would otherwise clash with error.h's fail(). */
-#include "error.h"
-#include "matmul.h"
-#include "rng.h"
+#include "util/error.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

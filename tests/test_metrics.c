@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "train/metrics.h"
 
 /* Characters of a string as token ids. */
 static int to_ids(const char *s, int *ids) {

@@ -22,10 +22,10 @@
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "05_multi_head_attention/multi_head_model.h"
-#include "gradcheck.h"
-#include "layers.h"
-#include "matmul.h"
-#include "rng.h"
+#include "nn/gradcheck.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

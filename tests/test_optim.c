@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
-#include "params.h"
-#include "rng.h"
+#include "nn/optim.h"
+#include "nn/params.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "params.h"
-#include "rng.h"
+#include "nn/params.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "plot.h"
-#include "util.h"
+#include "util/error.h"
+#include "io/plot.h"
+#include "util/util.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

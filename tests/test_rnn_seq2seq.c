@@ -15,11 +15,11 @@
 
 #include "toy_split.h"
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
-#include "gradcheck.h"
-#include "layers.h"
-#include "matmul.h"
-#include "optim.h"
-#include "util.h"
+#include "nn/gradcheck.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "nn/optim.h"
+#include "util/util.h"
 
 
 typedef struct {

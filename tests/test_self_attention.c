@@ -20,9 +20,9 @@
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/digit_model.h"
 #include "04_self_attention/self_attention.h"
-#include "gradcheck.h"
-#include "layers.h"
-#include "rng.h"
+#include "nn/gradcheck.h"
+#include "nn/layers.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "matmul.h"
-#include "matmul_blocked.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_blocked.h"
 
 static const float SENTINEL = -12345.0f;
 

@@ -13,10 +13,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "error.h"
-#include "progress.h"
-#include "results.h"
-#include "util.h"
+#include "util/error.h"
+#include "train/progress.h"
+#include "io/results.h"
+#include "util/util.h"
 
 #include <stdarg.h>
 #include <stddef.h>

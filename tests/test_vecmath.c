@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "matmul.h"
-#include "vecmath.h"
+#include "kernels/matmul.h"
+#include "kernels/vecmath.h"
 
 typedef void (*VecFunction)(float *y, const float *x, int n);
 

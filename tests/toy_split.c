@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "util/rng.h"
 
 void toy_split(ToySplit *ts, int n, int n_sym, int min_len, int max_len, int reverse, uint64_t seed) {
     if (n > TOY_MAX_EXAMPLES || max_len > TOY_MAX_LEN || min_len < 1 || min_len > max_len) {

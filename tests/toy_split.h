@@ -5,7 +5,7 @@
 #ifndef TOY_SPLIT_H
 #define TOY_SPLIT_H
 #include <stdint.h>
-#include "dataset.h"
+#include "data/dataset.h"
 
 #define TOY_MAX_EXAMPLES 512
 #define TOY_MAX_LEN 16

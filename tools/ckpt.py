@@ -1,4 +1,4 @@
-"""ckpt.py - read and write the C checkpoints (format: common/checkpoint.h) from Python.
+"""ckpt.py - read and write the C checkpoints (format: common/io/checkpoint.h) from Python.
 
     config_text, tensors = read("out/01_rnn_seq2seq/model.ckpt")
     cfg = parse_config(config_text)          # {"cell": "gru", "hidden": "256", ...}

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""fit_normal_tail.py - the two polynomials behind the AVX2 exact GELU (common/vecmath_avx2.c).
+"""fit_normal_tail.py - the two polynomials behind the AVX2 exact GELU (common/kernels/vecmath_avx2.c).
 
     /usr/bin/python3 tools/fit_normal_tail.py      prints the coefficients and each fit's error
 

@@ -40,7 +40,7 @@ import goldfile  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "golden")
-PAD_ID = 0  # common/vocab.h
+PAD_ID = 0  # common/data/vocab.h
 
 LAYERS = OrderedDict()
 

@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 CHAPTER = "01_rnn_seq2seq"
 MODEL = "rnn_seq2seq"             # the checkpoint config's model= line
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # common/vocab.h
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # common/data/vocab.h
 
 # The runs make twin trains and compares: a label and the chapter binary's flags.
 _SMALL = ["--hidden", "32", "--embed", "16", "--batch", "16"]

@@ -40,15 +40,15 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
-#include "args.h"
-#include "checkpoint.h"
-#include "dataset.h"
-#include "error.h"
+#include "io/args.h"
+#include "io/checkpoint.h"
+#include "data/dataset.h"
+#include "util/error.h"
 #include "golden.h"
-#include "matmul.h"
-#include "optim.h"
-#include "seq2seq.h"
-#include "util.h"
+#include "kernels/matmul.h"
+#include "nn/optim.h"
+#include "train/seq2seq.h"
+#include "util/util.h"
 
 /* ---------------------------------------------------------- the models */
 
@@ -290,7 +290,7 @@ static int dump_digits(const char *ckpt, const char *config, const char *model, 
 /* ------------------------------------------------------------ the task */
 
 /* The task a checkpoint was trained on, from its config lines (the same keys
- * common/seq2seq.c writes: task, data_seed, n_train, n_valid, n_test,
+ * common/train/seq2seq.c writes: task, data_seed, n_train, n_valid, n_test,
  * min_len, max_len). */
 static int task_from_config(TaskConfig *tc, const char *config, char *task, int task_cap) {
     char seed[32];

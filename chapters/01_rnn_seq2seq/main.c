@@ -6,12 +6,12 @@
  *   ./build/01_rnn_seq2seq --load out/01_rnn_seq2seq/model.ckpt --translate "21 Nov 2026"
  *
  * Everything but the model (flags, data, training loop, evaluation, plots,
- * checkpoint) is common/seq2seq.c; the model is rnn_seq2seq.c. */
+ * checkpoint) is common/train/seq2seq.c; the model is rnn_seq2seq.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
-#include "error.h"
+#include "util/error.h"
 
 static const char *cell_flag = "gru";
 static int embed_flag = 32;

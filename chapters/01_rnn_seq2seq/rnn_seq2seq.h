@@ -8,16 +8,16 @@
  * at every step - yet it is the SAME c for every step, whatever the length of
  * the input: that single vector is the bottleneck chapter 02 removes.
  *
- * f_W and g_U are any of the cells in common/cells.h (tanh RNN, GRU, LSTM).
+ * f_W and g_U are any of the cells in common/nn/cells.h (tanh RNN, GRU, LSTM).
  * The encoder is exported on its own so later chapters reuse it. */
 #ifndef RNN_SEQ2SEQ_H
 #define RNN_SEQ2SEQ_H
 #include <stdint.h>
-#include "cells.h"
-#include "dataset.h"
-#include "params.h"
-#include "rng.h"
-#include "seq2seq.h"
+#include "nn/cells.h"
+#include "data/dataset.h"
+#include "nn/params.h"
+#include "util/rng.h"
+#include "train/seq2seq.h"
 
 /* ------------------------------------------------------------------ encoder */
 /* An embedding followed by one recurrent layer, run over a padded batch.

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "error.h"
-#include "layers.h"
-#include "util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "util/util.h"
 
 /* ====================================================== attention kernels */
 

@@ -8,12 +8,12 @@
  *                                 --translate "21 Nov 2026" --plot
  *
  * Everything but the model (flags, data, training loop, evaluation, plots,
- * checkpoint) is common/seq2seq.c; the model is bahdanau.c. */
+ * checkpoint) is common/train/seq2seq.c; the model is bahdanau.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "02_bahdanau_attention/bahdanau.h"
-#include "error.h"
+#include "util/error.h"
 
 static const char *cell_flag = "gru";
 static int embed_flag = 32;

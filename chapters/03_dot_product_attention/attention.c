@@ -13,10 +13,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "error.h"
-#include "layers.h"
-#include "matmul.h"
-#include "params.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "nn/params.h"
 
 /* ------------------------------------------------------------ score functions */
 

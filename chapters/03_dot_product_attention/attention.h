@@ -30,7 +30,7 @@
 #ifndef ATTENTION_H
 #define ATTENTION_H
 #include <stddef.h>
-#include "rng.h"
+#include "util/rng.h"
 
 /* ------------------------------------------------------------ score functions */
 typedef enum {

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "error.h"
-#include "layers.h"
-#include "util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "util/util.h"
 
 int placement_from_name(const char *name, Placement *out) {
     if (strcmp(name, "luong") == 0) *out = PLACEMENT_LUONG;

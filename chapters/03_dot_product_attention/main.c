@@ -10,7 +10,7 @@
  *                                    --translate "21 Nov 2026" --plot
  *
  * A training run first runs the scaling experiment (a fraction of a second)
- * and prints its table; then common/seq2seq.c does flags, data, training,
+ * and prints its table; then common/train/seq2seq.c does flags, data, training,
  * evaluation, plots and the checkpoint, with the model of attn_seq2seq.c. */
 #include <math.h>
 #include <stdio.h>
@@ -18,9 +18,9 @@
 
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "03_dot_product_attention/scaling_experiment.h"
-#include "error.h"
-#include "plot.h"
-#include "util.h"
+#include "util/error.h"
+#include "io/plot.h"
+#include "util/util.h"
 
 static const char *cell_flag = "gru";
 static int embed_flag = 64;

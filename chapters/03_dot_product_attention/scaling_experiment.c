@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
-#include "error.h"
-#include "layers.h"
-#include "rng.h"
-#include "util.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "util/rng.h"
+#include "util/util.h"
 
 int scaling_experiment(ScalingCurves *out, const int *dims, int n_dims, int n_queries, int n_keys,
                        uint64_t seed) {

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "04_self_attention/self_attention.h"
-#include "checkpoint.h"
-#include "error.h"
-#include "layers.h"
-#include "util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "util/util.h"
 
 /* ------------------------------------------------------------------- tasks */
 

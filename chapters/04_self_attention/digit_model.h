@@ -18,8 +18,8 @@
 #ifndef DIGIT_MODEL_H
 #define DIGIT_MODEL_H
 #include <stdint.h>
-#include "params.h"
-#include "rng.h"
+#include "nn/params.h"
+#include "util/rng.h"
 
 #define DIGIT_VOCAB 10
 #define DIGIT_MAX_LAYERS 4
@@ -111,7 +111,7 @@ void digit_model_predict(const DigitModel *m, int *pred);
 /* Attention weights of layer l for sequence b of the last forward: [N, N]. */
 const float *digit_model_attention(const DigitModel *m, int l, int b);
 
-/* Checkpoints (common/checkpoint.h). The config text holds everything needed
+/* Checkpoints (common/io/checkpoint.h). The config text holds everything needed
  * to rebuild the model:
  *   model=ch04_digit_self_attention  task=reverse  len=8  dim=64  hidden=128
  *   layers=2  classes=10  pos=sinusoidal  causal=0  seed=1

@@ -24,15 +24,15 @@
 
 #include "04_self_attention/digit_model.h"
 #include "04_self_attention/self_attention.h"
-#include "args.h"
-#include "checkpoint.h"
-#include "error.h"
-#include "matmul.h"
-#include "optim.h"
-#include "plot.h"
-#include "progress.h"
-#include "results.h"
-#include "util.h"
+#include "io/args.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "kernels/matmul.h"
+#include "nn/optim.h"
+#include "io/plot.h"
+#include "train/progress.h"
+#include "io/results.h"
+#include "util/util.h"
 
 typedef struct {
     const char *out, *task, *pos, *backend, *load, *input;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
-#include "layers.h"
+#include "nn/layers.h"
 
 /* The score of self-attention: scaled dot product over D-dimensional queries. */
 static ScoreSpec scaled_dot(int D) {

@@ -30,8 +30,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "matmul.h"
-#include "vecmath.h"
+#include "kernels/matmul.h"
+#include "kernels/vecmath.h"
 
 size_t flash_attention_scratch_floats(int Bq, int Bk) {
     return 2 * (size_t)Bq * Bk + 2 * (size_t)Bq;

@@ -24,10 +24,10 @@
 #include <string.h>
 
 #include "05_multi_head_attention/flash_attention.h"
-#include "error.h"
-#include "layers.h"
-#include "matmul.h"
-#include "params.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "nn/params.h"
 
 static MultiHeadAttention attention_impl = MULTI_HEAD_PLAIN;
 

@@ -36,7 +36,7 @@
 #ifndef MULTI_HEAD_H
 #define MULTI_HEAD_H
 #include <stddef.h>
-#include "rng.h"
+#include "util/rng.h"
 
 typedef struct {
     int D;        /* width of the inputs X */

@@ -10,10 +10,10 @@
 
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
-#include "checkpoint.h"
-#include "error.h"
-#include "layers.h"
-#include "util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "util/util.h"
 
 /* x [N] -> y [N] */
 static void neighbour_targets(const int *x, int *y, int N) {

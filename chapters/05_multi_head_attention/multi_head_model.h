@@ -24,8 +24,8 @@
 #define MULTI_HEAD_MODEL_H
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
-#include "params.h"
-#include "rng.h"
+#include "nn/params.h"
+#include "util/rng.h"
 
 #define MH_MAX_LAYERS 4
 
@@ -84,7 +84,7 @@ void mh_model_predict(const MultiHeadModel *m, int *pred);
 /* Attention weights of layer l, head h, sequence b of the last forward: [N, N]. */
 const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b);
 
-/* Checkpoints (common/checkpoint.h). The config text holds everything needed
+/* Checkpoints (common/io/checkpoint.h). The config text holds everything needed
  * to rebuild the model:
  *   model=ch05_digit_multi_head  task=count_next  len=8  dim=64  heads=4
  *   head_dim=16  hidden=128  layers=1  classes=90  pos=learned  causal=0  seed=1

@@ -1,0 +1,239 @@
+/* dataset.c - the task-independent half of the data sets (see dataset.h):
+ * defaults per task, dataset_load() dispatching to the task files, freeing,
+ * encoding text a user types, and the helpers the task files share
+ * (dataset_tasks.h).
+ *
+ * The tasks themselves live in task_dates.c, task_reverse.c and task_g2p.c. */
+#include "data/dataset.h"
+#include "data/dataset_tasks.h"
+#include "util/error.h"
+#include "util/util.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- defaults and loading ------------------------------------------------ */
+
+int task_defaults(TaskConfig *cfg, const char *task) {
+    memset(cfg, 0, sizeof *cfg);
+    if (task == NULL) return fail("no task given: expected dates, reverse or g2p");
+    if (strcmp(task, "dates") == 0) {
+        cfg->task = "dates";
+    } else if (strcmp(task, "reverse") == 0) {
+        cfg->task = "reverse";
+    } else if (strcmp(task, "g2p") == 0) {
+        cfg->task = "g2p";
+    } else {
+        return fail("unknown task \"%s\": expected dates, reverse or g2p", task);
+    }
+    /* The sizes apply to the generated tasks; g2p ignores them (its splits
+     * come from the dictionary). */
+    cfg->n_train = 50000;
+    cfg->n_valid = 1000;
+    cfg->n_test = 2000;
+    cfg->min_len = 4;
+    cfg->max_len = 20;
+    cfg->seed = 1234;
+    cfg->data_dir = "data";
+    return 0;
+}
+
+static int check_sizes(const TaskConfig *cfg) {
+    if (cfg->n_train < 1) return fail("n_train is %d: expected at least 1", cfg->n_train);
+    if (cfg->n_valid < 0) return fail("n_valid is %d: expected 0 or more", cfg->n_valid);
+    if (cfg->n_test < 0) return fail("n_test is %d: expected 0 or more", cfg->n_test);
+    return 0;
+}
+
+static void update_max_lengths(Dataset *d, const Split *s) {
+    for (int i = 0; i < s->n; i++) {
+        const Example *e = &s->ex[i];
+        if (e->src_len > d->max_src_len) d->max_src_len = e->src_len;
+        for (int r = 0; r < e->n_refs; r++) {
+            if (e->ref_lens[r] > d->max_tgt_len) d->max_tgt_len = e->ref_lens[r];
+        }
+    }
+}
+
+int dataset_load(Dataset *d, const TaskConfig *cfg) {
+    memset(d, 0, sizeof *d);
+    if (cfg->task == NULL) return fail("no task given: expected dates, reverse or g2p");
+    int rc;
+    if (strcmp(cfg->task, "dates") == 0) {
+        if (check_sizes(cfg) != 0) return -1;
+        strcpy(d->task, "dates");
+        rc = dates_load(d, cfg);
+    } else if (strcmp(cfg->task, "reverse") == 0) {
+        if (check_sizes(cfg) != 0) return -1;
+        strcpy(d->task, "reverse");
+        rc = reverse_load(d, cfg);
+    } else if (strcmp(cfg->task, "g2p") == 0) {
+        strcpy(d->task, "g2p");
+        rc = g2p_load(d, cfg);
+    } else {
+        return fail("unknown task \"%s\": expected dates, reverse or g2p", cfg->task);
+    }
+    if (rc != 0) {
+        dataset_free(d);
+        return -1;
+    }
+    update_max_lengths(d, &d->train);
+    update_max_lengths(d, &d->valid);
+    update_max_lengths(d, &d->test);
+    return 0;
+}
+
+static void split_free(Split *s) {
+    for (int i = 0; i < s->n; i++) {
+        Example *e = &s->ex[i];
+        free(e->src);
+        free(e->src_text);
+        for (int r = 0; r < e->n_refs; r++) free(e->refs[r]);
+        free(e->refs);
+        free(e->ref_lens);
+        /* e->tgt points at refs[0]: already freed. */
+    }
+    free(s->ex);
+    s->ex = NULL;
+    s->n = 0;
+}
+
+void dataset_free(Dataset *d) {
+    split_free(&d->train);
+    split_free(&d->valid);
+    split_free(&d->test);
+}
+
+const Split *dataset_split(const Dataset *d, const char *name) {
+    if (name == NULL) return NULL;
+    if (strcmp(name, "train") == 0) return &d->train;
+    if (strcmp(name, "valid") == 0) return &d->valid;
+    if (strcmp(name, "test") == 0) return &d->test;
+    return NULL;
+}
+
+/* ---- text typed by a user ------------------------------------------------ */
+
+/* What each task accepts, for error messages. */
+static const char *expected_input(const char *task) {
+    if (strcmp(task, "dates") == 0) {
+        return "a date such as \"21 Nov 2026\", \"11/21/26\" or \"Saturday, 21 November 2026\"";
+    }
+    if (strcmp(task, "reverse") == 0) return "lowercase letters a-z";
+    if (strcmp(task, "g2p") == 0) {
+        return "a word of letters A-Z (either case), apostrophe, period or hyphen";
+    }
+    return "text in the task's source alphabet";
+}
+
+int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max, int *len) {
+    int is_g2p = strcmp(d->task, "g2p") == 0;
+    int n = (int)strlen(text);
+    *len = 0;
+    if (n == 0) return fail("empty input: the %s task expects %s", d->task, expected_input(d->task));
+    for (int i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (is_g2p) c = (unsigned char)toupper(c);
+        int id = vocab_char_id(&d->src_vocab, (char)c);
+        if (id == UNK_ID) {
+            char shown[16];
+            if (isprint(c)) {
+                snprintf(shown, sizeof shown, "'%c'", c);
+            } else {
+                snprintf(shown, sizeof shown, "byte 0x%02x", c);
+            }
+            return fail("unknown character %s at position %d of \"%s\": the %s task expects %s",
+                        shown, i + 1, text, d->task, expected_input(d->task));
+        }
+        if (i >= max) {
+            return fail("input \"%s\" has %d characters; at most %d fit", text, n, max);
+        }
+        ids[i] = id;
+    }
+    *len = n;
+    return 0;
+}
+
+/* ---- helpers shared by the task files ------------------------------------ */
+
+/* The arrays of an example are small (a few dozen ints), and g2p has 133,000
+ * examples: plain malloc packs them tightly where xmalloc's 64-byte alignment
+ * would double the memory. Like xmalloc, running out of memory is fatal (a
+ * resource problem, not bad user input). */
+static void *small_alloc(size_t bytes) {
+    void *p = malloc(bytes > 0 ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "fatal: out of memory allocating %zu bytes for a data example\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+static void *small_calloc(size_t count, size_t size) {
+    void *p = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
+    if (p == NULL) {
+        fprintf(stderr, "fatal: out of memory allocating %zu x %zu bytes for a data example\n",
+                count, size);
+        abort();
+    }
+    return p;
+}
+
+void split_alloc(Split *s, int n) {
+    s->n = n;
+    s->ex = n > 0 ? xcalloc((size_t)n, sizeof(Example)) : NULL;
+}
+
+void example_init(Example *e, const char *src_text, const int *src, int src_len, int n_refs) {
+    size_t text_len = strlen(src_text);
+    e->src_text = small_alloc(text_len + 1);
+    memcpy(e->src_text, src_text, text_len + 1);
+    e->src_len = src_len;
+    e->src = small_alloc(sizeof(int) * (size_t)(src_len > 0 ? src_len : 1));
+    memcpy(e->src, src, sizeof(int) * (size_t)src_len);
+    e->n_refs = n_refs;
+    e->refs = small_calloc((size_t)n_refs, sizeof(int *));
+    e->ref_lens = small_calloc((size_t)n_refs, sizeof(int));
+    e->tgt = NULL;
+    e->tgt_len = 0;
+}
+
+void example_set_ref(Example *e, int r, const int *ids, int len) {
+    e->refs[r] = small_alloc(sizeof(int) * (size_t)(len > 0 ? len : 1));
+    memcpy(e->refs[r], ids, sizeof(int) * (size_t)len);
+    e->ref_lens[r] = len;
+    if (r == 0) {
+        e->tgt = e->refs[0];
+        e->tgt_len = len;
+    }
+}
+
+void example_from_chars(Example *e, const Vocab *src_vocab, const char *src_text,
+                        const Vocab *tgt_vocab, const char *tgt_text) {
+    int src_len = (int)strlen(src_text), tgt_len = (int)strlen(tgt_text);
+    int *src = small_alloc(sizeof(int) * (size_t)(src_len + 1));
+    int *tgt = small_alloc(sizeof(int) * (size_t)(tgt_len + 1));
+    for (int i = 0; i < src_len; i++) src[i] = vocab_char_id(src_vocab, src_text[i]);
+    for (int i = 0; i < tgt_len; i++) tgt[i] = vocab_char_id(tgt_vocab, tgt_text[i]);
+    example_init(e, src_text, src, src_len, 1);
+    example_set_ref(e, 0, tgt, tgt_len);
+    free(src);
+    free(tgt);
+}
+
+uint64_t hash_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t hash_string(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a offset basis */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL; /* FNV prime */
+    }
+    return hash_mix64(h);
+}

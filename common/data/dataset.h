@@ -1,0 +1,72 @@
+/* dataset.h - the three sequence-to-sequence tasks, as train/valid/test splits
+ * of token-id sequences.
+ *
+ *  dates   (default) human-written dates in many formats -> ISO "YYYY-MM-DD".
+ *          Generated from a seed. Splits are disjoint by calendar day: a day in
+ *          the test split never appears in training, in any format.
+ *  reverse a random string -> the same string reversed; length range is a flag.
+ *          Splits are disjoint by string.
+ *  g2p     CMU Pronouncing Dictionary (data/cmudict.dict.gz): a word's letters ->
+ *          its phonemes (stress marks removed: 39 phonemes). Deterministic split
+ *          by word (every pronunciation of a word on the same side). For
+ *          training every pronunciation is an example; for valid/test each word
+ *          is one example whose refs[] hold all its pronunciations (any counts
+ *          as correct).
+ *
+ * Source and target sequences hold no <bos>/<eos>; models add them. */
+#ifndef DATASET_H
+#define DATASET_H
+#include <stdint.h>
+#include "data/vocab.h"
+
+typedef struct {
+    int *src; int src_len;
+    int *tgt; int tgt_len;          /* the training target (= refs[0]) */
+    int n_refs;                     /* >= 1 */
+    int **refs; int *ref_lens;      /* every acceptable output */
+    char *src_text;                 /* the raw input, for printing */
+} Example;
+
+typedef struct { int n; Example *ex; } Split;
+
+typedef struct {
+    const char *task;       /* "dates", "reverse", "g2p" */
+    int n_train, n_valid, n_test;   /* generated tasks (dates, reverse); ignored by g2p */
+    int min_len, max_len;   /* reverse: string lengths, inclusive */
+    uint64_t seed;          /* generated tasks: the data seed (not the model seed) */
+    const char *data_dir;   /* g2p: directory holding cmudict.dict.gz ("data") */
+} TaskConfig;
+
+typedef struct {
+    char task[16];
+    Vocab src_vocab, tgt_vocab;
+    Split train, valid, test;
+    int max_src_len, max_tgt_len;   /* over all splits */
+    const char *tgt_sep;            /* "" for characters, " " for phonemes */
+    const char *src_sep;
+} Dataset;
+
+/* Fill cfg with the task's defaults (sizes, lengths, seed, data_dir "data").
+ * Returns -1 with fail() for an unknown task name. */
+int task_defaults(TaskConfig *cfg, const char *task);
+
+/* Build or load the task. Returns 0, or -1 with fail(): unknown task, bad
+ * sizes, missing or malformed data file (naming the file and line). */
+int dataset_load(Dataset *d, const TaskConfig *cfg);
+void dataset_free(Dataset *d);
+
+/* Encode text typed by a user with the source vocabulary (for --translate).
+ * For g2p the text is upper-cased first. Returns 0, or -1 with fail() naming
+ * the first character the vocabulary does not know, or when longer than max. */
+int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max, int *len);
+
+/* Splits by name: "train", "valid", "test"; NULL for anything else. */
+const Split *dataset_split(const Dataset *d, const char *name);
+
+/* The generators, exposed for tests and the examples in the READMEs. */
+/* Format the date (y, m, d) in input style `format` (0 <= format < DATE_N_FORMATS)
+ * into out; weekday names are computed from the date. */
+#define DATE_N_FORMATS 20
+void date_format(int year, int month, int day, int format, char *out, int outlen);
+
+#endif

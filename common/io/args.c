@@ -1,0 +1,188 @@
+/* args.c - command-line flags with one clear error per mistake (see args.h).
+ *
+ * Each argument is looked up in the program's ArgSpec table, its value
+ * parsed strictly (the whole string must be a number: "12abc", "", "nan" and
+ * "inf" are refused, so are integers that overflow), range-checked and
+ * stored. The first mistake stops parsing with a one-line message that names
+ * the flag, what was expected, and what was given.
+ *
+ * Ranges: min and max are inclusive; min == max == 0 means "no range". */
+#include "io/args.h"
+#include "util/error.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int has_range(const ArgSpec *s) { return !(s->min == 0 && s->max == 0); }
+
+/* Find the spec whose name is the first name_len characters of name. */
+static const ArgSpec *find_spec(const ArgSpec *specs, int n_specs, const char *name, size_t name_len) {
+    for (int i = 0; i < n_specs; i++)
+        if (strlen(specs[i].name) == name_len && strncmp(specs[i].name, name, name_len) == 0)
+            return &specs[i];
+    return NULL;
+}
+
+/* Is value one of the comma-separated choices? */
+static int is_choice(const char *choices, const char *value) {
+    size_t value_len = strlen(value);
+    const char *c = choices;
+    while (*c != '\0') {
+        const char *comma = strchr(c, ',');
+        size_t len = comma ? (size_t)(comma - c) : strlen(c);
+        if (len == value_len && strncmp(c, value, len) == 0) return 1;
+        if (comma == NULL) break;
+        c = comma + 1;
+    }
+    return 0;
+}
+
+/* "rnn,gru,lstm" -> "rnn, gru, lstm" */
+static void format_choices(char *out, size_t outlen, const char *choices) {
+    size_t used = 0;
+    for (const char *c = choices; *c != '\0' && used + 3 < outlen; c++) {
+        out[used++] = *c;
+        if (*c == ',') out[used++] = ' ';
+    }
+    out[used] = '\0';
+}
+
+static int parse_int(const ArgSpec *s, const char *value) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (value[0] == '\0' || isspace((unsigned char)value[0]) || end == value || *end != '\0')
+        return fail("--%s: expected an integer, got '%s'", s->name, value);
+    if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
+        return fail("--%s: expected an integer in [%d, %d], got '%s'", s->name, INT_MIN, INT_MAX, value);
+    if (has_range(s) && (v < s->min || v > s->max))
+        return fail("--%s: expected an integer in [%.0f, %.0f], got '%s'", s->name, s->min, s->max, value);
+    *(int *)s->dest = (int)v;
+    return 0;
+}
+
+static int parse_float(const ArgSpec *s, const char *value) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (value[0] == '\0' || isspace((unsigned char)value[0]) || end == value || *end != '\0' ||
+        !isfinite(v) || fabs(v) > FLT_MAX)      /* nan, inf, 1e999 */
+        return fail("--%s: expected a number, got '%s'", s->name, value);
+    if (has_range(s) && (v < s->min || v > s->max))
+        return fail("--%s: expected a number in [%g, %g], got '%s'", s->name, s->min, s->max, value);
+    *(float *)s->dest = (float)v;
+    return 0;
+}
+
+static int parse_string(const ArgSpec *s, const char *value) {
+    if (s->choices != NULL && !is_choice(s->choices, value)) {
+        char list[512];
+        format_choices(list, sizeof list, s->choices);
+        return fail("--%s: expected one of %s, got '%s'", s->name, list, value);
+    }
+    if (value[0] == '\0') return fail("--%s: expected a non-empty value", s->name);
+    *(const char **)s->dest = value;
+    return 0;
+}
+
+int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return 1;
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+            return fail("unexpected argument '%s' (flags look like --name value; see --help)", arg);
+
+        /* "--name=value" or "--name value" */
+        const char *name = arg + 2;
+        const char *equals = strchr(name, '=');
+        size_t name_len = equals ? (size_t)(equals - name) : strlen(name);
+        const ArgSpec *s = find_spec(specs, n_specs, name, name_len);
+        if (s == NULL) {
+            if (equals) return fail("unknown flag '--%.*s' (see --help)", (int)name_len, name);
+            return fail("unknown flag '%s' (see --help)", arg);
+        }
+
+        if (s->type == ARG_BOOL) {
+            if (equals) return fail("--%s: takes no value, got '%s'", s->name, equals + 1);
+            *(int *)s->dest = 1;
+            continue;
+        }
+
+        const char *value;
+        if (equals) {
+            value = equals + 1;
+        } else {
+            /* The next argument is the value, unless there is none or it is
+             * another flag (a negative number like -1 is still a value). */
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0)
+                return fail("--%s: expected a value after the flag", s->name);
+            value = argv[++i];
+        }
+
+        int rc;
+        switch (s->type) {
+        case ARG_INT:    rc = parse_int(s, value); break;
+        case ARG_FLOAT:  rc = parse_float(s, value); break;
+        case ARG_STRING: rc = parse_string(s, value); break;
+        default:         rc = fail("--%s: unknown flag type %d", s->name, (int)s->type); break;
+        }
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs) {
+    printf("usage: %s [flags]\n", prog);
+    if (summary != NULL && summary[0] != '\0') printf("\n%s\n", summary);
+    printf("\nflags:\n");
+
+    /* First column: "--name TYPE", padded to the widest one. */
+    char first[128];
+    int width = (int)strlen("--help");
+    for (int i = 0; i < n_specs; i++) {
+        const char *type = specs[i].type == ARG_INT ? " N" : specs[i].type == ARG_FLOAT ? " X"
+                         : specs[i].type == ARG_STRING ? " S" : "";
+        int n = snprintf(first, sizeof first, "--%s%s", specs[i].name, type);
+        if (n > width) width = n;
+    }
+
+    for (int i = 0; i < n_specs; i++) {
+        const ArgSpec *s = &specs[i];
+        char range[96] = "", dflt[256];
+        switch (s->type) {
+        case ARG_INT:
+            snprintf(first, sizeof first, "--%s N", s->name);
+            snprintf(dflt, sizeof dflt, "%d", *(const int *)s->dest);
+            if (has_range(s)) snprintf(range, sizeof range, ", %.0f..%.0f", s->min, s->max);
+            break;
+        case ARG_FLOAT:
+            snprintf(first, sizeof first, "--%s X", s->name);
+            snprintf(dflt, sizeof dflt, "%g", (double)*(const float *)s->dest);
+            if (has_range(s)) snprintf(range, sizeof range, ", %g..%g", s->min, s->max);
+            break;
+        case ARG_STRING: {
+            const char *v = *(const char *const *)s->dest;
+            snprintf(first, sizeof first, "--%s S", s->name);
+            snprintf(dflt, sizeof dflt, "%s", v ? v : "(none)");
+            if (s->choices) {
+                char list[80];
+                format_choices(list, sizeof list, s->choices);
+                snprintf(range, sizeof range, ", one of %s", list);
+            }
+            break;
+        }
+        default:
+            snprintf(first, sizeof first, "--%s", s->name);
+            snprintf(dflt, sizeof dflt, "%s", *(const int *)s->dest ? "on" : "off");
+            break;
+        }
+        printf("  %-*s  %s (default %s%s)\n", width, first, s->help ? s->help : "", dflt, range);
+    }
+    printf("  %-*s  %s\n", width, "--help", "print this help and exit");
+}

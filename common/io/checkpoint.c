@@ -1,0 +1,409 @@
+/* checkpoint.c - save and load a model's parameters with its configuration.
+ *
+ * The file format is documented in checkpoint.h. In short:
+ *   "ATTNCKPT" | version | config text | tensor table with values | CRC-32
+ * All integers and floats are stored little-endian, whatever the machine.
+ *
+ * Saving streams the bytes through a running CRC-32 into a temporary file
+ * that is renamed over the target only when complete (util.h, atomic_open),
+ * so an interrupted save never destroys the previous checkpoint.
+ *
+ * Loading reads the whole file into memory first and checks it completely -
+ * magic, version, every length against the bytes that are actually there,
+ * the CRC - before a single parameter is touched. So a bad file produces one
+ * clear message and leaves the model exactly as it was. */
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* ------------------------------------------------------ byte-order helpers */
+
+static void encode_u32(unsigned char out[4], uint32_t v) {
+    out[0] = (unsigned char)(v & 0xff);
+    out[1] = (unsigned char)((v >> 8) & 0xff);
+    out[2] = (unsigned char)((v >> 16) & 0xff);
+    out[3] = (unsigned char)((v >> 24) & 0xff);
+}
+
+static uint32_t decode_u32(const unsigned char in[4]) {
+    return (uint32_t)in[0] | ((uint32_t)in[1] << 8) | ((uint32_t)in[2] << 16) | ((uint32_t)in[3] << 24);
+}
+
+/* zlib's crc32() takes a 32-bit length; feed big buffers in pieces. */
+static uLong crc_update(uLong crc, const unsigned char *data, size_t n) {
+    while (n > 0) {
+        uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, data, piece);
+        data += piece;
+        n -= piece;
+    }
+    return crc;
+}
+
+/* ------------------------------------------------------------------ saving */
+
+/* Every byte written goes both to the file and into the running CRC. */
+typedef struct {
+    FILE *f;
+    uLong crc;
+} Writer;
+
+static void write_bytes(Writer *w, const void *data, size_t n) {
+    fwrite(data, 1, n, w->f);
+    w->crc = crc_update(w->crc, data, n);
+}
+
+static void write_u32(Writer *w, uint32_t v) {
+    unsigned char b[4];
+    encode_u32(b, v);
+    write_bytes(w, b, 4);
+}
+
+static void write_floats(Writer *w, const float *x, size_t count) {
+    unsigned char chunk[4096];
+    size_t filled = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t bits;
+        memcpy(&bits, &x[i], 4);           /* the float's IEEE-754 bit pattern */
+        encode_u32(chunk + filled, bits);
+        filled += 4;
+        if (filled == sizeof chunk) {
+            write_bytes(w, chunk, filled);
+            filled = 0;
+        }
+    }
+    if (filled > 0) write_bytes(w, chunk, filled);
+}
+
+int checkpoint_save(const char *path, const char *config_text, const Params *p) {
+    if (config_text == NULL) config_text = "";
+    size_t config_len = strlen(config_text);
+    if (config_len > CKPT_CONFIG_MAX)
+        return fail("cannot save checkpoint '%s': config text is %zu bytes, the format allows at most %d",
+                    path, config_len, CKPT_CONFIG_MAX);
+    if (p->data == NULL && p->size > 0)
+        return fail("cannot save checkpoint '%s': the parameters are not allocated", path);
+
+    AtomicFile af;
+    if (atomic_open(&af, path) != 0) return -1;
+
+    Writer w = { af.f, crc32(0L, Z_NULL, 0) };
+    write_bytes(&w, CKPT_MAGIC, 8);
+    write_u32(&w, CKPT_VERSION);
+    write_u32(&w, (uint32_t)config_len);
+    write_bytes(&w, config_text, config_len);
+    write_u32(&w, (uint32_t)p->n_tensors);
+    for (int i = 0; i < p->n_tensors; i++) {
+        const ParamTensor *t = &p->tensors[i];
+        size_t name_len = strnlen(t->name, PARAMS_NAME_LEN);
+        write_u32(&w, (uint32_t)name_len);
+        write_bytes(&w, t->name, name_len);
+        write_u32(&w, (uint32_t)t->ndim);
+        for (int d = 0; d < t->ndim; d++) write_u32(&w, (uint32_t)t->dims[d]);
+        write_floats(&w, p->data + t->offset, t->count);
+    }
+
+    /* The CRC covers every byte before it, so it is not part of itself. */
+    unsigned char crc_bytes[4];
+    encode_u32(crc_bytes, (uint32_t)w.crc);
+    fwrite(crc_bytes, 1, 4, af.f);
+
+    return atomic_close(&af, 1);   /* checks for write errors, fsyncs, renames */
+}
+
+/* ----------------------------------------------------------------- loading */
+
+/* One tensor as described by the file. */
+typedef struct {
+    char name[PARAMS_NAME_LEN];
+    int ndim;
+    int dims[PARAMS_MAX_DIMS];
+    size_t count;          /* product of dims */
+    size_t values_at;      /* byte offset of the first value in the file */
+} FileTensor;
+
+/* A checkpoint read into memory and checked: where everything is. */
+typedef struct {
+    unsigned char *bytes;  /* the whole file */
+    size_t size;
+    size_t config_at;      /* byte offset of the config text */
+    size_t config_len;
+    int n_tensors;
+    FileTensor tensors[PARAMS_MAX_TENSORS];
+} CheckpointFile;
+
+/* A read position in the file, for the length checks. */
+typedef struct {
+    const char *path;
+    const unsigned char *bytes;
+    size_t size;
+    size_t pos;
+} Cursor;
+
+/* Make sure n more bytes exist at the cursor; else report a truncated file,
+ * saying where and what was expected. */
+static int need_bytes(const Cursor *c, size_t n, const char *what) {
+    if (c->size - c->pos >= n) return 0;
+    return fail("checkpoint '%s' is truncated: at byte offset %zu expected %s (%zu bytes), "
+                "but the file ends at byte %zu",
+                c->path, c->pos, what, n, c->size);
+}
+
+static int read_u32(Cursor *c, const char *what, uint32_t *out) {
+    if (need_bytes(c, 4, what) != 0) return -1;
+    *out = decode_u32(c->bytes + c->pos);
+    c->pos += 4;
+    return 0;
+}
+
+/* Parse one tensor's header (name, ndim, dims) and skip over its values. */
+static int read_tensor_entry(Cursor *c, int index, FileTensor *t) {
+    char what[128];
+    uint32_t name_len, ndim;
+
+    snprintf(what, sizeof what, "the name length of tensor %d", index);
+    if (read_u32(c, what, &name_len) != 0) return -1;
+    if (name_len == 0 || name_len >= PARAMS_NAME_LEN)
+        return fail("checkpoint '%s' is corrupted: at byte offset %zu tensor %d has a name length of %u, "
+                    "expected 1 to %d",
+                    c->path, c->pos - 4, index, name_len, PARAMS_NAME_LEN - 1);
+    snprintf(what, sizeof what, "the name of tensor %d", index);
+    if (need_bytes(c, name_len, what) != 0) return -1;
+    memcpy(t->name, c->bytes + c->pos, name_len);
+    t->name[name_len] = '\0';
+    c->pos += name_len;
+
+    snprintf(what, sizeof what, "the number of dims of tensor %d '%s'", index, t->name);
+    if (read_u32(c, what, &ndim) != 0) return -1;
+    if (ndim > PARAMS_MAX_DIMS)
+        return fail("checkpoint '%s' is corrupted: at byte offset %zu tensor %d '%s' has %u dims, "
+                    "expected at most %d",
+                    c->path, c->pos - 4, index, t->name, ndim, PARAMS_MAX_DIMS);
+    t->ndim = (int)ndim;
+
+    size_t count = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        uint32_t dim;
+        snprintf(what, sizeof what, "dim %d of tensor %d '%s'", d, index, t->name);
+        if (read_u32(c, what, &dim) != 0) return -1;
+        /* Refuse absurd sizes before multiplying, so count * 4 cannot overflow. */
+        if (dim > INT_MAX || (dim != 0 && count > SIZE_MAX / 4 / dim))
+            return fail("checkpoint '%s' is corrupted: at byte offset %zu tensor %d '%s' has an "
+                        "impossible dim %u",
+                        c->path, c->pos - 4, index, t->name, dim);
+        t->dims[d] = (int)dim;
+        count *= dim;
+    }
+    t->count = count;
+
+    snprintf(what, sizeof what, "the %zu float values of tensor %d '%s'", count, index, t->name);
+    if (need_bytes(c, count * 4, what) != 0) return -1;
+    t->values_at = c->pos;
+    c->pos += count * 4;
+    return 0;
+}
+
+/* Read path into memory and check everything except the match with a model.
+ * On success ck->bytes is allocated (free it); on error nothing is left. */
+static int open_checkpoint(const char *path, CheckpointFile *ck) {
+    size_t size = 0;
+    unsigned char *bytes = (unsigned char *)read_whole_file(path, &size);
+    if (bytes == NULL) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s", last_error());   /* fail() overwrites it */
+        return fail("cannot load checkpoint: %s", reason);
+    }
+    Cursor c = { path, bytes, size, 0 };
+
+    /* Magic: a file that does not start with it is something else entirely. */
+    size_t magic_len = strlen(CKPT_MAGIC);
+    size_t compare = size < magic_len ? size : magic_len;
+    if (size == 0 || memcmp(bytes, CKPT_MAGIC, compare) != 0) {
+        free(bytes);
+        return fail("'%s' is not a checkpoint: it does not start with \"%s\"", path, CKPT_MAGIC);
+    }
+    if (need_bytes(&c, magic_len, "the magic \"" CKPT_MAGIC "\"") != 0) goto bad;
+    c.pos = magic_len;
+
+    uint32_t version, config_len, n_tensors;
+    if (read_u32(&c, "the format version", &version) != 0) goto bad;
+    if (version != CKPT_VERSION) {
+        fail("checkpoint '%s' has format version %u; this program reads version %u",
+             path, version, CKPT_VERSION);
+        goto bad;
+    }
+
+    if (read_u32(&c, "the config length", &config_len) != 0) goto bad;
+    if (config_len > CKPT_CONFIG_MAX) {
+        fail("checkpoint '%s' is corrupted: at byte offset %zu the config length is %u, "
+             "expected at most %d",
+             path, c.pos - 4, config_len, CKPT_CONFIG_MAX);
+        goto bad;
+    }
+    if (need_bytes(&c, config_len, "the config text") != 0) goto bad;
+    ck->config_at = c.pos;
+    ck->config_len = config_len;
+    c.pos += config_len;
+
+    if (read_u32(&c, "the tensor count", &n_tensors) != 0) goto bad;
+    if (n_tensors > PARAMS_MAX_TENSORS) {
+        fail("checkpoint '%s' is corrupted: at byte offset %zu the tensor count is %u, "
+             "expected at most %d",
+             path, c.pos - 4, n_tensors, PARAMS_MAX_TENSORS);
+        goto bad;
+    }
+    ck->n_tensors = (int)n_tensors;
+    for (int i = 0; i < ck->n_tensors; i++)
+        if (read_tensor_entry(&c, i, &ck->tensors[i]) != 0) goto bad;
+
+    /* Exactly the 4-byte CRC must remain. */
+    size_t crc_at = c.pos;
+    uint32_t stored_crc;
+    if (read_u32(&c, "the CRC-32", &stored_crc) != 0) goto bad;
+    if (c.pos != size) {
+        fail("checkpoint '%s' is corrupted: %zu unexpected bytes after the CRC at byte offset %zu",
+             path, size - c.pos, crc_at);
+        goto bad;
+    }
+    uint32_t computed_crc = (uint32_t)crc_update(crc32(0L, Z_NULL, 0), bytes, crc_at);
+    if (computed_crc != stored_crc) {
+        fail("checkpoint '%s' is corrupted: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)",
+             path, stored_crc, computed_crc);
+        goto bad;
+    }
+
+    ck->bytes = bytes;
+    ck->size = size;
+    return 0;
+
+bad:
+    free(bytes);
+    return -1;
+}
+
+int checkpoint_read_config(const char *path, char **config_out) {
+    *config_out = NULL;
+    CheckpointFile *ck = calloc(1, sizeof *ck);
+    if (ck == NULL) return fail("cannot load checkpoint '%s': out of memory", path);
+    if (open_checkpoint(path, ck) != 0) {
+        free(ck);
+        return -1;
+    }
+    char *config = malloc(ck->config_len + 1);   /* config_len <= CKPT_CONFIG_MAX */
+    if (config == NULL) {
+        free(ck->bytes);
+        free(ck);
+        return fail("cannot load checkpoint '%s': out of memory", path);
+    }
+    memcpy(config, ck->bytes + ck->config_at, ck->config_len);
+    config[ck->config_len] = '\0';
+    *config_out = config;
+    free(ck->bytes);
+    free(ck);
+    return 0;
+}
+
+/* Write dims as "[64,192]" into out. */
+static void format_dims(char *out, size_t outlen, int ndim, const int *dims) {
+    size_t used = 0;
+    used += (size_t)snprintf(out, outlen, "[");
+    for (int d = 0; d < ndim && used < outlen; d++)
+        used += (size_t)snprintf(out + used, outlen - used, d ? ",%d" : "%d", dims[d]);
+    if (used < outlen) snprintf(out + used, outlen - used, "]");
+}
+
+/* Does the file's tensor table match the model's, tensor by tensor? */
+static int check_layout(const char *path, const CheckpointFile *ck, const Params *p) {
+    if (ck->n_tensors != p->n_tensors)
+        return fail("checkpoint '%s' holds %d tensors, the model expects %d",
+                    path, ck->n_tensors, p->n_tensors);
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const FileTensor *ft = &ck->tensors[i];
+        const ParamTensor *mt = &p->tensors[i];
+        if (strncmp(ft->name, mt->name, PARAMS_NAME_LEN) != 0)
+            return fail("checkpoint '%s': tensor %d is named '%s' in the file, the model expects '%s'",
+                        path, i, ft->name, mt->name);
+        int same = ft->ndim == mt->ndim;
+        for (int d = 0; same && d < ft->ndim; d++) same = ft->dims[d] == mt->dims[d];
+        if (!same) {
+            char file_dims[96], model_dims[96];
+            format_dims(file_dims, sizeof file_dims, ft->ndim, ft->dims);
+            format_dims(model_dims, sizeof model_dims, mt->ndim, mt->dims);
+            return fail("checkpoint '%s': tensor %d '%s' has dims %s, model expects %s",
+                        path, i, ft->name, file_dims, model_dims);
+        }
+    }
+    return 0;
+}
+
+int checkpoint_load(const char *path, Params *p) {
+    if (p->data == NULL && p->size > 0)
+        return fail("cannot load checkpoint '%s': the model's parameters are not allocated "
+                    "(call params_alloc first)", path);
+    CheckpointFile *ck = calloc(1, sizeof *ck);
+    if (ck == NULL) return fail("cannot load checkpoint '%s': out of memory", path);
+    if (open_checkpoint(path, ck) != 0 || check_layout(path, ck, p) != 0) {
+        free(ck->bytes);
+        free(ck);
+        return -1;
+    }
+
+    /* Everything checked: now (and only now) overwrite the parameters. */
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const FileTensor *ft = &ck->tensors[i];
+        float *dest = p->data + p->tensors[i].offset;
+        const unsigned char *src = ck->bytes + ft->values_at;
+        for (size_t k = 0; k < ft->count; k++) {
+            uint32_t bits = decode_u32(src + 4 * k);
+            memcpy(&dest[k], &bits, 4);
+        }
+    }
+    free(ck->bytes);
+    free(ck);
+    return 0;
+}
+
+/* ------------------------------------------------------------ config text */
+
+int config_get(const char *config_text, const char *key, char *out, int outlen) {
+    size_t key_len = strlen(key);
+    const char *line = config_text ? config_text : "";
+    while (*line != '\0') {
+        const char *end = strchr(line, '\n');
+        if (end == NULL) end = line + strlen(line);
+        size_t line_len = (size_t)(end - line);
+        if (line_len > key_len && strncmp(line, key, key_len) == 0 && line[key_len] == '=') {
+            const char *value = line + key_len + 1;
+            size_t value_len = (size_t)(end - value);
+            if (value_len > 0 && value[value_len - 1] == '\r') value_len--;   /* CRLF text */
+            if (outlen <= 0 || value_len + 1 > (size_t)outlen)
+                return fail("config key '%s': value is %zu characters, longer than the %d allowed",
+                            key, value_len, outlen > 0 ? outlen - 1 : 0);
+            memcpy(out, value, value_len);
+            out[value_len] = '\0';
+            return 0;
+        }
+        line = (*end == '\n') ? end + 1 : end;
+    }
+    return fail("config: missing key '%s'", key);
+}
+
+int config_get_int(const char *config_text, const char *key, int *out) {
+    char value[64];
+    if (config_get(config_text, key, value, sizeof value) != 0) return -1;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (value[0] == '\0' || end == value || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX)
+        return fail("config key '%s': expected an integer, got '%s'", key, value);
+    *out = (int)v;
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* checkpoint.h - save and load a model's parameters with its configuration.
+ *
+ * File format (all integers little-endian):
+ *   offset 0   8 bytes  magic "ATTNCKPT"
+ *          8   u32      format version (1)
+ *         12   u32      config length L in bytes
+ *         16   L bytes  config text: "key=value\n" lines (model hyper-parameters,
+ *                       task, vocabulary) - enough to rebuild the model
+ *   16+L       u32      number of tensors T
+ *   then T times:
+ *              u32      name length n, then n bytes of name
+ *              u32      ndim, then ndim x u32 dims
+ *              count x f32 values (count = product of dims)
+ *   end        u32      CRC-32 (zlib) of every byte before it
+ * Written atomically: to "<path>.tmp.<pid>", fsync, then rename over path,
+ * so an interrupted save never destroys the previous checkpoint. */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+#include "nn/params.h"
+
+#define CKPT_MAGIC "ATTNCKPT"
+#define CKPT_VERSION 1u
+#define CKPT_CONFIG_MAX 65536
+
+/* Returns 0, or -1 with fail() naming the path and the OS error. */
+int checkpoint_save(const char *path, const char *config_text, const Params *p);
+
+/* Read only the config text (so the caller can build the matching model).
+ * config_out gets a malloc'd NUL-terminated string the caller frees.
+ * Returns 0, or -1 with fail(): missing file, wrong magic, unsupported
+ * version, truncated file, bad CRC. */
+int checkpoint_read_config(const char *path, char **config_out);
+
+/* Load tensors into an allocated Params whose layout must match the file:
+ * same tensor names, order and dims. Returns 0, or -1 with fail() naming the
+ * first mismatch (e.g. "tensor 3 'enc.W_h' has dims [64,192], model expects
+ * [128,384]"), truncation, or a CRC mismatch. p is left unchanged on error. */
+int checkpoint_load(const char *path, Params *p);
+
+/* Helpers for the config text. */
+/* Look key up in "key=value\n" text; copy value into out (size outlen).
+ * Returns 0, or -1 with fail() when the key is missing. */
+int config_get(const char *config_text, const char *key, char *out, int outlen);
+int config_get_int(const char *config_text, const char *key, int *out);
+
+#endif

@@ -1,0 +1,95 @@
+/* results.c - the flat results.json every run writes (see results.h).
+ *
+ * Values are stored already JSON-encoded: a string value with its quotes and
+ * escapes, a number printed with %.6g (JSON has no NaN or Infinity, so a
+ * non-finite number is written as null). Setting a key again replaces its
+ * value, so the file never holds duplicate keys. */
+#include "io/results.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void results_init(Results *r) {
+    memset(r, 0, sizeof *r);
+}
+
+/* JSON-encode s (with the surrounding quotes) into out. A value too long for
+ * out is cut, never in the middle of an escape or a UTF-8 character. */
+static void json_string(char *out, size_t outlen, const char *s) {
+    size_t used = 0;
+    out[used++] = '"';
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        char piece[8];
+        switch (*c) {
+        case '"':  strcpy(piece, "\\\""); break;
+        case '\\': strcpy(piece, "\\\\"); break;
+        case '\n': strcpy(piece, "\\n"); break;
+        case '\r': strcpy(piece, "\\r"); break;
+        case '\t': strcpy(piece, "\\t"); break;
+        case '\b': strcpy(piece, "\\b"); break;
+        case '\f': strcpy(piece, "\\f"); break;
+        default:
+            if (*c < 0x20) snprintf(piece, sizeof piece, "\\u%04x", *c);
+            else { piece[0] = (char)*c; piece[1] = '\0'; }
+        }
+        size_t n = strlen(piece);
+        if (used + n + 2 > outlen) {                  /* room for '"' and NUL */
+            /* Cut inside a UTF-8 character (the next byte continues it)?
+             * Then drop the part of that character already copied. */
+            if ((*c & 0xC0) == 0x80) {
+                while (used > 1 && ((unsigned char)out[used - 1] & 0xC0) == 0x80) used--;
+                if (used > 1 && ((unsigned char)out[used - 1] & 0xC0) == 0xC0) used--;
+            }
+            break;
+        }
+        memcpy(out + used, piece, n);
+        used += n;
+    }
+    out[used++] = '"';
+    out[used] = '\0';
+}
+
+/* Store an encoded value under key (replacing an earlier value). */
+static void set_encoded(Results *r, const char *key, const char *encoded) {
+    int slot = -1;
+    for (int i = 0; i < r->n; i++)
+        if (strncmp(r->keys[i], key, sizeof r->keys[i] - 1) == 0) slot = i;
+    if (slot < 0) {
+        if (r->n >= RESULTS_MAX) {
+            fprintf(stderr, "warning: results: more than %d keys, dropping '%s'\n", RESULTS_MAX, key);
+            return;
+        }
+        slot = r->n++;
+        snprintf(r->keys[slot], sizeof r->keys[slot], "%s", key);
+    }
+    snprintf(r->values[slot], sizeof r->values[slot], "%s", encoded);
+}
+
+void results_set_str(Results *r, const char *key, const char *value) {
+    char encoded[sizeof r->values[0]];
+    json_string(encoded, sizeof encoded, value);
+    set_encoded(r, key, encoded);
+}
+
+void results_set_num(Results *r, const char *key, double value) {
+    char encoded[64];
+    if (isfinite(value)) snprintf(encoded, sizeof encoded, "%.6g", value);
+    else snprintf(encoded, sizeof encoded, "null");
+    set_encoded(r, key, encoded);
+}
+
+int results_write(const Results *r, const char *path) {
+    AtomicFile af;
+    if (atomic_open(&af, path) != 0) return -1;
+    fputs("{\n", af.f);
+    for (int i = 0; i < r->n; i++) {
+        char key[6 * sizeof r->keys[0] + 8];   /* worst case: every byte a 6-character escape */
+        json_string(key, sizeof key, r->keys[i]);
+        fprintf(af.f, "  %s: %s%s\n", key, r->values[i], i + 1 < r->n ? "," : "");
+    }
+    fputs("}\n", af.f);
+    return atomic_close(&af, 1);
+}

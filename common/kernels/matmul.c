@@ -1,0 +1,227 @@
+/* matmul.c - the one matrix-multiply entry point (see matmul.h).
+ *
+ * Contents:
+ *   sgemm_naive   the specification: three plain loops, double accumulation;
+ *   sgemm         dispatch to the backend chosen once (naive, avx2, avx512);
+ *   matmul, matmul_nt, matmul_tn   dense convenience wrappers;
+ *   cpu_has_avx2_fma, cpu_has_avx512f, backend_select/current/name
+ *                 run-time backend choice;
+ *   threads_set/current            the OpenMP thread count.
+ *
+ * Backend default: nothing is chosen until the first sgemm() (or
+ * backend_current()) call; if backend_select() was never called by then, the
+ * choice is made lazily exactly as backend_select(NULL) would: the environment
+ * variable ATTN_BACKEND if set, else "auto" (avx512 when the CPU has it, else
+ * avx2, else naive). A bad ATTN_BACKEND value found this way cannot be returned as an
+ * error (sgemm returns void), so it is reported on stderr once and "auto" is
+ * used. Programs should call backend_select() at start-up so that a bad value
+ * gets a proper error and a non-zero exit. */
+#include "kernels/matmul.h"
+#include "util/error.h"
+
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The specification                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C[M,N]
+ *   op(A)[i,k] = A[i*lda + k]  (trans_a == 0, A stored [M,K])
+ *              = A[k*lda + i]  (trans_a == 1, A stored [K,M])
+ *   op(B)[k,j] = B[k*ldb + j]  (trans_b == 0, B stored [K,N])
+ *              = B[j*ldb + k]  (trans_b == 1, B stored [N,K])
+ * Each output element is one dot product of length K summed in double, so
+ * the result does not depend on the thread count (rows are independent). */
+void sgemm_naive(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    /* Threads only pay off on big products; the if() keeps small ones serial. */
+    long work = (long)M * N * (K > 0 ? K : 1);
+    #pragma omp parallel for schedule(static) if (work > (1L << 18))
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            double sum = 0.0;
+            for (int k = 0; k < K; k++) {
+                float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                float b = trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                sum += (double)a * (double)b;
+            }
+            float *c = &C[(size_t)i * ldc + j];
+            if (beta == 0.0f)
+                *c = (float)(alpha * sum);                 /* old C never read */
+            else
+                *c = (float)(alpha * sum + (double)beta * (double)*c);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backend choice                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* -1 = not chosen yet, else a Backend value. Atomic because sgemm may be
+ * first called from several OpenMP threads at once. */
+static atomic_int chosen_backend = -1;
+
+int cpu_has_avx2_fma(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int eax, ebx, ecx, edx;
+    /* Leaf 1: ECX bit 12 = FMA, bit 27 = OSXSAVE (XGETBV usable), bit 28 = AVX. */
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    int has_fma = (ecx >> 12) & 1;
+    int has_osxsave = (ecx >> 27) & 1;
+    int has_avx = (ecx >> 28) & 1;
+    if (!has_fma || !has_osxsave || !has_avx) return 0;
+    /* XCR0 bits 1 (SSE/XMM) and 2 (AVX/YMM): the OS saves YMM registers on a
+     * context switch. Without that, AVX instructions fault. */
+    unsigned int xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 0x6u) != 0x6u) return 0;
+    /* Leaf 7, sub-leaf 0: EBX bit 5 = AVX2. */
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ebx >> 5) & 1;
+#else
+    return 0;
+#endif
+}
+
+int cpu_has_avx512f(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (!cpu_has_avx2_fma()) return 0; /* also checks OSXSAVE, so XGETBV is usable */
+    /* XCR0 bits 5, 6, 7: the OS saves the opmask registers, the upper halves
+     * of zmm0-15 and zmm16-31. Without them AVX-512 instructions fault. */
+    unsigned int xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 0xE0u) != 0xE0u) return 0;
+    /* Leaf 7, sub-leaf 0: EBX bit 16 = AVX512F. */
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ebx >> 16) & 1;
+#else
+    return 0;
+#endif
+}
+
+const char *backend_name(Backend b) {
+    switch (b) {
+    case BACKEND_NAIVE: return "naive";
+    case BACKEND_AVX2: return "avx2";
+    case BACKEND_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+int backend_select(const char *name) {
+    const char *source = "argument";
+    if (name == NULL) {
+        name = getenv("ATTN_BACKEND");
+        source = "environment variable ATTN_BACKEND";
+        if (name == NULL || name[0] == '\0') name = "auto";
+    }
+    if (strcmp(name, "naive") == 0) {
+        chosen_backend = BACKEND_NAIVE;
+        return 0;
+    }
+    if (strcmp(name, "avx2") == 0) {
+        if (!cpu_has_avx2_fma())
+            return fail("matmul backend 'avx2' (from %s) needs a CPU with AVX2 and FMA "
+                        "and an OS that saves YMM registers; this machine has not: "
+                        "use 'naive' or 'auto'", source);
+        chosen_backend = BACKEND_AVX2;
+        return 0;
+    }
+    if (strcmp(name, "avx512") == 0) {
+        if (!cpu_has_avx512f())
+            return fail("matmul backend 'avx512' (from %s) needs a CPU with AVX-512F "
+                        "and an OS that saves ZMM registers; this machine has not: "
+                        "use 'avx2', 'naive' or 'auto'", source);
+        chosen_backend = BACKEND_AVX512;
+        return 0;
+    }
+    if (strcmp(name, "auto") == 0) {
+        chosen_backend = cpu_has_avx512f()   ? BACKEND_AVX512
+                         : cpu_has_avx2_fma() ? BACKEND_AVX2
+                                              : BACKEND_NAIVE;
+        return 0;
+    }
+    return fail("unknown matmul backend '%s' (from %s): expected naive, avx2, avx512 or auto",
+                name, source);
+}
+
+/* The lazy default described at the top of this file. */
+static Backend resolve_backend(void) {
+    int b = chosen_backend;
+    if (b >= 0) return (Backend)b;
+    #pragma omp critical(attn_backend_choice)
+    {
+        if (chosen_backend < 0 && backend_select(NULL) != 0) {
+            fprintf(stderr, "warning: %s; using 'auto'\n", last_error());
+            backend_select("auto");
+        }
+    }
+    return (Backend)chosen_backend;
+}
+
+Backend backend_current(void) { return resolve_backend(); }
+
+int backend_uses_avx2(void) { return resolve_backend() != BACKEND_NAIVE; }
+
+void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+           const float *A, int lda, const float *B, int ldb, float beta,
+           float *C, int ldc) {
+    switch (resolve_backend()) {
+    case BACKEND_AVX512:
+        sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        break;
+    case BACKEND_AVX2:
+        sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        break;
+    default:
+        sgemm_naive(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dense wrappers (alpha = 1, no padding between rows)                       */
+/* ------------------------------------------------------------------------ */
+
+/* C[M,N] (+)= A[M,K] @ B[K,N] */
+void matmul(float *C, const float *A, const float *B, int M, int N, int K, int accumulate) {
+    sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, accumulate ? 1.0f : 0.0f, C, N);
+}
+
+/* C[M,N] (+)= A[M,K] @ B[N,K]^T */
+void matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int accumulate) {
+    sgemm(0, 1, M, N, K, 1.0f, A, K, B, K, accumulate ? 1.0f : 0.0f, C, N);
+}
+
+/* C[M,N] (+)= A[K,M]^T @ B[K,N] */
+void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate) {
+    sgemm(1, 0, M, N, K, 1.0f, A, M, B, N, accumulate ? 1.0f : 0.0f, C, N);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void threads_set(int n) {
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        n = env ? atoi(env) : 0;   /* "4" or "4,2" (nested lists): first number */
+        if (n <= 0) n = omp_get_num_procs();
+    }
+    omp_set_num_threads(n);
+}
+
+int threads_current(void) { return omp_get_max_threads(); }

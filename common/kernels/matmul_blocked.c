@@ -1,0 +1,367 @@
+/* matmul_blocked.c - the five loops around a micro-kernel, the packing
+ * buffers and the threads: the half of a fast SGEMM that does not depend on
+ * the instruction set (see matmul_blocked.h; common/README.md is the lesson).
+ *
+ *   for jc in N by NC:              B panel  op(B)[pc.., jc..] -> L3
+ *     for pc in K by KC:
+ *       for ic in M by MC:          A block  op(A)[ic.., pc..] -> L2
+ *         pack the A block (and, for the first ic, the B panel)
+ *         for jr in NC by NR:       one B sliver               -> L1
+ *           for ir in MC by MR:     one A sliver, micro-kernel on C tile (ir, jr)
+ *
+ * The first KC block (pc == 0) applies the caller's beta; the later ones add
+ * to what the earlier ones wrote (beta = 1). Plain C and OpenMP: the SIMD
+ * code is all behind the GemmKernel's function pointers, one call per sliver
+ * packed and per tile computed (each call does thousands of FMAs, so the
+ * indirect call costs nothing measurable). */
+#include "kernels/matmul_blocked.h"
+
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Below this many multiply-adds (M*N*K) two threads are no faster than one:
+ * starting the second thread and waiting for it costs a few microseconds,
+ * the time of a small product. Measured here with the AVX-512 kernel, each
+ * thread on its own block of C (below), 2 threads against 1, medians of 15 interleaved
+ * samples: 32^3 0.78x, 64^3 1.14x but 32x128x64 0.90x and 128x32x64 1.02x;
+ * 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3 1.66x. */
+static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
+
+/* Up to this many multiply-adds (and K <= KC) a product skips packing and
+ * runs kernel->small on one thread: all of A, B and C are in L1 anyway, and
+ * packing them costs more than it saves. Measured here, 1 thread, small path
+ * against blocked AVX-512 path: 8x8x16 (Q K^T of one head in chapter 05)
+ * 0.23 against 1.42 microseconds, 16^3 0.25 against 1.93, 32^3 1.70 against
+ * 1.73 (2.30 against 1.86 with B transposed), 64^3 14.0 against 7.8. */
+static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
+
+/* ---- Sharing the cores with other programs -----------------------------------
+ * Two threads on two cores are fast only while both cores are ours. When
+ * another program (a browser, a second training run) is running too, the
+ * kernel's scheduler gives three busy threads two cores by turns, and a thread
+ * of ours is regularly switched out for a few milliseconds. Its partner then
+ * waits at the end of the product for that long, and a product that takes 50
+ * microseconds takes 5 milliseconds: measured here with one busy-looping
+ * process beside it, 2 threads ran a training step many times slower than 1.
+ *
+ * So the calling thread times its wait for its partner at the end of each
+ * product. On an idle machine that wait lasts microseconds (the blocks are
+ * equal). A wait is late when it is longer than LATE_NS (a switch-out, not
+ * the jitter of waking a thread) and longer than the caller's own block took:
+ * then two threads took longer than the caller alone would have taken for
+ * both blocks. (An absolute limit alone is wrong for big products: at 1024^3
+ * each block takes 5-10 ms, and a core of this VM running 15% slower than the
+ * other for a while is a 1 ms wait that costs nothing.) After late waits the
+ * products of the next BUSY_BACKOFF_NS run on one thread, after which two are
+ * tried again. The bits do not change (each tile is computed the same way by
+ * whichever thread takes it), only the speed.
+ *
+ * Even an idle virtual machine like this one sees such waits (the host runs
+ * something else on our core for a while). Counted in 12 s of back-to-back
+ * 128^3..1024^3 products on 2 threads (a throwaway loop, twice): 110 and 342
+ * waits over 1 ms, of which 2 and 0 were late by the rule above. Hence a
+ * short back-off, a quarter of a second, and only after two late waits less
+ * than 0.1 s apart (below): a lone hiccup of the host is not a busy
+ * machine. Those two runs fell back 0 times. */
+static const long long LATE_NS = 1000 * 1000;              /* 1 ms */
+static const long long BUSY_BACKOFF_NS = 250 * 1000 * 1000; /* 0.25 s */
+static atomic_llong one_thread_until_ns;                    /* 0: never */
+static atomic_long busy_backoffs;                           /* how many times, for the curious */
+
+static long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Called by the calling thread after waiting for its partners since
+ * waited_since, its own block having taken own_ns.
+ * One late wait alone is not enough: it takes a second one within
+ * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
+ * every product, so the second comes at once; the host's hiccups come alone. */
+static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
+static atomic_llong last_late_wait_ns;                        /* 0: never */
+
+static void note_join_wait(long long waited_since, long long own_ns) {
+    long long now = monotonic_ns();
+    long long wait_ns = now - waited_since;
+    if (wait_ns <= LATE_NS || wait_ns <= own_ns) return;
+    long long previous = atomic_exchange(&last_late_wait_ns, now);
+    if (previous != 0 && now - previous < SECOND_STRIKE_NS) {
+        atomic_store(&one_thread_until_ns, now + BUSY_BACKOFF_NS);
+        atomic_fetch_add(&busy_backoffs, 1);
+    }
+}
+
+long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
+
+/* ---- Packing buffers ---------------------------------------------------------
+ * Allocated on first use and grown when a bigger product comes along, then
+ * reused: a fresh allocation per call would pay a page fault per 4 KiB on
+ * first touch (about 2-3 microseconds each on this VM), more than the product
+ * itself for the chapters' sizes. The blocking bounds them: at most MC x KC
+ * floats of A and KC x NC of B, whatever the matrix sizes.
+ * _Thread_local gives each thread its own: each thread of a parallel product
+ * packs its block into its own buffers, and two threads may call sgemm at the
+ * same time. A thread's buffers are freed when the thread ends (OpenMP ends
+ * worker threads, for one, when a smaller team follows a bigger one): a
+ * pthread key's destructor does that, as _Thread_local has no destructors in
+ * C. 64-byte aligned: the kernels' aligned loads need up to 64, and 64 keeps
+ * each sliver on whole cache lines. */
+typedef struct {
+    float *data;
+    size_t capacity; /* in floats */
+} PackBuffer;
+
+typedef struct {
+    PackBuffer a, b;
+    int registered; /* with buffers_key, so that the thread's end frees them */
+} PackBuffers;
+
+static _Thread_local PackBuffers thread_buffers;
+static pthread_key_t buffers_key;
+static pthread_once_t buffers_key_once = PTHREAD_ONCE_INIT;
+
+static void free_pack_buffers(void *buffers) {
+    PackBuffers *own = buffers;
+    free(own->a.data);
+    free(own->b.data);
+    *own = (PackBuffers){0};
+}
+
+static void create_buffers_key(void) {
+    if (pthread_key_create(&buffers_key, free_pack_buffers) != 0) {
+        fprintf(stderr, "sgemm: cannot create the key that frees packing buffers\n");
+        abort();
+    }
+}
+
+/* The calling thread's buffers, registered for freeing on first use. */
+static PackBuffers *own_pack_buffers(void) {
+    PackBuffers *own = &thread_buffers;
+    if (!own->registered) {
+        pthread_once(&buffers_key_once, create_buffers_key);
+        if (pthread_setspecific(buffers_key, own) != 0) {
+            fprintf(stderr, "sgemm: cannot register this thread's packing buffers\n");
+            abort();
+        }
+        own->registered = 1;
+    }
+    return own;
+}
+
+static float *pack_buffer_reserve(PackBuffer *buf, size_t floats) {
+    if (buf->capacity >= floats) return buf->data;
+    free(buf->data);
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    buf->data = aligned_alloc(64, bytes);
+    if (!buf->data) {
+        fprintf(stderr, "sgemm: out of memory (%zu bytes of packing buffer)\n", bytes);
+        abort();
+    }
+    buf->capacity = floats;
+    return buf->data;
+}
+
+/* C = beta * C, for K == 0 or alpha == 0 (A and B are not read then). */
+static void scale_c(int M, int N, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++) {
+        float *crow = C + (size_t)i * ldc;
+        for (int j = 0; j < N; j++) crow[j] = beta == 0.0f ? 0.0f : beta * crow[j];
+    }
+}
+
+/* c[rows, cols] = alpha * sums + beta * c, element by element, with the
+ * operations the kernels' vector stores use: a multiply when beta == 0, else
+ * one fused multiply-add (fmaf rounds once, like the FMA instruction).
+ * Shapes: c row stride ldc, sums row stride sums_ld. */
+static void tile_store_sums(float *c, int ldc, const float *sums, int sums_ld, int rows, int cols,
+                            float alpha, float beta) {
+    for (int i = 0; i < rows; i++) {
+        float *crow = c + (size_t)i * ldc;
+        const float *srow = sums + (size_t)i * sums_ld;
+        for (int j = 0; j < cols; j++) {
+            if (beta == 0.0f) crow[j] = alpha * srow[j];
+            else if (beta == 1.0f) crow[j] = fmaf(alpha, srow[j], crow[j]);
+            else crow[j] = fmaf(alpha, srow[j], beta * crow[j]);
+        }
+    }
+}
+
+/* A tile at the bottom or right edge of C (rows < mr or cols < nr): run the
+ * full kernel into a private tile (the packed padding is zero, so the extra
+ * rows and columns are just unused) with alpha = 1 and beta = 0, which leaves
+ * the raw sums there, then apply alpha and beta to the part that exists with
+ * the operations the kernel's own stores use.
+ * Shape: c is [rows, cols] with row stride ldc. */
+enum { MAX_TILE_FLOATS = 512 };
+
+static void ragged_tile(const GemmKernel *kernel, int kc, const float *a_sliver,
+                        const float *b_sliver, float *c, int ldc, int rows, int cols, float alpha,
+                        float beta) {
+    _Alignas(64) float sums[MAX_TILE_FLOATS];
+    kernel->kernel(kc, a_sliver, b_sliver, sums, kernel->nr, 1.0f, 0.0f);
+    tile_store_sums(c, ldc, sums, kernel->nr, rows, cols, alpha, beta);
+}
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* One thread's share: the five loops over C[M, N] (all of the caller's C, or
+ * the rows or columns one thread was given), with this thread's own packing
+ * buffers. Tiles go jr-major: one B sliver stays in L1 while the kernel walks
+ * down the A slivers. */
+static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N,
+                               int K, float alpha, const float *A, int lda, const float *B,
+                               int ldb, float beta, float *C, int ldc) {
+    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK) {
+        kernel->small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const int MR = kernel->mr, NR = kernel->nr;
+    const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
+    int kc_max = min_int(K, KC);
+    int mc_max = min_int(ceil_div(M, MR) * MR, MC);
+    int nc_max = min_int(ceil_div(N, NR) * NR, NC);
+    PackBuffers *own = own_pack_buffers();
+    float *packed_a = pack_buffer_reserve(&own->a, (size_t)mc_max * kc_max);
+    float *packed_b = pack_buffer_reserve(&own->b, (size_t)nc_max * kc_max);
+
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = min_int(NC, N - jc);
+        int n_slivers_b = ceil_div(nc, NR);
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = min_int(KC, K - pc);
+            float block_beta = pc == 0 ? beta : 1.0f;
+            for (int jr = 0; jr < n_slivers_b; jr++)
+                kernel->pack_b(packed_b + (size_t)jr * kc * NR, B, ldb, trans_b, pc, kc,
+                               jc + jr * NR, min_int(NR, nc - jr * NR));
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = min_int(MC, M - ic);
+                int n_slivers_a = ceil_div(mc, MR);
+                for (int ir = 0; ir < n_slivers_a; ir++)
+                    kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a, ic + ir * MR,
+                                   min_int(MR, mc - ir * MR), pc, kc);
+                for (int jr = 0; jr < n_slivers_b; jr++) {
+                    const float *b_sliver = packed_b + (size_t)jr * kc * NR;
+                    int cols = min_int(NR, nc - jr * NR);
+                    for (int ir = 0; ir < n_slivers_a; ir++) {
+                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
+                        float *c = C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR;
+                        int rows = min_int(MR, mc - ir * MR);
+                        if (rows == MR && cols == NR)
+                            kernel->kernel(kc, a_sliver, b_sliver, c, ldc, alpha, block_beta);
+                        else
+                            ragged_tile(kernel, kc, a_sliver, b_sliver, c, ldc, rows, cols, alpha,
+                                        block_beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Threads: C is cut into one block per thread, a grid of row_parts x
+ * col_parts blocks, and each thread runs the five loops above on its block
+ * with its own packing buffers: no barriers, only the end of the parallel
+ * region. On 2 threads the grid is 2 x 1 or 1 x 2: two bands of whole rows or
+ * whole columns.
+ *
+ * Why not share the packing? The earlier driver here had the threads pack one
+ * A block and one B panel together, wait at a barrier, and then share out
+ * the tiles. On 2 threads it was no faster than 1 at 128^3, because on this
+ * machine data moves between the cores slowly: a thread reading the slivers
+ * its partner packed, or writing over lines its partner read in the previous
+ * call, waits for the other core's cache. Measured with timers in that driver
+ * at 128^3: one thread packed everything in 10 us and computed in 37; each of
+ * two threads took 16 us to pack its half and 30 to compute its half.
+ * With one block each, what a thread packs is read only by itself, and the
+ * same thread gets the same block on every call, so its data stays in its
+ * own cache.
+ *
+ * The price is packing done twice: a thread packs the rows of op(A) and the
+ * columns of op(B) its block needs, K * (M / row_parts + N / col_parts)
+ * floats, and its neighbours pack the same rows or columns again.
+ * choose_grid picks the grid that makes that smallest: on 2 threads, the
+ * longer of M and N is cut, so the operand packed twice is the smaller one.
+ * Block edges fall on whole tiles (multiples of MR and NR).
+ *
+ * The bits do not depend on the thread count: each element of C is computed
+ * by one thread, by the same kernel, in the same k order (the KC blocks), and a
+ * tile cut at a block edge is finished by ragged_tile with the operations of
+ * the kernel's own stores. */
+typedef struct {
+    int row_parts, col_parts; /* row_parts * col_parts threads */
+} Grid;
+
+/* The grid for up to `threads` threads over row_units x col_units whole
+ * tiles that packs the fewest floats per thread; fewer threads when no grid
+ * of `threads` blocks fits (a thin C). On a tie (a square C on 2 threads) the
+ * rows are cut: each thread then packs all of B, a copy, rather than all of
+ * A, a transpose, which took 2.4x as long here (7 against 2.9 us at 128^3). */
+static Grid choose_grid(int threads, int M, int N, int row_units, int col_units) {
+    for (int t = threads; t > 1; t--) {
+        Grid best = {0, 0};
+        double best_floats = 0.0; /* per thread, divided by K */
+        for (int rows = t; rows >= 1; rows--) { /* most row parts first: they win ties */
+            int cols = t / rows;
+            if (rows * cols != t || rows > row_units || cols > col_units) continue;
+            double floats = (double)M / rows + (double)N / cols;
+            if (best.row_parts == 0 || floats < best_floats) {
+                best = (Grid){rows, cols};
+                best_floats = floats;
+            }
+        }
+        if (best.row_parts > 0) return best;
+    }
+    return (Grid){1, 1};
+}
+
+void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
+                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    if (kernel->mr * kernel->nr > MAX_TILE_FLOATS) abort(); /* a kernel file's constants are wrong */
+
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
+    if (threads > 1 && monotonic_ns() < atomic_load(&one_thread_until_ns)) threads = 1;
+    int row_units = ceil_div(M, kernel->mr), col_units = ceil_div(N, kernel->nr);
+    Grid grid = choose_grid(threads, M, N, row_units, col_units);
+    threads = grid.row_parts * grid.col_parts;
+    if (threads <= 1) {
+        blocked_one_thread(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+
+    long long started_at = monotonic_ns();
+    long long work_done_at = 0; /* when the calling thread finished its block */
+#pragma omp parallel num_threads(threads) default(none)                                          \
+    shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
+               grid, row_units, col_units, work_done_at)
+    {
+        int t = omp_get_thread_num();
+        int row_part = t / grid.col_parts, col_part = t % grid.col_parts;
+        /* This thread's block: rows [i0, i1) of C and op(A), columns [j0, j1)
+         * of C and op(B), cut on whole tiles. */
+        int i0 = (int)((long long)row_units * row_part / grid.row_parts) * kernel->mr;
+        int i1 = min_int((int)((long long)row_units * (row_part + 1) / grid.row_parts) * kernel->mr, M);
+        int j0 = (int)((long long)col_units * col_part / grid.col_parts) * kernel->nr;
+        int j1 = min_int((int)((long long)col_units * (col_part + 1) / grid.col_parts) * kernel->nr, N);
+        const float *a_block = trans_a ? A + i0 : A + (size_t)i0 * lda;
+        const float *b_block = trans_b ? B + (size_t)j0 * ldb : B + j0;
+        blocked_one_thread(kernel, trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, a_block, lda,
+                           b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
+        if (t == 0) work_done_at = monotonic_ns();
+    } /* the end of the region waits for every thread */
+    note_join_wait(work_done_at, work_done_at - started_at);
+}

@@ -1,0 +1,155 @@
+/* vecmath.c - the specification of the element-wise functions (plain libm
+ * loops) and the dispatch on the backend (see vecmath.h).
+ * GELU's specification computes in double (see the GELU section). */
+#include "kernels/vecmath.h"
+
+#include <math.h>
+
+#include "kernels/matmul.h"
+
+void vec_exp_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+void vec_tanh_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = tanhf(x[i]);
+}
+
+/* 1 / (1 + e^-x), written so that exp never overflows (the form layers.c
+ * and cells.c always used: the naive backend gives their exact bits). */
+void vec_sigmoid_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        if (x[i] >= 0.0f) {
+            y[i] = 1.0f / (1.0f + expf(-x[i]));
+        } else {
+            float e = expf(x[i]);
+            y[i] = e / (1.0f + e);
+        }
+    }
+}
+
+void vec_relu_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void vec_relu_backward_naive(float *dx, const float *dy, const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        if (x[i] > 0.0f) dx[i] += dy[i];
+}
+
+/* ------------------------------------------------------------------------ */
+/* GELU: each value in double, rounded once to float                         */
+/* ------------------------------------------------------------------------ */
+
+/* Where x multiplies a quantity that is exactly 0 in double beyond |x| = 40
+ * (Phi(-40) = erfc(28.3) / 2 and e^(-40^2 / 2) both underflow), x is
+ * clamped to [-40, 40]: this changes no finite result, and turns inf * 0 =
+ * NaN at x = +-inf into the limit. */
+static const double GELU_CLAMP = 40.0;
+static const double SQRT_2_OVER_PI = 0.79788456080286535588;      /* sqrt(2 / pi) */
+static const double INV_SQRT_2PI = 0.39894228040143267794;        /* 1 / sqrt(2 pi) */
+static const double GELU_TANH_CUBIC = 0.044715;
+
+static double clamp_double(double v, double low, double high) {
+    return v < low ? low : v > high ? high : v;   /* NaN stays NaN */
+}
+
+/* Phi(v) = P(Z <= v) for a standard normal Z, = erfc(-v / sqrt 2) / 2.
+ * erfc, not 1 + erf: for v = -10, 1 + erf(-7.07) cancels to 0 in double,
+ * while erfc(7.07) = 1.5e-22 keeps all its digits. */
+static double normal_cdf(double v) { return 0.5 * erfc(-v * M_SQRT1_2); }
+
+/* y = x Phi(x). */
+void vec_gelu_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        double v = x[i];
+        double v_low = v < -GELU_CLAMP ? -GELU_CLAMP : v;   /* -inf * Phi(-inf) = -40 * 0 */
+        y[i] = (float)(v_low * normal_cdf(v));
+    }
+}
+
+/* gelu'(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi) the normal density. */
+void vec_gelu_backward_naive(float *dx, const float *dy, const float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        double v = clamp_double(x[i], -GELU_CLAMP, GELU_CLAMP);
+        double grad = normal_cdf(v) + v * INV_SQRT_2PI * exp(-0.5 * v * v);
+        dx[i] += dy[i] * (float)grad;
+    }
+}
+
+/* y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
+ * x / (1 + e^(-2u)): the same function, since (1 + tanh u) / 2 = 1 / (1 + e^-2u),
+ * but without the cancellation of 1 + tanh(u) for very negative u (the
+ * tanh formula in double gives exactly 0 from x = -7.2 on, where the true
+ * value is -2e-16). e^(-2u) = inf gives -0, as it should. */
+void vec_gelu_tanh_naive(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        double v = x[i];
+        double u = SQRT_2_OVER_PI * (v + GELU_TANH_CUBIC * v * v * v);
+        double v_low = v < -GELU_CLAMP ? -GELU_CLAMP : v;   /* -inf / inf would be NaN */
+        y[i] = (float)(v_low / (1.0 + exp(-2.0 * u)));
+    }
+}
+
+/* With s = 1 / (1 + e^(-2u)) (so y = x s) and u' = du/dx:
+ * gelu'(x) = s + x s (1 - s) 2u', where 1 - s = 1 / (1 + e^(2u)) is computed
+ * as such (not by subtracting s from 1). */
+void vec_gelu_tanh_backward_naive(float *dx, const float *dy, const float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        double v = clamp_double(x[i], -GELU_CLAMP, GELU_CLAMP);
+        double u = SQRT_2_OVER_PI * (v + GELU_TANH_CUBIC * v * v * v);
+        double du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * v * v);
+        double s = 1.0 / (1.0 + exp(-2.0 * u)), one_minus_s = 1.0 / (1.0 + exp(2.0 * u));
+        double grad = s + v * s * one_minus_s * 2.0 * du;
+        dx[i] += dy[i] * (float)grad;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch on the backend                                                   */
+/* ------------------------------------------------------------------------ */
+
+void vec_exp(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_exp_avx2(y, x, n);
+    else vec_exp_naive(y, x, n);
+}
+
+void vec_tanh(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_tanh_avx2(y, x, n);
+    else vec_tanh_naive(y, x, n);
+}
+
+void vec_sigmoid(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_sigmoid_avx2(y, x, n);
+    else vec_sigmoid_naive(y, x, n);
+}
+
+void vec_relu(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_relu_avx2(y, x, n);
+    else vec_relu_naive(y, x, n);
+}
+
+void vec_relu_backward(float *dx, const float *dy, const float *x, int n) {
+    if (backend_uses_avx2()) vec_relu_backward_avx2(dx, dy, x, n);
+    else vec_relu_backward_naive(dx, dy, x, n);
+}
+
+void vec_gelu(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_gelu_avx2(y, x, n);
+    else vec_gelu_naive(y, x, n);
+}
+
+void vec_gelu_backward(float *dx, const float *dy, const float *x, int n) {
+    if (backend_uses_avx2()) vec_gelu_backward_avx2(dx, dy, x, n);
+    else vec_gelu_backward_naive(dx, dy, x, n);
+}
+
+void vec_gelu_tanh(float *y, const float *x, int n) {
+    if (backend_uses_avx2()) vec_gelu_tanh_avx2(y, x, n);
+    else vec_gelu_tanh_naive(y, x, n);
+}
+
+void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
+    if (backend_uses_avx2()) vec_gelu_tanh_backward_avx2(dx, dy, x, n);
+    else vec_gelu_tanh_backward_naive(dx, dy, x, n);
+}

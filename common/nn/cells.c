@@ -1,0 +1,309 @@
+/* cells.c - one time step of an RNN, GRU or LSTM cell, batched over B rows
+ * (see cells.h for the equations, gate order and mask semantics).
+ *
+ * Forward, for every cell type:
+ *   1. gate pre-activations  a[B, G*H] = x W_x + h_prev W_h + b   (two sgemms)
+ *   2. element-wise gate math per row, writing h (and c) and the cache; the
+ *      sigmoids and tanhs run over whole gate slices with vec_sigmoid and
+ *      vec_tanh (vecmath.h: libm on the naive backend, 8 at a time on avx2).
+ *   3. masked rows (mask[b] == 0) copy h_prev (c_prev) instead.
+ * Backward reverses step 2 into da[B, G*H] (zero for masked rows), and then
+ * the same four products give every gradient:
+ *   dx += da W_x^T,  dW_x += x^T da,  db += sum_b da,
+ *   dh_prev += da_h W_h^T,  dW_h += h_prev^T da_h.
+ * da_h is the gradient w.r.t. (h_prev W_h); it equals da except in the GRU's
+ * n columns, where h_prev W_hn is multiplied by r before it joins the sum.
+ *
+ * Cache per batch row (cell_cache_size floats):
+ *   RNN : [h]                    the tanh output, H
+ *   GRU : [r | z | n | hn]       hn = h_prev W_hn, 4H
+ *   LSTM: [i | f | g | o | tc]   tc = tanh(c), 5H */
+#include "nn/cells.h"
+#include "util/error.h"
+#include "kernels/matmul.h"
+#include "kernels/vecmath.h"
+
+#include <math.h>
+#include <string.h>
+
+int cell_type_parse(const char *name, CellType *out) {
+    if (name != NULL) {
+        if (strcmp(name, "rnn") == 0) { *out = CELL_RNN; return 0; }
+        if (strcmp(name, "gru") == 0) { *out = CELL_GRU; return 0; }
+        if (strcmp(name, "lstm") == 0) { *out = CELL_LSTM; return 0; }
+    }
+    return fail("unknown cell type '%s': expected rnn, gru or lstm", name ? name : "(null)");
+}
+
+const char *cell_type_name(CellType t) {
+    switch (t) {
+    case CELL_RNN: return "rnn";
+    case CELL_GRU: return "gru";
+    case CELL_LSTM: return "lstm";
+    }
+    return "unknown";
+}
+
+int cell_gates(CellType t) {
+    switch (t) {
+    case CELL_RNN: return 1;
+    case CELL_GRU: return 3;
+    case CELL_LSTM: return 4;
+    }
+    return 0;
+}
+
+int cell_cache_size(CellType t, int H) {
+    switch (t) {
+    case CELL_RNN: return H;
+    case CELL_GRU: return 4 * H;
+    case CELL_LSTM: return 5 * H;
+    }
+    return 0;
+}
+
+int cell_has_c(CellType t) { return t == CELL_LSTM; }
+
+static int row_is_active(const int *mask, int b) { return mask == NULL || mask[b] != 0; }
+
+/* ------------------------------------------------------------------------ */
+/* Forward                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* x[B,I], h_prev[B,H], W_x[I,H], W_h[H,H], b[H] -> h[B,H], cache[B,H]
+ * scratch[B,H] holds the pre-activation a. */
+static void rnn_forward(float *h, float *cache, float *a,
+                        const float *x, const float *h_prev,
+                        const float *W_x, const float *W_h, const float *bias,
+                        const int *mask, int B, int I, int H) {
+    matmul(a, x, W_x, B, H, I, 0);
+    matmul(a, h_prev, W_h, B, H, H, 1);
+    for (int b = 0; b < B; b++) {
+        const float *ar = a + (size_t)b * H;
+        float *cr = cache + (size_t)b * H;
+        float *hr = h + (size_t)b * H;
+        const float *hp = h_prev + (size_t)b * H;
+        for (int j = 0; j < H; j++) cr[j] = ar[j] + bias[j];
+        vec_tanh(cr, cr, H);
+        for (int j = 0; j < H; j++) hr[j] = row_is_active(mask, b) ? cr[j] : hp[j];
+    }
+}
+
+/* x[B,I], h_prev[B,H], W_x[I,3H], W_h[H,3H], b[3H] -> h[B,H], cache[B,4H]
+ * scratch[B,3H] holds a = x W_x + b, plus h_prev W_h in the r and z columns.
+ * h_prev W_hn goes straight into the cache's hn slot (it is needed apart,
+ * because r multiplies it): a strided sgemm writes into [B,4H] at column 3H. */
+static void gru_forward(float *h, float *cache, float *a,
+                        const float *x, const float *h_prev,
+                        const float *W_x, const float *W_h, const float *bias,
+                        const int *mask, int B, int I, int H) {
+    int G3 = 3 * H, C4 = 4 * H;
+    matmul(a, x, W_x, B, G3, I, 0);
+    /* a[:, 0:2H] += h_prev @ W_h[:, 0:2H]   (W_h rows are 3H long) */
+    sgemm(0, 0, B, 2 * H, H, 1.0f, h_prev, H, W_h, G3, 1.0f, a, G3);
+    /* cache[:, 3H:4H] = h_prev @ W_h[:, 2H:3H] */
+    sgemm(0, 0, B, H, H, 1.0f, h_prev, H, W_h + 2 * H, G3, 0.0f, cache + 3 * H, C4);
+    for (int b = 0; b < B; b++) {
+        const float *ar = a + (size_t)b * G3;
+        float *r = cache + (size_t)b * C4, *z = r + H, *n = r + 2 * H;
+        const float *hn = r + 3 * H;
+        const float *hp = h_prev + (size_t)b * H;
+        float *hr = h + (size_t)b * H;
+        /* r, z: sigmoid over the 2H contiguous columns [r | z] */
+        for (int j = 0; j < 2 * H; j++) r[j] = ar[j] + bias[j];
+        vec_sigmoid(r, r, 2 * H);
+        /* n = tanh(a_n + b_n + r * hn) */
+        for (int j = 0; j < H; j++) n[j] = ar[2 * H + j] + bias[2 * H + j] + r[j] * hn[j];
+        vec_tanh(n, n, H);
+        for (int j = 0; j < H; j++) {
+            float h_new = (1.0f - z[j]) * n[j] + z[j] * hp[j];
+            hr[j] = row_is_active(mask, b) ? h_new : hp[j];
+        }
+    }
+}
+
+/* x[B,I], h_prev[B,H], c_prev[B,H], W_x[I,4H], W_h[H,4H], b[4H]
+ *   -> h[B,H], c[B,H], cache[B,5H];  scratch[B,4H] holds a. */
+static void lstm_forward(float *h, float *c, float *cache, float *a,
+                         const float *x, const float *h_prev, const float *c_prev,
+                         const float *W_x, const float *W_h, const float *bias,
+                         const int *mask, int B, int I, int H) {
+    int G4 = 4 * H, C5 = 5 * H;
+    matmul(a, x, W_x, B, G4, I, 0);
+    matmul(a, h_prev, W_h, B, G4, H, 1);
+    for (int b = 0; b < B; b++) {
+        const float *ar = a + (size_t)b * G4;
+        float *in_gate = cache + (size_t)b * C5, *forget = in_gate + H, *g = in_gate + 2 * H;
+        float *out_gate = in_gate + 3 * H, *tc = in_gate + 4 * H;
+        const float *hp = h_prev + (size_t)b * H, *cp = c_prev + (size_t)b * H;
+        float *hr = h + (size_t)b * H, *cr = c + (size_t)b * H;
+        int active = row_is_active(mask, b);
+        /* the four gates [i | f | g | o] are contiguous in the cache */
+        for (int j = 0; j < 4 * H; j++) in_gate[j] = ar[j] + bias[j];
+        vec_sigmoid(in_gate, in_gate, 2 * H);   /* i, f */
+        vec_tanh(g, g, H);
+        vec_sigmoid(out_gate, out_gate, H);
+        for (int j = 0; j < H; j++) {
+            float c_new = forget[j] * cp[j] + in_gate[j] * g[j];
+            tc[j] = c_new;
+            cr[j] = active ? c_new : cp[j];
+        }
+        vec_tanh(tc, tc, H);
+        for (int j = 0; j < H; j++) hr[j] = active ? out_gate[j] * tc[j] : hp[j];
+    }
+}
+
+void cell_forward(CellType t, float *h, float *c, float *cache, float *scratch,
+                  const float *x, const float *h_prev, const float *c_prev,
+                  const float *W_x, const float *W_h, const float *b,
+                  const int *mask, int B, int I, int H) {
+    switch (t) {
+    case CELL_RNN: rnn_forward(h, cache, scratch, x, h_prev, W_x, W_h, b, mask, B, I, H); break;
+    case CELL_GRU: gru_forward(h, cache, scratch, x, h_prev, W_x, W_h, b, mask, B, I, H); break;
+    case CELL_LSTM:
+        lstm_forward(h, c, cache, scratch, x, h_prev, c_prev, W_x, W_h, b, mask, B, I, H);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The shared tail. da[B,GH]: gradient w.r.t. x W_x + b; da_h[B,GH]: gradient
+ * w.r.t. h_prev W_h. Accumulates into the (non-NULL) parameter and input
+ * gradients. */
+static void cell_backward_products(float *dx, float *dh_prev, float *dW_x, float *dW_h, float *db,
+                                   const float *da, const float *da_h,
+                                   const float *x, const float *h_prev,
+                                   const float *W_x, const float *W_h, int B, int I, int H, int G) {
+    int GH = G * H;
+    if (dx) matmul_nt(dx, da, W_x, B, I, GH, 1);              /* [B,GH] @ [I,GH]^T */
+    if (dh_prev) matmul_nt(dh_prev, da_h, W_h, B, H, GH, 1);  /* [B,GH] @ [H,GH]^T */
+    if (dW_x) matmul_tn(dW_x, x, da, I, GH, B, 1);            /* [B,I]^T @ [B,GH] */
+    if (dW_h) matmul_tn(dW_h, h_prev, da_h, H, GH, B, 1);     /* [B,H]^T @ [B,GH] */
+    if (db)
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < GH; j++) db[j] += da[(size_t)b * GH + j];
+}
+
+/* h = tanh(a): da = dh (1 - h^2). */
+static void rnn_backward_gates(float *da, float *dh_prev, const float *dh, const float *cache,
+                               const int *mask, int B, int H) {
+    for (int b = 0; b < B; b++) {
+        const float *hr = cache + (size_t)b * H;
+        const float *g = dh ? dh + (size_t)b * H : NULL;
+        float *dar = da + (size_t)b * H;
+        int active = row_is_active(mask, b);
+        for (int j = 0; j < H; j++) {
+            float grad = g ? g[j] : 0.0f;
+            if (active) {
+                dar[j] = grad * (1.0f - hr[j] * hr[j]);
+            } else {
+                dar[j] = 0.0f;
+                if (dh_prev) dh_prev[(size_t)b * H + j] += grad;   /* h = h_prev */
+            }
+        }
+    }
+}
+
+/* h' = (1 - z) n + z h_prev,  n = tanh(a_n + r hn),  r = sig(a_r),  z = sig(a_z):
+ *   dn = dh (1 - z)        dz = dh (h_prev - n)       dh_prev += dh z (direct path)
+ *   da_n = dn (1 - n^2)    d(hn) = da_n r             dr = da_n hn
+ *   da_r = dr r (1 - r)    da_z = dz z (1 - z)
+ * da = [da_r | da_z | da_n],  da_h = [da_r | da_z | da_n r]. */
+static void gru_backward_gates(float *da, float *da_h, float *dh_prev, const float *dh,
+                               const float *cache, const float *h_prev,
+                               const int *mask, int B, int H) {
+    int G3 = 3 * H, C4 = 4 * H;
+    for (int b = 0; b < B; b++) {
+        const float *r = cache + (size_t)b * C4, *z = r + H, *n = r + 2 * H, *hn = r + 3 * H;
+        const float *hp = h_prev + (size_t)b * H;
+        const float *g = dh ? dh + (size_t)b * H : NULL;
+        float *dar = da + (size_t)b * G3, *dahr = da_h + (size_t)b * G3;
+        float *dhp = dh_prev ? dh_prev + (size_t)b * H : NULL;
+        int active = row_is_active(mask, b);
+        for (int j = 0; j < H; j++) {
+            float grad = g ? g[j] : 0.0f;
+            if (!active) {
+                dar[j] = dar[H + j] = dar[2 * H + j] = 0.0f;
+                dahr[j] = dahr[H + j] = dahr[2 * H + j] = 0.0f;
+                if (dhp) dhp[j] += grad;
+                continue;
+            }
+            float dn = grad * (1.0f - z[j]);
+            float dz = grad * (hp[j] - n[j]);
+            float da_n = dn * (1.0f - n[j] * n[j]);
+            float dr = da_n * hn[j];
+            float da_r = dr * r[j] * (1.0f - r[j]);
+            float da_z = dz * z[j] * (1.0f - z[j]);
+            dar[j] = dahr[j] = da_r;
+            dar[H + j] = dahr[H + j] = da_z;
+            dar[2 * H + j] = da_n;
+            dahr[2 * H + j] = da_n * r[j];
+            if (dhp) dhp[j] += grad * z[j];
+        }
+    }
+}
+
+/* c' = f c + i g,  h' = o tanh(c'):
+ *   do = dh tanh(c')         dct = dc + dh o (1 - tanh(c')^2)   (total dL/dc')
+ *   di = dct g   df = dct c_prev   dg = dct i   dc_prev += dct f
+ *   da_i = di i (1 - i)  da_f = df f (1 - f)  da_g = dg (1 - g^2)  da_o = do o (1 - o) */
+static void lstm_backward_gates(float *da, float *dh_prev, float *dc_prev,
+                                const float *dh, const float *dc,
+                                const float *cache, const float *c_prev,
+                                const int *mask, int B, int H) {
+    int G4 = 4 * H, C5 = 5 * H;
+    for (int b = 0; b < B; b++) {
+        const float *in_gate = cache + (size_t)b * C5, *forget = in_gate + H, *g = in_gate + 2 * H;
+        const float *out_gate = in_gate + 3 * H, *tc = in_gate + 4 * H;
+        const float *cp = c_prev + (size_t)b * H;
+        float *dar = da + (size_t)b * G4;
+        int active = row_is_active(mask, b);
+        for (int j = 0; j < H; j++) {
+            float grad_h = dh ? dh[(size_t)b * H + j] : 0.0f;
+            float grad_c = dc ? dc[(size_t)b * H + j] : 0.0f;
+            if (!active) {
+                dar[j] = dar[H + j] = dar[2 * H + j] = dar[3 * H + j] = 0.0f;
+                if (dh_prev) dh_prev[(size_t)b * H + j] += grad_h;
+                if (dc_prev) dc_prev[(size_t)b * H + j] += grad_c;
+                continue;
+            }
+            float d_out = grad_h * tc[j];
+            float dct = grad_c + grad_h * out_gate[j] * (1.0f - tc[j] * tc[j]);
+            float d_in = dct * g[j];
+            float d_forget = dct * cp[j];
+            float d_g = dct * in_gate[j];
+            if (dc_prev) dc_prev[(size_t)b * H + j] += dct * forget[j];
+            dar[j] = d_in * in_gate[j] * (1.0f - in_gate[j]);
+            dar[H + j] = d_forget * forget[j] * (1.0f - forget[j]);
+            dar[2 * H + j] = d_g * (1.0f - g[j] * g[j]);
+            dar[3 * H + j] = d_out * out_gate[j] * (1.0f - out_gate[j]);
+        }
+    }
+}
+
+void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
+                   float *dW_x, float *dW_h, float *db,
+                   const float *dh, const float *dc, const float *cache, float *scratch,
+                   const float *x, const float *h_prev, const float *c_prev,
+                   const float *W_x, const float *W_h,
+                   const int *mask, int B, int I, int H) {
+    int G = cell_gates(t);
+    float *da = scratch;                               /* [B, G*H] */
+    float *da_h = da;                                  /* same except for the GRU */
+    switch (t) {
+    case CELL_RNN:
+        rnn_backward_gates(da, dh_prev, dh, cache, mask, B, H);
+        break;
+    case CELL_GRU:
+        da_h = scratch + (size_t)B * G * H;            /* second half of scratch */
+        gru_backward_gates(da, da_h, dh_prev, dh, cache, h_prev, mask, B, H);
+        break;
+    case CELL_LSTM:
+        lstm_backward_gates(da, dh_prev, dc_prev, dh, dc, cache, c_prev, mask, B, H);
+        break;
+    }
+    cell_backward_products(dx, dh_prev, dW_x, dW_h, db, da, da_h, x, h_prev, W_x, W_h, B, I, H, G);
+}

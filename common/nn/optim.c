@@ -1,0 +1,93 @@
+/* optim.c - Adam / AdamW, global gradient-norm clipping and the learning-rate
+ * schedule (see optim.h). All three run over the one flat Params buffer. */
+#include "nn/optim.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int adam_init(Adam *opt, const Params *p, float lr, float weight_decay) {
+    memset(opt, 0, sizeof *opt);
+    opt->lr = lr;
+    opt->beta1 = 0.9f;
+    opt->beta2 = 0.999f;
+    opt->eps = 1e-8f;
+    opt->weight_decay = weight_decay;
+    opt->step = 0;
+    opt->size = p->size;
+    opt->m = calloc(p->size ? p->size : 1, sizeof(float));
+    opt->v = calloc(p->size ? p->size : 1, sizeof(float));
+    if (opt->m == NULL || opt->v == NULL) {
+        adam_free(opt);
+        return fail("out of memory allocating Adam moments for %zu parameters", p->size);
+    }
+    return 0;
+}
+
+void adam_free(Adam *opt) {
+    free(opt->m);
+    free(opt->v);
+    opt->m = opt->v = NULL;
+    opt->size = 0;
+}
+
+/* Adam (Kingma & Ba 2015) with decoupled weight decay (AdamW, Loshchilov &
+ * Hutter 2019). At update t = 1, 2, ...:
+ *   m = beta1 m + (1 - beta1) g            running mean of the gradient
+ *   v = beta2 v + (1 - beta2) g^2          running mean of its square
+ *   m_hat = m / (1 - beta1^t)              bias correction: m, v start at 0
+ *   v_hat = v / (1 - beta2^t)
+ *   w -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * w)
+ * The decay term uses w before this update and is not scaled by the moments
+ * ("decoupled"). It applies to every entry of the buffer, biases included. */
+void adam_step(Adam *opt, Params *p, float lr) {
+    if (opt->size != p->size || opt->m == NULL) {
+        fprintf(stderr, "adam_step: optimizer built for %zu parameters, model has %zu\n",
+                opt->size, p->size);
+        abort();
+    }
+    opt->step++;
+    double correction1 = 1.0 - pow((double)opt->beta1, (double)opt->step);
+    double correction2 = 1.0 - pow((double)opt->beta2, (double)opt->step);
+    float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, wd = opt->weight_decay;
+    float *w = p->data;
+    const float *g = p->grad;
+    for (size_t i = 0; i < p->size; i++) {
+        opt->m[i] = b1 * opt->m[i] + (1.0f - b1) * g[i];
+        opt->v[i] = b2 * opt->v[i] + (1.0f - b2) * g[i] * g[i];
+        double m_hat = opt->m[i] / correction1;
+        double v_hat = opt->v[i] / correction2;
+        double update = m_hat / (sqrt(v_hat) + eps) + (double)wd * w[i];
+        w[i] = (float)(w[i] - lr * update);
+    }
+}
+
+/* Global L2 norm over every gradient; if it exceeds max_norm, every gradient
+ * is multiplied by max_norm / norm (direction kept, length capped). */
+float clip_grad_norm(Params *p, float max_norm) {
+    double sum_sq = 0.0;
+    for (size_t i = 0; i < p->size; i++) sum_sq += (double)p->grad[i] * p->grad[i];
+    double norm = sqrt(sum_sq);
+    if (max_norm > 0.0f && norm > max_norm) {
+        float scale = (float)(max_norm / norm);
+        for (size_t i = 0; i < p->size; i++) p->grad[i] *= scale;
+    }
+    return (float)norm;
+}
+
+/* step < warmup:   base_lr * step / warmup               (0 at step 0)
+ * afterwards:      base_lr * (min_ratio + (1 - min_ratio) * (1 + cos(pi * t)) / 2)
+ *                  with t = (step - warmup) / (total - warmup) going 0 -> 1,
+ * so lr = base_lr right at the end of warm-up and min_ratio * base_lr at step
+ * total (and after it). */
+float lr_schedule(long step, long total, long warmup, float base_lr, float min_ratio) {
+    if (step < 0) step = 0;
+    if (warmup > 0 && step < warmup) return base_lr * (float)step / (float)warmup;
+    if (total <= warmup) return base_lr;   /* no room for a decay phase */
+    double t = (double)(step - warmup) / (double)(total - warmup);
+    if (t > 1.0) t = 1.0;
+    double cosine = 0.5 * (1.0 + cos(M_PI * t));
+    return (float)(base_lr * (min_ratio + (1.0 - min_ratio) * cosine));
+}

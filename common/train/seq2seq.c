@@ -1,0 +1,809 @@
+/* seq2seq.c - the training loop, decoding, evaluation and experiment driver
+ * shared by every sequence-to-sequence chapter (see seq2seq.h). */
+#include "train/seq2seq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/checkpoint.h"
+#include "util/error.h"
+#include "nn/layers.h"
+#include "kernels/matmul.h"
+#include "train/metrics.h"
+#include "nn/optim.h"
+#include "io/plot.h"
+#include "train/progress.h"
+#include "io/results.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------ batches */
+
+void batch_alloc(Batch *b, int max_batch, int max_src_len, int max_tgt_len) {
+    memset(b, 0, sizeof *b);
+    int tgt_cap = max_tgt_len + 1; /* room for <bos> / <eos> */
+    b->src = xcalloc((size_t)max_batch * max_src_len, sizeof(int));
+    b->src_lens = xcalloc((size_t)max_batch, sizeof(int));
+    b->tgt_in = xcalloc((size_t)max_batch * tgt_cap, sizeof(int));
+    b->tgt_out = xcalloc((size_t)max_batch * tgt_cap, sizeof(int));
+    b->tgt_lens = xcalloc((size_t)max_batch, sizeof(int));
+}
+
+void batch_free(Batch *b) {
+    free(b->src);
+    free(b->src_lens);
+    free(b->tgt_in);
+    free(b->tgt_out);
+    free(b->tgt_lens);
+    memset(b, 0, sizeof *b);
+}
+
+void batch_fill(Batch *b, const Split *split, const int *idx, int n) {
+    int src_len = 1, tgt_len = 1;
+    for (int i = 0; i < n; i++) {
+        const Example *e = &split->ex[idx[i]];
+        if (e->src_len > src_len) src_len = e->src_len;
+        if (e->tgt_len + 1 > tgt_len) tgt_len = e->tgt_len + 1;
+    }
+    b->batch = n;
+    b->src_len = src_len;
+    b->tgt_len = tgt_len;
+    for (int i = 0; i < n; i++) {
+        const Example *e = &split->ex[idx[i]];
+        int *src = b->src + (size_t)i * src_len;
+        int *tin = b->tgt_in + (size_t)i * tgt_len;
+        int *tout = b->tgt_out + (size_t)i * tgt_len;
+        for (int t = 0; t < src_len; t++) src[t] = t < e->src_len ? e->src[t] : PAD_ID;
+        for (int t = 0; t < tgt_len; t++) {
+            tin[t] = t == 0 ? BOS_ID : (t <= e->tgt_len ? e->tgt[t - 1] : PAD_ID);
+            tout[t] = t < e->tgt_len ? e->tgt[t] : (t == e->tgt_len ? EOS_ID : PAD_ID);
+        }
+        b->src_lens[i] = e->src_len;
+        b->tgt_lens[i] = e->tgt_len + 1;
+    }
+}
+
+/* ----------------------------------------------------------------- decoding */
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+void decode_greedy(Seq2Seq *m, const Batch *b, int max_out, int *out, int *out_lens, float *attn) {
+    int B = b->batch, S = m->state_size, V = m->vocab_size, T = b->src_len;
+    float *states = xmalloc(sizeof(float) * (size_t)B * S);
+    float *next = xmalloc(sizeof(float) * (size_t)B * S);
+    float *logprobs = xmalloc(sizeof(float) * (size_t)B * V);
+    float *step_attn = attn ? xmalloc(sizeof(float) * (size_t)B * T) : NULL;
+    int *src_row = xmalloc(sizeof(int) * (size_t)B);
+    int *prev = xmalloc(sizeof(int) * (size_t)B);
+    int *done = xcalloc((size_t)B, sizeof(int));
+    for (int r = 0; r < B; r++) {
+        src_row[r] = r;
+        prev[r] = BOS_ID;
+        out_lens[r] = 0;
+    }
+    if (attn) memset(attn, 0, sizeof(float) * (size_t)B * max_out * T);
+    m->encode(m->self, b, states);
+    int n_done = 0;
+    for (int t = 0; t < max_out && n_done < B; t++) {
+        /* finished rows are stepped too (it keeps the batch simple); their
+         * outputs are ignored */
+        m->step(m->self, B, src_row, states, prev, next, logprobs, step_attn);
+        for (int r = 0; r < B; r++) {
+            if (done[r]) continue;
+            if (attn) memcpy(attn + ((size_t)r * max_out + t) * T, step_attn + (size_t)r * T, sizeof(float) * (size_t)T);
+            int tok = argmax(logprobs + (size_t)r * V, V);
+            if (tok == EOS_ID) {
+                done[r] = 1;
+                n_done++;
+                continue;
+            }
+            out[(size_t)r * max_out + out_lens[r]++] = tok;
+            prev[r] = tok;
+        }
+        float *swap = states; states = next; next = swap;
+    }
+    free(states); free(next); free(logprobs); free(step_attn); free(src_row); free(prev); free(done);
+}
+
+/* One hypothesis of the beam: its tokens so far and the sum of their
+ * log-probabilities; its decoder state lives in the beam's state array. */
+typedef struct {
+    int *tokens;
+    int len;
+    int done;
+    double logp;
+    int parent;    /* candidate: the beam row it extends */
+} Hypothesis;
+
+static double beam_score(const Hypothesis *h) {
+    /* per token, so that short outputs are not favoured just because they
+     * multiply fewer probabilities (the <eos> counts as a token) */
+    int n = h->len + (h->done ? 1 : 0);
+    return h->logp / (double)(n > 0 ? n : 1);
+}
+
+int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_width, int *out) {
+    int W = beam_width, S = m->state_size, V = m->vocab_size;
+    Batch one;
+    int src_lens[1] = {src_len}, zero[1] = {0};
+    memset(&one, 0, sizeof one);
+    one.batch = 1;
+    one.src_len = src_len;
+    one.src = (int *)src;
+    one.src_lens = src_lens;
+    one.tgt_len = 1;
+    one.tgt_in = zero;
+    one.tgt_out = zero;
+    one.tgt_lens = zero;
+    if (W <= 1) {
+        int n = 0;
+        int *tmp = xmalloc(sizeof(int) * (size_t)max_out);
+        decode_greedy(m, &one, max_out, tmp, &n, NULL);
+        memcpy(out, tmp, sizeof(int) * (size_t)n);
+        free(tmp);
+        return n;
+    }
+    Hypothesis *beam = xcalloc((size_t)W, sizeof(Hypothesis));
+    Hypothesis *cand = xcalloc((size_t)W * W, sizeof(Hypothesis));
+    for (int i = 0; i < W; i++) beam[i].tokens = xcalloc((size_t)max_out + 1, sizeof(int));
+    for (int i = 0; i < W * W; i++) cand[i].tokens = xcalloc((size_t)max_out + 1, sizeof(int));
+    float *states = xmalloc(sizeof(float) * (size_t)W * S);
+    float *next = xmalloc(sizeof(float) * (size_t)W * S);
+    float *new_states = xmalloc(sizeof(float) * (size_t)W * S);
+    float *logprobs = xmalloc(sizeof(float) * (size_t)W * V);
+    int *src_row = xcalloc((size_t)W, sizeof(int));   /* every row decodes source 0 */
+    int *prev = xmalloc(sizeof(int) * (size_t)W);
+    int *top = xmalloc(sizeof(int) * (size_t)W);
+
+    m->encode(m->self, &one, states);
+    int n_beam = 1;
+    for (int t = 0; t < max_out; t++) {
+        int all_done = 1;
+        for (int h = 0; h < n_beam; h++) {
+            prev[h] = beam[h].len ? beam[h].tokens[beam[h].len - 1] : BOS_ID;
+            all_done &= beam[h].done;
+        }
+        if (all_done) break;
+        m->step(m->self, n_beam, src_row, states, prev, next, logprobs, NULL);
+        int n_cand = 0;
+        for (int h = 0; h < n_beam; h++) {
+            const Hypothesis *hyp = &beam[h];
+            if (hyp->done) { /* a finished hypothesis competes as it is */
+                Hypothesis *c = &cand[n_cand++];
+                memcpy(c->tokens, hyp->tokens, sizeof(int) * (size_t)hyp->len);
+                c->len = hyp->len; c->done = 1; c->logp = hyp->logp; c->parent = h;
+                continue;
+            }
+            const float *lp = logprobs + (size_t)h * V;
+            /* the W most likely next tokens of this hypothesis (insertion into a short list) */
+            for (int k = 0; k < W; k++) top[k] = -1;
+            for (int v = 0; v < V; v++) {
+                if (v == PAD_ID || v == BOS_ID || v == UNK_ID) continue;
+                for (int k = 0; k < W; k++) {
+                    if (top[k] < 0 || lp[v] > lp[top[k]]) {
+                        for (int j = W - 1; j > k; j--) top[j] = top[j - 1];
+                        top[k] = v;
+                        break;
+                    }
+                }
+            }
+            for (int k = 0; k < W && top[k] >= 0; k++) {
+                Hypothesis *c = &cand[n_cand++];
+                memcpy(c->tokens, hyp->tokens, sizeof(int) * (size_t)hyp->len);
+                c->len = hyp->len;
+                c->logp = hyp->logp + lp[top[k]];
+                c->parent = h;
+                c->done = top[k] == EOS_ID;
+                if (!c->done) c->tokens[c->len++] = top[k];
+            }
+        }
+        /* keep the W best candidates (selection sort: W is small) */
+        int n_keep = n_cand < W ? n_cand : W;
+        for (int i = 0; i < n_keep; i++) {
+            int best = i;
+            for (int j = i + 1; j < n_cand; j++)
+                if (beam_score(&cand[j]) > beam_score(&cand[best])) best = j;
+            Hypothesis tmp = cand[i]; cand[i] = cand[best]; cand[best] = tmp;
+            Hypothesis *dst = &beam[i];
+            memcpy(dst->tokens, cand[i].tokens, sizeof(int) * (size_t)cand[i].len);
+            dst->len = cand[i].len; dst->done = cand[i].done; dst->logp = cand[i].logp;
+            /* a finished hypothesis keeps its old state; a live one takes its parent's next state */
+            const float *from = (cand[i].done ? states : next) + (size_t)cand[i].parent * S;
+            memcpy(new_states + (size_t)i * S, from, sizeof(float) * (size_t)S);
+        }
+        n_beam = n_keep;
+        float *swap = states; states = new_states; new_states = swap;
+    }
+    int best = 0;
+    for (int i = 1; i < n_beam; i++)
+        if (beam_score(&beam[i]) > beam_score(&beam[best])) best = i;
+    int n = beam[best].len;
+    memcpy(out, beam[best].tokens, sizeof(int) * (size_t)n);
+
+    for (int i = 0; i < W; i++) free(beam[i].tokens);
+    for (int i = 0; i < W * W; i++) free(cand[i].tokens);
+    free(beam); free(cand); free(states); free(next); free(new_states); free(logprobs);
+    free(src_row); free(prev); free(top);
+    return n;
+}
+
+/* --------------------------------------------------------------- evaluation */
+
+#define N_BUCKETS 6
+
+typedef struct {
+    Scores all;
+    Scores by_len[N_BUCKETS];
+    int bucket_lo[N_BUCKETS], bucket_hi[N_BUCKETS];
+    int n_buckets;
+    double seconds;
+} Evaluation;
+
+static int bucket_of(const Evaluation *ev, int len) {
+    for (int k = 0; k < ev->n_buckets; k++)
+        if (len >= ev->bucket_lo[k] && len <= ev->bucket_hi[k]) return k;
+    return ev->n_buckets - 1;
+}
+
+/* Equal-width source-length buckets over the lengths present in the split. */
+static void make_buckets(Evaluation *ev, const Split *s) {
+    int lo = 1 << 30, hi = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->ex[i].src_len < lo) lo = s->ex[i].src_len;
+        if (s->ex[i].src_len > hi) hi = s->ex[i].src_len;
+    }
+    int span = hi - lo + 1;
+    int n = span < N_BUCKETS ? span : N_BUCKETS;
+    if (n < 1) n = 1;
+    ev->n_buckets = n;
+    for (int k = 0; k < n; k++) {
+        ev->bucket_lo[k] = lo + (int)((long)span * k / n);
+        ev->bucket_hi[k] = lo + (int)((long)span * (k + 1) / n) - 1;
+        scores_init(&ev->by_len[k]);
+    }
+}
+
+/* Decode examples [first, first + n) of a split into preds [n, max_out] /
+ * pred_lens [n]: greedy a batch at a time, or beam search one at a time. */
+static void decode_examples(Seq2Seq *m, const Split *s, const int *idx, int n, int max_out,
+                            int beam_width, Batch *b, int *preds, int *pred_lens) {
+    if (beam_width > 1) {
+        for (int i = 0; i < n; i++) {
+            const Example *e = &s->ex[idx[i]];
+            pred_lens[i] = decode_beam(m, e->src, e->src_len, max_out, beam_width, preds + (size_t)i * max_out);
+        }
+        return;
+    }
+    batch_fill(b, s, idx, n);
+    decode_greedy(m, b, max_out, preds, pred_lens, NULL);
+}
+
+static void evaluate(Seq2Seq *m, const Dataset *d, const Split *s, int max_examples,
+                     int beam_width, int batch_size, Evaluation *ev) {
+    int max_out = d->max_tgt_len + 10;
+    int *preds = xmalloc(sizeof(int) * (size_t)batch_size * max_out);
+    int *pred_lens = xmalloc(sizeof(int) * (size_t)batch_size);
+    int *idx = xmalloc(sizeof(int) * (size_t)batch_size);
+    Batch b;
+    batch_alloc(&b, batch_size, d->max_src_len, d->max_tgt_len);
+    scores_init(&ev->all);
+    make_buckets(ev, s);
+    double t0 = now_seconds();
+    int n = s->n < max_examples ? s->n : max_examples;
+    for (int start = 0; start < n; start += batch_size) {
+        int count = n - start < batch_size ? n - start : batch_size;
+        for (int i = 0; i < count; i++) idx[i] = start + i;
+        decode_examples(m, s, idx, count, max_out, beam_width, &b, preds, pred_lens);
+        for (int i = 0; i < count; i++) {
+            const Example *e = &s->ex[start + i];
+            const int *pred = preds + (size_t)i * max_out;
+            scores_add(&ev->all, pred, pred_lens[i], (const int *const *)e->refs, e->ref_lens, e->n_refs);
+            scores_add(&ev->by_len[bucket_of(ev, e->src_len)], pred, pred_lens[i],
+                       (const int *const *)e->refs, e->ref_lens, e->n_refs);
+        }
+    }
+    ev->seconds = now_seconds() - t0;
+    batch_free(&b);
+    free(preds);
+    free(pred_lens);
+    free(idx);
+}
+
+/* Teacher-forced mean loss on up to max_examples of a split (no gradients). */
+static double split_loss(Seq2Seq *m, const Split *s, Batch *b, int batch_size, int max_examples) {
+    int n = s->n < max_examples ? s->n : max_examples;
+    int *idx = xmalloc(sizeof(int) * (size_t)batch_size);
+    double total = 0;
+    long tokens = 0;
+    for (int start = 0; start < n; start += batch_size) {
+        int count = n - start < batch_size ? n - start : batch_size;
+        for (int i = 0; i < count; i++) idx[i] = start + i;
+        batch_fill(b, s, idx, count);
+        long batch_tokens = 0;
+        for (int i = 0; i < count; i++) batch_tokens += b->tgt_lens[i];
+        total += m->train_step(m->self, b, 0) * (double)batch_tokens;
+        tokens += batch_tokens;
+    }
+    free(idx);
+    return tokens ? total / (double)tokens : 0.0;
+}
+
+/* ------------------------------------------------------------ the program */
+
+typedef struct {
+    const char *task;
+    int steps, batch, seed, n_train, min_len, max_len;
+    float lr, clip, weight_decay;
+    int warmup, eval_every, beam, threads, samples, plot, quiet, max_eval;
+    const char *out, *load, *translate, *backend, *preset;
+} CommonFlags;
+
+static int task_lines(char *config, int cap, const TaskConfig *tc, const Dataset *d) {
+    int n = snprintf(config, (size_t)cap,
+                     "task=%s\ndata_seed=%llu\nn_train=%d\nn_valid=%d\nn_test=%d\nmin_len=%d\nmax_len=%d\n"
+                     "src_vocab_size=%d\ntgt_vocab_size=%d\n",
+                     tc->task, (unsigned long long)tc->seed, tc->n_train, tc->n_valid, tc->n_test,
+                     tc->min_len, tc->max_len, d->src_vocab.size, d->tgt_vocab.size);
+    return n < cap ? 0 : fail("configuration text too long");
+}
+
+/* Rebuild the task a checkpoint was trained on from its config lines. */
+static int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap) {
+    if (config_get(config, "task", task_buf, task_cap) < 0) return -1;
+    if (task_defaults(tc, task_buf) < 0) return -1;
+    tc->task = task_buf;
+    char seed[32];
+    if (config_get(config, "data_seed", seed, sizeof seed) < 0) return -1;
+    tc->seed = strtoull(seed, NULL, 10);
+    if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
+        config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
+        config_get_int(config, "n_test", &tc->n_test) < 0 ||
+        config_get_int(config, "min_len", &tc->min_len) < 0 ||
+        config_get_int(config, "max_len", &tc->max_len) < 0)
+        return -1;
+    return 0;
+}
+
+static int check_vocab_sizes(const char *config, const Dataset *d, const char *path) {
+    int src_size, tgt_size;
+    if (config_get_int(config, "src_vocab_size", &src_size) < 0 ||
+        config_get_int(config, "tgt_vocab_size", &tgt_size) < 0)
+        return -1;
+    if (src_size != d->src_vocab.size || tgt_size != d->tgt_vocab.size)
+        return fail("%s: vocabulary sizes %d/%d in the checkpoint do not match the data's %d/%d "
+                    "(was the checkpoint made with another version of the data?)",
+                    path, src_size, tgt_size, d->src_vocab.size, d->tgt_vocab.size);
+    return 0;
+}
+
+static void print_results_table(const char *chapter, const Dataset *d, const Evaluation *ev,
+                                int beam, double train_seconds) {
+    int g2p = strcmp(d->task, "g2p") == 0;
+    printf("\nResults on the %s test split (%ld examples, %s decoding):\n", d->task, ev->all.n,
+           beam > 1 ? "beam" : "greedy");
+    printf("  %-22s %s\n", "chapter", chapter);
+    printf("  %-22s %6.2f%%\n", "exact match", 100.0 * scores_exact(&ev->all));
+    printf("  %-22s %6.2f%%\n", "token accuracy", 100.0 * scores_token_acc(&ev->all));
+    if (g2p) {
+        printf("  %-22s %6.2f%%\n", "word error rate (WER)", 100.0 * scores_wer(&ev->all));
+        printf("  %-22s %6.2f%%\n", "phoneme error rate", 100.0 * scores_per(&ev->all));
+    }
+    if (train_seconds > 0) printf("  %-22s %6.1f s\n", "training time", train_seconds);
+    printf("  %-22s %6.1f s\n", "evaluation time", ev->seconds);
+    printf("\nExact match by input length:\n");
+    printf("  %-12s %8s %10s\n", "length", "examples", "exact");
+    for (int k = 0; k < ev->n_buckets; k++) {
+        if (ev->by_len[k].n == 0) continue;
+        printf("  %4d - %-5d %8ld %9.2f%%\n", ev->bucket_lo[k], ev->bucket_hi[k], ev->by_len[k].n,
+               100.0 * scores_exact(&ev->by_len[k]));
+    }
+}
+
+static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_samples, int beam) {
+    if (n_samples <= 0 || s->n == 0) return;
+    if (n_samples > s->n) n_samples = s->n;
+    int max_out = d->max_tgt_len + 10;
+    int *preds = xmalloc(sizeof(int) * (size_t)n_samples * max_out);
+    int *pred_lens = xmalloc(sizeof(int) * (size_t)n_samples);
+    int *idx = xmalloc(sizeof(int) * (size_t)n_samples);
+    for (int i = 0; i < n_samples; i++) idx[i] = (int)((long)i * s->n / n_samples);
+    Batch b;
+    batch_alloc(&b, n_samples, d->max_src_len, d->max_tgt_len);
+    decode_examples(m, s, idx, n_samples, max_out, beam, &b, preds, pred_lens);
+    char got[512], want[512];
+    printf("\nSample predictions (test split):\n");
+    for (int i = 0; i < n_samples; i++) {
+        const Example *e = &s->ex[idx[i]];
+        const int *pred = preds + (size_t)i * max_out;
+        vocab_decode(&d->tgt_vocab, pred, pred_lens[i], d->tgt_sep, got, sizeof got);
+        vocab_decode(&d->tgt_vocab, e->tgt, e->tgt_len, d->tgt_sep, want, sizeof want);
+        Scores one;
+        scores_init(&one);
+        scores_add(&one, pred, pred_lens[i], (const int *const *)e->refs, e->ref_lens, e->n_refs);
+        printf("  %-32s -> %-28s %s %s\n", e->src_text, got, one.exact ? "ok   " : "WRONG",
+               one.exact ? "" : want);
+    }
+    batch_free(&b);
+    free(preds);
+    free(pred_lens);
+    free(idx);
+}
+
+/* Draw the attention map of one decoded input as a labelled heatmap. */
+static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_len,
+                          const char *stem, const char *title) {
+    int max_out = d->max_tgt_len + 10;
+    int *pred = xmalloc(sizeof(int) * (size_t)max_out);
+    float *attn = xcalloc((size_t)max_out * src_len, sizeof(float));
+    int src_lens[1] = {src_len}, zero[1] = {0}, n = 0;
+    Batch one = {.batch = 1, .src_len = src_len, .tgt_len = 1, .src = (int *)src, .src_lens = src_lens,
+                 .tgt_in = zero, .tgt_out = zero, .tgt_lens = zero};
+    decode_greedy(m, &one, max_out, pred, &n, attn);
+    int rows = n < max_out ? n + 1 : n; /* the <eos> step too */
+    char (*xl)[TOKEN_MAX] = xcalloc((size_t)src_len, TOKEN_MAX);
+    char (*yl)[TOKEN_MAX] = xcalloc((size_t)rows, TOKEN_MAX);
+    const char **x_labels = xcalloc((size_t)src_len, sizeof(char *));
+    const char **y_labels = xcalloc((size_t)rows, sizeof(char *));
+    for (int i = 0; i < src_len; i++) {
+        snprintf(xl[i], TOKEN_MAX, "%s", vocab_token(&d->src_vocab, src[i]));
+        x_labels[i] = xl[i];
+    }
+    for (int t = 0; t < rows; t++) {
+        snprintf(yl[t], TOKEN_MAX, "%s", t < n ? vocab_token(&d->tgt_vocab, pred[t]) : "<eos>");
+        y_labels[t] = yl[t];
+    }
+    int rc = plot_heatmap(stem, title, attn, rows, src_len, x_labels, y_labels,
+                          "source", "output", 0.0f, 1.0f);
+    free(pred); free(attn); free(xl); free(yl); free(x_labels); free(y_labels);
+    return rc;
+}
+
+static void copy_config_to_results(Results *r, const char *config) {
+    const char *line = config;
+    while (*line) {
+        const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
+        if (!nl) nl = line + strlen(line);
+        if (eq && eq < nl) {
+            char key[48], value[256];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
+            snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
+            char *end;
+            double num = strtod(value, &end);
+            if (*value && *end == '\0') results_set_num(r, key, num);
+            else results_set_str(r, key, value);
+        }
+        line = *nl ? nl + 1 : nl;
+    }
+}
+
+/* Parse again with the preset's flags in front of the user's, so that a flag
+ * the user gave overrides the preset's value. *storage gets the new argv
+ * (pointing into a copy of the preset string stored after it). */
+static int parse_with_preset(int argc, char **argv, const char *preset, const ArgSpec *specs,
+                             int n_specs, char ***storage) {
+    size_t preset_len = strlen(preset);
+    int max_words = (int)preset_len / 2 + 2;
+    char **new_argv = xcalloc((size_t)(argc + max_words + 1) * sizeof(char *) + preset_len + 1, 1);
+    char *words = (char *)(new_argv + argc + max_words + 1);
+    memcpy(words, preset, preset_len + 1);
+    int n = 0;
+    new_argv[n++] = argv[0];
+    for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) new_argv[n++] = w;
+    for (int i = 1; i < argc; i++) new_argv[n++] = argv[i];
+    *storage = new_argv;
+    return args_parse(n, new_argv, specs, n_specs);
+}
+
+int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines appear as they happen, even in a log */
+    CommonFlags f = {
+        .task = "dates", .steps = spec->default_steps ? spec->default_steps : 3000,
+        .batch = spec->default_batch ? spec->default_batch : 64, .seed = 42,
+        .n_train = 0, .min_len = 0, .max_len = 0,
+        .lr = spec->default_lr > 0 ? spec->default_lr : 3e-3f, .clip = 1.0f, .weight_decay = 0.0f,
+        .warmup = 100, .eval_every = 250, .beam = 1, .threads = 0, .samples = 8, .plot = 0,
+        .quiet = 0, .max_eval = 1 << 30,
+        .out = NULL, .load = NULL, .translate = NULL, .backend = NULL, .preset = "none",
+    };
+    const ArgSpec common[] = {
+        {"task", ARG_STRING, &f.task, "task: dates (human dates -> ISO), reverse (reverse a string), g2p (CMUdict spelling -> phonemes)", 0, 0, "dates,reverse,g2p"},
+        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL},
+        {"batch", ARG_INT, &f.batch, "examples per batch", 1, 4096, NULL},
+        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (Adam)", 1e-6, 1, NULL},
+        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps", 0, 1000000, NULL},
+        {"clip", ARG_FLOAT, &f.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL},
+        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL},
+        {"seed", ARG_INT, &f.seed, "random seed for the model and batches", 0, 2147483647, NULL},
+        {"n-train", ARG_INT, &f.n_train, "training examples for generated tasks (0 = task default)", 0, 10000000, NULL},
+        {"min-len", ARG_INT, &f.min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL},
+        {"max-len", ARG_INT, &f.max_len, "reverse: longest string (0 = task default)", 0, 100, NULL},
+        {"eval-every", ARG_INT, &f.eval_every, "steps between validation-loss checks", 1, 1000000, NULL},
+        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples", 1, 2147483647, NULL},
+        {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL},
+        {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL},
+        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint (default out/<chapter>)", 0, 0, NULL},
+        {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
+        {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
+        {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
+        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
+        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
+        {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
+        {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},
+    };
+    int n_common = (int)(sizeof common / sizeof common[0]);
+    int n_specs = n_common + spec->n_model_args;
+    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
+    memcpy(specs, common, sizeof common);
+    if (spec->n_model_args)
+        memcpy(specs + n_common, spec->model_args, sizeof(ArgSpec) * (size_t)spec->n_model_args);
+
+    int exit_code = 1;
+    Dataset data;
+    memset(&data, 0, sizeof data);
+    Seq2Seq model;
+    memset(&model, 0, sizeof model);
+    char *config = NULL;
+    char default_out[256];
+
+    int rc = args_parse(argc, argv, specs, n_specs);
+    char **preset_argv = NULL;
+    if (rc == 0 && strcmp(f.preset, "long") == 0) {
+        if (!spec->preset_long) {
+            fail("--preset long: this chapter has no long preset");
+            rc = -1;
+        } else {
+            rc = parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
+            if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
+        }
+    }
+    if (rc == 1) {
+        args_print_help(argv[0], spec->summary, specs, n_specs);
+        free(specs);
+        return 0;
+    }
+    if (rc < 0) goto error;
+    if (f.translate && !f.load) { fail("--translate needs --load CHECKPOINT (a model to translate with)"); goto error; }
+    if (f.plot && !f.translate) { fail("--plot goes with --load CKPT --translate TEXT"); goto error; }
+    if (backend_select(f.backend) < 0) goto error;
+    threads_set(f.threads);
+    snprintf(default_out, sizeof default_out, "out/%s", spec->chapter);
+    const char *out_dir = f.out ? f.out : default_out;
+
+    TaskConfig tc;
+    char task_buf[32];
+    int max_batch = f.batch > f.beam ? f.batch : f.beam;   /* beam search steps W rows at once */
+    config = xcalloc(CKPT_CONFIG_MAX, 1);
+    if (f.load) {
+        char *saved = NULL;
+        if (checkpoint_read_config(f.load, &saved) < 0) goto error;
+        snprintf(config, CKPT_CONFIG_MAX, "%s", saved);
+        free(saved);
+        if (task_from_config(&tc, config, task_buf, sizeof task_buf) < 0) {
+            fail("%s: %s", f.load, last_error());
+            goto error;
+        }
+        if (dataset_load(&data, &tc) < 0) goto error;
+        if (check_vocab_sizes(config, &data, f.load) < 0) goto error;
+        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) {
+            fail("%s: %s", f.load, last_error());
+            goto error;
+        }
+        if (checkpoint_load(f.load, model.params) < 0) goto error;
+    } else {
+        if (task_defaults(&tc, f.task) < 0) goto error;
+        if (f.n_train) tc.n_train = f.n_train;
+        if (f.min_len) tc.min_len = f.min_len;
+        if (f.max_len) tc.max_len = f.max_len;
+        if (tc.min_len > tc.max_len) {
+            fail("--min-len %d is larger than --max-len %d", tc.min_len, tc.max_len);
+            goto error;
+        }
+        if (dataset_load(&data, &tc) < 0) goto error;
+        if (task_lines(config, CKPT_CONFIG_MAX, &tc, &data) < 0) goto error;
+        if (spec->write_config(config, CKPT_CONFIG_MAX) < 0) goto error;
+        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) goto error;
+    }
+
+    /* --translate: decode what the user typed, and stop. */
+    if (f.translate) {
+        int ids[512], len = 0, max_out = data.max_tgt_len + 10;
+        int out_ids[512];
+        if (dataset_encode_source(&data, f.translate, ids, data.max_src_len, &len) < 0) goto error;
+        int n = decode_beam(&model, ids, len, max_out, f.beam, out_ids);
+        char text[1024];
+        vocab_decode(&data.tgt_vocab, out_ids, n, data.tgt_sep, text, sizeof text);
+        printf("%s -> %s\n", f.translate, text);
+        if (f.plot) {
+            if (!model.has_attention) {
+                fail("--plot: this chapter's model has no attention weights to draw");
+                goto error;
+            }
+            char stem[512];
+            snprintf(stem, sizeof stem, "%s/translate_attention", out_dir);
+            if (make_dirs(out_dir) < 0 || plot_attention(&model, &data, ids, len, stem, f.translate) < 0)
+                goto error;
+            printf("attention map: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+        }
+        exit_code = 0;
+        goto done;
+    }
+
+    if (make_dirs(out_dir) < 0) goto error;
+    printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s, %d thread%s\n",
+           spec->chapter, data.task, data.train.n, data.valid.n, data.test.n, model.params->size,
+           backend_name(backend_current()), threads_current(), threads_current() == 1 ? "" : "s");
+
+    double train_seconds = 0;
+    int n_points = 0;
+    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;
+    double final_loss = NAN;
+    if (!f.load && f.steps > 0) {
+        /* ------------------------------------------------------- training */
+        Adam opt;
+        if (adam_init(&opt, model.params, f.lr, f.weight_decay) < 0) goto error;
+        Batch batch;
+        batch_alloc(&batch, f.batch, data.max_src_len, data.max_tgt_len);
+        int *order = xmalloc(sizeof(int) * (size_t)data.train.n);
+        for (int i = 0; i < data.train.n; i++) order[i] = i;
+        Rng rng;
+        rng_seed(&rng, (uint64_t)f.seed, 7);
+        rng_shuffle(&rng, order, data.train.n);
+        int max_points = f.steps / f.eval_every + 2;
+        curve_step = xcalloc((size_t)max_points, sizeof(float));
+        curve_train = xcalloc((size_t)max_points, sizeof(float));
+        curve_valid = xcalloc((size_t)max_points, sizeof(float));
+        Progress pr;
+        progress_start(&pr, f.steps, f.eval_every, f.quiet);
+        int cursor = 0;
+        long examples = 0;
+        double loss_sum = 0;
+        int loss_count = 0;
+        double t0 = now_seconds();
+        for (int step = 0; step < f.steps; step++) {
+            if (cursor + f.batch > data.train.n) {
+                rng_shuffle(&rng, order, data.train.n);
+                cursor = 0;
+            }
+            int count = f.batch < data.train.n ? f.batch : data.train.n;
+            batch_fill(&batch, &data.train, order + cursor, count);
+            cursor += count;
+            params_zero_grad(model.params);
+            double loss = model.train_step(model.self, &batch, 1);
+            if (!isfinite(loss)) {
+                progress_end(&pr);
+                fail("training diverged at step %d (loss %g); try a lower --lr", step, loss);
+                adam_free(&opt); batch_free(&batch); free(order);
+                goto error;
+            }
+            if (f.clip > 0) clip_grad_norm(model.params, f.clip);
+            adam_step(&opt, model.params, lr_schedule(step, f.steps, f.warmup, f.lr, 0.05f));
+            examples += count;
+            loss_sum += loss;
+            loss_count++;
+            final_loss = loss;
+            if ((step + 1) % f.eval_every == 0 || step + 1 == f.steps) {
+                double valid = split_loss(&model, &data.valid, &batch, f.batch, 1000);
+                curve_step[n_points] = (float)(step + 1);
+                curve_train[n_points] = (float)(loss_sum / loss_count);
+                curve_valid[n_points] = (float)valid;
+                n_points++;
+                char extra[64];
+                snprintf(extra, sizeof extra, "valid %.4f", valid);
+                progress_update(&pr, step + 1, (float)(loss_sum / loss_count), examples, extra);
+                loss_sum = 0;
+                loss_count = 0;
+            } else {
+                progress_update(&pr, step + 1, (float)loss, examples, NULL);
+            }
+        }
+        progress_end(&pr);
+        train_seconds = now_seconds() - t0;
+        printf("trained %d steps in %.1f s (%.0f examples/s)\n", f.steps, train_seconds,
+               (double)examples / (train_seconds > 0 ? train_seconds : 1));
+        adam_free(&opt);
+        batch_free(&batch);
+        free(order);
+    }
+
+    /* ---------------------------------------------------------- evaluation */
+    Evaluation ev;
+    evaluate(&model, &data, &data.test, f.max_eval, f.beam, f.batch, &ev);
+    print_results_table(spec->chapter, &data, &ev, f.beam, train_seconds);
+    print_samples(&model, &data, &data.test, f.samples, f.beam);
+
+    /* ------------------------------------------------------------- outputs */
+    printf("\nWrote:\n");
+    char path[1024];
+    if (!f.load) {
+        snprintf(path, sizeof path, "%s/model.ckpt", out_dir);
+        if (checkpoint_save(path, config, model.params) < 0) goto error;
+        printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
+    }
+    if (n_points > 0) {
+        const float *ys[2] = {curve_train, curve_valid};
+        const char *names[2] = {"train loss", "validation loss"};
+        snprintf(path, sizeof path, "%s/loss", out_dir);
+        if (plot_lines(path, "Cross-entropy per token", "step", "loss", curve_step, ys, names, 2,
+                       n_points, 1) < 0)
+            goto error;
+        printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    }
+    {
+        float xs[N_BUCKETS], acc[N_BUCKETS];
+        int k_used = 0;
+        for (int k = 0; k < ev.n_buckets; k++) {
+            if (ev.by_len[k].n == 0) continue;
+            xs[k_used] = 0.5f * (float)(ev.bucket_lo[k] + ev.bucket_hi[k]);
+            acc[k_used] = (float)(100.0 * scores_exact(&ev.by_len[k]));
+            k_used++;
+        }
+        const float *ys[1] = {acc};
+        const char *names[1] = {"exact match (%)"};
+        snprintf(path, sizeof path, "%s/acc_by_len", out_dir);
+        if (plot_lines(path, "Test exact match by input length", "input length", "exact match (%)",
+                       xs, ys, names, 1, k_used, 0) < 0)
+            goto error;
+        printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    }
+    if (model.has_attention) {
+        for (int i = 0; i < 3 && i < data.test.n; i++) {
+            const Example *e = &data.test.ex[i * (data.test.n / 3)];
+            snprintf(path, sizeof path, "%s/attention_%d", out_dir, i);
+            if (plot_attention(&model, &data, e->src, e->src_len, path, e->src_text) < 0) goto error;
+            printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+        }
+    }
+    Results res;
+    results_init(&res);
+    results_set_str(&res, "chapter", spec->chapter);
+    copy_config_to_results(&res, config);
+    results_set_num(&res, "steps", f.load ? 0 : f.steps);
+    results_set_num(&res, "batch", f.batch);
+    results_set_num(&res, "lr", f.lr);
+    results_set_num(&res, "seed", f.seed);
+    results_set_num(&res, "parameters", (double)model.params->size);
+    results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_num(&res, "threads", threads_current());
+    results_set_num(&res, "beam", f.beam);
+    results_set_num(&res, "test_n", (double)ev.all.n);
+    results_set_num(&res, "test_exact_match", scores_exact(&ev.all));
+    results_set_num(&res, "test_token_acc", scores_token_acc(&ev.all));
+    if (strcmp(data.task, "g2p") == 0) {
+        results_set_num(&res, "test_wer", scores_wer(&ev.all));
+        results_set_num(&res, "test_per", scores_per(&ev.all));
+    }
+    results_set_num(&res, "train_seconds", train_seconds);
+    results_set_num(&res, "eval_seconds", ev.seconds);
+    results_set_num(&res, "final_train_loss", final_loss);
+    for (int k = 0; k < ev.n_buckets; k++) {
+        if (ev.by_len[k].n == 0) continue;
+        char key[48];
+        snprintf(key, sizeof key, "test_exact_len_%d_%d", ev.bucket_lo[k], ev.bucket_hi[k]);
+        results_set_num(&res, key, scores_exact(&ev.by_len[k]));
+    }
+    snprintf(path, sizeof path, "%s/results.json", out_dir);
+    if (results_write(&res, path) < 0) goto error;
+    printf("  %s\n", path);
+    free(curve_step);
+    free(curve_train);
+    free(curve_valid);
+    exit_code = 0;
+    goto done;
+
+error:
+    fprintf(stderr, "%s: error: %s\n", spec->chapter, last_error());
+    exit_code = 1;
+done:
+    if (model.destroy) model.destroy(model.self);
+    dataset_free(&data);
+    free(config);
+    free(specs);
+    free(preset_argv);
+    return exit_code;
+}
