@@ -1,13 +1,17 @@
 /* attention.c - chapter 03: the general attention layer (see attention.h).
  *
  * The matrix form, step by step, exactly as in the lecture:
- *   1. E = score(Q, K)          score_forward      [N_Q, N_X]
+ *   1. E = score(Q, K)          score_forward, or one sgemm for the dot scores
  *   2. masked E_ij = -INFINITY  apply_mask
  *   3. A = softmax(E, dim=1)    softmax_forward    (layers.h)
- *   4. Y = A V                  matmul
+ *   4. Y = A V                  sgemm
  * and backward runs the same steps in reverse:
  *   dA = dY V^T,  dV += A^T dY,  dE = softmax'(dA),  dQ, dK (, dW) from dE.
- * Every matrix product goes through matmul.h (sgemm and its wrappers). */
+ * Steps 2-4 are the same for every score function (attend, attend_backward
+ * below). For the dot and scaled dot scores the whole layer is
+ * dot_attention_forward/backward, which work on strided blocks so that
+ * chapter 05's heads can use them in place. Every matrix product goes through
+ * matmul.h (sgemm and its wrappers). */
 #include "03_dot_product_attention/attention.h"
 
 #include <math.h>
@@ -133,17 +137,21 @@ size_t attention_scratch_floats(const ScoreSpec *s, int N_Q, int N_X) {
     return n;
 }
 
-/* Q [N_Q, D_Q], K [N_X, D_K] -> E [N_Q, N_X] (in c.E) and the intermediates. */
+/* The factor of the dot scores: E = alpha Q K^T. */
+static float dot_alpha(const ScoreSpec *s) {
+    return s->type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)s->D_Q) : 1.0f;
+}
+
+static int is_dot_score(const ScoreSpec *s) {
+    return s->type == SCORE_DOT || s->type == SCORE_SCALED_DOT;
+}
+
+/* Q [N_Q, D_Q], K [N_X, D_K] -> E [N_Q, N_X] (in c.E) and the intermediates,
+ * for the scores with parameters (the dot scores: dot_attention_forward). */
 static void score_forward(ScoreCache *c, const float *Q, const float *K, const ScoreSpec *s,
                           const ScoreWeights *w, int N_Q, int N_X) {
     const int D_Q = s->D_Q, D_K = s->D_K, D_A = s->D_A;
     switch (s->type) {
-    case SCORE_DOT:                 /* E = Q K^T */
-    case SCORE_SCALED_DOT: {        /* E = Q K^T / sqrt(D_Q) */
-        float alpha = s->type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)D_Q) : 1.0f;
-        sgemm(0, 1, N_Q, N_X, D_Q, alpha, Q, D_Q, K, D_K, 0.0f, c->E, N_X);
-        break;
-    }
     case SCORE_MULTIPLICATIVE:      /* E = (Q W) K^T */
         matmul(c->QW, Q, w->W, N_Q, D_K, D_Q, 0);
         matmul_nt(c->E, c->QW, K, N_Q, N_X, D_K, 0);
@@ -165,20 +173,14 @@ static void score_forward(ScoreCache *c, const float *Q, const float *K, const S
     }
 }
 
-/* dE [N_Q, N_X] -> dQ +=, dK +=, dw +=. scratch: the score's part of
+/* dE [N_Q, N_X] -> dQ +=, dK +=, dw +=, for the scores with parameters (the
+ * dot scores: dot_attention_backward). scratch: the score's part of
  * attention_scratch_floats (after dA and dE). */
 static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratch,
                            const float *dE, const ScoreCache *c, const float *Q, const float *K,
                            const ScoreSpec *s, const ScoreWeights *w, int N_Q, int N_X) {
     const int D_Q = s->D_Q, D_K = s->D_K, D_A = s->D_A;
     switch (s->type) {
-    case SCORE_DOT:
-    case SCORE_SCALED_DOT: {        /* dQ += alpha dE K,  dK += alpha dE^T Q */
-        float alpha = s->type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)D_Q) : 1.0f;
-        if (dQ) sgemm(0, 0, N_Q, D_Q, N_X, alpha, dE, N_X, K, D_K, 1.0f, dQ, D_Q);
-        if (dK) sgemm(1, 0, N_X, D_K, N_Q, alpha, dE, N_X, Q, D_Q, 1.0f, dK, D_K);
-        break;
-    }
     case SCORE_MULTIPLICATIVE: {    /* E = QW K^T */
         float *dQW = scratch;                                      /* [N_Q, D_K] = dE K */
         matmul(dQW, dE, K, N_Q, D_K, N_X, 0);
@@ -218,20 +220,86 @@ static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratc
 
 /* ------------------------------------------------------------------- masking */
 
+int mask_key_limit(const AttentionMask *m, int i, int N_X) {
+    int limit = N_X;
+    if (m == NULL) return limit;
+    if (m->causal && i + 1 < limit) limit = i + 1;              /* keys j <= i */
+    if (m->key_len > 0 && m->key_len < limit) limit = m->key_len; /* keys j < key_len */
+    return limit;
+}
+
 int mask_allows(const AttentionMask *m, int i, int j, int N_X) {
-    if (m == NULL) return 1;
-    if (m->causal && j > i) return 0;
-    if (m->key_len > 0 && j >= m->key_len) return 0;
-    if (m->allowed && m->allowed[(size_t)i * N_X + j] == 0) return 0;
+    if (j >= mask_key_limit(m, i, N_X)) return 0;
+    if (m && m->allowed && m->allowed[(size_t)i * N_X + j] == 0) return 0;
     return 1;
 }
 
-/* E [N_Q, N_X]: blocked entries become -INFINITY, so softmax gives them 0. */
+/* E [N_Q, N_X]: blocked entries become -INFINITY, so softmax gives them 0.
+ * Row by row: the keys from mask_key_limit on, then the allowed matrix
+ * (this is mask_allows for every pair, without a call per pair). */
 static void apply_mask(float *E, const AttentionMask *mask, int N_Q, int N_X) {
     if (mask == NULL) return;
-    for (int i = 0; i < N_Q; i++)
-        for (int j = 0; j < N_X; j++)
-            if (!mask_allows(mask, i, j, N_X)) E[(size_t)i * N_X + j] = -INFINITY;
+    for (int i = 0; i < N_Q; i++) {
+        float *e = E + (size_t)i * N_X;
+        const int limit = mask_key_limit(mask, i, N_X);
+        for (int j = limit; j < N_X; j++) e[j] = -INFINITY;
+        if (mask->allowed)
+            for (int j = 0; j < limit; j++)
+                if (mask->allowed[(size_t)i * N_X + j] == 0) e[j] = -INFINITY;
+    }
+}
+
+/* ------------------------------------------- steps 2-4, for every score */
+
+/* E [N_Q, N_X] (the scores) -> E masked, A [N_Q, N_X], Y [N_Q, D_V] (row
+ * stride ldy) from V [N_X, D_V] (row stride ldv). A may be E. */
+static void attend(float *Y, int ldy, float *A, float *E, const float *V, int ldv,
+                   const AttentionMask *mask, int N_Q, int N_X, int D_V) {
+    apply_mask(E, mask, N_Q, N_X);               /* 2. blocked pairs -> -inf */
+    softmax_forward(A, E, N_Q, N_X);             /* 3. A = softmax(E, dim=1) */
+    /* 4. Y [N_Q, D_V] = A [N_Q, N_X] @ V [N_X, D_V] */
+    sgemm(0, 0, N_Q, D_V, N_X, 1.0f, A, N_X, V, ldv, 0.0f, Y, ldy);
+}
+
+/* Steps 4'-3': dY [N_Q, D_V] (row stride lddy) -> dA [N_Q, N_X] (written),
+ * dV [N_X, D_V] += (row stride lddv; may be NULL), dE [N_Q, N_X] (written). */
+static void attend_backward(float *dE, float *dA, float *dV, int lddv, const float *dY, int lddy,
+                            const float *A, const float *V, int ldv, int N_Q, int N_X, int D_V) {
+    /* 4'. dA [N_Q, N_X] = dY [N_Q, D_V] @ V^T [D_V, N_X] */
+    sgemm(0, 1, N_Q, N_X, D_V, 1.0f, dY, lddy, V, ldv, 0.0f, dA, N_X);
+    /*     dV [N_X, D_V] += A^T [N_X, N_Q] @ dY [N_Q, D_V] */
+    if (dV) sgemm(1, 0, N_X, D_V, N_Q, 1.0f, A, N_X, dY, lddy, 1.0f, dV, lddv);
+    /* 3'. dE = softmax'(dA); masked pairs have A = 0, so dE = 0 there */
+    memset(dE, 0, sizeof(float) * (size_t)N_Q * N_X);
+    softmax_backward(dE, dA, A, N_Q, N_X);
+}
+
+/* ------------------------------- the dot-product core, on blocks in place */
+
+/* Q [N_Q, D_K] (ldq), K [N_X, D_K] (ldk), V [N_X, D_V] (ldv)
+ *   -> Y [N_Q, D_V] (ldy), E and A [N_Q, N_X] */
+void dot_attention_forward(float *Y, int ldy, float *A, float *E,
+                           const float *Q, int ldq, const float *K, int ldk,
+                           const float *V, int ldv, float alpha, const AttentionMask *mask,
+                           int N_Q, int N_X, int D_K, int D_V) {
+    /* 1. E [N_Q, N_X] = alpha Q [N_Q, D_K] @ K^T [D_K, N_X] */
+    sgemm(0, 1, N_Q, N_X, D_K, alpha, Q, ldq, K, ldk, 0.0f, E, N_X);
+    attend(Y, ldy, A, E, V, ldv, mask, N_Q, N_X, D_V);         /* 2.-4. */
+}
+
+/* dY [N_Q, D_V] (lddy) -> dQ [N_Q, D_K] (lddq) +=, dK [N_X, D_K] (lddk) +=,
+ * dV [N_X, D_V] (lddv) +=.  scratch: dA | dE, [N_Q, N_X] each. */
+void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
+                            float *scratch, const float *dY, int lddy, const float *A,
+                            const float *Q, int ldq, const float *K, int ldk,
+                            const float *V, int ldv, float alpha,
+                            int N_Q, int N_X, int D_K, int D_V) {
+    float *dA = scratch, *dE = scratch + (size_t)N_Q * N_X;
+    attend_backward(dE, dA, dV, lddv, dY, lddy, A, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
+    /* 1'. dQ [N_Q, D_K] += alpha dE [N_Q, N_X] @ K [N_X, D_K] */
+    if (dQ) sgemm(0, 0, N_Q, D_K, N_X, alpha, dE, N_X, K, ldk, 1.0f, dQ, lddq);
+    /*     dK [N_X, D_K] += alpha dE^T [N_X, N_Q] @ Q [N_Q, D_K] */
+    if (dK) sgemm(1, 0, N_X, D_K, N_Q, alpha, dE, N_X, Q, ldq, 1.0f, dK, lddk);
 }
 
 /* ------------------------------------------- the attention layer, matrix form */
@@ -242,10 +310,13 @@ void attention_forward(float *Y, float *A, float *cache,
                        const ScoreSpec *s, const ScoreWeights *w,
                        const AttentionMask *mask, int N_Q, int N_X, int D_V) {
     ScoreCache c = score_cache_view(s, cache, N_Q, N_X);
+    if (is_dot_score(s)) {                       /* 1.-4., the blocks being whole matrices */
+        dot_attention_forward(Y, D_V, A, c.E, Q, s->D_Q, K, s->D_K, V, D_V, dot_alpha(s), mask,
+                              N_Q, N_X, s->D_Q, D_V);
+        return;
+    }
     score_forward(&c, Q, K, s, w, N_Q, N_X);     /* 1. E = score(Q, K) */
-    apply_mask(c.E, mask, N_Q, N_X);             /* 2. blocked pairs -> -inf */
-    softmax_forward(A, c.E, N_Q, N_X);           /* 3. A = softmax(E, dim=1) */
-    matmul(Y, A, V, N_Q, D_V, N_X, 0);           /* 4. Y = A V */
+    attend(Y, D_V, A, c.E, V, D_V, mask, N_Q, N_X, D_V);   /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] -> dQ [N_Q, D_Q] +=, dK [N_X, D_K] +=, dV [N_X, D_V] +=, dw += */
@@ -257,11 +328,12 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
     size_t NN = (size_t)N_Q * N_X;
     float *dA = scratch, *dE = scratch + NN;
     ScoreCache c = score_cache_view(s, (float *)cache, N_Q, N_X);
-
-    matmul_nt(dA, dY, V, N_Q, N_X, D_V, 0);             /* 4'. dA = dY V^T */
-    if (dV) matmul_tn(dV, A, dY, N_X, D_V, N_Q, 1);      /*     dV += A^T dY */
-    memset(dE, 0, sizeof(float) * NN);
-    softmax_backward(dE, dA, A, N_Q, N_X);              /* 3'. masked: A = 0 -> dE = 0 */
+    if (is_dot_score(s)) {                       /* 4'.-1'. */
+        dot_attention_backward(dQ, s->D_Q, dK, s->D_K, dV, D_V, scratch, dY, D_V, A, Q, s->D_Q,
+                               K, s->D_K, V, D_V, dot_alpha(s), N_Q, N_X, s->D_Q, D_V);
+        return;
+    }
+    attend_backward(dE, dA, dV, D_V, dY, D_V, A, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */
     score_backward(dQ, dK, dw, scratch + 2 * NN, dE, &c, Q, K, s, w, N_Q, N_X);  /* 1'. */
 }
 

@@ -82,6 +82,13 @@ typedef struct {
     int key_len;          /* > 0: keys j >= key_len are padding (blocked); 0 = none */
 } AttentionMask;
 
+/* The keys the causal and key_len rules leave to query i: keys
+ * 0 .. limit-1, where limit = min(N_X, i + 1 if causal, key_len if > 0).
+ * (NULL mask: N_X.) Every key j >= limit is blocked; `allowed` may block
+ * more below it. The one place these two rules are written: mask_allows,
+ * the masking of E and chapter 05's fused kernel all ask it. */
+int mask_key_limit(const AttentionMask *m, int i, int N_X);
+
 /* 1 when the mask lets query i look at key j. */
 int mask_allows(const AttentionMask *m, int i, int j, int N_X);
 
@@ -112,6 +119,35 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
                         const float *Q, const float *K, const float *V,
                         const ScoreSpec *s, const ScoreWeights *w,
                         int N_Q, int N_X, int D_V);
+
+/* ------------------------------- the dot-product core, on blocks in place */
+/* The two dot scores (dot: alpha = 1; scaled dot: alpha = 1/sqrt(D_K)) are
+ * the ones that need no parameters, so their four steps can work on blocks
+ * inside bigger matrices: Q [N_Q, D_K], K [N_X, D_K], V [N_X, D_V] and
+ * Y [N_Q, D_V] are each read or written through a row stride (ldq, ldk, ldv,
+ * ldy >= the block's width). attention_forward/backward call these with the
+ * strides equal to the widths; chapter 05 calls them once per (sequence,
+ * head) on head h's columns of [Q|K|V] (stride 3*H*D_H), without copying.
+ *
+ *   1. E = alpha Q K^T  2. masked E_ij = -INFINITY  3. A = softmax(E)  4. Y = A V
+ *
+ * E [N_Q, N_X] and A [N_Q, N_X] are dense (row stride N_X). E may equal A:
+ * the softmax then runs in place and only A is kept. mask may be NULL. */
+void dot_attention_forward(float *Y, int ldy, float *A, float *E,
+                           const float *Q, int ldq, const float *K, int ldk,
+                           const float *V, int ldv, float alpha, const AttentionMask *mask,
+                           int N_Q, int N_X, int D_K, int D_V);
+
+/* dY [N_Q, D_V] (row stride lddy) -> dQ [N_Q, D_K] +=, dK [N_X, D_K] +=,
+ * dV [N_X, D_V] += (row strides lddq, lddk, lddv; any of them may be NULL).
+ * A, Q, K, V, alpha are what forward saw and wrote (no mask: a blocked pair
+ * has A = 0, so no gradient flows through it). scratch: 2 N_Q N_X floats
+ * (dA, dE). */
+void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
+                            float *scratch, const float *dY, int lddy, const float *A,
+                            const float *Q, int ldq, const float *K, int ldk,
+                            const float *V, int ldv, float alpha,
+                            int N_Q, int N_X, int D_K, int D_V);
 
 /* ------------------------------------------- one query, written as loops */
 /* The lesson's picture, one query q [D_Q] over the data: for each j,
