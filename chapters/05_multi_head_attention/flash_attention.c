@@ -30,6 +30,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "03_dot_product_attention/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/vecmath.h"
 
@@ -37,17 +38,9 @@ size_t flash_attention_scratch_floats(int Bq, int Bk) {
     return 2 * (size_t)Bq * Bk + 2 * (size_t)Bq;
 }
 
-/* How many keys query row i may see: keys 0 .. limit-1. */
-static int key_limit(int i, int N, int causal, int key_len) {
-    int limit = causal ? i + 1 : N;
-    if (key_len > 0 && key_len < limit) limit = key_len;
-    return limit;
-}
-
-/* The keys any row of the query block i0 .. i0+bq-1 may see: 0 .. end-1. */
-static int block_key_end(int i0, int bq, int N, int causal, int key_len) {
-    return key_limit(i0 + bq - 1, N, causal, key_len);
-}
+/* The masks are chapter 03's (attention.h): query row i may see keys
+ * 0 .. mask_key_limit(&mask, i, N) - 1. The last row of a query block sees
+ * the most keys, so the blocks of keys stop at its limit. */
 
 /* Q [N, D_H] (ldq), K, V [N, D_H] (ldk, ldv) -> O [N, D_H] (ldo), lse [N].
  * scratch: S [Bq, Bk] | m [Bq] | l [Bq]. */
@@ -56,6 +49,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
                              const float *V, int ldv, int N, int D_H,
                              int causal, int key_len, int Bq, int Bk, float *scratch) {
     const float scale = 1.0f / sqrtf((float)D_H);
+    const AttentionMask mask = {NULL, causal, key_len};
     float *S = scratch;                        /* [bq, bk] scores, then weights */
     float *m = S + (size_t)Bq * Bk;            /* [bq] running maximum */
     float *l = m + Bq;                         /* [bq] running sum of exp(s - m) */
@@ -68,7 +62,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
             l[r] = 0.0f;
             memset(O_I + (size_t)r * ldo, 0, sizeof(float) * (size_t)D_H);
         }
-        const int j_end = block_key_end(i0, bq, N, causal, key_len);
+        const int j_end = mask_key_limit(&mask, i0 + bq - 1, N);   /* keys any row of the block sees */
         for (int j0 = 0; j0 < j_end; j0 += Bk) {
             const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
             /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
@@ -77,7 +71,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
             for (int r = 0; r < bq; r++) {
                 float *s = S + (size_t)r * bk;
                 /* keys j0 + c >= limit are masked: weight exactly 0 */
-                int n_ok = key_limit(i0 + r, N, causal, key_len) - j0;
+                int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
                 if (n_ok > bk) n_ok = bk;
                 if (n_ok <= 0) {                       /* the whole block is masked for this row */
                     memset(s, 0, sizeof(float) * (size_t)bk);
@@ -122,6 +116,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
                               const float *lse, int N, int D_H,
                               int causal, int key_len, int Bq, int Bk, float *scratch) {
     const float scale = 1.0f / sqrtf((float)D_H);
+    const AttentionMask mask = {NULL, causal, key_len};
     float *P = scratch;                        /* [bq, bk] weights a_ij of the block */
     float *dP = P + (size_t)Bq * Bk;           /* [bq, bk] dL/da_ij, then dL/ds_ij */
     float *Dvec = dP + (size_t)Bq * Bk;        /* [bq] rowsum(dO * O) */
@@ -137,7 +132,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
             for (int d = 0; d < D_H; d++) acc += g[d] * o[d];
             Dvec[r] = acc;
         }
-        const int j_end = block_key_end(i0, bq, N, causal, key_len);
+        const int j_end = mask_key_limit(&mask, i0 + bq - 1, N);   /* keys any row of the block sees */
         for (int j0 = 0; j0 < j_end; j0 += Bk) {
             const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
             const float *K_J = K + (size_t)j0 * ldk, *V_J = V + (size_t)j0 * ldv;
@@ -146,7 +141,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
             /* P = exp(S - lse), masked pairs 0 */
             for (int r = 0; r < bq; r++) {
                 float *p = P + (size_t)r * bk;
-                int n_ok = key_limit(i0 + r, N, causal, key_len) - j0;
+                int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
                 if (n_ok > bk) n_ok = bk;
                 if (n_ok < 0) n_ok = 0;
                 const float lse_r = lse[i0 + r];

@@ -1,7 +1,7 @@
 /* flash_attention.h - chapter 05: fused attention (FlashAttention style),
  * the same numbers as multi_head.c's steps 2-3 without the N x N matrix.
  *
- * Plain attention (multi_head.c) writes the whole score matrix
+ * Plain attention (multi_head.c, through chapter 03) writes the whole score matrix
  * E = Q K^T / sqrt(D_H) [N, N] per head, softmaxes it into A [N, N], keeps A
  * for backward, and only then multiplies A V. That is N^2 floats per head:
  * 256 MiB at N = 8192. The fused kernel never holds more than one block of
@@ -16,7 +16,9 @@
  * the [N, 3*H*D_H] matrix [Q|K|V] is used in place.
  *
  * Masks, as in chapters 04 and 05: causal (query i sees keys j <= i) and
- * key_len (keys j >= key_len are padding; key_len >= N or <= 0 means none).
+ * key_len (keys j >= key_len are padding; key_len >= N or <= 0 means none),
+ * the two rules of chapter 03's AttentionMask; the kernel asks
+ * mask_key_limit (attention.h) where each row's keys end.
  * Every query row must see at least one key (always true here: key 0).
  *
  * Backward ACCUMULATES (+=) into dQ, dK, dV. No allocation inside: the
