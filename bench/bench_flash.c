@@ -29,10 +29,11 @@
 #include "util/rng.h"
 #include "util/util.h"
 
-/* Median ms of forward + backward of one multi-head layer with the current
- * attention; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */
-static double time_layer(int B, int N, int H, int D_H, int causal, int reps, double *extra_bytes) {
-    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H};
+/* Median ms of forward + backward of one multi-head layer computing attention
+ * as told; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */
+static double time_layer(MultiHeadAttention attention, int B, int N, int H, int D_H, int causal, int reps,
+                         double *extra_bytes) {
+    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H, attention};
     const size_t R = (size_t)B * N, linear = R * 4 * H * D_H;
     const size_t n_A = multi_head_attention_floats(&s, B, N);
     const size_t n_cache = multi_head_cache_floats(&s, B, N), n_scratch = multi_head_scratch_floats(&s, B, N);
@@ -54,7 +55,7 @@ static double time_layer(int B, int N, int H, int D_H, int causal, int reps, dou
     for (int r = -1; r < reps; r++) {          /* r = -1: warm-up, touches every page */
         const double t0 = bench_now_ms();
         multi_head_forward(O, A, cache, X, &s, &w, causal, NULL, B, N);
-        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, B, N);
+        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, causal, NULL, B, N);
         if (r >= 0) samples[r] = bench_now_ms() - t0;
     }
     qsort(samples, (size_t)reps, sizeof(double), bench_compare_doubles);
@@ -120,13 +121,11 @@ int main(int argc, char **argv) {
     printf("  |------:|---------:|---------:|------------:|------------:|------------:|\n");
     for (int N = 256; N <= max_n; N *= 2) {
         double plain_ms = -1.0, plain_bytes = 3.0 * sizeof(float) * (double)N * N, fused_bytes;
-        multi_head_set_attention(MULTI_HEAD_PLAIN);
         if (plain_bytes <= 1024.0 * 1024 * 1024) {
-            plain_ms = time_layer(1, N, 1, 64, 0, reps, &plain_bytes);
+            plain_ms = time_layer(MULTI_HEAD_PLAIN, 1, N, 1, 64, 0, reps, &plain_bytes);
             fprintf(tsv, "plain\t%d\t%.3f\t%.0f\n", N, plain_ms, plain_bytes);
         }
-        multi_head_set_attention(MULTI_HEAD_FUSED);
-        const double fused_ms = time_layer(1, N, 1, 64, 0, reps, &fused_bytes);
+        const double fused_ms = time_layer(MULTI_HEAD_FUSED, 1, N, 1, 64, 0, reps, &fused_bytes);
         fprintf(tsv, "fused\t%d\t%.3f\t%.0f\n", N, fused_ms, fused_bytes);
         char ratio[32] = "-", pms[32] = "skipped";
         if (plain_ms >= 0) {
@@ -149,14 +148,11 @@ int main(int argc, char **argv) {
     const int sizes[][2] = {{64, 8}, {1, 64}, {1, 256}, {1, 1024}, {1, 2048}};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         double b_plain, b_fused;
-        multi_head_set_attention(MULTI_HEAD_PLAIN);
-        const double tp = time_layer(sizes[k][0], sizes[k][1], 4, 16, 0, 5 * reps, &b_plain);
-        multi_head_set_attention(MULTI_HEAD_FUSED);
-        const double tf = time_layer(sizes[k][0], sizes[k][1], 4, 16, 0, 5 * reps, &b_fused);
+        const double tp = time_layer(MULTI_HEAD_PLAIN, sizes[k][0], sizes[k][1], 4, 16, 0, 5 * reps, &b_plain);
+        const double tf = time_layer(MULTI_HEAD_FUSED, sizes[k][0], sizes[k][1], 4, 16, 0, 5 * reps, &b_fused);
         printf("  B = %2d, N = %4d:  plain %8.3f ms   fused %8.3f ms   plain/fused %.2fx\n", sizes[k][0],
                sizes[k][1], tp, tf, tp / tf);
     }
-    multi_head_set_attention(MULTI_HEAD_PLAIN);
     printf("\nwrote %s/flash.tsv, %s/flash.gp\n", out, out);
     return 0;
 }

@@ -243,7 +243,7 @@ static int create_05(BenchModel *model, FILE *batch_log) {
     MultiHeadBench *s = xcalloc(1, sizeof *s);
     int classes = count_next_classes(DIGIT_LEN);
     if (mh_model_create(&s->model, DIGIT_LEN, DIGIT_DIM, MH_HEADS, MH_HEAD_SIZE, DIGIT_HIDDEN,
-                        MH_LAYERS, classes, POS_LEARNED, 0, DIGIT_BATCH, 1) < 0) {
+                        MH_LAYERS, classes, POS_LEARNED, 0, MULTI_HEAD_PLAIN, DIGIT_BATCH, 1) < 0) {
         free(s);
         return -1;
     }

@@ -27,6 +27,7 @@
 #include "05_multi_head_attention/multi_head.h"
 #include "nn/gradcheck.h"
 #include "kernels/matmul.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 #include <stdarg.h>
@@ -219,7 +220,7 @@ static void test_gradcheck(void **state) {
     assert_int_equal(backend_select(NULL), 0);
 }
 
-/* One run of the multi-head layer with the current attention; returns the
+/* One run of the multi-head layer (plain or fused, as s says); returns the
  * buffers O | dX | dparams in one array. */
 static float *run_layer(const MultiHeadSpec *s, const float *params, const float *X, const float *dO,
                         int causal, const int *lens, int B, int N) {
@@ -234,14 +235,15 @@ static float *run_layer(const MultiHeadSpec *s, const float *params, const float
     multi_head_forward(res, multi_head_attention_floats(s, B, N) ? A : NULL, cache, X, s, &w, causal,
                        lens, B, N);
     multi_head_backward(res + n_out, &dw, scratch, dO, multi_head_attention_floats(s, B, N) ? A : NULL,
-                        cache, X, s, &w, B, N);
+                        cache, X, s, &w, causal, lens, B, N);
     free(A); free(cache); free(scratch);
     return res;
 }
 
 static void test_multi_head_fused_equals_plain(void **state) {
     (void)state;
-    const MultiHeadSpec s = {6, 2, 5, 4};
+    const MultiHeadSpec s = {6, 2, 5, 4, MULTI_HEAD_PLAIN};
+    const MultiHeadSpec s_fused = {6, 2, 5, 4, MULTI_HEAD_FUSED};
     const int B = 3, N = 70;                 /* 70: one full block of 64 and a partial one */
     const int lens[3] = {0, 33, 1};
     Rng rng;
@@ -257,12 +259,9 @@ static void test_multi_head_fused_equals_plain(void **state) {
     for (int k = 0; k < n_backends(); k++) {
         assert_int_equal(backend_select(backend_at(k)), 0);
         for (int causal = 0; causal < 2; causal++) {
-            multi_head_set_attention(MULTI_HEAD_PLAIN);
             float *plain = run_layer(&s, params, X, dO, causal, lens, B, N);
-            assert_int_equal(multi_head_select_attention("fused"), 0);
-            assert_int_equal(multi_head_attention_floats(&s, B, N), 0);
-            float *fused = run_layer(&s, params, X, dO, causal, lens, B, N);
-            multi_head_set_attention(MULTI_HEAD_PLAIN);
+            assert_int_equal(multi_head_attention_floats(&s_fused, B, N), 0);
+            float *fused = run_layer(&s_fused, params, X, dO, causal, lens, B, N);
             for (size_t i = 0; i < n; i++)
                 if (!(fabsf(fused[i] - plain[i]) <= 1e-4f * (1.0f + fabsf(plain[i]))))
                     fail_msg("%s causal %d: entry %zu of O|dX|dW is %.8g fused, %.8g plain", backend_at(k),
@@ -270,8 +269,14 @@ static void test_multi_head_fused_equals_plain(void **state) {
             free(plain); free(fused);
         }
     }
-    assert_int_equal(multi_head_select_attention("flash"), -1);
-    assert_int_equal(multi_head_attention_current(), MULTI_HEAD_PLAIN);
+    MultiHeadAttention a = MULTI_HEAD_FUSED;
+    assert_int_equal(multi_head_attention_from_name("plain", &a), 0);
+    assert_int_equal(a, MULTI_HEAD_PLAIN);
+    assert_int_equal(multi_head_attention_from_name("fused", &a), 0);
+    assert_int_equal(a, MULTI_HEAD_FUSED);
+    assert_int_equal(multi_head_attention_from_name("flash", &a), -1);
+    assert_non_null(strstr(last_error(), "'flash'"));
+    assert_int_equal(a, MULTI_HEAD_FUSED);      /* untouched on error */
     assert_int_equal(backend_select(NULL), 0);
     free(params); free(X); free(dO);
 }

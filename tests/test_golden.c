@@ -534,7 +534,7 @@ static void check_multi_head(Case *c) {
     const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
     int HD = W_O->dims[0], D_out = W_O->dims[1];
-    MultiHeadSpec s = {D, H, HD / H, D_out};
+    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
     MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O")};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
@@ -548,7 +548,8 @@ static void check_multi_head(Case *c) {
                            w.b_O ? buf(c, (size_t)D_out) : NULL};
     float *dX = buf(c, (size_t)B * N * D);
     for (int times = 1; times <= 2; times++) {
-        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, cache, X->data, &s, &w, B, N);
+        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, cache, X->data, &s, &w,
+                            i32(c, "causal")[0], lens, B, N);
         expect_grad(c, "dX", dX, times);
         expect_grad(c, "dW_QKV", dw.W_QKV, times);
         expect_grad(c, "dW_O", dw.W_O, times);

@@ -70,7 +70,7 @@ typedef struct {
 
 static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out, Rng *r) {
     memset(L, 0, sizeof *L);
-    L->s = (MultiHeadSpec){D, H, D_H, D_out};
+    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN};
     L->B = B; L->N = N;
     L->X = alloc_floats((size_t)B * N * D);
     L->params = alloc_floats(multi_head_param_count(&L->s));
@@ -136,7 +136,8 @@ static void test_multi_head_gradients(void **state) {
                     }
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             layer_forward(&L);
-            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.B, L.N);
+            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+                                L.B, L.N);
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
             expect_grad_ok(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), what);
@@ -145,7 +146,8 @@ static void test_multi_head_gradients(void **state) {
             /* backward accumulates: a second call doubles the gradients */
             float *dX2 = alloc_floats(nX);
             memcpy(dX2, dX, sizeof(float) * nX);
-            multi_head_backward(dX2, NULL, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.B, L.N);
+            multi_head_backward(dX2, NULL, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+                                L.B, L.N);
             for (size_t i = 0; i < nX; i++) assert_float_equal(dX2[i], 2.0f * dX[i], 1e-5f * (1 + fabsf(dX[i])));
             free(dX); free(dX2); free(dP); free(scratch); free(dO);
             layer_free(&L);
@@ -196,7 +198,8 @@ static void test_one_head_equals_self_attention(void **state) {
             float *dP = alloc_floats(multi_head_param_count(&L.s));
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
-            multi_head_backward(dX5, &dw, scratch, dY, L.A, L.cache, L.X, &L.s, &L.w, B, N);
+            multi_head_backward(dX5, &dw, scratch, dY, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+                                B, N);
             expect_close(dX5, dX4, B * N * D_IN, 1e-5f, "dX vs chapter 04");
             for (int i = 0; i < D_IN; i++)
                 for (int part = 0; part < 3; part++)
@@ -266,7 +269,8 @@ static void test_fused_equals_separate_heads(void **state) {
             float *dP = alloc_floats(multi_head_param_count(&L.s)), dX[B * N * D] = {0};
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
-            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, B, N);
+            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+                                B, N);
             expect_close(dX, dX_loop, B * N * D, 1e-5f, "fused dX vs H chapter-04 heads");
             expect_close(dw.W_QKV, dW_loop, D * 3 * HD, 1e-5f, "fused dW_QKV vs H chapter-04 heads");
             float dW_O[HD * D_OUT] = {0};
@@ -361,7 +365,7 @@ static void test_model_gradients(void **state) {
         MultiHeadModel m;
         assert_int_equal(mh_model_create(&m, N, 6, configs[k].H, configs[k].D_H, 7, configs[k].layers,
                                          count_next_classes(N),
-                                         configs[k].pos, configs[k].causal, B, 7 + k), 0);
+                                         configs[k].pos, configs[k].causal, MULTI_HEAD_PLAIN, B, 7 + k), 0);
         /* away from relu's kinks, as in test_self_attention.c */
         Rng r;
         rng_seed(&r, 8, 0);
@@ -406,7 +410,7 @@ static void test_model_one_head_equals_chapter04_model(void **state) {
     DigitModel old;
     MultiHeadModel m;
     assert_int_equal(digit_model_create(&old, N, D, F, L, 10, POS_LEARNED, 0, B, 11), 0);
-    assert_int_equal(mh_model_create(&m, N, D, 1, D, F, L, 10, POS_LEARNED, 0, B, 12), 0);
+    assert_int_equal(mh_model_create(&m, N, D, 1, D, F, L, 10, POS_LEARNED, 0, MULTI_HEAD_PLAIN, B, 12), 0);
     Params *po = &old.params, *pm = &m.params;
     copy_tensor(pm, m.emb, po, old.emb, 10 * D);
     copy_tensor(pm, m.pos_table, po, old.pos_table, N * D);

@@ -140,7 +140,7 @@ static int digits_create(Digits *g, int multi_head, const DigitConfig *c, int ma
     int C = digits_classes(*task, c->len);
     if (multi_head)
         return mh_model_create(&g->m, c->len, c->dim, c->heads, c->dim / c->heads, c->hidden, c->layers, C,
-                               pos, c->causal, max_B, (uint64_t)c->seed);
+                               pos, c->causal, MULTI_HEAD_PLAIN, max_B, (uint64_t)c->seed);
     return digit_model_create(&g->d, c->len, c->dim, c->hidden, c->layers, C, pos, c->causal, max_B,
                               (uint64_t)c->seed);
 }

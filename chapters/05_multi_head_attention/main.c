@@ -47,6 +47,7 @@ typedef struct {
     int steps, seed, threads, len, dim, hidden, layers, batch, test_size, causal, quiet, plot;
     int scale_max_len, scale_dim, scale_heads, scale_repeats;
     float lr;
+    MultiHeadAttention attention_kind;   /* --attention, parsed */
 } Flags;
 
 #define CURVE_POINTS 50      /* the loss curve: mean training loss over steps/50 steps */
@@ -152,7 +153,7 @@ static void separate_heads_run(SeparateHeads *sh, const float *X, const float *d
 
 static void four_matmuls_demo(const Flags *f, int H) {
     const int B = f->batch, N = f->len, D = f->dim, D_H = D / H, HD = H * D_H, R = B * N;
-    MultiHeadSpec s = {D, H, D_H, D};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention_kind};
     printf("1. Multi-head attention in 4 big matmuls (H = %d heads of D_H = %d; B = %d sequences of\n"
            "   N = %d positions, D = %d; R = B*N = %d rows)\n\n", H, D_H, B, N, D, R);
     printf("   1. [Q|K|V] = X [W_Q|W_K|W_V]  [%d, %d] x [%d, %d] -> [%d, %d]   one sgemm\n", R, D, D,
@@ -199,7 +200,7 @@ static void four_matmuls_demo(const Flags *f, int H) {
 
     /* same numbers? */
     multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, B, N);
-    multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, B, N);
+    multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, B, N);
     separate_heads_run(&sh, X, dO, &w, f->causal);
     double max_dO = 0, max_dX = 0, max_dW = 0;
     for (size_t i = 0; i < (size_t)R * D; i++) {
@@ -221,7 +222,7 @@ static void four_matmuls_demo(const Flags *f, int H) {
     for (int k = 0; k < 7; k++) {
         double t0 = now_seconds();
         multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, B, N);
-        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, B, N);
+        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, B, N);
         t_fused[k] = now_seconds() - t0;
         t0 = now_seconds();
         separate_heads_run(&sh, X, dO, &w, f->causal);
@@ -251,7 +252,7 @@ typedef struct {
 
 static int scaling_experiment(const Flags *f, Scaling *sc, Results *res) {
     const int D = f->scale_dim, H = f->scale_heads, D_H = D / H;
-    MultiHeadSpec s = {D, H, D_H, D};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention_kind};
     printf("2. Cost as the sequence grows (one sequence, D = %d, H = %d heads of D_H = %d%s;\n"
            "   forward + backward, median of %d runs after a warm-up)\n\n", D, H, D_H,
            f->causal ? ", causal" : "", f->scale_repeats);
@@ -278,7 +279,7 @@ static int scaling_experiment(const Flags *f, Scaling *sc, Results *res) {
         for (int k = -1; k < repeats; k++) {          /* k = -1: warm-up, not counted */
             double t0 = now_seconds(), c0 = cpu_seconds();
             multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, 1, N);
-            multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, 1, N);
+            multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, 1, N);
             if (k >= 0) {
                 times[k] = now_seconds() - t0;
                 cpu_times[k] = cpu_seconds() - c0;
@@ -377,7 +378,7 @@ static void evaluate(MultiHeadModel *m, const char *task, int n_test, uint64_t s
  * sample prediction beside the truth. */
 static int plot_heads(MultiHeadModel *m, const Flags *f) {
     const int N = m->N;
-    if (multi_head_attention_current() == MULTI_HEAD_FUSED) {
+    if (m->attention == MULTI_HEAD_FUSED) {
         printf("  (no heatmaps: --attention fused never forms the N x N weights; use --attention plain)\n");
         return 0;
     }
@@ -420,7 +421,7 @@ static int train_one(int H, const Flags *f, RunResult *out) {
     MultiHeadModel m;
     const int C = mh_task_classes(f->task, f->len);
     if (mh_model_create(&m, f->len, f->dim, H, f->dim / H, f->hidden, f->layers, C, pos_from_name(f->pos),
-                        f->causal, f->batch, (uint64_t)f->seed) < 0)
+                        f->causal, f->attention_kind, f->batch, (uint64_t)f->seed) < 0)
         return -1;
     Adam opt;
     if (adam_init(&opt, &m.params, f->lr, 0.0f) < 0) return -1;
@@ -494,7 +495,7 @@ static int plot_loss_curves(const Flags *f, const RunResult *results, int n_vari
 /* One heatmap per layer and head for the one sequence x of the last forward
  * (labels: input digits on x, predictions on y). */
 static int plot_input_heads(const MultiHeadModel *m, const int *x, const int *pred, const char *out) {
-    if (multi_head_attention_current() == MULTI_HEAD_FUSED)
+    if (m->attention == MULTI_HEAD_FUSED)
         return fail("--plot: --attention fused never forms the attention weights; use --attention plain");
     char x_text[64][8], y_text[64][8];
     const char *x_labels[64], *y_labels[64];
@@ -524,7 +525,7 @@ static int run_loaded(const Flags *f) {
     MultiHeadModel m;
     char task[32];
     int seed;
-    if (mh_model_load(&m, f->load, f->batch, task, sizeof task, &seed) < 0) return -1;
+    if (mh_model_load(&m, f->load, f->batch, f->attention_kind, task, sizeof task, &seed) < 0) return -1;
     printf("Loaded %s: task %s, N = %d, D = %d, H = %d heads of D_H = %d, MLP %d, %d layer%s, "
            "%s positions%s, %zu parameters\n", f->load, task, m.N, m.D, m.H, m.D_H, m.F, m.L,
            m.L == 1 ? "" : "s", pos_type_name(m.pos), m.causal ? ", causal mask" : "", m.params.size);
@@ -617,7 +618,7 @@ int main(int argc, char **argv) {
         fail("--scale-heads: expected a divisor of --scale-dim %d, got %d", f.scale_dim, f.scale_heads);
         return fail_exit();
     }
-    if (backend_select(f.backend) < 0 || multi_head_select_attention(f.attention) < 0 ||
+    if (backend_select(f.backend) < 0 || multi_head_attention_from_name(f.attention, &f.attention_kind) < 0 ||
         make_dirs(f.out) < 0)
         return fail_exit();
     threads_set(f.threads);

@@ -3,19 +3,20 @@
  *
  * Forward, for B sequences of N positions (R = B*N rows):
  *   1. [Q|K|V] = X W_QKV              one sgemm   [R, D] x [D, 3 H D_H]
- *   per sequence b, per head h:
+ *   per sequence b, per head h, chapter 03's dot_attention_forward:
  *   2. E = Q_h K_h^T / sqrt(D_H)      one sgemm   [N, D_H] x [D_H, N], written into A
- *      blocked pairs -> -inf, A = softmax(E) in place (layers.h)
+ *      blocked pairs -> -inf, A = softmax(E) in place
  *   3. Y_h = A V_h                    one sgemm   [N, N] x [N, D_H], into head h's columns of Y
  *   4. O = Y W_O + b_O                one sgemm   [R, H D_H] x [H D_H, D_out]
  * Backward runs the same products in reverse, again big ones:
  *   4'. dY = dO W_O^T,  dW_O += Y^T dO,  db_O += column sums of dO
- *   3'. dA = dY_h V_h^T,  dV_h = A^T dY_h
- *   2'. dE = softmax'(dA),  dQ_h = dE K_h / sqrt(D_H),  dK_h = dE^T Q_h / sqrt(D_H)
+ *   per sequence b, per head h, chapter 03's dot_attention_backward:
+ *   3'. dA = dY_h V_h^T,  dV_h += A^T dY_h
+ *   2'. dE = softmax'(dA),  dQ_h += dE K_h / sqrt(D_H),  dK_h += dE^T Q_h / sqrt(D_H)
  *   1'. dW_QKV += X^T d[Q|K|V],  dX += d[Q|K|V] W_QKV^T
  * Q_h, K_h, V_h, dQ_h, ... are never copied: they are column blocks of the
- * [R, 3 H D_H] matrices, reached through sgemm's leading dimension.
- * With multi_head_select_attention("fused"), steps 2-3 and 3'-2' are done by
+ * [R, 3 H D_H] matrices, reached through their row stride 3 H D_H.
+ * With s->attention == MULTI_HEAD_FUSED, steps 2-3 and 3'-2' are done by
  * flash_attention.c instead, block by block, without A (same results within
  * float rounding, O(N) memory instead of N x N per head). */
 #include "05_multi_head_attention/multi_head.h"
@@ -23,24 +24,18 @@
 #include <math.h>
 #include <string.h>
 
+#include "03_dot_product_attention/attention.h"
 #include "05_multi_head_attention/flash_attention.h"
 #include "util/error.h"
-#include "nn/layers.h"
 #include "kernels/matmul.h"
 #include "nn/params.h"
 
-static MultiHeadAttention attention_impl = MULTI_HEAD_PLAIN;
-
-int multi_head_select_attention(const char *name) {
-    if (name && strcmp(name, "plain") == 0) attention_impl = MULTI_HEAD_PLAIN;
-    else if (name && strcmp(name, "fused") == 0) attention_impl = MULTI_HEAD_FUSED;
+int multi_head_attention_from_name(const char *name, MultiHeadAttention *out) {
+    if (name && strcmp(name, "plain") == 0) *out = MULTI_HEAD_PLAIN;
+    else if (name && strcmp(name, "fused") == 0) *out = MULTI_HEAD_FUSED;
     else return fail("attention '%s': expected 'plain' or 'fused'", name ? name : "(null)");
     return 0;
 }
-
-void multi_head_set_attention(MultiHeadAttention a) { attention_impl = a; }
-
-MultiHeadAttention multi_head_attention_current(void) { return attention_impl; }
 
 size_t multi_head_param_count(const MultiHeadSpec *s) {
     const size_t HD = (size_t)s->H * s->D_H;
@@ -65,38 +60,26 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
 }
 
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N) {
-    if (attention_impl == MULTI_HEAD_FUSED) return 0;
+    if (s->attention == MULTI_HEAD_FUSED) return 0;
     return (size_t)B * s->H * N * N;
 }
 
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
     const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* [Q|K|V] and Y */
-    if (attention_impl == MULTI_HEAD_FUSED)
-        return linear + (size_t)B * s->H * N + (size_t)B + 1      /* lse, key lengths, causal */
+    if (s->attention == MULTI_HEAD_FUSED)
+        return linear + (size_t)B * s->H * N                      /* lse */
                + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);   /* one block */
     return linear;
 }
 
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
     const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* d[Q|K|V], dY */
-    if (attention_impl == MULTI_HEAD_FUSED)
+    if (s->attention == MULTI_HEAD_FUSED)
         return linear + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);
-    return linear + 2 * (size_t)N * N;                            /* dA, dE */
+    return linear + 2 * (size_t)N * N;                            /* dA, dE: chapter 03's scratch */
 }
 
-/* E [N, N] of one head: blocked pairs (i, j) become -INFINITY, so softmax
- * gives them weight exactly 0. Row i may look at keys j < limit, where
- * limit = i + 1 with the causal mask and at most key_len (the real length). */
-static void mask_scores(float *E, int N, int causal, int key_len) {
-    if (!causal && key_len >= N) return;
-    for (int i = 0; i < N; i++) {
-        int limit = causal ? i + 1 : N;
-        if (key_len < limit) limit = key_len;
-        for (int j = limit; j < N; j++) E[(size_t)i * N + j] = -INFINITY;
-    }
-}
-
-/* Steps 2-3 of the plain path, every sequence and head:
+/* Steps 2-3 of the plain path, every sequence and head, by chapter 03:
  * QKV [B, N, 3 H D_H] -> A [B, H, N, N], Y [B, N, H D_H] */
 static void plain_attention_forward(float *Y, float *A, const float *QKV, int H, int D_H,
                                     int causal, const int *lens, int B, int N) {
@@ -105,18 +88,41 @@ static void plain_attention_forward(float *Y, float *A, const float *QKV, int H,
     for (int b = 0; b < B; b++) {
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
-        const int key_len = (lens && lens[b] > 0 && lens[b] < N) ? lens[b] : N;
+        const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};   /* as in chapter 04 */
         for (int h = 0; h < H; h++) {
             const float *Q_h = QKV_b + h * D_H;               /* [N, D_H], row stride 3 H D_H */
             const float *K_h = QKV_b + HD + h * D_H;          /* [N, D_H], row stride 3 H D_H */
             const float *V_h = QKV_b + 2 * HD + h * D_H;      /* [N, D_H], row stride 3 H D_H */
             float *A_bh = A + ((size_t)b * H + h) * N * N;    /* [N, N] */
-            /* 2. E [N, N] = Q_h [N, D_H] @ K_h^T [D_H, N] / sqrt(D_H), computed in A's place */
-            sgemm(0, 1, N, N, D_H, scale, Q_h, ld_qkv, K_h, ld_qkv, 0.0f, A_bh, N);
-            mask_scores(A_bh, N, causal, key_len);
-            softmax_forward(A_bh, A_bh, N, N);                /* A = softmax(E, dim=-1) */
-            /* 3. Y_h [N, D_H] = A [N, N] @ V_h [N, D_H], into columns h*D_H.. of Y [N, H D_H] */
-            sgemm(0, 0, N, D_H, N, 1.0f, A_bh, N, V_h, ld_qkv, 0.0f, Y_b + h * D_H, HD);
+            /* 2. E = Q_h K_h^T / sqrt(D_H) in A's place, masked, A = softmax(E);
+             * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H] */
+            dot_attention_forward(Y_b + h * D_H, HD, A_bh, A_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv,
+                                  scale, &mask, N, N, D_H, D_H);
+        }
+    }
+}
+
+/* Steps 3'-2' of the plain path, every sequence and head, by chapter 03:
+ * dY [B, N, H D_H], A, QKV -> dQKV [B, N, 3 H D_H] +=.  scratch: dA, dE [N, N] */
+static void plain_attention_backward(float *dQKV, float *scratch, const float *dY, const float *A,
+                                     const float *QKV, int H, int D_H, int B, int N) {
+    const int HD = H * D_H, ld_qkv = 3 * HD;
+    const float scale = 1.0f / sqrtf((float)D_H);
+    for (int b = 0; b < B; b++) {
+        const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
+        float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
+        const float *dY_b = dY + (size_t)b * N * HD;
+        for (int h = 0; h < H; h++) {
+            const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
+            const float *V_h = QKV_b + 2 * HD + h * D_H;
+            float *dQ_h = dQKV_b + h * D_H, *dK_h = dQKV_b + HD + h * D_H;
+            float *dV_h = dQKV_b + 2 * HD + h * D_H;
+            const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
+            const float *A_bh = A + ((size_t)b * H + h) * N * N;
+            /* 3'. dA = dY_h V_h^T, dV_h += A^T dY_h;  2'. dE = softmax'(dA),
+             *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H) */
+            dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
+                                   Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
         }
     }
 }
@@ -131,15 +137,11 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
     sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
 
-    if (attention_impl == MULTI_HEAD_FUSED) {
+    if (s->attention == MULTI_HEAD_FUSED) {
         /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
-         * The log-sum-exp per row goes to the cache, and so do the masks
-         * (key length per sequence, causal), which backward needs to
-         * recompute the blocks; the scratch block lives behind them. */
-        float *lse = Y + (size_t)R * HD, *masks = lse + (size_t)B * H * N, *block = masks + B + 1;
-        for (int b = 0; b < B; b++)
-            masks[b] = (float)((lens && lens[b] > 0 && lens[b] < N) ? lens[b] : N);
-        masks[B] = (float)(causal != 0);
+         * The log-sum-exp per row goes to the cache (backward recomputes the
+         * blocks from it); the scratch block lives behind it. */
+        float *lse = Y + (size_t)R * HD, *block = lse + (size_t)B * H * N;
         flash_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, causal, lens,
                                       FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
@@ -156,9 +158,9 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
 void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
                          const float *A, const float *cache, const float *X,
-                         const MultiHeadSpec *s, const MultiHeadWeights *w, int B, int N) {
+                         const MultiHeadSpec *s, const MultiHeadWeights *w,
+                         int causal, const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
-    const float scale = 1.0f / sqrtf((float)D_H);
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
@@ -171,48 +173,18 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
         for (int r = 0; r < R; r++)
             for (int o = 0; o < s->D_out; o++) dw->b_O[o] += dO[(size_t)r * s->D_out + o];
 
-    if (attention_impl == MULTI_HEAD_FUSED) {
-        /* 3'.-2'. fused: recompute each block of weights from Q, K and the
-         * saved log-sum-exp, with the masks forward recorded in the cache */
-        const float *lse = Y + (size_t)R * HD, *masks = lse + (size_t)B * H * N;
-        const int causal = masks[B] != 0.0f;
+    /* 3'.-2'. both paths accumulate into d[Q|K|V], which starts at 0 */
+    memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);
+    if (s->attention == MULTI_HEAD_FUSED) {
+        /* fused: recompute each block of weights from Q, K and the saved
+         * log-sum-exp, skipping the blocks the masks block */
+        const float *lse = Y + (size_t)R * HD;
         float *block = dY + (size_t)R * HD;
-        memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);     /* flash backward accumulates */
-        for (int b = 0; b < B; b++) {
-            const int key_len = (int)masks[b];
-            flash_attention_backward_heads(dQKV + (size_t)b * N * ld_qkv, dY + (size_t)b * N * HD,
-                                           QKV + (size_t)b * N * ld_qkv, Y + (size_t)b * N * HD,
-                                           lse + (size_t)b * H * N, 1, N, H, D_H, causal, &key_len,
-                                           FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
-        }
+        flash_attention_backward_heads(dQKV, dY, QKV, Y, lse, B, N, H, D_H, causal, lens,
+                                       FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
-        /* plain: the saved N x N weights A */
-        float *dA = dY + (size_t)R * HD;              /* [N, N], one head at a time */
-        float *dE = dA + (size_t)N * N;               /* [N, N] */
-        for (int b = 0; b < B; b++) {
-            const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
-            float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
-            const float *dY_b = dY + (size_t)b * N * HD;
-            for (int h = 0; h < H; h++) {
-                const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
-                const float *V_h = QKV_b + 2 * HD + h * D_H;
-                float *dQ_h = dQKV_b + h * D_H, *dK_h = dQKV_b + HD + h * D_H;
-                float *dV_h = dQKV_b + 2 * HD + h * D_H;
-                const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
-                const float *A_bh = A + ((size_t)b * H + h) * N * N;
-                /* 3'. dA [N, N] = dY_h [N, D_H] @ V_h^T [D_H, N] */
-                sgemm(0, 1, N, N, D_H, 1.0f, dY_h, HD, V_h, ld_qkv, 0.0f, dA, N);
-                /*     dV_h [N, D_H] = A^T [N, N] @ dY_h [N, D_H] (each block written once: beta 0) */
-                sgemm(1, 0, N, D_H, N, 1.0f, A_bh, N, dY_h, HD, 0.0f, dV_h, ld_qkv);
-                /* 2'. dE [N, N] = softmax'(dA): blocked pairs have A = 0, so dE = 0 there */
-                memset(dE, 0, sizeof(float) * (size_t)N * N);
-                softmax_backward(dE, dA, A_bh, N, N);
-                /*     dQ_h [N, D_H] = dE [N, N] @ K_h [N, D_H] / sqrt(D_H) */
-                sgemm(0, 0, N, D_H, N, scale, dE, N, K_h, ld_qkv, 0.0f, dQ_h, ld_qkv);
-                /*     dK_h [N, D_H] = dE^T [N, N] @ Q_h [N, D_H] / sqrt(D_H) */
-                sgemm(1, 0, N, D_H, N, scale, dE, N, Q_h, ld_qkv, 0.0f, dK_h, ld_qkv);
-            }
-        }
+        /* plain: chapter 03 on the saved N x N weights A */
+        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, QKV, H, D_H, B, N);
     }
 
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */

@@ -18,11 +18,14 @@
  *   2. E = Q K^T                   (H x N x D_H)(H x D_H x N), one sgemm per head
  *   3. Y = A V                     (H x N x N)(H x N x D_H),   one sgemm per head
  *   4. O = Y W_O                   (N x H D_H)(H D_H x D_out) ONE sgemm
- * No head is ever copied out: head h's queries are the columns
- * h*D_H .. h*D_H + D_H - 1 of Q inside the [N, 3*H*D_H] matrix [Q|K|V], and
- * sgemm reaches them with a leading dimension of 3*H*D_H. Likewise step 3
- * writes head h's output straight into its columns of Y (ldc = H*D_H), which
- * IS the "reshape to [N, H*D_H]" of the lecture: nothing to move.
+ * Steps 2-3 (with the mask and the softmax between them) are chapter 03's
+ * attention layer, dot_attention_forward/backward, called once per
+ * (sequence, head). No head is ever copied out: head h's queries are the
+ * columns h*D_H .. h*D_H + D_H - 1 of Q inside the [N, 3*H*D_H] matrix
+ * [Q|K|V], and chapter 03's code reaches them with a row stride (leading
+ * dimension) of 3*H*D_H. Likewise step 3 writes head h's output straight into
+ * its columns of Y (row stride H*D_H), which IS the "reshape to [N, H*D_H]"
+ * of the lecture: nothing to move.
  *
  * The layout of the weights follows from that:
  *   W_QKV [D, 3*H*D_H] = [W_Q | W_K | W_V], and inside W_Q (and W_K, W_V)
@@ -38,11 +41,28 @@
 #include <stddef.h>
 #include "util/rng.h"
 
+/* How steps 2-3 (softmax(Q K^T / sqrt(D_H)) V per head) are computed.
+ *   MULTI_HEAD_PLAIN  chapter 03's dot_attention_forward/backward: the N x N
+ *                     weights A [B, H, N, N] are written and kept for
+ *                     backward (the default; the heatmaps read A).
+ *   MULTI_HEAD_FUSED  flash_attention.c: blocks of keys with an online softmax;
+ *                     A is neither written nor needed (pass NULL), the cache
+ *                     keeps one log-sum-exp per query row instead: O(N) memory.
+ * Same results within float rounding. */
+typedef enum { MULTI_HEAD_PLAIN = 0, MULTI_HEAD_FUSED = 1 } MultiHeadAttention;
+
+/* "plain" or "fused" -> *out; returns 0, or -1 with fail() for another name. */
+int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
+
+/* The layer's sizes and how it computes steps 2-3. attention is the last
+ * field, so {D, H, D_H, D_out} means a plain layer. The *_floats() functions
+ * below depend on it: size the buffers with the spec you run. */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
     int D_H;      /* head dimension: each head's queries, keys, values */
     int D_out;    /* width of the outputs O (usually D) */
+    MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
 } MultiHeadSpec;
 
 typedef struct {
@@ -50,20 +70,6 @@ typedef struct {
     float *W_O;     /* [H*D_H, D_out] */
     float *b_O;     /* [D_out], or NULL for no bias */
 } MultiHeadWeights;
-
-/* How steps 2-3 (softmax(Q K^T / sqrt(D_H)) V per head) are computed.
- *   MULTI_HEAD_PLAIN  the N x N weights A [B, H, N, N] are written and kept for
- *                     backward (the default; the heatmaps read A).
- *   MULTI_HEAD_FUSED  flash_attention.c: blocks of keys with an online softmax;
- *                     A is neither written nor needed (pass NULL), the cache
- *                     keeps one log-sum-exp per query row instead: O(N) memory.
- * Same results within float rounding. Choose once, before sizing buffers:
- * the *_floats() functions below depend on it. */
-typedef enum { MULTI_HEAD_PLAIN = 0, MULTI_HEAD_FUSED = 1 } MultiHeadAttention;
-/* "plain" or "fused"; returns 0, or -1 with fail() for another name. */
-int multi_head_select_attention(const char *name);
-void multi_head_set_attention(MultiHeadAttention a);
-MultiHeadAttention multi_head_attention_current(void);
 
 /* Parameters of one layer: W_QKV, W_O and b_O. */
 size_t multi_head_param_count(const MultiHeadSpec *s);
@@ -74,13 +80,14 @@ MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base);
 void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng);
 
 /* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part
- * (0 with MULTI_HEAD_FUSED). */
+ * (0 with s->attention == MULTI_HEAD_FUSED). */
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N);
 /* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]
- * (fused, and then: | lse [B, H, N] | the masks forward applied [B + 1]). */
+ * (fused, and then: | lse [B, H, N] | forward's block scratch). */
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
 /* Scratch backward needs: d[Q|K|V] [B, N, 3*H*D_H] | dY [B, N, H*D_H] |
- * dA, dE [N, N] (one head at a time; fused: flash_attention_scratch_floats). */
+ * dA, dE [N, N] (chapter 03's, one head at a time; fused:
+ * flash_attention_scratch_floats). */
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
@@ -94,11 +101,13 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
                         int causal, const int *lens, int B, int N);
 
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O +=.
- * dX, dw and any field of dw may be NULL. A, cache, X, w are what forward saw
- * and wrote (masks need not be repeated: a blocked pair has A = 0, so no
- * gradient flows through it). */
+ * dX, dw and any field of dw may be NULL. A, cache, X, w, causal, lens are
+ * what forward saw and wrote. (The plain path needs no mask: a blocked pair
+ * has A = 0, so no gradient flows through it; the fused path recomputes the
+ * blocks of weights and needs causal and lens to skip the blocked ones.) */
 void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
                          const float *A, const float *cache, const float *X,
-                         const MultiHeadSpec *s, const MultiHeadWeights *w, int B, int N);
+                         const MultiHeadSpec *s, const MultiHeadWeights *w,
+                         int causal, const int *lens, int B, int N);
 
 #endif

@@ -84,17 +84,17 @@ static size_t declare_layer_tensor(Params *p, int l, const char *name, int rows,
 }
 
 static MultiHeadSpec layer_spec(const MultiHeadModel *m) {
-    MultiHeadSpec s = {m->D, m->H, m->D_H, m->D};
+    MultiHeadSpec s = {m->D, m->H, m->D_H, m->D, m->attention};
     return s;
 }
 
 int mh_model_create(MultiHeadModel *m, int N, int D, int H, int D_H, int F, int L, int C,
-                    PosType pos, int causal, int max_B, uint64_t seed) {
+                    PosType pos, int causal, MultiHeadAttention attention, int max_B, uint64_t seed) {
     if (L < 1 || L > MH_MAX_LAYERS) return fail("layers: expected 1..%d, got %d", MH_MAX_LAYERS, L);
     if (H < 1 || D_H < 1) return fail("heads and head size must be >= 1, got H = %d, D_H = %d", H, D_H);
     memset(m, 0, sizeof *m);
     m->N = N; m->D = D; m->H = H; m->D_H = D_H; m->F = F; m->L = L; m->C = C;
-    m->pos = pos; m->causal = causal; m->max_B = max_B;
+    m->pos = pos; m->causal = causal; m->attention = attention; m->max_B = max_B;
     const int HD = H * D_H;
 
     Params *p = &m->params;
@@ -223,7 +223,7 @@ void mh_model_backward(MultiHeadModel *m, const int *x, const int *y) {
         memcpy(m->dX, m->dZ, sizeof(float) * RD);
         MultiHeadWeights w = layer_weights(p, m, l, 0), dw = layer_weights(p, m, l, 1);
         multi_head_backward(m->dX, &dw, m->mh_scratch, m->dZ, m->A + l * A_stride,
-                            m->mh_cache + l * cache_stride, X_in, &s, &w, B, N);
+                            m->mh_cache + l * cache_stride, X_in, &s, &w, m->causal, NULL, B, N);
     }
     /* X_0 = embed(x) + P */
     digit_input_backward(params_grad(p, m->emb), m->pos == POS_LEARNED ? params_grad(p, m->pos_table) : NULL,
@@ -261,8 +261,8 @@ static int config_int_in(const char *config, const char *key, int lo, int hi, in
 }
 
 /* Everything of mh_model_load but the "<path>: " prefix on errors. */
-static int load_from_config(MultiHeadModel *m, const char *config, int max_B, char *task, int task_cap,
-                            int *seed) {
+static int load_from_config(MultiHeadModel *m, const char *config, int max_B,
+                            MultiHeadAttention attention, char *task, int task_cap, int *seed) {
     char model[64], pos_name[32];
     if (config_get(config, "model", model, sizeof model) < 0) return -1;
     if (strcmp(model, MH_MODEL_NAME) != 0)
@@ -282,14 +282,15 @@ static int load_from_config(MultiHeadModel *m, const char *config, int max_B, ch
     int classes = mh_task_classes(task, N);
     if (classes < 0) return -1;
     if (C != classes) return fail("config: %d classes, but task '%s' with length %d has %d", C, task, N, classes);
-    return mh_model_create(m, N, D, H, D_H, F, L, C, pos, causal, max_B, 0);
+    return mh_model_create(m, N, D, H, D_H, F, L, C, pos, causal, attention, max_B, 0);
 }
 
-int mh_model_load(MultiHeadModel *m, const char *path, int max_B, char *task, int task_cap, int *seed) {
+int mh_model_load(MultiHeadModel *m, const char *path, int max_B, MultiHeadAttention attention,
+                  char *task, int task_cap, int *seed) {
     char *config = NULL;
     if (checkpoint_read_config(path, &config) < 0) return -1;     /* the message names the path */
     memset(m, 0, sizeof *m);
-    int rc = load_from_config(m, config, max_B, task, task_cap, seed);
+    int rc = load_from_config(m, config, max_B, attention, task, task_cap, seed);
     free(config);
     if (rc < 0) {
         char why[512];

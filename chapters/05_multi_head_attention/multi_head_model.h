@@ -24,6 +24,7 @@
 #define MULTI_HEAD_MODEL_H
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
+#include "05_multi_head_attention/multi_head.h"
 #include "nn/params.h"
 #include "util/rng.h"
 
@@ -53,6 +54,7 @@ typedef struct {
     int N, D, H, D_H, F, L, C;  /* length, width, heads, head size, MLP size, layers, classes */
     PosType pos;
     int causal;
+    MultiHeadAttention attention;   /* how each layer computes softmax(Q K^T / sqrt(D_H)) V */
     Params params;
     size_t emb, pos_table, W_out, b_out;              /* [10, D], [N, D], [D, C], [C] */
     size_t W_QKV[MH_MAX_LAYERS], W_O[MH_MAX_LAYERS], b_O[MH_MAX_LAYERS];  /* [D, 3 H D_H], [H D_H, D], [D] */
@@ -63,16 +65,17 @@ typedef struct {
     float *X;                   /* [L+1, B, N, D]: X_0 .. X_L */
     float *Z;                   /* [L, B, N, D] after the attention residual */
     float *attn_out;            /* [L, B, N, D] multi-head outputs */
-    float *A;                   /* [L, B, H, N, N] attention weights */
+    float *A;                   /* [L, B, H, N, N] attention weights (none when fused) */
     float *mh_cache;            /* [L, multi_head_cache_floats] */
     float *pre, *act;           /* [L, B, N, F] MLP before / after relu */
     float *logits, *probs;      /* [B*N, C] */
     float *dlogits, *dX, *dZ, *dpre, *dact, *mh_scratch;   /* backward work */
 } MultiHeadModel;
 
-/* Declare, allocate and initialise (from seed). Returns 0 or -1 with fail(). */
+/* Declare, allocate and initialise (from seed). attention: plain or fused
+ * (multi_head.h); the buffers are sized for it. Returns 0 or -1 with fail(). */
 int mh_model_create(MultiHeadModel *m, int N, int D, int H, int D_H, int F, int L, int C,
-                    PosType pos, int causal, int max_B, uint64_t seed);
+                    PosType pos, int causal, MultiHeadAttention attention, int max_B, uint64_t seed);
 void mh_model_free(MultiHeadModel *m);
 /* Forward over x [B, N] (B <= max_B). With targets y, returns the mean
  * cross-entropy per position; with y == NULL returns 0. */
@@ -81,7 +84,8 @@ double mh_model_forward(MultiHeadModel *m, const int *x, const int *y, int B);
 void mh_model_backward(MultiHeadModel *m, const int *x, const int *y);
 /* pred [B, N] = argmax of the last forward's logits. */
 void mh_model_predict(const MultiHeadModel *m, int *pred);
-/* Attention weights of layer l, head h, sequence b of the last forward: [N, N]. */
+/* Attention weights of layer l, head h, sequence b of the last forward: [N, N]
+ * (plain attention only: the fused layer never forms them). */
 const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b);
 
 /* Checkpoints (common/io/checkpoint.h). The config text holds everything needed
@@ -92,10 +96,12 @@ const float *mh_model_attention(const MultiHeadModel *m, int l, int h, int b);
 #define MH_MODEL_NAME "ch05_digit_multi_head"
 /* Returns 0, or -1 with fail() naming the path. */
 int mh_model_save(const MultiHeadModel *m, const char *task, int seed, const char *path);
-/* Rebuild the model saved at path (for batches of up to max_B) and load its
- * parameters; task (task_cap bytes) and seed get the saved ones. Returns 0,
+/* Rebuild the model saved at path (for batches of up to max_B, computing
+ * attention as the argument says) and load its parameters; task (task_cap
+ * bytes) and seed get the saved ones. Returns 0,
  * or -1 with fail() naming the path and the problem: unreadable, corrupt or
  * truncated file, or a checkpoint of another model ("model=" key). */
-int mh_model_load(MultiHeadModel *m, const char *path, int max_B, char *task, int task_cap, int *seed);
+int mh_model_load(MultiHeadModel *m, const char *path, int max_B, MultiHeadAttention attention,
+                  char *task, int task_cap, int *seed);
 
 #endif
