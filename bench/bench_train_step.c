@@ -43,6 +43,8 @@
 #include "02_bahdanau_attention/bahdanau.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
+#include "data/digit_tasks.h"
+#include "train/classifier.h"
 #include "05_multi_head_attention/multi_head_model.h"
 #include "util/error.h"
 #include "kernels/matmul.h"
@@ -164,100 +166,82 @@ static int create_03(BenchModel *model, FILE *batch_log) {
                                 "attn=64\nproject_kv=0\n");
 }
 
-/* ---- Digit chapters (04, 05): 64 sequences of 8 digits ------------------------------ */
+/* ---- Per-position chapters (04, 05): 64 sequences of 8 digits --------------------- */
 
-enum { DIGIT_BATCH = 64, DIGIT_LEN = 8, DIGIT_DIM = 64, DIGIT_HIDDEN = 128, DIGIT_LAYERS = 2 };
+enum { DIGIT_BATCH = 64, DIGIT_LEN = 8, DIGIT_DIM = 64, DIGIT_HIDDEN = 128 };
 
+/* Any model of the per-position driver (common/train/classifier.h), on one
+ * batch of its task's training stream (seed 1, stream 1: the chapters' first). */
 typedef struct {
-    DigitModel model;
-    int x[DIGIT_BATCH * DIGIT_LEN], y[DIGIT_BATCH * DIGIT_LEN];
-} DigitBench;
+    Classifier model;
+    DigitTaskSpec spec;
+    ExampleTask task;
+    Examples batch;
+} ClassifierBench;
 
-static double digit_forward_backward(void *state) {
-    DigitBench *s = state;
-    double loss = digit_model_forward(&s->model, s->x, s->y, DIGIT_BATCH);
-    digit_model_backward(&s->model, s->x, s->y);
+static double classifier_forward_backward(void *state) {
+    ClassifierBench *s = state;
+    double loss = s->model.forward(s->model.self, &s->batch);
+    s->model.backward(s->model.self, &s->batch);
     return loss;
 }
 
-static void digit_destroy(void *state) {
-    DigitBench *s = state;
-    digit_model_free(&s->model);
+static void classifier_destroy(void *state) {
+    ClassifierBench *s = state;
+    s->model.destroy(s->model.self);
+    examples_free(&s->batch);
     free(s);
 }
 
-static void log_digit_batch(FILE *f, const int *x, const int *y) {
-    log_ints(f, "x", x, DIGIT_BATCH * DIGIT_LEN);
-    log_ints(f, "y", y, DIGIT_BATCH * DIGIT_LEN);
-    fputc('\n', f);
+/* build: the chapter's build; config: the model's config text (its checkpoint's). */
+static int classifier_bench_create(BenchModel *model, FILE *batch_log, const char *chapter,
+                                   int (*build)(Classifier *, const char *, int, uint64_t), const char *config,
+                                   const DigitModelSizes *sz, int heads) {
+    ClassifierBench *s = xcalloc(1, sizeof *s);
+    if (build(&s->model, config, DIGIT_BATCH, 1) < 0 || digit_task_from_config(config, &s->spec, &s->task) < 0) {
+        free(s);
+        return -1;
+    }
+    examples_alloc(&s->batch, DIGIT_BATCH, s->task.n_in, s->task.n_out, 0);
+    Rng rng;
+    rng_seed(&rng, 1, 1);
+    s->task.train_batch(s->task.self, &s->batch, DIGIT_BATCH, &rng);
+    /* the sizes tools/bench_torch.py rebuilds the model from */
+    fprintf(batch_log, "chapter=%s B=%d N=%d D=%d F=%d L=%d C=%d pos=%s heads=%d", chapter, DIGIT_BATCH, sz->N,
+            sz->D, sz->F, sz->L, sz->C, pos_type_name(sz->pos), heads);
+    log_ints(batch_log, "x", s->batch.tokens, DIGIT_BATCH * DIGIT_LEN);
+    log_ints(batch_log, "y", s->batch.targets, DIGIT_BATCH * DIGIT_LEN);
+    fputc('\n', batch_log);
+    model->state = s;
+    model->params = s->model.params;
+    model->forward_backward = classifier_forward_backward;
+    model->destroy = classifier_destroy;
+    return 0;
 }
 
 /* Chapter 04's defaults (chapters/04_self_attention/main.c): N 8, D 64, MLP 128,
  * 2 layers, batch 64; the reverse task with sinusoidal positions. */
 static int create_04(BenchModel *model, FILE *batch_log) {
-    DigitBench *s = xcalloc(1, sizeof *s);
-    int classes = digit_task_classes(TASK_REVERSE, DIGIT_LEN);
-    if (digit_model_create(&s->model, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, DIGIT_LAYERS, classes,
-                           POS_SINUSOIDAL, 0, DIGIT_BATCH, 1) < 0) {
-        free(s);
-        return -1;
-    }
-    Rng rng;
-    rng_seed(&rng, 1, 1);
-    digit_task_batch(TASK_REVERSE, s->x, s->y, DIGIT_BATCH, DIGIT_LEN, &rng);
-    fprintf(batch_log, "chapter=04_self_attention B=%d N=%d D=%d F=%d L=%d C=%d pos=sinusoidal heads=1",
-            DIGIT_BATCH, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, DIGIT_LAYERS, classes);
-    log_digit_batch(batch_log, s->x, s->y);
-    model->state = s;
-    model->params = &s->model.params;
-    model->forward_backward = digit_forward_backward;
-    model->destroy = digit_destroy;
-    return 0;
+    DigitModelSizes s = {DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, 2, digit_task_classes(TASK_REVERSE, DIGIT_LEN),
+                         POS_SINUSOIDAL, 0};
+    char config[CLASSIFIER_CONFIG_MAX];
+    digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, "reverse", &s, "", 1);
+    return classifier_bench_create(model, batch_log, "04_self_attention", digit_model_build, config, &s, 1);
 }
 
 /* Chapter 05's defaults (chapters/05_multi_head_attention/main.c): chapter 04's
  * model with 1 layer of 4 heads of size 16 (its widest of --heads 1,2,4;
- * H * D_H = D = 64), learned positions, the count_next task (its default
- * while the chapter is being written: check main.c when it changes). */
-enum { MH_HEADS = 4, MH_HEAD_SIZE = 16, MH_LAYERS = 1 };
-
-typedef struct {
-    MultiHeadModel model;
-    int x[DIGIT_BATCH * DIGIT_LEN], y[DIGIT_BATCH * DIGIT_LEN];
-} MultiHeadBench;
-
-static double multi_head_forward_backward(void *state) {
-    MultiHeadBench *s = state;
-    double loss = mh_model_forward(&s->model, s->x, s->y, DIGIT_BATCH);
-    mh_model_backward(&s->model, s->x, s->y);
-    return loss;
-}
-
-static void multi_head_destroy(void *state) {
-    MultiHeadBench *s = state;
-    mh_model_free(&s->model);
-    free(s);
+ * H * D_H = D = 64), learned positions, the count_next task. */
+static int build_05(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    return mh_model_build(c, config, MULTI_HEAD_PLAIN, max_B, seed);
 }
 
 static int create_05(BenchModel *model, FILE *batch_log) {
-    MultiHeadBench *s = xcalloc(1, sizeof *s);
-    int classes = count_next_classes(DIGIT_LEN);
-    if (mh_model_create(&s->model, DIGIT_LEN, DIGIT_DIM, MH_HEADS, MH_HEAD_SIZE, DIGIT_HIDDEN,
-                        MH_LAYERS, classes, POS_LEARNED, 0, MULTI_HEAD_PLAIN, DIGIT_BATCH, 1) < 0) {
-        free(s);
-        return -1;
-    }
-    Rng rng;
-    rng_seed(&rng, 1, 1);
-    count_next_task_batch(s->x, s->y, DIGIT_BATCH, DIGIT_LEN, &rng);
-    fprintf(batch_log, "chapter=05_multi_head_attention B=%d N=%d D=%d F=%d L=%d C=%d pos=learned heads=%d",
-            DIGIT_BATCH, DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, MH_LAYERS, classes, MH_HEADS);
-    log_digit_batch(batch_log, s->x, s->y);
-    model->state = s;
-    model->params = &s->model.params;
-    model->forward_backward = multi_head_forward_backward;
-    model->destroy = multi_head_destroy;
-    return 0;
+    DigitModelSizes s = {DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, 1, digit_task_classes(TASK_COUNT_NEXT, DIGIT_LEN),
+                         POS_LEARNED, 0};
+    char config[CLASSIFIER_CONFIG_MAX];
+    mh_model_config_text(config, sizeof config, "count_next", &s, 4, 16, 1);
+    return classifier_bench_create(model, batch_log, "05_multi_head_attention", build_05, config, &s, 4);
 }
 
 /* ---- The table: one line per chapter ---------------------------------------------- */

@@ -10,7 +10,6 @@
  *      projected by W_O, forward and backward;
  *  - masks: blocked weights exactly 0, rows sum to 1, a future input changes
  *    no earlier output (bit for bit);
- *  - the targets of the two new tasks (neighbours, count_next);
  *  - the whole model: gradient check of every tensor, and with H = 1,
  *    W_O = I, b_O = 0 it gives chapter 04's DigitModel logits. */
 #include <math.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 
 #include "04_self_attention/digit_model.h"
+#include "data/digit_tasks.h"
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "05_multi_head_attention/multi_head_model.h"
@@ -318,42 +318,19 @@ static void test_masks(void **state) {
     layer_free(&L);
 }
 
-static void test_neighbour_tasks(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 5, 0);
-    enum { B = 10, N = 6 };
-    int x[B * N], y[B * N];
-    neighbour_task_batch(x, y, B, N, &r);       /* y_i = 10 x_{i-1} + x_{i+1}, wrapping */
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < N; i++) {
-            int left = x[b * N + (i + N - 1) % N], right = x[b * N + (i + 1) % N];
-            assert_int_equal(y[b * N + i], 10 * left + right);
-            assert_in_range(y[b * N + i], 0, NEIGHBOUR_CLASSES - 1);
-        }
-    count_next_task_batch(x, y, B, N, &r);      /* y_i = 10 count(x_i) + x_{i+1}, wrapping */
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < N; i++) {
-            int count = 0;
-            for (int j = 0; j < N; j++) count += x[b * N + j] == x[b * N + i];
-            assert_int_equal(y[b * N + i], 10 * count + x[b * N + (i + 1) % N]);
-            assert_in_range(y[b * N + i], 10, count_next_classes(N) - 1);
-        }
-}
-
 /* ------------------------------------------------------------------------ */
 /* The whole model                                                           */
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-    MultiHeadModel *m;
+    DigitModel *m;
     const int *x, *y;
     int B;
 } ModelCtx;
 
 static double model_loss(void *p) {
     ModelCtx *c = p;
-    return mh_model_forward(c->m, c->x, c->y, c->B);
+    return digit_model_forward(c->m, c->x, c->y, c->B);
 }
 
 static void test_model_gradients(void **state) {
@@ -362,39 +339,40 @@ static void test_model_gradients(void **state) {
     const struct { PosType pos; int causal, layers, H, D_H; } configs[] = {
         {POS_LEARNED, 0, 2, 2, 3}, {POS_SINUSOIDAL, 1, 1, 3, 1}};
     for (int k = 0; k < 2; k++) {
-        MultiHeadModel m;
-        assert_int_equal(mh_model_create(&m, N, 6, configs[k].H, configs[k].D_H, 7, configs[k].layers,
-                                         count_next_classes(N),
-                                         configs[k].pos, configs[k].causal, MULTI_HEAD_PLAIN, B, 7 + k), 0);
+        MultiHeadModel mh;
+        DigitModelSizes s = {N, 6, 7, configs[k].layers, digit_task_classes(TASK_COUNT_NEXT, N), configs[k].pos,
+                             configs[k].causal};
+        assert_int_equal(mh_model_create(&mh, &s, configs[k].H, configs[k].D_H, MULTI_HEAD_PLAIN, B, 7 + k), 0);
+        DigitModel *m = &mh.model;
         /* away from relu's kinks, as in test_self_attention.c */
         Rng r;
         rng_seed(&r, 8, 0);
         int x[B * N], y[B * N];
         for (int attempt = 0;; attempt++) {
             assert_true(attempt < 200);
-            count_next_task_batch(x, y, B, N, &r);
-            fill(m.params.data, m.params.size, 0.5f, &r);
-            mh_model_forward(&m, x, y, B);
+            digit_task_batch(TASK_COUNT_NEXT, x, y, B, N, &r);
+            fill(m->params.data, m->params.size, 0.5f, &r);
+            digit_model_forward(m, x, y, B);
             float nearest = INFINITY;
-            for (size_t i = 0; i < (size_t)m.L * B * N * m.F; i++) nearest = fminf(nearest, fabsf(m.pre[i]));
+            for (size_t i = 0; i < (size_t)m->L * B * N * m->F; i++) nearest = fminf(nearest, fabsf(m->pre[i]));
             if (nearest > 0.01f) break;
         }
-        params_zero_grad(&m.params);
-        mh_model_forward(&m, x, y, B);
-        mh_model_backward(&m, x, y);
-        float *analytic = malloc(sizeof(float) * m.params.size);
-        memcpy(analytic, m.params.grad, sizeof(float) * m.params.size);
-        ModelCtx c = {&m, x, y, B};
-        for (int t = 0; t < m.params.n_tensors; t++) {
-            const ParamTensor *pt = &m.params.tensors[t];
-            GradCheckResult res = gradcheck(model_loss, &c, m.params.data + pt->offset,
+        params_zero_grad(&m->params);
+        digit_model_forward(m, x, y, B);
+        digit_model_backward(m, x, y);
+        float *analytic = malloc(sizeof(float) * m->params.size);
+        memcpy(analytic, m->params.grad, sizeof(float) * m->params.size);
+        ModelCtx c = {m, x, y, B};
+        for (int t = 0; t < m->params.n_tensors; t++) {
+            const ParamTensor *pt = &m->params.tensors[t];
+            GradCheckResult res = gradcheck(model_loss, &c, m->params.data + pt->offset,
                                             analytic + pt->offset, pt->count, 1e-3f, 50);
             char what[96];
             snprintf(what, sizeof what, "model (H=%d) %s", configs[k].H, pt->name);
             expect_grad_ok(res, what);
         }
         free(analytic);
-        mh_model_free(&m);
+        mh_model_free(&mh);
     }
 }
 
@@ -403,46 +381,49 @@ static void copy_tensor(Params *dst, size_t dst_offset, Params *src, size_t src_
     memcpy(params_data(dst, dst_offset), params_data(src, src_offset), sizeof(float) * n);
 }
 
-/* With H = 1, W_O = I and b_O = 0 the model is chapter 04's DigitModel. */
+/* With H = 1, W_O = I and b_O = 0 the model is chapter 04's DigitModel:
+ * everything but the attention is the same code, and the attention of one
+ * head is chapter 03's core either way. */
 static void test_model_one_head_equals_chapter04_model(void **state) {
     (void)state;
     enum { B = 3, N = 6, D = 8, F = 12, L = 2 };
+    DigitModelSizes s = {N, D, F, L, 10, POS_LEARNED, 0};
     DigitModel old;
-    MultiHeadModel m;
-    assert_int_equal(digit_model_create(&old, N, D, F, L, 10, POS_LEARNED, 0, B, 11), 0);
-    assert_int_equal(mh_model_create(&m, N, D, 1, D, F, L, 10, POS_LEARNED, 0, MULTI_HEAD_PLAIN, B, 12), 0);
-    Params *po = &old.params, *pm = &m.params;
-    copy_tensor(pm, m.emb, po, old.emb, 10 * D);
-    copy_tensor(pm, m.pos_table, po, old.pos_table, N * D);
-    copy_tensor(pm, m.W_out, po, old.W_out, D * 10);
-    copy_tensor(pm, m.b_out, po, old.b_out, 10);
+    MultiHeadModel mh;
+    assert_int_equal(digit_model_create(&old, &DIGIT_SELF_ATTENTION, NULL, 1, &s, B, 11), 0);
+    assert_int_equal(mh_model_create(&mh, &s, 1, D, MULTI_HEAD_PLAIN, B, 12), 0);
+    DigitModel *m = &mh.model;
+    Params *po = &old.params, *pm = &m->params;
+    copy_tensor(pm, m->emb, po, old.emb, 10 * D);
+    copy_tensor(pm, m->pos_table, po, old.pos_table, N * D);
+    copy_tensor(pm, m->W_out, po, old.W_out, D * 10);
+    copy_tensor(pm, m->b_out, po, old.b_out, 10);
     for (int l = 0; l < L; l++) {
-        copy_tensor(pm, m.W_1[l], po, old.W_1[l], D * F);
-        copy_tensor(pm, m.b_1[l], po, old.b_1[l], F);
-        copy_tensor(pm, m.W_2[l], po, old.W_2[l], F * D);
-        copy_tensor(pm, m.b_2[l], po, old.b_2[l], D);
-        float *W_QKV = params_data(pm, m.W_QKV[l]), *W_O = params_data(pm, m.W_O[l]);
-        const float *parts[3] = {params_data(po, old.W_Q[l]), params_data(po, old.W_K[l]),
-                                 params_data(po, old.W_V[l])};
+        copy_tensor(pm, m->W_1[l], po, old.W_1[l], D * F);
+        copy_tensor(pm, m->b_1[l], po, old.b_1[l], F);
+        copy_tensor(pm, m->W_2[l], po, old.W_2[l], F * D);
+        copy_tensor(pm, m->b_2[l], po, old.b_2[l], D);
+        /* attn[l] = W_QKV, W_O, b_O here; W_Q, W_K, W_V in chapter 04's */
+        float *W_QKV = params_data(pm, m->attn[l][0]), *W_O = params_data(pm, m->attn[l][1]);
         for (int i = 0; i < D; i++)
             for (int part = 0; part < 3; part++)
-                memcpy(W_QKV + i * 3 * D + part * D, parts[part] + i * D, sizeof(float) * D);
+                memcpy(W_QKV + i * 3 * D + part * D, params_data(po, old.attn[l][part]) + i * D, sizeof(float) * D);
         memset(W_O, 0, sizeof(float) * D * D);
         for (int i = 0; i < D; i++) W_O[i * D + i] = 1.0f;
-        memset(params_data(pm, m.b_O[l]), 0, sizeof(float) * D);
+        memset(params_data(pm, m->attn[l][2]), 0, sizeof(float) * D);
     }
     Rng r;
     rng_seed(&r, 9, 0);
     int x[B * N], y[B * N];
     digit_task_batch(TASK_REVERSE, x, y, B, N, &r);
     double loss_old = digit_model_forward(&old, x, y, B);
-    double loss_new = mh_model_forward(&m, x, y, B);
+    double loss_new = digit_model_forward(m, x, y, B);
     assert_float_equal(loss_new, loss_old, 1e-5);
-    expect_close(m.logits, old.logits, B * N * 10, 1e-4f, "logits vs chapter 04 model");
-    expect_close(mh_model_attention(&m, 1, 0, 2), digit_model_attention(&old, 1, 2), N * N, 1e-5f,
+    expect_close(m->logits, old.logits, B * N * 10, 1e-4f, "logits vs chapter 04 model");
+    expect_close(digit_model_attention(m, 1, 0, 2), digit_model_attention(&old, 1, 0, 2), N * N, 1e-5f,
                  "layer 2 attention vs chapter 04 model");
     digit_model_free(&old);
-    mh_model_free(&m);
+    mh_model_free(&mh);
 }
 
 int main(void) {
@@ -451,7 +432,6 @@ int main(void) {
         cmocka_unit_test(test_one_head_equals_self_attention),
         cmocka_unit_test(test_fused_equals_separate_heads),
         cmocka_unit_test(test_masks),
-        cmocka_unit_test(test_neighbour_tasks),
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_model_one_head_equals_chapter04_model),
     };

@@ -5,10 +5,8 @@
 
 For each chapter with a twin module (tools/twin_NN.py) and a built binary,
 and each of the module's RUNS:
-  1. train the C model briefly (./build/NN_name --steps 200 ... --out TMP; for
-     the digit models of chapters 04 and 05, which write no checkpoint,
-     build/tools/twin_dump train TMP/model.ckpt --steps 200 ...), so there is
-     a checkpoint with non-trivial weights, from a clean clone;
+  1. train the C model briefly (./build/NN_name --steps 200 ... --out TMP),
+     so there is a checkpoint with non-trivial weights, from a clean clone;
   2. run build/tools/twin_dump on it: one test batch, forward + backward,
      greedy decoding -> a tensor file (logits, loss, every gradient, outputs);
   3. read the checkpoint in Python (tools/ckpt.py), check that writing it back
@@ -27,7 +25,7 @@ Adding a chapter: tools/twin_NN.py with CHAPTER, MODEL, RUNS, build(cfg,
 tensors) returning a module with forward(src, lens, tgt_in) -> logits
 [B,Tt,V], loss(logits, tgt_out), c_grads() and greedy(src, max_out); and a
 MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
-[B,N,C], loss(logits, y), c_grads(), predict(x); a DIGIT_MODELS[] line.)
+[B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.)
 """
 import argparse
 import glob
@@ -99,7 +97,7 @@ def compare_grads(row, model, d):
 def compare(module, binary, dump_tool, label, flags, args, tmp):
     """One row of the table: train, dump, twin, compare."""
     if getattr(module, "KIND", "seq2seq") == "digits":
-        return compare_digits(module, dump_tool, label, flags, args, tmp)
+        return compare_digits(module, binary, dump_tool, label, flags, args, tmp)
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_"))
     run([binary, "--steps", str(args.steps), "--quiet", "--samples", "0", "--max-eval", "20",
          "--threads", "1", "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
@@ -132,15 +130,19 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
     return finish(row)
 
 
-def compare_digits(module, dump_tool, label, flags, args, tmp):
-    """Chapters 04, 05: the digit models. twin_dump trains and saves them (the
-    chapters' own training loop), then dumps one test batch; "greedy" counts the
-    sequences whose predicted digits (argmax at every position) agree."""
+def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
+    """Chapters 04, 05: the per-position models. The chapter's binary trains
+    one model and saves it (model_<run>.ckpt), then twin_dump dumps one test
+    batch; "greedy" counts the sequences whose predicted digits (argmax at
+    every position) agree."""
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_").replace("=", ""))
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "model.ckpt")
+    run([binary, "--steps", str(args.steps), "--quiet", "--test-size", "8", "--threads", "1",
+         "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
+    checkpoints = sorted(glob.glob(os.path.join(out_dir, "model_*.ckpt")))
+    if len(checkpoints) != 1:
+        raise RuntimeError(f"{module.CHAPTER} ({label}): expected one checkpoint in {out_dir}, got {checkpoints}")
+    path = checkpoints[0]
     dump_path = os.path.join(out_dir, "twin_dump.bin")
-    run([dump_tool, "train", path, "--steps", str(args.steps)] + flags, f"training {module.CHAPTER} ({label})")
     run([dump_tool, path, dump_path, "--batch", str(args.batch)], "twin_dump")
     cfg, tensors, roundtrip_ok = read_checkpoint(module, path, out_dir)
 
@@ -194,7 +196,7 @@ def main():
     try:
         for m in modules:
             binary = os.path.join(build, m.CHAPTER)
-            if getattr(m, "KIND", "seq2seq") == "seq2seq" and not os.path.exists(binary):
+            if not os.path.exists(binary):
                 print(f"twin: skipping {m.CHAPTER}: {binary} not built")
                 continue
             for label, flags in m.RUNS:
@@ -225,8 +227,7 @@ def main():
               f"{'(' + r['grads_worst'] + ')':<17} {r['agree']:>3}/{r['n']:<3}  "
               f"{'same' if r['roundtrip'] else 'DIFF':<5} {'ok' if r['ok'] else 'FAIL'}")
     if any(r["chapter"][:2] in ("04", "05") for r in rows):
-        print("(chapters 04, 05: trained by twin_dump train with the chapter's own loop; greedy = sequences "
-              "whose argmax digits all agree)")
+        print("(chapters 04, 05: greedy = sequences whose argmax digits all agree)")
     if not rows:
         print("(no chapter with a twin is built)")
         return 1

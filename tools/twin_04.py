@@ -23,8 +23,8 @@ import torch.nn.functional as F
 import twinmap
 
 CHAPTER = "04_self_attention"
-MODEL = "digit_model"
-KIND = "digits"          # trained and dumped by twin_dump train / twin_dump (not the chapter binary)
+MODEL = "ch04_digit_self_attention"
+KIND = "digits"          # a per-position model: x [B,N] -> a class per position
 
 _SMALL = ["--len", "8", "--dim", "16", "--hidden", "32", "--layers", "2", "--batch", "32"]
 RUNS = [

@@ -1,105 +1,99 @@
-/* digit_model.h - chapter 04: digit tasks where order does (or does not)
- * matter, and a small self-attention model that learns them.
+/* digit_model.h - chapter 04: a small self-attention model for the digit
+ * tasks (common/data/digit_tasks.h), built so that chapter 05 can swap in
+ * its multi-head attention and keep everything else.
  *
- * Tasks: an input of N random digits x_1..x_N, a target digit (class) for
- * every position:
- *   reverse  y_i = x_{N+1-i}                     needs positions
- *   sort     y_i = the i-th smallest digit       needs positions (for the OUTPUT slot i)
- *   count    y_i = how often x_i occurs in x     does not: permuting x permutes y
- *
- * Model (per position, for a batch of B sequences):
+ * Model (per position, for a batch of B sequences of N digits):
  *   X_0 = embed(x) + P                  P: none, sinusoidal, or a learned table [N, D]
  *   for each layer l:
- *     H       = X_l + SelfAttention(X_l)            (residual)
- *     X_{l+1} = H + relu(H W_1 + b_1) W_2 + b_2     (a small MLP, residual)
+ *     Z       = X_l + Attention(X_l)                (residual)
+ *     X_{l+1} = Z + relu(Z W_1 + b_1) W_2 + b_2     (a small MLP, residual)
  *   logits = X_L W_out + b_out,  loss = mean cross-entropy over positions
- * Without P the whole model is permutation equivariant, so it can solve
- * count but not reverse or sort. */
+ * Attention is chapter 04's self-attention (DIGIT_SELF_ATTENTION below) or,
+ * in chapter 05, multi-head attention: a DigitAttention is the one piece
+ * that differs. Without P the whole model is permutation equivariant, so it
+ * can solve count but not reverse or sort. */
 #ifndef DIGIT_MODEL_H
 #define DIGIT_MODEL_H
+#include <stddef.h>
 #include <stdint.h>
 #include "nn/params.h"
+#include "train/classifier.h"
 #include "util/rng.h"
 
-#define DIGIT_VOCAB 10
 #define DIGIT_MAX_LAYERS 4
 
-typedef enum { TASK_REVERSE = 0, TASK_SORT, TASK_COUNT, DIGIT_N_TASKS } DigitTask;
 typedef enum { POS_NONE = 0, POS_SINUSOIDAL, POS_LEARNED, POS_N_TYPES } PosType;
-
-const char *digit_task_name(DigitTask t);      /* "reverse", "sort", "count" */
 const char *pos_type_name(PosType p);          /* "none", "sinusoidal", "learned" */
-/* Number of output classes: 10 digits, or N + 1 counts (0..N) for count. */
-int digit_task_classes(DigitTask t, int N);
-/* x [B, N] random digits, y [B, N] the task's targets. */
-void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng);
-/* y [N] = the task's targets for one given sequence x [N]. */
-void digit_task_targets(DigitTask t, const int *x, int *y, int N);
-/* Name -> enum; returns 0, or -1 with fail() listing the names. */
-int digit_task_from_name(const char *name, DigitTask *t);
+/* Name -> PosType; returns 0, or -1 with fail() listing the names. */
 int pos_type_from_name(const char *name, PosType *p);
 
-/* Digits a user typed ("3 1 4 1 5 9 2 6", "3,1,4,1,5,9,2,6" or "31415926")
- * -> x [N]. Returns 0, or -1 with fail() naming the first character that is
- * not a digit, or saying how many digits were expected and how many given. */
-int digits_parse(const char *text, int N, int *x);
+typedef struct DigitModel DigitModel;
 
+/* The attention sublayer of every layer, as functions of the model (its
+ * sizes are m->N, m->D, m->causal; anything else is in m->attention_spec).
+ * Layer l's tensors are m->attn[l][0..2] in m->params. */
 typedef struct {
-    int N, D, F, L, C;          /* length, width, MLP hidden size, layers, classes */
+    const char *model_name;   /* the checkpoint's "model=" */
+    /* Declare layer l's tensors ("layer<l>.<name>") into m->attn[l]. */
+    void (*declare)(DigitModel *m, int l);
+    /* Their initial values, drawn from rng. */
+    void (*init)(DigitModel *m, int l, Rng *rng);
+    /* Floats, for B sequences, of one layer's attention weights A (the
+     * heatmaps; 0 if not kept), of one layer's cache, and of the scratch
+     * backward shares between layers. */
+    size_t (*weights_floats)(const DigitModel *m, int B);
+    size_t (*cache_floats)(const DigitModel *m, int B);
+    size_t (*scratch_floats)(const DigitModel *m, int B);
+    /* X [B, N, D] -> Y [B, N, D] (written), A and cache (written). */
+    void (*forward)(const DigitModel *m, int l, float *Y, float *A, float *cache, const float *X, int B);
+    /* dY [B, N, D] -> dX [B, N, D] +=, layer l's parameter gradients +=. */
+    void (*backward)(DigitModel *m, int l, float *dX, float *scratch, const float *dY, const float *A,
+                     const float *cache, const float *X, int B);
+} DigitAttention;
+
+/* Chapter 04's: self_attention.h, W_Q, W_K, W_V [D, D], one head. */
+extern const DigitAttention DIGIT_SELF_ATTENTION;
+#define DIGIT_MODEL_NAME "ch04_digit_self_attention"
+
+/* The sizes a config text gives (model.h's keys):
+ *   model=ch04_digit_self_attention  task=reverse  len=8  dim=64  hidden=128
+ *   layers=2  classes=10  pos=sinusoidal  causal=0  seed=1
+ * (seed: the training seed, which also picks the test stream). */
+typedef struct {
+    int N, D, F, L, C;      /* length, width, MLP width, layers, classes */
     PosType pos;
     int causal;
+} DigitModelSizes;
+
+struct DigitModel {
+    int N, D, F, L, C;
+    PosType pos;
+    int causal;
+    int heads;                              /* attention maps per layer */
+    const DigitAttention *attention;
+    const void *attention_spec;             /* chapter 05: its MultiHeadSpec; NULL for chapter 04 */
     Params params;
-    size_t emb, pos_table, W_out, b_out;                 /* [10,D], [N,D], [D,C], [C] */
-    size_t W_Q[DIGIT_MAX_LAYERS], W_K[DIGIT_MAX_LAYERS], W_V[DIGIT_MAX_LAYERS];   /* [D,D] */
-    size_t W_1[DIGIT_MAX_LAYERS], b_1[DIGIT_MAX_LAYERS];                         /* [D,F], [F] */
-    size_t W_2[DIGIT_MAX_LAYERS], b_2[DIGIT_MAX_LAYERS];                         /* [F,D], [D] */
-    int max_B, B;               /* capacity, and the batch of the last forward */
-    float *P_sin;               /* [N, D] */
-    float *X;                   /* [L+1, B, N, D]: X_0 .. X_L */
-    float *H;                   /* [L, B, N, D] */
-    float *Y_attn;              /* [L, B, N, D] self-attention outputs */
-    float *A;                   /* [L, B, N, N] attention weights */
-    float *sa_cache;            /* [L, self_attention_cache_floats] */
-    float *pre, *act;           /* [L, B, N, F] MLP before / after relu */
-    float *logits, *probs;      /* [B*N, C] */
-    float *dlogits, *dX, *dH, *dpre, *dact, *sa_scratch;   /* backward work */
-} DigitModel;
+    size_t emb, pos_table, W_out, b_out;    /* [10, D], [N, D], [D, C], [C] */
+    size_t attn[DIGIT_MAX_LAYERS][3];       /* the attention's tensors of layer l */
+    size_t W_1[DIGIT_MAX_LAYERS], b_1[DIGIT_MAX_LAYERS];   /* [D, F], [F] */
+    size_t W_2[DIGIT_MAX_LAYERS], b_2[DIGIT_MAX_LAYERS];   /* [F, D], [D] */
+    int max_B, B;              /* capacity, and the batch of the last forward */
+    float *P_sin;              /* [N, D] */
+    float *X;                  /* [L+1, B, N, D]: X_0 .. X_L */
+    float *Z;                  /* [L, B, N, D] after the attention residual */
+    float *Y_attn;             /* [L, B, N, D] attention outputs */
+    float *A;                  /* [L, weights_floats(max_B)] attention weights */
+    float *attn_cache;         /* [L, cache_floats(max_B)] */
+    float *pre, *act;          /* [L, B, N, F] MLP before / after relu */
+    float *logits, *probs;     /* [B*N, C] */
+    float *dlogits, *dX, *dZ, *dpre, *dact, *attn_scratch;   /* backward work */
+};
 
-/* The pieces around the attention layer, exported so chapter 05 swaps only
- * the attention and calls the rest (R = B*N rows, width D, MLP width F,
- * C classes). Backward passes accumulate into parameter gradients (+=).
- *
- * Input:  X [R, D] = embed(x) + P   (P: pos_sin [N, D] or the learned table;
- *         nothing for POS_NONE) */
-void digit_input_forward(float *X, const int *x, const float *emb, PosType pos, const float *P,
-                         int B, int N, int D);
-/* dX [R, D] -> d emb (+=) and, for learned positions, d P (+=). */
-void digit_input_backward(float *demb, float *dP, const float *dX, const int *x, PosType pos,
-                          int B, int N, int D);
-/* Residual MLP: X_out [R, D] = H + relu(H W_1 + b_1) W_2 + b_2; keeps pre, act [R, F]. */
-void residual_mlp_forward(float *X_out, float *pre, float *act, const float *H, const float *W_1,
-                          const float *b_1, const float *W_2, const float *b_2, int R, int D, int F);
-/* dH [R, D] is OVERWRITTEN with dX_out + (the MLP's backward of dX_out);
- * dpre, dact [R, F] are scratch. */
-void residual_mlp_backward(float *dH, float *dpre, float *dact, float *dW_1, float *db_1, float *dW_2,
-                           float *db_2, const float *dX_out, const float *H, const float *pre,
-                           const float *act, const float *W_1, const float *W_2, int R, int D, int F);
-/* Head: logits [R, C] = X W_out + b_out; with targets y (not NULL) also
- * probs and the mean cross-entropy (returned; 0 without y). */
-double digit_head_forward(float *logits, float *probs, const float *X, const float *W_out,
-                          const float *b_out, const int *y, int R, int D, int C);
-/* dX [R, D] is OVERWRITTEN with d loss / d X; dlogits [R, C] is scratch. */
-void digit_head_backward(float *dX, float *dW_out, float *db_out, float *dlogits, const float *probs,
-                         const int *y, const float *X, const float *W_out, int R, int D, int C);
-/* pred [R] = argmax over the C logits of each row. */
-void digit_argmax(const float *logits, int R, int C, int *pred);
-/* Print a typed input x [N], the model's output pred [N] and the right
- * answer y [N] for the task, one row each (for --input). */
-void digit_print_prediction(const char *task, const int *x, const int *pred, const int *y, int N);
-
-/* Declare, allocate and initialise (from seed). Returns 0 or -1 with fail(). */
-int digit_model_create(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal,
-                       int max_B, uint64_t seed);
+/* Declare, allocate and initialise (from seed) a model with the given
+ * attention (spec: what it needs besides the model's sizes, or NULL) and
+ * heads attention maps per layer. Returns 0 or -1 with fail(). */
+int digit_model_create(DigitModel *m, const DigitAttention *attention, const void *spec, int heads,
+                       const DigitModelSizes *s, int max_B, uint64_t seed);
 void digit_model_free(DigitModel *m);
 /* Forward over x [B, N] (B <= max_B). With targets y, returns the mean
  * cross-entropy per position; with y == NULL returns 0. Logits stay in m. */
@@ -108,21 +102,26 @@ double digit_model_forward(DigitModel *m, const int *x, const int *y, int B);
 void digit_model_backward(DigitModel *m, const int *x, const int *y);
 /* pred [B, N] = argmax of the last forward's logits. */
 void digit_model_predict(const DigitModel *m, int *pred);
-/* Attention weights of layer l for sequence b of the last forward: [N, N]. */
-const float *digit_model_attention(const DigitModel *m, int l, int b);
+/* Attention weights of layer l, head h, sequence b of the last forward:
+ * [N, N], or NULL when the attention does not keep them. */
+const float *digit_model_attention(const DigitModel *m, int l, int h, int b);
 
-/* Checkpoints (common/io/checkpoint.h). The config text holds everything needed
- * to rebuild the model:
- *   model=ch04_digit_self_attention  task=reverse  len=8  dim=64  hidden=128
- *   layers=2  classes=10  pos=sinusoidal  causal=0  seed=1
- * (seed: the training seed, which also picks the test stream). */
-#define DIGIT_MODEL_NAME "ch04_digit_self_attention"
-/* Returns 0, or -1 with fail() naming the path. */
-int digit_model_save(const DigitModel *m, const char *task, int seed, const char *path);
-/* Rebuild the model saved at path (for batches of up to max_B) and load its
- * parameters; task (task_cap bytes) and seed get the saved ones. Returns 0,
- * or -1 with fail() naming the path and the problem: unreadable, corrupt or
- * truncated file, or a checkpoint of another model ("model=" key). */
-int digit_model_load(DigitModel *m, const char *path, int max_B, char *task, int task_cap, int *seed);
+/* ------------------------------------------------- configs and the driver */
+/* Read the sizes from a config text whose "model=" must be model_name
+ * (else an error naming both, and what_loads: "chapter 04's digit model").
+ * Checks classes against the task. Returns 0, or -1 with fail(). */
+int digit_model_sizes(const char *config, const char *model_name, const char *what_loads,
+                      DigitModelSizes *s);
+/* The config text of a model (the one its checkpoint keeps): model, task,
+ * len, dim, then extra (chapter 05: "heads=..\nhead_dim=..\n", or ""),
+ * hidden, layers, classes, pos, causal, seed. */
+void digit_model_config_text(char *out, int cap, const char *model_name, const char *task,
+                             const DigitModelSizes *s, const char *extra, int seed);
+/* m behind the driver's Classifier face; its destroy frees m's buffers, then
+ * allocation: the malloc'd block m lives in (m itself, or a struct holding
+ * m and its attention spec). */
+void digit_model_classifier(DigitModel *m, void *allocation, Classifier *c);
+/* The driver's build for chapter 04: the model a config describes. */
+int digit_model_build(Classifier *c, const char *config, int max_B, uint64_t seed);
 
 #endif

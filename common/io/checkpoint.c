@@ -407,3 +407,9 @@ int config_get_int(const char *config_text, const char *key, int *out) {
     *out = (int)v;
     return 0;
 }
+
+int config_get_int_in(const char *config_text, const char *key, int lo, int hi, int *out) {
+    if (config_get_int(config_text, key, out) < 0) return -1;
+    if (*out < lo || *out > hi) return fail("config key '%s': expected %d..%d, got %d", key, lo, hi, *out);
+    return 0;
+}

@@ -42,5 +42,7 @@ int checkpoint_load(const char *path, Params *p);
  * Returns 0, or -1 with fail() when the key is missing. */
 int config_get(const char *config_text, const char *key, char *out, int outlen);
 int config_get_int(const char *config_text, const char *key, int *out);
+/* An integer in [lo, hi]; -1 with fail() naming the key and the range otherwise. */
+int config_get_int_in(const char *config_text, const char *key, int lo, int hi, int *out);
 
 #endif

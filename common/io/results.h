@@ -4,7 +4,7 @@
 #ifndef RESULTS_H
 #define RESULTS_H
 
-#define RESULTS_MAX 64
+#define RESULTS_MAX 128
 
 typedef struct {
     int n;

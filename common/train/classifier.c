@@ -1,0 +1,446 @@
+/* classifier.c - the driver of the per-position and per-example models: the
+ * training step, training, evaluation, heatmaps and the program behind each
+ * such chapter's main() (see classifier.h). */
+#include "train/classifier.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/checkpoint.h"
+#include "io/plot.h"
+#include "kernels/matmul.h"
+#include "train/progress.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#define MAX_RUNS 16
+#define MAX_LABELS 64    /* inputs labelled on a heatmap's axes */
+
+/* ------------------------------------------------------------- training */
+
+double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr) {
+    params_zero_grad(m->params);
+    double loss = m->forward(m->self, e);
+    m->backward(m->self, e);
+    if (clip > 0) clip_grad_norm(m->params, clip);
+    adam_step(opt, m->params, lr);
+    return loss;
+}
+
+int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batch, float lr,
+                     uint64_t seed, int quiet, ClassifierResult *r) {
+    Adam opt;
+    if (adam_init(&opt, m->params, lr, 0.0f) < 0) return -1;
+    Examples e;
+    examples_alloc(&e, batch, task->n_in, task->n_out, task->float_inputs);
+    Rng rng;
+    rng_seed(&rng, seed, 1);                        /* the training stream */
+    Progress pr;
+    progress_start(&pr, steps, steps / 4, quiet);
+    double t0 = now_seconds(), loss = 0.0, window_sum = 0.0;
+    int window_len = 0, point = 0;
+    r->solved_step = 0;
+    for (int step = 0; step < steps; step++) {
+        task->train_batch(task->self, &e, batch, &rng);
+        loss = classifier_train_step(m, &opt, &e, 1.0f, lr_schedule(step, steps, steps / 20, lr, 0.05f));
+        progress_update(&pr, step + 1, (float)loss, (long)(step + 1) * batch, NULL);
+        /* curve point k averages the steps that end at (k + 1) * steps / CURVE_POINTS */
+        window_sum += loss;
+        window_len++;
+        if (point < CURVE_POINTS && (long)(step + 1) * CURVE_POINTS >= (long)(point + 1) * steps) {
+            r->curve_step[point] = (float)(step + 1);
+            r->curve[point++] = (float)(window_sum / window_len);
+            if (r->solved_step == 0 && window_sum / window_len < SOLVED_LOSS) r->solved_step = step + 1;
+            window_sum = 0.0;
+            window_len = 0;
+        }
+    }
+    progress_end(&pr);
+    r->n_curve = point;
+    r->seconds = now_seconds() - t0;
+    r->final_loss = loss;
+    examples_free(&e);
+    adam_free(&opt);
+    return 0;
+}
+
+void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
+                         double *exact, double *token_acc) {
+    const int n_out = task->n_out, max_B = m->max_B;
+    Examples e;
+    examples_alloc(&e, max_B, task->n_in, n_out, task->float_inputs);
+    int *pred = xmalloc(sizeof(int) * (size_t)max_B * n_out);
+    Rng rng;
+    rng_seed(&rng, seed, 99);                       /* the test stream: apart from training */
+    long n_exact = 0, n_right = 0;
+    for (int done = 0; done < n_test; done += max_B) {
+        int B = n_test - done < max_B ? n_test - done : max_B;
+        task->test_batch(task->self, &e, B, &rng);
+        m->forward(m->self, &(Examples){B, e.n_in, n_out, e.tokens, e.values, NULL});
+        m->predict(m->self, pred);
+        for (int b = 0; b < B; b++) {
+            int right = 0;
+            for (int i = 0; i < n_out; i++) right += pred[b * n_out + i] == e.targets[b * n_out + i];
+            n_right += right;
+            n_exact += right == n_out;
+        }
+    }
+    *exact = (double)n_exact / n_test;
+    *token_acc = (double)n_right / ((double)n_test * n_out);
+    examples_free(&e);
+    free(pred);
+}
+
+/* ------------------------------------------------------ printing, plots */
+
+/* "  label   3  1  4 ..." : one row of texts. */
+static void print_row(const char *label, const char *const *texts, int n) {
+    printf("  %-11s", label);
+    for (int i = 0; i < n; i++) printf(" %2s", texts[i]);
+    printf("\n");
+}
+
+typedef struct {
+    char text[MAX_LABELS][16];
+    const char *ptr[MAX_LABELS];
+} Labels;
+
+static void input_labels(Labels *l, const ExampleTask *t, const Examples *e, int b) {
+    for (int i = 0; i < t->n_in && i < MAX_LABELS; i++) {
+        t->input_text(t->self, e, b, i, l->text[i], sizeof l->text[i]);
+        l->ptr[i] = l->text[i];
+    }
+}
+
+static void class_labels(Labels *l, const ExampleTask *t, const int *classes, int n) {
+    for (int i = 0; i < n && i < MAX_LABELS; i++) {
+        t->class_text(t->self, classes[i], l->text[i], sizeof l->text[i]);
+        l->ptr[i] = l->text[i];
+    }
+}
+
+/* Input, prediction and truth of example 0 of e, one row each. */
+static void print_example(const ExampleTask *t, const Examples *e, const int *pred) {
+    Labels in, out, truth;
+    input_labels(&in, t, e, 0);
+    class_labels(&out, t, pred, t->n_out);
+    class_labels(&truth, t, e->targets, t->n_out);
+    print_row("input", in.ptr, t->n_in);
+    print_row("output", out.ptr, t->n_out);
+    print_row(t->name, truth.ptr, t->n_out);
+    printf("  (the right answer: %s)\n",
+           memcmp(pred, e->targets, sizeof(int) * (size_t)t->n_out) == 0 ? "all correct" : "some outputs are wrong");
+}
+
+/* One heatmap per layer and head of example 0 of the last forward, written
+ * as <stem_prefix>_layer<l>[_head<h>]. The y axis shows y_classes. */
+static int plot_attention(const Classifier *m, const ExampleTask *t, const Examples *e, const int *y_classes,
+                          const char *stem_prefix, const char *title_prefix, const char *y_title) {
+    if (!m->attention || !m->attention(m->self, 0, 0, 0)) {
+        printf("  (no heatmaps: this model does not keep its attention weights; the plain attention does)\n");
+        return 0;
+    }
+    if (t->n_in > MAX_LABELS || t->n_out != t->n_in) return 0;   /* per-position maps of up to 64 inputs */
+    Labels x_labels, y_labels;
+    input_labels(&x_labels, t, e, 0);
+    class_labels(&y_labels, t, y_classes, t->n_out);
+    for (int l = 0; l < m->layers; l++)
+        for (int h = 0; h < m->heads; h++) {
+            char stem[1100], title[200];
+            if (m->heads == 1) {
+                snprintf(stem, sizeof stem, "%s_layer%d", stem_prefix, l + 1);
+                snprintf(title, sizeof title, "%s: layer %d attention A", title_prefix, l + 1);
+            } else {
+                snprintf(stem, sizeof stem, "%s_layer%d_head%d", stem_prefix, l + 1, h + 1);
+                snprintf(title, sizeof title, "%s: layer %d, head %d of %d", title_prefix, l + 1, h + 1, m->heads);
+            }
+            if (plot_heatmap(stem, title, m->attention(m->self, l, h, 0), t->n_in, t->n_in, x_labels.ptr,
+                             y_labels.ptr, "input (key j)", y_title, 0.0f, 1.0f) < 0)
+                return -1;
+            printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+        }
+    return 0;
+}
+
+/* The first test example: the prediction beside the truth, and the heatmaps. */
+static int show_first_test_example(Classifier *m, const ExampleTask *t, const ClassifierRun *run,
+                                   uint64_t seed, const char *out) {
+    Examples e;
+    examples_alloc(&e, 1, t->n_in, t->n_out, t->float_inputs);
+    int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
+    Rng rng;
+    rng_seed(&rng, seed, 99);
+    t->test_batch(t->self, &e, 1, &rng);
+    m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
+    m->predict(m->self, pred);
+    printf("  first test example:\n");
+    print_example(t, &e, pred);
+    char stem[1100];
+    snprintf(stem, sizeof stem, "%s/attn_%s", out, run->key);
+    int rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
+    examples_free(&e);
+    free(pred);
+    return rc;
+}
+
+/* ------------------------------------------------- one run, and --load */
+
+/* Build the model and task of a config; on error the message names where
+ * the config came from. */
+static int build_from_config(const ClassifierChapter *ch, const char *config, const char *from, int max_B,
+                             uint64_t seed, Classifier *m, ExampleTask *t) {
+    memset(m, 0, sizeof *m);
+    if (ch->build(m, config, max_B, seed) == 0 && ch->task(config, t) == 0) {
+        if (t->classes == m->classes && t->n_out == m->n_out) return 0;
+        fail("the model predicts %d outputs of %d classes, but task '%s' has %d of %d", m->n_out, m->classes,
+             t->name, t->n_out, t->classes);
+    }
+    char why[1024];                              /* copied: fail() reuses the buffer it came from */
+    snprintf(why, sizeof why, "%s", last_error());
+    if (m->destroy) m->destroy(m->self);
+    return fail("%s: %s", from, why);
+}
+
+static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, const ClassifierRun *run,
+                     ClassifierResult *r) {
+    Classifier m;
+    ExampleTask t;
+    if (build_from_config(ch, run->config, run->label, f->batch, (uint64_t)f->seed, &m, &t) < 0) return -1;
+    printf("  %s: %zu parameters\n", run->label, m.params->size);
+    int rc = classifier_train(&m, &t, f->steps, f->batch, f->lr, (uint64_t)f->seed, f->quiet, r);
+    if (rc == 0) {
+        classifier_evaluate(&m, &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
+        snprintf(r->checkpoint, sizeof r->checkpoint, "%s/model_%s.ckpt", f->out, run->key);
+        rc = checkpoint_save(r->checkpoint, run->config, m.params);
+    }
+    if (rc == 0) rc = show_first_test_example(&m, &t, run, (uint64_t)f->seed, f->out);
+    m.destroy(m.self);
+    return rc;
+}
+
+/* The config text on one line: "model=x task=y ...". */
+static void config_one_line(const char *config, char *out, int cap) {
+    snprintf(out, (size_t)cap, "%s", config);
+    for (char *c = out; *c; c++) if (*c == '\n') *c = ' ';
+}
+
+/* --load: evaluate a saved model on its task's test set or, with --input,
+ * run it on what the user typed (and draw its attention with --plot). */
+static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
+    char *config = NULL;
+    if (checkpoint_read_config(f->load, &config) < 0) return -1;     /* the message names the path */
+    Classifier m;
+    ExampleTask t;
+    int seed = 0, rc = build_from_config(ch, config, f->load, f->batch, 0, &m, &t);
+    if (rc == 0 && config_get_int(config, "seed", &seed) < 0) {
+        rc = fail("%s: the config has no seed (the test stream's)", f->load);
+        m.destroy(m.self);
+    }
+    if (rc < 0) {
+        free(config);
+        return -1;
+    }
+    char line[CLASSIFIER_CONFIG_MAX];
+    config_one_line(config, line, sizeof line);
+    printf("Loaded %s: %s(%zu parameters)\n", f->load, line, m.params->size);
+    free(config);
+    rc = checkpoint_load(f->load, m.params);
+    if (rc == 0 && !f->input) {
+        double exact, token_acc;
+        classifier_evaluate(&m, &t, f->test_size, (uint64_t)seed, &exact, &token_acc);
+        printf("  %d test examples of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size,
+               t.name, 100 * exact, 100 * token_acc);
+    } else if (rc == 0) {
+        Examples e;
+        examples_alloc(&e, 1, t.n_in, t.n_out, t.float_inputs);
+        int *pred = xmalloc(sizeof(int) * (size_t)t.n_out);
+        rc = t.parse_input(t.self, f->input, &e);
+        if (rc == 0) {
+            m.forward(m.self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
+            m.predict(m.self, pred);
+            print_example(&t, &e, pred);
+        }
+        if (rc == 0 && f->plot) {
+            if (!m.attention || !m.attention(m.self, 0, 0, 0)) {
+                rc = fail("--plot: this model does not keep its attention weights (fused attention); "
+                          "load it with the plain attention");
+            } else {
+                char stem[1100];
+                snprintf(stem, sizeof stem, "%s/input_attn", f->out);
+                printf("Wrote:\n");
+                rc = plot_attention(&m, &t, &e, pred, stem, "your input", "output at i (query i)");
+            }
+        }
+        examples_free(&e);
+        free(pred);
+    }
+    m.destroy(m.self);
+    return rc;
+}
+
+/* ---------------------------------------------------------- the program */
+
+/* "key=value" lines of a config into results (numbers as numbers). */
+static void results_from_config(Results *res, const char *config) {
+    char key[48], value[256];
+    const char *p = config;
+    while (*p) {
+        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+        if (!nl) nl = p + strlen(p);
+        if (eq && eq < nl && eq - p < (long)sizeof key && nl - eq - 1 < (long)sizeof value) {
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+            snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
+            char *end;
+            double v = strtod(value, &end);
+            if (end != value && *end == '\0') results_set_num(res, key, v);
+            else results_set_str(res, key, value);
+        }
+        p = *nl ? nl + 1 : nl;
+    }
+}
+
+static void print_table(const ClassifierRun *runs, const ClassifierResult *r, int n) {
+    int w = 3;
+    for (int i = 0; i < n; i++) if ((int)strlen(runs[i].label) > w) w = (int)strlen(runs[i].label);
+    printf("  | %-*s | exact match | token acc. | final loss | loss < %.1f at step | train s |\n", w, "run",
+           SOLVED_LOSS);
+    printf("  |-");
+    for (int i = 0; i < w; i++) printf("-");
+    printf("-|-------------|------------|------------|--------------------|---------|\n");
+    for (int i = 0; i < n; i++) {
+        char solved[32] = "never";
+        if (r[i].solved_step > 0) snprintf(solved, sizeof solved, "%d", r[i].solved_step);
+        printf("  | %-*s | %10.1f%% | %9.1f%% | %10.3f | %18s | %7.1f |\n", w, runs[i].label, 100 * r[i].exact,
+               100 * r[i].token_acc, r[i].final_loss, solved, r[i].seconds);
+    }
+}
+
+static int plot_loss_curves(const char *out, const ClassifierRun *runs, const ClassifierResult *r, int n) {
+    const float *ys[MAX_RUNS];
+    const char *names[MAX_RUNS];
+    for (int i = 0; i < n; i++) {
+        ys[i] = r[i].curve;
+        names[i] = runs[i].label;
+    }
+    char stem[1100];
+    snprintf(stem, sizeof stem, "%s/loss", out);
+    /* every run has the same steps, so the same curve_step */
+    if (plot_lines(stem, "Training loss, one curve per run", "step", "cross-entropy (mean over the window)",
+                   r[0].curve_step, ys, names, n, r[0].n_curve, 1) < 0)
+        return -1;
+    printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    return 0;
+}
+
+static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
+    static ClassifierRun runs[MAX_RUNS];
+    static ClassifierResult results[MAX_RUNS];
+    int headline = 0;
+    int n = ch->plan(f, runs, MAX_RUNS, &headline);
+    if (n < 0) return -1;
+    const double t_program = now_seconds();
+    Results res;
+    results_init(&res);
+    results_set_str(&res, "chapter", ch->chapter);
+    /* the headline keys first; filled in at the end */
+    results_set_num(&res, "test_exact_match", 0.0);
+    results_set_num(&res, "test_token_acc", 0.0);
+    results_set_num(&res, "train_seconds", 0.0);
+    if (ch->before && ch->before(f, &res) < 0) return -1;
+
+    printf("Training: %d run%s of %d steps of %d examples (backend %s, %d thread%s)\n", n, n == 1 ? "" : "s",
+           f->steps, f->batch, backend_name(backend_current()), threads_current(),
+           threads_current() == 1 ? "" : "s");
+    double total = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (train_run(ch, f, &runs[i], &results[i]) < 0) return -1;
+        total += results[i].seconds;
+    }
+    printf("\nResults on %d test examples\n\n", f->test_size);
+    print_table(runs, results, n);
+    for (int i = 0; i < n; i++) {
+        char key[48];
+        const char *k = runs[i].key;
+        snprintf(key, sizeof key, "%.24s_exact_match", k);
+        results_set_num(&res, key, results[i].exact);
+        snprintf(key, sizeof key, "%.24s_token_acc", k);
+        results_set_num(&res, key, results[i].token_acc);
+        snprintf(key, sizeof key, "%.24s_final_loss", k);
+        results_set_num(&res, key, results[i].final_loss);
+        snprintf(key, sizeof key, "%.24s_solved_step", k);
+        results_set_num(&res, key, results[i].solved_step);
+        snprintf(key, sizeof key, "%.24s_train_seconds", k);
+        results_set_num(&res, key, results[i].seconds);
+    }
+    results_set_num(&res, "test_exact_match", results[headline].exact);
+    results_set_num(&res, "test_token_acc", results[headline].token_acc);
+    results_set_num(&res, "train_seconds", total);
+    results_set_str(&res, "headline", runs[headline].key);
+    results_from_config(&res, runs[headline].config);
+    results_set_num(&res, "steps", f->steps);
+    results_set_num(&res, "batch", f->batch);
+    results_set_num(&res, "lr", f->lr);
+    results_set_num(&res, "test_n", f->test_size);
+    results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_num(&res, "threads", threads_current());
+    printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - t_program);
+    if (plot_loss_curves(f->out, runs, results, n) < 0) return -1;
+    if (ch->after && ch->after(f, &res) < 0) return -1;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.json", f->out);
+    if (results_write(&res, path) < 0) return -1;
+    printf("  %s\n", path);
+    for (int i = 0; i < n; i++)
+        printf("  %s   (try: --load %s --input \"...\")\n", results[i].checkpoint, results[i].checkpoint);
+    return 0;
+}
+
+int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
+    ClassifierFlags f = ch->defaults;
+    char default_out[256];
+    snprintf(default_out, sizeof default_out, "out/%s", ch->chapter);
+    if (!f.out) f.out = default_out;
+    const ArgSpec common[] = {
+        {"steps", ARG_INT, &f.steps, "training steps per model", 1, 1000000, NULL},
+        {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL},
+        {"lr", ARG_FLOAT, &f.lr, "Adam learning rate (warm-up, then cosine decay)", 1e-6, 1, NULL},
+        {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
+        {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
+        {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
+        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
+         "auto,naive,avx2,avx512"},
+        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
+        {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
+        {"load", ARG_STRING, &f.load, "evaluate this checkpoint (out/.../model_<run>.ckpt) instead of training",
+         0, 0, NULL},
+        {"input", ARG_STRING, &f.input, "with --load: an input to run the model on, e.g. \"3 1 4 1 5 9 2 6\"", 0,
+         0, NULL},
+        {"plot", ARG_BOOL, &f.plot, "with --load and --input: write the attention heatmaps of that input", 0, 0,
+         NULL},
+    };
+    const int n_common = (int)(sizeof common / sizeof common[0]), n_specs = ch->n_model_args + n_common;
+    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
+    if (ch->n_model_args) memcpy(specs, ch->model_args, sizeof(ArgSpec) * (size_t)ch->n_model_args);
+    memcpy(specs + ch->n_model_args, common, sizeof common);
+
+    int rc = args_parse(argc, argv, specs, n_specs);
+    if (rc == 1) {
+        args_print_help(argv[0], ch->summary, specs, n_specs);
+        free(specs);
+        return 0;
+    }
+    free(specs);
+    if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
+    if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input TEXT");
+    if (rc == 0 && (backend_select(f.backend) < 0 || make_dirs(f.out) < 0)) rc = -1;
+    if (rc == 0) {
+        threads_set(f.threads);
+        rc = f.load ? run_loaded(ch, &f) : train_all(ch, &f);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "%s: error: %s\n", ch->chapter, last_error());
+        return 1;
+    }
+    return 0;
+}

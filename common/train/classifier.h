@@ -1,0 +1,119 @@
+/* classifier.h - the driver of every model that predicts a class per position
+ * or per example (chapters 04 and 05; next the GPT of chapter 06 and the ViT
+ * of chapter 07): the model interface, the training step, evaluation, and the
+ * whole program behind each such chapter's main().
+ *
+ * The sequence-to-sequence chapters (01-03, and 06's encoder-decoder) have
+ * their own driver, seq2seq.h; everything else goes through this one:
+ *
+ *   Classifier      a model: forward with loss, backward, predict, the
+ *                   attention weights of a layer and head (for plots)
+ *   ExampleTask     where its examples come from (data/examples.h)
+ *   ClassifierRun   one model to train: a name and its config text (the
+ *                   same text its checkpoint keeps, which rebuilds it)
+ *   classifier_main()  flags, training with progress, evaluation, results
+ *                   table, heatmaps, loss curves, results.json, checkpoints,
+ *                   and --load / --input / --plot on a saved model
+ *
+ * A chapter's main.c is its flags, the runs they ask for, and a build
+ * function; demos of the chapter's idea go in its before/after hooks. */
+#ifndef CLASSIFIER_H
+#define CLASSIFIER_H
+#include <stdint.h>
+#include "data/examples.h"
+#include "io/args.h"
+#include "io/results.h"
+#include "nn/optim.h"
+#include "nn/params.h"
+
+typedef struct {
+    void *self;
+    Params *params;
+    int max_B;            /* the largest batch forward takes */
+    int n_out, classes;   /* outputs per example, classes per output (C) */
+    int layers, heads;    /* attention maps: layers x heads, each [n_in, n_in] */
+    /* Forward over e (e->B <= max_B). With e->targets, returns the mean
+     * cross-entropy per target; without, 0. */
+    double (*forward)(void *self, const Examples *e);
+    /* After forward on the same e: accumulate d loss / d params into
+     * params->grad. */
+    void (*backward)(void *self, const Examples *e);
+    /* pred [B, n_out] = the most likely class of each output of the last forward. */
+    void (*predict)(void *self, int *pred);
+    /* The last forward's logits [B * n_out, classes]. */
+    const float *(*logits)(void *self);
+    /* Attention weights of layer l, head h, example b of the last forward,
+     * [n_in, n_in] (query i, key j); NULL when the model does not keep them
+     * (the fused attention of chapter 05). May itself be NULL. */
+    const float *(*attention)(void *self, int l, int h, int b);
+    void (*destroy)(void *self);
+} Classifier;
+
+/* The common flags every such chapter has (the chapter adds its own). */
+typedef struct {
+    const char *out, *backend, *load, *input;
+    int steps, batch, seed, threads, test_size, quiet, plot;
+    float lr;
+} ClassifierFlags;
+
+#define CLASSIFIER_CONFIG_MAX 1024
+typedef struct {
+    char key[24];      /* "reverse_sinusoidal": file names, results.json keys */
+    char label[96];    /* "reverse, sinusoidal positions": the table, titles */
+    char config[CLASSIFIER_CONFIG_MAX];   /* "model=...\ntask=...\n...seed=1\n" */
+} ClassifierRun;
+
+/* What a run measured. */
+#define CURVE_POINTS 50   /* the loss curve: mean training loss over steps/50 steps */
+#define SOLVED_LOSS 0.5   /* "solved at step": the first curve point below it */
+typedef struct {
+    double exact, token_acc, seconds, final_loss;
+    int solved_step;      /* 0: never */
+    int n_curve;
+    float curve_step[CURVE_POINTS], curve[CURVE_POINTS];
+    char checkpoint[1024];
+} ClassifierResult;
+
+/* One training step: zero the gradients, forward, backward, clip the
+ * gradient norm to clip (> 0), one Adam update at lr. Returns the loss. */
+double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
+
+/* Train m for steps batches of batch examples of task's training stream
+ * (stream 1 of seed), Adam at lr with warm-up over steps/20 and cosine
+ * decay; fills r's loss curve, final loss and seconds. */
+int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batch, float lr,
+                     uint64_t seed, int quiet, ClassifierResult *r);
+
+/* Exact match (every output right) and per-output accuracy over n_test
+ * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
+void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
+                         double *exact, double *token_acc);
+
+/* What a chapter gives classifier_main. */
+typedef struct {
+    const char *chapter;          /* "04_self_attention" */
+    const char *summary;          /* a paragraph for --help */
+    const ArgSpec *model_args;    /* the chapter's own flags */
+    int n_model_args;
+    ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
+    /* The runs the parsed flags ask for, written to runs (room for max);
+     * returns how many, or -1 with fail(). *headline: the run whose figures
+     * lead results.json. */
+    int (*plan)(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline);
+    /* Build the model a config text describes, for batches of up to max_B,
+     * parameters initialised from seed (a checkpoint then overwrites them).
+     * Returns 0, or -1 with fail() (for example: a checkpoint of another model). */
+    int (*build)(Classifier *m, const char *config, int max_B, uint64_t seed);
+    /* The task a config text names ("task=reverse", "len=8"); the task may
+     * point into storage the chapter owns. Returns 0 or -1 with fail(). */
+    int (*task)(const char *config, ExampleTask *task);
+    /* Optional: before training (a demonstration of the chapter's idea) and
+     * after it (more plots); both may add keys to res. Return 0 or -1 with fail(). */
+    int (*before)(const ClassifierFlags *f, Results *res);
+    int (*after)(const ClassifierFlags *f, Results *res);
+} ClassifierChapter;
+
+/* The whole program of such a chapter. Returns the process exit code. */
+int classifier_main(int argc, char **argv, const ClassifierChapter *chapter);
+
+#endif
