@@ -11,6 +11,10 @@
  *    exactly 0 gradient and cannot change the output; a fully blocked row
  *    gives zeros, not NaN;
  *  - the matrix form equals the loop over single queries;
+ *  - mask_key_limit: the causal and key_len rules; mask_allows agrees;
+ *  - dot_attention_forward/backward on strided blocks give the same bits as
+ *    attention_forward/backward on the same blocks copied out dense, and
+ *    touch nothing outside their blocks;
  *  - backward accumulates (+=);
  *  - the scaling experiment shows the saturation that 1/sqrt(D) prevents.
  *
@@ -404,6 +408,86 @@ static void test_additive_equals_chapter_02(void **state) {
     free(cache);
 }
 
+static void test_mask_key_limit(void **state) {
+    (void)state;
+    assert_int_equal(mask_key_limit(NULL, 3, 7), 7);
+    AttentionMask none = {NULL, 0, 0}, causal = {NULL, 1, 0}, pad = {NULL, 0, 4}, both = {NULL, 1, 4};
+    AttentionMask long_pad = {NULL, 0, 10};
+    assert_int_equal(mask_key_limit(&none, 3, 7), 7);
+    assert_int_equal(mask_key_limit(&causal, 0, 7), 1);     /* query 0 sees key 0 */
+    assert_int_equal(mask_key_limit(&causal, 2, 7), 3);
+    assert_int_equal(mask_key_limit(&causal, 9, 7), 7);     /* more queries than keys */
+    assert_int_equal(mask_key_limit(&pad, 1, 7), 4);
+    assert_int_equal(mask_key_limit(&long_pad, 1, 7), 7);   /* key_len >= N_X: no padding */
+    assert_int_equal(mask_key_limit(&both, 1, 7), 2);
+    assert_int_equal(mask_key_limit(&both, 6, 7), 4);
+    /* mask_allows = below the limit and allowed */
+    int allowed[3 * 5];
+    for (int n = 0; n < 3 * 5; n++) allowed[n] = n % 3 != 0;
+    AttentionMask with_allowed = {allowed, 1, 4};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++)
+            assert_int_equal(mask_allows(&with_allowed, i, j, 5),
+                             j < mask_key_limit(&with_allowed, i, 5) && allowed[i * 5 + j] != 0);
+}
+
+/* dot_attention_* on blocks inside wider matrices (as chapter 05 uses them)
+ * against attention_* on the same blocks copied out dense: the same bits, and
+ * the columns outside the blocks stay untouched. */
+static void test_dot_attention_on_strided_blocks(void **state) {
+    (void)state;
+    enum { N_Q = 5, N_X = 7, D_K = 3, D_V = 4, LD = 11, OFF = 2 };   /* blocks at columns 2.. */
+    Rng r;
+    rng_seed(&r, 41, 0);
+    for (int type = SCORE_DOT; type <= SCORE_SCALED_DOT; type++) {
+        const ScoreSpec s = {(ScoreType)type, D_K, D_K, 0};
+        const ScoreWeights no_w = {NULL, NULL, NULL, NULL};
+        const float alpha = type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)D_K) : 1.0f;
+        const AttentionMask mask = {NULL, 1, 6};
+        float Qw[N_Q * LD], Kw[N_X * LD], Vw[N_X * LD], dYw[N_Q * LD];
+        fill(Qw, N_Q * LD, 1.0f, &r); fill(Kw, N_X * LD, 1.0f, &r);
+        fill(Vw, N_X * LD, 1.0f, &r); fill(dYw, N_Q * LD, 1.0f, &r);
+        float Q[N_Q * D_K], K[N_X * D_K], V[N_X * D_V], dY[N_Q * D_V];
+        for (int i = 0; i < N_Q; i++) {
+            memcpy(Q + i * D_K, Qw + i * LD + OFF, sizeof(float) * D_K);
+            memcpy(dY + i * D_V, dYw + i * LD + OFF, sizeof(float) * D_V);
+        }
+        for (int j = 0; j < N_X; j++) {
+            memcpy(K + j * D_K, Kw + j * LD + OFF, sizeof(float) * D_K);
+            memcpy(V + j * D_V, Vw + j * LD + OFF, sizeof(float) * D_V);
+        }
+        /* dense, through the general layer */
+        float Y[N_Q * D_V], A[N_Q * N_X], cache[N_Q * N_X], scratch[2 * N_Q * N_X];
+        float dQ[N_Q * D_K] = {0}, dK[N_X * D_K] = {0}, dV[N_X * D_V] = {0};
+        attention_forward(Y, A, cache, Q, K, V, &s, &no_w, &mask, N_Q, N_X, D_V);
+        attention_backward(dQ, dK, dV, NULL, scratch, dY, A, cache, Q, K, V, &s, &no_w, N_Q, N_X, D_V);
+        /* strided, E in A's place */
+        float Yw[N_Q * LD] = {0}, A2[N_Q * N_X], scratch2[2 * N_Q * N_X];
+        float dQw[N_Q * LD] = {0}, dKw[N_X * LD] = {0}, dVw[N_X * LD] = {0};
+        dot_attention_forward(Yw + OFF, LD, A2, A2, Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, &mask,
+                              N_Q, N_X, D_K, D_V);
+        dot_attention_backward(dQw + OFF, LD, dKw + OFF, LD, dVw + OFF, LD, scratch2, dYw + OFF, LD, A2,
+                               Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, N_Q, N_X, D_K, D_V);
+        assert_memory_equal(A2, A, sizeof A);
+        for (int i = 0; i < N_Q; i++)
+            for (int c = 0; c < LD; c++) {
+                const int in_v = c >= OFF && c < OFF + D_V, in_k = c >= OFF && c < OFF + D_K;
+                float want_y = in_v ? Y[i * D_V + c - OFF] : 0.0f;
+                float want_dq = in_k ? dQ[i * D_K + c - OFF] : 0.0f;
+                assert_memory_equal(&Yw[i * LD + c], &want_y, sizeof(float));
+                assert_memory_equal(&dQw[i * LD + c], &want_dq, sizeof(float));
+            }
+        for (int j = 0; j < N_X; j++)
+            for (int c = 0; c < LD; c++) {
+                const int in_v = c >= OFF && c < OFF + D_V, in_k = c >= OFF && c < OFF + D_K;
+                float want_dk = in_k ? dK[j * D_K + c - OFF] : 0.0f;
+                float want_dv = in_v ? dV[j * D_V + c - OFF] : 0.0f;
+                assert_memory_equal(&dKw[j * LD + c], &want_dk, sizeof(float));
+                assert_memory_equal(&dVw[j * LD + c], &want_dv, sizeof(float));
+            }
+    }
+}
+
 static void test_score_names(void **state) {
     (void)state;
     for (int t = 0; t < SCORE_N_TYPES; t++) {
@@ -452,6 +536,8 @@ int main(void) {
         cmocka_unit_test(test_matrix_form_equals_single_queries),
         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_additive_equals_chapter_02),
+        cmocka_unit_test(test_mask_key_limit),
+        cmocka_unit_test(test_dot_attention_on_strided_blocks),
         cmocka_unit_test(test_score_names),
         cmocka_unit_test(test_scaling_experiment),
     };

@@ -7,8 +7,8 @@
  *   4. Y = A V                  sgemm
  * and backward runs the same steps in reverse:
  *   dA = dY V^T,  dV += A^T dY,  dE = softmax'(dA),  dQ, dK (, dW) from dE.
- * Steps 2-4 are the same for every score function (attend, attend_backward
- * below). For the dot and scaled dot scores the whole layer is
+ * Steps 2-4 are the same for every score function (mask_softmax_values and
+ * its backward, below). For the dot and scaled dot scores the whole layer is
  * dot_attention_forward/backward, which work on strided blocks so that
  * chapter 05's heads can use them in place. Every matrix product goes through
  * matmul.h (sgemm and its wrappers). */
@@ -253,8 +253,8 @@ static void apply_mask(float *E, const AttentionMask *mask, int N_Q, int N_X) {
 
 /* E [N_Q, N_X] (the scores) -> E masked, A [N_Q, N_X], Y [N_Q, D_V] (row
  * stride ldy) from V [N_X, D_V] (row stride ldv). A may be E. */
-static void attend(float *Y, int ldy, float *A, float *E, const float *V, int ldv,
-                   const AttentionMask *mask, int N_Q, int N_X, int D_V) {
+static void mask_softmax_values(float *Y, int ldy, float *A, float *E, const float *V, int ldv,
+                                const AttentionMask *mask, int N_Q, int N_X, int D_V) {
     apply_mask(E, mask, N_Q, N_X);               /* 2. blocked pairs -> -inf */
     softmax_forward(A, E, N_Q, N_X);             /* 3. A = softmax(E, dim=1) */
     /* 4. Y [N_Q, D_V] = A [N_Q, N_X] @ V [N_X, D_V] */
@@ -263,8 +263,9 @@ static void attend(float *Y, int ldy, float *A, float *E, const float *V, int ld
 
 /* Steps 4'-3': dY [N_Q, D_V] (row stride lddy) -> dA [N_Q, N_X] (written),
  * dV [N_X, D_V] += (row stride lddv; may be NULL), dE [N_Q, N_X] (written). */
-static void attend_backward(float *dE, float *dA, float *dV, int lddv, const float *dY, int lddy,
-                            const float *A, const float *V, int ldv, int N_Q, int N_X, int D_V) {
+static void mask_softmax_values_backward(float *dE, float *dA, float *dV, int lddv,
+                                         const float *dY, int lddy, const float *A, const float *V,
+                                         int ldv, int N_Q, int N_X, int D_V) {
     /* 4'. dA [N_Q, N_X] = dY [N_Q, D_V] @ V^T [D_V, N_X] */
     sgemm(0, 1, N_Q, N_X, D_V, 1.0f, dY, lddy, V, ldv, 0.0f, dA, N_X);
     /*     dV [N_X, D_V] += A^T [N_X, N_Q] @ dY [N_Q, D_V] */
@@ -284,7 +285,7 @@ void dot_attention_forward(float *Y, int ldy, float *A, float *E,
                            int N_Q, int N_X, int D_K, int D_V) {
     /* 1. E [N_Q, N_X] = alpha Q [N_Q, D_K] @ K^T [D_K, N_X] */
     sgemm(0, 1, N_Q, N_X, D_K, alpha, Q, ldq, K, ldk, 0.0f, E, N_X);
-    attend(Y, ldy, A, E, V, ldv, mask, N_Q, N_X, D_V);         /* 2.-4. */
+    mask_softmax_values(Y, ldy, A, E, V, ldv, mask, N_Q, N_X, D_V);         /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] (lddy) -> dQ [N_Q, D_K] (lddq) +=, dK [N_X, D_K] (lddk) +=,
@@ -295,7 +296,7 @@ void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV,
                             const float *V, int ldv, float alpha,
                             int N_Q, int N_X, int D_K, int D_V) {
     float *dA = scratch, *dE = scratch + (size_t)N_Q * N_X;
-    attend_backward(dE, dA, dV, lddv, dY, lddy, A, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
+    mask_softmax_values_backward(dE, dA, dV, lddv, dY, lddy, A, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
     /* 1'. dQ [N_Q, D_K] += alpha dE [N_Q, N_X] @ K [N_X, D_K] */
     if (dQ) sgemm(0, 0, N_Q, D_K, N_X, alpha, dE, N_X, K, ldk, 1.0f, dQ, lddq);
     /*     dK [N_X, D_K] += alpha dE^T [N_X, N_Q] @ Q [N_Q, D_K] */
@@ -316,7 +317,7 @@ void attention_forward(float *Y, float *A, float *cache,
         return;
     }
     score_forward(&c, Q, K, s, w, N_Q, N_X);     /* 1. E = score(Q, K) */
-    attend(Y, D_V, A, c.E, V, D_V, mask, N_Q, N_X, D_V);   /* 2.-4. */
+    mask_softmax_values(Y, D_V, A, c.E, V, D_V, mask, N_Q, N_X, D_V);   /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] -> dQ [N_Q, D_Q] +=, dK [N_X, D_K] +=, dV [N_X, D_V] +=, dw += */
@@ -333,7 +334,7 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
                                K, s->D_K, V, D_V, dot_alpha(s), N_Q, N_X, s->D_Q, D_V);
         return;
     }
-    attend_backward(dE, dA, dV, D_V, dY, D_V, A, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */
+    mask_softmax_values_backward(dE, dA, dV, D_V, dY, D_V, A, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */
     score_backward(dQ, dK, dw, scratch + 2 * NN, dE, &c, Q, K, s, w, N_Q, N_X);  /* 1'. */
 }
 

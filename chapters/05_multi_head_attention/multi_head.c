@@ -145,6 +145,7 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
         flash_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, causal, lens,
                                       FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
+        /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward */
         plain_attention_forward(Y, A, QKV, H, D_H, causal, lens, B, N);
     }
 
