@@ -148,25 +148,6 @@ static int dump_classifier(const char *ckpt, const char *config, const TwinClass
     return rc;
 }
 
-/* ------------------------------------------------------------ the task */
-
-/* The task a checkpoint was trained on, from its config lines (the same keys
- * common/train/seq2seq.c writes: task, data_seed, n_train, n_valid, n_test,
- * min_len, max_len). */
-static int task_from_config(TaskConfig *tc, const char *config, char *task, int task_cap) {
-    char seed[32];
-    if (config_get(config, "task", task, task_cap) < 0 || task_defaults(tc, task) < 0) return -1;
-    tc->task = task;
-    if (config_get(config, "data_seed", seed, sizeof seed) < 0) return -1;
-    tc->seed = strtoull(seed, NULL, 10);
-    if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
-        config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
-        config_get_int(config, "n_test", &tc->n_test) < 0 ||
-        config_get_int(config, "min_len", &tc->min_len) < 0 ||
-        config_get_int(config, "max_len", &tc->max_len) < 0)
-        return -1;
-    return 0;
-}
 
 static int usage(const char *argv0) {
     fprintf(stderr, "usage: %s CHECKPOINT OUT.bin [--batch N] [--split test|valid|train]\n"

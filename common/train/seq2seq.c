@@ -353,22 +353,6 @@ static int task_lines(char *config, int cap, const TaskConfig *tc, const Dataset
     return n < cap ? 0 : fail("configuration text too long");
 }
 
-/* Rebuild the task a checkpoint was trained on from its config lines. */
-static int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap) {
-    if (config_get(config, "task", task_buf, task_cap) < 0) return -1;
-    if (task_defaults(tc, task_buf) < 0) return -1;
-    tc->task = task_buf;
-    char seed[32];
-    if (config_get(config, "data_seed", seed, sizeof seed) < 0) return -1;
-    tc->seed = strtoull(seed, NULL, 10);
-    if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
-        config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
-        config_get_int(config, "n_test", &tc->n_test) < 0 ||
-        config_get_int(config, "min_len", &tc->min_len) < 0 ||
-        config_get_int(config, "max_len", &tc->max_len) < 0)
-        return -1;
-    return 0;
-}
 
 static int check_vocab_sizes(const char *config, const Dataset *d, const char *path) {
     int src_size, tgt_size;
