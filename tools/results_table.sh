@@ -23,7 +23,9 @@ for f in "$@"; do
       model = get("model")
       if (get("cell") != "") model = model " " get("cell")
       if (get("score") != "") model = model " " get("score")
-      if (get("hidden") != "") model = model " H=" get("hidden")
+      if (get("cell") != "" && get("hidden") != "") model = model " S=" get("hidden")   # the RNN state size
+      if (get("heads") != "") model = model " H=" get("heads")                          # attention heads
+      if (get("pos") != "") model = model ", " get("pos") " positions"
       if (get("variant") != "") model = model " " get("variant")
       if (model == "") model = "-"
       settings = "steps " get("steps")
