@@ -62,6 +62,18 @@ static int remove_dir(void **state) {
 
 /* -------------------------------------------------------------- make_dirs */
 
+/* fail() may quote last_error() to add context: the old message must come
+ * out whole, not as the garbage of a buffer formatted into itself. */
+/* (fail) is the function of util/error.h: cmocka.h defines a fail() macro. */
+static void test_fail_wraps_last_error(void **state) {
+    (void)state;
+    (fail)("tensor 3 'W' has dims [%d], model expects [%d]", 4, 8);
+    (fail)("%s: %s", "out/model.ckpt", last_error());
+    assert_string_equal(last_error(), "out/model.ckpt: tensor 3 'W' has dims [4], model expects [8]");
+    (fail)("%s (%s)", last_error(), "again");
+    assert_string_equal(last_error(), "out/model.ckpt: tensor 3 'W' has dims [4], model expects [8] (again)");
+}
+
 static void test_make_dirs(void **state) {
     (void)state;
     char path[512];
@@ -318,6 +330,7 @@ static void test_progress_plain_lines(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fail_wraps_last_error),
         cmocka_unit_test(test_make_dirs),
         cmocka_unit_test(test_write_file_atomic),
         cmocka_unit_test(test_atomic_open_close),

@@ -2,14 +2,20 @@
 #include "util/error.h"
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-static char last_message[1024];
+static char last_message[4096];
 
 int fail(const char *fmt, ...) {
+    /* Format into a buffer of its own first: an argument may be last_error()
+     * itself (fail("%s: %s", path, last_error()) adds context to a message),
+     * and vsnprintf must not read the buffer it is writing. */
+    char message[sizeof last_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(last_message, message, sizeof last_message);
     return -1;
 }
 

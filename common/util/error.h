@@ -7,7 +7,10 @@
 #ifndef ERROR_H
 #define ERROR_H
 
-/* Format the message (printf style), remember it, and return -1. */
+/* Format the message (printf style), remember it, and return -1. The
+ * arguments may include last_error() itself, to add context to the message
+ * a callee left: fail("%s: %s", path, last_error()). Messages are kept up
+ * to 4 KiB. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The message from the most recent fail(), or "" if none. */
