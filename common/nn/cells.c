@@ -22,8 +22,10 @@
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "kernels/vecmath.h"
+#include "util/util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cell_type_parse(const char *name, CellType *out) {
@@ -306,4 +308,24 @@ void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
         break;
     }
     cell_backward_products(dx, dh_prev, dW_x, dW_h, db, da, da_h, x, h_prev, W_x, W_h, B, I, H, G);
+}
+
+/* ------------------------------------------------------------------------ */
+/* State gradients for backpropagation through time                          */
+/* ------------------------------------------------------------------------ */
+
+void state_grads_alloc(StateGrads *g, int B, int S) {
+    g->dh = xcalloc((size_t)B * S, sizeof(float));
+    g->dc = xcalloc((size_t)B * S, sizeof(float));
+    g->dh_prev = xcalloc((size_t)B * S, sizeof(float));
+    g->dc_prev = xcalloc((size_t)B * S, sizeof(float));
+}
+
+void state_grads_free(StateGrads *g) {
+    free(g->dh); free(g->dc); free(g->dh_prev); free(g->dc_prev);
+}
+
+void state_grads_swap(StateGrads *g) {
+    float *swap = g->dh; g->dh = g->dh_prev; g->dh_prev = swap;
+    swap = g->dc; g->dc = g->dc_prev; g->dc_prev = swap;
 }

@@ -51,4 +51,15 @@ void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
                    const float *W_x, const float *W_h,
                    const int *mask, int B, int I, int H);
 
+/* The gradients backpropagation through time carries from step to step, each
+ * [B, S]: w.r.t. the state after the step (dh, and dc for the LSTM) and before
+ * it (dh_prev, dc_prev), the latter filled by cell_backward. */
+typedef struct {
+    float *dh, *dc, *dh_prev, *dc_prev;
+} StateGrads;
+void state_grads_alloc(StateGrads *g, int B, int S);   /* zero-filled */
+void state_grads_free(StateGrads *g);
+/* One step back in time: the _prev gradients become dh, dc (the buffers trade places). */
+void state_grads_swap(StateGrads *g);
+
 #endif
