@@ -50,52 +50,40 @@ int placement_from_name(const char *name, Placement *out);
 const char *placement_name(Placement p);
 
 typedef struct {
-    CellType cell;
     ScoreType score;
     Placement placement;
     int project_kv;
-    int V_src, V_tgt, E, H, A;    /* A: size of the additive score's hidden layer */
-    int I;                        /* decoder cell input size: E (Luong) or E + H (Bahdanau) */
     Params params;
     RnnEncoder enc;
-    size_t dec_emb, dec_W_x, dec_W_h, dec_b, out_W, out_b;
+    RnnDecoder dec;               /* chapter 01's; cell input I = D_E (Luong) or D_E + S (Bahdanau) */
     size_t comb_W, comb_b;                        /* Luong only */
     size_t att_W, att_W1, att_W2, att_v;          /* score parameters (by type) */
     size_t att_WK, att_WV;                        /* project_kv only */
     /* the attention layer's description and views of its weights / gradients
      * (they point into params.data / params.grad) */
-    CrossAttentionSpec layer;     /* layer.score: {score, D_Q = H, D_K = H, D_A = A} */
+    CrossAttentionSpec layer;     /* layer.score: {score, D_Q = S, D_K = S, D_A} */
     CrossAttentionWeights w, dw;
-    int max_B, max_T, max_Tt, cell_cache_size;
+    int max_B, max_T;
     size_t attn_cache_size;       /* floats of one attention call's cache, at the max sizes */
 
     /* encoder side, batch-major: row b is one source sequence */
-    float *ann, *dann;            /* [max_B, max_T, H] the encoder states h_i (X of each row) */
-    float *dH;                    /* [max_T, max_B, H] time-major, for rnn_encoder_backward */
-    /* decoder */
-    int *tgt_in, *tgt_out;        /* [max_Tt, max_B] time-major */
-    float *in;                    /* [max_Tt, max_B, I] cell inputs */
-    float *s, *cs;                /* [max_Tt+1, max_B, H] decoder states (cs: LSTM cells) */
-    float *cell_cache;            /* [max_Tt, max_B, cell_cache_size] */
-    float *query, *dquery;        /* [max_B, max_Tt, H] batch-major queries and their gradient */
+    float *ann, *dann;            /* [max_B, max_T, S] the encoder states h_i (X of each row) */
+    float *dH;                    /* [max_T, max_B, S] time-major, for rnn_encoder_backward */
+    /* decoder's attention (the RNN's own buffers are in dec) */
+    float *query, *dquery;        /* [max_B, max_Tt, S] batch-major queries and their gradient */
     float *attn;                  /* [max_B, max_Tt, max_T] a_t for every row and step */
-    float *ctx, *dctx;            /* [max_B, max_Tt, H] c_t */
+    float *ctx, *dctx;            /* [max_B, max_Tt, S] c_t */
     float *attn_cache;            /* Luong: one cache per row; Bahdanau: per row and step */
     float *attn_scratch;          /* one backward call's scratch */
-    float *comb, *dcomb;          /* Luong: [max_Tt, max_B, 2H] [c_t ; s_t] */
-    float *htilde, *dhtilde;      /* Luong: [max_Tt, max_B, H] tanh([c_t ; s_t] W_c + b_c) */
+    float *comb, *dcomb;          /* Luong: [max_Tt, max_B, 2S] [c_t ; s_t] */
+    float *htilde, *dhtilde;      /* Luong: [max_Tt, max_B, S] tanh([c_t ; s_t] W_c + b_c) */
     float *logits, *probs, *dlogits;   /* [max_Tt * max_B, V] time-major rows */
-    float *dS;                    /* [max_Tt, max_B, H] gradient w.r.t. s_1..s_T' from above */
-    float *cell_scratch, *din, *demb;  /* [max_B, 2*G*H], [max_B, I], [max_B, E] */
-    float *dh, *dc, *dh_prev, *dc_prev;  /* [max_B, H] */
     /* decoding: encode() keeps ann and the lengths; step() attends row by row */
-    int enc_B, enc_T;
+    int enc_T;
     int *enc_lens;                /* [max_B] */
-    float *step_h, *step_c, *step_h_next, *step_c_next;   /* [max_B, H] */
-    float *step_ctx, *step_attn;  /* [max_B, H], [max_B, max_T] */
-    float *step_in, *step_comb, *step_htilde;   /* [max_B, I], [max_B, 2H], [max_B, H] */
+    float *step_ctx, *step_attn;  /* [max_B, S], [max_B, max_T] */
+    float *step_comb, *step_htilde;   /* [max_B, 2S], [max_B, S] */
     float *step_attn_cache;       /* one single-query attention call's cache */
-    float *step_cell_cache, *step_cell_scratch, *step_logits;
 } AttnSeq2Seq;
 
 /* Build from a config text with keys cell, embed, hidden, score, placement,
@@ -103,7 +91,7 @@ typedef struct {
 int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
 /* The pieces, for tests. */
 int attn_seq2seq_create(AttnSeq2Seq *r, CellType cell, ScoreType score, Placement placement,
-                        int project_kv, int V_src, int V_tgt, int E, int H, int A,
+                        int project_kv, int V_src, int V_tgt, int D_E, int S, int D_A,
                         int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
 double attn_seq2seq_train_step(void *self, const Batch *b, int backward);
 void attn_seq2seq_encode(void *self, const Batch *b, float *states);
