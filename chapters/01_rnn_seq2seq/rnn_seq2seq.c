@@ -1,5 +1,10 @@
 /* rnn_seq2seq.c - chapter 01: the RNN encoder-decoder, forward and the
- * hand-written backward pass through time (see rnn_seq2seq.h). */
+ * hand-written backward pass through time (see rnn_seq2seq.h).
+ *
+ * Reading order: the encoder (RnnEncoder), the decoder's pieces (RnnDecoder,
+ * which chapters 02 and 03 reuse), small helpers, then the seq2seq model:
+ * rnn_seq2seq_train_step() ties encoder and decoder together through the one
+ * context vector c, then encode()/step() for decoding. */
 #include "rnn_seq2seq.h"
 
 #include <math.h>
@@ -213,6 +218,18 @@ void rnn_decoder_cell_forward(RnnDecoder *dec, Params *p, int t, int B) {
                  B, dec->I, dec->S);
 }
 
+int rnn_decoder_loss(RnnDecoder *dec, Params *p, const Batch *batch, const float *top, float *dtop,
+                     float *logits, float *probs, float *dlogits, int backward, double *loss) {
+    int n_tokens = 0;
+    size_t hs = (size_t)batch->batch * dec->S;
+    *loss = output_layer_loss(p, dec->out_W, dec->out_b, top, dec->tgt_out, batch->tgt_len * batch->batch,
+                              dec->S, dec->V, logits, probs, dlogits, dtop, backward, &n_tokens);
+    if (!backward || n_tokens == 0) return 0;
+    memset(dec->g.dh, 0, sizeof(float) * hs);
+    memset(dec->g.dc, 0, sizeof(float) * hs);
+    return 1;
+}
+
 void rnn_decoder_cell_backward(RnnDecoder *dec, Params *p, int t, int B) {
     size_t hs = (size_t)B * dec->S;
     int lstm = dec->cell == CELL_LSTM;
@@ -385,14 +402,11 @@ double rnn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
         rnn_decoder_cell_forward(dec, p, t, B);
     }
     /* ---- output layer and loss (and, with backward, d loss / d s_t into dS) */
-    int n_tokens = 0;
-    double loss = output_layer_loss(p, dec->out_W, dec->out_b, dec->s + hs, dec->tgt_out, Tt * B, S,
-                                    dec->V, r->logits, r->probs, r->dlogits, dec->dS, backward, &n_tokens);
-    if (!backward || n_tokens == 0) return loss;
+    double loss;
+    if (!rnn_decoder_loss(dec, p, batch, dec->s + hs, dec->dS, r->logits, r->probs, r->dlogits, backward, &loss))
+        return loss;
 
     /* ---- backward through the decoder's time steps */
-    memset(dec->g.dh, 0, sizeof(float) * hs);
-    memset(dec->g.dc, 0, sizeof(float) * hs);
     memset(r->dctx, 0, sizeof(float) * hs);
     for (int t = Tt - 1; t >= 0; t--) {
         rnn_decoder_cell_backward(dec, p, t, B);

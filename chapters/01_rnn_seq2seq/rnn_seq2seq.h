@@ -9,7 +9,9 @@
  * the input: that single vector is the bottleneck chapter 02 removes.
  *
  * f_W and g_U are any of the cells in common/nn/cells.h (tanh RNN, GRU, LSTM).
- * The encoder is exported on its own so later chapters reuse it. */
+ * The encoder (RnnEncoder) and the decoder (RnnDecoder: embedding, cell, output
+ * layer, one step forward, backward and for decoding) are exported on their
+ * own: chapters 02 and 03 build their models from them. */
 #ifndef RNN_SEQ2SEQ_H
 #define RNN_SEQ2SEQ_H
 #include <stdint.h>
@@ -19,7 +21,7 @@
 #include "util/rng.h"
 #include "train/seq2seq.h"
 
-/* Sizes (the project's table of names, common/README.md): B batch, T source
+/* Sizes (the project's table of names): B batch, T source
  * length, T' target length, V vocabulary, D_E embedding size, S the RNN state
  * size (h_t and s_t have S entries), G the cell's number of gates. */
 
@@ -120,6 +122,14 @@ void rnn_decoder_cell_forward(RnnDecoder *dec, Params *p, int t, int B);
  *   rnn_decoder_embed_backward: the embedding columns of din into dec.emb's gradient
  * The caller reads din's other columns, may add to g.dh_prev, then calls
  * state_grads_swap(&dec->g) to step back. */
+/* The output layer and loss (output_layer_loss) over the batch's T' x B rows
+ * top [T'*B, S], time-major (chapter 01: the states s_1..s_T'), against
+ * tgt_out; logits, probs, dlogits [T'*B, V] are the caller's. *loss gets the
+ * mean loss. With backward, dtop [T'*B, S] gets d loss / d top, and g.dh, g.dc
+ * are zeroed for the backward pass through time. Returns 1 when there are
+ * gradients to propagate (backward, and some target token counted), else 0. */
+int rnn_decoder_loss(RnnDecoder *dec, Params *p, const Batch *batch, const float *top, float *dtop,
+                     float *logits, float *probs, float *dlogits, int backward, double *loss);
 void rnn_decoder_cell_backward(RnnDecoder *dec, Params *p, int t, int B);
 void rnn_decoder_embed_backward(RnnDecoder *dec, Params *p, int t, int B);
 

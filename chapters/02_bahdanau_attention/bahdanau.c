@@ -1,10 +1,12 @@
 /* bahdanau.c - chapter 02: additive attention on top of chapter 01's
  * encoder-decoder, forward and hand-written backward (see bahdanau.h).
  *
- * Reading order: the four attention kernels, then encode_sources() (the
- * encoder states h_i and keys W_1 h_i, computed once per sequence), then
- * bahdanau_train_step() (the decoder loop with a new c_t per step, and its
- * backward pass), then encode()/step() for decoding. */
+ * Reading order: the four attention kernels, encoder_states_to_rows() (the
+ * encoder states laid out one source per row, also used by chapter 03), then
+ * encode_sources() (the encoder states h_i and keys W_1 h_i, computed once
+ * per sequence), then bahdanau_train_step() (the decoder loop with a new c_t
+ * per step on chapter 01's RnnDecoder, and its backward pass), then
+ * encode()/step() for decoding. */
 #include "bahdanau.h"
 
 #include <math.h>
@@ -19,23 +21,23 @@
 
 /* ====================================================== attention kernels */
 
-/* Shapes: keys [B,T,A], query [B,A], v [A], lens [B] -> feat [B,T,A], weights [B,T].
+/* Shapes: keys [B,T,D_A], query [B,D_A], v [D_A], lens [B] -> feat [B,T,D_A], weights [B,T].
  *   e_i = v . tanh(keys_i + query)   for i < lens[b],   -inf (weight 0) otherwise
  *   a   = softmax(e) */
 void additive_attention_forward(float *weights, float *feat, const float *keys, const float *query,
-                                const float *v, const int *lens, int B, int T, int A) {
+                                const float *v, const int *lens, int B, int T, int D_A) {
     for (int b = 0; b < B; b++) {
-        const float *q = query + (size_t)b * A;
+        const float *q = query + (size_t)b * D_A;
         float *scores = weights + (size_t)b * T;   /* the softmax runs in place */
         for (int i = 0; i < T; i++) {
             if (i >= lens[b]) {
                 scores[i] = -INFINITY;
                 continue;
             }
-            const float *k = keys + ((size_t)b * T + i) * A;
-            float *f = feat + ((size_t)b * T + i) * A;
+            const float *k = keys + ((size_t)b * T + i) * D_A;
+            float *f = feat + ((size_t)b * T + i) * D_A;
             float e = 0.0f;
-            for (int j = 0; j < A; j++) {
+            for (int j = 0; j < D_A; j++) {
                 f[j] = tanhf(k[j] + q[j]);
                 e += v[j] * f[j];
             }
@@ -45,23 +47,23 @@ void additive_attention_forward(float *weights, float *feat, const float *keys, 
     }
 }
 
-/* Shapes: dweights [B,T] -> dkeys [B,T,A] +=, dquery [B,A] +=, dv [A] +=.
+/* Shapes: dweights [B,T] -> dkeys [B,T,D_A] +=, dquery [B,D_A] +=, dv [D_A] +=.
  *   de_i  = softmax backward of dweights           (0 at padded positions)
  *   dv   += de_i * feat_i
  *   dz    = de_i * v * (1 - feat_i^2)              (through the tanh)
  *   dkeys_i += dz,   dquery += dz */
 void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *dscores,
                                  const float *dweights, const float *weights, const float *feat,
-                                 const float *v, const int *lens, int B, int T, int A) {
+                                 const float *v, const int *lens, int B, int T, int D_A) {
     memset(dscores, 0, sizeof(float) * (size_t)B * T);
     softmax_backward(dscores, dweights, weights, B, T);
     for (int b = 0; b < B; b++) {
-        float *dq = dquery + (size_t)b * A;
+        float *dq = dquery + (size_t)b * D_A;
         for (int i = 0; i < lens[b]; i++) {
             float de = dscores[(size_t)b * T + i];
-            const float *f = feat + ((size_t)b * T + i) * A;
-            float *dk = dkeys + ((size_t)b * T + i) * A;
-            for (int j = 0; j < A; j++) {
+            const float *f = feat + ((size_t)b * T + i) * D_A;
+            float *dk = dkeys + ((size_t)b * T + i) * D_A;
+            for (int j = 0; j < D_A; j++) {
                 dv[j] += de * f[j];
                 float dz = de * v[j] * (1.0f - f[j] * f[j]);
                 dk[j] += dz;
@@ -109,6 +111,39 @@ void attention_context_backward(float *dweights, float *dvalues, const float *dc
 static void pin_on_last(float *weights, const int *lens, int B, int T) {
     memset(weights, 0, sizeof(float) * (size_t)B * T);
     for (int b = 0; b < B; b++) weights[(size_t)b * T + lens[b] - 1] = 1.0f;
+}
+
+/* ============================================= encoder states as rows */
+
+/* Shapes: enc.h [T+1, B, S] time-major (h[i+1] = state after x_i) -> ann [B, T, S_enc]. */
+void encoder_states_to_rows(float *ann, const RnnEncoder *enc, const RnnEncoder *enc_bwd,
+                            const int *lens, int B, int T) {
+    int S = enc->S, S_enc = enc_bwd ? 2 * S : S;
+    size_t hs = (size_t)B * S;
+    memset(ann, 0, sizeof(float) * (size_t)B * T * S_enc);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < lens[b]; i++) {
+            float *h_i = ann + ((size_t)b * T + i) * S_enc;
+            memcpy(h_i, enc->h + (i + 1) * hs + (size_t)b * S, sizeof(float) * (size_t)S);
+            if (enc_bwd)   /* after reading x_T .. x_i: step lens[b] - i */
+                memcpy(h_i + S, enc_bwd->h + (lens[b] - i) * hs + (size_t)b * S, sizeof(float) * (size_t)S);
+        }
+}
+
+/* Shapes: dann [B, T, S_enc] -> dH_fwd, dH_bwd [T, B, S]: dH[t] is d loss / d h[t+1]. */
+void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, const int *lens,
+                             int B, int T, int S) {
+    int S_enc = dH_bwd ? 2 * S : S;
+    size_t hs = (size_t)B * S;
+    memset(dH_fwd, 0, sizeof(float) * (size_t)T * hs);
+    if (dH_bwd) memset(dH_bwd, 0, sizeof(float) * (size_t)T * hs);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < lens[b]; i++) {
+            const float *dh_i = dann + ((size_t)b * T + i) * S_enc;
+            memcpy(dH_fwd + i * hs + (size_t)b * S, dh_i, sizeof(float) * (size_t)S);
+            if (dH_bwd)
+                memcpy(dH_bwd + (lens[b] - 1 - i) * hs + (size_t)b * S, dh_i + S, sizeof(float) * (size_t)S);
+        }
 }
 
 /* ================================================================ model */
@@ -226,16 +261,7 @@ static void encode_sources(Bahdanau *r, const int *src, const int *lens, int B, 
                 r->src_rev[b * T + t] = t < lens[b] ? src[b * T + lens[b] - 1 - t] : PAD_ID;
         rnn_encoder_forward(&r->enc_bwd, p, r->src_rev, lens, B, T);
     }
-    memset(r->ann, 0, sizeof(float) * (size_t)B * T * S_enc);
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < lens[b]; i++) {
-            float *h_i = r->ann + ((size_t)b * T + i) * S_enc;
-            /* enc.h[i+1] is the state after x_i (time-major [T+1, B, S]) */
-            memcpy(h_i, r->enc.h + (i + 1) * hs + (size_t)b * S, sizeof(float) * (size_t)S);
-            if (r->bidirectional)   /* after reading x_T .. x_i: step lens[b] - i */
-                memcpy(h_i + S, r->enc_bwd.h + (lens[b] - i) * hs + (size_t)b * S,
-                       sizeof(float) * (size_t)S);
-        }
+    encoder_states_to_rows(r->ann, &r->enc, r->bidirectional ? &r->enc_bwd : NULL, lens, B, T);
     linear_forward(r->keys, r->ann, params_data(p, r->att_W1), NULL, B * T, S_enc, r->D_A);
 
     if (!r->bidirectional) {   /* s_0 = h_T, as in chapter 01 */
@@ -261,17 +287,7 @@ static void encode_sources_backward(Bahdanau *r, const int *lens, int B, int T) 
     size_t hs = (size_t)B * S;
     linear_backward(r->dann, params_grad(p, r->att_W1), NULL, r->dkeys, r->ann,
                     params_data(p, r->att_W1), B * T, S_enc, r->D_A);
-    /* back to the encoders' time-major layout: dH[t] is d loss / d h[t+1] */
-    memset(r->dH_fwd, 0, sizeof(float) * (size_t)T * hs);
-    memset(r->dH_bwd, 0, sizeof(float) * (size_t)T * hs);
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < lens[b]; i++) {
-            const float *dh_i = r->dann + ((size_t)b * T + i) * S_enc;
-            memcpy(r->dH_fwd + i * hs + (size_t)b * S, dh_i, sizeof(float) * (size_t)S);
-            if (r->bidirectional)
-                memcpy(r->dH_bwd + (lens[b] - 1 - i) * hs + (size_t)b * S, dh_i + S,
-                       sizeof(float) * (size_t)S);
-        }
+    encoder_grads_from_rows(r->dH_fwd, r->bidirectional ? r->dH_bwd : NULL, r->dann, lens, B, T, S);
     if (!r->bidirectional) {
         rnn_encoder_backward(&r->enc, p, r->dH_fwd, dec->g.dh, dec->cell == CELL_LSTM ? dec->g.dc : NULL);
         return;
@@ -329,14 +345,11 @@ double bahdanau_train_step(void *self, const Batch *batch, int backward) {
         rnn_decoder_cell_forward(dec, p, t, B);
     }
     /* ---- output layer and loss: chapter 01's (with backward, d loss / d s_t into dS) */
-    int n_tokens = 0;
-    double loss = output_layer_loss(p, dec->out_W, dec->out_b, dec->s + hs, dec->tgt_out, Tt * B, S,
-                                    dec->V, r->logits, r->probs, r->dlogits, dec->dS, backward, &n_tokens);
-    if (!backward || n_tokens == 0) return loss;
+    double loss;
+    if (!rnn_decoder_loss(dec, p, batch, dec->s + hs, dec->dS, r->logits, r->probs, r->dlogits, backward, &loss))
+        return loss;
 
     /* ---- backward through the decoder's time steps */
-    memset(dec->g.dh, 0, sizeof(float) * hs);
-    memset(dec->g.dc, 0, sizeof(float) * hs);
     memset(r->dann, 0, sizeof(float) * (size_t)B * T * S_enc);
     memset(r->dkeys, 0, sizeof(float) * (size_t)B * T * D_A);
     for (int t = Tt - 1; t >= 0; t--) {

@@ -12,10 +12,12 @@
  *   s_0 = h_T (unidirectional, as chapter 01), or
  *   s_0 = tanh([h_fwd_T ; h_bwd_1] W_s + b_s) (bidirectional: the sizes differ).
  *
- * The decoder's parameters keep chapter 01's names and shapes (dec.emb,
- * dec.W_x [E+Hc, G*H], dec.W_h, dec.b, out.W, out.b); attention adds att.W_1
- * [Hc, A], att.W_2 [H, A], att.v [A] (and bridge.W_s, bridge.b_s when
- * bidirectional). Hc is the size of an encoder state h_i: H, or 2H. With the
+ * The decoder is chapter 01's RnnDecoder, its parameters keep their names and
+ * shapes (dec.emb, dec.W_x [D_E+S_enc, G*S], dec.W_h, dec.b, out.W, out.b);
+ * attention adds att.W_1 [S_enc, D_A], att.W_2 [S, D_A], att.v [D_A] (and
+ * bridge.W_s, bridge.b_s when bidirectional). S is the RNN state size, D_E the
+ * embedding size, D_A the attention size (A is the attention weights a_t),
+ * S_enc the size of an encoder state h_i: S, or 2S. With the
  * attention pinned one-hot on the last real source position (pin_last = 1,
  * tests only) c_t = h_T at every step: exactly chapter 01's model. */
 #ifndef BAHDANAU_H
@@ -25,24 +27,36 @@
 
 /* ------------------------------------------------------- attention kernels */
 /* Additive attention weights for one decoder step, batched over B rows.
- *   keys [B, T, A]   h_i W_1 for every source position (precomputed once)
- *   query [B, A]     s_{t-1} W_2
- *   v [A], lens [B]  positions i >= lens[b] are padding and get weight exactly 0
- * Writes feat [B, T, A] = tanh(keys + query) (kept for backward) and
+ *   keys [B, T, D_A]   h_i W_1 for every source position (precomputed once)
+ *   query [B, D_A]     s_{t-1} W_2
+ *   v [D_A], lens [B]  positions i >= lens[b] are padding and get weight exactly 0
+ * Writes feat [B, T, D_A] = tanh(keys + query) (kept for backward) and
  * weights [B, T] = softmax_i(feat[b,i] . v). */
 void additive_attention_forward(float *weights, float *feat, const float *keys, const float *query,
-                                const float *v, const int *lens, int B, int T, int A);
-/* From dweights [B, T]: accumulates into dkeys [B, T, A], dquery [B, A], dv [A].
+                                const float *v, const int *lens, int B, int T, int D_A);
+/* From dweights [B, T]: accumulates into dkeys [B, T, D_A], dquery [B, D_A], dv [D_A].
  * dscores [B, T] is work memory. */
 void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *dscores,
                                  const float *dweights, const float *weights, const float *feat,
-                                 const float *v, const int *lens, int B, int T, int A);
+                                 const float *v, const int *lens, int B, int T, int D_A);
 /* context [B, D] = sum_i weights[b, i] * values[b, i, :]   (values [B, T, D]) */
 void attention_context_forward(float *context, const float *weights, const float *values,
                                int B, int T, int D);
 /* Accumulates into dweights [B, T] and dvalues [B, T, D]. */
 void attention_context_backward(float *dweights, float *dvalues, const float *dcontext,
                                 const float *weights, const float *values, int B, int T, int D);
+
+/* ------------------------------------- encoder states as attention reads them */
+/* Lay chapter 01's encoder states out one source per row (chapter 03 calls
+ * this too): ann [B, T, S_enc], row b position i = h_i = [h_fwd_i ; h_bwd_i]
+ * (enc_bwd, which read each row's real tokens last to first, may be NULL:
+ * then h_i = h_fwd_i and S_enc = S), zeros at padded positions i >= lens[b]. */
+void encoder_states_to_rows(float *ann, const RnnEncoder *enc, const RnnEncoder *enc_bwd,
+                            const int *lens, int B, int T);
+/* The way back: dann [B, T, S_enc] -> dH_fwd (and dH_bwd unless NULL)
+ * [T, B, S], time-major as rnn_encoder_backward wants them (overwritten). */
+void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, const int *lens,
+                             int B, int T, int S);
 
 /* ------------------------------------------------------------- the model */
 typedef struct {

@@ -2,11 +2,13 @@
  * layer in its decoder, forward and hand-written backward (see attn_seq2seq.h).
  *
  * Reading order: attend_forward()/attend_backward() (the only place the
- * attention layer is called), encode_sources() (chapter 01's encoder), the
- * two decoders luong_forward()/luong_backward() and
+ * attention layer is called), encode_sources() (chapter 01's encoder, its
+ * states laid out by chapter 02's encoder_states_to_rows()), the two decoders
+ * (both on chapter 01's RnnDecoder) luong_forward()/luong_backward() and
  * bahdanau_forward()/bahdanau_backward(), attn_seq2seq_train_step() which
  * ties them together, then encode()/step() for decoding. */
 #include "03_dot_product_attention/attn_seq2seq.h"
+#include "02_bahdanau_attention/bahdanau.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -204,11 +206,7 @@ static void encode_sources(AttnSeq2Seq *r, const int *src, const int *lens, int 
     int S = r->dec.S;
     size_t hs = (size_t)B * S;
     rnn_encoder_forward(&r->enc, &r->params, src, lens, B, T);
-    memset(r->ann, 0, sizeof(float) * (size_t)B * T * S);
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < lens[b]; i++)   /* enc.h[i+1] is the state after x_i, time-major */
-            memcpy(r->ann + ((size_t)b * T + i) * S, r->enc.h + (i + 1) * hs + (size_t)b * S,
-                   sizeof(float) * (size_t)S);
+    encoder_states_to_rows(r->ann, &r->enc, NULL, lens, B, T);   /* chapter 02's */
     memcpy(r->dec.s, rnn_encoder_final_h(&r->enc), sizeof(float) * hs);
     if (r->dec.cell == CELL_LSTM) memcpy(r->dec.cs, rnn_encoder_final_c(&r->enc), sizeof(float) * hs);
     r->enc_T = T;
@@ -218,13 +216,7 @@ static void encode_sources(AttnSeq2Seq *r, const int *src, const int *lens, int 
 /* Backward of encode_sources: dann [B, T, S] (every h_i's gradient from the
  * attention) and dec.g.dh, dec.g.dc [B, S] (d s_0, d c_0) into the encoder's parameters. */
 static void encode_sources_backward(AttnSeq2Seq *r, const int *lens, int B, int T) {
-    int S = r->dec.S;
-    size_t hs = (size_t)B * S;
-    memset(r->dH, 0, sizeof(float) * (size_t)T * hs);   /* dH[i] = d loss / d enc.h[i+1] */
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < lens[b]; i++)
-            memcpy(r->dH + i * hs + (size_t)b * S, r->dann + ((size_t)b * T + i) * S,
-                   sizeof(float) * (size_t)S);
+    encoder_grads_from_rows(r->dH, NULL, r->dann, lens, B, T, r->dec.S);   /* chapter 02's */
     rnn_encoder_backward(&r->enc, &r->params, r->dH, r->dec.g.dh, r->dec.cell == CELL_LSTM ? r->dec.g.dc : NULL);
 }
 
@@ -298,9 +290,7 @@ static void luong_backward(AttnSeq2Seq *r, const Batch *batch) {
             float *ds = dec->dS + t * hs + (size_t)b * S;
             for (int j = 0; j < S; j++) ds[j] += dq[j];
         }
-    /* the decoder RNN, last step first */
-    memset(dec->g.dh, 0, sizeof(float) * hs);
-    memset(dec->g.dc, 0, sizeof(float) * hs);
+    /* the decoder RNN, last step first (rnn_decoder_loss zeroed g.dh, g.dc) */
     for (int t = Tt - 1; t >= 0; t--) {
         rnn_decoder_cell_backward(dec, p, t, B);
         rnn_decoder_embed_backward(dec, p, t, B);
@@ -341,9 +331,7 @@ static void bahdanau_backward(AttnSeq2Seq *r, const Batch *batch) {
     RnnDecoder *dec = &r->dec;
     int B = batch->batch, T = batch->src_len, Tt = batch->tgt_len, D_E = dec->D_E, S = dec->S, I = dec->I;
     size_t hs = (size_t)B * S, cache1 = call_cache_floats(r, 1, T);
-    memset(r->dann, 0, sizeof(float) * (size_t)B * T * S);
-    memset(dec->g.dh, 0, sizeof(float) * hs);
-    memset(dec->g.dc, 0, sizeof(float) * hs);
+    memset(r->dann, 0, sizeof(float) * (size_t)B * T * S);   /* (rnn_decoder_loss zeroed g.dh, g.dc) */
     for (int t = Tt - 1; t >= 0; t--) {
         const float *s_prev = dec->s + t * hs;
         rnn_decoder_cell_backward(dec, p, t, B);
@@ -369,7 +357,7 @@ static void bahdanau_backward(AttnSeq2Seq *r, const Batch *batch) {
 double attn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
     AttnSeq2Seq *r = self;
     RnnDecoder *dec = &r->dec;
-    int B = batch->batch, T = batch->src_len, Tt = batch->tgt_len;
+    int B = batch->batch, T = batch->src_len;
     int luong = r->placement == PLACEMENT_LUONG;
 
     encode_sources(r, batch->src, batch->src_lens, B, T);
@@ -377,10 +365,9 @@ double attn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
     const float *top = luong ? luong_forward(r, batch) : bahdanau_forward(r, batch);   /* [Tt*B, S] */
     /* output layer and loss: chapter 01's (with backward, d loss / d top into dtop) */
     float *dtop = luong ? r->dhtilde : dec->dS;
-    int n_tokens = 0;
-    double loss = output_layer_loss(&r->params, dec->out_W, dec->out_b, top, dec->tgt_out, Tt * B, dec->S,
-                                    dec->V, r->logits, r->probs, r->dlogits, dtop, backward, &n_tokens);
-    if (!backward || n_tokens == 0) return loss;
+    double loss;
+    if (!rnn_decoder_loss(dec, &r->params, batch, top, dtop, r->logits, r->probs, r->dlogits, backward, &loss))
+        return loss;
     if (luong) luong_backward(r, batch);
     else bahdanau_backward(r, batch);
     /* now dec.g.dh = d loss / d s_0 (g.dc = d c_0) and dann = d loss / d h_i: into the encoder */
@@ -404,10 +391,10 @@ void attn_seq2seq_encode(void *self, const Batch *b, float *states) {
 void attn_seq2seq_step(void *self, int n, const int *src_row, const float *states, const int *prev,
                        float *next, float *logprobs, float *attn) {
     AttnSeq2Seq *r = self;
+    int luong = r->placement == PLACEMENT_LUONG;
     Params *p = &r->params;
     RnnDecoder *dec = &r->dec;
     int S = dec->S, T = r->enc_T;
-    int luong = r->placement == PLACEMENT_LUONG;
     rnn_decoder_step_begin(dec, states, n);
     /* Luong asks with the new state s_t, Bahdanau with the previous one s_{t-1} */
     if (luong) {

@@ -1,8 +1,9 @@
 /* attn_seq2seq.h - chapter 03: an encoder-decoder whose decoder calls the
  * general attention layer (attention.h) with any of its four score functions.
  *
- * Encoder: chapter 01's RnnEncoder, unchanged. Its states are the data
- * vectors of the attention layer:  X = [h_1 ; ... ; h_T]   [T, H].
+ * Encoder: chapter 01's RnnEncoder, unchanged. Its states (one source per
+ * row, by chapter 02's encoder_states_to_rows()) are the data
+ * vectors of the attention layer:  X = [h_1 ; ... ; h_T]   [T, S].
  * Keys and values are X itself (K = V = X, as in Bahdanau and Luong), or,
  * with project_kv, the cross-attention layer's K = X W_K and V = X W_V.
  *
@@ -15,8 +16,8 @@
  *   p(y_t | ...) = softmax(h~_t W_out + b_out)
  *   With teacher forcing every s_t is known before any attention is done, so
  *   training runs the layer ONCE per sequence with all T' queries at once:
- *   Q = [s_1 ; ... ; s_T'] [T', H],  E = score(Q, K) [T', T],  A = softmax(E),
- *   C = A V [T', H]: the matrix form of the lecture.
+ *   Q = [s_1 ; ... ; s_T'] [T', S],  E = score(Q, K) [T', T],  A = softmax(E),
+ *   C = A V [T', S]: the matrix form of the lecture.
  *
  * PLACEMENT_BAHDANAU (chapter 02's wiring, one query per step):
  *   c_t  = attention(query s_{t-1}, data X)
@@ -28,15 +29,17 @@
  * Both: s_0 = h_T (and the LSTM's c_0 = c_T), padded source positions are
  * masked (weight exactly 0), and the scores are
  *   dot             e = s . h_i
- *   scaled_dot      e = s . h_i / sqrt(H)
- *   multiplicative  e = s^T W h_i           att.W [H, H]
- *   additive        e = v^T tanh(W_1 h_i + W_2 s)   att.W_1 [H, A], att.W_2 [H, A], att.v [A]
+ *   scaled_dot      e = s . h_i / sqrt(S)
+ *   multiplicative  e = s^T W h_i           att.W [S, S]
+ *   additive        e = v^T tanh(W_1 h_i + W_2 s)   att.W_1 [S, D_A], att.W_2 [S, D_A], att.v [D_A]
  * (with project_kv, h_i is replaced by the key k_i = h_i W_K).
  *
- * Parameter names and shapes follow chapters 01 and 02: enc.*, dec.emb,
- * dec.W_x ([E, G*H] for Luong, [E+H, G*H] for Bahdanau), dec.W_h, dec.b,
- * out.W [H, V], out.b; Luong adds comb.W_c [2H, H], comb.b_c [H]; the score
- * adds att.W or att.W_1/att.W_2/att.v; project_kv adds att.W_K, att.W_V [H, H]. */
+ * S is the RNN state size, D_E the embedding size, D_A the additive score's
+ * hidden size. The encoder and decoder are chapter 01's RnnEncoder and
+ * RnnDecoder. Parameter names and shapes follow chapters 01 and 02: enc.*, dec.emb,
+ * dec.W_x ([D_E, G*S] for Luong, [D_E+S, G*S] for Bahdanau), dec.W_h, dec.b,
+ * out.W [S, V], out.b; Luong adds comb.W_c [2H, S], comb.b_c [S]; the score
+ * adds att.W or att.W_1/att.W_2/att.v; project_kv adds att.W_K, att.W_V [S, S]. */
 #ifndef ATTN_SEQ2SEQ_H
 #define ATTN_SEQ2SEQ_H
 #include <stdint.h>
