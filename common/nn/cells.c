@@ -17,7 +17,11 @@
  * Cache per batch row (cell_cache_size floats):
  *   RNN : [h]                    the tanh output, S
  *   GRU : [r | z | n | hn]       hn = h_prev W_hn, 4S
- *   LSTM: [i | f | g | o | tc]   tc = tanh(c), 5S */
+ *   LSTM: [i | f | g | o | tc]   tc = tanh(c), 5S
+ *
+ * At the end: StateGrads, the state gradients backpropagation through time
+ * carries from one step to the one before (used by chapter 01's encoder and
+ * decoder). */
 #include "nn/cells.h"
 #include "util/error.h"
 #include "kernels/matmul.h"
