@@ -136,10 +136,10 @@ static void test_additive_matches_chapter02(void **state) {
                     assert_float_equal(ch02.attn[((size_t)t * B + b) * T + j],
                                        ch03.attn[((size_t)b * Tt + t) * T + j], 1e-5);
                 for (int h = 0; h < H; h++)
-                    assert_float_equal(ch02.in[((size_t)t * B + b) * I + E + h],
+                    assert_float_equal(ch02.dec.in[((size_t)t * B + b) * I + E + h],
                                        ch03.ctx[((size_t)b * Tt + t) * H + h], 1e-5);
             }
-        size_t n = (size_t)Tt * B * ch02.V_tgt;
+        size_t n = (size_t)Tt * B * ch02.dec.V;
         for (size_t i = 0; i < n; i++) assert_float_equal(ch02.probs[i], ch03.probs[i], 1e-5);
 
         Seq2Seq m02, m03;

@@ -157,7 +157,7 @@ static void test_pinned_matches_chapter01(void **state) {
         double loss01 = rnn_seq2seq_train_step(&ch01, &batch, 0);
         double loss02 = bahdanau_train_step(&ch02, &batch, 0);
         assert_float_equal(loss01, loss02, 1e-5);
-        size_t n = (size_t)batch.tgt_len * batch.batch * ch01.V_tgt;
+        size_t n = (size_t)batch.tgt_len * batch.batch * ch01.dec.V;
         for (size_t i = 0; i < n; i++) {
             assert_float_equal(ch01.logits[i], ch02.logits[i], 1e-5);
             assert_float_equal(ch01.probs[i], ch02.probs[i], 1e-5);

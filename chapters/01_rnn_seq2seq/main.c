@@ -27,8 +27,8 @@ static int write_config(char *config, int cap) {
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
         {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size H (the context c has this size)", 1, 4096, NULL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S (the context c has this size)", 1, 4096, NULL},
     };
     ChapterSpec spec = {
         .chapter = "01_rnn_seq2seq",

@@ -12,10 +12,12 @@
  *   s_0 = h_T (unidirectional, as chapter 01), or
  *   s_0 = tanh([h_fwd_T ; h_bwd_1] W_s + b_s) (bidirectional: the sizes differ).
  *
- * The decoder's parameters keep chapter 01's names and shapes (dec.emb,
- * dec.W_x [E+Hc, G*H], dec.W_h, dec.b, out.W, out.b); attention adds att.W_1
- * [Hc, A], att.W_2 [H, A], att.v [A] (and bridge.W_s, bridge.b_s when
- * bidirectional). Hc is the size of an encoder state h_i: H, or 2H. With the
+ * The decoder is chapter 01's RnnDecoder, its parameters keep their names and
+ * shapes (dec.emb, dec.W_x [D_E+S_enc, G*S], dec.W_h, dec.b, out.W, out.b);
+ * attention adds att.W_1 [S_enc, D_A], att.W_2 [S, D_A], att.v [D_A] (and
+ * bridge.W_s, bridge.b_s when bidirectional). S is the RNN state size, D_E the
+ * embedding size, D_A the attention size (A is the attention weights a_t),
+ * S_enc the size of an encoder state h_i: S, or 2S. With the
  * attention pinned one-hot on the last real source position (pin_last = 1,
  * tests only) c_t = h_T at every step: exactly chapter 01's model. */
 #ifndef BAHDANAU_H
@@ -25,18 +27,18 @@
 
 /* ------------------------------------------------------- attention kernels */
 /* Additive attention weights for one decoder step, batched over B rows.
- *   keys [B, T, A]   h_i W_1 for every source position (precomputed once)
- *   query [B, A]     s_{t-1} W_2
- *   v [A], lens [B]  positions i >= lens[b] are padding and get weight exactly 0
- * Writes feat [B, T, A] = tanh(keys + query) (kept for backward) and
+ *   keys [B, T, D_A]   h_i W_1 for every source position (precomputed once)
+ *   query [B, D_A]     s_{t-1} W_2
+ *   v [D_A], lens [B]  positions i >= lens[b] are padding and get weight exactly 0
+ * Writes feat [B, T, D_A] = tanh(keys + query) (kept for backward) and
  * weights [B, T] = softmax_i(feat[b,i] . v). */
 void additive_attention_forward(float *weights, float *feat, const float *keys, const float *query,
-                                const float *v, const int *lens, int B, int T, int A);
-/* From dweights [B, T]: accumulates into dkeys [B, T, A], dquery [B, A], dv [A].
+                                const float *v, const int *lens, int B, int T, int D_A);
+/* From dweights [B, T]: accumulates into dkeys [B, T, D_A], dquery [B, D_A], dv [D_A].
  * dscores [B, T] is work memory. */
 void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *dscores,
                                  const float *dweights, const float *weights, const float *feat,
-                                 const float *v, const int *lens, int B, int T, int A);
+                                 const float *v, const int *lens, int B, int T, int D_A);
 /* context [B, D] = sum_i weights[b, i] * values[b, i, :]   (values [B, T, D]) */
 void attention_context_forward(float *context, const float *weights, const float *values,
                                int B, int T, int D);
@@ -44,60 +46,62 @@ void attention_context_forward(float *context, const float *weights, const float
 void attention_context_backward(float *dweights, float *dvalues, const float *dcontext,
                                 const float *weights, const float *values, int B, int T, int D);
 
+/* ------------------------------------- encoder states as attention reads them */
+/* Lay chapter 01's encoder states out one source per row (chapter 03 calls
+ * this too): ann [B, T, S_enc], row b position i = h_i = [h_fwd_i ; h_bwd_i]
+ * (enc_bwd, which read each row's real tokens last to first, may be NULL:
+ * then h_i = h_fwd_i and S_enc = S), zeros at padded positions i >= lens[b]. */
+void encoder_states_to_rows(float *ann, const RnnEncoder *enc, const RnnEncoder *enc_bwd,
+                            const int *lens, int B, int T);
+/* The way back: dann [B, T, S_enc] -> dH_fwd (and dH_bwd unless NULL)
+ * [T, B, S], time-major as rnn_encoder_backward wants them (overwritten). */
+void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, const int *lens,
+                             int B, int T, int S);
+
 /* ------------------------------------------------------------- the model */
 typedef struct {
-    CellType cell;
-    int V_src, V_tgt, E, H, A;
+    int D_A;                      /* attention size: columns of W_1, W_2; length of v */
     int bidirectional;
-    int Hc;                       /* size of an encoder state h_i: H, or 2H when bidirectional */
+    int S_enc;                    /* size of an encoder state h_i: S, or 2S when bidirectional */
     int pin_last;                 /* tests only: a_t = one-hot on the last real position */
     Params params;
     RnnEncoder enc, enc_bwd;      /* enc_bwd only when bidirectional */
-    size_t dec_emb, dec_W_x, dec_W_h, dec_b, out_W, out_b;   /* as chapter 01 */
-    size_t att_W1, att_W2, att_v;                            /* [Hc,A], [H,A], [A] */
-    size_t bridge_W, bridge_b;                               /* [2H,H], [H] (bidirectional) */
-    int max_B, max_T, max_Tt, cache_size;
+    RnnDecoder dec;               /* chapter 01's decoder; cell input [embed(y_{t-1}) ; c_t] */
+    size_t att_W1, att_W2, att_v;                            /* [S_enc,D_A], [S,D_A], [D_A] */
+    size_t bridge_W, bridge_b;                               /* [2S,S], [S] (bidirectional) */
+    int max_B, max_T;
 
     /* encoder side, batch-major so that one row is one source sequence */
     int *src_rev;                 /* [max_B, max_T] each row's real tokens reversed */
-    float *ann, *dann;            /* [max_B, max_T, Hc] the encoder states h_i */
-    float *keys, *dkeys;          /* [max_B, max_T, A]  h_i W_1 */
-    float *dH_fwd, *dH_bwd;       /* [max_T, max_B, H]  time-major, for rnn_encoder_backward */
-    float *bridge_in, *dbridge_in;   /* [max_B, 2H] [h_fwd_T ; h_bwd_1] */
-    float *dfinal_fwd, *dfinal_bwd;  /* [max_B, H] gradients w.r.t. h_fwd_T, h_bwd_1 */
-    /* decoder, time-major as in chapter 01 */
-    int *tgt_in, *tgt_out;        /* [max_Tt, max_B] */
-    float *query, *dquery;        /* [max_B, A]  s_{t-1} W_2 */
-    float *feat;                  /* [max_Tt, max_B, max_T, A] tanh(keys + query) */
+    float *ann, *dann;            /* [max_B, max_T, S_enc] the encoder states h_i */
+    float *keys, *dkeys;          /* [max_B, max_T, D_A]  h_i W_1 */
+    float *dH_fwd, *dH_bwd;       /* [max_T, max_B, S]  time-major, for rnn_encoder_backward */
+    float *bridge_in, *dbridge_in;   /* [max_B, 2S] [h_fwd_T ; h_bwd_1] */
+    float *dfinal_fwd, *dfinal_bwd;  /* [max_B, S] gradients w.r.t. h_fwd_T, h_bwd_1 */
+    /* decoder's attention, time-major as in chapter 01 */
+    float *query, *dquery;        /* [max_B, D_A]  s_{t-1} W_2 */
+    float *feat;                  /* [max_Tt, max_B, max_T, D_A] tanh(keys + query) */
     float *attn;                  /* [max_Tt, max_B, max_T] a_t */
     float *dattn, *dscores;       /* [max_B, max_T] */
-    float *ctx, *dctx;            /* [max_B, Hc] c_t */
-    float *in;                    /* [max_Tt, max_B, E+Hc] [embed(y_{t-1}) ; c_t] */
-    float *s, *cs;                /* [max_Tt+1, max_B, H] */
-    float *cache;                 /* [max_Tt, max_B, cache_size] */
+    float *ctx, *dctx;            /* [max_B, S_enc] c_t */
     float *logits, *probs;        /* [max_Tt*max_B, V_tgt] */
-    float *dlogits, *dS;          /* [max_Tt*max_B, V_tgt], [max_Tt*max_B, H] */
-    float *scratch, *din, *demb;  /* [max_B, 2*G*H], [max_B, E+Hc], [max_B, E] */
-    float *dh, *dc, *dh_prev, *dc_prev;   /* [max_B, H] */
+    float *dlogits;               /* [max_Tt*max_B, V_tgt] */
     /* decoding (Seq2Seq encode/step), up to max_B rows at a time: encode()
      * leaves the sources' ann, keys and lengths in the model; step() gathers
      * for each row the source it continues */
-    int enc_B, enc_T;             /* shape of the last encode() */
+    int enc_T;                    /* source length of the last encode() */
     int *enc_lens;                /* [max_B] */
     int *step_lens;               /* [max_B] */
-    float *step_ann;              /* [max_B, max_T, Hc] */
-    float *step_keys, *step_feat; /* [max_B, max_T, A] */
+    float *step_ann;              /* [max_B, max_T, S_enc] */
+    float *step_keys, *step_feat; /* [max_B, max_T, D_A] */
     float *step_attn;             /* [max_B, max_T] */
-    float *step_query, *step_ctx; /* [max_B, A], [max_B, Hc] */
-    float *step_in;               /* [max_B, E+Hc] */
-    float *step_h, *step_c, *step_h_next, *step_c_next;   /* [max_B, H] */
-    float *step_cache, *step_scratch, *step_logits;
+    float *step_query, *step_ctx; /* [max_B, D_A], [max_B, S_enc] */
 } Bahdanau;
 
 /* Build from a config text with keys cell, embed, hidden, attn, bidirectional. */
 int bahdanau_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
 /* The pieces, for tests. */
-int bahdanau_create(Bahdanau *r, CellType cell, int V_src, int V_tgt, int E, int H, int A,
+int bahdanau_create(Bahdanau *r, CellType cell, int V_src, int V_tgt, int D_E, int S, int D_A,
                     int bidirectional, int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
 double bahdanau_train_step(void *self, const Batch *b, int backward);
 void bahdanau_encode(void *self, const Batch *b, float *states);

@@ -32,11 +32,11 @@ static int write_config(char *config, int cap) {
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
         {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size H of encoder and decoder", 1, 4096, NULL},
-        {"attn", ARG_INT, &attn_flag, "attention size A (columns of W_1, W_2; length of v)", 1, 4096, NULL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S of encoder and decoder", 1, 4096, NULL},
+        {"attn", ARG_INT, &attn_flag, "attention size D_A (columns of W_1, W_2; length of v)", 1, 4096, NULL},
         {"bidirectional", ARG_BOOL, &bidirectional_flag,
-         "add an encoder reading right to left: h_i = [h_fwd_i ; h_bwd_i] (2H)", 0, 0, NULL},
+         "add an encoder reading right to left: h_i = [h_fwd_i ; h_bwd_i] (2S)", 0, 0, NULL},
     };
     ChapterSpec spec = {
         .chapter = "02_bahdanau_attention",

@@ -107,7 +107,7 @@ typedef struct {
     float *E;        /* [N_Q, N_X] */
     float *QW;       /* multiplicative: Q W      [N_Q, D_K] */
     float *Qp, *Kp;  /* additive:       Q W_2    [N_Q, D_A],  K W_1 [N_X, D_A] */
-    float *H;        /* additive:       tanh(Kp_j + Qp_i)     [N_Q, N_X, D_A] */
+    float *feat;     /* additive:       tanh(Kp_j + Qp_i)     [N_Q, N_X, D_A] */
 } ScoreCache;
 
 static ScoreCache score_cache_view(const ScoreSpec *s, float *cache, int N_Q, int N_X) {
@@ -118,7 +118,7 @@ static ScoreCache score_cache_view(const ScoreSpec *s, float *cache, int N_Q, in
     } else if (s->type == SCORE_ADDITIVE) {
         c.Qp = rest;
         c.Kp = c.Qp + (size_t)N_Q * s->D_A;
-        c.H = c.Kp + (size_t)N_X * s->D_A;
+        c.feat = c.Kp + (size_t)N_X * s->D_A;
     }
     return c;
 }
@@ -161,12 +161,12 @@ static void score_forward(ScoreCache *c, const float *Q, const float *K, const S
         matmul(c->Kp, K, w->W_1, N_X, D_A, D_K, 0);
         for (int i = 0; i < N_Q; i++)
             for (int j = 0; j < N_X; j++) {
-                float *h = c->H + ((size_t)i * N_X + j) * D_A;
+                float *h = c->feat + ((size_t)i * N_X + j) * D_A;
                 const float *qp = c->Qp + (size_t)i * D_A, *kp = c->Kp + (size_t)j * D_A;
                 for (int a = 0; a < D_A; a++) h[a] = tanhf(kp[a] + qp[a]);
             }
         /* all N_Q*N_X hidden vectors times v at once: [N_Q*N_X, D_A] @ [D_A, 1] */
-        sgemm(0, 0, N_Q * N_X, 1, D_A, 1.0f, c->H, D_A, w->v, 1, 0.0f, c->E, 1);
+        sgemm(0, 0, N_Q * N_X, 1, D_A, 1.0f, c->feat, D_A, w->v, 1, 0.0f, c->E, 1);
         break;
     default:
         break;
@@ -192,15 +192,15 @@ static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratc
     case SCORE_ADDITIVE: {
         float *dQp = scratch, *dKp = scratch + (size_t)N_Q * D_A;
         memset(dQp, 0, sizeof(float) * (size_t)D_A * (N_Q + N_X));
-        /* dv += H^T dE:  [N_Q*N_X, D_A]^T @ [N_Q*N_X, 1] */
-        if (dw && dw->v) sgemm(1, 0, D_A, 1, N_Q * N_X, 1.0f, c->H, D_A, dE, 1, 1.0f, dw->v, 1);
+        /* dv += feat^T dE:  [N_Q*N_X, D_A]^T @ [N_Q*N_X, 1] */
+        if (dw && dw->v) sgemm(1, 0, D_A, 1, N_Q * N_X, 1.0f, c->feat, D_A, dE, 1, 1.0f, dw->v, 1);
         /* through tanh: d(pre_ija) = dE_ij v_a (1 - H_ija^2); pre = Kp_j + Qp_i,
          * so dQp_i sums it over j and dKp_j over i. Masked pairs have dE = 0. */
         for (int i = 0; i < N_Q; i++)
             for (int j = 0; j < N_X; j++) {
                 float g = dE[(size_t)i * N_X + j];
                 if (g == 0.0f) continue;
-                const float *h = c->H + ((size_t)i * N_X + j) * D_A;
+                const float *h = c->feat + ((size_t)i * N_X + j) * D_A;
                 float *dqp = dQp + (size_t)i * D_A, *dkp = dKp + (size_t)j * D_A;
                 for (int a = 0; a < D_A; a++) {
                     float dpre = g * w->v[a] * (1.0f - h[a] * h[a]);

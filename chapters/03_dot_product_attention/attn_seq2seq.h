@@ -1,8 +1,9 @@
 /* attn_seq2seq.h - chapter 03: an encoder-decoder whose decoder calls the
  * general attention layer (attention.h) with any of its four score functions.
  *
- * Encoder: chapter 01's RnnEncoder, unchanged. Its states are the data
- * vectors of the attention layer:  X = [h_1 ; ... ; h_T]   [T, H].
+ * Encoder: chapter 01's RnnEncoder, unchanged. Its states (one source per
+ * row, by chapter 02's encoder_states_to_rows()) are the data
+ * vectors of the attention layer:  X = [h_1 ; ... ; h_T]   [T, S].
  * Keys and values are X itself (K = V = X, as in Bahdanau and Luong), or,
  * with project_kv, the cross-attention layer's K = X W_K and V = X W_V.
  *
@@ -15,8 +16,8 @@
  *   p(y_t | ...) = softmax(h~_t W_out + b_out)
  *   With teacher forcing every s_t is known before any attention is done, so
  *   training runs the layer ONCE per sequence with all T' queries at once:
- *   Q = [s_1 ; ... ; s_T'] [T', H],  E = score(Q, K) [T', T],  A = softmax(E),
- *   C = A V [T', H]: the matrix form of the lecture.
+ *   Q = [s_1 ; ... ; s_T'] [T', S],  E = score(Q, K) [T', T],  A = softmax(E),
+ *   C = A V [T', S]: the matrix form of the lecture.
  *
  * PLACEMENT_BAHDANAU (chapter 02's wiring, one query per step):
  *   c_t  = attention(query s_{t-1}, data X)
@@ -28,15 +29,17 @@
  * Both: s_0 = h_T (and the LSTM's c_0 = c_T), padded source positions are
  * masked (weight exactly 0), and the scores are
  *   dot             e = s . h_i
- *   scaled_dot      e = s . h_i / sqrt(H)
- *   multiplicative  e = s^T W h_i           att.W [H, H]
- *   additive        e = v^T tanh(W_1 h_i + W_2 s)   att.W_1 [H, A], att.W_2 [H, A], att.v [A]
+ *   scaled_dot      e = s . h_i / sqrt(S)
+ *   multiplicative  e = s^T W h_i           att.W [S, S]
+ *   additive        e = v^T tanh(W_1 h_i + W_2 s)   att.W_1 [S, D_A], att.W_2 [S, D_A], att.v [D_A]
  * (with project_kv, h_i is replaced by the key k_i = h_i W_K).
  *
- * Parameter names and shapes follow chapters 01 and 02: enc.*, dec.emb,
- * dec.W_x ([E, G*H] for Luong, [E+H, G*H] for Bahdanau), dec.W_h, dec.b,
- * out.W [H, V], out.b; Luong adds comb.W_c [2H, H], comb.b_c [H]; the score
- * adds att.W or att.W_1/att.W_2/att.v; project_kv adds att.W_K, att.W_V [H, H]. */
+ * S is the RNN state size, D_E the embedding size, D_A the additive score's
+ * hidden size. The encoder and decoder are chapter 01's RnnEncoder and
+ * RnnDecoder. Parameter names and shapes follow chapters 01 and 02: enc.*, dec.emb,
+ * dec.W_x ([D_E, G*S] for Luong, [D_E+S, G*S] for Bahdanau), dec.W_h, dec.b,
+ * out.W [S, V], out.b; Luong adds comb.W_c [2H, S], comb.b_c [S]; the score
+ * adds att.W or att.W_1/att.W_2/att.v; project_kv adds att.W_K, att.W_V [S, S]. */
 #ifndef ATTN_SEQ2SEQ_H
 #define ATTN_SEQ2SEQ_H
 #include <stdint.h>
@@ -50,52 +53,40 @@ int placement_from_name(const char *name, Placement *out);
 const char *placement_name(Placement p);
 
 typedef struct {
-    CellType cell;
     ScoreType score;
     Placement placement;
     int project_kv;
-    int V_src, V_tgt, E, H, A;    /* A: size of the additive score's hidden layer */
-    int I;                        /* decoder cell input size: E (Luong) or E + H (Bahdanau) */
     Params params;
     RnnEncoder enc;
-    size_t dec_emb, dec_W_x, dec_W_h, dec_b, out_W, out_b;
+    RnnDecoder dec;               /* chapter 01's; cell input I = D_E (Luong) or D_E + S (Bahdanau) */
     size_t comb_W, comb_b;                        /* Luong only */
     size_t att_W, att_W1, att_W2, att_v;          /* score parameters (by type) */
     size_t att_WK, att_WV;                        /* project_kv only */
     /* the attention layer's description and views of its weights / gradients
      * (they point into params.data / params.grad) */
-    CrossAttentionSpec layer;     /* layer.score: {score, D_Q = H, D_K = H, D_A = A} */
+    CrossAttentionSpec layer;     /* layer.score: {score, D_Q = S, D_K = S, D_A} */
     CrossAttentionWeights w, dw;
-    int max_B, max_T, max_Tt, cell_cache_size;
+    int max_B, max_T;
     size_t attn_cache_size;       /* floats of one attention call's cache, at the max sizes */
 
     /* encoder side, batch-major: row b is one source sequence */
-    float *ann, *dann;            /* [max_B, max_T, H] the encoder states h_i (X of each row) */
-    float *dH;                    /* [max_T, max_B, H] time-major, for rnn_encoder_backward */
-    /* decoder */
-    int *tgt_in, *tgt_out;        /* [max_Tt, max_B] time-major */
-    float *in;                    /* [max_Tt, max_B, I] cell inputs */
-    float *s, *cs;                /* [max_Tt+1, max_B, H] decoder states (cs: LSTM cells) */
-    float *cell_cache;            /* [max_Tt, max_B, cell_cache_size] */
-    float *query, *dquery;        /* [max_B, max_Tt, H] batch-major queries and their gradient */
+    float *ann, *dann;            /* [max_B, max_T, S] the encoder states h_i (X of each row) */
+    float *dH;                    /* [max_T, max_B, S] time-major, for rnn_encoder_backward */
+    /* decoder's attention (the RNN's own buffers are in dec) */
+    float *query, *dquery;        /* [max_B, max_Tt, S] batch-major queries and their gradient */
     float *attn;                  /* [max_B, max_Tt, max_T] a_t for every row and step */
-    float *ctx, *dctx;            /* [max_B, max_Tt, H] c_t */
+    float *ctx, *dctx;            /* [max_B, max_Tt, S] c_t */
     float *attn_cache;            /* Luong: one cache per row; Bahdanau: per row and step */
     float *attn_scratch;          /* one backward call's scratch */
-    float *comb, *dcomb;          /* Luong: [max_Tt, max_B, 2H] [c_t ; s_t] */
-    float *htilde, *dhtilde;      /* Luong: [max_Tt, max_B, H] tanh([c_t ; s_t] W_c + b_c) */
+    float *comb, *dcomb;          /* Luong: [max_Tt, max_B, 2S] [c_t ; s_t] */
+    float *htilde, *dhtilde;      /* Luong: [max_Tt, max_B, S] tanh([c_t ; s_t] W_c + b_c) */
     float *logits, *probs, *dlogits;   /* [max_Tt * max_B, V] time-major rows */
-    float *dS;                    /* [max_Tt, max_B, H] gradient w.r.t. s_1..s_T' from above */
-    float *cell_scratch, *din, *demb;  /* [max_B, 2*G*H], [max_B, I], [max_B, E] */
-    float *dh, *dc, *dh_prev, *dc_prev;  /* [max_B, H] */
     /* decoding: encode() keeps ann and the lengths; step() attends row by row */
-    int enc_B, enc_T;
+    int enc_T;
     int *enc_lens;                /* [max_B] */
-    float *step_h, *step_c, *step_h_next, *step_c_next;   /* [max_B, H] */
-    float *step_ctx, *step_attn;  /* [max_B, H], [max_B, max_T] */
-    float *step_in, *step_comb, *step_htilde;   /* [max_B, I], [max_B, 2H], [max_B, H] */
+    float *step_ctx, *step_attn;  /* [max_B, S], [max_B, max_T] */
+    float *step_comb, *step_htilde;   /* [max_B, 2S], [max_B, S] */
     float *step_attn_cache;       /* one single-query attention call's cache */
-    float *step_cell_cache, *step_cell_scratch, *step_logits;
 } AttnSeq2Seq;
 
 /* Build from a config text with keys cell, embed, hidden, score, placement,
@@ -103,7 +94,7 @@ typedef struct {
 int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
 /* The pieces, for tests. */
 int attn_seq2seq_create(AttnSeq2Seq *r, CellType cell, ScoreType score, Placement placement,
-                        int project_kv, int V_src, int V_tgt, int E, int H, int A,
+                        int project_kv, int V_src, int V_tgt, int D_E, int S, int D_A,
                         int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
 double attn_seq2seq_train_step(void *self, const Batch *b, int backward);
 void attn_seq2seq_encode(void *self, const Batch *b, float *states);

@@ -94,14 +94,14 @@ static int write_config(char *config, int cap) {
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
         {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size H (queries, keys and values have this size)", 1, 4096, NULL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S (queries, keys and values have this size)", 1, 4096, NULL},
         {"score", ARG_STRING, &score_flag, "score function of the attention layer", 0, 0,
          "dot,scaled_dot,multiplicative,additive"},
         {"placement", ARG_STRING, &placement_flag,
          "luong: query s_t, output tanh([c_t;s_t] W_c); bahdanau: query s_{t-1}, c_t into the cell", 0, 0,
          "luong,bahdanau"},
-        {"attn", ARG_INT, &attn_flag, "additive score only: hidden size A of v^T tanh(W_1 k + W_2 q)", 1, 4096, NULL},
+        {"attn", ARG_INT, &attn_flag, "additive score only: hidden size D_A of v^T tanh(W_1 k + W_2 q)", 1, 4096, NULL},
         {"project-kv", ARG_BOOL, &project_kv_flag,
          "keys K = X W_K and values V = X W_V (cross-attention) instead of K = V = X", 0, 0, NULL},
         {"scaling-experiment", ARG_BOOL, &scaling_only_flag,

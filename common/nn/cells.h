@@ -1,14 +1,15 @@
 /* cells.h - recurrent cells, one time step, batched over B sequences.
  *
- * All three share one shape convention:
+ * All three share one shape convention (S is the state size: h and c have S
+ * entries; in the project's table of names H means attention heads):
  *   x[B,I]     input at this step
- *   h_prev[B,H] hidden state from the previous step (c_prev too for the LSTM)
- *   h[B,H]     new hidden state
+ *   h_prev[B,S] hidden state from the previous step (c_prev too for the LSTM)
+ *   h[B,S]     new hidden state
  * The cache holds what backward needs (gate activations); its size in floats
- * per batch row is given by *_cache_size(H). Backward accumulates into
+ * per batch row is given by *_cache_size(S). Backward accumulates into
  * dx, dh_prev (dc_prev) and the weight gradients; pass NULL to skip one.
  *
- * Weights: W_x [I, G*H], W_h [H, G*H], b [G*H], where G is the number of
+ * Weights: W_x [I, G*S], W_h [S, G*S], b [G*S], where G is the number of
  * gates (RNN 1, GRU 3, LSTM 4). Gate order in the columns:
  *   RNN : h = tanh(x W_x + h_prev W_h + b)
  *   GRU : [r | z | n]  (PyTorch's convention)
@@ -32,23 +33,34 @@ typedef enum { CELL_RNN = 0, CELL_GRU = 1, CELL_LSTM = 2 } CellType;
 int cell_type_parse(const char *name, CellType *out);
 const char *cell_type_name(CellType t);
 int cell_gates(CellType t);              /* G: 1, 3 or 4 */
-int cell_cache_size(CellType t, int H);  /* floats per batch row */
+int cell_cache_size(CellType t, int S);  /* floats per batch row */
 int cell_has_c(CellType t);              /* 1 for the LSTM (a second state) */
 
 /* One step of any cell type. c_prev/c are used only for the LSTM (else NULL).
- * cache: [B, cell_cache_size(t,H)]. scratch: [B, G*H] work memory. */
+ * cache: [B, cell_cache_size(t,S)]. scratch: [B, G*S] work memory. */
 void cell_forward(CellType t, float *h, float *c, float *cache, float *scratch,
                   const float *x, const float *h_prev, const float *c_prev,
                   const float *W_x, const float *W_h, const float *b,
-                  const int *mask, int B, int I, int H);
+                  const int *mask, int B, int I, int S);
 
 /* dh: gradient w.r.t. h (and dc w.r.t. c for the LSTM; NULL otherwise).
- * scratch: [B, 2*G*H] work memory. */
+ * scratch: [B, 2*G*S] work memory. */
 void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
                    float *dW_x, float *dW_h, float *db,
                    const float *dh, const float *dc, const float *cache, float *scratch,
                    const float *x, const float *h_prev, const float *c_prev,
                    const float *W_x, const float *W_h,
-                   const int *mask, int B, int I, int H);
+                   const int *mask, int B, int I, int S);
+
+/* The gradients backpropagation through time carries from step to step, each
+ * [B, S]: w.r.t. the state after the step (dh, and dc for the LSTM) and before
+ * it (dh_prev, dc_prev), the latter filled by cell_backward. */
+typedef struct {
+    float *dh, *dc, *dh_prev, *dc_prev;
+} StateGrads;
+void state_grads_alloc(StateGrads *g, int B, int S);   /* zero-filled */
+void state_grads_free(StateGrads *g);
+/* One step back in time: the _prev gradients become dh, dc (the buffers trade places). */
+void state_grads_swap(StateGrads *g);
 
 #endif
