@@ -146,20 +146,20 @@ static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *
     return 0;
 }
 
-/* Chapter 01's defaults (chapters/01_rnn_seq2seq/main.c): GRU, E 32, H 128. */
+/* Chapter 01's defaults (chapters/01_rnn_seq2seq/main.c): GRU, D_E 32, S 128. */
 static int create_01(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "01_rnn_seq2seq", rnn_seq2seq_build,
                                 "cell=gru\nembed=32\nhidden=128\n");
 }
 
-/* Chapter 02's defaults (chapters/02_bahdanau_attention/main.c): GRU, E 32, H 96, A 32. */
+/* Chapter 02's defaults (chapters/02_bahdanau_attention/main.c): GRU, D_E 32, S 96, D_A 32. */
 static int create_02(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "02_bahdanau_attention", bahdanau_build,
                                 "cell=gru\nembed=32\nhidden=96\nattn=32\nbidirectional=0\n");
 }
 
-/* Chapter 03's defaults (chapters/03_dot_product_attention/main.c): GRU, E 32,
- * H 128, scaled dot-product score, Luong placement. */
+/* Chapter 03's defaults (chapters/03_dot_product_attention/main.c): GRU, D_E 32,
+ * S 128, scaled dot-product score, Luong placement. */
 static int create_03(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_build,
                                 "cell=gru\nembed=32\nhidden=128\nscore=scaled_dot\nplacement=luong\n"
@@ -247,9 +247,9 @@ static int create_05(BenchModel *model, FILE *batch_log) {
 /* ---- The table: one line per chapter ---------------------------------------------- */
 
 static const ChapterBench CHAPTERS[] = {
-    {"01_rnn_seq2seq", "GRU encoder-decoder, E 32, H 128; dates, batch 64", create_01},
-    {"02_bahdanau_attention", "GRU + additive attention, E 32, H 96, A 32; dates, batch 64", create_02},
-    {"03_dot_product_attention", "GRU + scaled dot attention (Luong), E 32, H 128; dates, batch 64", create_03},
+    {"01_rnn_seq2seq", "GRU encoder-decoder, D_E 32, S 128; dates, batch 64", create_01},
+    {"02_bahdanau_attention", "GRU + additive attention, D_E 32, S 96, D_A 32; dates, batch 64", create_02},
+    {"03_dot_product_attention", "GRU + scaled dot attention (Luong), D_E 32, S 128; dates, batch 64", create_03},
     {"04_self_attention", "2 self-attention layers, D 64, MLP 128; 64 x 8 digits", create_04},
     {"05_multi_head_attention", "1 layer of 4 heads x 16, D 64, MLP 128; count_next, 64 x 8 digits", create_05},
 };

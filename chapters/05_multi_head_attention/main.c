@@ -96,8 +96,11 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
     return n;
 }
 
+/* --attention, already checked against its choices by the flag parser */
 static MultiHeadAttention attention_flag(void) {
-    return strcmp(model_flags.attention, "fused") == 0 ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN;
+    MultiHeadAttention a = MULTI_HEAD_PLAIN;
+    multi_head_attention_from_name(model_flags.attention, &a);
+    return a;
 }
 
 static int build(Classifier *c, const char *config, int max_B, uint64_t seed) {
