@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
     };
     ChapterSpec spec = {
         .chapter = "01_rnn_seq2seq",
+        .model_name = "rnn_seq2seq",
         .summary = "Chapter 01: an RNN encoder-decoder. The encoder's last state is the only thing the\n"
                    "decoder knows about the input (the context c), which becomes a bottleneck as inputs grow.",
         .model_args = model_args,

@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
     };
     ChapterSpec spec = {
         .chapter = "02_bahdanau_attention",
+        .model_name = "bahdanau",
         .summary = "Chapter 02: the encoder-decoder of chapter 01 with additive (Bahdanau) attention.\n"
                    "At every output step the decoder scores every encoder state,\n"
                    "e_{t,i} = v^T tanh(W_1 h_i + W_2 s_{t-1}), and reads a fresh context\n"

@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
     }
     ChapterSpec spec = {
         .chapter = "03_dot_product_attention",
+        .model_name = "attn_seq2seq",
         .summary = "Chapter 03: the general attention layer. Queries Q attend over data X through keys K\n"
                    "and values V: E = score(Q, K), A = softmax(E, dim=1), Y = A V, with the score\n"
                    "dot, scaled dot (/ sqrt(D)), multiplicative (q^T W k) or additive (v^T tanh(W_1 k + W_2 q)).\n"

@@ -86,6 +86,7 @@ static int after(const ClassifierFlags *f, Results *res) {
 
 int main(int argc, char **argv) {
     const ClassifierChapter chapter = {
+        .model_name = DIGIT_MODEL_NAME,
         .chapter = "04_self_attention",
         .summary = "Chapter 04: self-attention. Q, K, V all come from one input X; the layer is\n"
                    "permutation equivariant, so positional encodings are what tell it the order.\n"

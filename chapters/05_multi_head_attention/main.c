@@ -129,6 +129,7 @@ static int before(const ClassifierFlags *f, Results *res) {
 
 int main(int argc, char **argv) {
     const ClassifierChapter chapter = {
+        .model_name = MH_MODEL_NAME,
         .chapter = "05_multi_head_attention",
         .summary = "Chapter 05: multi-head attention. H heads of size D_H computed with 4 big\n"
                    "matmuls; the fused layer checked against H separate chapter-04 heads; its cost\n"

@@ -413,3 +413,30 @@ int config_get_int_in(const char *config_text, const char *key, int lo, int hi, 
     if (*out < lo || *out > hi) return fail("config key '%s': expected %d..%d, got %d", key, lo, hi, *out);
     return 0;
 }
+
+/* The model names the chapters write, and the chapter that writes each
+ * (a new chapter adds its line), so a wrong checkpoint can be named. */
+static const char *const MODEL_CHAPTERS[][2] = {
+    {"rnn_seq2seq", "01_rnn_seq2seq"},
+    {"bahdanau", "02_bahdanau_attention"},
+    {"attn_seq2seq", "03_dot_product_attention"},
+    {"ch04_digit_self_attention", "04_self_attention"},
+    {"ch05_digit_multi_head", "05_multi_head_attention"},
+};
+
+int checkpoint_check_model(const char *path, const char *config, const char *expected_model,
+                           const char *expected_chapter) {
+    char model[64];
+    if (config_get(config, "model", model, sizeof model) < 0)
+        return fail("%s: its config has no 'model=' line: not a checkpoint of this project's chapters, "
+                    "expected one written by %s (model=%s)", path, expected_chapter, expected_model);
+    if (strcmp(model, expected_model) == 0) return 0;
+    const char *maker = NULL;
+    for (size_t i = 0; i < sizeof MODEL_CHAPTERS / sizeof MODEL_CHAPTERS[0]; i++)
+        if (strcmp(model, MODEL_CHAPTERS[i][0]) == 0) maker = MODEL_CHAPTERS[i][1];
+    if (maker)
+        return fail("%s: a checkpoint of chapter %s (model=%s), but %s loads its own (model=%s)", path, maker,
+                    model, expected_chapter, expected_model);
+    return fail("%s: a checkpoint of model '%s', which no chapter writes; %s loads its own (model=%s)", path,
+                model, expected_chapter, expected_model);
+}

@@ -37,6 +37,15 @@ int checkpoint_read_config(const char *path, char **config_out);
  * [128,384]"), truncation, or a CRC mismatch. p is left unchanged on error. */
 int checkpoint_load(const char *path, Params *p);
 
+/* Before building a model from a checkpoint: its config's "model=" must be
+ * expected_model, the model of this program (chapter expected_chapter).
+ * Otherwise fail() with one line naming the chapter that wrote the file and
+ * the one that reads it, e.g. "out/04/model_x.ckpt: a checkpoint of chapter
+ * 04_self_attention (model=ch04_digit_self_attention), but 01_rnn_seq2seq
+ * loads its own (model=rnn_seq2seq)". Returns 0 or -1. */
+int checkpoint_check_model(const char *path, const char *config, const char *expected_model,
+                           const char *expected_chapter);
+
 /* Helpers for the config text. */
 /* Look key up in "key=value\n" text; copy value into out (size outlen).
  * Returns 0, or -1 with fail() when the key is missing. */

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void results_init(Results *r) {
@@ -92,4 +93,32 @@ int results_write(const Results *r, const char *path) {
     }
     fputs("}\n", af.f);
     return atomic_close(&af, 1);
+}
+
+int results_eval_dir(char *out, int cap, const char *given, const char *default_dir, const char *checkpoint) {
+    if (given) {
+        snprintf(out, (size_t)cap, "%s", given);
+    } else {
+        const char *name = strrchr(checkpoint, '/');
+        name = name ? name + 1 : checkpoint;
+        int len = (int)strlen(name);
+        if (len > 5 && strcmp(name + len - 5, ".ckpt") == 0) len -= 5;
+        snprintf(out, (size_t)cap, "%s/eval_%.*s", default_dir, len, name);
+    }
+    /* a training run's results.json says how many steps it trained */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/results.json", out);
+    FILE *exists = fopen(path, "rb");
+    if (!exists) return 0;
+    fclose(exists);
+    size_t len;
+    char *json = read_whole_file(path, &len);
+    if (!json) return -1;                       /* the message names the file */
+    const char *steps = strstr(json, "\"steps\":");
+    int trained = steps && atof(steps + strlen("\"steps\":")) > 0;
+    free(json);
+    if (trained)
+        return fail("--out %s holds a training run's results (%s); an evaluation with --load writes "
+                    "elsewhere: give another --out, or none (then %s/eval_<checkpoint>)", out, path, default_dir);
+    return 0;
 }

@@ -18,4 +18,12 @@ void results_set_num(Results *r, const char *key, double value);
 /* Atomic write. Returns 0 or -1 with fail(). */
 int results_write(const Results *r, const char *path);
 
+/* Where an evaluation of a saved model (--load) writes its outputs: out
+ * (cap bytes) gets given (the user's --out) or, when given is NULL,
+ * <default_dir>/eval_<checkpoint file name without .ckpt>. A directory
+ * holding the results.json of a training run ("steps" above 0) is refused,
+ * so evaluating never overwrites what training wrote. Returns 0, or -1 with
+ * fail() naming the directory and what to do. */
+int results_eval_dir(char *out, int cap, const char *given, const char *default_dir, const char *checkpoint);
+
 #endif

@@ -230,6 +230,10 @@ static void config_one_line(const char *config, char *out, int cap) {
 static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
     char *config = NULL;
     if (checkpoint_read_config(f->load, &config) < 0) return -1;     /* the message names the path */
+    if (checkpoint_check_model(f->load, config, ch->model_name, ch->chapter) < 0) {
+        free(config);
+        return -1;
+    }
     Classifier m;
     ExampleTask t;
     int seed = 0, rc = build_from_config(ch, config, f->load, f->batch, 0, &m, &t);
@@ -407,7 +411,8 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"lr", ARG_FLOAT, &f.lr, "Adam learning rate (warm-up, then cosine decay)", 1e-6, 1, NULL},
         {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
-        {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
+        {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<checkpoint>)", 0,
+         0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
@@ -433,7 +438,14 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     free(specs);
     if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
     if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input TEXT");
-    if (rc == 0 && (backend_select(f.backend) < 0 || make_dirs(f.out) < 0)) rc = -1;
+    /* training writes to --out (default out/<chapter>); evaluating a saved
+     * model never over a training run's files (results.h) */
+    char eval_out[512];
+    if (rc == 0 && f.load) {
+        rc = results_eval_dir(eval_out, sizeof eval_out, f.out == default_out ? NULL : f.out, default_out, f.load);
+        f.out = eval_out;
+    }
+    if (rc == 0 && (backend_select(f.backend) < 0 || ((!f.load || f.plot) && make_dirs(f.out) < 0))) rc = -1;
     if (rc == 0) {
         threads_set(f.threads);
         rc = f.load ? run_loaded(ch, &f) : train_all(ch, &f);

@@ -92,6 +92,7 @@ void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uin
 /* What a chapter gives classifier_main. */
 typedef struct {
     const char *chapter;          /* "04_self_attention" */
+    const char *model_name;       /* the "model=" its checkpoints carry */
     const char *summary;          /* a paragraph for --help */
     const ArgSpec *model_args;    /* the chapter's own flags */
     int n_model_args;

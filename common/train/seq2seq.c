@@ -511,7 +511,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples", 1, 2147483647, NULL},
         {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL},
         {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL},
-        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint (default out/<chapter>)", 0, 0, NULL},
+        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint: out/<chapter> when training, out/<chapter>/eval_<checkpoint> with --load", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
         {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
         {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
@@ -557,7 +557,11 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     if (backend_select(f.backend) < 0) goto error;
     threads_set(f.threads);
     snprintf(default_out, sizeof default_out, "out/%s", spec->chapter);
-    const char *out_dir = f.out ? f.out : default_out;
+    /* training writes to --out (default out/<chapter>); evaluating a saved
+     * model never over a training run's files (results.h) */
+    char eval_out[512];
+    if (f.load && results_eval_dir(eval_out, sizeof eval_out, f.out, default_out, f.load) < 0) goto error;
+    const char *out_dir = f.load ? eval_out : f.out ? f.out : default_out;
 
     TaskConfig tc;
     char task_buf[32];
@@ -568,6 +572,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         if (checkpoint_read_config(f.load, &saved) < 0) goto error;
         snprintf(config, CKPT_CONFIG_MAX, "%s", saved);
         free(saved);
+        if (checkpoint_check_model(f.load, config, spec->model_name, spec->chapter) < 0) goto error;
         if (task_from_config(&tc, config, task_buf, sizeof task_buf) < 0) {
             fail("%s: %s", f.load, last_error());
             goto error;
@@ -608,7 +613,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
                 fail("--plot: this chapter's model has no attention weights to draw");
                 goto error;
             }
-            char stem[512];
+            char stem[600];
             snprintf(stem, sizeof stem, "%s/translate_attention", out_dir);
             if (make_dirs(out_dir) < 0 || plot_attention(&model, &data, ids, len, stem, f.translate) < 0)
                 goto error;

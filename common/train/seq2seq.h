@@ -73,6 +73,7 @@ int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_w
 /* What a chapter gives seq2seq_main. */
 typedef struct {
     const char *chapter;        /* "01_rnn_seq2seq" */
+    const char *model_name;     /* the "model=" its checkpoints carry: "rnn_seq2seq" */
     const char *summary;        /* one paragraph for --help */
     const ArgSpec *model_args;  /* the chapter's own flags (model hyper-parameters) */
     int n_model_args;
