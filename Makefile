@@ -100,9 +100,11 @@ deps-twin:
 
 # Each chapter runs on its own quick default and writes under out/NN_name/.
 run: deps-run all
-	@set -e; for c in $(CHAPTERS); do \
-	  echo "=== $$c"; ./$(BUILD)/$$c --out out/$$c; done
-	@$(BUILD)/results_table out/*/results.json 2>/dev/null || true
+	@set -e; start=$$(date +%s.%N); for c in $(CHAPTERS); do \
+	  echo "=== $$c"; t0=$$(date +%s.%N); ./$(BUILD)/$$c --out out/$$c; \
+	  echo "=== $$c: $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done; \
+	echo; echo "All chapters: $$(awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; echo
+	@bash tools/results_table.sh $(CHAPTERS:%=out/%/results.json)
 
 define RUN_RULE
 run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1)

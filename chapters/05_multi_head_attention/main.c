@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
                    "at equal width on a task that needs two kinds of lookup per output.",
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
+        .load_flags = "attention",
         .defaults = {.steps = 1000, .batch = 64, .lr = 3e-3f, .seed = 1, .test_size = 2000},
         .plan = plan,
         .build = build,

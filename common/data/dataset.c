@@ -133,7 +133,13 @@ int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max,
     int is_g2p = strcmp(d->task, "g2p") == 0;
     int n = (int)strlen(text);
     *len = 0;
-    if (n == 0) return fail("empty input: the %s task expects %s", d->task, expected_input(d->task));
+    int blank = 1;
+    for (int i = 0; i < n; i++) blank &= isspace((unsigned char)text[i]) != 0;
+    if (blank)
+        return fail("%s input: the %s task expects %s", n == 0 ? "empty" : "blank (only spaces)", d->task,
+                    expected_input(d->task));
+    char quoted[96];
+    error_excerpt(text, quoted, sizeof quoted);
     for (int i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if (is_g2p) c = (unsigned char)toupper(c);
@@ -146,10 +152,11 @@ int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max,
                 snprintf(shown, sizeof shown, "byte 0x%02x", c);
             }
             return fail("unknown character %s at position %d of \"%s\": the %s task expects %s",
-                        shown, i + 1, text, d->task, expected_input(d->task));
+                        shown, i + 1, quoted, d->task, expected_input(d->task));
         }
         if (i >= max) {
-            return fail("input \"%s\" has %d characters; at most %d fit", text, n, max);
+            return fail("input \"%s\" has %d characters; the %s task's model reads at most %d", quoted, n,
+                        d->task, max);
         }
         ids[i] = id;
     }

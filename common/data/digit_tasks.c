@@ -69,18 +69,20 @@ void digit_task_batch(DigitTask t, int *x, int *y, int B, int N, Rng *rng) {
 
 int digits_parse(const char *text, int N, int *x) {
     int n = 0;
+    char quoted[96];
+    error_excerpt(text, quoted, sizeof quoted);
     for (int i = 0; text[i] != '\0'; i++) {
         char c = text[i];
         if (c == ' ' || c == ',' || c == '\t') continue;
         if (c < '0' || c > '9')
             return fail("--input: expected %d digits 0-9 (e.g. \"3 1 4 1 ...\"), got '%c' at character %d "
-                        "of '%s'", N, c, i + 1, text);
+                        "of '%s'", N, c, i + 1, quoted);
         if (n < N) x[n] = c - '0';
         n++;
     }
     if (n != N)
         return fail("--input: expected %d digits (the model's sequence length), got %d in '%s'", N, n,
-                    text);
+                    quoted);
     return 0;
 }
 

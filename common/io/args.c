@@ -186,3 +186,33 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
     }
     printf("  %-*s  %s\n", width, "--help", "print this help and exit");
 }
+
+int args_given(int argc, char **argv, const char *name) {
+    const size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, name, n) == 0 &&
+            (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}
+
+/* 1 when name is one of the comma-separated words of list. */
+static int in_list(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep) {
+    for (int i = 0; i < n_specs; i++)
+        if (!in_list(keep, specs[i].name) && args_given(argc, argv, specs[i].name))
+            return fail("--%s has no effect with --load: the checkpoint's config decides the model, its task "
+                        "and its training; drop --%s (or train a new model without --load)", specs[i].name,
+                        specs[i].name);
+    return 0;
+}

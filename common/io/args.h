@@ -30,4 +30,14 @@ int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
  * dest) and help text. */
 void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs);
 
+/* 1 when the command line names flag `name` ("--name" or "--name=..."). */
+int args_given(int argc, char **argv, const char *name);
+
+/* With --load a saved model's config decides the model and its task, so a
+ * training flag would be ignored without a word. Returns -1 with fail()
+ * naming the first flag of specs[0..n_specs) that argv gives but that is not
+ * in the comma-separated list keep (the flags that still act with --load);
+ * 0 when there is none. */
+int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep);
+
 #endif

@@ -435,6 +435,12 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         free(specs);
         return 0;
     }
+    if (rc == 0 && f.load) {
+        char keep[256];
+        snprintf(keep, sizeof keep, "out,load,input,plot,backend,threads,quiet,test-size,batch,%s",
+                 ch->load_flags ? ch->load_flags : "");
+        rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
+    }
     free(specs);
     if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
     if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input TEXT");

@@ -96,6 +96,7 @@ typedef struct {
     const char *summary;          /* a paragraph for --help */
     const ArgSpec *model_args;    /* the chapter's own flags */
     int n_model_args;
+    const char *load_flags;       /* those of them that still act with --load ("attention"), or NULL */
     ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
     /* The runs the parsed flags ask for, written to runs (room for max);
      * returns how many, or -1 with fail(). *headline: the run whose figures

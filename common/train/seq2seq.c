@@ -552,6 +552,9 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         return 0;
     }
     if (rc < 0) goto error;
+    if (f.load && args_refuse_with_load(argc, argv, specs, n_specs,
+                                        "out,load,translate,plot,backend,threads,quiet,beam,max-eval,samples,batch") < 0)
+        goto error;
     if (f.translate && !f.load) { fail("--translate needs --load CHECKPOINT (a model to translate with)"); goto error; }
     if (f.plot && !f.translate) { fail("--plot goes with --load CKPT --translate TEXT"); goto error; }
     if (backend_select(f.backend) < 0) goto error;

@@ -19,6 +19,13 @@ int fail(const char *fmt, ...) {
     return -1;
 }
 
+const char *error_excerpt(const char *text, char *buf, int cap) {
+    const size_t n = strlen(text);
+    if (n <= 60) snprintf(buf, (size_t)cap, "%s", text);
+    else snprintf(buf, (size_t)cap, "%.40s... (%zu characters)", text, n);
+    return buf;
+}
+
 const char *last_error(void) { return last_message; }
 
 void clear_error(void) { last_message[0] = '\0'; }

@@ -13,6 +13,12 @@
  * to 4 KiB. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A short quote of text a user typed, for a message: the text itself when
+ * it has at most 60 characters, else its first 40, "...", and its length
+ * ("1111111111... (2000 characters)"), so the explanation after it always
+ * fits. Writes into buf (cap bytes, at least 64) and returns it. */
+const char *error_excerpt(const char *text, char *buf, int cap);
+
 /* The message from the most recent fail(), or "" if none. */
 const char *last_error(void);
 
