@@ -271,6 +271,80 @@ static void test_digit_checkpoints(void **state) {
     expect_error("05_multi_head_attention", "--attention nope", "--attention");
 }
 
+/* ---------------------------------------------- what a newcomer tries */
+
+typedef struct {
+    const char *program, *train_args, *ckpt, *eval_args, *input_flag;
+} ChapterCase;
+
+/* Tiny runs of every chapter (a second or two each); ckpt relative to tmp_dir. */
+static const ChapterCase CHAPTERS[] = {
+    {"01_rnn_seq2seq", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+     "n01/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
+    {"02_bahdanau_attention", "--steps 2 --hidden 16 --embed 8 --attn 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+     "n02/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
+    {"03_dot_product_attention", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+     "n03/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
+    {"04_self_attention", "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 "
+     "--test-size 10 --quiet", "n04/model_reverse_learned.ckpt", "--test-size 10", "--input"},
+    {"05_multi_head_attention", "--task neighbours --heads 2 --steps 2 --dim 8 --hidden 8 --batch 8 --test-size 10 "
+     "--scale-max-len 0 --quiet", "n05/model_neighbours_h2.ckpt", "--test-size 10", "--input"},
+};
+enum { N_CHAPTER_CASES = sizeof CHAPTERS / sizeof CHAPTERS[0] };
+
+/* The issue list of a newcomer's first hour, for every chapter:
+ *  1. loading another chapter's checkpoint names both chapters, in one line;
+ *  2. evaluating a saved model never rewrites its training run's files;
+ *  4. a 2000-character input is quoted short and the explanation kept;
+ *  5. blank input and flags that --load ignores are errors, not exit 0. */
+static void test_newcomer_paths(void **state) {
+    (void)state;
+    char args[4096], path[700], saved[16384], now[16384];
+    static char long_input[2001];
+    memset(long_input, '1', 2000);
+    for (int i = 0; i < N_CHAPTER_CASES; i++) short_run(CHAPTERS[i].program, CHAPTERS[i].train_args, CHAPTERS[i].ckpt);
+    for (int i = 0; i < N_CHAPTER_CASES; i++) {
+        const ChapterCase *c = &CHAPTERS[i];
+        /* 1. every other chapter's checkpoint: "a checkpoint of chapter X ... but Y loads" */
+        for (int j = 0; j < N_CHAPTER_CASES; j++) {
+            if (j == i) continue;
+            char expect[256];
+            snprintf(args, sizeof args, "--load %s/%s", tmp_dir, CHAPTERS[j].ckpt);
+            snprintf(expect, sizeof expect, "a checkpoint of chapter %s (model=", CHAPTERS[j].program);
+            expect_error(c->program, args, expect);
+            snprintf(expect, sizeof expect, "but %s loads", c->program);
+            expect_error(c->program, args, expect);
+        }
+        /* 2. evaluation next to a training run leaves its results.json alone ... */
+        char train_dir[600];
+        snprintf(train_dir, sizeof train_dir, "%s/%s", tmp_dir, c->ckpt);
+        *strrchr(train_dir, '/') = '\0';
+        snprintf(path, sizeof path, "%s/results.json", train_dir);
+        slurp(path, saved, sizeof saved);
+        assert_non_null(strstr(saved, "\"steps\": 2"));
+        RunResult *r = malloc(sizeof *r);
+        snprintf(args, sizeof args, "--load %s/%s %s --out %s/eval%02d", tmp_dir, c->ckpt, c->eval_args, tmp_dir, i);
+        run(r, c->program, args);
+        if (r->code != 0) print_error("%s %s: %s\n", c->program, args, r->err);
+        assert_int_equal(r->code, 0);
+        free(r);
+        slurp(path, now, sizeof now);
+        assert_string_equal(now, saved);
+        /* ... and an --out pointing at the training run is refused */
+        snprintf(args, sizeof args, "--load %s/%s %s --out %s", tmp_dir, c->ckpt, c->eval_args, train_dir);
+        expect_error(c->program, args, "holds a training run's results");
+        /* 4. long input: an excerpt and the explanation */
+        snprintf(args, sizeof args, "--load %s/%s %s '%s'", tmp_dir, c->ckpt, c->input_flag, long_input);
+        expect_error(c->program, args, "(2000 characters)");
+        expect_error(c->program, args, i < 3 ? "reads at most" : "expected 8 digits");
+        /* 5. blank input, and a training flag with --load */
+        snprintf(args, sizeof args, "--load %s/%s %s '   '", tmp_dir, c->ckpt, c->input_flag);
+        expect_error(c->program, args, i < 3 ? "blank" : "got 0");
+        snprintf(args, sizeof args, "--load %s/%s --steps 10", tmp_dir, c->ckpt);
+        expect_error(c->program, args, "--steps has no effect with --load");
+    }
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
@@ -288,6 +362,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_backend_environment),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_digit_checkpoints),
+        cmocka_unit_test(test_newcomer_paths),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     char cmd[512];
