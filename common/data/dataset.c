@@ -247,7 +247,8 @@ uint64_t hash_string(const char *s) {
     return hash_mix64(h);
 }
 
-/* task, data_seed, n_train, n_valid, n_test, min_len, max_len from a config. */
+/* task, data_seed, n_train, n_valid, n_test (and for reverse min_len,
+ * max_len) from a config. */
 int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap) {
     if (config_get(config, "task", task_buf, task_cap) < 0) return -1;
     if (task_defaults(tc, task_buf) < 0) return -1;
@@ -257,9 +258,10 @@ int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int tas
     tc->seed = strtoull(seed, NULL, 10);
     if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
         config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
-        config_get_int(config, "n_test", &tc->n_test) < 0 ||
-        config_get_int(config, "min_len", &tc->min_len) < 0 ||
-        config_get_int(config, "max_len", &tc->max_len) < 0)
+        config_get_int(config, "n_test", &tc->n_test) < 0)
+        return -1;
+    if (strcmp(tc->task, "reverse") == 0 &&
+        (config_get_int(config, "min_len", &tc->min_len) < 0 || config_get_int(config, "max_len", &tc->max_len) < 0))
         return -1;
     return 0;
 }

@@ -55,7 +55,7 @@ int task_defaults(TaskConfig *cfg, const char *task);
 int dataset_load(Dataset *d, const TaskConfig *cfg);
 /* Rebuild the task a checkpoint was trained on from its config lines (the
  * keys the seq2seq driver writes: task, data_seed, n_train, n_valid, n_test,
- * min_len, max_len); task_buf (task_cap bytes) holds the task's name.
+ * and for reverse min_len, max_len); task_buf (task_cap bytes) holds the task's name.
  * Returns 0, or -1 with fail() naming the missing or bad key. */
 int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap);
 void dataset_free(Dataset *d);

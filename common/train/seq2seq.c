@@ -344,12 +344,17 @@ typedef struct {
     const char *out, *load, *translate, *backend, *preset;
 } CommonFlags;
 
+/* The task's config lines; string lengths only for reverse, the one task
+ * that has them (results.json repeats these lines). */
 static int task_lines(char *config, int cap, const TaskConfig *tc, const Dataset *d) {
+    char lengths[64] = "";
+    if (strcmp(tc->task, "reverse") == 0)
+        snprintf(lengths, sizeof lengths, "min_len=%d\nmax_len=%d\n", tc->min_len, tc->max_len);
     int n = snprintf(config, (size_t)cap,
-                     "task=%s\ndata_seed=%llu\nn_train=%d\nn_valid=%d\nn_test=%d\nmin_len=%d\nmax_len=%d\n"
+                     "task=%s\ndata_seed=%llu\nn_train=%d\nn_valid=%d\nn_test=%d\n%s"
                      "src_vocab_size=%d\ntgt_vocab_size=%d\n",
-                     tc->task, (unsigned long long)tc->seed, tc->n_train, tc->n_valid, tc->n_test,
-                     tc->min_len, tc->max_len, d->src_vocab.size, d->tgt_vocab.size);
+                     tc->task, (unsigned long long)tc->seed, tc->n_train, tc->n_valid, tc->n_test, lengths,
+                     d->src_vocab.size, d->tgt_vocab.size);
     return n < cap ? 0 : fail("configuration text too long");
 }
 
@@ -492,7 +497,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         .n_train = 0, .min_len = 0, .max_len = 0,
         .lr = spec->default_lr > 0 ? spec->default_lr : 3e-3f, .clip = 1.0f, .weight_decay = 0.0f,
         .warmup = 100, .eval_every = 250, .beam = 1, .threads = 0, .samples = 8, .plot = 0,
-        .quiet = 0, .max_eval = 1 << 30,
+        .quiet = 0, .max_eval = 0,
         .out = NULL, .load = NULL, .translate = NULL, .backend = NULL, .preset = "none",
     };
     const ArgSpec common[] = {
@@ -508,7 +513,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"min-len", ARG_INT, &f.min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL},
         {"max-len", ARG_INT, &f.max_len, "reverse: longest string (0 = task default)", 0, 100, NULL},
         {"eval-every", ARG_INT, &f.eval_every, "steps between validation-loss checks", 1, 1000000, NULL},
-        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples", 1, 2147483647, NULL},
+        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647, NULL},
         {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL},
         {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL},
         {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint: out/<chapter> when training, out/<chapter>/eval_<checkpoint> with --load", 0, 0, NULL},
@@ -705,7 +710,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
 
     /* ---------------------------------------------------------- evaluation */
     Evaluation ev;
-    evaluate(&model, &data, &data.test, f.max_eval, f.beam, f.batch, &ev);
+    evaluate(&model, &data, &data.test, f.max_eval > 0 ? f.max_eval : data.test.n, f.beam, f.batch, &ev);
     print_results_table(spec->chapter, &data, &ev, f.beam, train_seconds);
     print_samples(&model, &data, &data.test, f.samples, f.beam);
 
