@@ -9,6 +9,7 @@
 #   make bench      benchmarks (bench/results/)
 #   make twin       PyTorch cross-checks (tools/)
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
+#   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -48,7 +49,7 @@ TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test test-san test-backends bench twin golden clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -144,6 +145,13 @@ twin: deps-twin all $(TOOL_BINS)
 # does not need torch).
 golden: deps-twin
 	@/usr/bin/python3 tools/golden.py
+
+# The tables between <!-- results:NAME --> and <!-- /results --> in README.md and
+# chapters/*/README.md, from the results.json files of the last make run (OUT=dir to
+# read another tree). Fails, changing nothing, when one it needs is missing.
+OUT ?= out
+readme:
+	@/usr/bin/python3 tools/readme_tables.py --out $(OUT)
 
 clean:
 	rm -rf build build-san

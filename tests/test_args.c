@@ -3,7 +3,9 @@
  * mistake giving -1 with one message that names the flag: a non-number,
  * trailing garbage, an empty value, NaN/inf, overflow, out of range, not a
  * choice, a value given to a boolean flag, a missing value, an unknown flag,
- * a positional argument. Also what --help prints. */
+ * a positional argument; an integer too big for an int is reported with the
+ * flag's own range. Also what --help prints, and that a string flag without
+ * a default prints none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,14 @@ static void test_out_of_range(void **state) {
     expect_message("--steps: expected an integer in [1, 1000000], got '0'");
     assert_int_equal(parse("--steps", "1000001", NULL), -1);
     expect_error_naming("--steps");
+    /* too big for an int: still the flag's own range, not the int's */
+    assert_int_equal(parse("--steps", "99999999999", NULL), -1);
+    expect_message("--steps: expected an integer in [1, 1000000], got '99999999999'");
+    assert_int_equal(parse("--steps=-99999999999999999999", NULL), -1);
+    expect_message("--steps: expected an integer in [1, 1000000], got '-99999999999999999999'");
+    /* a flag without a range: the range of an int */
+    assert_int_equal(parse("--seed", "2147483648", NULL), -1);
+    expect_message("--seed: expected an integer in [-2147483648, 2147483647], got '2147483648'");
     assert_int_equal(parse("--lr", "1e-7", NULL), -1);
     expect_error_naming("--lr");
     assert_int_equal(parse("--lr", "1.0001", NULL), -1);
@@ -217,8 +227,8 @@ static void test_positional_and_malformed(void **state) {
 
 /* ------------------------------------------------------------------ help */
 
-static void test_help_text(void **state) {
-    (void)state;
+/* What args_print_help writes to stdout, in text[size]. */
+static void capture_help(char *text, size_t size) {
     char path[] = "/tmp/test_args_help.XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -233,18 +243,45 @@ static void test_help_text(void **state) {
 
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    size_t n = fread(text, 1, size - 1, f);
     text[n] = '\0';
     fclose(f);
     unlink(path);
+}
 
+static void test_help_text(void **state) {
+    (void)state;
+    char text[4096];
+    capture_help(text, sizeof text);
     const char *expected[] = {"usage: prog", "Train a model.", "--steps N", "training steps",
                               "default 2000", "1..1000000", "--lr X", "default 0.001", "1e-06..1",
                               "--cell S", "one of rnn, gru, lstm", "default gru", "--verbose",
                               "default off", "--help"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         if (strstr(text, expected[i]) == NULL) fail_msg("help lacks '%s':\n%s", expected[i], text);
+}
+
+/* A string flag without a default (NULL) prints no "(default (none))": its
+ * help text says what happens without it. A string with choices but no
+ * default still lists the choices. */
+static void test_help_without_default(void **state) {
+    (void)state;
+    out_dir = NULL;
+    cell = NULL;
+    char text[4096];
+    capture_help(text, sizeof text);
+    const char *line = strstr(text, "--out S");
+    assert_non_null(line);
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    char out_line[256];
+    snprintf(out_line, sizeof out_line, "%.*s", (int)(end - line), line);
+    if (strstr(out_line, "default") != NULL || strstr(out_line, "(none)") != NULL)
+        fail_msg("--out line shows a default: '%s'", out_line);
+    assert_non_null(strstr(out_line, "output directory"));
+    assert_null(strstr(text, "(none)"));
+    if (strstr(text, "recurrent cell (one of rnn, gru, lstm)\n") == NULL)
+        fail_msg("--cell line without a default lacks its choices:\n%s", text);
 }
 
 int main(void) {
@@ -263,6 +300,7 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_value, reset),
         cmocka_unit_test_setup(test_positional_and_malformed, reset),
         cmocka_unit_test_setup(test_help_text, reset),
+        cmocka_unit_test_setup(test_help_without_default, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

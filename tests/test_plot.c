@@ -1,7 +1,8 @@
 /* test_plot.c - the files a plot writes: a heatmap's .dat holds rows x cols
  * numbers (NaN for a non-finite cell), its .gp script has the tick labels
  * escaped for gnuplot (quote, backslash, a visible space), a reversed y axis
- * and a colour bar; a line plot's .dat has one column per series. Nothing
+ * and a colour bar; a line plot's .dat has one column per series, and its
+ * .gp a fixed y range when one is asked for (0-100% accuracy). Nothing
  * here needs gnuplot: when it is installed a PNG appears as a bonus. */
 #include <math.h>
 #include <stdio.h>
@@ -170,12 +171,59 @@ static void test_line_plot_files(void **state) {
     free(dat);
 }
 
+/* An accuracy axis fixed to 0-100%: the .gp carries the range, the .dat the
+ * points as they are; plot_lines (auto range) writes no yrange; a range that
+ * is not an interval, or reaches 0 on a log axis, is refused. */
+static void test_line_plot_fixed_range(void **state) {
+    (void)state;
+    enum { POINTS = 4 };
+    float x[POINTS] = {4, 8, 12, 16};
+    float acc[POINTS] = {100.0f, 100.0f, 99.65f, 100.0f};   /* one miss in 288 */
+    const float *ys[1] = {acc};
+    const char *names[1] = {"exact match"};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/acc_by_len", tmp_dir);
+    assert_int_equal(plot_lines_range(stem, "exact match by length", "length", "exact match (%)",
+                                      x, ys, names, 1, POINTS, 0, 0.0f, 100.0f), 0);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set yrange [0:100]");
+    assert_null(strstr(gp, "logscale"));
+    free(gp);
+    char *dat = read_text(stem, ".dat");
+    expect_in(dat, "12 99.65\n");
+    assert_int_equal(count_data_rows(dat, 2), POINTS);
+    free(dat);
+
+    /* y_min == y_max: auto, byte for byte what plot_lines writes */
+    char auto_stem[512];
+    snprintf(auto_stem, sizeof auto_stem, "%s/acc_auto", tmp_dir);
+    assert_int_equal(plot_lines_range(auto_stem, "t", "x", "y", x, ys, names, 1, POINTS, 0, 0.0f, 0.0f), 0);
+    gp = read_text(auto_stem, ".gp");
+    assert_null(strstr(gp, "yrange"));
+    free(gp);
+    assert_int_equal(plot_lines(stem, "t", "x", "y", x, ys, names, 1, POINTS, 0), 0);
+    gp = read_text(stem, ".gp");
+    assert_null(strstr(gp, "yrange"));
+    free(gp);
+
+    assert_int_equal(plot_lines_range(stem, "t", "x", "y", x, ys, names, 1, POINTS, 0, 100.0f, 0.0f), -1);
+    assert_non_null(strstr(last_error(), "y range"));
+    assert_int_equal(plot_lines_range(stem, "t", "x", "y", x, ys, names, 1, POINTS, 0, 0.0f, NAN), -1);
+    assert_int_equal(plot_lines_range(stem, "t", "x", "y", x, ys, names, 1, POINTS, 1, 0.0f, 10.0f), -1);
+    assert_non_null(strstr(last_error(), "log"));
+    assert_int_equal(plot_lines_range(stem, "t", "x", "y", x, ys, names, 1, POINTS, 1, 1e-3f, 10.0f), 0);
+    gp = read_text(stem, ".gp");
+    expect_in(gp, "set yrange [0.001:10]");
+    free(gp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heatmap_files),
         cmocka_unit_test(test_heatmap_without_labels),
         cmocka_unit_test(test_heatmap_errors),
         cmocka_unit_test(test_line_plot_files),
+        cmocka_unit_test(test_line_plot_fixed_range),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

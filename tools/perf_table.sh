@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# perf_table.sh - the README's performance tables, in Markdown, from the last `make bench`.
+# perf_table.sh - the performance tables of bench/README.md, in Markdown, from the last `make bench`.
 #
 #   bash tools/perf_table.sh [RESULTS_DIR]      default bench/results
 #
@@ -11,7 +11,7 @@
 #   - milliseconds per training step per chapter: naive, AVX2, AVX-512, PyTorch, and the ratios;
 #   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads;
 #   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels and LayerNorm, naive against AVX2.
-# Paste the output into README.md. Plain bash + awk: no Python needed.
+# Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
 sgemm=$results/sgemm.tsv
@@ -21,9 +21,7 @@ cpu_field() {  # the value of one lscpu field, e.g. cpu_field 'Model name'
   lscpu 2>/dev/null | awk -F: -v key="$1" '$1 == key { sub(/^[ \t]+/, "", $2); print $2; exit }'
 }
 
-echo "### Performance"
-echo
-echo "Measured with \`make bench\` (= \`bash bench/run.sh build\`; raw figures in \`$results/\`)"
+echo "From one run of \`make bench\` (= \`bash bench/run.sh build\`; raw figures in \`$results/\`)"
 echo "on: $(cpu_field 'Model name'), $(nproc) cores, L1d $(cpu_field 'L1d cache'), L2 $(cpu_field 'L2 cache'),"
 echo "L3 $(cpu_field 'L3 cache'); $(cc --version 2>/dev/null | head -n 1), -O2."
 

@@ -2,7 +2,7 @@
 # results_table.sh - a Markdown table from the flat results.json files that
 # the chapter programs write, e.g.
 #   bash tools/results_table.sh out/*/results.json
-# The top README and the chapter READMEs paste their tables from this output.
+# make run prints it; make readme (tools/readme_tables.py) puts it into the top README.
 set -u
 if [ "$#" -eq 0 ]; then
   echo "usage: tools/results_table.sh out/*/results.json" >&2

@@ -59,10 +59,13 @@ static int parse_int(const ArgSpec *s, const char *value) {
     long v = strtol(value, &end, 10);
     if (value[0] == '\0' || isspace((unsigned char)value[0]) || end == value || *end != '\0')
         return fail("--%s: expected an integer, got '%s'", s->name, value);
-    if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
-        return fail("--%s: expected an integer in [%d, %d], got '%s'", s->name, INT_MIN, INT_MAX, value);
-    if (has_range(s) && (v < s->min || v > s->max))
+    /* Too big for a long or an int counts as out of range: the message gives
+     * the flag's own range when it has one, the range of an int otherwise. */
+    int overflow = errno == ERANGE || v < INT_MIN || v > INT_MAX;
+    if (has_range(s) && (overflow || v < s->min || v > s->max))
         return fail("--%s: expected an integer in [%.0f, %.0f], got '%s'", s->name, s->min, s->max, value);
+    if (overflow)
+        return fail("--%s: expected an integer in [%d, %d], got '%s'", s->name, INT_MIN, INT_MAX, value);
     *(int *)s->dest = (int)v;
     return 0;
 }
@@ -154,7 +157,7 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
 
     for (int i = 0; i < n_specs; i++) {
         const ArgSpec *s = &specs[i];
-        char range[96] = "", dflt[256];
+        char range[96] = "", dflt[256] = "";
         switch (s->type) {
         case ARG_INT:
             snprintf(first, sizeof first, "--%s N", s->name);
@@ -169,7 +172,9 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
         case ARG_STRING: {
             const char *v = *(const char *const *)s->dest;
             snprintf(first, sizeof first, "--%s S", s->name);
-            snprintf(dflt, sizeof dflt, "%s", v ? v : "(none)");
+            /* No default (NULL): nothing printed, the help text says what
+             * happens without the flag ("default out/<chapter>"). */
+            if (v != NULL) snprintf(dflt, sizeof dflt, "%s", v);
             if (s->choices) {
                 char list[80];
                 format_choices(list, sizeof list, s->choices);
@@ -182,7 +187,13 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
             snprintf(dflt, sizeof dflt, "%s", *(const int *)s->dest ? "on" : "off");
             break;
         }
-        printf("  %-*s  %s (default %s%s)\n", width, first, s->help ? s->help : "", dflt, range);
+        const char *help = s->help ? s->help : "";
+        if (dflt[0] != '\0')
+            printf("  %-*s  %s (default %s%s)\n", width, first, help, dflt, range);
+        else if (range[0] != '\0')
+            printf("  %-*s  %s (%s)\n", width, first, help, range + 2);   /* without the ", " */
+        else
+            printf("  %-*s  %s\n", width, first, help);
     }
     printf("  %-*s  %s\n", width, "--help", "print this help and exit");
 }

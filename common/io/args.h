@@ -3,6 +3,7 @@
  * A program lists its flags in a table of ArgSpec; args_parse fills the
  * destinations and checks types, ranges and choices:
  *   --steps abc     -> "--steps: expected an integer, got 'abc'"
+ *   --steps 99999999999 -> "--steps: expected an integer in [1, 1000000], got '99999999999'"
  *   --lr -1         -> "--lr: expected a number in [1e-06, 1], got '-1'"
  *   --cell foo      -> "--cell: expected one of rnn, gru, lstm, got 'foo'"
  *   --bogus         -> "unknown flag '--bogus' (see --help)"
@@ -26,8 +27,10 @@ typedef struct {
  * value. Positional arguments are errors. */
 int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
 
-/* Print usage: one line per flag with its type, default (current value of
- * dest) and help text. */
+/* Print usage: one line per flag with its type, help text, default (current
+ * value of dest) and range or choices. A string flag whose dest is NULL has
+ * no default to show, so none is printed: its help text says what happens
+ * without it. */
 void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs);
 
 /* 1 when the command line names flag `name` ("--name" or "--name=..."). */

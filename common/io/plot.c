@@ -322,9 +322,24 @@ int plot_lines(const char *path_stem, const char *title,
                const char *x_title, const char *y_title,
                const float *x, const float *const *ys, const char *const *names,
                int n_series, int n_points, int log_y) {
+    return plot_lines_range(path_stem, title, x_title, y_title, x, ys, names,
+                            n_series, n_points, log_y, 0.0f, 0.0f);
+}
+
+int plot_lines_range(const char *path_stem, const char *title,
+                     const char *x_title, const char *y_title,
+                     const float *x, const float *const *ys, const char *const *names,
+                     int n_series, int n_points, int log_y, float y_min, float y_max) {
     if (n_series <= 0 || n_points < 0)
         return fail("plot_lines '%s': need at least one series (got %d series of %d points)",
                     path_stem, n_series, n_points);
+    int fixed_y = y_min != y_max;           /* y_min == y_max: fit the axis to the data */
+    if (fixed_y && !(isfinite(y_min) && isfinite(y_max) && y_min < y_max))
+        return fail("plot_lines '%s': y range [%g, %g] is not an interval (want y_min < y_max, "
+                    "or y_min == y_max for auto)", path_stem, (double)y_min, (double)y_max);
+    if (fixed_y && log_y && y_min <= 0)
+        return fail("plot_lines '%s': y range [%g, %g] starts at or below 0 on a log axis",
+                    path_stem, (double)y_min, (double)y_max);
     char dir[1024], base[1024];
     if (split_stem(path_stem, dir, sizeof dir, base, sizeof base) != 0) return -1;
     if (make_dirs(dir) != 0) return -1;
@@ -369,6 +384,13 @@ int plot_lines(const char *path_stem, const char *title,
     fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
     if (log_y) fputs("set logscale y\n", f);
     if (log_y == 2) fputs("set logscale x 2\n", f);   /* log-log: x doubles per tick */
+    if (fixed_y) {
+        fputs("set yrange [", f);
+        write_value(f, y_min);
+        fputc(':', f);
+        write_value(f, y_max);
+        fputs("]            # fixed by the caller, not fitted to the data\n", f);
+    }
     char data_name[1100];
     snprintf(data_name, sizeof data_name, "%s.dat", base);
     fputs("plot ", f);

@@ -26,6 +26,21 @@ int plot_lines(const char *path_stem, const char *title,
                const float *x, const float *const *ys, const char *const *names,
                int n_series, int n_points, int log_y);
 
+/* plot_lines with the y axis fixed to [y_min, y_max] instead of fitted to the
+ * data, for quantities with a natural scale: an accuracy axis runs 0-100%, so
+ * one miss in 288 is a dip of 0.35, not a cliff from top to bottom.
+ * Percent accuracies (values already multiplied by 100):
+ *   plot_lines_range(stem, "exact match by length", "length", "exact match (%)",
+ *                    x, ys, names, n_series, n_points, 0, 0.0f, 100.0f);
+ * writes "set yrange [0:100]" into stem.gp. y_min == y_max means auto (the
+ * same as plot_lines); otherwise y_min < y_max, both finite, and y_min > 0
+ * on a logarithmic axis, or -1 with fail(). Points outside the range are
+ * kept in the .dat and clipped only in the picture. */
+int plot_lines_range(const char *path_stem, const char *title,
+                     const char *x_title, const char *y_title,
+                     const float *x, const float *const *ys, const char *const *names,
+                     int n_series, int n_points, int log_y, float y_min, float y_max);
+
 /* 1 when a gnuplot binary is on PATH (checked once). */
 int gnuplot_available(void);
 

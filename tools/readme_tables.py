@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""readme_tables.py - rewrite the results tables in the READMEs from a run's results.json files.
+
+    /usr/bin/python3 tools/readme_tables.py [--out DIR] [--check] [README.md ...]
+    make readme                       (the same, on out/ and every README)
+
+A README marks a generated table with two lines of their own:
+
+    <!-- results:NAME -->
+    ... anything: replaced by a fresh table ...
+    <!-- /results -->
+
+NAME is one of
+    make-run   one row per chapter, as tools/results_table.sh prints it, from
+               DIR/NN_*/results.json of every chapter (what `make run` writes);
+    NN         (e.g. 04, 05) chapter NN's runs, one row each, from
+               DIR/NN_*/results.json: every key <run>_exact_match other than
+               test_exact_match is a run, with <run>_token_acc, _final_loss,
+               _solved_step (first step with loss < 0.5, 0 = never) and
+               _train_seconds. A run named <task>_h<H> (chapter 05) gets
+               "heads H" and "D_H" (= dim / H) columns; any other run
+               <task>_<positions> (chapter 04) a "positions" column.
+
+Everything outside the markers stays byte-identical. Every table is made
+before any file is written, so a missing or broken results.json stops the
+script with a message naming it and no README changes; each README is written
+to a temporary file next to it and renamed over it. With --check nothing is
+written: the exit status is 1 when a README would change (its name printed).
+
+Standard library only; DIR defaults to out, the READMEs to README.md and
+chapters/*/README.md.
+"""
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OPEN = re.compile(r"^[ \t]*<!--[ \t]*results:([A-Za-z0-9_.-]+)[ \t]*-->[ \t]*$")
+CLOSE = re.compile(r"^[ \t]*<!--[ \t]*/results[ \t]*-->[ \t]*$")
+
+
+class Failure(Exception):
+    """One clear line for the user; the script exits 1 without writing."""
+
+
+def chapters():
+    """The chapter directory names (NN_name) that have a main.c, in order."""
+    found = sorted(os.path.basename(os.path.dirname(p))
+                   for p in glob.glob(os.path.join(ROOT, "chapters", "[0-9][0-9]_*", "main.c")))
+    if not found:
+        raise Failure("no chapters/NN_*/main.c found under %s" % ROOT)
+    return found
+
+
+def results_path(out_dir, chapter):
+    return os.path.join(out_dir, chapter, "results.json")
+
+
+def load_results(out_dir, chapter, block, readme):
+    path = results_path(out_dir, chapter)
+    if not os.path.isfile(path):
+        raise Failure("%s not found (needed by <!-- results:%s --> in %s): run `make run` "
+                      "(or `make run-%s`) first, or pass --out DIR" % (path, block, readme, chapter[:2]))
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Failure("%s: cannot read it as JSON (%s)" % (path, e))
+    if not isinstance(data, dict):
+        raise Failure("%s: expected one JSON object" % path)
+    return path, data
+
+
+def conditions(datas):
+    """'backend avx512, 2 threads' when every file agrees, else each chapter's."""
+    pairs = sorted({(str(d.get("backend", "?")), str(d.get("threads", "?"))) for d in datas})
+    return "; ".join("backend %s, %s thread%s" % (b, t, "" if t == "1" else "s") for b, t in pairs)
+
+
+def table_make_run(out_dir, readme):
+    paths, datas = [], []
+    for ch in chapters():
+        path, data = load_results(out_dir, ch, "make-run", readme)
+        paths.append(path)
+        datas.append(data)
+    script = os.path.join(ROOT, "tools", "results_table.sh")
+    run = subprocess.run(["bash", script] + paths, capture_output=True, text=True)
+    if run.returncode != 0 or run.stderr.strip():
+        raise Failure("tools/results_table.sh failed on %s: %s" % (out_dir, run.stderr.strip()))
+    caption = ("From `make run`'s `out/*/results.json` (%s), by `bash tools/results_table.sh`; "
+               "`make readme` rewrites this table." % conditions(datas))
+    return run.stdout.rstrip("\n").split("\n"), caption
+
+
+def number(data, key, path):
+    if key not in data:
+        raise Failure("%s: no key \"%s\"" % (path, key))
+    v = data[key]
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        raise Failure("%s: \"%s\" is not a finite number (%r)" % (path, key, v))
+    return float(v)
+
+
+def pct(x):
+    return "%.1f%%" % (100.0 * x)
+
+
+def table_chapter(nn, out_dir, readme):
+    matches = [c for c in chapters() if c.startswith(nn + "_")]
+    if not matches:
+        raise Failure("<!-- results:%s --> in %s: no chapter %s_* with a main.c" % (nn, readme, nn))
+    chapter = matches[0]
+    path, data = load_results(out_dir, chapter, nn, readme)
+    runs = [k[:-len("_exact_match")] for k in data
+            if k.endswith("_exact_match") and k != "test_exact_match"]
+    if not runs:
+        raise Failure("%s: no <run>_exact_match keys (besides test_exact_match): "
+                      "<!-- results:%s --> needs a chapter that trains several runs" % (path, nn))
+
+    heads = [re.fullmatch(r"(.+)_h([0-9]+)", r) for r in runs]
+    by_heads = all(heads)
+    rows = []
+    for run, h in zip(runs, heads):
+        cells = {}
+        if by_heads:
+            H = int(h.group(2))
+            dim = data.get("dim")
+            cells["label"] = [h.group(1), str(H),
+                              str(dim // H) if isinstance(dim, int) and H > 0 and dim % H == 0 else "-"]
+        else:
+            task, _, pos = run.rpartition("_")
+            cells["label"] = [task, pos] if task else [run, "-"]
+        exact = number(data, run + "_exact_match", path)
+        token = number(data, run + "_token_acc", path)
+        loss = number(data, run + "_final_loss", path)
+        solved = number(data, run + "_solved_step", path)
+        secs = number(data, run + "_train_seconds", path)
+        rows.append((cells["label"], exact, token, loss, solved, secs))
+
+    def best(values):
+        """The index of a unique maximum (bolded), else None."""
+        top = max(values)
+        return values.index(top) if len(values) > 1 and values.count(top) == 1 else None
+
+    best_exact = best([round(100.0 * r[1], 1) for r in rows])     # as printed: 99.96% ties 100.0%
+    best_token = best([round(100.0 * r[2], 1) for r in rows])
+    labels = ["task", "heads H", "D_H"] if by_heads else ["task", "positions"]
+    head = labels + ["exact match", "token acc.", "final loss", "loss < 0.5 at step", "train s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, (label, exact, token, loss, solved, secs) in enumerate(rows):
+        e, t = pct(exact), pct(token)
+        if i == best_exact:
+            e = "**%s**" % e
+        if i == best_token:
+            t = "**%s**" % t
+        step = "never" if solved <= 0 else "%d" % solved
+        lines.append("| " + " | ".join(label + [e, t, "%.3f" % loss, step, "%.1f" % secs]) + " |")
+    caption = ("From `make run`'s `out/%s/results.json` (%s, seed %s); `make readme` rewrites this table."
+               % (chapter, conditions([data]), data.get("seed", "?")))
+    return lines, caption
+
+
+def make_table(name, out_dir, readme):
+    if name == "make-run":
+        return table_make_run(out_dir, readme)
+    if re.fullmatch(r"[0-9][0-9]", name):
+        return table_chapter(name, out_dir, readme)
+    raise Failure("%s: unknown table <!-- results:%s --> (known: make-run, or a chapter number like 04)"
+                  % (readme, name))
+
+
+def rewrite(text, out_dir, readme):
+    """The README's text with every marked block regenerated; names of the blocks."""
+    lines = text.splitlines(keepends=True)
+    out, names, i = [], [], 0
+    while i < len(lines):
+        line = lines[i]
+        m = OPEN.match(line.rstrip("\r\n"))
+        if CLOSE.match(line.rstrip("\r\n")):
+            raise Failure("%s:%d: <!-- /results --> without an opening <!-- results:NAME -->" % (readme, i + 1))
+        out.append(line)
+        i += 1
+        if not m:
+            continue
+        start = i
+        while i < len(lines) and not CLOSE.match(lines[i].rstrip("\r\n")):
+            if OPEN.match(lines[i].rstrip("\r\n")):
+                raise Failure("%s:%d: <!-- results:... --> inside the block opened on line %d"
+                              % (readme, i + 1, start))
+            i += 1
+        if i == len(lines):
+            raise Failure("%s:%d: <!-- results:%s --> is never closed by <!-- /results -->"
+                          % (readme, start, m.group(1)))
+        eol = "\r\n" if line.endswith("\r\n") else "\n"
+        table, caption = make_table(m.group(1), out_dir, readme)
+        body = [""] + table + ["", caption, ""]
+        out.extend(b + eol for b in body)
+        out.append(lines[i])          # the closing marker, as it was
+        i += 1
+        names.append(m.group(1))
+    return "".join(out), names
+
+
+def write_atomically(path, text):
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".readme_tables.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv):
+    out_dir, check, readmes = "out", False, []
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        if a == "--out" or a.startswith("--out="):
+            if a == "--out" and not args:
+                raise Failure("--out: expected a directory after the flag")
+            out_dir = a[len("--out="):] if a.startswith("--out=") else args.pop(0)
+        elif a == "--check":
+            check = True
+        elif a.startswith("-"):
+            raise Failure("unknown flag '%s' (see --help)" % a)
+        else:
+            readmes.append(a)
+    if not readmes:
+        readmes = [os.path.relpath(p) for p in
+                   [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "README.md")))]
+
+    updates = []                  # every README is rewritten in memory first
+    for readme in readmes:
+        try:
+            with open(readme, encoding="utf-8", newline="") as f:
+                text = f.read()
+        except OSError as e:
+            raise Failure("cannot read %s: %s" % (readme, e.strerror))
+        new, names = rewrite(text, out_dir, readme)
+        if names:
+            updates.append((readme, text, new, names))
+
+    changed = 0
+    for readme, old, new, names in updates:
+        state = "unchanged" if new == old else ("would change" if check else "updated")
+        print("readme_tables: %s: %s (%s)" % (readme, state, ", ".join(names)))
+        if new != old:
+            changed += 1
+            if not check:
+                write_atomically(readme, new)
+    if not updates:
+        print("readme_tables: no <!-- results:NAME --> blocks in %s" % ", ".join(readmes))
+    return 1 if check and changed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Failure as e:
+        print("readme_tables: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
