@@ -106,9 +106,9 @@ const float *block_attention_weights(const BlockSpec *s, const float *cache, int
 /* X [B, N, D] -> Y [B, N, D] (written), cache [block_cache_floats] (written).
  * lens [B] (or NULL): sequence b has lens[b] real positions (0 = all N), as
  * in chapter 05: no position attends to padding (padding rows are still
- * computed, and are the caller's to ignore). train: 1 applies dropout with
- * rng (which may be NULL when spec->dropout == 0), 0 is evaluation: no
- * dropout, the same output as p = 0 bit for bit. */
+ * computed, and are the caller's to ignore). train: 1 applies dropout,
+ * drawing the masks from rng; 0 is evaluation: no dropout, the same output
+ * as p = 0 bit for bit. rng may be NULL when spec->dropout is 0 or train is 0. */
 void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, int B, int N, int train, Rng *rng);
 
