@@ -43,6 +43,8 @@
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
+#include "06_transformer/block.h"
+#include "nn/transformer_layers.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -557,6 +559,109 @@ static void check_multi_head(Case *c) {
     }
 }
 
+/* ------------------------------------------------------------ chapter 06 */
+
+static void check_rmsnorm(Case *c) {
+    const GoldTensor *x = need(c, "x");
+    int N = x->dims[0], D = x->dims[1];
+    float *out = buf(c, (size_t)N * D), *rstd = buf(c, (size_t)N);
+    rmsnorm_forward(out, rstd, f32(c, "x"), f32(c, "gamma"), N, D, f32(c, "eps")[0]);
+    expect_out(c, "out", out);
+    expect_out(c, "rstd", rstd);
+    float *dx = buf(c, (size_t)N * D), *dgamma = buf(c, (size_t)D);
+    for (int times = 1; times <= 2; times++) {
+        rmsnorm_backward(dx, dgamma, f32(c, "dout"), rstd, f32(c, "x"), f32(c, "gamma"), N, D);
+        expect_grad(c, "dx", dx, times);
+        expect_grad(c, "dgamma", dgamma, times);
+    }
+}
+
+static void check_swiglu(Case *c) {
+    int n = need(c, "a")->dims[0];
+    float *h = buf(c, (size_t)n), *da = buf(c, (size_t)n), *dg = buf(c, (size_t)n);
+    swiglu_forward(h, f32(c, "a"), f32(c, "g"), n);
+    expect_out(c, "h", h);
+    for (int times = 1; times <= 2; times++) {
+        swiglu_backward(da, dg, f32(c, "dh"), f32(c, "a"), f32(c, "g"), n);
+        expect_grad(c, "da", da, times);
+        expect_grad(c, "dg", dg, times);
+    }
+}
+
+/* The tensors of a BlockWeights by their names in the golden file (NULL
+ * data: the spec has no such tensor, and neither has the case). */
+enum { BLOCK_TENSORS = 12 };
+static void block_tensors(const BlockWeights *w, const char *names[BLOCK_TENSORS], float *data[BLOCK_TENSORS]) {
+    const char *n[BLOCK_TENSORS] = {"W_QKV", "W_O", "b_O", "norm1_gamma", "norm1_beta", "W_1",
+                                    "b_1", "W_3", "W_2", "b_2", "norm2_gamma", "norm2_beta"};
+    float *d[BLOCK_TENSORS] = {w->attn.W_QKV, w->attn.W_O, w->attn.b_O, w->norm1_gamma, w->norm1_beta, w->W_1,
+                               w->b_1, w->W_3, w->W_2, w->b_2, w->norm2_gamma, w->norm2_beta};
+    for (int i = 0; i < BLOCK_TENSORS; i++) {
+        names[i] = n[i];
+        data[i] = d[i];
+    }
+}
+
+/* config = {H, norm placement, norm, mlp, causal} (the enums of block.h);
+ * the case's tensors fill the block's one parameter buffer; run with the
+ * * given attention (plain or fused: same results within rounding). */
+static void check_block_with(Case *c, MultiHeadAttention attention) {
+    const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_1 = maybe(c, "W_1");
+    const int *config = i32(c, "config");
+    int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0];
+    BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4]};
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    size_t n_params = block_param_count(&s);
+    float *params = buf(c, n_params), *dparams = buf(c, n_params);
+    BlockWeights w = block_weights_view(&s, params), dw = block_weights_view(&s, dparams);
+    const char *names[BLOCK_TENSORS];
+    float *data[BLOCK_TENSORS], *grads[BLOCK_TENSORS];
+    block_tensors(&w, names, data);
+    block_tensors(&dw, names, grads);
+    size_t filled = 0;
+    for (int i = 0; i < BLOCK_TENSORS; i++) {
+        const GoldTensor *t = maybe(c, names[i]);
+        if ((t != NULL) != (data[i] != NULL))
+            fail_msg("golden block/%s: tensor %s is %s the file but %s the C block", c->name, names[i],
+                     t ? "in" : "not in", data[i] ? "in" : "not in");
+        if (t == NULL) continue;
+        memcpy(data[i], t->data, sizeof(float) * t->count);
+        filled += t->count;
+    }
+    assert_int_equal(filled, n_params);   /* every parameter came from the file */
+    size_t nX = (size_t)B * N * D;
+    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N));
+    float *scratch = buf(c, block_scratch_floats(&s, B, N)), *dX = buf(c, nX);
+    block_forward(Y, cache, X->data, &s, &w, lens, B, N, 0, NULL);
+    /* Y sums terms of size 1 to 3 (X and the two branches), which cancel to
+     * near 0 in places: a few float32 roundings of those terms (1e-6) are
+     * the floor there, more than ATOL_OUT allows. */
+    expect_times(c, "Y", Y, 1, RTOL_OUT, 4e-6);
+    for (int times = 1; times <= 2; times++) {
+        block_backward(dX, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, B, N);
+        expect_grad(c, "dX", dX, times);
+        for (int i = 0; i < BLOCK_TENSORS; i++) {
+            if (grads[i] == NULL) continue;
+            char dname[32];
+            snprintf(dname, sizeof dname, "d%s", names[i]);
+            expect_grad(c, dname, grads[i], times);
+        }
+    }
+}
+
+static void check_block_plain(Case *c) { check_block_with(c, MULTI_HEAD_PLAIN); }
+static void check_block_fused(Case *c) { check_block_with(c, MULTI_HEAD_FUSED); }
+
+/* Each case with chapter 05's plain and fused attention, on each backend. */
+static void check_block(Case *c) {
+    on_each_backend(c, check_block_plain);
+    const char *layer = c->layer;
+    c->layer = "block with fused attention";
+    on_each_backend(c, check_block_fused);
+    c->layer = layer;
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const GoldLayer LAYERS[] = {
@@ -581,6 +686,9 @@ static const GoldLayer LAYERS[] = {
     {"self_attention", check_self_attention},             /* chapter 04 */
     {"positional_encoding", check_positional_encoding},   /* chapter 04 */
     {"multi_head", check_multi_head},                     /* chapter 05 */
+    {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
+    {"swiglu", check_swiglu},                             /* chapter 06 */
+    {"block", check_block},                               /* chapter 06 */
 };
 
 int main(void) {

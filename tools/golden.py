@@ -677,6 +677,217 @@ def gen_multi_head():
     return cases
 
 
+# ------------------------------------------------- chapter 06: the transformer block
+
+NORM_EPS = float(np.float32(1e-5))   # BLOCK_NORM_EPS (block.h), as the float32 the C code uses
+
+
+@layer("rmsnorm")
+def gen_rmsnorm():
+    """rmsnorm_forward/backward (transformer_layers.h), written out in torch (1.13 has no
+    nn.RMSNorm): rstd = 1 / sqrt(mean(x^2) + eps), out = x rstd gamma."""
+    cases = []
+    specs = [  # N, D, eps, rows
+        (1, 1, 1e-5, "plain"),
+        (3, 7, 1e-5, "plain"),
+        (5, 17, 1e-6, "offset"),     # rows centred at 30: RMSNorm does not subtract the mean
+        (2, 64, 1e-5, "zero"),       # row 1 all zero: out = 0
+    ]
+    for seed, (N, D, eps, rows) in enumerate(specs):
+        r = Draw(1700 + seed)
+        x = r.uniform(N, D, lo=-2.0, hi=2.0, grad=False)
+        if rows == "offset":
+            x += 30.0
+        if rows == "zero":
+            x[1, :] = 0.0
+        x = x.float().double().requires_grad_(True)
+        gamma = r.uniform(D, lo=-1.5, hi=1.5)
+        dout = r.uniform(N, D, grad=False)
+        eps32 = float(np.float32(eps))
+        rstd = torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + eps32)
+        out = x * rstd * gamma
+        backward(out, dout)
+        cases.append((f"n{N}_d{D}{'' if rows == 'plain' else '_' + rows}", OrderedDict(
+            x=np32(x), gamma=np32(gamma), eps=np.array([eps32], np.float32), dout=np32(dout),
+            out=np32(out), rstd=np32(rstd.squeeze(1)), dx=np32(x.grad), dgamma=np32(gamma.grad))))
+    return cases
+
+
+@layer("swiglu")
+def gen_swiglu():
+    """swiglu_forward/backward (transformer_layers.h): h = silu(a) g, silu = F.silu."""
+    cases = []
+    for seed, n in enumerate([1, 7, 33]):
+        r = Draw(1800 + seed)
+        a, g = r.uniform(n, lo=-6.0, hi=6.0), r.uniform(n, lo=-2.0, hi=2.0)
+        if n == 33:                            # zero, large and very negative gates
+            with torch.no_grad():
+                a[:5] = torch.tensor([0.0, 30.0, -30.0, 1e-4, -1e-4], dtype=torch.float64)
+        dh = r.uniform(n, grad=False)
+        h = F.silu(a) * g
+        backward(h, dh)
+        cases.append((f"n{n}", OrderedDict(a=np32(a), g=np32(g), dh=np32(dh), h=np32(h),
+                                           da=np32(a.grad), dg=np32(g.grad))))
+    return cases
+
+
+# = BlockNormPlace, BlockNorm, BlockMlp in block.h
+PLACES = ["post", "pre"]
+NORMS = ["layernorm", "rmsnorm", "none"]
+MLPS = ["gelu", "relu", "swiglu", "none"]
+
+
+def block_written_out(X, p, H, place, norm, mlp, blocked):
+    """The block of block.h in torch formulas: attention as in gen_multi_head (scaled dot
+    per head over column blocks of X W_QKV), then the norms, the MLP and the residuals.
+    p: tensor name -> tensor; blocked [B, 1 or H, N, N] True = not attended."""
+    B, N, D = X.shape
+    HD = p["W_O"].shape[0]
+    D_H = HD // H
+
+    def attention(U):
+        QKV = U @ p["W_QKV"]
+        Q, K, V = (QKV[..., i * HD:(i + 1) * HD].reshape(B, N, H, D_H).transpose(1, 2) for i in range(3))
+        E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)
+        A = torch.softmax(E.masked_fill(blocked, -math.inf), dim=-1)
+        return (A @ V).transpose(1, 2).reshape(B, N, HD) @ p["W_O"] + p["b_O"]
+
+    def normed(x, which):
+        if norm == "layernorm":
+            return F.layer_norm(x, (D,), p[which + "_gamma"], p[which + "_beta"], NORM_EPS)
+        if norm == "rmsnorm":
+            return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + NORM_EPS) * p[which + "_gamma"]
+        return x
+
+    def mlp_of(U):
+        if mlp == "swiglu":
+            return (F.silu(U @ p["W_1"]) * (U @ p["W_3"])) @ p["W_2"]
+        act = F.gelu if mlp == "gelu" else torch.relu
+        return act(U @ p["W_1"] + p["b_1"]) @ p["W_2"] + p["b_2"]
+
+    if place == "pre":
+        Z = X + attention(normed(X, "norm1"))
+        return Z if mlp == "none" else Z + mlp_of(normed(Z, "norm2"))
+    Z = normed(X + attention(X), "norm1")
+    return Z if mlp == "none" else normed(Z + mlp_of(Z), "norm2")
+
+
+def block_encoder_layer(X, p, H, place, F_, src_mask, pad_mask):
+    """The same block as torch.nn.TransformerEncoderLayer (LayerNorm, exact GELU, dropout 0),
+    with the C weights mapped in: in_proj_weight = W_QKV^T (in_proj_bias 0), out_proj = W_O^T
+    and b_O, linear1 = W_1^T and b_1, linear2 = W_2^T and b_2, norm1, norm2. Returns Y and the
+    gradients' mapping back to the C layout (call after backward)."""
+    D = X.shape[2]
+    tel = torch.nn.TransformerEncoderLayer(d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0,
+                                           activation="gelu", layer_norm_eps=NORM_EPS, batch_first=True,
+                                           norm_first=(place == "pre")).double()
+    with torch.no_grad():
+        tel.self_attn.in_proj_weight.copy_(p["W_QKV"].t())
+        tel.self_attn.in_proj_bias.zero_()
+        tel.self_attn.out_proj.weight.copy_(p["W_O"].t())
+        tel.self_attn.out_proj.bias.copy_(p["b_O"])
+        tel.linear1.weight.copy_(p["W_1"].t())
+        tel.linear1.bias.copy_(p["b_1"])
+        tel.linear2.weight.copy_(p["W_2"].t())
+        tel.linear2.bias.copy_(p["b_2"])
+        for which, module in (("norm1", tel.norm1), ("norm2", tel.norm2)):
+            module.weight.copy_(p[which + "_gamma"])
+            module.bias.copy_(p[which + "_beta"])
+    Y = tel(X, src_mask=src_mask, src_key_padding_mask=pad_mask)
+
+    def grads():
+        return OrderedDict(
+            dW_QKV=tel.self_attn.in_proj_weight.grad.t(), dW_O=tel.self_attn.out_proj.weight.grad.t(),
+            db_O=tel.self_attn.out_proj.bias.grad, dnorm1_gamma=tel.norm1.weight.grad,
+            dnorm1_beta=tel.norm1.bias.grad, dW_1=tel.linear1.weight.grad.t(), db_1=tel.linear1.bias.grad,
+            dW_2=tel.linear2.weight.grad.t(), db_2=tel.linear2.bias.grad,
+            dnorm2_gamma=tel.norm2.weight.grad, dnorm2_beta=tel.norm2.bias.grad)
+    return Y, grads
+
+
+@layer("block")
+def gen_block():
+    """block_forward/backward (chapter 06, block.h). LayerNorm + GELU blocks (post- and
+    pre-norm) are torch.nn.TransformerEncoderLayer itself (checked here against the written-out
+    formulas too); the other combinations (RMSNorm, SwiGLU, ReLU, no norm, no MLP, H D_H != D)
+    are written out in torch (block_written_out). Dropout 0."""
+    cases = []
+    specs = [  # B, N, D, H, D_H, F, place, norm, mlp, causal, padded
+        (1, 1, 4, 1, 4, 8, "post", "layernorm", "gelu", False, False),
+        (2, 5, 6, 2, 3, 10, "post", "layernorm", "gelu", False, False),
+        (2, 6, 8, 2, 4, 16, "pre", "layernorm", "gelu", True, True),
+        (3, 7, 9, 3, 3, 12, "pre", "layernorm", "gelu", False, True),
+        (2, 5, 6, 2, 3, 10, "post", "layernorm", "gelu", True, True),
+        (2, 5, 6, 2, 3, 10, "pre", "rmsnorm", "swiglu", True, False),
+        (2, 6, 8, 2, 4, 12, "post", "rmsnorm", "swiglu", False, True),
+        (2, 5, 6, 3, 3, 7, "pre", "rmsnorm", "gelu", True, False),      # H D_H = 9 != D
+        (2, 4, 6, 2, 3, 9, "post", "layernorm", "relu", False, False),
+        (1, 6, 5, 1, 5, 11, "post", "rmsnorm", "relu", True, False),
+        (2, 5, 6, 2, 3, 8, "pre", "none", "swiglu", True, True),
+        (2, 5, 6, 2, 3, 0, "post", "none", "none", True, False),        # = X + chapter 05
+        (2, 5, 6, 2, 3, 0, "pre", "layernorm", "none", False, True),
+    ]
+    for seed, (B, N, D, H, D_H, F_, place, norm, mlp, causal, padded) in enumerate(specs):
+        r = Draw(1900 + seed)
+        HD = H * D_H
+        X = r.uniform(B, N, D)
+        p = OrderedDict(W_QKV=r.uniform(D, 3 * HD), W_O=r.uniform(HD, D), b_O=r.uniform(D))
+        norm_tensors = []
+        if norm != "none":
+            norm_tensors = ["norm1_gamma"] + (["norm1_beta"] if norm == "layernorm" else [])
+        for name in norm_tensors:
+            p[name] = r.uniform(D, lo=0.5, hi=1.5) if name.endswith("gamma") else r.uniform(D)
+        if mlp != "none":
+            p["W_1"] = r.uniform(D, F_)
+            if mlp == "swiglu":
+                p["W_3"] = r.uniform(D, F_)
+            else:
+                p["b_1"] = r.uniform(F_)
+            p["W_2"] = r.uniform(F_, D)
+            if mlp != "swiglu":
+                p["b_2"] = r.uniform(D)
+            for name in norm_tensors:
+                name2 = name.replace("norm1", "norm2")
+                p[name2] = r.uniform(D, lo=0.5, hi=1.5) if name.endswith("gamma") else r.uniform(D)
+        dY = r.uniform(B, N, D, grad=False)
+        lens = torch.zeros(B, dtype=torch.int64)                # 0 = the whole N (block.h)
+        if padded:
+            lens = r.ints(1, N + 1, B)
+            lens[0] = max(1, N - 2)
+            if B > 2:
+                lens[2] = 0
+        key_len = torch.where(lens > 0, lens, torch.full_like(lens, N))
+        j = torch.arange(N)
+        pad_mask = j.view(1, N) >= key_len.view(B, 1)          # [B, N] True = padding
+        causal_mask = (j.view(1, N) > j.view(N, 1)) if causal else torch.zeros(N, N, dtype=torch.bool)
+        blocked = pad_mask.view(B, 1, 1, N) | causal_mask.view(1, 1, N, N)
+
+        if norm == "layernorm" and mlp == "gelu" and HD == D:
+            Y, grads_of = block_encoder_layer(X, p, H, place, F_, causal_mask if causal else None,
+                                              pad_mask if padded else None)
+            with torch.no_grad():                               # the written-out formulas agree
+                Y_w = block_written_out(X, p, H, place, norm, mlp, blocked)
+                assert torch.allclose(Y, Y_w, rtol=1e-12, atol=1e-12), "TransformerEncoderLayer != written out"
+            backward(Y, dY)
+            grads = grads_of()
+        else:
+            Y = block_written_out(X, p, H, place, norm, mlp, blocked)
+            backward(Y, dY)
+            grads = OrderedDict((f"d{k}", v.grad) for k, v in p.items())
+        t = OrderedDict(X=np32(X))
+        t.update((k, np32(v)) for k, v in p.items())
+        t["config"] = np.array([H, PLACES.index(place), NORMS.index(norm), MLPS.index(mlp), int(causal)],
+                               np.int32)
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dY=np32(dY), Y=np32(Y), dX=np32(X.grad))
+        t.update((k, np32(v)) for k, v in grads.items())
+        name = f"b{B}_n{N}_d{D}_h{H}_dh{D_H}_f{F_}_{place}_{norm}_{mlp}"
+        name += ("_causal" if causal else "") + ("_padded" if padded else "")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------------------------------ main
 
 def generate(only=None):

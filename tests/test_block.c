@@ -1,0 +1,332 @@
+/* test_block.c - chapter 06: the transformer block.
+ *
+ *  - backward against central finite differences (dX and every parameter,
+ *    through the one parameter buffer) for every combination of norm
+ *    placement (post, pre) x norm (LayerNorm, RMSNorm, none) x MLP (GELU,
+ *    ReLU, SwiGLU, none), without and with the causal mask, with padding;
+ *    with fused attention; and with dropout on (the same mask each time);
+ *  - against the previous chapter ("the idea off"): with norm NONE and mlp
+ *    NONE the block is chapter 05's multi_head_forward output plus X, bit for
+ *    bit on the naive backend and within 1e-6 on the others, and its
+ *    backward gives chapter 05's gradients plus dY for dX;
+ *  - dropout: evaluation mode with p > 0 gives the same bits as p = 0;
+ *    training changes the output; the sizes: absent tensors take no room.
+ *
+ * Step and tolerance. A block chains a dozen float operations, so its finite
+ * differences carry more rounding noise than one layer's (growing as 1/eps),
+ * and LayerNorm into GELU bends the loss more sharply (truncation, growing as
+ * eps^2). Many of the block's gradients are small (1e-3 to 1e-2, under
+ * gradcheck's floor of 1e-2), so what is measured is an absolute error of
+ * about 1e-4. The largest max_rel_err over every case here, for six seeds of
+ * the weights: 0.028 at eps = 3e-3 (noise), 0.017 at 5e-3, 0.015 at 6e-3,
+ * 0.032 at 1e-2 (truncation), on the naive and the avx512 backend alike.
+ * So eps = 6e-3 and max_rel_err < 3e-2, twice the largest seen; a wrong
+ * formula gives 0.1 to 1 (RMSNorm's backward with one term 10% off: 1; a
+ * ReLU kink crossed by the step: 0.2 to 1, see keep_relu_off_its_kink). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "06_transformer/block.h"
+#include "05_multi_head_attention/multi_head.h"
+#include "nn/gradcheck.h"
+#include "kernels/matmul.h"
+#include "util/rng.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#define EPS 6e-3f
+#define TOL 3e-2
+#define MAX_CHECKS 120
+
+static void fill(float *x, size_t n, float scale, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
+}
+
+static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+
+static const char *PLACE_NAMES[] = {"post", "pre"};
+static const char *NORM_NAMES[] = {"layernorm", "rmsnorm", "no norm"};
+static const char *MLP_NAMES[] = {"gelu", "relu", "swiglu", "no mlp"};
+
+/* A block, its parameters and buffers, for B sequences of N positions. */
+typedef struct {
+    BlockSpec s;
+    int B, N, train;
+    uint64_t dropout_seed;   /* reseeded before each forward: the same mask every time */
+    const int *lens;
+    float *X, *params, *Y, *cache, *wY;
+    BlockWeights w;
+} Block;
+
+static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
+    memset(b, 0, sizeof *b);
+    b->s = s;
+    b->B = B;
+    b->N = N;
+    size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
+    b->X = alloc_floats(nX);
+    b->params = alloc_floats(nP);
+    b->Y = alloc_floats(nX);
+    b->wY = alloc_floats(nX);
+    b->cache = alloc_floats(block_cache_floats(&s, B, N));
+    b->w = block_weights_view(&s, b->params);
+    fill(b->X, nX, 1.0f, r);
+    fill(b->params, nP, 0.6f, r);
+    /* gammas near 1, as after block_init, so the norms' outputs are not tiny */
+    float *gammas[2] = {b->w.norm1_gamma, b->w.norm2_gamma};
+    for (int g = 0; g < 2; g++)
+        if (gammas[g])
+            for (int d = 0; d < s.D; d++) gammas[g][d] += 1.0f;
+    fill(b->wY, nX, 1.0f, r);
+}
+
+static void block_free(Block *b) {
+    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->cache);
+}
+
+static void run_forward(Block *b) {
+    Rng rng;
+    rng_seed(&rng, b->dropout_seed, 0);
+    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, b->B, b->N, b->train, &rng);
+}
+
+/* L = sum of wY * Y over every position (padding rows too: they are
+ * computed, from the real positions, and backward gives their gradient) */
+static double block_loss(void *p) {
+    Block *b = p;
+    run_forward(b);
+    double sum = 0.0;
+    size_t n = (size_t)b->B * b->N * b->s.D;
+    for (size_t i = 0; i < n; i++) sum += (double)b->wY[i] * b->Y[i];
+    return sum;
+}
+
+static void expect_grad_ok(GradCheckResult res, const char *what, const BlockSpec *s) {
+    if (!(res.max_rel_err < TOL) || res.n_checked == 0)
+        fail_msg("%s (%s-norm, %s, %s, causal %d, %s attention, dropout %g): max_rel_err %.3g at index %zu "
+                 "(numeric %.6g, analytic %.6g), %zu checked",
+                 what, PLACE_NAMES[s->norm_place], NORM_NAMES[s->norm], MLP_NAMES[s->mlp], s->causal,
+                 s->attention == MULTI_HEAD_FUSED ? "fused" : "plain", (double)s->dropout, res.max_rel_err,
+                 res.worst_index, res.worst_numeric, res.worst_analytic, res.n_checked);
+}
+
+/* ReLU has a kink at 0, where finite differences are wrong. Biases of size
+ * 1 to 1.6 (of either sign) and W_1 entries below 0.03 keep every
+ * pre-activation U W_1 + b_1 at least 0.15 away from 0 (|U W_1| <= D 3.5
+ * 0.03 for D = 6 and normalised U; 3 without a norm), far more than a
+ * step of eps moves it: the units with b_1 < 0 are off, the others on, and
+ * relu_backward's mask is still checked. */
+static void keep_relu_off_its_kink(Block *b, Rng *r) {
+    fill(b->w.W_1, (size_t)b->s.D * b->s.F, 0.03f, r);
+    for (int f = 0; f < b->s.F; f++) {
+        float size = 1.0f + 0.6f * rng_uniform(r);
+        b->w.b_1[f] = (f % 2 == 0) ? size : -size;
+    }
+}
+
+/* Gradient check of dX and of the whole parameter buffer for one spec. */
+static void check_block_gradients(BlockSpec s, int B, int N, const int *lens, int train, Rng *r) {
+    Block b;
+    block_make(&b, s, B, N, r);
+    if (s.mlp == BLOCK_MLP_RELU) keep_relu_off_its_kink(&b, r);
+    b.lens = lens;
+    b.train = train;
+    b.dropout_seed = 77;
+    size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
+    float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
+    float *scratch = alloc_floats(block_scratch_floats(&s, B, N));
+    BlockWeights dw = block_weights_view(&s, dP);
+    run_forward(&b);
+    block_backward(dX, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, B, N);
+    expect_grad_ok(gradcheck(block_loss, &b, b.X, dX, nX, EPS, MAX_CHECKS), "block dX", &s);
+    expect_grad_ok(gradcheck(block_loss, &b, b.params, dP, nP, EPS, MAX_CHECKS), "block dparams", &s);
+    free(dX); free(dP); free(scratch);
+    block_free(&b);
+}
+
+static void test_block_gradients_every_combination(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 1, 0);
+    int lens[2] = {3, 0};   /* sequence 0 has 3 real positions, sequence 1 all 5 */
+    for (int place = 0; place < 2; place++)
+        for (int norm = 0; norm < 3; norm++)
+            for (int mlp = 0; mlp < 4; mlp++)
+                for (int causal = 0; causal < 2; causal++) {
+                    BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
+                                   0.0f, MULTI_HEAD_PLAIN, causal};
+                    check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
+                }
+}
+
+static void test_block_gradients_odd_shapes(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 2, 0);
+    /* one position, one head of width 1; H D_H != D; fused attention */
+    BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0};
+    check_block_gradients(tiny, 1, 1, NULL, 1, &r);
+    BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1};
+    check_block_gradients(wide, 1, 7, NULL, 1, &r);
+    int lens[2] = {4, 6};
+    BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1};
+    check_block_gradients(fused, 2, 6, lens, 1, &r);
+    fused.norm_place = BLOCK_POST_NORM;
+    fused.norm = BLOCK_RMSNORM;
+    fused.mlp = BLOCK_MLP_SWIGLU;
+    check_block_gradients(fused, 2, 6, NULL, 1, &r);
+}
+
+/* With dropout on, the forward is reseeded each time: the same mask, so the
+ * block is a fixed differentiable function and backward must match it. */
+static void test_block_gradients_with_dropout(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 3, 0);
+    for (int place = 0; place < 2; place++) {
+        BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
+                       MULTI_HEAD_PLAIN, 1};
+        check_block_gradients(s, 2, 4, NULL, 1, &r);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* norm NONE and mlp NONE: Y = X + multi_head_forward(X), on each backend. */
+static void test_block_idea_off_is_chapter_05(void **state) {
+    (void)state;
+    const char *backends[] = {"naive", "avx2", "avx512"};
+    const int can_run[] = {1, cpu_has_avx2_fma(), cpu_has_avx512f()};
+    for (int k = 0; k < 3; k++) {
+        if (!can_run[k]) continue;
+        assert_int_equal(backend_select(backends[k]), 0);
+        for (int place = 0; place < 2; place++)
+            for (int causal = 0; causal < 2; causal++) {
+                Rng r;
+                rng_seed(&r, 4, 0);
+                const int B = 2, N = 9, D = 8;
+                int lens[2] = {5, 0};
+                BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
+                               MULTI_HEAD_PLAIN, causal};
+                Block b;
+                block_make(&b, s, B, N, &r);
+                b.lens = lens;
+                /* a block with no norm and no MLP has only the attention's parameters */
+                MultiHeadSpec as = block_attention_spec(&s);
+                assert_int_equal(block_param_count(&s), multi_head_param_count(&as));
+                run_forward(&b);
+
+                size_t nX = (size_t)B * N * D;
+                float *O = alloc_floats(nX), *A = alloc_floats(multi_head_attention_floats(&as, B, N));
+                float *mh_cache = alloc_floats(multi_head_cache_floats(&as, B, N));
+                multi_head_forward(O, A, mh_cache, b.X, &as, &b.w.attn, causal, lens, B, N);
+                for (size_t i = 0; i < nX; i++) {
+                    float want = b.X[i] + O[i];
+                    if (k == 0 ? b.Y[i] != want : fabsf(b.Y[i] - want) > 1e-6f * (1.0f + fabsf(want)))
+                        fail_msg("[%s] entry %zu: block %.9g, X + chapter 05 %.9g", backends[k], i, b.Y[i], want);
+                }
+
+                /* backward: dX = dY + chapter 05's dX, the same weight gradients */
+                size_t nP = block_param_count(&s);
+                float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
+                float *dX05 = alloc_floats(nX), *dP05 = alloc_floats(nP);
+                float *scratch = alloc_floats(block_scratch_floats(&s, B, N));
+                float *scratch05 = alloc_floats(multi_head_scratch_floats(&as, B, N));
+                BlockWeights dw = block_weights_view(&s, dP);
+                MultiHeadWeights dw05 = multi_head_weights_view(&as, dP05);
+                block_backward(dX, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, B, N);
+                memcpy(dX05, b.wY, sizeof(float) * nX);   /* the residual's dY, first */
+                multi_head_backward(dX05, &dw05, scratch05, b.wY, A, mh_cache, b.X, &as, &b.w.attn, causal,
+                                    lens, B, N);
+                for (size_t i = 0; i < nX; i++)
+                    if (k == 0 ? dX[i] != dX05[i] : fabsf(dX[i] - dX05[i]) > 1e-6f * (1.0f + fabsf(dX05[i])))
+                        fail_msg("[%s] dX %zu: block %.9g, chapter 05 %.9g", backends[k], i, dX[i], dX05[i]);
+                for (size_t i = 0; i < nP; i++)
+                    if (k == 0 ? dP[i] != dP05[i] : fabsf(dP[i] - dP05[i]) > 1e-6f * (1.0f + fabsf(dP05[i])))
+                        fail_msg("[%s] dparams %zu: block %.9g, chapter 05 %.9g", backends[k], i, dP[i], dP05[i]);
+                free(O); free(A); free(mh_cache); free(dX); free(dP); free(dX05); free(dP05);
+                free(scratch); free(scratch05);
+                block_free(&b);
+            }
+    }
+    assert_int_equal(backend_select(NULL), 0);
+}
+
+/* Evaluation mode with p > 0 is the block with p = 0, bit for bit; training
+ * with p > 0 is not. The parameters do not depend on p. */
+static void test_block_dropout_off_at_evaluation(void **state) {
+    (void)state;
+    for (int place = 0; place < 2; place++)
+        for (int mlp = 0; mlp < 4; mlp++) {
+            Rng r;
+            rng_seed(&r, 5, 0);
+            const int B = 2, N = 6;
+            BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
+                           MULTI_HEAD_PLAIN, 1};
+            Block b;
+            block_make(&b, s, B, N, &r);
+            run_forward(&b);
+            size_t nX = (size_t)B * N * s.D;
+            float *Y0 = alloc_floats(nX);
+            memcpy(Y0, b.Y, sizeof(float) * nX);
+
+            BlockSpec s_drop = s;
+            s_drop.dropout = 0.5f;
+            assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
+            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N)), *Y = alloc_floats(nX);
+            Rng rng;
+            rng_seed(&rng, 6, 0);
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, B, N, 0, &rng);
+            assert_memory_equal(Y, Y0, sizeof(float) * nX);
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, B, N, 1, &rng);
+            assert_memory_not_equal(Y, Y0, sizeof(float) * nX);
+            free(Y0); free(Y); free(cache);
+            block_free(&b);
+        }
+}
+
+/* Absent tensors take no room; the view and the count agree. */
+static void test_block_sizes(void **state) {
+    (void)state;
+    const int D = 6, H = 2, D_H = 3, F = 10;
+    const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0};
+    assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
+    s.norm = BLOCK_RMSNORM;
+    s.mlp = BLOCK_MLP_SWIGLU;
+    assert_int_equal(block_param_count(&s), attn + D + 3 * (size_t)D * F + D);
+    float *base = alloc_floats(block_param_count(&s));
+    BlockWeights w = block_weights_view(&s, base);
+    assert_null(w.norm1_beta);
+    assert_null(w.b_1);
+    assert_null(w.b_2);
+    assert_true(w.attn.W_QKV == base);
+    assert_true(w.norm2_gamma + D == base + block_param_count(&s));   /* the last tensor ends the block */
+    Rng r;
+    rng_seed(&r, 7, 0);
+    block_init(&s, &w, &r);
+    for (int d = 0; d < D; d++) assert_true(w.norm1_gamma[d] == 1.0f && w.norm2_gamma[d] == 1.0f);
+    free(base);
+    s.attention = MULTI_HEAD_FUSED;   /* no A to keep */
+    float *cache = alloc_floats(block_cache_floats(&s, 2, 3));
+    assert_null(block_attention_weights(&s, cache, 2, 3));
+    free(cache);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_sizes),
+        cmocka_unit_test(test_block_gradients_every_combination),
+        cmocka_unit_test(test_block_gradients_odd_shapes),
+        cmocka_unit_test(test_block_gradients_with_dropout),
+        cmocka_unit_test(test_block_idea_off_is_chapter_05),
+        cmocka_unit_test(test_block_dropout_off_at_evaluation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
