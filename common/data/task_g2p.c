@@ -292,7 +292,8 @@ int g2p_load(Dataset *d, const TaskConfig *cfg) {
         char why[512];
         snprintf(why, sizeof why, "%s", last_error());
         return fail("g2p: cannot read the CMU Pronouncing Dictionary: %s (it ships in the "
-                    "repository as data/cmudict.dict.gz; data_dir names its folder)", why);
+                    "repository as data/cmudict.dict.gz and is read relative to the current "
+                    "directory: run from the repository root)", why);
     }
 
     /* One table slot per line at most, kept under half full. */
