@@ -3,11 +3,12 @@
  *
  * What is checked: the vocabulary round trips through its text form; each
  * task is deterministic; the splits are disjoint the way dataset.h promises
- * (dates by calendar day, reverse by string, g2p by word); every date style
- * renders with the source alphabet and no two (date, style) pairs give the
- * same string; weekdays are right; the CMU dictionary loads completely with
- * stress removed and alternates grouped; and every bad input (task name,
- * sizes, missing or malformed dictionary, typed text) gets a clear error.
+ * (dates by calendar day, reverse by string, g2p by word, spellings that
+ * differ only in ' . - on one side); every date style renders with the
+ * source alphabet and no two (date, style) pairs give the same string;
+ * weekdays are right; the CMU dictionary loads completely with stress removed
+ * and alternates grouped; and every bad input (task name, sizes, missing or
+ * malformed dictionary, typed text) gets a clear error.
  *
  * Run from the repository root (the g2p tests read data/cmudict.dict.gz). */
 /* Project headers before cmocka.h: cmocka defines a macro fail() that

@@ -23,7 +23,7 @@
  *      removed (split_key() below). Spellings of one word that differ only in
  *      those characters share a key and so a side: ACCIDENT'S, ACCIDENTS' and
  *      ACCIDENTS are all ACCIDENTS, ADA'S and ADAS are ADAS, A. and A are A,
- *      so a test word is never a train word with an apostrophe moved (a
+ *      so no test word is a train word with ' . - added or removed (a
  *      possessive 'S or S' needs no rule of its own). ACCIDENT is another key
  *      and may land on the other side, as in any split by word. No random
  *      numbers, so the split never changes, and every pronunciation of a word
