@@ -3,11 +3,12 @@
  *
  * What is checked: the vocabulary round trips through its text form; each
  * task is deterministic; the splits are disjoint the way dataset.h promises
- * (dates by calendar day, reverse by string, g2p by word); every date style
- * renders with the source alphabet and no two (date, style) pairs give the
- * same string; weekdays are right; the CMU dictionary loads completely with
- * stress removed and alternates grouped; and every bad input (task name,
- * sizes, missing or malformed dictionary, typed text) gets a clear error.
+ * (dates by calendar day, reverse by string, g2p by word, spellings that
+ * differ only in ' . - on one side); every date style renders with the
+ * source alphabet and no two (date, style) pairs give the same string;
+ * weekdays are right; the CMU dictionary loads completely with stress removed
+ * and alternates grouped; and every bad input (task name, sizes, missing or
+ * malformed dictionary, typed text) gets a clear error.
  *
  * Run from the repository root (the g2p tests read data/cmudict.dict.gz). */
 /* Project headers before cmocka.h: cmocka defines a macro fail() that
@@ -600,9 +601,9 @@ static void test_g2p_full_dictionary(void **state) {
     for (int i = 0; i < d.valid.n; i++) pronunciations += d.valid.ex[i].n_refs;
     for (int i = 0; i < d.test.n; i++) pronunciations += d.test.ex[i].n_refs;
     assert_int_equal(pronunciations + 127 + 315, 133784);
-    assert_int_equal(d.train.n, 120124);
-    assert_int_equal(d.valid.n, 6157);
-    assert_int_equal(d.test.n, 6216);
+    assert_int_equal(d.train.n, 120171);
+    assert_int_equal(d.valid.n, 6132);
+    assert_int_equal(d.test.n, 6208);
     assert_true(words_valid_test > 0);
     assert_int_equal(d.max_src_len, 34);
     assert_int_equal(d.max_tgt_len, 32);
@@ -656,6 +657,73 @@ static void test_g2p_full_dictionary(void **state) {
     /* Skipped: words with digits or underscores. */
     assert_int_equal(find_word(&d.train, "C1"), -1);
     assert_int_equal(find_word(&d.train, "AIR_FORCE"), -1);
+    dataset_free(&d);
+}
+
+/* The split key of data/README.md: the spelling without ' . - */
+static char *g2p_split_key(const char *spelling) {
+    char *key = malloc(strlen(spelling) + 1), *k = key;
+    for (; *spelling; spelling++) {
+        if (strchr("'.-", *spelling) == NULL) *k++ = *spelling;
+    }
+    *k = '\0';
+    return key;
+}
+
+/* Sorted split keys of every example of a split (free with free_keys). */
+static char **sorted_keys(const Split *s) {
+    char **keys = malloc(sizeof(char *) * (size_t)(s->n > 0 ? s->n : 1));
+    for (int i = 0; i < s->n; i++) keys[i] = g2p_split_key(s->ex[i].src_text);
+    qsort(keys, (size_t)s->n, sizeof(char *), compare_strings);
+    return keys;
+}
+
+static void free_keys(char **keys, int n) {
+    for (int i = 0; i < n; i++) free(keys[i]);
+    free(keys);
+}
+
+/* Which split (0 train, 1 valid, 2 test) holds `word`, or -1. */
+static int g2p_side(const Dataset *d, const char *word) {
+    const Split *splits[3] = {&d->train, &d->valid, &d->test};
+    for (int s = 0; s < 3; s++) {
+        if (find_word(splits[s], word) >= 0) return s;
+    }
+    return -1;
+}
+
+/* No near-duplicates across the splits: spellings that differ only in ' . -
+ * (ACCIDENTS / ACCIDENT'S, ADAS / ADA'S) are on one side. Splitting by the
+ * spelling itself put 283 test words next to such a twin in train. */
+static void test_g2p_split_by_key(void **state) {
+    (void)state;
+    Dataset d;
+    TaskConfig cfg;
+    task_defaults(&cfg, "g2p");
+    assert_int_equal(dataset_load(&d, &cfg), 0);
+
+    const Split *splits[3] = {&d.train, &d.valid, &d.test};
+    char **keys[3];
+    for (int s = 0; s < 3; s++) keys[s] = sorted_keys(splits[s]);
+    for (int a = 0; a < 3; a++) {
+        for (int b = a + 1; b < 3; b++) {
+            for (int i = 0; i < splits[b]->n; i++) {
+                const char *key = keys[b][i];
+                if (bsearch(&key, keys[a], (size_t)splits[a]->n, sizeof(char *), compare_strings)) {
+                    fail_msg("split key %s is in split %d and split %d", key, a, b);
+                }
+            }
+        }
+    }
+    for (int s = 0; s < 3; s++) free_keys(keys[s], splits[s]->n);
+
+    /* The examples of the issue: each pair is in the dictionary, on one side. */
+    const char *pairs[][2] = {{"ACCIDENTS", "ACCIDENT'S"}, {"ADAS", "ADA'S"}, {"A", "A."}};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        int side = g2p_side(&d, pairs[p][0]);
+        assert_true(side >= 0);
+        assert_int_equal(g2p_side(&d, pairs[p][1]), side);
+    }
     dataset_free(&d);
 }
 
@@ -840,6 +908,7 @@ int main(void) {
         cmocka_unit_test(test_reverse_disjoint_and_deterministic),
         cmocka_unit_test(test_reverse_length_limits),
         cmocka_unit_test(test_g2p_full_dictionary),
+        cmocka_unit_test(test_g2p_split_by_key),
         cmocka_unit_test(test_g2p_small_file),
         cmocka_unit_test(test_g2p_malformed_lines),
         cmocka_unit_test(test_g2p_missing_file),

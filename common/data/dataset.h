@@ -8,7 +8,8 @@
  *          Splits are disjoint by string.
  *  g2p     CMU Pronouncing Dictionary (data/cmudict.dict.gz): a word's letters ->
  *          its phonemes (stress marks removed: 39 phonemes). Deterministic split
- *          by word (every pronunciation of a word on the same side). For
+ *          by word (every pronunciation of a word, and every spelling that
+ *          differs from it only in ' . -, on the same side). For
  *          training every pronunciation is an example; for valid/test each word
  *          is one example whose refs[] hold all its pronunciations (any counts
  *          as correct).

@@ -19,8 +19,15 @@
  *   4. Words with characters other than A-Z, apostrophe, period and hyphen
  *      (digits, underscores, accented letters) are skipped.
  *   5. Each word goes to train (90%), valid (5%) or test (5%) by a hash of its
- *      spelling: no random numbers, so the split never changes, and every
- *      pronunciation of a word lands on the same side.
+ *      split key: the spelling with every apostrophe, period and hyphen
+ *      removed (split_key() below). Spellings of one word that differ only in
+ *      those characters share a key and so a side: ACCIDENT'S, ACCIDENTS' and
+ *      ACCIDENTS are all ACCIDENTS, ADA'S and ADAS are ADAS, A. and A are A,
+ *      so no test word is a train word with ' . - added or removed (a
+ *      possessive 'S or S' needs no rule of its own). ACCIDENT is another key
+ *      and may land on the other side, as in any split by word. No random
+ *      numbers, so the split never changes, and every pronunciation of a word
+ *      lands on the same side.
  *   6. Train: one example per (word, pronunciation). Valid/test: one example
  *      per word, refs = all its pronunciations (any of them counts as right),
  *      tgt = the first one in the file.
@@ -197,9 +204,19 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
     return 0;
 }
 
-/* 0 = train (90%), 1 = valid (5%), 2 = test (5%), from the spelling alone. */
-static int word_split(const char *spelling) {
-    int bucket = (int)(hash_string(spelling) % 100);
+/* The spelling without ' . - (key has room for strlen(spelling) + 1 chars). */
+static void split_key(const char *spelling, char *key) {
+    for (; *spelling; spelling++) {
+        if (*spelling != '\'' && *spelling != '.' && *spelling != '-') *key++ = *spelling;
+    }
+    *key = '\0';
+}
+
+/* 0 = train (90%), 1 = valid (5%), 2 = test (5%), from the split key alone;
+ * key is scratch space of at least strlen(spelling) + 1 chars. */
+static int word_split(const char *spelling, char *key) {
+    split_key(spelling, key);
+    int bucket = (int)(hash_string(key) % 100);
     if (bucket < 90) return 0;
     if (bucket < 95) return 1;
     return 2;
@@ -213,14 +230,19 @@ static void encode_word(const Vocab *v, const char *spelling, int *ids) {
 static void build_splits(Dataset *d, const Dictionary *dict) {
     int n_train = 0, n_valid = 0, n_test = 0, longest = 1;
     for (int w = 0; w < dict->n_words; w++) {
+        int len = (int)strlen(dict->words[w].spelling);
+        if (len > longest) longest = len;
+    }
+    int *sides = xmalloc(sizeof(int) * (size_t)dict->n_words);
+    char *key = xmalloc((size_t)longest + 1);
+    for (int w = 0; w < dict->n_words; w++) {
         const Word *word = &dict->words[w];
-        int side = word_split(word->spelling);
+        int side = sides[w] = word_split(word->spelling, key);
         if (side == 0) n_train += word->n_prons;
         if (side == 1) n_valid++;
         if (side == 2) n_test++;
-        int len = (int)strlen(word->spelling);
-        if (len > longest) longest = len;
     }
+    free(key);
     split_alloc(&d->train, n_train);
     split_alloc(&d->valid, n_valid);
     split_alloc(&d->test, n_test);
@@ -231,7 +253,7 @@ static void build_splits(Dataset *d, const Dictionary *dict) {
         const Word *word = &dict->words[w];
         int src_len = (int)strlen(word->spelling);
         encode_word(&d->src_vocab, word->spelling, src);
-        int side = word_split(word->spelling);
+        int side = sides[w];
         if (side == 0) {
             for (int p = word->first_pron; p >= 0; p = dict->prons[p].next) {
                 Example *e = &d->train.ex[i_train++];
@@ -248,6 +270,7 @@ static void build_splits(Dataset *d, const Dictionary *dict) {
         }
     }
     free(src);
+    free(sides);
 }
 
 int g2p_load(Dataset *d, const TaskConfig *cfg) {
@@ -269,7 +292,8 @@ int g2p_load(Dataset *d, const TaskConfig *cfg) {
         char why[512];
         snprintf(why, sizeof why, "%s", last_error());
         return fail("g2p: cannot read the CMU Pronouncing Dictionary: %s (it ships in the "
-                    "repository as data/cmudict.dict.gz; data_dir names its folder)", why);
+                    "repository as data/cmudict.dict.gz and is read relative to the current "
+                    "directory: run from the repository root)", why);
     }
 
     /* One table slot per line at most, kept under half full. */
