@@ -149,11 +149,11 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
         for (int h = 0; h < m->heads; h++) {
             char stem[1100], title[200];
             if (m->heads == 1) {
-                snprintf(stem, sizeof stem, "%s_layer%d", stem_prefix, l + 1);
-                snprintf(title, sizeof title, "%s: layer %d attention A", title_prefix, l + 1);
+                snprintf(stem, sizeof stem, "%.1000s_layer%d", stem_prefix, l + 1);
+                snprintf(title, sizeof title, "%.120s: layer %d attention A", title_prefix, l + 1);
             } else {
-                snprintf(stem, sizeof stem, "%s_layer%d_head%d", stem_prefix, l + 1, h + 1);
-                snprintf(title, sizeof title, "%s: layer %d, head %d of %d", title_prefix, l + 1, h + 1, m->heads);
+                snprintf(stem, sizeof stem, "%.1000s_layer%d_head%d", stem_prefix, l + 1, h + 1);
+                snprintf(title, sizeof title, "%.120s: layer %d, head %d of %d", title_prefix, l + 1, h + 1, m->heads);
             }
             if (plot_heatmap(stem, title, m->attention(m->self, l, h, 0), t->n_in, t->n_in, x_labels.ptr,
                              y_labels.ptr, "input (key j)", y_title, 0.0f, 1.0f) < 0)
@@ -177,7 +177,7 @@ static int show_first_test_example(Classifier *m, const ExampleTask *t, const Cl
     printf("  first test example:\n");
     print_example(t, &e, pred);
     char stem[1100];
-    snprintf(stem, sizeof stem, "%s/attn_%s", out, run->key);
+    snprintf(stem, sizeof stem, "%.900s/attn_%.24s", out, run->key);
     int rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
     examples_free(&e);
     free(pred);
@@ -211,7 +211,7 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     int rc = classifier_train(&m, &t, f->steps, f->batch, f->lr, (uint64_t)f->seed, f->quiet, r);
     if (rc == 0) {
         classifier_evaluate(&m, &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
-        snprintf(r->checkpoint, sizeof r->checkpoint, "%s/model_%s.ckpt", f->out, run->key);
+        snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
         rc = checkpoint_save(r->checkpoint, run->config, m.params);
     }
     if (rc == 0) rc = show_first_test_example(&m, &t, run, (uint64_t)f->seed, f->out);
