@@ -304,19 +304,12 @@ void decoder_states_unpack(float *h, float *c, const float *states, int n, int S
     }
 }
 
-int config_get_size(const char *config, const char *key, int *out) {
-    if (config_get_int(config, key, out) < 0) return -1;
-    if (*out < 1 || *out > 4096)
-        return fail("model size out of range: %s %d (expected 1..4096)", key, *out);
-    return 0;
-}
-
 int rnn_config_read(const char *config, RnnConfig *c) {
     char cell_name[16];
     if (config_get(config, "cell", cell_name, sizeof cell_name) < 0 ||
         cell_type_parse(cell_name, &c->cell) < 0)
         return -1;
-    return config_get_size(config, "embed", &c->D_E) < 0 || config_get_size(config, "hidden", &c->S) < 0 ? -1 : 0;
+    return config_get_int_in(config, "embed", 1, 4096, &c->D_E) < 0 || config_get_int_in(config, "hidden", 1, 4096, &c->S) < 0 ? -1 : 0;
 }
 
 double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top, const int *targets,

@@ -115,13 +115,6 @@ int rnn_decoder_state_size(const RnnDecoder *dec);
 void rnn_decoder_targets(RnnDecoder *dec, const Batch *batch);
 void rnn_decoder_embed(RnnDecoder *dec, Params *p, int t, int B);
 void rnn_decoder_cell_forward(RnnDecoder *dec, Params *p, int t, int B);
-/* Backward of step t, last step first. Before the first call zero g.dh and
- * g.dc (then they carry d loss / d s[t+1] from step t+1).
- *   rnn_decoder_cell_backward:  g.dh += dS[t]; din = d loss / d in[t],
- *                               g.dh_prev (g.dc_prev) = d loss / d s[t] (c[t])
- *   rnn_decoder_embed_backward: the embedding columns of din into dec.emb's gradient
- * The caller reads din's other columns, may add to g.dh_prev, then calls
- * state_grads_swap(&dec->g) to step back. */
 /* The output layer and loss (output_layer_loss) over the batch's T' x B rows
  * top [T'*B, S], time-major (chapter 01: the states s_1..s_T'), against
  * tgt_out; logits, probs, dlogits [T'*B, V] are the caller's. *loss gets the
@@ -130,6 +123,13 @@ void rnn_decoder_cell_forward(RnnDecoder *dec, Params *p, int t, int B);
  * gradients to propagate (backward, and some target token counted), else 0. */
 int rnn_decoder_loss(RnnDecoder *dec, Params *p, const Batch *batch, const float *top, float *dtop,
                      float *logits, float *probs, float *dlogits, int backward, double *loss);
+/* Backward of step t, last step first. Before the first call zero g.dh and
+ * g.dc (then they carry d loss / d s[t+1] from step t+1).
+ *   rnn_decoder_cell_backward:  g.dh += dS[t]; din = d loss / d in[t],
+ *                               g.dh_prev (g.dc_prev) = d loss / d s[t] (c[t])
+ *   rnn_decoder_embed_backward: the embedding columns of din into dec.emb's gradient
+ * The caller reads din's other columns, may add to g.dh_prev, then calls
+ * state_grads_swap(&dec->g) to step back. */
 void rnn_decoder_cell_backward(RnnDecoder *dec, Params *p, int t, int B);
 void rnn_decoder_embed_backward(RnnDecoder *dec, Params *p, int t, int B);
 
@@ -164,8 +164,6 @@ typedef struct {
 } RnnConfig;
 /* Read them from config; sizes must be 1..4096. Returns 0 or -1 with fail(). */
 int rnn_config_read(const char *config, RnnConfig *c);
-/* config_get_int for a size: also fails unless 1 <= *out <= 4096. */
-int config_get_size(const char *config, const char *key, int *out);
 
 /* ------------------------------------------------- output layer and loss */
 /* The decoder's output layer and its loss, shared by chapters 01-03:

@@ -433,7 +433,7 @@ void bahdanau_interface(Bahdanau *r, Seq2Seq *m) {
 int bahdanau_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
     RnnConfig c;
     int D_A, bidirectional;
-    if (rnn_config_read(config, &c) < 0 || config_get_size(config, "attn", &D_A) < 0 ||
+    if (rnn_config_read(config, &c) < 0 || config_get_int_in(config, "attn", 1, 4096, &D_A) < 0 ||
         config_get_int(config, "bidirectional", &bidirectional) < 0)
         return -1;
     Bahdanau *r = xmalloc(sizeof *r);

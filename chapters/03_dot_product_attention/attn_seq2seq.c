@@ -440,7 +440,7 @@ int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max
     if (rnn_config_read(config, &c) < 0 ||
         config_get(config, "score", score_text, sizeof score_text) < 0 ||
         config_get(config, "placement", placement_text, sizeof placement_text) < 0 ||
-        config_get_size(config, "attn", &D_A) < 0 || config_get_int(config, "project_kv", &project_kv) < 0 ||
+        config_get_int_in(config, "attn", 1, 4096, &D_A) < 0 || config_get_int(config, "project_kv", &project_kv) < 0 ||
         score_from_name(score_text, &score) < 0 || placement_from_name(placement_text, &placement) < 0)
         return -1;
     AttnSeq2Seq *r = xmalloc(sizeof *r);
