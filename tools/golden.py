@@ -246,6 +246,20 @@ def gen_cross_entropy():
     return cases
 
 
+def norm_rows(r, N, D, rows):
+    """The input x [N, D] of a norm's case: uniform in [-2, 2]; "offset" rows are
+    centred at 30, "constant" makes row 1 all 0.7 (variance 0), "zero" all 0.
+    Float32 values, so the C side sees exactly these."""
+    x = r.uniform(N, D, lo=-2.0, hi=2.0, grad=False)
+    if rows == "offset":
+        x += 30.0
+    if rows == "constant":
+        x[1, :] = 0.7
+    if rows == "zero":
+        x[1, :] = 0.0
+    return x.float().double().requires_grad_(True)
+
+
 @layer("layernorm")
 def gen_layernorm():
     """layernorm_forward/backward (layers.h): F.layer_norm over the last axis (biased
@@ -261,12 +275,7 @@ def gen_layernorm():
     ]
     for seed, (N, D, eps, rows) in enumerate(specs):
         r = Draw(1600 + seed)
-        x = r.uniform(N, D, lo=-2.0, hi=2.0, grad=False)
-        if rows == "offset":
-            x += 30.0
-        if rows == "constant":
-            x[1, :] = 0.7
-        x = x.float().double().requires_grad_(True)   # float32 values: the C side sees exactly these
+        x = norm_rows(r, N, D, rows)
         gamma, beta = r.uniform(D, lo=-1.5, hi=1.5), r.uniform(D)
         dout = r.uniform(N, D, grad=False)
         eps32 = float(np.float32(eps))
@@ -695,12 +704,7 @@ def gen_rmsnorm():
     ]
     for seed, (N, D, eps, rows) in enumerate(specs):
         r = Draw(1700 + seed)
-        x = r.uniform(N, D, lo=-2.0, hi=2.0, grad=False)
-        if rows == "offset":
-            x += 30.0
-        if rows == "zero":
-            x[1, :] = 0.0
-        x = x.float().double().requires_grad_(True)
+        x = norm_rows(r, N, D, rows)
         gamma = r.uniform(D, lo=-1.5, hi=1.5)
         dout = r.uniform(N, D, grad=False)
         eps32 = float(np.float32(eps))
