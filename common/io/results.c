@@ -95,6 +95,24 @@ int results_write(const Results *r, const char *path) {
     return atomic_close(&af, 1);
 }
 
+void results_set_config(Results *r, const char *config) {
+    char key[48], value[256];
+    const char *line = config;
+    while (*line) {
+        const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
+        if (!nl) nl = line + strlen(line);
+        if (eq && eq < nl && eq - line < (long)sizeof key && nl - eq - 1 < (long)sizeof value) {
+            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
+            snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
+            char *end;
+            double num = strtod(value, &end);
+            if (end != value && *end == '\0') results_set_num(r, key, num);
+            else results_set_str(r, key, value);
+        }
+        line = *nl ? nl + 1 : nl;
+    }
+}
+
 int results_eval_dir(char *out, int cap, const char *given, const char *default_dir, const char *checkpoint) {
     if (given) {
         snprintf(out, (size_t)cap, "%s", given);

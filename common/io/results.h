@@ -15,6 +15,11 @@ typedef struct {
 void results_init(Results *r);
 void results_set_str(Results *r, const char *key, const char *value);
 void results_set_num(Results *r, const char *key, double value);
+/* Every "key=value" line of a model's config text (the one its checkpoint
+ * keeps) as a key: numbers as numbers, anything else as a string. Lines with
+ * a key or value too long for the file are skipped. */
+void results_set_config(Results *r, const char *config);
+
 /* Atomic write. Returns 0 or -1 with fail(). */
 int results_write(const Results *r, const char *path);
 

@@ -285,25 +285,6 @@ static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
 
 /* ---------------------------------------------------------- the program */
 
-/* "key=value" lines of a config into results (numbers as numbers). */
-static void results_from_config(Results *res, const char *config) {
-    char key[48], value[256];
-    const char *p = config;
-    while (*p) {
-        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
-        if (!nl) nl = p + strlen(p);
-        if (eq && eq < nl && eq - p < (long)sizeof key && nl - eq - 1 < (long)sizeof value) {
-            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
-            snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
-            char *end;
-            double v = strtod(value, &end);
-            if (end != value && *end == '\0') results_set_num(res, key, v);
-            else results_set_str(res, key, value);
-        }
-        p = *nl ? nl + 1 : nl;
-    }
-}
-
 static void print_table(const ClassifierRun *runs, const ClassifierResult *r, int n) {
     int w = 3;
     for (int i = 0; i < n; i++) if ((int)strlen(runs[i].label) > w) w = (int)strlen(runs[i].label);
@@ -381,7 +362,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "test_token_acc", results[headline].token_acc);
     results_set_num(&res, "train_seconds", total);
     results_set_str(&res, "headline", runs[headline].key);
-    results_from_config(&res, runs[headline].config);
+    results_set_config(&res, runs[headline].config);
     results_set_num(&res, "steps", f->steps);
     results_set_num(&res, "batch", f->batch);
     results_set_num(&res, "lr", f->lr);

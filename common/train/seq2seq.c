@@ -453,24 +453,6 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
     return rc;
 }
 
-static void copy_config_to_results(Results *r, const char *config) {
-    const char *line = config;
-    while (*line) {
-        const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
-        if (!nl) nl = line + strlen(line);
-        if (eq && eq < nl) {
-            char key[48], value[256];
-            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
-            snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
-            char *end;
-            double num = strtod(value, &end);
-            if (*value && *end == '\0') results_set_num(r, key, num);
-            else results_set_str(r, key, value);
-        }
-        line = *nl ? nl + 1 : nl;
-    }
-}
-
 /* Parse again with the preset's flags in front of the user's, so that a flag
  * the user gave overrides the preset's value. *storage gets the new argv
  * (pointing into a copy of the preset string stored after it). */
@@ -760,7 +742,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Results res;
     results_init(&res);
     results_set_str(&res, "chapter", spec->chapter);
-    copy_config_to_results(&res, config);
+    results_set_config(&res, config);
     results_set_num(&res, "steps", f.load ? 0 : f.steps);
     results_set_num(&res, "batch", f.batch);
     results_set_num(&res, "lr", f.lr);
