@@ -127,7 +127,7 @@ int digit_model_create(DigitModel *m, const DigitAttention *attention, const voi
     m->X = xcalloc((L + 1) * R * D, sizeof(float));
     m->Z = xcalloc(L * R * D, sizeof(float));
     m->Y_attn = xcalloc(L * R * D, sizeof(float));
-    m->A = xcalloc(L * attention->weights_floats(m, max_B) + 1, sizeof(float));
+    m->A = xcalloc(L * attention->weights_floats(m, max_B), sizeof(float));   /* 0 floats with fused attention */
     m->attn_cache = xcalloc(L * attention->cache_floats(m, max_B), sizeof(float));
     m->pre = xcalloc(L * R * F, sizeof(float));
     m->act = xcalloc(L * R * F, sizeof(float));
