@@ -426,10 +426,12 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
     if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input TEXT");
     /* training writes to --out (default out/<chapter>); evaluating a saved
-     * model never over a training run's files (results.h) */
+     * model never over a training run's files (results.h). f.out still
+     * pointing at default_out means the user gave no --out. */
     char eval_out[512];
     if (rc == 0 && f.load) {
-        rc = results_eval_dir(eval_out, sizeof eval_out, f.out == default_out ? NULL : f.out, default_out, f.load);
+        const char *given = f.out == default_out ? NULL : f.out;
+        rc = results_eval_dir(eval_out, sizeof eval_out, given, default_out, f.load);
         f.out = eval_out;
     }
     if (rc == 0 && (backend_select(f.backend) < 0 || ((!f.load || f.plot) && make_dirs(f.out) < 0))) rc = -1;
