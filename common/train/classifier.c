@@ -94,11 +94,11 @@ void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uin
 
 /* ------------------------------------------------------ printing, plots */
 
-/* "  label   3  1  4 ..." : one row of texts. */
+/* "  label   3  1  4 ..." : one row of texts (the first MAX_LABELS of n). */
 static void print_row(const char *label, const char *const *texts, int n) {
     printf("  %-11s", label);
-    for (int i = 0; i < n; i++) printf(" %2s", texts[i]);
-    printf("\n");
+    for (int i = 0; i < n && i < MAX_LABELS; i++) printf(" %2s", texts[i]);
+    printf("%s\n", n > MAX_LABELS ? " ..." : "");
 }
 
 typedef struct {
