@@ -74,7 +74,7 @@ static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
     b->params = alloc_floats(nP);
     b->Y = alloc_floats(nX);
     b->wY = alloc_floats(nX);
-    b->cache = alloc_floats(block_cache_floats(&s, B, N));
+    b->cache = alloc_floats(block_cache_floats(&s, B, N, 0));
     b->w = block_weights_view(&s, b->params);
     fill(b->X, nX, 1.0f, r);
     fill(b->params, nP, 0.6f, r);
@@ -93,7 +93,7 @@ static void block_free(Block *b) {
 static void run_forward(Block *b) {
     Rng rng;
     rng_seed(&rng, b->dropout_seed, 0);
-    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, b->B, b->N, b->train, &rng);
+    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, NULL, b->B, b->N, b->train, &rng);
 }
 
 /* L = sum of wY * Y over every position (padding rows too: they are
@@ -140,10 +140,10 @@ static void check_block_gradients(BlockSpec s, int B, int N, const int *lens, in
     b.dropout_seed = 77;
     size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
     float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
-    float *scratch = alloc_floats(block_scratch_floats(&s, B, N));
+    float *scratch = alloc_floats(block_scratch_floats(&s, B, N, 0));
     BlockWeights dw = block_weights_view(&s, dP);
     run_forward(&b);
-    block_backward(dX, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, B, N);
+    block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
     expect_grad_ok(gradcheck(block_loss, &b, b.X, dX, nX, EPS, MAX_CHECKS), "block dX", &s);
     expect_grad_ok(gradcheck(block_loss, &b, b.params, dP, nP, EPS, MAX_CHECKS), "block dparams", &s);
     free(dX); free(dP); free(scratch);
@@ -160,7 +160,7 @@ static void test_block_gradients_every_combination(void **state) {
             for (int mlp = 0; mlp < 4; mlp++)
                 for (int causal = 0; causal < 2; causal++) {
                     BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
-                                   0.0f, MULTI_HEAD_PLAIN, causal};
+                                   0.0f, MULTI_HEAD_PLAIN, causal, 0};
                     check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
                 }
 }
@@ -170,12 +170,12 @@ static void test_block_gradients_odd_shapes(void **state) {
     Rng r;
     rng_seed(&r, 2, 0);
     /* one position, one head of width 1; H D_H != D; fused attention */
-    BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0};
+    BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0};
     check_block_gradients(tiny, 1, 1, NULL, 1, &r);
-    BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1};
+    BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0};
     check_block_gradients(wide, 1, 7, NULL, 1, &r);
     int lens[2] = {4, 6};
-    BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1};
+    BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0};
     check_block_gradients(fused, 2, 6, lens, 1, &r);
     fused.norm_place = BLOCK_POST_NORM;
     fused.norm = BLOCK_RMSNORM;
@@ -191,7 +191,7 @@ static void test_block_gradients_with_dropout(void **state) {
     rng_seed(&r, 3, 0);
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
-                       MULTI_HEAD_PLAIN, 1};
+                       MULTI_HEAD_PLAIN, 1, 0};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
     }
 }
@@ -213,7 +213,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 const int B = 2, N = 9, D = 8;
                 int lens[2] = {5, 0};
                 BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
-                               MULTI_HEAD_PLAIN, causal};
+                               MULTI_HEAD_PLAIN, causal, 0};
                 Block b;
                 block_make(&b, s, B, N, &r);
                 b.lens = lens;
@@ -236,11 +236,11 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 size_t nP = block_param_count(&s);
                 float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
                 float *dX05 = alloc_floats(nX), *dP05 = alloc_floats(nP);
-                float *scratch = alloc_floats(block_scratch_floats(&s, B, N));
+                float *scratch = alloc_floats(block_scratch_floats(&s, B, N, 0));
                 float *scratch05 = alloc_floats(multi_head_scratch_floats(&as, B, N));
                 BlockWeights dw = block_weights_view(&s, dP);
                 MultiHeadWeights dw05 = multi_head_weights_view(&as, dP05);
-                block_backward(dX, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, B, N);
+                block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
                 memcpy(dX05, b.wY, sizeof(float) * nX);   /* the residual's dY, first */
                 multi_head_backward(dX05, &dw05, scratch05, b.wY, A, mh_cache, b.X, &as, &b.w.attn, causal,
                                     lens, B, N);
@@ -268,7 +268,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             rng_seed(&r, 5, 0);
             const int B = 2, N = 6;
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                           MULTI_HEAD_PLAIN, 1};
+                           MULTI_HEAD_PLAIN, 1, 0};
             Block b;
             block_make(&b, s, B, N, &r);
             run_forward(&b);
@@ -279,12 +279,12 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             BlockSpec s_drop = s;
             s_drop.dropout = 0.5f;
             assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
-            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N)), *Y = alloc_floats(nX);
+            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N, 0)), *Y = alloc_floats(nX);
             Rng rng;
             rng_seed(&rng, 6, 0);
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, B, N, 0, &rng);
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 0, &rng);
             assert_memory_equal(Y, Y0, sizeof(float) * nX);
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, B, N, 1, &rng);
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 1, &rng);
             assert_memory_not_equal(Y, Y0, sizeof(float) * nX);
             free(Y0); free(Y); free(cache);
             block_free(&b);
@@ -296,7 +296,7 @@ static void test_block_sizes(void **state) {
     (void)state;
     const int D = 6, H = 2, D_H = 3, F = 10;
     const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
-    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0};
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0};
     assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
     s.norm = BLOCK_RMSNORM;
     s.mlp = BLOCK_MLP_SWIGLU;
@@ -314,8 +314,8 @@ static void test_block_sizes(void **state) {
     for (int d = 0; d < D; d++) assert_true(w.norm1_gamma[d] == 1.0f && w.norm2_gamma[d] == 1.0f);
     free(base);
     s.attention = MULTI_HEAD_FUSED;   /* no A to keep */
-    float *cache = alloc_floats(block_cache_floats(&s, 2, 3));
-    assert_null(block_attention_weights(&s, cache, 2, 3));
+    float *cache = alloc_floats(block_cache_floats(&s, 2, 3, 0));
+    assert_null(block_attention_weights(&s, cache, 2, 3, 0));
     free(cache);
 }
 

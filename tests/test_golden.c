@@ -610,7 +610,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0];
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4]};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], 0};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     size_t n_params = block_param_count(&s);
     float *params = buf(c, n_params), *dparams = buf(c, n_params);
@@ -631,15 +631,15 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     }
     assert_int_equal(filled, n_params);   /* every parameter came from the file */
     size_t nX = (size_t)B * N * D;
-    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N));
-    float *scratch = buf(c, block_scratch_floats(&s, B, N)), *dX = buf(c, nX);
-    block_forward(Y, cache, X->data, &s, &w, lens, B, N, 0, NULL);
+    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N, 0));
+    float *scratch = buf(c, block_scratch_floats(&s, B, N, 0)), *dX = buf(c, nX);
+    block_forward(Y, cache, X->data, &s, &w, lens, NULL, B, N, 0, NULL);
     /* Y sums terms of size 1 to 3 (X and the two branches), which cancel to
      * near 0 in places: a few float32 roundings of those terms (1e-6) are
      * the floor there, more than ATOL_OUT allows. */
     expect_times(c, "Y", Y, 1, RTOL_OUT, 4e-6);
     for (int times = 1; times <= 2; times++) {
-        block_backward(dX, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, B, N);
+        block_backward(dX, NULL, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, NULL, B, N);
         expect_grad(c, "dX", dX, times);
         for (int i = 0; i < BLOCK_TENSORS; i++) {
             if (grads[i] == NULL) continue;

@@ -18,11 +18,17 @@
  *
  * Pre-norm keeps an un-normalised path from X to Y (only additions), which
  * is why deep pre-norm stacks train without a learning-rate warm-up.
+ * The DECODER block of an encoder-decoder transformer (spec.cross = 1) has a
+ * third sublayer between those two, wired the same way: multi-head
+ * CROSS-attention (multi_head_cross.h), whose queries come from the decoder
+ * and whose keys and values come from the encoder's outputs M (the memory):
+ *     post-norm: Z' = Norm_c(Z + Cross(Z, M))   pre-norm: Z' = Z + Cross(Norm_c(Z), M)
+ * and the MLP sublayer reads Z'. Its self-attention is causal.
  *
  * Each choice can be switched off, which is how the tests tie this chapter
  * to the previous one: with norm NONE and mlp NONE the block is exactly
  * X + multi_head_forward(X) (chapter 05), bit for bit on the naive backend.
- * With mlp NONE the whole second sublayer (its norm too) is left out: Y = Z.
+ * With mlp NONE the whole MLP sublayer (its norm too) is left out.
  *
  * Dropout (probability p, training only) is applied to each sublayer's
  * output before it is added to the residual stream, as in the 2017 paper.
@@ -37,6 +43,7 @@
 #define BLOCK_H
 #include <stddef.h>
 #include "05_multi_head_attention/multi_head.h"
+#include "06_transformer/multi_head_cross.h"
 #include "util/rng.h"
 
 /* Where the norms sit: after each residual sum, or at the start of each branch. */
@@ -60,6 +67,7 @@ typedef struct {
     float dropout;                /* p in [0, 1): 0 = no dropout */
     MultiHeadAttention attention; /* chapter 05's MULTI_HEAD_PLAIN or MULTI_HEAD_FUSED */
     int causal;                   /* 1: position i attends only to j <= i */
+    int cross;                    /* 1: a decoder block, with the cross-attention sublayer */
 } BlockSpec;
 
 /* Views into one contiguous block of parameters (block_weights_view).
@@ -68,6 +76,9 @@ typedef struct {
     MultiHeadWeights attn;        /* W_QKV [D, 3 H D_H], W_O [H D_H, D], b_O [D] */
     float *norm1_gamma;           /* [D]  LayerNorm and RMSNorm */
     float *norm1_beta;            /* [D]  LayerNorm only */
+    MultiHeadCrossWeights cross;  /* decoder: W_Q [D, H D_H], W_KV [D, 2 H D_H], W_O, b_O */
+    float *normc_gamma;           /* [D]  decoder: the cross-attention sublayer's norm */
+    float *normc_beta;            /* [D] */
     float *W_1;                   /* [D, F] */
     float *b_1;                   /* [F]  GELU and ReLU only */
     float *W_3;                   /* [D, F] SwiGLU's gate product only */
@@ -77,46 +88,91 @@ typedef struct {
     float *norm2_beta;            /* [D] */
 } BlockWeights;
 
-/* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention}. */
+/* What a decoder block's cross-attention reads: the encoder's outputs
+ * M [B, N_M, D], memory b having lens[b] real positions (lens NULL: all). */
+typedef struct {
+    const float *M;
+    const int *lens;
+    int N_M;
+} BlockMemory;
+
+/* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention}
+ * (the cross-attention has the same sizes). */
 MultiHeadSpec block_attention_spec(const BlockSpec *s);
 
-/* Number of parameters, in the order of the views:
- * attn | norm1_gamma | norm1_beta | W_1 | b_1 | W_3 | W_2 | b_2 | norm2_gamma | norm2_beta
- * (absent tensors take no room). */
+/* Number of parameters, in the order of the views: attn | norm1_gamma |
+ * norm1_beta | cross | normc_gamma | normc_beta | W_1 | b_1 | W_3 | W_2 | b_2 |
+ * norm2_gamma | norm2_beta (absent tensors take no room). */
 size_t block_param_count(const BlockSpec *s);
 /* Point w into base (block_param_count floats). */
 BlockWeights block_weights_view(const BlockSpec *s, float *base);
-/* Attention as chapter 05 (multi_head_init), W_1, W_3, W_2 Xavier-uniform,
- * biases 0, norm gammas 1 and betas 0. */
+/* Attention as chapter 05 (multi_head_init; multi_head_cross_init), W_1,
+ * W_3, W_2 Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
 
-/* What forward keeps for backward, for B sequences of N positions:
- * the norms' inputs, outputs and row statistics, chapter 05's A and cache,
- * the MLP's hidden activations [B N, F] (two or three of them) and the
- * dropout masks. */
-size_t block_cache_floats(const BlockSpec *s, int B, int N);
-/* Scratch backward needs: five [B N, D] gradients, the MLP's [B N, F] ones
- * and chapter 05's multi_head_scratch_floats. */
-size_t block_scratch_floats(const BlockSpec *s, int B, int N);
+/* What forward keeps for backward, for B sequences of N positions and a
+ * memory of N_M positions (pass 0 for an encoder block): per sublayer its
+ * norm's input or output and row statistics, dropout mask and output; the
+ * attention's A and cache (chapter 05), the cross-attention's, the MLP's
+ * hidden activations. */
+size_t block_cache_floats(const BlockSpec *s, int B, int N, int N_M);
+/* Scratch backward needs. */
+size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M);
 
-/* The attention weights A [B, H, N, N] forward wrote into the cache (for
- * heatmaps); NULL with fused attention, which keeps no A. */
-const float *block_attention_weights(const BlockSpec *s, const float *cache, int B, int N);
+/* The attention weights forward wrote into the cache (for heatmaps):
+ * self-attention A [B, H, N, N] (NULL with fused attention, which keeps no
+ * A); cross-attention [B, H, N, N_M] (NULL for an encoder block). */
+const float *block_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M);
+const float *block_cross_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M);
 
 /* X [B, N, D] -> Y [B, N, D] (written), cache [block_cache_floats] (written).
  * lens [B] (or NULL): sequence b has lens[b] real positions (0 = all N), as
  * in chapter 05: no position attends to padding (padding rows are still
- * computed, and are the caller's to ignore). train: 1 applies dropout,
- * drawing the masks from rng; 0 is evaluation: no dropout, the same output
- * as p = 0 bit for bit. rng may be NULL when spec->dropout is 0 or train is 0. */
+ * computed, and are the caller's to ignore). mem: a decoder block's memory
+ * (NULL for an encoder block). train: 1 applies dropout, drawing the masks
+ * from rng; 0 is evaluation: no dropout, the same output as p = 0 bit for
+ * bit. rng may be NULL when spec->dropout is 0 or train is 0. */
 void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
-                   const int *lens, int B, int N, int train, Rng *rng);
+                   const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 
-/* dY [B, N, D] -> dX [B, N, D] +=, every tensor of dw += (dX, and any field
- * of dw, may be NULL). cache, X, w and lens are what forward saw and wrote.
+/* dY [B, N, D] -> dX [B, N, D] +=, dM [B, N_M, D] += (decoder blocks: the
+ * memory's gradient), every tensor of dw += (dX, dM, dw and any field of dw
+ * may be NULL). cache, X, w, lens and mem are what forward saw and wrote.
  * scratch: block_scratch_floats. */
-void block_backward(float *dX, BlockWeights *dw, float *scratch, const float *dY, const float *cache,
-                    const float *X, const BlockSpec *s, const BlockWeights *w, const int *lens, int B,
-                    int N);
+void block_backward(float *dX, float *dM, BlockWeights *dw, float *scratch, const float *dY,
+                    const float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
+                    const int *lens, const BlockMemory *mem, int B, int N);
+
+/* ------------------------------------------------ decoding with a KV cache */
+/* Generating the token at position t with a causal stack, the new row
+ * attends over positions 0..t. Their keys and values never change once
+ * computed (causal: an earlier position never sees a later one), so each
+ * decoding row keeps them, per block, in its KV cache: a step computes only
+ * the new row, O(t) work per block, instead of the whole prefix again. */
+typedef struct {
+    float *K, *V;          /* [T_cap, H D_H] keys and values of positions 0..pos-1;
+                            * the step writes position pos */
+    int pos;               /* the new token's position */
+    const float *mem_KV;   /* decoder blocks: [N_M, 2 H D_H], multi_head_cross_memory of its source */
+    int mem_len;           /* real positions of that memory */
+} BlockStepRow;
+
+/* Floats of work block_step needs for n rows, T_cap positions, a memory of N_M. */
+size_t block_step_work_floats(const BlockSpec *s, int n, int T_cap, int N_M);
+
+/* One new position for each of n rows (evaluation: no dropout; plain
+ * attention): X [n, D] -> Y [n, D], the same numbers as row pos of
+ * block_forward over the row's whole prefix. cross_A [n, H, N_M] (or NULL)
+ * gets the cross-attention weights. */
+void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, const BlockWeights *w,
+                const BlockStepRow *rows, int n, int T_cap, int N_M, float *work);
+
+/* The spec's norm over R rows of D (the final norm a pre-norm stack ends
+ * with): x [R, D] -> out, mean (LayerNorm) and rstd [R] kept for backward. */
+void block_norm_forward(float *out, float *mean, float *rstd, const float *x, const BlockSpec *s,
+                        const float *gamma, const float *beta, int R);
+/* dout [R, D] -> dx +=, dgamma +=, dbeta += (LayerNorm only). */
+void block_norm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                         const float *rstd, const float *x, const BlockSpec *s, const float *gamma, int R);
 
 #endif
