@@ -5,6 +5,10 @@
  *    placement (post, pre) x norm (LayerNorm, RMSNorm, none) x MLP (GELU,
  *    ReLU, SwiGLU, none), without and with the causal mask, with padding;
  *    with fused attention; and with dropout on (the same mask each time);
+ *  - the decoder block (cross-attention to a memory M with padding): dX,
+ *    dM and every parameter, for every placement x norm x MLP;
+ *  - the KV cache: block_step, one position at a time, gives the rows of
+ *    block_forward over the whole sequence (within 1e-5);
  *  - against the previous chapter ("the idea off"): with norm NONE and mlp
  *    NONE the block is chapter 05's multi_head_forward output plus X, bit for
  *    bit on the naive backend and within 1e-6 on the others, and its
@@ -57,43 +61,57 @@ static const char *MLP_NAMES[] = {"gelu", "relu", "swiglu", "no mlp"};
 /* A block, its parameters and buffers, for B sequences of N positions. */
 typedef struct {
     BlockSpec s;
-    int B, N, train;
+    int B, N, N_M, train;
     uint64_t dropout_seed;   /* reseeded before each forward: the same mask every time */
     const int *lens;
     float *X, *params, *Y, *cache, *wY;
+    float *M;                /* decoder blocks: the memory [B, N_M, D] */
+    BlockMemory mem;
     BlockWeights w;
 } Block;
 
-static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
+/* N_M: memory positions of a decoder block (s.cross), with memory lengths mem_lens. */
+static void block_make_with_memory(Block *b, BlockSpec s, int B, int N, int N_M, const int *mem_lens, Rng *r) {
     memset(b, 0, sizeof *b);
     b->s = s;
     b->B = B;
     b->N = N;
+    b->N_M = s.cross ? N_M : 0;
     size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
     b->X = alloc_floats(nX);
     b->params = alloc_floats(nP);
     b->Y = alloc_floats(nX);
     b->wY = alloc_floats(nX);
-    b->cache = alloc_floats(block_cache_floats(&s, B, N, 0));
+    b->cache = alloc_floats(block_cache_floats(&s, B, N, b->N_M));
     b->w = block_weights_view(&s, b->params);
     fill(b->X, nX, 1.0f, r);
     fill(b->params, nP, 0.6f, r);
+    if (s.cross) {
+        b->M = alloc_floats((size_t)B * N_M * s.D);
+        fill(b->M, (size_t)B * N_M * s.D, 1.0f, r);
+        b->mem = (BlockMemory){b->M, mem_lens, N_M};
+    }
     /* gammas near 1, as after block_init, so the norms' outputs are not tiny */
-    float *gammas[2] = {b->w.norm1_gamma, b->w.norm2_gamma};
-    for (int g = 0; g < 2; g++)
+    float *gammas[3] = {b->w.norm1_gamma, b->w.normc_gamma, b->w.norm2_gamma};
+    for (int g = 0; g < 3; g++)
         if (gammas[g])
             for (int d = 0; d < s.D; d++) gammas[g][d] += 1.0f;
     fill(b->wY, nX, 1.0f, r);
 }
 
+static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
+    block_make_with_memory(b, s, B, N, 0, NULL, r);
+}
+
 static void block_free(Block *b) {
-    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->cache);
+    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->cache); free(b->M);
 }
 
 static void run_forward(Block *b) {
     Rng rng;
     rng_seed(&rng, b->dropout_seed, 0);
-    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, NULL, b->B, b->N, b->train, &rng);
+    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, b->s.cross ? &b->mem : NULL, b->B, b->N, b->train,
+                  &rng);
 }
 
 /* L = sum of wY * Y over every position (padding rows too: they are
@@ -130,24 +148,32 @@ static void keep_relu_off_its_kink(Block *b, Rng *r) {
     }
 }
 
-/* Gradient check of dX and of the whole parameter buffer for one spec. */
-static void check_block_gradients(BlockSpec s, int B, int N, const int *lens, int train, Rng *r) {
+/* Gradient check of dX, of dM (decoder blocks: a memory of N_M positions,
+ * mem_lens) and of the whole parameter buffer for one spec. */
+static void check_gradients_with_memory(BlockSpec s, int B, int N, const int *lens, int N_M, const int *mem_lens,
+                                        int train, Rng *r) {
     Block b;
-    block_make(&b, s, B, N, r);
+    block_make_with_memory(&b, s, B, N, N_M, mem_lens, r);
     if (s.mlp == BLOCK_MLP_RELU) keep_relu_off_its_kink(&b, r);
     b.lens = lens;
     b.train = train;
     b.dropout_seed = 77;
-    size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
-    float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
-    float *scratch = alloc_floats(block_scratch_floats(&s, B, N, 0));
+    size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s), nM = (size_t)B * b.N_M * s.D;
+    float *dX = alloc_floats(nX), *dP = alloc_floats(nP), *dM = alloc_floats(nM);
+    float *scratch = alloc_floats(block_scratch_floats(&s, B, N, b.N_M));
     BlockWeights dw = block_weights_view(&s, dP);
     run_forward(&b);
-    block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
+    block_backward(dX, s.cross ? dM : NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens,
+                   s.cross ? &b.mem : NULL, B, N);
     expect_grad_ok(gradcheck(block_loss, &b, b.X, dX, nX, EPS, MAX_CHECKS), "block dX", &s);
     expect_grad_ok(gradcheck(block_loss, &b, b.params, dP, nP, EPS, MAX_CHECKS), "block dparams", &s);
-    free(dX); free(dP); free(scratch);
+    if (s.cross) expect_grad_ok(gradcheck(block_loss, &b, b.M, dM, nM, EPS, MAX_CHECKS), "decoder block dM", &s);
+    free(dX); free(dP); free(dM); free(scratch);
     block_free(&b);
+}
+
+static void check_block_gradients(BlockSpec s, int B, int N, const int *lens, int train, Rng *r) {
+    check_gradients_with_memory(s, B, N, lens, 0, NULL, train, r);
 }
 
 static void test_block_gradients_every_combination(void **state) {
@@ -194,6 +220,81 @@ static void test_block_gradients_with_dropout(void **state) {
                        MULTI_HEAD_PLAIN, 1, 0};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
     }
+}
+
+/* The decoder block: causal self-attention, cross-attention to a padded
+ * memory, MLP; every placement x norm x MLP, and with dropout. */
+static void test_decoder_block_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 8, 0);
+    int lens[2] = {4, 0}, mem_lens[2] = {3, 0};   /* memory 0 has 3 real positions of 6 */
+    for (int place = 0; place < 2; place++)
+        for (int norm = 0; norm < 3; norm++)
+            for (int mlp = 0; mlp < 4; mlp++) {
+                BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp, 0.0f,
+                               MULTI_HEAD_PLAIN, 1, 1};
+                check_gradients_with_memory(s, 2, 5, lens, 6, mem_lens, 1, &r);
+            }
+    for (int place = 0; place < 2; place++) {
+        BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f, MULTI_HEAD_PLAIN,
+                       1, 1};
+        check_gradients_with_memory(s, 2, 4, NULL, 5, mem_lens, 1, &r);
+    }
+}
+
+/* Decoding with the KV cache: feeding positions 0, 1, ... one at a time
+ * through block_step gives row t of block_forward over the whole sequence
+ * (causal: row t never depends on later rows), for encoder-style and
+ * decoder blocks, both placements. */
+static void test_block_step_matches_forward(void **state) {
+    (void)state;
+    for (int cross = 0; cross < 2; cross++)
+        for (int place = 0; place < 2; place++)
+            for (int mlp = 0; mlp < 3; mlp++) {
+                Rng r;
+                rng_seed(&r, 9, 0);
+                const int B = 2, N = 7, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 9;
+                int mem_lens[2] = {2, 5};
+                BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
+                               MULTI_HEAD_PLAIN, 1, cross};
+                Block b;
+                block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
+                run_forward(&b);
+                MultiHeadSpec as = block_attention_spec(&s);
+                float *KV = alloc_floats((size_t)B * N_M * 2 * HD);
+                if (cross) multi_head_cross_memory(KV, b.M, &as, &b.w.cross, B * N_M);
+                float *K = alloc_floats((size_t)B * T_cap * HD), *V = alloc_floats((size_t)B * T_cap * HD);
+                float *x = alloc_floats((size_t)B * D), *y = alloc_floats((size_t)B * D);
+                float *work = alloc_floats(block_step_work_floats(&s, B, T_cap, N_M));
+                float *cross_A = alloc_floats((size_t)B * H * N_M);
+                BlockStepRow rows[2];
+                for (int t = 0; t < N; t++) {
+                    for (int i = 0; i < B; i++) {
+                        memcpy(x + (size_t)i * D, b.X + ((size_t)i * N + t) * D, sizeof(float) * D);
+                        rows[i] = (BlockStepRow){K + (size_t)i * T_cap * HD, V + (size_t)i * T_cap * HD, t,
+                                                 KV + (size_t)i * N_M * 2 * HD, mem_lens[i]};
+                    }
+                    block_step(y, cross ? cross_A : NULL, x, &s, &b.w, rows, B, T_cap, N_M, work);
+                    for (int i = 0; i < B; i++)
+                        for (int d = 0; d < D; d++) {
+                            float want = b.Y[((size_t)i * N + t) * D + d], got = y[(size_t)i * D + d];
+                            if (fabsf(got - want) > 1e-5f * (1.0f + fabsf(want)))
+                                fail_msg("cross %d place %d mlp %d: row %d position %d [%d]: step %.8g, forward %.8g",
+                                         cross, place, mlp, i, t, d, got, want);
+                        }
+                    if (cross) {   /* the step's cross-attention weights are forward's row t */
+                        const float *A = block_cross_attention_weights(&s, b.cache, B, N, N_M);
+                        for (int i = 0; i < B; i++)
+                            for (int h = 0; h < H; h++)
+                                for (int j = 0; j < N_M; j++)
+                                    assert_true(fabsf(cross_A[((size_t)i * H + h) * N_M + j] -
+                                                      A[(((size_t)i * H + h) * N + t) * N_M + j]) < 1e-5f);
+                    }
+                }
+                free(KV); free(K); free(V); free(x); free(y); free(work); free(cross_A);
+                block_free(&b);
+            }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -327,6 +428,8 @@ int main(void) {
         cmocka_unit_test(test_block_gradients_with_dropout),
         cmocka_unit_test(test_block_idea_off_is_chapter_05),
         cmocka_unit_test(test_block_dropout_off_at_evaluation),
+        cmocka_unit_test(test_decoder_block_gradients),
+        cmocka_unit_test(test_block_step_matches_forward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,6 +194,21 @@ void cross_entropy_backward(float *dlogits, const float *probs, const int *targe
     }
 }
 
+/* Label smoothing: the target distribution is (1 - eps) onehot(t) + eps / C,
+ * so d/d logit_c = p_c - (1 - eps) [c == t] - eps / C. */
+void cross_entropy_smoothed_backward(float *dlogits, const float *probs, const int *targets,
+                                     int N, int C, int ignore_id, float eps, float scale) {
+    const float uniform = eps / (float)C;
+    for (int n = 0; n < N; n++) {
+        int t = targets[n];
+        if (t == ignore_id) continue;
+        const float *p = probs + (size_t)n * C;
+        float *d = dlogits + (size_t)n * C;
+        for (int c = 0; c < C; c++) d[c] += scale * (p[c] - uniform);
+        d[t] -= scale * (1.0f - eps);
+    }
+}
+
 /* x[N,C] -> out[N,C] = x - logsumexp(x) per row (a fully -inf row stays -inf). */
 void log_softmax_forward(float *out, const float *x, int N, int C) {
     for (int n = 0; n < N; n++) {

@@ -78,6 +78,12 @@ double cross_entropy_forward(float *probs, const float *logits, const int *targe
 void cross_entropy_backward(float *dlogits, const float *probs, const int *targets,
                             int N, int C, int ignore_id, float scale);
 
+/* The same with label smoothing eps (Szegedy et al. 2016): the target is
+ * (1 - eps) onehot(target) + eps / C, so dlogits += scale * (probs - that).
+ * eps = 0 is cross_entropy_backward. */
+void cross_entropy_smoothed_backward(float *dlogits, const float *probs, const int *targets,
+                                     int N, int C, int ignore_id, float eps, float scale);
+
 /* Row-wise log-softmax, for decoding: out[N,C] = x - logsumexp(x). */
 void log_softmax_forward(float *out, const float *x, int N, int C);
 

@@ -60,6 +60,11 @@ typedef struct {
     void (*step)(void *self, int n, const int *src_row, const float *states, const int *prev,
                  float *next, float *logprobs, float *attn);
     void (*destroy)(void *self);
+    /* Optional (NULL: none): more attention maps for one source and its
+     * greedy output out[out_len], written as stem_*.png (a model with several
+     * layers and heads draws them all). Returns 0 or -1 with fail(). */
+    int (*plot_layers)(void *self, const Dataset *d, const int *src, int src_len, const int *out, int out_len,
+                       const char *stem);
 } Seq2Seq;
 
 /* Greedy decoding of every source in batch b (its targets are not used):

@@ -1,0 +1,97 @@
+/* main.c - chapter 06: the encoder-decoder transformer on chapters 01-03's tasks.
+ *
+ *   ./build/06_transformer                                   dates, 2+2 pre-norm blocks, quick default
+ *   ./build/06_transformer --task reverse --max-len 80
+ *   ./build/06_transformer --preset long                     g2p, the long run of the README
+ *   ./build/06_transformer --norm post --norm-type rmsnorm --mlp swiglu
+ *   ./build/06_transformer --norm-experiment                 post-LN vs pre-LN at depth 2, 6, 12
+ *   ./build/06_transformer --load out/06_transformer/model.ckpt --translate "21 Nov 2026" --plot
+ *
+ * Everything but the model (flags, data, training loop, evaluation, beam
+ * search, plots, checkpoint) is common/train/seq2seq.c, as for chapters
+ * 01-03; the model is transformer.c over block.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "06_transformer/norm_experiment.h"
+#include "06_transformer/transformer.h"
+#include "util/error.h"
+
+static int layers_flag = 2;
+static int dim_flag = 128;
+static int heads_flag = 4;
+static int ff_flag = 512;
+static const char *norm_flag = "pre";
+static const char *norm_type_flag = "layernorm";
+static const char *mlp_flag = "gelu";
+static float dropout_flag = 0.1f;
+static const char *pos_flag = "sinusoidal";
+static float label_smoothing_flag = 0.1f;
+static int no_kv_cache_flag = 0;
+static int norm_experiment_flag = 0;
+
+static int write_config(char *config, int cap) {
+    if (dim_flag % heads_flag != 0)
+        return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", dim_flag,
+                    heads_flag);
+    size_t used = strlen(config);
+    int n = snprintf(config + used, (size_t)cap - used,
+                     "model=transformer\nlayers=%d\ndim=%d\nheads=%d\nff=%d\nnorm=%s\nnorm_type=%s\nmlp=%s\n"
+                     "dropout=%g\npos=%s\nlabel_smoothing=%g\nkv_cache=%d\n",
+                     layers_flag, dim_flag, heads_flag, ff_flag, norm_flag, norm_type_flag, mlp_flag,
+                     (double)dropout_flag, pos_flag, (double)label_smoothing_flag, no_kv_cache_flag ? 0 : 1);
+    return n < cap - (int)used ? 0 : fail("configuration text too long");
+}
+
+int main(int argc, char **argv) {
+    const ArgSpec model_args[] = {
+        {"layers", ARG_INT, &layers_flag, "blocks in the encoder, and in the decoder", 1, TRANSFORMER_MAX_LAYERS, NULL},
+        {"dim", ARG_INT, &dim_flag, "model width D (a multiple of --heads)", 1, 4096, NULL},
+        {"heads", ARG_INT, &heads_flag, "attention heads H (each of width D / H)", 1, 256, NULL},
+        {"ff", ARG_INT, &ff_flag, "hidden width F of the position-wise MLP", 1, 65536, NULL},
+        {"norm", ARG_STRING, &norm_flag, "where the norms sit: post (2017 paper) or pre (GPT-2)", 0, 0, "post,pre"},
+        {"norm-type", ARG_STRING, &norm_type_flag, "which norm", 0, 0, "layernorm,rmsnorm,none"},
+        {"mlp", ARG_STRING, &mlp_flag, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none"},
+        {"dropout", ARG_FLOAT, &dropout_flag, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95,
+         NULL},
+        {"pos", ARG_STRING, &pos_flag, "positions (chapter 04)", 0, 0, "sinusoidal,learned"},
+        {"label-smoothing", ARG_FLOAT, &label_smoothing_flag, "eps of label smoothing (0 = off)", 0, 0.95, NULL},
+        {"no-kv-cache", ARG_BOOL, &no_kv_cache_flag,
+         "decode by recomputing the whole prefix at every step (slower; same outputs)", 0, 0, NULL},
+        {"norm-experiment", ARG_BOOL, &norm_experiment_flag,
+         "only run the post-LN vs pre-LN experiment (depth 2, 6, 12, no warm-up), then exit", 0, 0, NULL},
+    };
+    /* Look ahead at two flags (seq2seq_main parses and checks them all). */
+    const char *out_dir = "out/06_transformer";
+    int experiment = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--norm-experiment") == 0) experiment = 1;
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[i + 1];
+        else if (strncmp(argv[i], "--out=", 6) == 0) out_dir = argv[i] + 6;
+    }
+    if (experiment) {
+        if (norm_experiment_run(out_dir) < 0) {
+            fprintf(stderr, "06_transformer: error: %s\n", last_error());
+            return 1;
+        }
+        return 0;
+    }
+    ChapterSpec spec = {
+        .chapter = "06_transformer",
+        .model_name = "transformer",
+        .summary = "Chapter 06: the transformer. Encoder blocks (self-attention, MLP, each wrapped in a\n"
+                   "residual connection and a norm) read the source; decoder blocks (causal self-attention,\n"
+                   "cross-attention to the encoder's outputs, MLP) write the target. No recurrence: every\n"
+                   "position is computed at once in training; decoding keeps a KV cache.",
+        .model_args = model_args,
+        .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
+        .write_config = write_config,
+        .build = transformer_build,
+        .default_steps = 1500,
+        .default_batch = 64,
+        .default_lr = 1e-3f,
+        .preset_long = "--task g2p --steps 30000 --layers 3 --dim 256 --heads 4 --ff 1024 --batch 128 "
+                       "--lr 7e-4 --warmup 2000 --dropout 0.1 --beam 5",
+    };
+    return seq2seq_main(argc, argv, &spec);
+}

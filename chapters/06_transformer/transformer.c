@@ -1,0 +1,587 @@
+/* transformer.c - chapter 06: the encoder-decoder transformer, forward, hand-
+ * written backward and decoding with a KV cache (see transformer.h).
+ *
+ * Reading order: embed_forward()/embed_backward() (tokens to vectors),
+ * encoder_forward() and decoder_forward() (a loop of block_forward calls),
+ * transformer_train_step() (the two stacks, the output layer, the loss, then
+ * everything backwards), transformer_encode()/transformer_step() (decoding),
+ * transformer_plot_layers() (the maps of every layer and head). */
+#include "06_transformer/transformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "io/checkpoint.h"
+#include "io/plot.h"
+#include "nn/layers.h"
+#include "nn/transformer_layers.h"
+#include "util/error.h"
+#include "util/util.h"
+
+static int has_final_norm(const Transformer *t) {
+    return t->cfg.block.norm_place == BLOCK_PRE_NORM && t->cfg.block.norm != BLOCK_NO_NORM;
+}
+
+static BlockWeights block_view(Transformer *t, const BlockSpec *s, size_t offset, int grad) {
+    return block_weights_view(s, grad ? params_grad(&t->params, offset) : params_data(&t->params, offset));
+}
+
+/* ================================================================= model */
+
+int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, int V_tgt, int T_src,
+                       int T_tgt, int max_B, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    if (cfg->layers < 1 || cfg->layers > TRANSFORMER_MAX_LAYERS)
+        return fail("layers=%d: expected 1 to %d", cfg->layers, TRANSFORMER_MAX_LAYERS);
+    t->cfg = *cfg;
+    t->enc = cfg->block;
+    t->enc.causal = 0;
+    t->enc.cross = 0;
+    t->dec = cfg->block;
+    t->dec.causal = 1;
+    t->dec.cross = 1;
+    t->dec.attention = MULTI_HEAD_PLAIN;   /* the cross-attention maps and the step use chapter 03's path */
+    const int L = cfg->layers, D = cfg->block.D;
+    t->L = L;
+    t->D = D;
+    t->V_src = V_src;
+    t->V_tgt = V_tgt;
+    t->T_src = T_src;
+    t->T_tgt = T_tgt;
+    t->T_cap = T_tgt + 10;   /* the driver decodes up to max_tgt_len + 10 tokens, then <eos> */
+    t->max_B = max_B;
+
+    Params *p = &t->params;
+    params_init(p);
+    t->src_emb = params_add(p, "src_emb", 2, (int[]){V_src, D});
+    t->tgt_emb = params_add(p, "tgt_emb", 2, (int[]){V_tgt, D});
+    if (cfg->pos == POS_LEARNED) {
+        t->src_pos = params_add(p, "src_pos", 2, (int[]){T_src, D});
+        t->tgt_pos = params_add(p, "tgt_pos", 2, (int[]){t->T_cap, D});
+    }
+    char name[32];
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "enc%d", l);
+        t->enc_block[l] = params_add(p, name, 1, (int[]){(int)block_param_count(&t->enc)});
+    }
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "dec%d", l);
+        t->dec_block[l] = params_add(p, name, 1, (int[]){(int)block_param_count(&t->dec)});
+    }
+    if (has_final_norm(t)) {
+        t->enc_norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
+        t->dec_norm_g = params_add(p, "dec_norm.gamma", 1, (int[]){D});
+        if (cfg->block.norm == BLOCK_LAYERNORM) {
+            t->enc_norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+            t->dec_norm_b = params_add(p, "dec_norm.beta", 1, (int[]){D});
+        }
+    }
+    t->out_W = params_add(p, "out.W", 2, (int[]){D, V_tgt});
+    t->out_b = params_add(p, "out.b", 1, (int[]){V_tgt});
+    if (params_alloc(p) < 0) return -1;
+
+    /* initial values: embeddings N(0, 1/D) (times sqrt(D) in the forward
+     * pass: unit scale, like the sinusoids they are added to) */
+    Rng rng;
+    rng_seed(&rng, seed, 1);
+    init_normal(params_data(p, t->src_emb), (size_t)V_src * D, 1.0f / sqrtf((float)D), &rng);
+    init_normal(params_data(p, t->tgt_emb), (size_t)V_tgt * D, 1.0f / sqrtf((float)D), &rng);
+    if (cfg->pos == POS_LEARNED) {
+        init_normal(params_data(p, t->src_pos), (size_t)T_src * D, 0.1f, &rng);
+        init_normal(params_data(p, t->tgt_pos), (size_t)t->T_cap * D, 0.1f, &rng);
+    } else {
+        t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
+        t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
+        positional_encoding_sinusoidal(t->P_src, T_src, D);      /* chapter 04's */
+        positional_encoding_sinusoidal(t->P_tgt, t->T_cap, D);
+    }
+    for (int l = 0; l < L; l++) {
+        BlockWeights we = block_view(t, &t->enc, t->enc_block[l], 0);
+        block_init(&t->enc, &we, &rng);
+        BlockWeights wd = block_view(t, &t->dec, t->dec_block[l], 0);
+        block_init(&t->dec, &wd, &rng);
+    }
+    if (has_final_norm(t)) {
+        init_constant(params_data(p, t->enc_norm_g), (size_t)D, 1.0f);
+        init_constant(params_data(p, t->dec_norm_g), (size_t)D, 1.0f);
+        if (t->enc_norm_b) {
+            init_constant(params_data(p, t->enc_norm_b), (size_t)D, 0.0f);
+            init_constant(params_data(p, t->dec_norm_b), (size_t)D, 0.0f);
+        }
+    }
+    init_xavier(params_data(p, t->out_W), D, V_tgt, &rng);
+    init_constant(params_data(p, t->out_b), (size_t)V_tgt, 0.0f);
+    rng_seed(&t->dropout_rng, seed, 7);
+
+    /* activations, allocated once for the largest batch */
+    /* the decoder's buffers also hold one row of T_cap positions (decoding
+     * without the cache recomputes a whole prefix) */
+    const size_t dec_rows = (size_t)max_B * T_tgt > (size_t)t->T_cap ? (size_t)max_B * T_tgt : (size_t)t->T_cap;
+    const size_t BS = (size_t)max_B * T_src * D, BT = dec_rows * D;
+    const size_t big = BS > BT ? BS : BT;
+    for (int l = 0; l <= L; l++) {
+        t->enc_x[l] = xcalloc(BS, sizeof(float));
+        t->dec_x[l] = xcalloc(BT, sizeof(float));
+    }
+    size_t scratch = 0;
+    for (int l = 0; l < L; l++) {
+        t->enc_cache[l] = xcalloc(block_cache_floats(&t->enc, max_B, T_src, 0), sizeof(float));
+        size_t batch = block_cache_floats(&t->dec, max_B, T_tgt, T_src);
+        size_t prefix = block_cache_floats(&t->dec, 1, t->T_cap, T_src);
+        t->dec_cache[l] = xcalloc(batch > prefix ? batch : prefix, sizeof(float));
+    }
+    size_t se = block_scratch_floats(&t->enc, max_B, T_src, 0), sd = block_scratch_floats(&t->dec, max_B, T_tgt, T_src);
+    scratch = se > sd ? se : sd;
+    t->M = xcalloc(BS, sizeof(float));
+    t->enc_mean = xcalloc((size_t)max_B * T_src, sizeof(float));
+    t->enc_rstd = xcalloc((size_t)max_B * T_src, sizeof(float));
+    t->top = xcalloc(BT, sizeof(float));
+    t->dec_mean = xcalloc(dec_rows, sizeof(float));
+    t->dec_rstd = xcalloc(dec_rows, sizeof(float));
+    t->enc_mask = xcalloc(BS, sizeof(float));
+    t->dec_mask = xcalloc(BT, sizeof(float));
+    t->logits = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
+    t->probs = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
+    t->dlogits = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
+    t->src_lens = xcalloc((size_t)max_B, sizeof(int));
+    t->dtop = xcalloc(BT, sizeof(float));
+    t->dM = xcalloc(BS, sizeof(float));
+    t->grad_a = xcalloc(big, sizeof(float));
+    t->grad_b = xcalloc(big, sizeof(float));
+    t->scratch = xcalloc(scratch, sizeof(float));
+    const int HD = cfg->block.H * cfg->block.D_H;
+    for (int l = 0; l < L; l++) t->mem_KV[l] = xcalloc((size_t)max_B * T_src * 2 * HD, sizeof(float));
+    t->step_x = xcalloc((size_t)max_B * D, sizeof(float));
+    t->step_y = xcalloc((size_t)max_B * D, sizeof(float));
+    t->step_top = xcalloc((size_t)max_B * D, sizeof(float));
+    t->step_mean = xcalloc((size_t)max_B, sizeof(float));
+    t->step_rstd = xcalloc((size_t)max_B, sizeof(float));
+    t->step_logits = xcalloc((size_t)max_B * V_tgt, sizeof(float));
+    t->step_work = xcalloc(block_step_work_floats(&t->dec, max_B, t->T_cap, T_src), sizeof(float));
+    t->step_cross = xcalloc((size_t)max_B * cfg->block.H * T_src, sizeof(float));
+    return 0;
+}
+
+void transformer_free(Transformer *t) {
+    for (int l = 0; l <= t->L; l++) {
+        free(t->enc_x[l]);
+        free(t->dec_x[l]);
+    }
+    for (int l = 0; l < t->L; l++) {
+        free(t->enc_cache[l]);
+        free(t->dec_cache[l]);
+        free(t->mem_KV[l]);
+    }
+    free(t->P_src); free(t->P_tgt); free(t->M); free(t->enc_mean); free(t->enc_rstd);
+    free(t->top); free(t->dec_mean); free(t->dec_rstd); free(t->enc_mask); free(t->dec_mask);
+    free(t->logits); free(t->probs); free(t->dlogits); free(t->src_lens); free(t->dtop); free(t->dM);
+    free(t->grad_a); free(t->grad_b); free(t->scratch);
+    free(t->step_x); free(t->step_y); free(t->step_top); free(t->step_mean); free(t->step_rstd);
+    free(t->step_logits); free(t->step_work); free(t->step_cross);
+    params_free(&t->params);
+}
+
+static void transformer_destroy(void *self) {
+    transformer_free(self);
+    free(self);
+}
+
+/* ========================================================== the two stacks */
+
+/* ids [B, N] -> X [B, N, D] = sqrt(D) E[ids] + P[0..N), then dropout (mask kept).
+ * P is the sinusoidal table, or the learned one (pos_offset in params). */
+static void embed_forward(Transformer *t, float *X, float *mask, const int *ids, size_t emb, size_t pos,
+                          const float *P_fixed, int B, int N, int train) {
+    const int D = t->D;
+    const size_t n = (size_t)B * N * D;
+    const float scale = sqrtf((float)D);
+    embedding_forward(X, ids, params_data(&t->params, emb), B * N, D);
+    for (size_t i = 0; i < n; i++) X[i] *= scale;
+    add_positional_encoding(X, P_fixed ? P_fixed : params_data(&t->params, pos), B, N, D);   /* chapter 04's */
+    dropout_forward(X, mask, X, (int)n, t->cfg.block.dropout, train, &t->dropout_rng);
+}
+
+/* dX [B, N, D] (gradient of X after dropout; overwritten) -> the embedding
+ * table's and the learned positions' gradients */
+static void embed_backward(Transformer *t, float *dX, const float *mask, const int *ids, size_t emb, size_t pos,
+                           int B, int N) {
+    const int D = t->D;
+    const size_t n = (size_t)B * N * D;
+    const float scale = sqrtf((float)D);
+    for (size_t i = 0; i < n; i++) dX[i] *= mask[i];   /* dropout (mask = 1 without it) */
+    if (t->cfg.pos == POS_LEARNED) add_positional_encoding_backward(params_grad(&t->params, pos), dX, B, N, D);
+    for (size_t i = 0; i < n; i++) dX[i] *= scale;
+    embedding_backward(params_grad(&t->params, emb), dX, ids, B * N, D);
+}
+
+/* src [B, T] -> the memory M [B, T, D] */
+static void encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
+    embed_forward(t, t->enc_x[0], t->enc_mask, src, t->src_emb, t->src_pos, t->P_src, B, T, train);
+    for (int l = 0; l < t->L; l++) {
+        BlockWeights w = block_view(t, &t->enc, t->enc_block[l], 0);
+        block_forward(t->enc_x[l + 1], t->enc_cache[l], t->enc_x[l], &t->enc, &w, lens, NULL, B, T, train,
+                      &t->dropout_rng);
+    }
+    const size_t n = (size_t)B * T * t->D;
+    if (has_final_norm(t))
+        block_norm_forward(t->M, t->enc_mean, t->enc_rstd, t->enc_x[t->L], &t->enc,
+                           params_data(&t->params, t->enc_norm_g),
+                           t->enc_norm_b ? params_data(&t->params, t->enc_norm_b) : NULL, B * T);
+    else
+        memcpy(t->M, t->enc_x[t->L], sizeof(float) * n);
+    memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
+}
+
+/* tgt_in [B, Tt] and the memory M [B, T, D] -> top [B, Tt, D] */
+static void decoder_forward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt, int train) {
+    embed_forward(t, t->dec_x[0], t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, t->P_tgt, B, Tt, train);
+    for (int l = 0; l < t->L; l++) {
+        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
+        block_forward(t->dec_x[l + 1], t->dec_cache[l], t->dec_x[l], &t->dec, &w, NULL, mem, B, Tt, train,
+                      &t->dropout_rng);
+    }
+    if (has_final_norm(t))
+        block_norm_forward(t->top, t->dec_mean, t->dec_rstd, t->dec_x[t->L], &t->dec,
+                           params_data(&t->params, t->dec_norm_g),
+                           t->dec_norm_b ? params_data(&t->params, t->dec_norm_b) : NULL, B * Tt);
+    else
+        memcpy(t->top, t->dec_x[t->L], sizeof(float) * (size_t)B * Tt * t->D);
+}
+
+/* d top [B, Tt, D] -> every decoder parameter's gradient, and dM [B, T, D] += */
+static void decoder_backward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt) {
+    const size_t n = (size_t)B * Tt * t->D;
+    float *dcur = t->grad_a, *dprev = t->grad_b;
+    memset(dcur, 0, sizeof(float) * n);
+    if (has_final_norm(t))
+        block_norm_backward(dcur, params_grad(&t->params, t->dec_norm_g),
+                            t->dec_norm_b ? params_grad(&t->params, t->dec_norm_b) : NULL, t->dtop, t->dec_mean,
+                            t->dec_rstd, t->dec_x[t->L], &t->dec, params_data(&t->params, t->dec_norm_g), B * Tt);
+    else
+        memcpy(dcur, t->dtop, sizeof(float) * n);
+    for (int l = t->L - 1; l >= 0; l--) {
+        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
+        BlockWeights dw = block_view(t, &t->dec, t->dec_block[l], 1);
+        memset(dprev, 0, sizeof(float) * n);
+        block_backward(dprev, t->dM, &dw, t->scratch, dcur, t->dec_cache[l], t->dec_x[l], &t->dec, &w, NULL,
+                       mem, B, Tt);
+        float *swap = dcur; dcur = dprev; dprev = swap;
+    }
+    embed_backward(t, dcur, t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, B, Tt);
+}
+
+/* dM [B, T, D] -> every encoder parameter's gradient */
+static void encoder_backward(Transformer *t, const int *src, const int *lens, int B, int T) {
+    const size_t n = (size_t)B * T * t->D;
+    float *dcur = t->grad_a, *dprev = t->grad_b;
+    memset(dcur, 0, sizeof(float) * n);
+    if (has_final_norm(t))
+        block_norm_backward(dcur, params_grad(&t->params, t->enc_norm_g),
+                            t->enc_norm_b ? params_grad(&t->params, t->enc_norm_b) : NULL, t->dM, t->enc_mean,
+                            t->enc_rstd, t->enc_x[t->L], &t->enc, params_data(&t->params, t->enc_norm_g), B * T);
+    else
+        memcpy(dcur, t->dM, sizeof(float) * n);
+    for (int l = t->L - 1; l >= 0; l--) {
+        BlockWeights w = block_view(t, &t->enc, t->enc_block[l], 0);
+        BlockWeights dw = block_view(t, &t->enc, t->enc_block[l], 1);
+        memset(dprev, 0, sizeof(float) * n);
+        block_backward(dprev, NULL, &dw, t->scratch, dcur, t->enc_cache[l], t->enc_x[l], &t->enc, &w, lens, NULL,
+                       B, T);
+        float *swap = dcur; dcur = dprev; dprev = swap;
+    }
+    embed_backward(t, dcur, t->enc_mask, src, t->src_emb, t->src_pos, B, T);
+}
+
+/* One pass over a batch: encoder, decoder, logits [B Tt, V] (row b Tt + t),
+ * cross-entropy; with backward, every gradient (dropout on: training). */
+double transformer_train_step(void *self, const Batch *b, int backward) {
+    Transformer *t = self;
+    const int B = b->batch, T = b->src_len, Tt = b->tgt_len, V = t->V_tgt, R = B * Tt;
+    encoder_forward(t, b->src, b->src_lens, B, T, backward);
+    const BlockMemory mem = {t->M, b->src_lens, T};
+    decoder_forward(t, b->tgt_in, &mem, B, Tt, backward);
+    linear_forward(t->logits, t->top, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), R,
+                   t->D, V);
+    int counted = 0;
+    double loss = cross_entropy_forward(t->probs, t->logits, b->tgt_out, R, V, PAD_ID, &counted);
+    if (counted == 0) return 0.0;
+    loss /= counted;
+    if (!backward) return loss;
+
+    memset(t->dlogits, 0, sizeof(float) * (size_t)R * V);
+    cross_entropy_smoothed_backward(t->dlogits, t->probs, b->tgt_out, R, V, PAD_ID, t->cfg.label_smoothing,
+                                    1.0f / (float)counted);
+    memset(t->dtop, 0, sizeof(float) * (size_t)R * t->D);
+    linear_backward(t->dtop, params_grad(&t->params, t->out_W), params_grad(&t->params, t->out_b), t->dlogits,
+                    t->top, params_data(&t->params, t->out_W), R, t->D, V);
+    memset(t->dM, 0, sizeof(float) * (size_t)B * T * t->D);
+    decoder_backward(t, b->tgt_in, &mem, B, Tt);
+    encoder_backward(t, b->src, b->src_lens, B, T);
+    return loss;
+}
+
+/* ============================================================== decoding */
+/* A decoding row's state (state_size floats):
+ *   [0]                     pos: how many tokens the row has fed so far
+ *   [1 .. 1 + T_cap)        those tokens (<bos> first), for recomputing
+ *   then per decoder block l: K [T_cap, H D_H] and V [T_cap, H D_H]  (the KV cache) */
+static size_t state_size(const Transformer *t) {
+    const size_t HD = (size_t)t->cfg.block.H * t->cfg.block.D_H;
+    return 1 + (size_t)t->T_cap + (size_t)t->L * 2 * t->T_cap * HD;
+}
+static float *state_K(const Transformer *t, float *state, int l) {
+    const size_t HD = (size_t)t->cfg.block.H * t->cfg.block.D_H;
+    return state + 1 + t->T_cap + (size_t)l * 2 * t->T_cap * HD;
+}
+static float *state_V(const Transformer *t, float *state, int l) {
+    const size_t HD = (size_t)t->cfg.block.H * t->cfg.block.D_H;
+    return state_K(t, state, l) + (size_t)t->T_cap * HD;
+}
+
+void transformer_encode(void *self, const Batch *b, float *states) {
+    Transformer *t = self;
+    const int B = b->batch, T = b->src_len;
+    encoder_forward(t, b->src, b->src_lens, B, T, 0);
+    /* each decoder block's keys and values of the memory: once per source */
+    for (int l = 0; l < t->L; l++) {
+        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
+        MultiHeadSpec as = block_attention_spec(&t->dec);
+        multi_head_cross_memory(t->mem_KV[l], t->M, &as, &w.cross, B * T);
+    }
+    t->enc_T = T;
+    const size_t S = state_size(t);
+    for (int r = 0; r < B; r++) memset(states + (size_t)r * S, 0, sizeof(float) * (size_t)(1 + t->T_cap));
+}
+
+/* The logits of position pos of one row, by running the decoder over its
+ * whole prefix tokens[0..pos] (no cache): the reference for the KV cache. */
+static void recompute_row(Transformer *t, float *logits, const int *tokens, int pos, int src) {
+    const int T = t->enc_T, D = t->D;
+    /* the row's memory: M row src, through the same cross-attention as training */
+    const float *M_src = t->M + (size_t)src * T * D;
+    const BlockMemory mem = {M_src, &t->src_lens[src], T};
+    decoder_forward(t, tokens, &mem, 1, pos + 1, 0);
+    linear_forward(logits, t->top + (size_t)pos * D, params_data(&t->params, t->out_W),
+                   params_data(&t->params, t->out_b), 1, D, t->V_tgt);
+}
+
+void transformer_step(void *self, int n, const int *src_row, const float *states, const int *prev,
+                      float *next, float *logprobs, float *attn) {
+    Transformer *t = self;
+    const int D = t->D, T = t->enc_T, H = t->cfg.block.H, V = t->V_tgt;
+    const size_t S = state_size(t), HD = (size_t)H * t->cfg.block.D_H;
+    int full = 0;   /* rows whose state has no room for another position */
+    /* next = states, with the new token appended (only the filled part of the caches is copied) */
+    for (int r = 0; r < n; r++) {
+        const float *in = states + (size_t)r * S;
+        float *out = next + (size_t)r * S;
+        const int pos = (int)in[0];
+        memcpy(out, in, sizeof(float) * (size_t)(1 + t->T_cap));
+        for (int l = 0; l < t->L; l++) {
+            memcpy(state_K(t, out, l), state_K(t, (float *)in, l), sizeof(float) * (size_t)pos * HD);
+            memcpy(state_V(t, out, l), state_V(t, (float *)in, l), sizeof(float) * (size_t)pos * HD);
+        }
+        if (pos >= t->T_cap) { full = 1; continue; }
+        out[1 + pos] = (float)prev[r];
+    }
+    if (t->cfg.kv_cache && !full) {
+        /* the new token's vector: sqrt(D) E[y] + P[pos] */
+        for (int r = 0; r < n; r++) {
+            const int pos = (int)next[(size_t)r * S];
+            const float *e = params_data(&t->params, t->tgt_emb) + (size_t)prev[r] * D;
+            const float *P = t->P_tgt ? t->P_tgt : params_data(&t->params, t->tgt_pos);
+            float *x = t->step_x + (size_t)r * D;
+            for (int j = 0; j < D; j++) x[j] = sqrtf((float)D) * e[j] + P[(size_t)pos * D + j];
+        }
+        BlockStepRow rows[n > 0 ? n : 1];
+        for (int l = 0; l < t->L; l++) {
+            for (int r = 0; r < n; r++) {
+                float *st = next + (size_t)r * S;
+                rows[r] = (BlockStepRow){state_K(t, st, l), state_V(t, st, l), (int)st[0],
+                                         t->mem_KV[l] + (size_t)src_row[r] * T * 2 * HD, t->src_lens[src_row[r]]};
+            }
+            BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
+            block_step(t->step_y, l == t->L - 1 ? t->step_cross : NULL, t->step_x, &t->dec, &w, rows, n, t->T_cap,
+                       T, t->step_work);
+            float *swap = t->step_x; t->step_x = t->step_y; t->step_y = swap;
+        }
+        const float *top = t->step_x;
+        if (has_final_norm(t)) {
+            block_norm_forward(t->step_top, t->step_mean, t->step_rstd, t->step_x, &t->dec,
+                               params_data(&t->params, t->dec_norm_g),
+                               t->dec_norm_b ? params_data(&t->params, t->dec_norm_b) : NULL, n);
+            top = t->step_top;
+        }
+        linear_forward(t->step_logits, top, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), n,
+                       D, V);
+    } else {
+        /* no cache (or a row out of room): the whole prefix again, row by row */
+        int tokens[t->T_cap];
+        for (int r = 0; r < n; r++) {
+            const float *st = next + (size_t)r * S;
+            const int pos = (int)st[0];
+            if (pos >= t->T_cap) continue;
+            for (int i = 0; i <= pos; i++) tokens[i] = (int)st[1 + i];
+            recompute_row(t, t->step_logits + (size_t)r * V, tokens, pos, src_row[r]);
+            if (attn) {   /* the last block's cross-attention at position pos */
+                const float *A = block_cross_attention_weights(&t->dec, t->dec_cache[t->L - 1], 1, pos + 1, T);
+                for (int h = 0; h < H; h++)
+                    memcpy(t->step_cross + ((size_t)r * H + h) * T, A + ((size_t)h * (pos + 1) + pos) * T,
+                           sizeof(float) * (size_t)T);
+            }
+        }
+    }
+    log_softmax_forward(logprobs, t->step_logits, n, V);
+    for (int r = 0; r < n; r++) {
+        float *st = next + (size_t)r * S;
+        if ((int)st[0] >= t->T_cap) {   /* out of room: the only way on is <eos> */
+            for (int v = 0; v < V; v++) logprobs[(size_t)r * V + v] = v == EOS_ID ? 0.0f : -INFINITY;
+            continue;
+        }
+        st[0] += 1.0f;
+    }
+    if (attn) {   /* the driver's one map per step: the last block's heads, averaged */
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < T; j++) {
+                float sum = 0.0f;
+                for (int h = 0; h < H; h++) sum += t->step_cross[((size_t)r * H + h) * T + j];
+                attn[(size_t)r * T + j] = sum / (float)H;
+            }
+    }
+}
+
+/* ================================================ every layer's and head's map */
+
+/* Maps [L, H, rows, cols] -> one picture of L x H panels. */
+static int plot_grid(const char *stem, const char *what, const float *maps, int L, int H, int rows, int cols,
+                     const char *const *x_labels, const char *const *y_labels, const char *x_title,
+                     const char *y_title) {
+    char (*titles)[48] = xcalloc((size_t)L * H, 48);
+    const char **title_ptrs = xcalloc((size_t)L * H, sizeof(char *));
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            snprintf(titles[l * H + h], 48, "layer %d, head %d", l + 1, h + 1);
+            title_ptrs[l * H + h] = titles[l * H + h];
+        }
+    int rc = plot_heatmap_grid(stem, what, maps, L * H, H, title_ptrs, rows, cols, x_labels, y_labels, x_title,
+                               y_title, 0.0f, 1.0f);
+    free(titles);
+    free(title_ptrs);
+    return rc;
+}
+
+int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
+                               int out_len, const char *stem) {
+    Transformer *t = self;
+    const int L = t->L, H = t->cfg.block.H, T = src_len, Tt = out_len + 1;
+    if (Tt > t->T_cap) return 0;   /* (decoding never makes one this long) */
+    /* one teacher-forced pass over <bos> + the output: the caches then hold every map */
+    int *tgt_in = xcalloc((size_t)Tt, sizeof(int));
+    tgt_in[0] = BOS_ID;
+    memcpy(tgt_in + 1, out, sizeof(int) * (size_t)out_len);
+    int lens[1] = {src_len};
+    encoder_forward(t, src, lens, 1, T, 0);
+    const BlockMemory mem = {t->M, lens, T};
+    decoder_forward(t, tgt_in, &mem, 1, Tt, 0);
+
+    char (*src_tok)[TOKEN_MAX] = xcalloc((size_t)T, TOKEN_MAX);
+    char (*out_tok)[TOKEN_MAX] = xcalloc((size_t)Tt, TOKEN_MAX);
+    const char **x_labels = xcalloc((size_t)T, sizeof(char *)), **y_labels = xcalloc((size_t)Tt, sizeof(char *));
+    for (int i = 0; i < T; i++) {
+        snprintf(src_tok[i], TOKEN_MAX, "%s", vocab_token(&d->src_vocab, src[i]));
+        x_labels[i] = src_tok[i];
+    }
+    for (int i = 0; i < Tt; i++) {   /* row i predicts out[i] (the last row: <eos>) */
+        snprintf(out_tok[i], TOKEN_MAX, "%s", i < out_len ? vocab_token(&d->tgt_vocab, out[i]) : "<eos>");
+        y_labels[i] = out_tok[i];
+    }
+    float *cross = xcalloc((size_t)L * H * Tt * T, sizeof(float));
+    float *self_maps = xcalloc((size_t)L * H * T * T, sizeof(float));
+    for (int l = 0; l < L; l++) {
+        memcpy(cross + (size_t)l * H * Tt * T, block_cross_attention_weights(&t->dec, t->dec_cache[l], 1, Tt, T),
+               sizeof(float) * (size_t)H * Tt * T);
+        const float *A = block_attention_weights(&t->enc, t->enc_cache[l], 1, T, 0);
+        if (A) memcpy(self_maps + (size_t)l * H * T * T, A, sizeof(float) * (size_t)H * T * T);
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s_cross", stem);
+    int rc = plot_grid(path, "Cross-attention: each output token (row) over the source, every layer and head",
+                       cross, L, H, Tt, T, x_labels, y_labels, "source", "output");
+    if (rc == 0) {
+        printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+        snprintf(path, sizeof path, "%s_encoder", stem);
+        rc = plot_grid(path, "Encoder self-attention: each source position (row) over the source", self_maps, L,
+                       H, T, T, x_labels, x_labels, "key", "query");
+        if (rc == 0) printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    }
+    free(tgt_in); free(src_tok); free(out_tok); free(x_labels); free(y_labels); free(cross); free(self_maps);
+    return rc;
+}
+
+/* ================================================================ build */
+
+void transformer_interface(Transformer *t, Seq2Seq *m) {
+    *m = (Seq2Seq){.self = t, .params = &t->params, .train_step = transformer_train_step,
+                   .encode = transformer_encode, .step = transformer_step, .destroy = transformer_destroy,
+                   .plot_layers = transformer_plot_layers, .state_size = (int)state_size(t),
+                   .vocab_size = t->V_tgt, .has_attention = 1};
+}
+
+static int name_index(const char *what, const char *value, const char *const *names, int n, int *out) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return fail("%s '%s' in the configuration: expected one of %s%s%s%s", what, value, names[0],
+                n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", ..." : "");
+}
+
+int transformer_config_read(const char *config, TransformerConfig *c) {
+    static const char *const places[] = {"post", "pre"};
+    static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
+    static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
+    char place[16], norm[16], mlp[16], pos[16], dropout[32], smoothing[32];
+    int D, H, F, place_i = 0, norm_i = 0, mlp_i = 0;
+    memset(c, 0, sizeof *c);
+    if (config_get_int_in(config, "layers", 1, TRANSFORMER_MAX_LAYERS, &c->layers) < 0 ||
+        config_get_int_in(config, "dim", 1, 4096, &D) < 0 || config_get_int_in(config, "heads", 1, 256, &H) < 0 ||
+        config_get_int_in(config, "ff", 1, 65536, &F) < 0 ||
+        config_get_int_in(config, "kv_cache", 0, 1, &c->kv_cache) < 0 ||
+        config_get(config, "norm", place, sizeof place) < 0 ||
+        config_get(config, "norm_type", norm, sizeof norm) < 0 || config_get(config, "mlp", mlp, sizeof mlp) < 0 ||
+        config_get(config, "pos", pos, sizeof pos) < 0 || config_get(config, "dropout", dropout, sizeof dropout) < 0 ||
+        config_get(config, "label_smoothing", smoothing, sizeof smoothing) < 0)
+        return -1;
+    if (D % H != 0) return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", D, H);
+    if (name_index("norm", place, places, 2, &place_i) < 0 || name_index("norm_type", norm, norms, 3, &norm_i) < 0 ||
+        name_index("mlp", mlp, mlps, 4, &mlp_i) < 0 || pos_type_from_name(pos, &c->pos) < 0)
+        return -1;
+    if (c->pos == POS_NONE) return fail("pos=none: the transformer needs positions (sinusoidal or learned)");
+    char *end;
+    float p = strtof(dropout, &end);
+    if (*end || !(p >= 0.0f && p < 1.0f)) return fail("dropout=%s: expected a number in [0, 1)", dropout);
+    float eps = strtof(smoothing, &end);
+    if (*end || !(eps >= 0.0f && eps < 1.0f)) return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
+    c->label_smoothing = eps;
+    c->block = (BlockSpec){D, H, D / H, F, (BlockNormPlace)place_i, (BlockNorm)norm_i, (BlockMlp)mlp_i, p,
+                           MULTI_HEAD_PLAIN, 0, 0};
+    return 0;
+}
+
+int transformer_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    TransformerConfig c;
+    if (transformer_config_read(config, &c) < 0) return -1;
+    Transformer *t = xmalloc(sizeof *t);
+    if (transformer_create(t, &c, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
+                           max_batch, seed) < 0) {
+        transformer_free(t);
+        free(t);
+        return -1;
+    }
+    transformer_interface(t, m);
+    return 0;
+}

@@ -1,0 +1,97 @@
+/* transformer.h - chapter 06: the encoder-decoder transformer (Vaswani et
+ * al. 2017), as a model of the seq2seq driver, so it trains on the same
+ * tasks with the same flags, tables, beam search and plots as chapters 01-03.
+ *
+ * Lecture notation, a source x_1..x_T and a target prefix y_0 = <bos>, y_1..:
+ *   encoder:  X_0 = sqrt(D) E_src[x_t] + P[t]          P: chapter 04's positions
+ *             X_l = EncoderBlock_l(X_{l-1})            l = 1..L  (self-attention, MLP)
+ *             M   = Norm(X_L)   (pre-norm stacks end with a norm; post-norm: M = X_L)
+ *   decoder:  Y_0 = sqrt(D) E_tgt[y_t] + P[t]
+ *             Y_l = DecoderBlock_l(Y_{l-1}, M)         causal self-attention,
+ *                                                      cross-attention to M, MLP
+ *             p(y_{t+1} | y_0..y_t, x) = softmax(Norm(Y_L)[t] W_out + b_out)
+ * Training is teacher-forced: every target position in one pass, the causal
+ * mask keeping position t from seeing y_{t+1}... The loss is the
+ * cross-entropy per target token; with label smoothing eps the gradient is
+ * that of the cross-entropy against (1 - eps) one-hot + eps / V, and the
+ * loss REPORTED stays the plain cross-entropy, comparable with chapters 01-03.
+ *
+ * Decoding keeps, per row and per decoder block, the keys and values of the
+ * positions generated so far (the KV cache, block.h), and the memory's keys
+ * and values per block computed once per source: a step costs O(t) per
+ * block instead of re-running the whole prefix. kv_cache = 0 recomputes the
+ * prefix at every step (the reference the tests compare against).
+ *
+ * Parameter names: src_emb [V_src, D], tgt_emb [V_tgt, D], src_pos/tgt_pos
+ * (learned positions), enc<l>.* and dec<l>.* (block.h's tensors, one
+ * contiguous tensor per block), enc_norm.*, dec_norm.*, out.W [D, V_tgt], out.b. */
+#ifndef TRANSFORMER_H
+#define TRANSFORMER_H
+#include <stdint.h>
+#include "04_self_attention/digit_model.h"
+#include "06_transformer/block.h"
+#include "train/seq2seq.h"
+
+#define TRANSFORMER_MAX_LAYERS 16
+
+typedef struct {
+    int layers;             /* L: blocks in the encoder, and in the decoder */
+    BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (also on embeddings) */
+    PosType pos;            /* POS_SINUSOIDAL or POS_LEARNED */
+    float label_smoothing;  /* eps in [0, 1) */
+    int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
+} TransformerConfig;
+
+typedef struct {
+    TransformerConfig cfg;
+    BlockSpec enc, dec;     /* cfg.block, as encoder (not causal) and decoder (causal, cross) blocks */
+    int L, D, V_src, V_tgt;
+    int T_src;              /* longest source */
+    int T_tgt;              /* longest target + 1 (<eos>): teacher-forced positions */
+    int T_cap;              /* decoding positions a state can hold */
+    int max_B;
+    Params params;
+    size_t src_emb, tgt_emb, src_pos, tgt_pos, out_W, out_b;
+    size_t enc_block[TRANSFORMER_MAX_LAYERS], dec_block[TRANSFORMER_MAX_LAYERS];
+    size_t enc_norm_g, enc_norm_b, dec_norm_g, dec_norm_b;
+    float *P_src, *P_tgt;   /* [T_src, D], [T_cap, D]: sinusoidal tables (NULL when learned) */
+    Rng dropout_rng;
+
+    /* activations of one pass, sized for max_B */
+    float *enc_x[TRANSFORMER_MAX_LAYERS + 1];   /* [B, T, D] the encoder's X_0..X_L */
+    float *enc_cache[TRANSFORMER_MAX_LAYERS];
+    float *M, *enc_mean, *enc_rstd;             /* [B, T, D] the memory; final norm's statistics */
+    float *dec_x[TRANSFORMER_MAX_LAYERS + 1];   /* [B, Tt, D] */
+    float *dec_cache[TRANSFORMER_MAX_LAYERS];
+    float *top, *dec_mean, *dec_rstd;           /* [B, Tt, D] */
+    float *enc_mask, *dec_mask;                 /* dropout on the embeddings */
+    float *logits, *probs;                      /* [B Tt, V_tgt] */
+    int *src_lens;                              /* the last pass's source lengths [B] */
+    /* backward */
+    float *dlogits, *dtop, *dM, *grad_a, *grad_b, *scratch;
+    /* decoding */
+    int enc_T;                                  /* source length of the last encode() */
+    float *mem_KV[TRANSFORMER_MAX_LAYERS];      /* [B, T, 2 H D_H] per decoder block */
+    float *step_x, *step_y, *step_top, *step_logits, *step_work, *step_mean, *step_rstd;
+    float *step_cross;                          /* [B, H, T] the last block's cross-attention */
+} Transformer;
+
+int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, int V_tgt, int T_src,
+                       int T_tgt, int max_B, uint64_t seed);
+void transformer_free(Transformer *t);
+void transformer_interface(Transformer *t, Seq2Seq *m);
+
+/* The seq2seq interface (seq2seq.h). */
+double transformer_train_step(void *self, const Batch *b, int backward);
+void transformer_encode(void *self, const Batch *b, float *states);
+void transformer_step(void *self, int n, const int *src_row, const float *states, const int *prev,
+                      float *next, float *logprobs, float *attn);
+int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
+                               int out_len, const char *stem);
+
+/* Config text (the checkpoint's) <-> TransformerConfig: keys layers, dim,
+ * heads, ff, norm, norm_type, mlp, dropout, pos, label_smoothing, kv_cache. */
+int transformer_config_read(const char *config, TransformerConfig *c);
+int transformer_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+
+#endif
