@@ -2,12 +2,15 @@
  * numbers (NaN for a non-finite cell), its .gp script has the tick labels
  * escaped for gnuplot (quote, backslash, a visible space), a reversed y axis
  * and a colour bar; a line plot's .dat has one column per series, and its
- * .gp a fixed y range when one is asked for (0-100% accuracy). Nothing
- * here needs gnuplot: when it is installed a PNG appears as a bonus. */
+ * .gp a fixed y range when one is asked for (0-100% accuracy); a grid of
+ * heatmaps has one data block per panel and one multiplot script drawing
+ * them all. Nothing here needs gnuplot: when it is installed a PNG appears
+ * as a bonus (and for the grid we check that it does). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/error.h"
 #include "io/plot.h"
@@ -133,6 +136,157 @@ static void test_heatmap_errors(void **state) {
     assert_non_null(strstr(last_error(), "not_a_dir"));
 }
 
+/* How many times `want` occurs in text. */
+static int count_in(const char *text, const char *want) {
+    int n = 0;
+    for (const char *p = strstr(text, want); p != NULL; p = strstr(p + 1, want)) n++;
+    return n;
+}
+
+/* Check block `p` of a grid's .dat (blocks end at two blank lines): its
+ * numbers, row by row, are the panel's matrix. Returns the text after it. */
+static char *check_block(char *block, const float *want, int rows, int cols) {
+    char *end = strstr(block, "\n\n\n");
+    if (end != NULL) *end = '\0';
+    int n = 0;
+    for (char *line = strtok(block, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char *p = line;
+        for (int c = 0; c < cols; c++) {
+            char *after;
+            float v = strtof(p, &after);
+            assert_true(after != p);
+            assert_float_equal(v, want[n * cols + c], 1e-5);
+            p = after;
+        }
+        while (*p == ' ') p++;
+        assert_int_equal(*p, '\0');                /* no extra numbers on the line */
+        n++;
+    }
+    assert_int_equal(n, rows);
+    return end ? end + 3 : NULL;
+}
+
+/* The cross-attention of 2 layers x 4 heads as one picture: 8 data blocks
+ * holding the right numbers, a 2 x 4 multiplot with 8 plot commands, each
+ * panel's title, the tick labels, one colour range, and (with gnuplot) the
+ * PNG, rendered without errors. */
+static void test_heatmap_grid_files(void **state) {
+    (void)state;
+    enum { LAYERS = 2, HEADS = 4, PANELS = LAYERS * HEADS, ROWS = 3, COLS = 4 };
+    float maps[PANELS * ROWS * COLS];
+    for (int p = 0; p < PANELS; p++)            /* every row sums to 1, like attention */
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < COLS; c++)
+                maps[(p * ROWS + r) * COLS + c] = (c == (r + p) % COLS) ? 0.625f : 0.125f;
+    maps[5 * ROWS * COLS + 7] = 0.25f;           /* one odd cell, to find in block 5 */
+    const char *x_labels[COLS] = {"<bos>", "the", "cat", "<eos>"};
+    const char *y_labels[ROWS] = {"le", "chat", "\"x\""};
+    char titles[PANELS][32];
+    const char *panel_titles[PANELS];
+    for (int p = 0; p < PANELS; p++) {
+        snprintf(titles[p], sizeof titles[p], "layer %d, head %d", p / HEADS + 1, p % HEADS + 1);
+        panel_titles[p] = titles[p];
+    }
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/grid/cross", tmp_dir);
+    assert_int_equal(plot_heatmap_grid(stem, "cross-attention", maps, PANELS, HEADS, panel_titles,
+                                       ROWS, COLS, x_labels, y_labels, "source", "output",
+                                       0.0f, 1.0f), 0);
+
+    char *dat = read_text(stem, ".dat");
+    assert_int_equal(count_in(dat, "\n\n\n"), PANELS - 1);   /* 8 blocks, 7 separators */
+    expect_in(dat, "# panel 5: layer 2, head 2\n");
+    char *block = dat;
+    for (int p = 0; p < PANELS; p++) {
+        assert_non_null(block);
+        block = check_block(block, maps + p * ROWS * COLS, ROWS, COLS);
+    }
+    assert_null(block);                         /* nothing after the last block */
+    free(dat);
+
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set output \"cross.png\"");
+    expect_in(gp, "set multiplot layout 2,4 rowsfirst title \"cross-attention\"");
+    expect_in(gp, "unset multiplot");
+    assert_int_equal(count_in(gp, "plot \"cross.dat\" index "), PANELS);
+    for (int p = 0; p < PANELS; p++) {
+        char want[64];
+        snprintf(want, sizeof want, "plot \"cross.dat\" index %d matrix with image\n", p);
+        expect_in(gp, want);
+        snprintf(want, sizeof want, "set title \"%s\"\n", titles[p]);
+        expect_in(gp, want);
+    }
+    expect_in(gp, "set xtics (\"<bos>\" 0, \"the\" 1, \"cat\" 2, \"<eos>\" 3)");
+    expect_in(gp, "set ytics (\"le\" 0, \"chat\" 1, \"\\\"x\\\"\" 2)");
+    expect_in(gp, "set yrange [2.5:-0.5]");          /* row 0 on top, as in plot_heatmap */
+    expect_in(gp, "set cbrange [0:1]");
+    assert_int_equal(count_in(gp, "set cbrange"), 1); /* one range for all panels */
+    expect_in(gp, "set colorbox user");
+    /* axis titles on the outer panels: x under the bottom row, y left of each row */
+    assert_int_equal(count_in(gp, "set xlabel \"source\""), HEADS);
+    assert_int_equal(count_in(gp, "set ylabel \"output\""), LAYERS);
+    free(gp);
+
+    if (gnuplot_available()) {
+        char path[600];
+        snprintf(path, sizeof path, "%s.png", stem);
+        assert_int_equal(access(path, F_OK), 0);
+        snprintf(path, sizeof path, "%s.gnuplot.log", stem);   /* kept only when gnuplot fails */
+        assert_int_not_equal(access(path, F_OK), 0);
+    }
+}
+
+/* vmin == vmax: one automatic range over all panels (not one per panel);
+ * no titles or labels; more panels per row than panels: a single row. */
+static void test_heatmap_grid_auto_range(void **state) {
+    (void)state;
+    enum { PANELS = 3, ROWS = 2, COLS = 2 };
+    float maps[PANELS * ROWS * COLS] = {0, 1, 2, 3,   -2, 0, 0, 0,   7, NAN, 1, 1};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/grid_auto", tmp_dir);
+    assert_int_equal(plot_heatmap_grid(stem, NULL, maps, PANELS, 8, NULL, ROWS, COLS,
+                                       NULL, NULL, NULL, NULL, 0.0f, 0.0f), 0);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set cbrange [-2:7]");            /* min and max over every panel, NaN skipped */
+    expect_in(gp, "set multiplot layout 1,3 ");
+    assert_null(strstr(gp, "set xtics ("));
+    assert_int_equal(count_in(gp, " matrix with image\n"), PANELS);
+    free(gp);
+    char *dat = read_text(stem, ".dat");
+    expect_in(dat, "NaN");
+    assert_int_equal(count_data_rows(dat, COLS), PANELS * ROWS);
+    free(dat);
+}
+
+static void test_heatmap_grid_errors(void **state) {
+    (void)state;
+    float maps[4] = {0};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/grid_bad", tmp_dir);
+    clear_error();
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 0, 4, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_non_null(strstr(last_error(), "0 panels"));
+    clear_error();
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 0, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_non_null(strstr(last_error(), "0 per row"));
+    clear_error();
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 0, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_non_null(strstr(last_error(), "empty"));
+    char dat_path[600];
+    snprintf(dat_path, sizeof dat_path, "%s.dat", stem);
+    assert_int_not_equal(access(dat_path, F_OK), 0);  /* nothing written */
+
+    /* A path that cannot be created: a file stands where a directory should. */
+    char file_path[512];
+    snprintf(file_path, sizeof file_path, "%s/grid_file", tmp_dir);
+    assert_int_equal(write_file_atomic(file_path, "x", 1), 0);
+    snprintf(stem, sizeof stem, "%s/grid_file/attn", tmp_dir);
+    clear_error();
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_non_null(strstr(last_error(), "grid_file"));
+}
+
 static void test_line_plot_files(void **state) {
     (void)state;
     enum { POINTS = 5 };
@@ -222,6 +376,9 @@ int main(void) {
         cmocka_unit_test(test_heatmap_files),
         cmocka_unit_test(test_heatmap_without_labels),
         cmocka_unit_test(test_heatmap_errors),
+        cmocka_unit_test(test_heatmap_grid_files),
+        cmocka_unit_test(test_heatmap_grid_auto_range),
+        cmocka_unit_test(test_heatmap_grid_errors),
         cmocka_unit_test(test_line_plot_files),
         cmocka_unit_test(test_line_plot_fixed_range),
     };

@@ -2,7 +2,8 @@
  *
  * Every plot is two plain-text files next to each other:
  *   stem.dat  the numbers (a heatmap: one line per row, one column per cell;
- *             a line plot: x, then one column per series)
+ *             a grid of heatmaps: one such matrix per panel, separated by
+ *             two blank lines; a line plot: x, then one column per series)
  *   stem.gp   a gnuplot script that reads stem.dat and writes stem.png
  * and, when gnuplot is installed, we run the script once to get stem.png.
  * The script refers to its files by their base names, so a reader can tweak
@@ -234,7 +235,88 @@ static void write_value(FILE *f, double v) {
 
 static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+/* ------------------------------------------------------------- plot pieces */
+
+/* The start of every plot: split the stem, create its directory, open
+ * stem.dat and stem.gp. */
+static int begin_plot(const char *path_stem, char *dir, char *base, size_t len,
+                      AtomicFile *dat, AtomicFile *gp) {
+    if (split_stem(path_stem, dir, len, base, len) != 0) return -1;
+    if (make_dirs(dir) != 0) return -1;
+    return open_outputs(path_stem, dat, gp);
+}
+
+/* "set <what> "<text>"" on one line, e.g. set title "loss". */
+static void write_set_string(FILE *f, const char *what, const char *text) {
+    fprintf(f, "set %s ", what);
+    write_gp_string(f, text, 0);
+    fputc('\n', f);
+}
+
+/* The data file's name as a gnuplot string: "attn_0.dat". */
+static void write_data_name(FILE *f, const char *base) {
+    char data_name[1100];
+    snprintf(data_name, sizeof data_name, "%s.dat", base);
+    write_gp_string(f, data_name, 0);
+}
+
+/* "set cbrange [lo:hi]", the values the palette's two ends stand for. */
+static void write_cbrange(FILE *f, double lo, double hi) {
+    fputs("set cbrange [", f);
+    write_value(f, lo);
+    fputc(':', f);
+    write_value(f, hi);
+    fputs("]", f);
+}
+
 /* ------------------------------------------------------------------ heatmap */
+
+/* One matrix in gnuplot's plain "matrix" format: row r on line r. */
+static void write_matrix_rows(FILE *f, const float *m, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++) {
+            if (c > 0) fputc(' ', f);
+            write_value(f, m[(size_t)r * cols + c]);
+        }
+        fputc('\n', f);
+    }
+}
+
+/* How many pixels a cell gets so it stays readable: about 24, shrinking for
+ * big matrices (never below 8). */
+static int heatmap_cell_px(int rows, int cols) {
+    int biggest = rows > cols ? rows : cols;
+    return clamp_int(1600 / biggest, 8, 24);
+}
+
+/* Pixels the tick labels need: rotated x labels take vertical room, y labels
+ * horizontal room; numeric ticks (no labels) about 24. */
+static int x_label_px(const char *const *x_labels, int cols) {
+    return x_labels ? 8 * max_label_width(x_labels, cols) : 24;
+}
+
+static int y_label_px(const char *const *y_labels, int rows) {
+    return y_labels ? 8 * max_label_width(y_labels, rows) : 24;
+}
+
+/* The axes of a heatmap: square cells, row 0 at the top, a tick label per
+ * row and column (every few when the cells are too small for all of them),
+ * and the white -> dark blue palette. */
+static void write_heatmap_axes(FILE *f, int rows, int cols, int cell,
+                               const char *const *x_labels, const char *const *y_labels) {
+    int step = cell >= 12 ? 1 : (12 + cell - 1) / cell;
+    fputs("unset key\n", f);
+    fputs("set size ratio -1            # square cells\n", f);
+    fprintf(f, "set xrange [-0.5:%d.5]\n", cols - 1);
+    fprintf(f, "set yrange [%d.5:-0.5]       # reversed, so row 0 is at the top\n", rows - 1);
+    fputs("set tics scale 0 nomirror\n", f);
+    fputs("set xtics rotate by 90 right\n", f);
+    if (x_labels) write_tic_labels(f, "xtics", x_labels, cols, step);
+    else if (cols <= 60) fputs("set xtics 0,1\n", f);
+    if (y_labels) write_tic_labels(f, "ytics", y_labels, rows, step);
+    else if (rows <= 60) fputs("set ytics 0,1\n", f);
+    fputs("set palette defined (0 \"white\", 0.5 \"#6baed6\", 1 \"#08306b\")   # white = 0, dark blue = high\n", f);
+}
 
 int plot_heatmap(const char *path_stem, const char *title,
                  const float *m, int rows, int cols,
@@ -243,73 +325,168 @@ int plot_heatmap(const char *path_stem, const char *title,
     if (rows <= 0 || cols <= 0)
         return fail("plot_heatmap '%s': the matrix is empty (%d x %d)", path_stem, rows, cols);
     char dir[1024], base[1024];
-    if (split_stem(path_stem, dir, sizeof dir, base, sizeof base) != 0) return -1;
-    if (make_dirs(dir) != 0) return -1;
-
     AtomicFile dat, gp;
-    if (open_outputs(path_stem, &dat, &gp) != 0) return -1;
+    if (begin_plot(path_stem, dir, base, sizeof dir, &dat, &gp) != 0) return -1;
 
-    /* The data: gnuplot's plain "matrix" format, row r on line r. */
     fputs("# ", dat.f);
     write_comment_text(dat.f, title ? title : "heatmap");
     fprintf(dat.f, ": %d rows x %d columns (row 0 is drawn at the top)\n", rows, cols);
-    for (int r = 0; r < rows; r++) {
-        for (int c = 0; c < cols; c++) {
-            if (c > 0) fputc(' ', dat.f);
-            write_value(dat.f, m[(size_t)r * cols + c]);
-        }
-        fputc('\n', dat.f);
-    }
+    write_matrix_rows(dat.f, m, rows, cols);
 
-    /* Size the picture so every cell stays readable: about 24 pixels a cell,
-     * shrinking for big matrices; labels that no longer fit are thinned out. */
-    int biggest = rows > cols ? rows : cols;
-    int cell = clamp_int(1600 / biggest, 8, 24);
-    int x_step = cell >= 12 ? 1 : (12 + cell - 1) / cell;
-    int y_step = x_step;
-    int x_label_px = x_labels ? 8 * max_label_width(x_labels, cols) : 24;   /* rotated: vertical room */
-    int y_label_px = y_labels ? 8 * max_label_width(y_labels, rows) : 24;
-    int width = clamp_int(cols * cell + y_label_px + 220, 480, 4000);
-    int height = clamp_int(rows * cell + x_label_px + 160, 360, 4000);
+    /* Size the picture so every cell stays readable; labels that no longer
+     * fit are thinned out (write_heatmap_axes). */
+    int cell = heatmap_cell_px(rows, cols);
+    int width = clamp_int(cols * cell + y_label_px(y_labels, rows) + 220, 480, 4000);
+    int height = clamp_int(rows * cell + x_label_px(x_labels, cols) + 160, 360, 4000);
 
     FILE *f = gp.f;
     fprintf(f, "# %s.gp - heatmap written by plot_heatmap (common/io/plot.c).\n", base);
     fprintf(f, "# Data: %s.dat (%d rows x %d columns). Render from this directory:\n", base, rows, cols);
     fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
     write_terminal(f, width, height, base);
-    fputs("set title ", f);
-    write_gp_string(f, title, 0);
-    fputs("\nset xlabel ", f);
-    write_gp_string(f, x_title, 0);
-    fputs("\nset ylabel ", f);
-    write_gp_string(f, y_title, 0);
-    fputc('\n', f);
-    fputs("unset key\n", f);
-    fputs("set size ratio -1            # square cells\n", f);
-    fprintf(f, "set xrange [-0.5:%d.5]\n", cols - 1);
-    fprintf(f, "set yrange [%d.5:-0.5]       # reversed, so row 0 is at the top\n", rows - 1);
-    fputs("set tics scale 0 nomirror\n", f);
-    fputs("set xtics rotate by 90 right\n", f);
-    if (x_labels) write_tic_labels(f, "xtics", x_labels, cols, x_step);
-    else if (cols <= 60) fputs("set xtics 0,1\n", f);
-    if (y_labels) write_tic_labels(f, "ytics", y_labels, rows, y_step);
-    else if (rows <= 60) fputs("set ytics 0,1\n", f);
-    fputs("set palette defined (0 \"white\", 0.5 \"#6baed6\", 1 \"#08306b\")   # white = 0, dark blue = high\n", f);
+    write_set_string(f, "title", title);
+    write_set_string(f, "xlabel", x_title);
+    write_set_string(f, "ylabel", y_title);
+    write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
     if (vmin != vmax && isfinite(vmin) && isfinite(vmax)) {
-        fputs("set cbrange [", f);
-        write_value(f, vmin);
-        fputc(':', f);
-        write_value(f, vmax);
-        fputs("]\n", f);
+        write_cbrange(f, vmin, vmax);
+        fputc('\n', f);
     }
     /* A colour bar of fixed width just right of the matrix, whatever its size. */
     fputs("set rmargin 14\n", f);
     fputs("set colorbox user origin graph 1.02, graph 0 size character 2, graph 1\n", f);
     fputs("plot ", f);
-    char data_name[1100];
-    snprintf(data_name, sizeof data_name, "%s.dat", base);
-    write_gp_string(f, data_name, 0);
+    write_data_name(f, base);
     fputs(" matrix with image\n", f);
+
+    if (close_outputs(&dat, &gp) != 0) return -1;
+    render(dir, base);
+    return 0;
+}
+
+/* ------------------------------------------------------------- heatmap grid */
+
+/* The smallest and largest finite value of n numbers, for a colour range
+ * shared by every panel. Falls back to [0, 1] when there is none, and widens
+ * a single value v to [v, v + 1] (gnuplot refuses an empty range). */
+static void finite_range(const float *v, size_t n, double *lo, double *hi) {
+    int seen = 0;
+    *lo = 0.0;
+    *hi = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i])) continue;
+        if (!seen || v[i] < *lo) *lo = v[i];
+        if (!seen || v[i] > *hi) *hi = v[i];
+        seen = 1;
+    }
+    if (*hi <= *lo) *hi = *lo + 1.0;
+}
+
+int plot_heatmap_grid(const char *path_stem, const char *title, const float *maps, int n_panels,
+                      int grid_cols, const char *const *panel_titles, int rows, int cols,
+                      const char *const *x_labels, const char *const *y_labels,
+                      const char *x_title, const char *y_title, float vmin, float vmax) {
+    if (rows <= 0 || cols <= 0)
+        return fail("plot_heatmap_grid '%s': the matrix is empty (%d x %d)", path_stem, rows, cols);
+    if (n_panels < 1 || grid_cols < 1)
+        return fail("plot_heatmap_grid '%s': need at least one panel and one panel per row "
+                    "(got %d panels, %d per row)", path_stem, n_panels, grid_cols);
+    if (grid_cols > n_panels) grid_cols = n_panels;        /* no empty columns */
+    int grid_rows = (n_panels + grid_cols - 1) / grid_cols;
+    size_t panel_size = (size_t)rows * cols;
+
+    char dir[1024], base[1024];
+    AtomicFile dat, gp;
+    if (begin_plot(path_stem, dir, base, sizeof dir, &dat, &gp) != 0) return -1;
+
+    /* The data: one matrix per panel, each a gnuplot data block; two blank
+     * lines end a block, so "index p" in the script picks panel p. */
+    fputs("# ", dat.f);
+    write_comment_text(dat.f, title ? title : "heatmaps");
+    fprintf(dat.f, ": %d panels of %d rows x %d columns (row 0 is drawn at the top)\n",
+            n_panels, rows, cols);
+    for (int p = 0; p < n_panels; p++) {
+        if (p > 0) fputs("\n\n", dat.f);
+        fprintf(dat.f, "# panel %d: ", p);
+        write_comment_text(dat.f, panel_titles ? panel_titles[p] : NULL);
+        fputc('\n', dat.f);
+        write_matrix_rows(dat.f, maps + p * panel_size, rows, cols);
+    }
+
+    /* The picture, in pixels. Every panel is the same box:
+     *   left:   y tick labels and the y axis title
+     *   middle: the cells, `cell` pixels square (as in plot_heatmap, and
+     *           smaller when the whole grid would not fit in 4000 pixels)
+     *   right:  a small gap to the next panel
+     * with the panel's title above and the rotated x tick labels and the x
+     * axis title below. The figure adds the title on top and one colour bar,
+     * for all panels, on the right. */
+    int left = y_label_px(y_labels, rows) + 40, right = 24;
+    int top = 28, bottom = x_label_px(x_labels, cols) + 40;
+    int fig_top = 44, colorbar = 110;
+    int cell = heatmap_cell_px(rows, cols);
+    int longest = rows > cols ? rows : cols;
+    if (longest * cell < 160) cell = 160 / longest;   /* a tiny matrix: not a postage stamp */
+    int room_w = (4000 - colorbar) / grid_cols - left - right;
+    int room_h = (4000 - fig_top) / grid_rows - top - bottom;
+    if (cell * cols > room_w) cell = room_w / cols;
+    if (cell * rows > room_h) cell = room_h / rows;
+    if (cell < 1) cell = 1;
+    /* A panel title wider than its cells hangs out on both sides: widen the
+     * gap between panels so two neighbouring titles do not touch. */
+    int title_px = 7 * max_label_width(panel_titles, n_panels);
+    if (left + right < title_px - cols * cell + 16) right = title_px - cols * cell + 16 - left;
+    int panel_w = left + cols * cell + right, panel_h = top + rows * cell + bottom;
+    int grid_w = grid_cols * panel_w + colorbar, grid_h = fig_top + grid_rows * panel_h;
+    int width = grid_w > 480 ? grid_w : 480, height = grid_h > 360 ? grid_h : 360;
+    int pad_x = (width - grid_w) / 2, pad_y = height - grid_h;   /* a tiny grid: centred, on the top */
+
+    FILE *f = gp.f;
+    fprintf(f, "# %s.gp - grid of heatmaps written by plot_heatmap_grid (common/io/plot.c).\n", base);
+    fprintf(f, "# Data: %s.dat, %d blocks (panels) of %d rows x %d columns. Render from this directory:\n",
+            base, n_panels, rows, cols);
+    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
+    write_terminal(f, clamp_int(width, 480, 4000), clamp_int(height, 360, 4000), base);
+    write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
+    double lo = vmin, hi = vmax;
+    if (vmin == vmax || !isfinite(vmin) || !isfinite(vmax))
+        finite_range(maps, (size_t)n_panels * panel_size, &lo, &hi);
+    write_cbrange(f, lo, hi);
+    fputs("   # one colour range for every panel\n", f);
+
+    /* Positions as fractions of the picture ("screen" coordinates, 0 at the
+     * bottom left): the outer edges of the cell areas, and the gaps between
+     * them, which hold the labels. */
+    double cells_left = (double)(pad_x + left) / width;
+    double cells_right = (double)(pad_x + grid_cols * panel_w - right) / width;
+    double cells_top = 1.0 - (double)(fig_top + top) / height;
+    double cells_bottom = (double)(pad_y + bottom) / height;
+    fprintf(f, "# the colour bar: right of the panels, as tall as the whole grid\n");
+    fprintf(f, "set colorbox user origin screen %.4f, screen %.4f size screen %.4f, screen %.4f\n",
+            (double)(pad_x + grid_cols * panel_w + 16) / width, cells_bottom,
+            20.0 / width, cells_top - cells_bottom);
+    fprintf(f, "# %d rows of %d panels; margins = where the cells of the outer panels end,\n"
+               "# spacing = the room between two panels for their labels and titles\n",
+            grid_rows, grid_cols);
+    fprintf(f, "set multiplot layout %d,%d rowsfirst title ", grid_rows, grid_cols);
+    write_gp_string(f, title, 0);
+    fprintf(f, " font \",13\" \\\n    margins %.4f, %.4f, %.4f, %.4f spacing %.4f, %.4f\n",
+            cells_left, cells_right, cells_bottom, cells_top,
+            (double)(right + left) / width, (double)(bottom + top) / height);
+    for (int p = 0; p < n_panels; p++) {
+        /* axis titles only on the outer panels: the bottom one of each
+         * column and the leftmost of each row */
+        int is_bottom = p + grid_cols >= n_panels, is_left = p % grid_cols == 0;
+        fprintf(f, "\n# panel %d\n", p);
+        write_set_string(f, "title", panel_titles ? panel_titles[p] : NULL);
+        write_set_string(f, "xlabel", is_bottom ? x_title : NULL);
+        write_set_string(f, "ylabel", is_left ? y_title : NULL);
+        fputs("plot ", f);
+        write_data_name(f, base);
+        fprintf(f, " index %d matrix with image\n", p);
+        if (p == 0) fputs("unset colorbox              # drawn once, with the first panel\n", f);
+    }
+    fputs("unset multiplot\n", f);
 
     if (close_outputs(&dat, &gp) != 0) return -1;
     render(dir, base);
@@ -341,11 +518,8 @@ int plot_lines_range(const char *path_stem, const char *title,
         return fail("plot_lines '%s': y range [%g, %g] starts at or below 0 on a log axis",
                     path_stem, (double)y_min, (double)y_max);
     char dir[1024], base[1024];
-    if (split_stem(path_stem, dir, sizeof dir, base, sizeof base) != 0) return -1;
-    if (make_dirs(dir) != 0) return -1;
-
     AtomicFile dat, gp;
-    if (open_outputs(path_stem, &dat, &gp) != 0) return -1;
+    if (begin_plot(path_stem, dir, base, sizeof dir, &dat, &gp) != 0) return -1;
 
     /* The data: column 1 is x, column s+2 is series s. */
     fputs("# ", dat.f);
@@ -372,13 +546,9 @@ int plot_lines_range(const char *path_stem, const char *title,
     fprintf(f, "# Data: %s.dat (column 1 = x, then one column per series). Render from this directory:\n", base);
     fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
     write_terminal(f, 900, 560, base);
-    fputs("set title ", f);
-    write_gp_string(f, title, 0);
-    fputs("\nset xlabel ", f);
-    write_gp_string(f, x_title, 0);
-    fputs("\nset ylabel ", f);
-    write_gp_string(f, y_title, 0);
-    fputc('\n', f);
+    write_set_string(f, "title", title);
+    write_set_string(f, "xlabel", x_title);
+    write_set_string(f, "ylabel", y_title);
     fputs("set grid\n", f);
     /* a log-log plot shows growing power laws: the top left corner is empty */
     fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
@@ -391,12 +561,10 @@ int plot_lines_range(const char *path_stem, const char *title,
         write_value(f, y_max);
         fputs("]            # fixed by the caller, not fitted to the data\n", f);
     }
-    char data_name[1100];
-    snprintf(data_name, sizeof data_name, "%s.dat", base);
     fputs("plot ", f);
     for (int s = 0; s < n_series; s++) {
         if (s > 0) fputs(", \\\n     ", f);
-        write_gp_string(f, data_name, 0);
+        write_data_name(f, base);
         fprintf(f, " using 1:%d with lines linewidth 2 title ", s + 2);
         write_gp_string(f, names && names[s] ? names[s] : "", 0);
     }

@@ -17,6 +17,20 @@ int plot_heatmap(const char *path_stem, const char *title,
                  const char *const *x_labels, const char *const *y_labels,
                  const char *x_title, const char *y_title, float vmin, float vmax);
 
+/* A grid of heatmaps in one picture: n_panels matrices of the same shape
+ * [rows, cols], stored one after another in maps (panel p at
+ * maps + p * rows * cols), drawn grid_cols panels per row, left to right and
+ * top to bottom, each with its own title panel_titles[p] (may be NULL) and
+ * the same tick labels (x_labels[cols], y_labels[rows]; either may be NULL),
+ * one shared colour range [vmin, vmax] (vmin == vmax: auto over all panels).
+ * For example the cross-attention of 2 layers x 4 heads: 8 panels, grid_cols 4.
+ * Returns 0, or -1 with fail() (empty matrix, n_panels < 1, grid_cols < 1, or
+ * a file that cannot be written). */
+int plot_heatmap_grid(const char *path_stem, const char *title, const float *maps, int n_panels,
+                      int grid_cols, const char *const *panel_titles, int rows, int cols,
+                      const char *const *x_labels, const char *const *y_labels,
+                      const char *x_title, const char *y_title, float vmin, float vmax);
+
 /* Line plot of n_series curves sharing the x values x[n_points];
  * ys[s] points at n_points values of series s, named names[s].
  * log_y: 1 for a logarithmic y axis (loss curves), 2 for logarithmic x and
