@@ -212,7 +212,8 @@ static void test_absurd_sizes_refused_before_allocating(void **state) {
         expect_error(idx_read_images(&d, path, 0, 0), path, "MiB this reader accepts");
         assert_null(d.data);
     }
-    /* just under the limit is fine as far as the sizes go (and then truncated) */
+    /* just under the limit passes the size check, and is then found truncated
+     * (the reader's buffer grows with the bytes that arrive: 1 MiB here, not 256) */
     const uint32_t fits[3] = {342392, 28, 28};   /* 342,392 x 784 <= 256 MiB < 342,393 x 784 */
     write_idx(path, "fits.gz", 0x08, 3, fits, 100, 1);
     expect_error(idx_read_images(&d, path, 0, 0), path, "truncated: the header announces 342392 images");
