@@ -34,7 +34,7 @@
  * file holds 47 MB (60,000 x 28 x 28 bytes); a header claiming more than this is
  * damaged, and is refused before the buffer is allocated. Below the limit the
  * buffer grows with the bytes that actually arrive (from 1 MiB, doubling), so
- * a header that overstates the count costs memory for the real data only. */
+ * a header that overstates the count costs at most twice the real data. */
 #define IDX_MAX_BYTES ((size_t)256 << 20)
 
 #define IDX_MAGIC_IMAGES 0x00000803u
