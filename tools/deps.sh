@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # deps.sh - check for (and, as root, install) the Debian packages a target needs.
 #
-#   tools/deps.sh test    libcmocka-dev, zlib1g-dev        (required)
-#   tools/deps.sh run     zlib1g-dev (required), gnuplot-nox (optional: PNGs)
+#   tools/deps.sh test    libcmocka-dev, zlib1g-dev, dataset-fashion-mnist   (required)
+#   tools/deps.sh run     zlib1g-dev, dataset-fashion-mnist (required), gnuplot-nox (optional: PNGs)
 #   tools/deps.sh bench   zlib1g-dev, libopenblas-dev (required), python3-torch (optional)
 #   tools/deps.sh twin    python3-torch, python3-numpy     (required)
 #
 # As root it runs apt-get; otherwise it prints the one command to run.
+# dataset-fashion-mnist is the data of chapter 07 (the Vision Transformer): the
+# four gzip'd IDX files in /usr/share/datasets/fashion-mnist (data/README.md).
 set -u
 what=${1:-test}
 required=() optional=()
 case "$what" in
-  test)  required=(libcmocka-dev zlib1g-dev gcc make) ;;
-  run)   required=(zlib1g-dev gcc make); optional=(gnuplot-nox) ;;
+  test)  required=(libcmocka-dev zlib1g-dev dataset-fashion-mnist gcc make) ;;
+  run)   required=(zlib1g-dev dataset-fashion-mnist gcc make); optional=(gnuplot-nox) ;;
   bench) required=(zlib1g-dev libopenblas-dev gcc make); optional=(gnuplot-nox python3-torch) ;;
   twin)  required=(python3-torch python3-numpy zlib1g-dev gcc make) ;;
   *) echo "deps.sh: unknown target '$what' (expected test, run, bench or twin)" >&2; exit 2 ;;
