@@ -13,8 +13,9 @@
  * n_valid = 200,000 the validation part, the rest (161,192 words) the test
  * part. No sentence-boundary token is added to the word stream: the three
  * parts hold exactly the corpus's 1,161,192 words, so counts and perplexities
- * compare with the paper's (whose stream had no such token either); the
- * period that ends most sentences is itself a word to predict.
+ * compare with the paper's (it mentions marks between texts and paragraphs,
+ * none between sentences); the period that ends most sentences is itself a
+ * word to predict.
  *
  * Two views of the same split (BrownTokens):
  *
