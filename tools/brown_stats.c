@@ -33,8 +33,8 @@ static int print_baselines(const BrownCorpus *c) {
     for (int k = 0; k < 2; k++) {
         double pu = unigram_perplexity(&uni, parts[k]->ids, parts[k]->n);
         double pk = kn_perplexity(&kn, parts[k]->ids, parts[k]->n);
-        printf("  %-6s unigram (add-one) perplexity %8.2f (%.3f bits)   KN trigram perplexity %8.2f (%.3f bits)\n",
-               names[k], pu, log2(pu), pk, log2(pk));
+        printf("  %-6s unigram (add-one) perplexity %8.2f (%.3f bits)", names[k], pu, log2(pu));
+        printf("   KN trigram perplexity %8.2f (%.3f bits)\n", pk, log2(pk));
     }
     unigram_free(&uni);
     kn_free(&kn);

@@ -191,7 +191,8 @@ static int parse_header(Stream *s, char *line, int line_no, const char *path) {
     char *name = line + 1;
     while (*name == ' ' || *name == '\t') name++;
     size_t n = strcspn(name, " \t\r");
-    if (line[1] != ' ' || n == 0 || n >= sizeof s->last_file || name[n + strspn(name + n, " \t\r")] != '\0')
+    int more = name[n + strspn(name + n, " \t\r")] != '\0';      /* text after the name */
+    if (line[1] != ' ' || n == 0 || n >= sizeof s->last_file || more)
         return fail("'%s' line %d: expected a file header '# ca01' (one name after '# ')", path,
                     line_no);
     name[n] = '\0';

@@ -135,8 +135,13 @@ static int table_a(const NgramTable *t, uint64_t key) {
 
 /* --------------------------------------------------- Kneser-Ney trigram */
 
-static uint64_t key2(const KneserNey *m, int v, int w) { return (uint64_t)v * (uint64_t)m->V + (uint64_t)w; }
-static uint64_t key3(const KneserNey *m, int u, int v, int w) { return key2(m, u, v) * (uint64_t)m->V + (uint64_t)w; }
+/* The ids of a pair or a triple as one number: digits in base V. */
+static uint64_t key2(const KneserNey *m, int v, int w) {
+    return (uint64_t)v * (uint64_t)m->V + (uint64_t)w;
+}
+static uint64_t key3(const KneserNey *m, int u, int v, int w) {
+    return key2(m, u, v) * (uint64_t)m->V + (uint64_t)w;
+}
 
 /* Tally how many counts are exactly 1 and exactly 2 (for the discount). */
 static void tally(int count, long *n1, long *n2) {
@@ -210,7 +215,8 @@ static void count_continuations(KneserNey *m, double fixed) {
 int kn_train(KneserNey *m, const int *ids, int n, int V, double discount) {
     memset(m, 0, sizeof *m);
     if (check_ids(ids, n, V, "Kneser-Ney") != 0) return -1;
-    if (discount >= 1.0) return fail("Kneser-Ney: discount %g must be below 1 (or <= 0 to estimate it)", discount);
+    if (discount >= 1.0)
+        return fail("Kneser-Ney: discount %g must be below 1 (or <= 0 to estimate it)", discount);
     m->V = V;
     m->sum2 = xcalloc((size_t)V, sizeof(int));
     m->types2 = xcalloc((size_t)V, sizeof(int));
