@@ -18,13 +18,13 @@
 #include "util/error.h"
 
 static int layers_flag = 2;
-static int dim_flag = 128;
+static int dim_flag = 64;
 static int heads_flag = 4;
-static int ff_flag = 512;
+static int ff_flag = 256;
 static const char *norm_flag = "pre";
 static const char *norm_type_flag = "layernorm";
 static const char *mlp_flag = "gelu";
-static float dropout_flag = 0.1f;
+static float dropout_flag = 0.0f;
 static const char *pos_flag = "sinusoidal";
 static float label_smoothing_flag = 0.1f;
 static int no_kv_cache_flag = 0;
@@ -87,11 +87,11 @@ int main(int argc, char **argv) {
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,
         .build = transformer_build,
-        .default_steps = 1500,
+        .default_steps = 1200,
         .default_batch = 64,
-        .default_lr = 1e-3f,
-        .preset_long = "--task g2p --steps 30000 --layers 3 --dim 256 --heads 4 --ff 1024 --batch 128 "
-                       "--lr 7e-4 --warmup 2000 --dropout 0.1 --beam 5",
+        .default_lr = 3e-3f,
+        .preset_long = "--task g2p --steps 6000 --layers 2 --dim 256 --heads 4 --ff 1024 --batch 128 "
+                       "--lr 1e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 --beam 5",
     };
     return seq2seq_main(argc, argv, &spec);
 }
