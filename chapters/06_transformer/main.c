@@ -11,10 +11,12 @@
  * search, plots, checkpoint) is common/train/seq2seq.c, as for chapters
  * 01-03; the model is transformer.c over block.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "06_transformer/norm_experiment.h"
 #include "06_transformer/transformer.h"
+#include "kernels/matmul.h"
 #include "util/error.h"
 
 static int layers_flag = 2;
@@ -61,15 +63,18 @@ int main(int argc, char **argv) {
         {"norm-experiment", ARG_BOOL, &norm_experiment_flag,
          "only run the post-LN vs pre-LN experiment (depth 2, 6, 12, no warm-up), then exit", 0, 0, NULL},
     };
-    /* Look ahead at two flags (seq2seq_main parses and checks them all). */
+    /* Look ahead at three flags (seq2seq_main parses and checks them all):
+     * --norm-experiment runs only the experiment, in --out, on --threads. */
     const char *out_dir = "out/06_transformer";
-    int experiment = 0;
+    int experiment = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--norm-experiment") == 0) experiment = 1;
         else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[i + 1];
         else if (strncmp(argv[i], "--out=", 6) == 0) out_dir = argv[i] + 6;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[i + 1]);
     }
     if (experiment) {
+        if (threads > 0) threads_set(threads);
         if (norm_experiment_run(out_dir) < 0) {
             fprintf(stderr, "06_transformer: error: %s\n", last_error());
             return 1;
@@ -90,7 +95,7 @@ int main(int argc, char **argv) {
         .default_steps = 1200,
         .default_batch = 64,
         .default_lr = 3e-3f,
-        .preset_long = "--task g2p --steps 6000 --layers 2 --dim 256 --heads 4 --ff 1024 --batch 128 "
+        .preset_long = "--task g2p --steps 4000 --layers 2 --dim 256 --heads 4 --ff 1024 --batch 128 "
                        "--lr 1e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 --beam 5",
     };
     return seq2seq_main(argc, argv, &spec);

@@ -422,6 +422,7 @@ static const char *const MODEL_CHAPTERS[][2] = {
     {"attn_seq2seq", "03_dot_product_attention"},
     {"ch04_digit_self_attention", "04_self_attention"},
     {"ch05_digit_multi_head", "05_multi_head_attention"},
+    {"transformer", "06_transformer"},
 };
 
 int checkpoint_check_model(const char *path, const char *config, const char *expected_model,
