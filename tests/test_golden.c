@@ -589,13 +589,18 @@ static void check_swiglu(Case *c) {
 }
 
 /* The tensors of a BlockWeights by their names in the golden file (NULL
- * data: the spec has no such tensor, and neither has the case). */
-enum { BLOCK_TENSORS = 12 };
+ * data: the spec has no such tensor, and neither has the case). A decoder
+ * block's cross-attention tensors are cross_W_Q, cross_W_KV, cross_W_O,
+ * cross_b_O and its norm normc_*. */
+enum { BLOCK_TENSORS = 18 };
 static void block_tensors(const BlockWeights *w, const char *names[BLOCK_TENSORS], float *data[BLOCK_TENSORS]) {
-    const char *n[BLOCK_TENSORS] = {"W_QKV", "W_O", "b_O", "norm1_gamma", "norm1_beta", "W_1",
+    const char *n[BLOCK_TENSORS] = {"W_QKV", "W_O", "b_O", "norm1_gamma", "norm1_beta", "cross_W_Q",
+                                    "cross_W_KV", "cross_W_O", "cross_b_O", "normc_gamma", "normc_beta", "W_1",
                                     "b_1", "W_3", "W_2", "b_2", "norm2_gamma", "norm2_beta"};
-    float *d[BLOCK_TENSORS] = {w->attn.W_QKV, w->attn.W_O, w->attn.b_O, w->norm1_gamma, w->norm1_beta, w->W_1,
-                               w->b_1, w->W_3, w->W_2, w->b_2, w->norm2_gamma, w->norm2_beta};
+    float *d[BLOCK_TENSORS] = {w->attn.W_QKV, w->attn.W_O, w->attn.b_O, w->norm1_gamma, w->norm1_beta,
+                               w->cross.W_Q, w->cross.W_KV, w->cross.W_O, w->cross.b_O, w->normc_gamma,
+                               w->normc_beta, w->W_1, w->b_1, w->W_3, w->W_2, w->b_2, w->norm2_gamma,
+                               w->norm2_beta};
     for (int i = 0; i < BLOCK_TENSORS; i++) {
         names[i] = n[i];
         data[i] = d[i];
@@ -604,14 +609,17 @@ static void block_tensors(const BlockWeights *w, const char *names[BLOCK_TENSORS
 
 /* config = {H, norm placement, norm, mlp, causal} (the enums of block.h);
  * the case's tensors fill the block's one parameter buffer; run with the
- * * given attention (plain or fused: same results within rounding). */
+ * given attention (plain or fused: same results within rounding). A case
+ * with a memory M [B, N_M, D] (and maybe mem_lens) is a decoder block
+ * (spec.cross = 1): dM is checked too. */
 static void check_block_with(Case *c, MultiHeadAttention attention) {
-    const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_1 = maybe(c, "W_1");
+    const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_1 = maybe(c, "W_1"), *M = maybe(c, "M");
     const int *config = i32(c, "config");
-    int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0];
+    int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], 0};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);
     float *params = buf(c, n_params), *dparams = buf(c, n_params);
     BlockWeights w = block_weights_view(&s, params), dw = block_weights_view(&s, dparams);
@@ -623,24 +631,26 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     for (int i = 0; i < BLOCK_TENSORS; i++) {
         const GoldTensor *t = maybe(c, names[i]);
         if ((t != NULL) != (data[i] != NULL))
-            fail_msg("golden block/%s: tensor %s is %s the file but %s the C block", c->name, names[i],
+            fail_msg("golden %s/%s: tensor %s is %s the file but %s the C block", c->layer, c->name, names[i],
                      t ? "in" : "not in", data[i] ? "in" : "not in");
         if (t == NULL) continue;
         memcpy(data[i], t->data, sizeof(float) * t->count);
         filled += t->count;
     }
     assert_int_equal(filled, n_params);   /* every parameter came from the file */
-    size_t nX = (size_t)B * N * D;
-    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N, 0));
-    float *scratch = buf(c, block_scratch_floats(&s, B, N, 0)), *dX = buf(c, nX);
-    block_forward(Y, cache, X->data, &s, &w, lens, NULL, B, N, 0, NULL);
+    size_t nX = (size_t)B * N * D, nM = (size_t)B * N_M * D;
+    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N, N_M));
+    float *scratch = buf(c, block_scratch_floats(&s, B, N, N_M)), *dX = buf(c, nX);
+    float *dM = M ? buf(c, nM) : NULL;
+    block_forward(Y, cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N, 0, NULL);
     /* Y sums terms of size 1 to 3 (X and the two branches), which cancel to
      * near 0 in places: a few float32 roundings of those terms (1e-6) are
      * the floor there, more than ATOL_OUT allows. */
     expect_times(c, "Y", Y, 1, RTOL_OUT, 4e-6);
     for (int times = 1; times <= 2; times++) {
-        block_backward(dX, NULL, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, NULL, B, N);
+        block_backward(dX, dM, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N);
         expect_grad(c, "dX", dX, times);
+        if (M) expect_grad(c, "dM", dM, times);
         for (int i = 0; i < BLOCK_TENSORS; i++) {
             if (grads[i] == NULL) continue;
             char dname[32];
@@ -653,11 +663,14 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
 static void check_block_plain(Case *c) { check_block_with(c, MULTI_HEAD_PLAIN); }
 static void check_block_fused(Case *c) { check_block_with(c, MULTI_HEAD_FUSED); }
 
-/* Each case with chapter 05's plain and fused attention, on each backend. */
+/* Each case with chapter 05's plain and fused attention, on each backend
+ * (a decoder block's self-attention too; its cross-attention has one path). */
 static void check_block(Case *c) {
     on_each_backend(c, check_block_plain);
     const char *layer = c->layer;
-    c->layer = "block with fused attention";
+    char labelled[64];
+    snprintf(labelled, sizeof labelled, "%s with fused attention", layer);
+    c->layer = labelled;
     on_each_backend(c, check_block_fused);
     c->layer = layer;
 }
@@ -689,6 +702,7 @@ static const GoldLayer LAYERS[] = {
     {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */
+    {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */
 };
 
 int main(void) {

@@ -741,20 +741,34 @@ NORMS = ["layernorm", "rmsnorm", "none"]
 MLPS = ["gelu", "relu", "swiglu", "none"]
 
 
-def block_written_out(X, p, H, place, norm, mlp, blocked):
+def block_written_out(X, p, H, place, norm, mlp, blocked, M=None, mem_blocked=None):
     """The block of block.h in torch formulas: attention as in gen_multi_head (scaled dot
     per head over column blocks of X W_QKV), then the norms, the MLP and the residuals.
-    p: tensor name -> tensor; blocked [B, 1 or H, N, N] True = not attended."""
+    p: tensor name -> tensor; blocked [B, 1 or H, N, N] True = not attended.
+    A decoder block (M, the memory [B, N_M, D], given) has the cross-attention sublayer
+    between the two: queries U cross_W_Q, keys and values M cross_W_KV = [K | V],
+    mem_blocked [B, 1, 1, N_M] True = padding; its norm is normc."""
     B, N, D = X.shape
     HD = p["W_O"].shape[0]
     D_H = HD // H
 
+    def heads(T):        # [B, n, H D_H] -> [B, H, n, D_H]
+        return T.reshape(B, T.shape[1], H, D_H).transpose(1, 2)
+
+    def attend(Q, K, V, mask):   # per head: softmax(Q K^T / sqrt(D_H)) V, heads concatenated
+        E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)
+        A = torch.softmax(E.masked_fill(mask, -math.inf), dim=-1)
+        return (A @ V).transpose(1, 2).reshape(B, Q.shape[2], HD)
+
     def attention(U):
         QKV = U @ p["W_QKV"]
-        Q, K, V = (QKV[..., i * HD:(i + 1) * HD].reshape(B, N, H, D_H).transpose(1, 2) for i in range(3))
-        E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)
-        A = torch.softmax(E.masked_fill(blocked, -math.inf), dim=-1)
-        return (A @ V).transpose(1, 2).reshape(B, N, HD) @ p["W_O"] + p["b_O"]
+        Q, K, V = (heads(QKV[..., i * HD:(i + 1) * HD]) for i in range(3))
+        return attend(Q, K, V, blocked) @ p["W_O"] + p["b_O"]
+
+    def cross(U):
+        KV = M @ p["cross_W_KV"]
+        Q, K, V = heads(U @ p["cross_W_Q"]), heads(KV[..., :HD]), heads(KV[..., HD:])
+        return attend(Q, K, V, mem_blocked) @ p["cross_W_O"] + p["cross_b_O"]
 
     def normed(x, which):
         if norm == "layernorm":
@@ -769,11 +783,15 @@ def block_written_out(X, p, H, place, norm, mlp, blocked):
         act = F.gelu if mlp == "gelu" else torch.relu
         return act(U @ p["W_1"] + p["b_1"]) @ p["W_2"] + p["b_2"]
 
-    if place == "pre":
-        Z = X + attention(normed(X, "norm1"))
-        return Z if mlp == "none" else Z + mlp_of(normed(Z, "norm2"))
-    Z = normed(X + attention(X), "norm1")
-    return Z if mlp == "none" else normed(Z + mlp_of(Z), "norm2")
+    sublayers = [(attention, "norm1")]            # (branch, its norm), in order
+    if M is not None:
+        sublayers.append((cross, "normc"))
+    if mlp != "none":
+        sublayers.append((mlp_of, "norm2"))
+    Z = X
+    for branch, which in sublayers:
+        Z = Z + branch(normed(Z, which)) if place == "pre" else normed(Z + branch(Z), which)
+    return Z
 
 
 def block_encoder_layer(X, p, H, place, F_, src_mask, pad_mask):
@@ -892,6 +910,158 @@ def gen_block():
     return cases
 
 
+def block_decoder_layer(X, M, p, H, place, F_, tgt_mask, tgt_pad_mask, mem_pad_mask):
+    """The decoder block as torch.nn.TransformerDecoderLayer (LayerNorm, exact GELU, dropout 0),
+    with the C weights mapped in: self_attn as the encoder layer's (in_proj_weight = W_QKV^T,
+    in_proj_bias 0), multihead_attn.in_proj_weight = [cross_W_Q | cross_W_KV]^T (rows 0..D-1
+    the queries', rows D..3D-1 the keys' and values'), its in_proj_bias 0, out_proj =
+    cross_W_O^T and cross_b_O. torch's three norms, in order: norm1 after self-attention,
+    norm2 after cross-attention, norm3 after the MLP = the C block's norm1, normc, norm2.
+    Returns Y and the gradients' mapping back to the C layout (call after backward)."""
+    D = X.shape[2]
+    tdl = torch.nn.TransformerDecoderLayer(d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0,
+                                           activation="gelu", layer_norm_eps=NORM_EPS, batch_first=True,
+                                           norm_first=(place == "pre")).double()
+    norms = (("norm1", tdl.norm1), ("normc", tdl.norm2), ("norm2", tdl.norm3))
+    with torch.no_grad():
+        tdl.self_attn.in_proj_weight.copy_(p["W_QKV"].t())
+        tdl.self_attn.in_proj_bias.zero_()
+        tdl.self_attn.out_proj.weight.copy_(p["W_O"].t())
+        tdl.self_attn.out_proj.bias.copy_(p["b_O"])
+        tdl.multihead_attn.in_proj_weight.copy_(torch.cat([p["cross_W_Q"], p["cross_W_KV"]], dim=1).t())
+        tdl.multihead_attn.in_proj_bias.zero_()
+        tdl.multihead_attn.out_proj.weight.copy_(p["cross_W_O"].t())
+        tdl.multihead_attn.out_proj.bias.copy_(p["cross_b_O"])
+        tdl.linear1.weight.copy_(p["W_1"].t())
+        tdl.linear1.bias.copy_(p["b_1"])
+        tdl.linear2.weight.copy_(p["W_2"].t())
+        tdl.linear2.bias.copy_(p["b_2"])
+        for which, module in norms:
+            module.weight.copy_(p[which + "_gamma"])
+            module.bias.copy_(p[which + "_beta"])
+    Y = tdl(X, M, tgt_mask=tgt_mask, tgt_key_padding_mask=tgt_pad_mask, memory_key_padding_mask=mem_pad_mask)
+
+    def grads():
+        g = OrderedDict(dW_QKV=tdl.self_attn.in_proj_weight.grad.t(), dW_O=tdl.self_attn.out_proj.weight.grad.t(),
+                        db_O=tdl.self_attn.out_proj.bias.grad)
+        cross_in = tdl.multihead_attn.in_proj_weight.grad.t()       # [D, 3D] = [W_Q | W_K | W_V]
+        g.update(dcross_W_Q=cross_in[:, :D], dcross_W_KV=cross_in[:, D:],
+                 dcross_W_O=tdl.multihead_attn.out_proj.weight.grad.t(),
+                 dcross_b_O=tdl.multihead_attn.out_proj.bias.grad,
+                 dW_1=tdl.linear1.weight.grad.t(), db_1=tdl.linear1.bias.grad,
+                 dW_2=tdl.linear2.weight.grad.t(), db_2=tdl.linear2.bias.grad)
+        for which, module in norms:
+            g[f"d{which}_gamma"], g[f"d{which}_beta"] = module.weight.grad, module.bias.grad
+        return g
+    return Y, grads
+
+
+def padding_lens(r, B, N):
+    """lens [B] of a padded batch (0 = the whole N, block.h): row 0 of length N - 2 (at
+    least 1), row 2 (if any) whole, the others drawn from 1..N."""
+    lens = r.ints(1, N + 1, B)
+    lens[0] = max(1, N - 2)
+    if B > 2:
+        lens[2] = 0
+    return lens
+
+
+def padding_mask(lens, N):
+    """[B, N] True = padding, for lens as padding_lens gives them."""
+    key_len = torch.where(lens > 0, lens, torch.full_like(lens, N))
+    return torch.arange(N).view(1, N) >= key_len.view(-1, 1)
+
+
+@layer("decoder_block")
+def gen_decoder_block():
+    """block_forward/backward of a DECODER block (spec.cross = 1, block.h): causal
+    self-attention, cross-attention to a memory M [B, N_M, D] (padded: mem_lens), the MLP.
+    Y, dX, dM and every parameter's gradient. LayerNorm + GELU blocks with H D_H = D are
+    torch.nn.TransformerDecoderLayer itself (checked against the written-out formulas too);
+    the others are written out in torch (block_written_out with M). Dropout 0."""
+    cases = []
+    specs = [  # B, N, N_M, D, H, D_H, F, place, norm, mlp, tgt_padded, mem_padded
+        (1, 1, 1, 4, 1, 4, 8, "post", "layernorm", "gelu", False, False),
+        (2, 5, 4, 6, 2, 3, 10, "post", "layernorm", "gelu", False, True),
+        (2, 6, 7, 8, 2, 4, 16, "pre", "layernorm", "gelu", False, True),
+        (3, 4, 6, 9, 3, 3, 12, "pre", "layernorm", "gelu", True, True),    # padded target too
+        (2, 5, 3, 6, 2, 3, 10, "post", "layernorm", "gelu", True, False),  # N_M < N
+        (2, 5, 4, 6, 2, 3, 10, "pre", "rmsnorm", "swiglu", False, True),
+        (2, 6, 5, 8, 2, 4, 12, "post", "rmsnorm", "swiglu", False, True),
+        (2, 4, 5, 6, 3, 3, 7, "pre", "rmsnorm", "gelu", False, True),      # H D_H = 9 != D
+        (2, 4, 3, 6, 2, 3, 9, "post", "layernorm", "relu", False, True),
+        (2, 5, 4, 6, 2, 3, 8, "pre", "none", "swiglu", False, True),
+        (2, 5, 4, 6, 2, 3, 0, "pre", "layernorm", "none", False, True),
+    ]
+    for seed, (B, N, N_M, D, H, D_H, F_, place, norm, mlp, tgt_padded, mem_padded) in enumerate(specs):
+        r = Draw(2000 + seed)
+        HD = H * D_H
+
+        def weight(I, O):
+            # uniform with variance 1 / I (LeCun): each branch's output stays of size ~1. With
+            # U(-1, 1) matrices the three un-normalised branches of a pre-norm decoder block
+            # sum to |Y| ~ 15, and where those terms cancel the float32 rounding of them
+            # (~15 x 1e-7 each) is the error, not the C code's: nearly all of Y's atol.
+            a = math.sqrt(3.0 / I)
+            return r.uniform(I, O, lo=-a, hi=a)
+        X, M = r.uniform(B, N, D), r.uniform(B, N_M, D)
+        p = OrderedDict(W_QKV=weight(D, 3 * HD), W_O=weight(HD, D), b_O=r.uniform(D))
+
+        def add_norm(which):
+            if norm != "none":
+                p[which + "_gamma"] = r.uniform(D, lo=0.5, hi=1.5)
+            if norm == "layernorm":
+                p[which + "_beta"] = r.uniform(D)
+        add_norm("norm1")
+        p.update(cross_W_Q=weight(D, HD), cross_W_KV=weight(D, 2 * HD), cross_W_O=weight(HD, D),
+                 cross_b_O=r.uniform(D))
+        add_norm("normc")
+        if mlp != "none":
+            p["W_1"] = weight(D, F_)
+            if mlp == "swiglu":
+                p["W_3"] = weight(D, F_)
+            else:
+                p["b_1"] = r.uniform(F_)
+            p["W_2"] = weight(F_, D)
+            if mlp != "swiglu":
+                p["b_2"] = r.uniform(D)
+            add_norm("norm2")
+        dY = r.uniform(B, N, D, grad=False)
+        lens = padding_lens(r, B, N) if tgt_padded else torch.zeros(B, dtype=torch.int64)
+        mem_lens = padding_lens(r, B, N_M) if mem_padded else torch.zeros(B, dtype=torch.int64)
+        pad_mask, mem_pad_mask = padding_mask(lens, N), padding_mask(mem_lens, N_M)
+        j = torch.arange(N)
+        causal_mask = j.view(1, N) > j.view(N, 1)
+        blocked = pad_mask.view(B, 1, 1, N) | causal_mask.view(1, 1, N, N)
+        mem_blocked = mem_pad_mask.view(B, 1, 1, N_M)
+
+        if norm == "layernorm" and mlp == "gelu" and HD == D:
+            Y, grads_of = block_decoder_layer(X, M, p, H, place, F_, causal_mask, pad_mask if tgt_padded else None,
+                                              mem_pad_mask if mem_padded else None)
+            with torch.no_grad():                               # the written-out formulas agree
+                Y_w = block_written_out(X, p, H, place, norm, mlp, blocked, M, mem_blocked)
+                assert torch.allclose(Y, Y_w, rtol=1e-12, atol=1e-12), "TransformerDecoderLayer != written out"
+            backward(Y, dY)
+            grads = grads_of()
+        else:
+            Y = block_written_out(X, p, H, place, norm, mlp, blocked, M, mem_blocked)
+            backward(Y, dY)
+            grads = OrderedDict((f"d{k}", v.grad) for k, v in p.items())
+        t = OrderedDict(X=np32(X), M=np32(M))
+        t.update((k, np32(v)) for k, v in p.items())
+        t["config"] = np.array([H, PLACES.index(place), NORMS.index(norm), MLPS.index(mlp), 1], np.int32)
+        if tgt_padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        if mem_padded:
+            t["mem_lens"] = mem_lens.numpy().astype(np.int32)
+        t.update(dY=np32(dY), Y=np32(Y), dX=np32(X.grad), dM=np32(M.grad))
+        t.update((k, np32(v)) for k, v in grads.items())
+        name = f"b{B}_n{N}_m{N_M}_d{D}_h{H}_dh{D_H}_f{F_}_{place}_{norm}_{mlp}"
+        name += ("_padded" if tgt_padded else "") + ("_mempadded" if mem_padded else "")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------------------------------ main
 
 def generate(only=None):
@@ -922,6 +1092,10 @@ def main():
     for name, tensors in files.items():
         path = os.path.join(args.out, f"{name}.bin")
         if args.check:
+            if not os.path.exists(path):
+                print(f"{path}: MISSING")
+                bad += 1
+                continue
             stored = goldfile.read(path)
             same = list(stored) == list(tensors) and all(
                 np.array_equal(stored[k], tensors[k], equal_nan=True) for k in tensors)

@@ -23,8 +23,10 @@ difference measures the C code's float32 rounding (or a bug).
 
 Adding a chapter: tools/twin_NN.py with CHAPTER, MODEL, RUNS, build(cfg,
 tensors) returning a module with forward(src, lens, tgt_in) -> logits
-[B,Tt,V], loss(logits, tgt_out), c_grads() and greedy(src, max_out); and a
-MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
+[B,Tt,V], loss(logits, tgt_out) (the value C reports), c_grads() and
+greedy(src, max_out), and optionally objective(logits, tgt_out) when the C
+gradient is of another loss than the one reported (chapter 06's label
+smoothing); and a MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
 [B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.)
 """
 import argparse
@@ -113,7 +115,10 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
     model.zero_grad()
     logits = model(src, lens, tgt_in)
     loss = model.loss(logits, tgt_out)
-    loss.backward()
+    # A model whose gradient is not that of the loss it reports (chapter 06:
+    # label smoothing) differentiates its objective() instead.
+    objective = model.objective(logits, tgt_out) if hasattr(model, "objective") else loss
+    objective.backward()
 
     row = {"label": label, "roundtrip": roundtrip_ok}
     row["logits"] = rel_diff(d["logits"], logits.detach().numpy())

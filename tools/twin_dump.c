@@ -6,11 +6,13 @@
  * of its config), runs one training step's forward and backward on one batch
  * (no update), and writes a golden tensor file (tests/golden/README.md).
  *
- * Sequence-to-sequence models (chapters 01-03, MODELS[]): the batch is the
+ * Sequence-to-sequence models (chapters 01-03 and 06, MODELS[]): the batch is the
  * first N examples of a split, padded, and the file holds
  *   src [B,T], src_lens [B], tgt_in [B,Tt], tgt_out [B,Tt]   the batch (int32)
  *   logits [B,Tt,V]        the output layer, batch-major
- *   loss [1]               mean cross-entropy per target token
+ *   loss [1]               mean cross-entropy per target token (what train_step
+ *                          returns: chapter 06 reports the plain cross-entropy,
+ *                          its gradients are of the label-smoothed loss)
  *   grad/<name> [dims]     d loss / d parameter, for every parameter tensor
  *   max_out [1], greedy [B,max_out], greedy_len [B]
  *                          greedy decoding of each source (-1 padded)
@@ -36,6 +38,7 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/transformer.h"
 #include "train/classifier.h"
 #include "data/digit_tasks.h"
 #include "io/args.h"
@@ -69,6 +72,11 @@ static void attn_seq2seq_logits(void *self, int B, int Tt, int V, float *out) {
     time_major_to_batch_major(out, ((AttnSeq2Seq *)self)->logits, B, Tt, V);
 }
 
+/* The transformer's logits are batch-major already (row b Tt + t). */
+static void transformer_logits(void *self, int B, int Tt, int V, float *out) {
+    memcpy(out, ((Transformer *)self)->logits, sizeof(float) * (size_t)B * Tt * V);
+}
+
 typedef struct {
     const char *model;   /* the config's "model=" value */
     int (*build)(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
@@ -80,6 +88,7 @@ static const TwinModel MODELS[] = {
     {"rnn_seq2seq", rnn_seq2seq_build, rnn_seq2seq_logits},          /* chapter 01 */
     {"bahdanau", bahdanau_build, bahdanau_logits},                   /* chapter 02 */
     {"attn_seq2seq", attn_seq2seq_build, attn_seq2seq_logits},       /* chapter 03 */
+    {"transformer", transformer_build, transformer_logits},          /* chapter 06 */
 };
 
 /* ------------------------------------------- the per-position models */
