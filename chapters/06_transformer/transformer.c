@@ -217,82 +217,82 @@ static void embed_backward(Transformer *t, float *dX, const float *mask, const i
     embedding_backward(params_grad(&t->params, emb), dX, ids, B * N, D);
 }
 
+/* One stack of blocks as the passes see it: the encoder's or the decoder's. */
+typedef struct {
+    const BlockSpec *spec;
+    const size_t *blocks;       /* [L] where each block's parameters start */
+    float *const *x;            /* [L + 1] the activations X_0 .. X_L */
+    float *const *cache;        /* [L] each block's cache */
+    float *mask;                /* dropout mask of X_0 */
+    size_t emb, pos;            /* the embedding table; the learned positions */
+    const float *P_fixed;       /* the sinusoidal table (NULL: learned) */
+    size_t norm_g, norm_b;      /* the final norm (pre-norm stacks; norm_b 0 = none) */
+    float *out, *mean, *rstd;   /* the stack's output (M or top) and the final norm's statistics */
+} Stack;
+
+static Stack encoder_stack(Transformer *t) {
+    Stack s = {&t->enc, t->enc_block, t->enc_x, t->enc_cache, t->enc_mask, t->src_emb, t->src_pos, t->P_src,
+               t->enc_norm_g, t->enc_norm_b, t->M, t->enc_mean, t->enc_rstd};
+    return s;
+}
+
+static Stack decoder_stack(Transformer *t) {
+    Stack s = {&t->dec, t->dec_block, t->dec_x, t->dec_cache, t->dec_mask, t->tgt_emb, t->tgt_pos, t->P_tgt,
+               t->dec_norm_g, t->dec_norm_b, t->top, t->dec_mean, t->dec_rstd};
+    return s;
+}
+
+/* ids [B, N] -> st->out [B, N, D]: embed, L blocks (lens: the sequences'
+ * lengths for self-attention; mem: the decoder's memory), the final norm */
+static void stack_forward(Transformer *t, const Stack *st, const int *ids, const int *lens, const BlockMemory *mem,
+                          int B, int N, int train) {
+    embed_forward(t, st->x[0], st->mask, ids, st->emb, st->pos, st->P_fixed, B, N, train);
+    for (int l = 0; l < t->L; l++) {
+        BlockWeights w = block_view(t, st->spec, st->blocks[l], 0);
+        block_forward(st->x[l + 1], st->cache[l], st->x[l], st->spec, &w, lens, mem, B, N, train, &t->dropout_rng);
+    }
+    if (has_final_norm(t))
+        block_norm_forward(st->out, st->mean, st->rstd, st->x[t->L], st->spec, params_data(&t->params, st->norm_g),
+                           st->norm_b ? params_data(&t->params, st->norm_b) : NULL, B * N);
+    else
+        memcpy(st->out, st->x[t->L], sizeof(float) * (size_t)B * N * t->D);
+}
+
+/* dout [B, N, D] (the gradient of st->out) -> every parameter of the stack's
+ * gradient, and (decoder) dM [B, N_M, D] += */
+static void stack_backward(Transformer *t, const Stack *st, const float *dout, const int *ids, const int *lens,
+                           const BlockMemory *mem, float *dM, int B, int N) {
+    const size_t n = (size_t)B * N * t->D;
+    float *dcur = t->grad_a, *dprev = t->grad_b;
+    memset(dcur, 0, sizeof(float) * n);
+    if (has_final_norm(t))
+        block_norm_backward(dcur, params_grad(&t->params, st->norm_g),
+                            st->norm_b ? params_grad(&t->params, st->norm_b) : NULL, dout, st->mean, st->rstd,
+                            st->x[t->L], st->spec, params_data(&t->params, st->norm_g), B * N);
+    else
+        memcpy(dcur, dout, sizeof(float) * n);
+    for (int l = t->L - 1; l >= 0; l--) {   /* block l: d X_{l+1} -> d X_l */
+        BlockWeights w = block_view(t, st->spec, st->blocks[l], 0);
+        BlockWeights dw = block_view(t, st->spec, st->blocks[l], 1);
+        memset(dprev, 0, sizeof(float) * n);
+        block_backward(dprev, dM, &dw, t->scratch, dcur, st->cache[l], st->x[l], st->spec, &w, lens, mem, B, N);
+        float *swap = dcur; dcur = dprev; dprev = swap;
+    }
+    embed_backward(t, dcur, st->mask, ids, st->emb, st->pos, B, N);
+}
+
 /* src [B, T] -> the memory M [B, T, D] */
 static void encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
-    embed_forward(t, t->enc_x[0], t->enc_mask, src, t->src_emb, t->src_pos, t->P_src, B, T, train);
-    for (int l = 0; l < t->L; l++) {
-        BlockWeights w = block_view(t, &t->enc, t->enc_block[l], 0);
-        block_forward(t->enc_x[l + 1], t->enc_cache[l], t->enc_x[l], &t->enc, &w, lens, NULL, B, T, train,
-                      &t->dropout_rng);
-    }
-    const size_t n = (size_t)B * T * t->D;
-    if (has_final_norm(t))
-        block_norm_forward(t->M, t->enc_mean, t->enc_rstd, t->enc_x[t->L], &t->enc,
-                           params_data(&t->params, t->enc_norm_g),
-                           t->enc_norm_b ? params_data(&t->params, t->enc_norm_b) : NULL, B * T);
-    else
-        memcpy(t->M, t->enc_x[t->L], sizeof(float) * n);
+    const Stack st = encoder_stack(t);
+    stack_forward(t, &st, src, lens, NULL, B, T, train);
     memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
 }
 
-/* tgt_in [B, Tt] and the memory M [B, T, D] -> top [B, Tt, D] */
+/* tgt_in [B, Tt] and the memory -> top [B, Tt, D] (the causal mask does what
+ * target lengths would: no real position sees the padding after it) */
 static void decoder_forward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt, int train) {
-    embed_forward(t, t->dec_x[0], t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, t->P_tgt, B, Tt, train);
-    for (int l = 0; l < t->L; l++) {
-        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
-        block_forward(t->dec_x[l + 1], t->dec_cache[l], t->dec_x[l], &t->dec, &w, NULL, mem, B, Tt, train,
-                      &t->dropout_rng);
-    }
-    if (has_final_norm(t))
-        block_norm_forward(t->top, t->dec_mean, t->dec_rstd, t->dec_x[t->L], &t->dec,
-                           params_data(&t->params, t->dec_norm_g),
-                           t->dec_norm_b ? params_data(&t->params, t->dec_norm_b) : NULL, B * Tt);
-    else
-        memcpy(t->top, t->dec_x[t->L], sizeof(float) * (size_t)B * Tt * t->D);
-}
-
-/* d top [B, Tt, D] -> every decoder parameter's gradient, and dM [B, T, D] += */
-static void decoder_backward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt) {
-    const size_t n = (size_t)B * Tt * t->D;
-    float *dcur = t->grad_a, *dprev = t->grad_b;
-    memset(dcur, 0, sizeof(float) * n);
-    if (has_final_norm(t))
-        block_norm_backward(dcur, params_grad(&t->params, t->dec_norm_g),
-                            t->dec_norm_b ? params_grad(&t->params, t->dec_norm_b) : NULL, t->dtop, t->dec_mean,
-                            t->dec_rstd, t->dec_x[t->L], &t->dec, params_data(&t->params, t->dec_norm_g), B * Tt);
-    else
-        memcpy(dcur, t->dtop, sizeof(float) * n);
-    for (int l = t->L - 1; l >= 0; l--) {
-        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
-        BlockWeights dw = block_view(t, &t->dec, t->dec_block[l], 1);
-        memset(dprev, 0, sizeof(float) * n);
-        block_backward(dprev, t->dM, &dw, t->scratch, dcur, t->dec_cache[l], t->dec_x[l], &t->dec, &w, NULL,
-                       mem, B, Tt);
-        float *swap = dcur; dcur = dprev; dprev = swap;
-    }
-    embed_backward(t, dcur, t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, B, Tt);
-}
-
-/* dM [B, T, D] -> every encoder parameter's gradient */
-static void encoder_backward(Transformer *t, const int *src, const int *lens, int B, int T) {
-    const size_t n = (size_t)B * T * t->D;
-    float *dcur = t->grad_a, *dprev = t->grad_b;
-    memset(dcur, 0, sizeof(float) * n);
-    if (has_final_norm(t))
-        block_norm_backward(dcur, params_grad(&t->params, t->enc_norm_g),
-                            t->enc_norm_b ? params_grad(&t->params, t->enc_norm_b) : NULL, t->dM, t->enc_mean,
-                            t->enc_rstd, t->enc_x[t->L], &t->enc, params_data(&t->params, t->enc_norm_g), B * T);
-    else
-        memcpy(dcur, t->dM, sizeof(float) * n);
-    for (int l = t->L - 1; l >= 0; l--) {
-        BlockWeights w = block_view(t, &t->enc, t->enc_block[l], 0);
-        BlockWeights dw = block_view(t, &t->enc, t->enc_block[l], 1);
-        memset(dprev, 0, sizeof(float) * n);
-        block_backward(dprev, NULL, &dw, t->scratch, dcur, t->enc_cache[l], t->enc_x[l], &t->enc, &w, lens, NULL,
-                       B, T);
-        float *swap = dcur; dcur = dprev; dprev = swap;
-    }
-    embed_backward(t, dcur, t->enc_mask, src, t->src_emb, t->src_pos, B, T);
+    const Stack st = decoder_stack(t);
+    stack_forward(t, &st, tgt_in, NULL, mem, B, Tt, train);
 }
 
 /* One pass over a batch: encoder, decoder, logits [B Tt, V] (row b Tt + t),
@@ -318,8 +318,9 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
     linear_backward(t->dtop, params_grad(&t->params, t->out_W), params_grad(&t->params, t->out_b), t->dlogits,
                     t->top, params_data(&t->params, t->out_W), R, t->D, V);
     memset(t->dM, 0, sizeof(float) * (size_t)B * T * t->D);
-    decoder_backward(t, b->tgt_in, &mem, B, Tt);
-    encoder_backward(t, b->src, b->src_lens, B, T);
+    const Stack dec = decoder_stack(t), enc = encoder_stack(t);
+    stack_backward(t, &dec, t->dtop, b->tgt_in, NULL, &mem, t->dM, B, Tt);
+    stack_backward(t, &enc, t->dM, b->src, b->src_lens, NULL, NULL, B, T);
     return loss;
 }
 
