@@ -46,6 +46,7 @@
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/transformer.h"
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
@@ -79,7 +80,7 @@ static void log_ints(FILE *f, const char *name, const int *values, int n) {
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", values[i]);
 }
 
-/* ---- Sequence-to-sequence chapters (01, 02, 03): the dates task, one batch of 64 ---- */
+/* ---- Sequence-to-sequence chapters (01, 02, 03, 06): the dates task, one batch of 64 ---- */
 
 typedef struct {
     Dataset data;
@@ -128,8 +129,9 @@ static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *
     free(order);
 
     const Batch *b = &s->batch;
-    fprintf(batch_log, "chapter=%s V_src=%d V_tgt=%d B=%d T=%d Tt=%d", chapter,
-            s->data.src_vocab.size, s->data.tgt_vocab.size, b->batch, b->src_len, b->tgt_len);
+    fprintf(batch_log, "chapter=%s V_src=%d V_tgt=%d B=%d T=%d Tt=%d params=%zu", chapter,
+            s->data.src_vocab.size, s->data.tgt_vocab.size, b->batch, b->src_len, b->tgt_len,
+            s->model.params->size);
     /* config lines "key=value\n" -> " key=value" */
     fputc(' ', batch_log);
     for (const char *c = config; *c; c++) fputc(*c == '\n' ? ' ' : *c, batch_log);
@@ -164,6 +166,15 @@ static int create_03(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_build,
                                 "cell=gru\nembed=32\nhidden=128\nscore=scaled_dot\nplacement=luong\n"
                                 "attn=64\nproject_kv=0\n");
+}
+
+/* Chapter 06's defaults (chapters/06_transformer/main.c): 2 encoder and 2
+ * decoder blocks, D 64, 4 heads, F 256, pre-norm, LayerNorm, GELU, dropout 0,
+ * sinusoidal positions, label smoothing 0.1. */
+static int create_06(BenchModel *model, FILE *batch_log) {
+    return seq2seq_bench_create(model, batch_log, "06_transformer", transformer_build,
+                                "layers=2\ndim=64\nheads=4\nff=256\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\n"
+                                "dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n");
 }
 
 /* ---- Per-position chapters (04, 05): 64 sequences of 8 digits --------------------- */
@@ -252,6 +263,8 @@ static const ChapterBench CHAPTERS[] = {
     {"03_dot_product_attention", "GRU + scaled dot attention (Luong), D_E 32, S 128; dates, batch 64", create_03},
     {"04_self_attention", "2 self-attention layers, D 64, MLP 128; 64 x 8 digits", create_04},
     {"05_multi_head_attention", "1 layer of 4 heads x 16, D 64, MLP 128; count_next, 64 x 8 digits", create_05},
+    {"06_transformer", "encoder-decoder transformer, 2 + 2 pre-norm blocks, D 64, 4 heads, F 256; dates, batch 64",
+     create_06},
 };
 enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 

@@ -7,8 +7,9 @@
 # its PyTorch twin tools/bench_torch.py (when /usr/bin/python3 can import
 # torch) in ROUNDS alternating rounds (default 3), prints the train-step ratios (avx2 against naive, our best against
 # PyTorch's best thread count), bench_train_step --busy (1 and 2 threads
-# beside a process spinning on the CPU), then BUILD/bench/bench_flash (plain against
-# fused attention), then any other BUILD/bench/bench_* binaries;
+# beside a process spinning on the CPU), then BUILD/bench/bench_transformer (chapter 06's
+# training step at D = 256, 4 + 4 layers against the FMA peak), then BUILD/bench/bench_flash
+# (plain against fused attention), then any other BUILD/bench/bench_* binaries;
 # results go to bench/results/. tools/perf_table.sh turns them into the
 # README's Markdown tables. Benchmarks print figures and ratios,
 # they never pass or fail, so a benchmark that errors is reported and skipped.
@@ -111,6 +112,12 @@ if [ -x "$build/bench/bench_train_step" ]; then
   run "$build/bench/bench_train_step" --out "$results" --busy
 fi
 
+# Chapter 06's training step at D = 256, 4 + 4 layers: GFLOP/s, fraction of the FMA peak and
+# where the time goes (transformer_peak.tsv).
+if [ -x "$build/bench/bench_transformer" ]; then
+  run "$build/bench/bench_transformer" --out "$results"
+fi
+
 # Plain against fused (FlashAttention-style) attention, N = 256 .. 8192: flash.tsv, flash.gp.
 if [ -x "$build/bench/bench_flash" ]; then
   run "$build/bench/bench_flash" --out "$results"
@@ -118,7 +125,7 @@ fi
 
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
-  case "$(basename "$b")" in bench_sgemm | bench_train_step | bench_flash) continue ;; esac
+  case "$(basename "$b")" in bench_sgemm | bench_train_step | bench_transformer | bench_flash) continue ;; esac
   run "$b"
 done
 

@@ -29,6 +29,16 @@ The models (see each chapter's header for the equations):
   04  digit model: embedding + positions, per layer single-head
       self-attention (Q, K, V without bias) + residual, ReLU MLP + residual.
   05  the same with multi-head attention (W_QKV without bias, W_O with bias).
+  06  encoder-decoder transformer from nn.TransformerEncoderLayer and
+      nn.TransformerDecoderLayer (norm_first=True, GELU, dropout 0,
+      batch_first), their Q/K/V in-projection biases removed (the C model has
+      none; W_O keeps its bias); embeddings times sqrt(D) plus sinusoidal
+      positions; a final LayerNorm on the encoder's and the decoder's outputs;
+      the output nn.Linear; CrossEntropyLoss(ignore_index=<pad>,
+      label_smoothing=eps). Source padding is masked in the encoder's and the
+      cross-attention's keys, the decoder's self-attention is causal. Its
+      parameter count must equal the C model's (train_step_batches.txt's
+      params=): both are printed, and a mismatch skips the chapter with an error.
 """
 import argparse
 import math
@@ -66,6 +76,15 @@ def build_models():
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    def sinusoids(N, D):
+        """Chapter 04's table: P[t, 2k] = sin(t / 10000^(2k/D)), P[t, 2k+1] = cos(...)."""
+        position = torch.arange(N, dtype=torch.float32)[:, None]
+        freq = torch.exp(-math.log(10000.0) * torch.arange(0, D, 2, dtype=torch.float32) / D)
+        table = torch.zeros(N, D)
+        table[:, 0::2] = torch.sin(position * freq)
+        table[:, 1::2] = torch.cos(position * freq)[:, : D // 2]
+        return table
 
     class Encoder(nn.Module):
         """Embedding + GRU over a padded batch; returns all states [B,T,H] and h_T [B,H]."""
@@ -147,12 +166,7 @@ def build_models():
             if pos == "learned":
                 self.pos = nn.Parameter(torch.randn(N, D) * 0.7)
             else:
-                position = torch.arange(N, dtype=torch.float32)[:, None]
-                freq = torch.exp(-math.log(10000.0) * torch.arange(0, D, 2, dtype=torch.float32) / D)
-                table = torch.zeros(N, D)
-                table[:, 0::2] = torch.sin(position * freq)
-                table[:, 1::2] = torch.cos(position * freq)
-                self.register_buffer("pos", table)
+                self.register_buffer("pos", sinusoids(N, D))
             self.qkv = nn.ModuleList([nn.Linear(D, 3 * D, bias=False) for _ in range(L)])
             self.proj = nn.ModuleList([nn.Linear(D, D) for _ in range(L)]) if heads > 1 else None
             self.mlp_in = nn.ModuleList([nn.Linear(D, F_) for _ in range(L)])
@@ -172,6 +186,37 @@ def build_models():
                 H = X + Y
                 X = H + self.mlp_out[l](torch.relu(self.mlp_in[l](H)))
             return self.out(X)
+
+    class Transformer(nn.Module):  # chapter 06, pre-norm
+        def __init__(self, V_src, V_tgt, T, Tt, D, H, F_, L):
+            super().__init__()
+            self.scale = math.sqrt(D)
+            self.src_emb = nn.Embedding(V_src, D)
+            self.tgt_emb = nn.Embedding(V_tgt, D)
+            self.register_buffer("pos", sinusoids(max(T, Tt), D))
+
+            def layer_args():
+                return dict(d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0, activation="gelu",
+                            batch_first=True, norm_first=True)
+            self.enc = nn.ModuleList([nn.TransformerEncoderLayer(**layer_args()) for _ in range(L)])
+            self.dec = nn.ModuleList([nn.TransformerDecoderLayer(**layer_args()) for _ in range(L)])
+            # The C model's Q, K, V projections have no bias (its W_O has one).
+            for attn in [l.self_attn for l in self.enc] + [a for l in self.dec for a in (l.self_attn, l.multihead_attn)]:
+                attn.register_parameter("in_proj_bias", None)
+            self.enc_norm = nn.LayerNorm(D)
+            self.dec_norm = nn.LayerNorm(D)
+            self.out = nn.Linear(D, V_tgt)
+            self.register_buffer("causal", torch.triu(torch.ones(Tt, Tt, dtype=torch.bool), diagonal=1))
+
+        def forward(self, src, src_pad, tgt_in):
+            X = self.src_emb(src) * self.scale + self.pos[: src.shape[1]]
+            for layer in self.enc:
+                X = layer(X, src_key_padding_mask=src_pad)
+            M = self.enc_norm(X)
+            Y = self.tgt_emb(tgt_in) * self.scale + self.pos[: tgt_in.shape[1]]
+            for layer in self.dec:
+                Y = layer(Y, M, tgt_mask=self.causal, memory_key_padding_mask=src_pad)
+            return self.out(self.dec_norm(Y))
 
     def make(entry):
         """(model, loss function of the model) for one line of train_step_batches.txt."""
@@ -194,6 +239,22 @@ def build_models():
                 logits = model(src, lens, tgt_in)
                 return F.cross_entropy(logits.reshape(-1, V_tgt), tgt_out.reshape(-1), ignore_index=PAD_ID)
             return model, loss_fn
+        if ch == "06":
+            B, T, Tt, V_tgt = entry["B"], entry["T"], entry["Tt"], entry["V_tgt"]
+            switches = (entry["norm"], entry["norm_type"], entry["mlp"], entry["pos"], float(entry["dropout"]))
+            if switches != ("pre", "layernorm", "gelu", "sinusoidal", 0.0):
+                raise ValueError("06_transformer: only the default switches (pre-norm, LayerNorm, GELU, "
+                                 f"sinusoidal, dropout 0) are built here, not {switches}")
+            src = torch.tensor(entry["src"]).view(B, T)
+            src_pad = torch.arange(T)[None, :] >= torch.tensor(entry["src_lens"])[:, None]   # True: padding
+            tgt_in = torch.tensor(entry["tgt_in"]).view(B, Tt)
+            tgt_out = torch.tensor(entry["tgt_out"]).view(-1)
+            model = Transformer(entry["V_src"], V_tgt, T, Tt, entry["dim"], entry["heads"], entry["ff"], entry["layers"])
+            criterion = nn.CrossEntropyLoss(ignore_index=PAD_ID, label_smoothing=float(entry["label_smoothing"]))
+
+            def loss_fn():
+                return criterion(model(src, src_pad, tgt_in).reshape(-1, V_tgt), tgt_out)
+            return model, loss_fn
         if ch in ("04", "05"):
             B, N, C = entry["B"], entry["N"], entry["C"]
             x = torch.tensor(entry["x"]).view(B, N)
@@ -214,11 +275,27 @@ def child(results, threads, reps):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     make = build_models()
+    failed = False
     for entry in read_batches(os.path.join(results, "train_step_batches.txt")):
-        model, loss_fn = make(entry)
+        try:
+            model, loss_fn = make(entry)
+        except ValueError as e:
+            print(f"bench_torch: {e}; skipped", file=sys.stderr)
+            failed = True
+            continue
         if model is None:
             print(f"bench_torch: no PyTorch model for {entry['chapter']}; skipped", file=sys.stderr)
             continue
+        if entry["chapter"].startswith("06"):   # the same model: as many parameters as the C one
+            ours = sum(p.numel() for p in model.parameters())
+            if threads == 1:
+                print(f"bench_torch: {entry['chapter']} parameters: C {entry['params']}, PyTorch {ours}",
+                      file=sys.stderr)
+            if ours != entry["params"]:
+                print(f"bench_torch: {entry['chapter']}: PyTorch has {ours} parameters, the C model "
+                      f"{entry['params']}: not the same model; skipped", file=sys.stderr)
+                failed = True
+                continue
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
         def step():
@@ -234,6 +311,7 @@ def child(results, threads, reps):
             step()
         ms = statistics.median(step() for _ in range(reps))
         print(f"{entry['chapter']}\ttorch\t{threads}\t{ms:.3f}", flush=True)
+    return 1 if failed else 0
 
 
 def load_average():
@@ -253,8 +331,7 @@ def main():
     if args.reps < 1:
         parser.error(f"--reps expects a positive number, got {args.reps}")
     if args.child_threads:
-        child(args.results, args.child_threads, args.reps)
-        return 0
+        return child(args.results, args.child_threads, args.reps)
 
     batches = os.path.join(args.results, "train_step_batches.txt")
     tsv = os.path.join(args.results, "train_step.tsv")

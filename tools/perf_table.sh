@@ -10,6 +10,8 @@
 #     its AVX2 kernels, and as installed), on 1 and 2 threads, with the paired ratios;
 #   - milliseconds per training step per chapter: naive, AVX2, AVX-512, PyTorch, and the ratios;
 #   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads;
+#   - with RESULTS_DIR/transformer_peak.tsv: chapter 06's training step at D = 256, 4 + 4 layers
+#     (bench/bench_transformer.c): GFLOP/s, fraction of the FMA peak, where the time goes;
 #   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels and LayerNorm, naive against AVX2.
 # Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
@@ -130,6 +132,30 @@ if [ -f "$busy" ]; then
         printf "| %s | %.1f | %.1f | %.2fx |\n", ch, ms[ch, 1], ms[ch, 2], ms[ch, 2] / ms[ch, 1]
       }
     }' "$busy"
+fi
+
+peak=$results/transformer_peak.tsv
+if [ -f "$peak" ]; then
+  echo
+  awk -F'\t' 'NR == 2 {
+      printf "Chapter 06'"'"'s training step at a larger size (`bench_transformer`: %s, pre-norm, GELU, synthetic\n", $1
+      printf "batch; median of %d steps): %.1f GFLOP per step, counted from its matrix products (2 M N K each, backward\n", $16, $4
+      print "= 2 x forward, attention products included). `of peak`: against the register-only FMA loop on the same"
+      print "instruction set and threads. `proj` and `attn`: the step'"'"'s products replayed alone (projections + MLP +"
+      print "output; the per-(sequence, head) attention products), `other` = forward + backward - both: softmax, norms,"
+      print "GELU, residuals, embeddings, loss; `optimizer` = zero grad + clip + Adam."
+    }' "$peak"
+  echo
+  awk -F'\t' '
+    NR == 1 { next }
+    BEGIN {
+      print "| backend | threads | ms per step | GFLOP/s | of peak | fwd + bwd ms | optimizer ms | proj ms (GFLOP/s) | attn ms (GFLOP/s) | other ms |"
+      print "|---|---|---|---|---|---|---|---|---|---|"
+    }
+    {
+      printf "| %s | %d | %.1f | %.1f | %.0f%% | %.1f | %.1f | %.1f (%.1f) | %.1f (%.1f) | %.1f |\n", $2, $3, $5, $6,
+             100 * $8, $9, $10, $11, $14, $12, $15, $13
+    }' "$peak"
 fi
 
 vecmath=$results/vecmath.tsv
