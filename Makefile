@@ -10,6 +10,7 @@
 #   make twin       PyTorch cross-checks (tools/)
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
+#   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -49,7 +50,7 @@ TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run compare test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -112,6 +113,10 @@ run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1)
 	./$(BUILD)/$(1) --out out/$(1)
 endef
 $(foreach c,$(CHAPTERS),$(eval $(call RUN_RULE,$(c))))
+
+# One program at a time, one thread each (tools/compare_seq2seq.sh); then the two tables.
+compare: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/compare_seq2seq.sh
 
 test: deps-test
 	@$(MAKE) --no-print-directory _build_tests

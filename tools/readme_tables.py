@@ -2,7 +2,11 @@
 """readme_tables.py - rewrite the results tables in the READMEs from a run's results.json files.
 
     /usr/bin/python3 tools/readme_tables.py [--out DIR] [--check] [README.md ...]
+    /usr/bin/python3 tools/readme_tables.py [--out DIR] --print NAME [--print NAME ...]
     make readme                       (the same, on out/ and every README)
+
+--print writes the table NAME (below) with its caption to standard output and
+touches no README.
 
 A README marks a generated table with two lines of their own:
 
@@ -19,7 +23,16 @@ NAME is one of
                _solved_step (first step with loss < 0.5, 0 = never) and
                _train_seconds. A run named <task>_h<H> (chapter 05) gets
                "heads H" and "D_H" (= dim / H) columns; any other run
-               <task>_<positions> (chapter 04) a "positions" column.
+               <task>_<positions> (chapter 04) a "positions" column;
+    compare-06 chapters 01, 02, 03 and 06 on the same seq2seq tasks and step
+               budget (tools/compare_seq2seq.sh), one row per chapter: exact
+               match on dates, reverse 5-40 and 5-80, g2p WER / PER greedy
+               and with a beam of 5, training seconds, parameters; from
+               DIR/compare/NN_RUN/results.json, RUN one of dates, reverse40,
+               reverse80, g2p, g2p_beam5;
+    compare-06-length  the same runs' reverse 5-80 exact match by input
+               length (the test_exact_len_LO_HI keys), one row per length
+               bucket, one column per chapter.
 
 Everything outside the markers stays byte-identical. Every table is made
 before any file is written, so a missing or broken results.json stops the
@@ -63,9 +76,14 @@ def results_path(out_dir, chapter):
 
 def load_results(out_dir, chapter, block, readme):
     path = results_path(out_dir, chapter)
+    return read_results(path, block, readme, "run `make run` (or `make run-%s`) first" % chapter[:2])
+
+
+def read_results(path, block, readme, how):
+    """One flat results.json; `how` tells the user how to make it."""
     if not os.path.isfile(path):
-        raise Failure("%s not found (needed by <!-- results:%s --> in %s): run `make run` "
-                      "(or `make run-%s`) first, or pass --out DIR" % (path, block, readme, chapter[:2]))
+        raise Failure("%s not found (needed by <!-- results:%s --> in %s): %s, or pass --out DIR"
+                      % (path, block, readme, how))
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -165,13 +183,175 @@ def table_chapter(nn, out_dir, readme):
     return lines, caption
 
 
+# ---- compare-06: chapters 01, 02, 03 and 06 on the same tasks (tools/compare_seq2seq.sh)
+
+COMPARE_CHAPTERS = ["01", "02", "03", "06"]
+# run name (the directory NN_RUN) -> (task, min_len, max_len, beam)
+COMPARE_RUNS = {
+    "dates": ("dates", None, None, 1),
+    "reverse40": ("reverse", 5, 40, 1),
+    "reverse80": ("reverse", 5, 80, 1),
+    "g2p": ("g2p", None, None, 1),
+    "g2p_beam5": ("g2p", None, None, 5),
+}
+
+
+def model_summary(d):
+    """A short description of a seq2seq model from its results.json config keys."""
+    model = d.get("model")
+    if model == "transformer":
+        text = "transformer %s+%s blocks, D %s, %s heads, F %s, %s-LN" % (
+            d.get("layers"), d.get("layers"), d.get("dim"), d.get("heads"), d.get("ff"), d.get("norm"))
+        if d.get("label_smoothing"):
+            text += ", label smoothing %g" % d["label_smoothing"]
+        return text
+    text = "%s, S %s" % (str(d.get("cell", "?")).upper(), d.get("hidden"))
+    if model == "bahdanau":
+        text += ", additive attention"
+        if d.get("bidirectional"):
+            text += ", bidirectional"
+    elif model == "attn_seq2seq":
+        text += ", %s attention" % d.get("score")
+    elif model != "rnn_seq2seq":
+        text = "%s %s" % (model, text)
+    return text
+
+
+def load_compare(out_dir, block, readme):
+    """{(NN, run): (path, data)} for every chapter and run, checked against what the table says."""
+    found = {}
+    for nn in COMPARE_CHAPTERS:
+        for run, (task, lo, hi, beam) in COMPARE_RUNS.items():
+            path = os.path.join(out_dir, "compare", "%s_%s" % (nn, run), "results.json")
+            _, data = read_results(path, block, readme, "run `bash tools/compare_seq2seq.sh` first")
+            if not str(data.get("chapter", "")).startswith(nn + "_"):
+                raise Failure("%s: chapter %r, expected chapter %s" % (path, data.get("chapter"), nn))
+            if data.get("task") != task or (lo is not None and (data.get("min_len"), data.get("max_len")) != (lo, hi)):
+                raise Failure("%s: task %s %s-%s, expected %s%s" % (
+                    path, data.get("task"), data.get("min_len"), data.get("max_len"), task,
+                    "" if lo is None else " %d-%d" % (lo, hi)))
+            if number(data, "beam", path) != beam:
+                raise Failure("%s: beam %g, expected %d" % (path, data["beam"], beam))
+            # n_test is the generated tasks' test size (g2p's split is fixed: checked below)
+            if task != "g2p" and number(data, "test_n", path) != number(data, "n_test", path):
+                raise Failure("%s: evaluated on %d of the %d test examples (--max-eval): the table compares "
+                              "whole test sets" % (path, data["test_n"], data["n_test"]))
+            found[(nn, run)] = (path, data)
+    tested = {number(d, "test_n", p) for (nn, run), (p, d) in found.items() if run.startswith("g2p")}
+    if len(tested) != 1:
+        raise Failure("%s/compare/*_g2p*: evaluated on different numbers of test words %s (--max-eval?)"
+                      % (out_dir, sorted(tested)))
+    # the same budget for every chapter: the point of the table
+    for run in ("dates", "reverse40", "reverse80", "g2p"):
+        budgets = {(number(d, "steps", p), number(d, "batch", p), number(d, "lr", p), number(d, "seed", p))
+                   for nn in COMPARE_CHAPTERS for p, d in [found[(nn, run)]]}
+        if len(budgets) != 1:
+            raise Failure("%s/compare/*_%s: the chapters trained with different steps, batch, lr or seed %s"
+                          % (out_dir, run, sorted(budgets)))
+    return found
+
+
+def bold_best(cells, values, lowest=False):
+    """Bold the cell of a unique best value (as printed), in place."""
+    best = min(values) if lowest else max(values)
+    if len(values) > 1 and values.count(best) == 1:
+        i = values.index(best)
+        cells[i] = "**%s**" % cells[i]
+
+
+def compare_caption(found, out_dir, what):
+    datas = [d for _, d in found.values()]
+    def budget(run):
+        d = found[(COMPARE_CHAPTERS[0], run)][1]
+        return "%d steps of %d" % (d["steps"], d["batch"])
+    return ("%s From `bash tools/compare_seq2seq.sh` (`%s/compare/NN_RUN/results.json`; %s, seed %s; every "
+            "chapter with its own default model flags and lr %g): dates %s, reverse %s, g2p %s; test sets: "
+            "%d dates, %d reversed strings per length range, %d g2p words. `make readme` rewrites this table."
+            % (what, out_dir.rstrip("/"), conditions(datas), datas[0].get("seed", "?"), datas[0].get("lr"),
+               budget("dates"), budget("reverse40"), budget("g2p"), found[("01", "dates")][1]["test_n"],
+               found[("01", "reverse40")][1]["test_n"], found[("01", "g2p")][1]["test_n"]))
+
+
+def table_compare(out_dir, readme):
+    found = load_compare(out_dir, "compare-06", readme)
+    train_runs = ["dates", "reverse40", "reverse80", "g2p"]
+    head = ["chapter", "model", "parameters", "dates exact", "reverse 5-40 exact", "reverse 5-80 exact",
+            "g2p WER / PER, greedy", "g2p WER / PER, beam 5",
+            "train s: dates / rev 5-40 / rev 5-80 / g2p", "train s, total"]
+    columns = {k: [] for k in ("dates", "reverse40", "reverse80", "wer1", "per1", "wer5", "per5")}
+    rows = []
+    for nn in COMPARE_CHAPTERS:
+        path, d = found[(nn, "dates")]
+        get = {run: (lambda key, run=run: number(found[(nn, run)][1], key, found[(nn, run)][0]))
+               for run in COMPARE_RUNS}
+        for run in ("dates", "reverse40", "reverse80"):
+            columns[run].append(round(100.0 * get[run]("test_exact_match"), 2))
+        for beam, run in (("1", "g2p"), ("5", "g2p_beam5")):
+            columns["wer" + beam].append(round(100.0 * get[run]("test_wer"), 2))
+            columns["per" + beam].append(round(100.0 * get[run]("test_per"), 2))
+        secs = [get[run]("train_seconds") for run in train_runs]
+        rows.append([d["chapter"], model_summary(d), "{:,}".format(int(number(d, "parameters", path))),
+                     None, None, None, None, None,
+                     " / ".join("%.0f" % s for s in secs), "%.0f" % sum(secs)])
+    for col, run in ((3, "dates"), (4, "reverse40"), (5, "reverse80")):
+        cells = ["%.2f%%" % v for v in columns[run]]
+        bold_best(cells, columns[run])
+        for row, cell in zip(rows, cells):
+            row[col] = cell
+    for col, beam in ((6, "1"), (7, "5")):
+        wer = ["%.2f%%" % v for v in columns["wer" + beam]]
+        per = ["%.2f%%" % v for v in columns["per" + beam]]
+        bold_best(wer, columns["wer" + beam], lowest=True)
+        bold_best(per, columns["per" + beam], lowest=True)
+        for row, w, p in zip(rows, wer, per):
+            row[col] = "%s / %s" % (w, p)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    caption = compare_caption(found, out_dir, "Parameters as on dates (reverse and g2p change only the "
+                              "vocabulary rows); g2p beam 5 decodes the greedy run's checkpoint again "
+                              "(`--load NN_g2p/model.ckpt --beam 5`).")
+    return lines, caption
+
+
+def table_compare_length(out_dir, readme):
+    found = load_compare(out_dir, "compare-06-length", readme)
+    buckets = None
+    for nn in COMPARE_CHAPTERS:
+        path, d = found[(nn, "reverse80")]
+        mine = sorted((int(m.group(1)), int(m.group(2))) for m in
+                      (re.fullmatch(r"test_exact_len_([0-9]+)_([0-9]+)", k) for k in d) if m)
+        if not mine:
+            raise Failure("%s: no test_exact_len_LO_HI keys" % path)
+        if buckets is not None and mine != buckets:
+            raise Failure("%s: length buckets %s differ from chapter 01's %s" % (path, mine, buckets))
+        buckets = mine
+    head = ["input length"] + [found[(nn, "reverse80")][1]["chapter"] for nn in COMPARE_CHAPTERS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keys = ["test_exact_len_%d_%d" % b for b in buckets] + ["test_exact_match"]
+    labels = ["%d-%d" % b for b in buckets] + ["**all**"]
+    for key, label in zip(keys, labels):
+        values = [round(100.0 * number(found[(nn, "reverse80")][1], key, found[(nn, "reverse80")][0]), 2)
+                  for nn in COMPARE_CHAPTERS]
+        cells = ["%.2f%%" % v for v in values]
+        bold_best(cells, values)
+        lines.append("| " + " | ".join([label] + cells) + " |")
+    caption = compare_caption(found, out_dir, "Reverse, lengths 5-80: test exact match by input length.")
+    return lines, caption
+
+
+TABLES = "make-run, compare-06, compare-06-length, or a chapter number like 04"
+
+
 def make_table(name, out_dir, readme):
     if name == "make-run":
         return table_make_run(out_dir, readme)
+    if name == "compare-06":
+        return table_compare(out_dir, readme)
+    if name == "compare-06-length":
+        return table_compare_length(out_dir, readme)
     if re.fullmatch(r"[0-9][0-9]", name):
         return table_chapter(name, out_dir, readme)
-    raise Failure("%s: unknown table <!-- results:%s --> (known: make-run, or a chapter number like 04)"
-                  % (readme, name))
+    raise Failure("%s: unknown table <!-- results:%s --> (known: %s)" % (readme, name, TABLES))
 
 
 def rewrite(text, out_dir, readme):
@@ -221,7 +401,7 @@ def write_atomically(path, text):
 
 
 def main(argv):
-    out_dir, check, readmes = "out", False, []
+    out_dir, check, readmes, prints = "out", False, [], []
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -232,12 +412,22 @@ def main(argv):
             if a == "--out" and not args:
                 raise Failure("--out: expected a directory after the flag")
             out_dir = a[len("--out="):] if a.startswith("--out=") else args.pop(0)
+        elif a == "--print" or a.startswith("--print="):
+            if a == "--print" and not args:
+                raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
+            prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
         elif a == "--check":
             check = True
         elif a.startswith("-"):
             raise Failure("unknown flag '%s' (see --help)" % a)
         else:
             readmes.append(a)
+    if prints:
+        if check or readmes:
+            raise Failure("--print goes alone (with --out DIR): no --check, no README names")
+        tables = [make_table(name, out_dir, "--print") for name in prints]
+        print("\n\n".join("\n".join(table + ["", caption]) for table, caption in tables))
+        return 0
     if not readmes:
         readmes = [os.path.relpath(p) for p in
                    [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "README.md")))]
