@@ -1,0 +1,57 @@
+/* bench_fma.h - the machine's FMA peak, measured: a register-only loop of
+ * fused multiply-adds that runs as fast as the FMA units allow. bench_sgemm
+ * and bench_transformer both report their GFLOP/s against it.
+ *
+ * Include after <immintrin.h>, <omp.h> and bench_common.h. */
+#ifndef BENCH_FMA_H
+#define BENCH_FMA_H
+
+/* 12 independent accumulator chains (more than FMA latency x FMA units = 4 x 2),
+ * no loads or stores. */
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iterations) {
+    __m256 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i * 1e-3f);
+    __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (long it = 0; it < iterations; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+    }
+    __m256 sum = acc[0];
+    for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, acc[i]);
+    float out[8];
+    _mm256_storeu_ps(out, sum);
+    return out[0];
+}
+
+__attribute__((target("avx512f"))) static float fma_loop_avx512(long iterations) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (long it = 0; it < iterations; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    }
+    __m512 sum = acc[0];
+    for (int i = 1; i < 12; i++) sum = _mm512_add_ps(sum, acc[i]);
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* GFLOP/s of the FMA loop on `threads` threads (each FMA = width * 2 flops). */
+static double fma_peak(int threads, int width) {
+    long iterations = 20 * 1000 * 1000;
+    volatile float sink = 0.0f; /* keeps the loops' results alive */
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        float total = 0.0f;
+        double t0 = bench_now_seconds();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        total += width == 16 ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations);
+        sink = total;
+        double gflops = threads * 12.0 * width * 2.0 * iterations / (bench_now_seconds() - t0) * 1e-9;
+        if (gflops > best) best = gflops;
+    }
+    (void)sink;
+    return best;
+}
+
+#endif
