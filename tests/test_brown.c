@@ -27,21 +27,20 @@
 #include <zlib.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 /* ---- helpers ------------------------------------------------------------- */
 
 static char tmp_dir[256];
 
 static int setup_dir(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_brown.XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return temp_dir_make(tmp_dir, sizeof tmp_dir, "test_brown");
 }
 
 static int remove_dir(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return temp_dir_remove(tmp_dir);
 }
 
 static void path_in_tmp(char *out, size_t outlen, const char *name) {

@@ -21,6 +21,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 static char tmp_dir[256];
 static const char *CONFIG = "task=dates\nhidden=64\ncell=gru\n";
 
@@ -109,15 +111,12 @@ static int count_leftover_tmp_files(void) {
 
 static int setup_dir(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_checkpoint.XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return temp_dir_make(tmp_dir, sizeof tmp_dir, "test_checkpoint");
 }
 
 static int remove_dir(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return temp_dir_remove(tmp_dir);
 }
 
 /* Byte offsets in the standard file (see the format in checkpoint.h). */

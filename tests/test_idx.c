@@ -38,19 +38,18 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 static char tmp_dir[256];
 
 static int setup_dir(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_idx.XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return temp_dir_make(tmp_dir, sizeof tmp_dir, "test_idx");
 }
 
 static int remove_dir(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return temp_dir_remove(tmp_dir);
 }
 
 /* tmp_dir/name into out (512 bytes). */

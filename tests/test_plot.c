@@ -22,19 +22,18 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 static char tmp_dir[256];
 
 static int setup_dir(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_plot.XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return temp_dir_make(tmp_dir, sizeof tmp_dir, "test_plot");
 }
 
 static int remove_dir(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return temp_dir_remove(tmp_dir);
 }
 
 static char *read_text(const char *stem, const char *ext) {

@@ -23,6 +23,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 static char tmp_dir[256];
 
 static void path_in_tmp(char *out, size_t outlen, const char *name) {
@@ -49,15 +51,12 @@ static char *read_text(const char *path) {
 
 static int setup_dir(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_util.XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return temp_dir_make(tmp_dir, sizeof tmp_dir, "test_util");
 }
 
 static int remove_dir(void **state) {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return temp_dir_remove(tmp_dir);
 }
 
 /* -------------------------------------------------------------- make_dirs */
