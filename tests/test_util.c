@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "temp_dir.h"
+#include "util/rng.h"
 
 static char tmp_dir[256];
 
@@ -198,6 +199,34 @@ static void test_corrupt_gzip(void **state) {
     assert_non_null(strstr(last_error(), "junk.gz"));
 }
 
+/* A gzip file cut short (a copy that stopped, a full disk) is an error, not
+ * a shorter text: zlib reports the missing end only through gzerror. */
+static void test_truncated_gzip(void **state) {
+    (void)state;
+    char whole[512], cut[512];
+    path_in_tmp(whole, sizeof whole, "long.txt.gz");
+    path_in_tmp(cut, sizeof cut, "cut.txt.gz");
+    gzFile gz = gzopen(whole, "wb");
+    assert_non_null(gz);
+    Rng r;
+    rng_seed(&r, 5, 0);
+    for (int i = 0; i < 20000; i++) gzprintf(gz, "word%u ", rng_below(&r, 100000));
+    assert_int_equal(gzclose(gz), Z_OK);
+    size_t len;
+    char *text = read_whole_file(whole, &len);   /* the whole file decompresses */
+    assert_non_null(text);
+    free(text);
+    FILE *f = fopen(whole, "rb");
+    assert_non_null(f);
+    static unsigned char raw[1 << 20];
+    size_t n = fread(raw, 1, sizeof raw, f);
+    fclose(f);
+    assert_true(n > 1000);
+    assert_int_equal(write_file_atomic(cut, raw, n / 2), 0);
+    assert_null(read_whole_file(cut, &len));
+    if (!strstr(last_error(), "truncated")) fail_msg("message: %s", last_error());
+}
+
 /* ------------------------------------------------------------- allocation */
 
 static void test_aligned_allocation(void **state) {
@@ -335,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_open_close),
         cmocka_unit_test(test_read_plain_and_gzip),
         cmocka_unit_test(test_corrupt_gzip),
+        cmocka_unit_test(test_truncated_gzip),
         cmocka_unit_test(test_aligned_allocation),
         cmocka_unit_test(test_results_json),
         cmocka_unit_test(test_results_long_value_is_cut_cleanly),

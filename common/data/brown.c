@@ -57,18 +57,6 @@ static int *new_table(int n, int *mask) {
 
 /* ------------------------------------------------------------ reading */
 
-/* Grow buf to hold at least need bytes. 0, or -1 with fail(). */
-static int grow_buffer(char **buf, size_t *cap, size_t need, const char *path) {
-    if (need <= *cap) return 0;
-    size_t bigger = *cap ? *cap : ((size_t)1 << 20);
-    while (bigger < need) bigger *= 2;
-    char *p = realloc(*buf, bigger);
-    if (p == NULL) return fail("cannot read '%s': out of memory at %zu bytes", path, bigger);
-    *buf = p;
-    *cap = bigger;
-    return 0;
-}
-
 /* Check the file exists and starts with the gzip magic bytes 1f 8b (gzopen
  * alone would read a plain file as if it were decompressed text). */
 static int check_gzip_magic(const char *path) {
@@ -91,41 +79,7 @@ static int check_gzip_magic(const char *path) {
  * NULL with fail() on any error. */
 static char *read_gzip(const char *path, size_t *len) {
     if (check_gzip_magic(path) != 0) return NULL;
-    gzFile gz = gzopen(path, "rb");
-    if (gz == NULL) {
-        fail("cannot open '%s': %s", path, errno ? strerror(errno) : "gzopen failed");
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, used = 0;
-    for (;;) {
-        if (grow_buffer(&buf, &cap, used + 65536 + 1, path) != 0) break;
-        int n = gzread(gz, buf + used, 65536);
-        int code = Z_OK;
-        const char *why = gzerror(gz, &code);
-        if (n < 0) {
-            fail("'%s' is corrupt: the gzip data is damaged after %zu bytes of text (%s)",
-                 path, used, why);
-            break;
-        }
-        /* At the end of the input zlib returns 0 bytes; Z_BUF_ERROR then
-         * means the compressed data stopped before the gzip end marker. */
-        if (n == 0 && code == Z_BUF_ERROR) {
-            fail("'%s' is truncated: the gzip data ends after %zu bytes of text, before its "
-                 "end marker", path, used);
-            break;
-        }
-        if (n == 0) {
-            gzclose(gz);
-            buf[used] = '\0';
-            *len = used;
-            return buf;
-        }
-        used += (size_t)n;
-    }
-    free(buf);
-    gzclose(gz);
-    return NULL;
+    return read_gzip_file(path, len);   /* util.h: truncated or damaged data is an error */
 }
 
 /* ------------------------------------------------------------ parsing */

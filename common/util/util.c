@@ -181,8 +181,9 @@ static int grow(char **buf, size_t *cap, size_t need, const char *path) {
     return 0;
 }
 
-/* Read a gzip-compressed file, decompressing as we go. */
-static char *read_gzip_file(const char *path, size_t *len) {
+char *read_gzip_file(const char *path, size_t *len) {
+    *len = 0;
+    errno = 0;
     gzFile gz = gzopen(path, "rb");
     if (gz == NULL) {
         fail("cannot open '%s': %s", path, errno ? strerror(errno) : "gzopen failed");
@@ -197,10 +198,19 @@ static char *read_gzip_file(const char *path, size_t *len) {
             return NULL;
         }
         int n = gzread(gz, buf + used, 65536);
+        int code = Z_OK;
+        const char *why = gzerror(gz, &code);
         if (n < 0) {
-            int code;
-            const char *why = gzerror(gz, &code);
             fail("cannot read '%s': corrupt gzip data after %zu bytes: %s", path, used, why);
+            free(buf);
+            gzclose(gz);
+            return NULL;
+        }
+        /* At the end of the input zlib returns 0 bytes; Z_BUF_ERROR then
+         * means the compressed data stopped before the gzip end marker. */
+        if (n == 0 && code == Z_BUF_ERROR) {
+            fail("'%s' is truncated: the gzip data ends after %zu bytes of text, before its end marker", path,
+                 used);
             free(buf);
             gzclose(gz);
             return NULL;
@@ -248,7 +258,7 @@ static char *read_plain_file(const char *path, size_t *len) {
 char *read_whole_file(const char *path, size_t *len) {
     *len = 0;
     errno = 0;
-    if (ends_with(path, ".gz")) return read_gzip_file(path, len);
+    if (ends_with(path, ".gz")) return read_gzip_file(path, len);   /* (it sets *len and errno too) */
     return read_plain_file(path, len);
 }
 

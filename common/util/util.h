@@ -21,6 +21,10 @@ int atomic_close(AtomicFile *af, int ok);
  * Returns a malloc'd buffer with a NUL appended, *len = bytes without it;
  * NULL with fail() on error. */
 char *read_whole_file(const char *path, size_t *len);
+/* The same for a gzip file whatever its name. A file that stops before the
+ * gzip end marker (truncated) or has damaged data is an error, not a short
+ * text. */
+char *read_gzip_file(const char *path, size_t *len);
 
 /* Aligned allocation (64 bytes) that never returns NULL: aborts with a
  * message on out-of-memory (a programming/resource error, not user input). */
