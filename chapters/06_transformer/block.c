@@ -431,17 +431,12 @@ void block_backward(float *dX, float *dM, BlockWeights *dw, float *scratch, cons
     float *bufs[2] = {k.grad_a, k.grad_b};
     for (int i = n - 1; i >= 0; i--) {
         const float *in = i > 0 ? p.c.sub[order[i - 1]].out : X;
-        float *dIn = dX;
-        if (i > 0) {
+        float *dIn = dX;   /* the first sublayer accumulates into dX ... */
+        if (i > 0 || dX == NULL) {   /* ... the others (and a dX nobody wants) into a zeroed buffer */
             dIn = bufs[i % 2];
             memset(dIn, 0, RD_bytes);
         }
-        if (dIn) sublayer_backward(dIn, dM, dw, &k, dZ, in, &p, order[i]);
-        else {   /* no dX wanted: still the weights' gradients, into a scratch buffer */
-            dIn = bufs[i % 2];
-            memset(dIn, 0, RD_bytes);
-            sublayer_backward(dIn, dM, dw, &k, dZ, in, &p, order[i]);
-        }
+        sublayer_backward(dIn, dM, dw, &k, dZ, in, &p, order[i]);
         dZ = dIn;
     }
 }
