@@ -11,11 +11,11 @@
  * search, plots, checkpoint) is common/train/seq2seq.c, as for chapters
  * 01-03; the model is transformer.c over block.c. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "06_transformer/norm_experiment.h"
 #include "06_transformer/transformer.h"
+#include "io/args.h"
 #include "kernels/matmul.h"
 #include "util/error.h"
 
@@ -63,17 +63,26 @@ int main(int argc, char **argv) {
         {"norm-experiment", ARG_BOOL, &norm_experiment_flag,
          "only run the post-LN vs pre-LN experiment (depth 2, 6, 12, no warm-up), then exit", 0, 0, NULL},
     };
-    /* Look ahead at three flags (seq2seq_main parses and checks them all):
-     * --norm-experiment runs only the experiment, in --out, on --threads. */
-    const char *out_dir = "out/06_transformer";
-    int experiment = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--norm-experiment") == 0) experiment = 1;
-        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[i + 1];
-        else if (strncmp(argv[i], "--out=", 6) == 0) out_dir = argv[i] + 6;
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[i + 1]);
-    }
-    if (experiment) {
+    /* --norm-experiment is a program of its own: it takes only --out and
+     * --threads, parsed and checked like every flag. */
+    if (args_given(argc, argv, "norm-experiment")) {
+        const char *out_dir = "out/06_transformer";
+        int threads = 0;
+        const ArgSpec experiment_args[] = {
+            {"norm-experiment", ARG_BOOL, &norm_experiment_flag, "run the post-LN vs pre-LN experiment", 0, 0, NULL},
+            {"out", ARG_STRING, &out_dir, "directory for its table and plot", 0, 0, NULL},
+            {"threads", ARG_INT, &threads, "threads (0 = all cores)", 0, 256, NULL},
+        };
+        int rc = args_parse(argc, argv, experiment_args, 3);
+        if (rc < 0) {
+            fprintf(stderr, "06_transformer: error: %s (with --norm-experiment only --out and --threads apply)\n",
+                    last_error());
+            return 1;
+        }
+        if (rc == 1) {
+            args_print_help(argv[0], "The post-LN vs pre-LN experiment of chapter 06.", experiment_args, 3);
+            return 0;
+        }
         if (threads > 0) threads_set(threads);
         if (norm_experiment_run(out_dir) < 0) {
             fprintf(stderr, "06_transformer: error: %s\n", last_error());
