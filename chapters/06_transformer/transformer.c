@@ -2,7 +2,8 @@
  * written backward and decoding with a KV cache (see transformer.h).
  *
  * Reading order: embed_forward()/embed_backward() (tokens to vectors),
- * encoder_forward() and decoder_forward() (a loop of block_forward calls),
+ * encoder_forward() and decoder_forward() (embeddings, then a stack of
+ * blocks: stack.c),
  * transformer_train_step() (the two stacks, the output layer, the loss, then
  * everything backwards), transformer_encode()/transformer_step() (decoding),
  * transformer_plot_layers() (the maps of every layer and head). */
@@ -21,14 +22,6 @@
 #include "util/error.h"
 #include "util/util.h"
 
-static int has_final_norm(const Transformer *t) {
-    return t->cfg.block.norm_place == BLOCK_PRE_NORM && t->cfg.block.norm != BLOCK_NO_NORM;
-}
-
-static BlockWeights block_view(Transformer *t, const BlockSpec *s, size_t offset, int grad) {
-    return block_weights_view(s, grad ? params_grad(&t->params, offset) : params_data(&t->params, offset));
-}
-
 /* ================================================================= model */
 
 int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, int V_tgt, int T_src,
@@ -37,13 +30,12 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     if (cfg->layers < 1 || cfg->layers > TRANSFORMER_MAX_LAYERS)
         return fail("layers=%d: expected 1 to %d", cfg->layers, TRANSFORMER_MAX_LAYERS);
     t->cfg = *cfg;
-    t->enc = cfg->block;
-    t->enc.causal = 0;
-    t->enc.cross = 0;
-    t->dec = cfg->block;
-    t->dec.causal = 1;
-    t->dec.cross = 1;
-    t->dec.attention = MULTI_HEAD_PLAIN;   /* the cross-attention maps and the step use chapter 03's path */
+    BlockSpec enc = cfg->block, dec = cfg->block;
+    enc.causal = 0;
+    enc.cross = 0;
+    dec.causal = 1;
+    dec.cross = 1;
+    dec.attention = MULTI_HEAD_PLAIN;   /* the cross-attention maps and the step use chapter 03's path */
     const int L = cfg->layers, D = cfg->block.D;
     t->L = L;
     t->D = D;
@@ -62,21 +54,13 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
         t->src_pos = params_add(p, "src_pos", 2, (int[]){T_src, D});
         t->tgt_pos = params_add(p, "tgt_pos", 2, (int[]){t->T_cap, D});
     }
-    char name[32];
-    for (int l = 0; l < L; l++) {
-        snprintf(name, sizeof name, "enc%d", l);
-        t->enc_block[l] = params_add(p, name, 1, (int[]){(int)block_param_count(&t->enc)});
-    }
-    for (int l = 0; l < L; l++) {
-        snprintf(name, sizeof name, "dec%d", l);
-        t->dec_block[l] = params_add(p, name, 1, (int[]){(int)block_param_count(&t->dec)});
-    }
-    if (has_final_norm(t)) {
-        t->enc_norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
-        t->dec_norm_g = params_add(p, "dec_norm.gamma", 1, (int[]){D});
+    if (stack_declare(&t->enc, &enc, L, p, "enc") < 0 || stack_declare(&t->dec, &dec, L, p, "dec") < 0) return -1;
+    if (stack_has_final_norm(&cfg->block)) {
+        t->enc.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
+        t->dec.norm_g = params_add(p, "dec_norm.gamma", 1, (int[]){D});
         if (cfg->block.norm == BLOCK_LAYERNORM) {
-            t->enc_norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
-            t->dec_norm_b = params_add(p, "dec_norm.beta", 1, (int[]){D});
+            t->enc.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+            t->dec.norm_b = params_add(p, "dec_norm.beta", 1, (int[]){D});
         }
     }
     t->out_W = params_add(p, "out.W", 2, (int[]){D, V_tgt});
@@ -98,49 +82,18 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
         positional_encoding_sinusoidal(t->P_src, T_src, D);      /* chapter 04's */
         positional_encoding_sinusoidal(t->P_tgt, t->T_cap, D);
     }
-    for (int l = 0; l < L; l++) {
-        BlockWeights we = block_view(t, &t->enc, t->enc_block[l], 0);
-        block_init(&t->enc, &we, &rng);
-        BlockWeights wd = block_view(t, &t->dec, t->dec_block[l], 0);
-        block_init(&t->dec, &wd, &rng);
-    }
-    if (has_final_norm(t)) {
-        init_constant(params_data(p, t->enc_norm_g), (size_t)D, 1.0f);
-        init_constant(params_data(p, t->dec_norm_g), (size_t)D, 1.0f);
-        if (t->enc_norm_b) {
-            init_constant(params_data(p, t->enc_norm_b), (size_t)D, 0.0f);
-            init_constant(params_data(p, t->dec_norm_b), (size_t)D, 0.0f);
-        }
-    }
+    stack_init_weights(&t->enc, &rng);
+    stack_init_weights(&t->dec, &rng);
     init_xavier(params_data(p, t->out_W), D, V_tgt, &rng);
     init_constant(params_data(p, t->out_b), (size_t)V_tgt, 0.0f);
     rng_seed(&t->dropout_rng, seed, 7);
 
-    /* activations, allocated once for the largest batch */
-    /* the decoder's buffers also hold one row of T_cap positions (decoding
-     * without the cache recomputes a whole prefix) */
-    const size_t dec_rows = (size_t)max_B * T_tgt > (size_t)t->T_cap ? (size_t)max_B * T_tgt : (size_t)t->T_cap;
-    const size_t BS = (size_t)max_B * T_src * D, BT = dec_rows * D;
-    const size_t big = BS > BT ? BS : BT;
-    for (int l = 0; l <= L; l++) {
-        t->enc_x[l] = xcalloc(BS, sizeof(float));
-        t->dec_x[l] = xcalloc(BT, sizeof(float));
-    }
-    size_t scratch = 0;
-    for (int l = 0; l < L; l++) {
-        t->enc_cache[l] = xcalloc(block_cache_floats(&t->enc, max_B, T_src, 0), sizeof(float));
-        size_t batch = block_cache_floats(&t->dec, max_B, T_tgt, T_src);
-        size_t prefix = block_cache_floats(&t->dec, 1, t->T_cap, T_src);
-        t->dec_cache[l] = xcalloc(batch > prefix ? batch : prefix, sizeof(float));
-    }
-    size_t se = block_scratch_floats(&t->enc, max_B, T_src, 0), sd = block_scratch_floats(&t->dec, max_B, T_tgt, T_src);
-    scratch = se > sd ? se : sd;
-    t->M = xcalloc(BS, sizeof(float));
-    t->enc_mean = xcalloc((size_t)max_B * T_src, sizeof(float));
-    t->enc_rstd = xcalloc((size_t)max_B * T_src, sizeof(float));
-    t->top = xcalloc(BT, sizeof(float));
-    t->dec_mean = xcalloc(dec_rows, sizeof(float));
-    t->dec_rstd = xcalloc(dec_rows, sizeof(float));
+    /* activations, allocated once for the largest batch; the decoder's also
+     * hold one row of T_cap positions (decoding without the cache recomputes
+     * a whole prefix) */
+    stack_alloc(&t->enc, max_B, T_src, 0);
+    stack_alloc(&t->dec, max_B, t->T_cap, T_src);
+    const size_t BS = (size_t)max_B * T_src * D, BT = (size_t)max_B * t->T_cap * D;
     t->enc_mask = xcalloc(BS, sizeof(float));
     t->dec_mask = xcalloc(BT, sizeof(float));
     t->logits = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
@@ -149,9 +102,6 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->src_lens = xcalloc((size_t)max_B, sizeof(int));
     t->dtop = xcalloc(BT, sizeof(float));
     t->dM = xcalloc(BS, sizeof(float));
-    t->grad_a = xcalloc(big, sizeof(float));
-    t->grad_b = xcalloc(big, sizeof(float));
-    t->scratch = xcalloc(scratch, sizeof(float));
     const int HD = cfg->block.H * cfg->block.D_H;
     for (int l = 0; l < L; l++) t->mem_KV[l] = xcalloc((size_t)max_B * T_src * 2 * HD, sizeof(float));
     t->step_x = xcalloc((size_t)max_B * D, sizeof(float));
@@ -160,25 +110,17 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->step_mean = xcalloc((size_t)max_B, sizeof(float));
     t->step_rstd = xcalloc((size_t)max_B, sizeof(float));
     t->step_logits = xcalloc((size_t)max_B * V_tgt, sizeof(float));
-    t->step_work = xcalloc(block_step_work_floats(&t->dec, max_B, t->T_cap, T_src), sizeof(float));
+    t->step_work = xcalloc(block_step_work_floats(&t->dec.spec, max_B, t->T_cap, T_src), sizeof(float));
     t->step_cross = xcalloc((size_t)max_B * cfg->block.H * T_src, sizeof(float));
     return 0;
 }
 
 void transformer_free(Transformer *t) {
-    for (int l = 0; l <= t->L; l++) {
-        free(t->enc_x[l]);
-        free(t->dec_x[l]);
-    }
-    for (int l = 0; l < t->L; l++) {
-        free(t->enc_cache[l]);
-        free(t->dec_cache[l]);
-        free(t->mem_KV[l]);
-    }
-    free(t->P_src); free(t->P_tgt); free(t->M); free(t->enc_mean); free(t->enc_rstd);
-    free(t->top); free(t->dec_mean); free(t->dec_rstd); free(t->enc_mask); free(t->dec_mask);
+    stack_free(&t->enc);
+    stack_free(&t->dec);
+    for (int l = 0; l < t->L; l++) free(t->mem_KV[l]);
+    free(t->P_src); free(t->P_tgt); free(t->enc_mask); free(t->dec_mask);
     free(t->logits); free(t->probs); free(t->dlogits); free(t->src_lens); free(t->dtop); free(t->dM);
-    free(t->grad_a); free(t->grad_b); free(t->scratch);
     free(t->step_x); free(t->step_y); free(t->step_top); free(t->step_mean); free(t->step_rstd);
     free(t->step_logits); free(t->step_work); free(t->step_cross);
     params_free(&t->params);
@@ -217,82 +159,19 @@ static void embed_backward(Transformer *t, float *dX, const float *mask, const i
     embedding_backward(params_grad(&t->params, emb), dX, ids, B * N, D);
 }
 
-/* One stack of blocks as the passes see it: the encoder's or the decoder's. */
-typedef struct {
-    const BlockSpec *spec;
-    const size_t *blocks;       /* [L] where each block's parameters start */
-    float *const *x;            /* [L + 1] the activations X_0 .. X_L */
-    float *const *cache;        /* [L] each block's cache */
-    float *mask;                /* dropout mask of X_0 */
-    size_t emb, pos;            /* the embedding table; the learned positions */
-    const float *P_fixed;       /* the sinusoidal table (NULL: learned) */
-    size_t norm_g, norm_b;      /* the final norm (pre-norm stacks; norm_b 0 = none) */
-    float *out, *mean, *rstd;   /* the stack's output (M or top) and the final norm's statistics */
-} Stack;
-
-static Stack encoder_stack(Transformer *t) {
-    Stack s = {&t->enc, t->enc_block, t->enc_x, t->enc_cache, t->enc_mask, t->src_emb, t->src_pos, t->P_src,
-               t->enc_norm_g, t->enc_norm_b, t->M, t->enc_mean, t->enc_rstd};
-    return s;
-}
-
-static Stack decoder_stack(Transformer *t) {
-    Stack s = {&t->dec, t->dec_block, t->dec_x, t->dec_cache, t->dec_mask, t->tgt_emb, t->tgt_pos, t->P_tgt,
-               t->dec_norm_g, t->dec_norm_b, t->top, t->dec_mean, t->dec_rstd};
-    return s;
-}
-
-/* ids [B, N] -> st->out [B, N, D]: embed, L blocks (lens: the sequences'
- * lengths for self-attention; mem: the decoder's memory), the final norm */
-static void stack_forward(Transformer *t, const Stack *st, const int *ids, const int *lens, const BlockMemory *mem,
-                          int B, int N, int train) {
-    embed_forward(t, st->x[0], st->mask, ids, st->emb, st->pos, st->P_fixed, B, N, train);
-    for (int l = 0; l < t->L; l++) {
-        BlockWeights w = block_view(t, st->spec, st->blocks[l], 0);
-        block_forward(st->x[l + 1], st->cache[l], st->x[l], st->spec, &w, lens, mem, B, N, train, &t->dropout_rng);
-    }
-    if (has_final_norm(t))
-        block_norm_forward(st->out, st->mean, st->rstd, st->x[t->L], st->spec, params_data(&t->params, st->norm_g),
-                           st->norm_b ? params_data(&t->params, st->norm_b) : NULL, B * N);
-    else
-        memcpy(st->out, st->x[t->L], sizeof(float) * (size_t)B * N * t->D);
-}
-
-/* dout [B, N, D] (the gradient of st->out) -> every parameter of the stack's
- * gradient, and (decoder) dM [B, N_M, D] += */
-static void stack_backward(Transformer *t, const Stack *st, const float *dout, const int *ids, const int *lens,
-                           const BlockMemory *mem, float *dM, int B, int N) {
-    const size_t n = (size_t)B * N * t->D;
-    float *dcur = t->grad_a, *dprev = t->grad_b;
-    memset(dcur, 0, sizeof(float) * n);
-    if (has_final_norm(t))
-        block_norm_backward(dcur, params_grad(&t->params, st->norm_g),
-                            st->norm_b ? params_grad(&t->params, st->norm_b) : NULL, dout, st->mean, st->rstd,
-                            st->x[t->L], st->spec, params_data(&t->params, st->norm_g), B * N);
-    else
-        memcpy(dcur, dout, sizeof(float) * n);
-    for (int l = t->L - 1; l >= 0; l--) {   /* block l: d X_{l+1} -> d X_l */
-        BlockWeights w = block_view(t, st->spec, st->blocks[l], 0);
-        BlockWeights dw = block_view(t, st->spec, st->blocks[l], 1);
-        memset(dprev, 0, sizeof(float) * n);
-        block_backward(dprev, dM, &dw, t->scratch, dcur, st->cache[l], st->x[l], st->spec, &w, lens, mem, B, N);
-        float *swap = dcur; dcur = dprev; dprev = swap;
-    }
-    embed_backward(t, dcur, st->mask, ids, st->emb, st->pos, B, N);
-}
-
-/* src [B, T] -> the memory M [B, T, D] */
+/* src [B, T] -> the memory M = t->enc.out [B, T, D] */
 static void encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
-    const Stack st = encoder_stack(t);
-    stack_forward(t, &st, src, lens, NULL, B, T, train);
+    embed_forward(t, t->enc.x[0], t->enc_mask, src, t->src_emb, t->src_pos, t->P_src, B, T, train);
+    stack_forward(&t->enc, lens, NULL, B, T, train, &t->dropout_rng);
     memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
 }
 
-/* tgt_in [B, Tt] and the memory -> top [B, Tt, D] (the causal mask does what
- * target lengths would: no real position sees the padding after it) */
+/* tgt_in [B, Tt] and the memory -> top = t->dec.out [B, Tt, D] (the causal
+ * mask does what target lengths would: no real position sees the padding
+ * after it) */
 static void decoder_forward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt, int train) {
-    const Stack st = decoder_stack(t);
-    stack_forward(t, &st, tgt_in, NULL, mem, B, Tt, train);
+    embed_forward(t, t->dec.x[0], t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, t->P_tgt, B, Tt, train);
+    stack_forward(&t->dec, NULL, mem, B, Tt, train, &t->dropout_rng);
 }
 
 /* One pass over a batch: encoder, decoder, logits [B Tt, V] (row b Tt + t),
@@ -301,9 +180,9 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
     Transformer *t = self;
     const int B = b->batch, T = b->src_len, Tt = b->tgt_len, V = t->V_tgt, R = B * Tt;
     encoder_forward(t, b->src, b->src_lens, B, T, backward);
-    const BlockMemory mem = {t->M, b->src_lens, T};
+    const BlockMemory mem = {t->enc.out, b->src_lens, T};
     decoder_forward(t, b->tgt_in, &mem, B, Tt, backward);
-    linear_forward(t->logits, t->top, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), R,
+    linear_forward(t->logits, t->dec.out, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), R,
                    t->D, V);
     int counted = 0;
     double loss = cross_entropy_forward(t->probs, t->logits, b->tgt_out, R, V, PAD_ID, &counted);
@@ -316,11 +195,12 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
                                     1.0f / (float)counted);
     memset(t->dtop, 0, sizeof(float) * (size_t)R * t->D);
     linear_backward(t->dtop, params_grad(&t->params, t->out_W), params_grad(&t->params, t->out_b), t->dlogits,
-                    t->top, params_data(&t->params, t->out_W), R, t->D, V);
+                    t->dec.out, params_data(&t->params, t->out_W), R, t->D, V);
     memset(t->dM, 0, sizeof(float) * (size_t)B * T * t->D);
-    const Stack dec = decoder_stack(t), enc = encoder_stack(t);
-    stack_backward(t, &dec, t->dtop, b->tgt_in, NULL, &mem, t->dM, B, Tt);
-    stack_backward(t, &enc, t->dM, b->src, b->src_lens, NULL, NULL, B, T);
+    float *dY0 = stack_backward(&t->dec, t->dtop, NULL, &mem, t->dM, B, Tt);
+    embed_backward(t, dY0, t->dec_mask, b->tgt_in, t->tgt_emb, t->tgt_pos, B, Tt);
+    float *dX0 = stack_backward(&t->enc, t->dM, b->src_lens, NULL, NULL, B, T);
+    embed_backward(t, dX0, t->enc_mask, b->src, t->src_emb, t->src_pos, B, T);
     return loss;
 }
 
@@ -348,9 +228,9 @@ void transformer_encode(void *self, const Batch *b, float *states) {
     encoder_forward(t, b->src, b->src_lens, B, T, 0);
     /* each decoder block's keys and values of the memory: once per source */
     for (int l = 0; l < t->L; l++) {
-        BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
-        MultiHeadSpec as = block_attention_spec(&t->dec);
-        multi_head_cross_memory(t->mem_KV[l], t->M, &as, &w.cross, B * T);
+        BlockWeights w = stack_block_weights(&t->dec, l, 0);
+        MultiHeadSpec as = block_attention_spec(&t->dec.spec);
+        multi_head_cross_memory(t->mem_KV[l], t->enc.out, &as, &w.cross, B * T);
     }
     t->enc_T = T;
     const size_t S = state_size(t);
@@ -362,10 +242,10 @@ void transformer_encode(void *self, const Batch *b, float *states) {
 static void recompute_row(Transformer *t, float *logits, const int *tokens, int pos, int src) {
     const int T = t->enc_T, D = t->D;
     /* the row's memory: M row src, through the same cross-attention as training */
-    const float *M_src = t->M + (size_t)src * T * D;
+    const float *M_src = t->enc.out + (size_t)src * T * D;
     const BlockMemory mem = {M_src, &t->src_lens[src], T};
     decoder_forward(t, tokens, &mem, 1, pos + 1, 0);
-    linear_forward(logits, t->top + (size_t)pos * D, params_data(&t->params, t->out_W),
+    linear_forward(logits, t->dec.out + (size_t)pos * D, params_data(&t->params, t->out_W),
                    params_data(&t->params, t->out_b), 1, D, t->V_tgt);
 }
 
@@ -404,16 +284,16 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
                 rows[r] = (BlockStepRow){state_K(t, st, l), state_V(t, st, l), (int)st[0],
                                          t->mem_KV[l] + (size_t)src_row[r] * T * 2 * HD, t->src_lens[src_row[r]]};
             }
-            BlockWeights w = block_view(t, &t->dec, t->dec_block[l], 0);
-            block_step(t->step_y, l == t->L - 1 ? t->step_cross : NULL, t->step_x, &t->dec, &w, rows, n, t->T_cap,
+            BlockWeights w = stack_block_weights(&t->dec, l, 0);
+            block_step(t->step_y, l == t->L - 1 ? t->step_cross : NULL, t->step_x, &t->dec.spec, &w, rows, n, t->T_cap,
                        T, t->step_work);
             float *swap = t->step_x; t->step_x = t->step_y; t->step_y = swap;
         }
         const float *top = t->step_x;
-        if (has_final_norm(t)) {
-            block_norm_forward(t->step_top, t->step_mean, t->step_rstd, t->step_x, &t->dec,
-                               params_data(&t->params, t->dec_norm_g),
-                               t->dec_norm_b ? params_data(&t->params, t->dec_norm_b) : NULL, n);
+        if (stack_has_final_norm(&t->dec.spec)) {
+            block_norm_forward(t->step_top, t->step_mean, t->step_rstd, t->step_x, &t->dec.spec,
+                               params_data(&t->params, t->dec.norm_g),
+                               t->dec.norm_b ? params_data(&t->params, t->dec.norm_b) : NULL, n);
             top = t->step_top;
         }
         linear_forward(t->step_logits, top, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), n,
@@ -428,7 +308,7 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
             for (int i = 0; i <= pos; i++) tokens[i] = (int)st[1 + i];
             recompute_row(t, t->step_logits + (size_t)r * V, tokens, pos, src_row[r]);
             if (attn) {   /* the last block's cross-attention at position pos */
-                const float *A = block_cross_attention_weights(&t->dec, t->dec_cache[t->L - 1], 1, pos + 1, T);
+                const float *A = stack_cross_attention(&t->dec, t->L - 1, 1, pos + 1, T);
                 for (int h = 0; h < H; h++)
                     memcpy(t->step_cross + ((size_t)r * H + h) * T, A + ((size_t)h * (pos + 1) + pos) * T,
                            sizeof(float) * (size_t)T);
@@ -485,7 +365,7 @@ int transformer_plot_layers(void *self, const Dataset *d, const int *src, int sr
     memcpy(tgt_in + 1, out, sizeof(int) * (size_t)out_len);
     int lens[1] = {src_len};
     encoder_forward(t, src, lens, 1, T, 0);
-    const BlockMemory mem = {t->M, lens, T};
+    const BlockMemory mem = {t->enc.out, lens, T};
     decoder_forward(t, tgt_in, &mem, 1, Tt, 0);
 
     char (*src_tok)[TOKEN_MAX] = xcalloc((size_t)T, TOKEN_MAX);
@@ -502,9 +382,9 @@ int transformer_plot_layers(void *self, const Dataset *d, const int *src, int sr
     float *cross = xcalloc((size_t)L * H * Tt * T, sizeof(float));
     float *self_maps = xcalloc((size_t)L * H * T * T, sizeof(float));
     for (int l = 0; l < L; l++) {
-        memcpy(cross + (size_t)l * H * Tt * T, block_cross_attention_weights(&t->dec, t->dec_cache[l], 1, Tt, T),
+        memcpy(cross + (size_t)l * H * Tt * T, stack_cross_attention(&t->dec, l, 1, Tt, T),
                sizeof(float) * (size_t)H * Tt * T);
-        const float *A = block_attention_weights(&t->enc, t->enc_cache[l], 1, T, 0);
+        const float *A = stack_attention(&t->enc, l, 1, T, 0);
         if (A) memcpy(self_maps + (size_t)l * H * T * T, A, sizeof(float) * (size_t)H * T * T);
     }
     char path[1100];

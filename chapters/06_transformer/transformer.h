@@ -30,9 +30,10 @@
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/block.h"
+#include "06_transformer/stack.h"
 #include "train/seq2seq.h"
 
-#define TRANSFORMER_MAX_LAYERS 16
+#define TRANSFORMER_MAX_LAYERS STACK_MAX_LAYERS
 
 typedef struct {
     int layers;             /* L: blocks in the encoder, and in the decoder */
@@ -44,7 +45,8 @@ typedef struct {
 
 typedef struct {
     TransformerConfig cfg;
-    BlockSpec enc, dec;     /* cfg.block, as encoder (not causal) and decoder (causal, cross) blocks */
+    Stack enc, dec;         /* cfg.block as encoder blocks (not causal) and decoder blocks (causal, cross);
+                             * enc.out is the memory M [B, T, D], dec.out the top [B, Tt, D] */
     int L, D, V_src, V_tgt;
     int T_src;              /* longest source */
     int T_tgt;              /* longest target + 1 (<eos>): teacher-forced positions */
@@ -52,23 +54,15 @@ typedef struct {
     int max_B;
     Params params;
     size_t src_emb, tgt_emb, src_pos, tgt_pos, out_W, out_b;
-    size_t enc_block[TRANSFORMER_MAX_LAYERS], dec_block[TRANSFORMER_MAX_LAYERS];
-    size_t enc_norm_g, enc_norm_b, dec_norm_g, dec_norm_b;
     float *P_src, *P_tgt;   /* [T_src, D], [T_cap, D]: sinusoidal tables (NULL when learned) */
     Rng dropout_rng;
 
-    /* activations of one pass, sized for max_B */
-    float *enc_x[TRANSFORMER_MAX_LAYERS + 1];   /* [B, T, D] the encoder's X_0..X_L */
-    float *enc_cache[TRANSFORMER_MAX_LAYERS];
-    float *M, *enc_mean, *enc_rstd;             /* [B, T, D] the memory; final norm's statistics */
-    float *dec_x[TRANSFORMER_MAX_LAYERS + 1];   /* [B, Tt, D] */
-    float *dec_cache[TRANSFORMER_MAX_LAYERS];
-    float *top, *dec_mean, *dec_rstd;           /* [B, Tt, D] */
+    /* activations of one pass, sized for max_B (the blocks' are in the stacks) */
     float *enc_mask, *dec_mask;                 /* dropout on the embeddings */
     float *logits, *probs;                      /* [B Tt, V_tgt] */
     int *src_lens;                              /* the last pass's source lengths [B] */
     /* backward */
-    float *dlogits, *dtop, *dM, *grad_a, *grad_b, *scratch;
+    float *dlogits, *dtop, *dM;
     /* decoding */
     int enc_T;                                  /* source length of the last encode() */
     float *mem_KV[TRANSFORMER_MAX_LAYERS];      /* [B, T, 2 H D_H] per decoder block */

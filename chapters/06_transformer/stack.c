@@ -1,0 +1,109 @@
+/* stack.c - chapter 06: L blocks and the final norm, forward and backward
+ * (see stack.h). A loop of block_forward calls, and the same loop backwards. */
+#include "06_transformer/stack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/util.h"
+
+int stack_has_final_norm(const BlockSpec *s) {
+    return s->norm_place == BLOCK_PRE_NORM && s->norm != BLOCK_NO_NORM;
+}
+
+int stack_declare(Stack *st, const BlockSpec *s, int L, Params *p, const char *prefix) {
+    memset(st, 0, sizeof *st);
+    if (L < 1 || L > STACK_MAX_LAYERS) return fail("layers=%d: expected 1 to %d", L, STACK_MAX_LAYERS);
+    st->spec = *s;
+    st->L = L;
+    st->params = p;
+    char name[32];
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "%s%d", prefix, l);
+        st->block[l] = params_add(p, name, 1, (int[]){(int)block_param_count(s)});
+    }
+    return 0;
+}
+
+BlockWeights stack_block_weights(const Stack *st, int l, int grad) {
+    float *base = grad ? params_grad(st->params, st->block[l]) : params_data(st->params, st->block[l]);
+    return block_weights_view(&st->spec, base);
+}
+
+void stack_init_weights(Stack *st, Rng *rng) {
+    for (int l = 0; l < st->L; l++) {
+        BlockWeights w = stack_block_weights(st, l, 0);
+        block_init(&st->spec, &w, rng);
+    }
+    const size_t D = (size_t)st->spec.D;
+    if (st->norm_g) init_constant(params_data(st->params, st->norm_g), D, 1.0f);
+    if (st->norm_b) init_constant(params_data(st->params, st->norm_b), D, 0.0f);
+}
+
+void stack_alloc(Stack *st, int max_B, int max_N, int N_M) {
+    const size_t rows = (size_t)max_B * max_N, RD = rows * st->spec.D;
+    st->max_rows = (int)rows;
+    for (int l = 0; l <= st->L; l++) st->x[l] = xcalloc(RD, sizeof(float));
+    for (int l = 0; l < st->L; l++)
+        st->cache[l] = xcalloc(block_cache_floats(&st->spec, max_B, max_N, N_M), sizeof(float));
+    st->out = xcalloc(RD, sizeof(float));
+    st->mean = xcalloc(rows, sizeof(float));
+    st->rstd = xcalloc(rows, sizeof(float));
+    st->grad_a = xcalloc(RD, sizeof(float));
+    st->grad_b = xcalloc(RD, sizeof(float));
+    st->scratch = xcalloc(block_scratch_floats(&st->spec, max_B, max_N, N_M), sizeof(float));
+}
+
+void stack_free(Stack *st) {
+    for (int l = 0; l <= st->L; l++) free(st->x[l]);
+    for (int l = 0; l < st->L; l++) free(st->cache[l]);
+    free(st->out); free(st->mean); free(st->rstd);
+    free(st->grad_a); free(st->grad_b); free(st->scratch);
+    memset(st->x, 0, sizeof st->x);
+    memset(st->cache, 0, sizeof st->cache);
+    st->out = st->mean = st->rstd = st->grad_a = st->grad_b = st->scratch = NULL;
+}
+
+/* X_0 -> X_1 .. X_L -> out */
+void stack_forward(Stack *st, const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng) {
+    for (int l = 0; l < st->L; l++) {
+        BlockWeights w = stack_block_weights(st, l, 0);
+        block_forward(st->x[l + 1], st->cache[l], st->x[l], &st->spec, &w, lens, mem, B, N, train, rng);
+    }
+    if (stack_has_final_norm(&st->spec))
+        block_norm_forward(st->out, st->mean, st->rstd, st->x[st->L], &st->spec, params_data(st->params, st->norm_g),
+                           st->norm_b ? params_data(st->params, st->norm_b) : NULL, B * N);
+    else
+        memcpy(st->out, st->x[st->L], sizeof(float) * (size_t)B * N * st->spec.D);
+}
+
+/* d out -> d X_L -> ... -> d X_0 */
+float *stack_backward(Stack *st, const float *dout, const int *lens, const BlockMemory *mem, float *dM,
+                            int B, int N) {
+    const size_t n = (size_t)B * N * st->spec.D;
+    float *dcur = st->grad_a, *dprev = st->grad_b;
+    memset(dcur, 0, sizeof(float) * n);
+    if (stack_has_final_norm(&st->spec))
+        block_norm_backward(dcur, params_grad(st->params, st->norm_g),
+                            st->norm_b ? params_grad(st->params, st->norm_b) : NULL, dout, st->mean, st->rstd,
+                            st->x[st->L], &st->spec, params_data(st->params, st->norm_g), B * N);
+    else
+        memcpy(dcur, dout, sizeof(float) * n);
+    for (int l = st->L - 1; l >= 0; l--) {   /* block l: d X_{l+1} -> d X_l */
+        BlockWeights w = stack_block_weights(st, l, 0), dw = stack_block_weights(st, l, 1);
+        memset(dprev, 0, sizeof(float) * n);
+        block_backward(dprev, dM, &dw, st->scratch, dcur, st->cache[l], st->x[l], &st->spec, &w, lens, mem, B, N);
+        float *swap = dcur; dcur = dprev; dprev = swap;
+    }
+    return dcur;
+}
+
+const float *stack_attention(const Stack *st, int l, int B, int N, int N_M) {
+    return block_attention_weights(&st->spec, st->cache[l], B, N, N_M);
+}
+
+const float *stack_cross_attention(const Stack *st, int l, int B, int N, int N_M) {
+    return block_cross_attention_weights(&st->spec, st->cache[l], B, N, N_M);
+}

@@ -1,0 +1,83 @@
+/* stack.h - chapter 06: a stack of L transformer blocks, and the final norm
+ * a pre-norm stack ends with.
+ *
+ *   X_0 [B, N, D]                 written by the model (embeddings + positions)
+ *   X_l = Block_l(X_{l-1})        l = 1..L   (block.h)
+ *   out = Norm(X_L)               pre-norm stacks (the residual stream is never
+ *                                 normalised inside them, so the last norm is here)
+ *   out = X_L                     post-norm stacks (each block already ends with a norm)
+ *
+ * Every transformer in the project is one or two stacks plus what feeds X_0
+ * and what reads out: the encoder and the decoder of transformer.c, the GPT
+ * of gpt.c (one causal stack), the ViT of chapter 07 (one stack over image
+ * patches). The stack keeps the activations and caches backward needs; the
+ * weights live in the model's Params, the stack knows their offsets.
+ *
+ * Usage (see transformer.c and gpt.c):
+ *   Stack st;
+ *   stack_declare(&st, &spec, L, &params, "dec");     declares dec0 .. dec<L-1>
+ *   st.norm_g = params_add(...); st.norm_b = ...      the final norm, if any (stack_has_final_norm)
+ *   params_alloc(&params);  stack_init_weights(&st, &rng);
+ *   stack_alloc(&st, max_B, max_N, N_M);
+ *   ... write st.x[0] ...;  stack_forward(&st, lens, mem, B, N, train, &rng);   -> st.out
+ *   float *dX0 = stack_backward(&st, dout, lens, mem, dM, B, N);        -> every gradient, d X_0 */
+#ifndef STACK_H
+#define STACK_H
+#include <stddef.h>
+#include "06_transformer/block.h"
+#include "nn/params.h"
+
+#define STACK_MAX_LAYERS 16
+
+typedef struct {
+    BlockSpec spec;
+    int L;
+    Params *params;                     /* the model's parameters (not owned) */
+    size_t block[STACK_MAX_LAYERS];     /* offset of block l's one tensor */
+    size_t norm_g, norm_b;              /* the final norm's gamma and beta (0: none) */
+    int max_rows;                       /* B * N the buffers hold */
+    /* activations, for up to max_B sequences of max_N positions */
+    float *x[STACK_MAX_LAYERS + 1];     /* [B, N, D] X_0 .. X_L (the model writes X_0) */
+    float *cache[STACK_MAX_LAYERS];     /* each block's cache (block_cache_floats) */
+    float *out, *mean, *rstd;           /* [B, N, D] the output; the final norm's row statistics */
+    /* backward */
+    float *grad_a, *grad_b, *scratch;
+} Stack;
+
+/* 1 when the spec is pre-norm with a norm: the stack ends with one more norm. */
+int stack_has_final_norm(const BlockSpec *s);
+
+/* Declare L blocks of spec s in p, named "<prefix>0" .. "<prefix><L-1>",
+ * and remember where they start. Returns 0, or -1 with fail() for L outside
+ * 1 .. STACK_MAX_LAYERS. The final norm's tensors are the caller's to
+ * declare (into st->norm_g, st->norm_b), so a model keeps its tensor order. */
+int stack_declare(Stack *st, const BlockSpec *s, int L, Params *p, const char *prefix);
+/* After params_alloc: every block's weights (block_init, in order), the
+ * final norm's gamma = 1, beta = 0. */
+void stack_init_weights(Stack *st, Rng *rng);
+/* Room for B <= max_B sequences of N <= max_N positions (and a memory of
+ * N_M positions for decoder blocks; 0 otherwise). */
+void stack_alloc(Stack *st, int max_B, int max_N, int N_M);
+void stack_free(Stack *st);
+
+/* Block l's weights (grad 0) or their gradients (grad 1). */
+BlockWeights stack_block_weights(const Stack *st, int l, int grad);
+
+/* st->x[0] [B, N, D] -> st->out [B, N, D], through the L blocks and the final
+ * norm. lens and mem as in block_forward; train 1 draws dropout masks from rng. */
+void stack_forward(Stack *st, const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
+
+/* dout [B, N, D] (the gradient of st->out) -> every block's and the final
+ * norm's gradients +=, and (decoder stacks) dM [B, N_M, D] +=. lens, mem, B,
+ * N: what forward saw. Returns the gradient of X_0 [B, N, D], in one of the
+ * stack's own buffers (valid until its next backward): the model passes it
+ * on to its embeddings. */
+float *stack_backward(Stack *st, const float *dout, const int *lens, const BlockMemory *mem, float *dM,
+                            int B, int N);
+
+/* The attention weights block l's last forward kept (NULL when fused):
+ * self-attention [B, H, N, N]; cross-attention [B, H, N, N_M]. */
+const float *stack_attention(const Stack *st, int l, int B, int N, int N_M);
+const float *stack_cross_attention(const Stack *st, int l, int B, int N, int N_M);
+
+#endif
