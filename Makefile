@@ -34,11 +34,17 @@ endif
 COMMON_SRC   := $(wildcard common/*/*.c)
 # A chapter is a directory chapters/NN_name/ with a main.c (its program).
 CHAPTERS     := $(sort $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c)))
-CHAPTER_LIB_SRC := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
+# A chapter may have more programs: chapters/NN_name/main_X.c is build/NN_X
+# (chapters/06_transformer/main_gpt.c is build/06_gpt), run after the
+# chapter's own program by make run and make run-NN.
+EXTRA_MAINS  := $(wildcard chapters/[0-9][0-9]_*/main_*.c)
+extra_programs = $(patsubst chapters/$(1)/main_%.c,$(firstword $(subst _, ,$(1)))_%,$(wildcard chapters/$(1)/main_*.c))
+PROGRAMS     := $(foreach c,$(CHAPTERS),$(c) $(call extra_programs,$(c)))
+CHAPTER_LIB_SRC := $(filter-out %/main.c $(EXTRA_MAINS),$(wildcard chapters/*/*.c))
 LIB_SRC      := $(COMMON_SRC) $(CHAPTER_LIB_SRC)
 LIB_OBJ      := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB          := $(BUILD)/libattn.a
-CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/%)
+CHAPTER_BINS := $(PROGRAMS:%=$(BUILD)/%)
 TEST_SRC     := $(wildcard tests/test_*.c)
 TEST_BINS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Helpers the test programs (and tools/) share: tests/*.c other than test_*.c
@@ -78,6 +84,12 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
+define EXTRA_RULE
+$(BUILD)/$(firstword $(subst _, ,$(notdir $(patsubst %/,%,$(dir $(1))))))_$(patsubst main_%.c,%,$(notdir $(1))): $(1) $(LIB)
+	$(CC) $(CFLAGS) $(1) $(LIB) $(LDLIBS) -o $$@
+endef
+$(foreach m,$(EXTRA_MAINS),$(eval $(call EXTRA_RULE,$(m))))
+
 $(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
@@ -102,15 +114,17 @@ deps-twin:
 
 # Each chapter runs on its own quick default and writes under out/NN_name/.
 run: deps-run all
-	@set -e; start=$$(date +%s.%N); for c in $(CHAPTERS); do \
+	@set -e; start=$$(date +%s.%N); for c in $(PROGRAMS); do \
 	  echo "=== $$c"; t0=$$(date +%s.%N); ./$(BUILD)/$$c --out out/$$c; \
 	  echo "=== $$c: $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done; \
 	echo; echo "All chapters: $$(awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; echo
-	@bash tools/results_table.sh $(CHAPTERS:%=out/%/results.json)
+	@bash tools/results_table.sh $(PROGRAMS:%=out/%/results.json)
 
 define RUN_RULE
-run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1)
-	./$(BUILD)/$(1) --out out/$(1)
+run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1) $(patsubst %,$(BUILD)/%,$(call extra_programs,$(1)))
+	@for p in $(1) $(call extra_programs,$(1)); do \
+	  echo "=== $$$$p"; t0=$$$$(date +%s.%N); ./$(BUILD)/$$$$p --out out/$$$$p || exit 1; \
+	  echo "=== $$$$p: $$$$(awk -v a=$$$$t0 -v b=$$$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done
 endef
 $(foreach c,$(CHAPTERS),$(eval $(call RUN_RULE,$(c))))
 

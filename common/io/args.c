@@ -9,6 +9,7 @@
  * Ranges: min and max are inclusive; min == max == 0 means "no range". */
 #include "io/args.h"
 #include "util/error.h"
+#include "util/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -226,4 +227,20 @@ int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_spe
                         "and its training; drop --%s (or train a new model without --load)", specs[i].name,
                         specs[i].name);
     return 0;
+}
+
+/* The preset's flags in front of the user's (see args.h). */
+int args_parse_with_preset(int argc, char **argv, const char *preset, const ArgSpec *specs,
+                             int n_specs, char ***storage) {
+    size_t preset_len = strlen(preset);
+    int max_words = (int)preset_len / 2 + 2;
+    char **new_argv = xcalloc((size_t)(argc + max_words + 1) * sizeof(char *) + preset_len + 1, 1);
+    char *words = (char *)(new_argv + argc + max_words + 1);
+    memcpy(words, preset, preset_len + 1);
+    int n = 0;
+    new_argv[n++] = argv[0];
+    for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) new_argv[n++] = w;
+    for (int i = 1; i < argc; i++) new_argv[n++] = argv[i];
+    *storage = new_argv;
+    return args_parse(n, new_argv, specs, n_specs);
 }

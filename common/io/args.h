@@ -43,4 +43,10 @@ int args_given(int argc, char **argv, const char *name);
  * 0 when there is none. */
 int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep);
 
+/* A preset ("--task g2p --steps 4000 ..."): parse the preset's flags in
+ * front of the user's, so a flag the user gives overrides the preset's.
+ * *storage gets the combined argv (free it when the parsed strings are no
+ * longer needed). Returns what args_parse returns. */
+int args_parse_with_preset(int argc, char **argv, const char *preset, const ArgSpec *specs, int n_specs,
+                           char ***storage);
 #endif

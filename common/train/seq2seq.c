@@ -454,24 +454,6 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
     return rc;
 }
 
-/* Parse again with the preset's flags in front of the user's, so that a flag
- * the user gave overrides the preset's value. *storage gets the new argv
- * (pointing into a copy of the preset string stored after it). */
-static int parse_with_preset(int argc, char **argv, const char *preset, const ArgSpec *specs,
-                             int n_specs, char ***storage) {
-    size_t preset_len = strlen(preset);
-    int max_words = (int)preset_len / 2 + 2;
-    char **new_argv = xcalloc((size_t)(argc + max_words + 1) * sizeof(char *) + preset_len + 1, 1);
-    char *words = (char *)(new_argv + argc + max_words + 1);
-    memcpy(words, preset, preset_len + 1);
-    int n = 0;
-    new_argv[n++] = argv[0];
-    for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) new_argv[n++] = w;
-    for (int i = 1; i < argc; i++) new_argv[n++] = argv[i];
-    *storage = new_argv;
-    return args_parse(n, new_argv, specs, n_specs);
-}
-
 int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines appear as they happen, even in a log */
     CommonFlags f = {
@@ -530,7 +512,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
             fail("--preset long: this chapter has no long preset");
             rc = -1;
         } else {
-            rc = parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
+            rc = args_parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
             if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
         }
     }

@@ -1,0 +1,359 @@
+/* gpt.c - chapter 06, part 2: the decoder-only transformer: forward, hand-
+ * written backward, perplexity over a stream, and generation with a KV
+ * cache (see gpt.h).
+ *
+ * Reading order: gpt_create(), forward_n() (embeddings, the stack, the tied
+ * output layer, the loss), gpt_backward() (the same in reverse),
+ * gpt_stream_nll() (perplexity), gpt_generate() (sampling). */
+#include "06_transformer/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "06_transformer/transformer.h"
+#include "io/checkpoint.h"
+#include "kernels/matmul.h"
+#include "nn/layers.h"
+#include "nn/transformer_layers.h"
+#include "util/error.h"
+#include "util/util.h"
+
+/* ================================================================= model */
+
+int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
+    memset(g, 0, sizeof *g);
+    if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
+    if (cfg->V < 2) return fail("vocab=%d: expected at least 2 tokens", cfg->V);
+    if (cfg->pos != POS_LEARNED && cfg->pos != POS_SINUSOIDAL)
+        return fail("pos=%s: the GPT needs positions (sinusoidal or learned)", pos_type_name(cfg->pos));
+    g->cfg = *cfg;
+    BlockSpec s = cfg->block;
+    s.causal = 1;   /* each position sees itself and the ones before it */
+    s.cross = 0;    /* no encoder, so no cross-attention */
+    const int D = s.D, N = cfg->context, V = cfg->V;
+    g->L = cfg->layers;
+    g->D = D;
+    g->N = N;
+    g->V = V;
+    g->max_B = max_B;
+
+    Params *p = &g->params;
+    params_init(p);
+    g->tok_emb = params_add(p, "tok_emb", 2, (int[]){V, D});
+    if (cfg->pos == POS_LEARNED) g->pos_emb = params_add(p, "pos_emb", 2, (int[]){N, D});
+    if (stack_declare(&g->st, &s, cfg->layers, p, "blk") < 0) return -1;
+    if (stack_has_final_norm(&s)) {
+        g->st.norm_g = params_add(p, "norm.gamma", 1, (int[]){D});
+        if (s.norm == BLOCK_LAYERNORM) g->st.norm_b = params_add(p, "norm.beta", 1, (int[]){D});
+    }
+    if (params_alloc(p) < 0) return -1;
+
+    /* initial values: embeddings and learned positions N(0, 0.02^2) as in
+     * GPT-2 (small logits at the start: every token about equally likely),
+     * the blocks as chapter 06 part 1 */
+    Rng rng;
+    rng_seed(&rng, seed, 1);
+    init_normal(params_data(p, g->tok_emb), (size_t)V * D, 0.02f, &rng);
+    if (cfg->pos == POS_LEARNED) {
+        init_normal(params_data(p, g->pos_emb), (size_t)N * D, 0.02f, &rng);
+    } else {
+        g->P = xcalloc((size_t)N * D, sizeof(float));
+        positional_encoding_sinusoidal(g->P, N, D);   /* chapter 04's */
+    }
+    stack_init_weights(&g->st, &rng);
+    rng_seed(&g->dropout_rng, seed, 7);
+
+    stack_alloc(&g->st, max_B, N, 0);
+    const size_t R = (size_t)max_B * N;
+    g->emb_mask = xcalloc(R * D, sizeof(float));
+    g->logits = xcalloc(R * V, sizeof(float));
+    g->probs = xcalloc(R * V, sizeof(float));
+    g->dtop = xcalloc(R * D, sizeof(float));
+    const size_t HD = (size_t)s.H * s.D_H;
+    for (int l = 0; l < g->L; l++) {
+        g->kv_K[l] = xcalloc((size_t)N * HD, sizeof(float));
+        g->kv_V[l] = xcalloc((size_t)N * HD, sizeof(float));
+    }
+    g->step_x = xcalloc((size_t)D, sizeof(float));
+    g->step_y = xcalloc((size_t)D, sizeof(float));
+    g->step_top = xcalloc((size_t)D, sizeof(float));
+    g->step_mean = xcalloc(1, sizeof(float));
+    g->step_rstd = xcalloc(1, sizeof(float));
+    g->step_work = xcalloc(block_step_work_floats(&s, 1, N, 0), sizeof(float));
+    g->step_logits = xcalloc((size_t)V, sizeof(float));
+    return 0;
+}
+
+void gpt_free(Gpt *g) {
+    stack_free(&g->st);
+    for (int l = 0; l < g->L; l++) {
+        free(g->kv_K[l]);
+        free(g->kv_V[l]);
+    }
+    free(g->P); free(g->emb_mask); free(g->logits); free(g->probs); free(g->dtop);
+    free(g->step_x); free(g->step_y); free(g->step_top); free(g->step_mean); free(g->step_rstd);
+    free(g->step_work); free(g->step_logits);
+    params_free(&g->params);
+}
+
+static const float *positions(Gpt *g) {
+    return g->P ? g->P : params_data(&g->params, g->pos_emb);
+}
+
+/* ======================================================= forward, backward */
+
+/* tokens [B, n] (n <= N) -> logits [B n, V]; with targets, the summed loss */
+static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, int n, int train) {
+    const int D = g->D, V = g->V, R = B * n;
+    const float *E = params_data(&g->params, g->tok_emb);
+    g->B = B;
+    /* X_0 = E[x_t] + P[t], then dropout */
+    float *X0 = g->st.x[0];
+    embedding_forward(X0, tokens, E, R, D);
+    add_positional_encoding(X0, positions(g), B, n, D);   /* chapter 04's */
+    dropout_forward(X0, g->emb_mask, X0, R * D, g->st.spec.dropout, train, &g->dropout_rng);
+    /* the causal stack: Z = Norm(X_L) */
+    stack_forward(&g->st, NULL, NULL, B, n, train, &g->dropout_rng);
+    /* logits [R, V] = Z [R, D] @ E^T [D, V]: the tied output layer */
+    sgemm(0, 1, R, V, D, 1.0f, g->st.out, D, E, D, 0.0f, g->logits, V);
+    g->last_counted = 0;
+    if (!targets) return 0.0;
+    return cross_entropy_forward(g->probs, g->logits, targets, R, V, -1, &g->last_counted);
+}
+
+double gpt_forward(Gpt *g, const int *tokens, const int *targets, int B, int train) {
+    return forward_n(g, tokens, targets, B, g->N, train);
+}
+
+void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float scale_by) {
+    const int D = g->D, V = g->V, N = g->N, R = B * N;
+    const float *E = params_data(&g->params, g->tok_emb);
+    float *dE = params_grad(&g->params, g->tok_emb);
+    /* d logits = (probs - onehot) / scale_by, into the logits' buffer */
+    float *dlogits = g->logits;
+    memset(dlogits, 0, sizeof(float) * (size_t)R * V);
+    cross_entropy_backward(dlogits, g->probs, targets, R, V, -1, 1.0f / scale_by);
+    /* logits = Z E^T:  dZ = dlogits E,  dE += dlogits^T Z */
+    sgemm(0, 0, R, D, V, 1.0f, dlogits, V, E, D, 0.0f, g->dtop, D);
+    sgemm(1, 0, V, D, R, 1.0f, dlogits, V, g->st.out, D, 1.0f, dE, D);
+    /* the stack, then X_0 = dropout(E[x] + P) */
+    float *dX0 = stack_backward(&g->st, g->dtop, NULL, NULL, NULL, B, N);
+    for (size_t i = 0; i < (size_t)R * D; i++) dX0[i] *= g->emb_mask[i];
+    if (g->pos_emb) add_positional_encoding_backward(params_grad(&g->params, g->pos_emb), dX0, B, N, D);
+    embedding_backward(dE, dX0, tokens, R, D);
+}
+
+/* ============================================ the shared driver's interface */
+
+static double classifier_forward(void *self, const Examples *e) {
+    Gpt *g = self;
+    double sum = gpt_forward(g, e->tokens, e->targets, e->B, e->targets != NULL);
+    return g->last_counted ? sum / g->last_counted : 0.0;
+}
+
+static void classifier_backward(void *self, const Examples *e) {
+    Gpt *g = self;
+    if (g->last_counted) gpt_backward(g, e->tokens, e->targets, e->B, (float)g->last_counted);
+}
+
+static void classifier_predict(void *self, int *pred) {
+    Gpt *g = self;
+    const size_t R = (size_t)g->B * g->N;
+    for (size_t r = 0; r < R; r++) {
+        const float *row = g->logits + r * g->V;
+        int best = 0;
+        for (int v = 1; v < g->V; v++)
+            if (row[v] > row[best]) best = v;
+        pred[r] = best;
+    }
+}
+
+static const float *classifier_logits(void *self) {
+    return ((Gpt *)self)->logits;
+}
+
+static const float *classifier_attention(void *self, int l, int h, int b) {
+    Gpt *g = self;
+    const float *A = stack_attention(&g->st, l, g->B, g->N, 0);
+    return A ? A + ((size_t)b * g->st.spec.H + h) * g->N * g->N : NULL;
+}
+
+static void classifier_destroy(void *self) {
+    gpt_free(self);
+    free(self);
+}
+
+void gpt_classifier(Gpt *g, Classifier *m) {
+    *m = (Classifier){.self = g, .params = &g->params, .max_B = g->max_B, .n_out = g->N, .classes = g->V,
+                      .layers = g->L, .heads = g->st.spec.H, .forward = classifier_forward,
+                      .backward = classifier_backward, .predict = classifier_predict,
+                      .logits = classifier_logits, .attention = classifier_attention,
+                      .destroy = classifier_destroy};
+}
+
+/* ============================================================ perplexity */
+
+double gpt_stream_nll(Gpt *g, const int *ids, int first, int n, int stride, long *counted) {
+    const int N = g->N, B_max = g->max_B;
+    int *tokens = xmalloc(sizeof(int) * (size_t)B_max * N);
+    int *targets = xmalloc(sizeof(int) * (size_t)B_max * N);
+    double sum = 0.0;
+    long scored = 0;
+    int next = first;   /* the next position to score */
+    while (next < n) {
+        int B = 0;
+        /* fill up to B_max windows; window b reads ids[a .. a+N) and predicts ids[a+1 .. a+N] */
+        while (B < B_max && next < n) {
+            int a = next - 1 - (N - stride);          /* next is predicted with N - stride + 1 tokens before it... */
+            if (a < 0) a = 0;                         /* ... or all there are */
+            if (a + N > n - 1) a = n - 1 - N;         /* the last window ends at the stream's end */
+            if (a < 0) a = 0;
+            int end = a + N < n - 1 ? a + N : n - 1;  /* the last position this window predicts */
+            for (int i = 0; i < N; i++) {
+                const int t = a + 1 + i;              /* the position predicted at window slot i */
+                tokens[(size_t)B * N + i] = a + i < n ? ids[a + i] : 0;
+                targets[(size_t)B * N + i] = (t >= next && t <= end) ? ids[t] : -1;
+            }
+            next = end + 1;
+            B++;
+        }
+        sum += forward_n(g, tokens, targets, B, N, 0);
+        scored += g->last_counted;
+    }
+    free(tokens);
+    free(targets);
+    *counted = scored;
+    return sum;
+}
+
+/* ============================================================ generation */
+
+/* The logits of the token that follows window[0 .. len), where window[len-1]
+ * was just appended: with the cache, one block_step per block for that
+ * token at position len-1 (the earlier positions' keys and values are in the
+ * cache); without, the whole window again. -> g->step_logits [V] */
+static void next_logits(Gpt *g, const int *window, int len, int kv_cache) {
+    const int D = g->D, V = g->V, pos = len - 1;
+    const float *E = params_data(&g->params, g->tok_emb);
+    if (!kv_cache) {
+        forward_n(g, window, NULL, 1, len, 0);
+        memcpy(g->step_logits, g->logits + (size_t)pos * V, sizeof(float) * (size_t)V);
+        return;
+    }
+    /* x = E[token] + P[pos] */
+    const float *e = E + (size_t)window[pos] * D, *P = positions(g) + (size_t)pos * D;
+    for (int j = 0; j < D; j++) g->step_x[j] = e[j] + P[j];
+    for (int l = 0; l < g->L; l++) {
+        BlockStepRow row = {g->kv_K[l], g->kv_V[l], pos, NULL, 0};
+        BlockWeights w = stack_block_weights(&g->st, l, 0);
+        block_step(g->step_y, NULL, g->step_x, &g->st.spec, &w, &row, 1, g->N, 0, g->step_work);
+        float *swap = g->step_x; g->step_x = g->step_y; g->step_y = swap;
+    }
+    const float *top = g->step_x;
+    if (stack_has_final_norm(&g->st.spec)) {
+        block_norm_forward(g->step_top, g->step_mean, g->step_rstd, g->step_x, &g->st.spec,
+                           params_data(&g->params, g->st.norm_g),
+                           g->st.norm_b ? params_data(&g->params, g->st.norm_b) : NULL, 1);
+        top = g->step_top;
+    }
+    sgemm(0, 1, 1, V, D, 1.0f, top, D, E, D, 0.0f, g->step_logits, V);
+}
+
+static int compare_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* One token from logits [V]: the most likely (temperature 0), or a draw from
+ * softmax(logits / temperature) over the top_k most likely. work [2 V]. */
+static int sample_token(const float *logits, int V, const GptSampling *s, Rng *rng, float *work) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    if (s->temperature <= 0.0f) return best;
+    float threshold = -INFINITY;   /* keep logits >= the k-th largest */
+    if (s->top_k > 0 && s->top_k < V) {
+        memcpy(work, logits, sizeof(float) * (size_t)V);
+        qsort(work, (size_t)V, sizeof(float), compare_desc);
+        threshold = work[s->top_k - 1];
+    }
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) {
+        work[V + v] = logits[v] >= threshold ? (float)exp((double)(logits[v] - logits[best]) / s->temperature) : 0.0f;
+        sum += work[V + v];
+    }
+    double u = rng_uniform(rng) * sum, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += work[V + v];
+        if (work[V + v] > 0.0f && u < acc) return v;
+    }
+    return best;   /* (rounding at the very end of the sum) */
+}
+
+int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const GptSampling *s, Rng *rng, int *out,
+                 float *logits_out) {
+    if (n_prompt < 1) return fail("generation needs a prompt of at least one token");
+    if (max_new < 0) return fail("max_new=%d: expected >= 0", max_new);
+    const int N = g->N, V = g->V;
+    int *window = xmalloc(sizeof(int) * (size_t)N);
+    float *work = xmalloc(sizeof(float) * 2 * (size_t)V);
+    int len = 0;
+    /* feed one token at a time: the prompt, then each drawn token */
+    int fed = 0, made = 0;
+    while (made < max_new) {
+        const int token = fed < n_prompt ? prompt[fed] : out[fed - n_prompt];
+        if (len == N) {
+            /* the window is full: keep its last N/2 tokens, positions from 0 again */
+            const int keep = N / 2;
+            memmove(window, window + (N - keep), sizeof(int) * (size_t)keep);
+            len = 0;
+            for (int j = 0; j < keep; j++) {   /* refill the cache (one step per kept token) */
+                len++;
+                if (s->kv_cache) next_logits(g, window, len, 1);
+            }
+        }
+        window[len++] = token;
+        fed++;
+        if (fed < n_prompt) {   /* inside the prompt: only the cache needs the step */
+            if (s->kv_cache) next_logits(g, window, len, 1);
+            continue;
+        }
+        next_logits(g, window, len, s->kv_cache);
+        if (logits_out) memcpy(logits_out + (size_t)made * V, g->step_logits, sizeof(float) * (size_t)V);
+        out[made++] = sample_token(g->step_logits, V, s, rng, work);
+    }
+    free(window);
+    free(work);
+    return 0;
+}
+
+/* ================================================================ config */
+
+int gpt_config_write(const GptConfig *c, char *out, int cap) {
+    static const char *const places[] = {"post", "pre"};
+    static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
+    static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
+    const BlockSpec *b = &c->block;
+    int n = snprintf(out, (size_t)cap,
+                     "model=gpt\nlayers=%d\ndim=%d\nheads=%d\nff=%d\nnorm=%s\nnorm_type=%s\nmlp=%s\n"
+                     "dropout=%g\npos=%s\nlabel_smoothing=0\nkv_cache=1\ncontext=%d\nvocab=%d\n",
+                     c->layers, b->D, b->H, b->F, places[b->norm_place], norms[b->norm], mlps[b->mlp],
+                     (double)b->dropout, pos_type_name(c->pos), c->context, c->V);
+    return n < cap ? 0 : fail("configuration text too long");
+}
+
+int gpt_config_read(const char *config, GptConfig *c) {
+    TransformerConfig t;   /* the block's keys are part 1's: one parser */
+    memset(c, 0, sizeof *c);
+    if (transformer_config_read(config, &t) < 0) return -1;
+    if (config_get_int_in(config, "context", 2, 65536, &c->context) < 0 ||
+        config_get_int_in(config, "vocab", 2, 1 << 24, &c->V) < 0)
+        return -1;
+    c->layers = t.layers;
+    c->block = t.block;
+    c->pos = t.pos;
+    return 0;
+}

@@ -1,0 +1,104 @@
+/* gpt.h - chapter 06, part 2: a decoder-only transformer (a GPT) that
+ * predicts the next token of English text.
+ *
+ * Lecture notation, tokens x_1 .. x_N of one window of text:
+ *   X_0 = E[x_t] + P[t]                    E [V, D] token embeddings, P [N, D] positions
+ *   X_l = Block_l(X_{l-1})  l = 1..L       causal self-attention and an MLP (block.h), no
+ *                                          cross-attention: there is no encoder
+ *   Z   = Norm(X_L)                        pre-norm stacks end with a norm (stack.h)
+ *   p(x_{t+1} | x_1 .. x_t) = softmax(Z[t] E^T)
+ * The output layer is the embedding table again, transposed ("tied" input
+ * and output embeddings, Press and Wolf 2017): V D fewer parameters, and a
+ * word's input and output vectors are one vector. There is no output bias.
+ * Training predicts every position of a window at once; the causal mask
+ * keeps position t from seeing x_{t+1} .. x_N. The loss is the mean
+ * cross-entropy per predicted token, so exp(loss) is the perplexity.
+ *
+ * Generation (gpt_generate) feeds the prompt, then draws one token at a
+ * time from softmax(logits / temperature), restricted to the top_k most
+ * likely. With the KV cache (block_step) each new token costs O(t) per
+ * block; without it the whole window is run again for every token. When the
+ * window is full (N tokens), the model keeps the last N/2 and starts its
+ * positions again from 0 (both ways, so they give the same tokens).
+ *
+ * Parameter names: tok_emb [V, D], pos_emb [N, D] (learned positions only),
+ * blk0 .. blk<L-1> (block.h's tensors), norm.gamma, norm.beta. */
+#ifndef GPT_H
+#define GPT_H
+#include <stdint.h>
+#include "04_self_attention/digit_model.h"
+#include "06_transformer/stack.h"
+#include "train/classifier.h"
+#include "util/rng.h"
+
+typedef struct {
+    int layers;          /* L */
+    BlockSpec block;     /* D, H, D_H, F, norm place and type, MLP, dropout (causal: set by the model) */
+    PosType pos;         /* POS_LEARNED or POS_SINUSOIDAL */
+    int context;         /* N: positions per window */
+    int V;               /* vocabulary size */
+} GptConfig;
+
+typedef struct {
+    GptConfig cfg;
+    Stack st;
+    int L, D, N, V, max_B;
+    Params params;
+    size_t tok_emb, pos_emb;
+    float *P;                 /* [N, D] the sinusoidal table (NULL when learned) */
+    Rng dropout_rng;
+    /* one pass, for up to max_B windows */
+    int B;                    /* windows in the last forward */
+    float *emb_mask;          /* [B N D] dropout on X_0 */
+    float *logits;            /* [B N, V] logits; after backward, their gradient */
+    float *probs;             /* [B N, V] */
+    float *dtop;              /* [B N, D] */
+    int last_counted;         /* targets the last forward scored */
+    /* generation, one row: the KV cache and the step's buffers */
+    float *kv_K[STACK_MAX_LAYERS], *kv_V[STACK_MAX_LAYERS];   /* [N, H D_H] each */
+    float *step_x, *step_y, *step_top, *step_mean, *step_rstd, *step_work, *step_logits;
+} Gpt;
+
+/* Build the model (parameters from seed) with room for max_B windows.
+ * Returns 0, or -1 with fail(). */
+int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed);
+void gpt_free(Gpt *g);
+
+/* tokens [B, N] -> logits [B N, V] (g->logits). With targets [B, N]
+ * (target -1: not scored), returns the SUM of -ln p(target) over the
+ * scored ones and sets g->last_counted; without, 0. train 1: dropout. */
+double gpt_forward(Gpt *g, const int *tokens, const int *targets, int B, int train);
+/* After gpt_forward with targets: d (sum / scale_by) / d params, into
+ * params.grad (+=). scale_by: usually the number of scored targets. */
+void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float scale_by);
+
+/* The model as the shared driver's Classifier (classifier_train_step):
+ * n_out = N outputs per window, V classes, mean cross-entropy. */
+void gpt_classifier(Gpt *g, Classifier *m);
+
+/* Perplexity pieces over a stream: the sum of -ln p(ids[t] | ids[.. t-1])
+ * for t in [first, n), each token predicted with at least N - stride
+ * tokens of context (when there are that many before it), in windows of N
+ * moved by stride (1 <= stride <= N). ids[0 .. first) are context only.
+ * Returns the sum; *counted gets n - first. */
+double gpt_stream_nll(Gpt *g, const int *ids, int first, int n, int stride, long *counted);
+
+/* Sampling settings. temperature 0: always the most likely token. */
+typedef struct {
+    float temperature;   /* > 0, or 0 for greedy */
+    int top_k;           /* 0: every token */
+    int kv_cache;        /* 1: block_step with the KV cache; 0: the window again per token */
+} GptSampling;
+
+/* Continue prompt[0 .. n_prompt) (n_prompt >= 1) by max_new tokens drawn
+ * with rng: out[0 .. max_new) (written). logits_out [max_new, V] (or NULL)
+ * gets the logits each token was drawn from. Returns 0, or -1 with fail(). */
+int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const GptSampling *s, Rng *rng, int *out,
+                 float *logits_out);
+
+/* Config text (the checkpoint's) <-> GptConfig: keys layers, dim, heads,
+ * ff, norm, norm_type, mlp, dropout, pos, context, vocab. */
+int gpt_config_write(const GptConfig *c, char *out, int cap);
+int gpt_config_read(const char *config, GptConfig *c);
+
+#endif
