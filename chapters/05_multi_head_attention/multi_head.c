@@ -97,7 +97,7 @@ static void plain_attention_forward(float *Y, float *A, const float *QKV, int H,
             /* 2. E = Q_h K_h^T / sqrt(D_H) in A's place, masked, A = softmax(E);
              * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H] */
             dot_attention_forward(Y_b + h * D_H, HD, A_bh, A_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv,
-                                  scale, &mask, N, N, D_H, D_H);
+                                  scale, &mask, NULL, N, N, D_H, D_H);
         }
     }
 }
@@ -122,7 +122,7 @@ static void plain_attention_backward(float *dQKV, float *scratch, const float *d
             /* 3'. dA = dY_h V_h^T, dV_h += A^T dY_h;  2'. dE = softmax'(dA),
              *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H) */
             dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
-                                   Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
+                                   NULL, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
         }
     }
 }

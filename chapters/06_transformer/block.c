@@ -499,8 +499,8 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
         memcpy(rows[r].V + (size_t)t * HD, qkv + 2 * HD, sizeof(float) * (size_t)HD);   /* append v */
         for (int h = 0; h < H; h++)   /* 2.-3. one query over keys 0..t, head h */
             dot_attention_forward(k->Y + (size_t)r * HD + h * D_H, HD, k->A, k->A, qkv + h * D_H, 3 * HD,
-                                  rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, 1, t + 1,
-                                  D_H, D_H);
+                                  rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, NULL, 1,
+                                  t + 1, D_H, D_H);
     }
     /* 4. O = Y W_O + b_O */
     linear_forward(O, k->Y, w->attn.W_O, w->attn.b_O, n, HD, s->D);

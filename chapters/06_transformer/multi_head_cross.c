@@ -70,7 +70,7 @@ static void attend_rows(float *Y, float *A, const float *Q, const float *const *
             const float *V_h = KV_rows[r] + HD + h * D_H;     /* [N_M, D_H], row stride 2 H D_H */
             float *A_rh = A + ((size_t)r * H + h) * N_Q * N_M;   /* [N_Q, N_M] */
             dot_attention_forward(Y_r + h * D_H, HD, A_rh, A_rh, Q_r + h * D_H, HD, K_h, 2 * HD, V_h, 2 * HD,
-                                  scale, &mask, N_Q, N_M, D_H, D_H);
+                                  scale, &mask, NULL, N_Q, N_M, D_H, D_H);
         }
     }
 }
@@ -116,7 +116,7 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
         for (int h = 0; h < H; h++) {
             const float *A_bh = A + ((size_t)b * H + h) * N * N_M;
             dot_attention_backward(dQ_b + h * D_H, HD, dKV_b + h * D_H, 2 * HD, dKV_b + HD + h * D_H, 2 * HD,
-                                   att_scratch, dY_b + h * D_H, HD, A_bh, Q_b + h * D_H, HD, KV_b + h * D_H,
+                                   att_scratch, dY_b + h * D_H, HD, A_bh, NULL, Q_b + h * D_H, HD, KV_b + h * D_H,
                                    2 * HD, KV_b + HD + h * D_H, 2 * HD, scale, N, N_M, D_H, D_H);
         }
     }
