@@ -326,7 +326,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 size_t nX = (size_t)B * N * D;
                 float *O = alloc_floats(nX), *A = alloc_floats(multi_head_attention_floats(&as, B, N));
                 float *mh_cache = alloc_floats(multi_head_cache_floats(&as, B, N));
-                multi_head_forward(O, A, mh_cache, b.X, &as, &b.w.attn, causal, lens, B, N);
+                multi_head_forward(O, A, NULL, mh_cache, b.X, &as, &b.w.attn, causal, lens, B, N);
                 for (size_t i = 0; i < nX; i++) {
                     float want = b.X[i] + O[i];
                     if (k == 0 ? b.Y[i] != want : fabsf(b.Y[i] - want) > 1e-6f * (1.0f + fabsf(want)))
@@ -343,7 +343,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 MultiHeadWeights dw05 = multi_head_weights_view(&as, dP05);
                 block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
                 memcpy(dX05, b.wY, sizeof(float) * nX);   /* the residual's dY, first */
-                multi_head_backward(dX05, &dw05, scratch05, b.wY, A, mh_cache, b.X, &as, &b.w.attn, causal,
+                multi_head_backward(dX05, &dw05, scratch05, b.wY, A, NULL, mh_cache, b.X, &as, &b.w.attn, causal,
                                     lens, B, N);
                 for (size_t i = 0; i < nX; i++)
                     if (k == 0 ? dX[i] != dX05[i] : fabsf(dX[i] - dX05[i]) > 1e-6f * (1.0f + fabsf(dX05[i])))

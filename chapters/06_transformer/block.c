@@ -56,7 +56,7 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 }
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention};
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, 0};
     return a;
 }
 
@@ -307,7 +307,7 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k) {
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
     if (k == SUB_SELF)
-        multi_head_forward(O, c->A, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
+        multi_head_forward(O, c->A, NULL, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
         multi_head_cross_forward(O, c->cross_A, c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens,
                                  p->B, p->N, p->mem->N_M);
@@ -321,7 +321,7 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
     if (k == SUB_SELF)
-        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->attn_cache, U, &as, &p->w->attn,
+        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, NULL, c->attn_cache, U, &as, &p->w->attn,
                             p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
         multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_cache, U,
