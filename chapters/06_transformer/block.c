@@ -309,7 +309,7 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k) {
     if (k == SUB_SELF)
         multi_head_forward(O, c->A, NULL, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
-        multi_head_cross_forward(O, c->cross_A, c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens,
+        multi_head_cross_forward(O, c->cross_A, NULL, c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens,
                                  p->B, p->N, p->mem->N_M);
     else
         mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
@@ -324,7 +324,7 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
         multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, NULL, c->attn_cache, U, &as, &p->w->attn,
                             p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
-        multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_cache, U,
+        multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, NULL, c->cross_cache, U,
                                   p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N, p->mem->N_M);
     else
         mlp_backward(dU, dw, sc, dO, c, U, p->s, p->w, p->B * p->N);
