@@ -569,7 +569,7 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
     if (*end || !(eps >= 0.0f && eps < 1.0f)) return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
     c->label_smoothing = eps;
     c->block = (BlockSpec){D, H, D / H, F, (BlockNormPlace)place_i, (BlockNorm)norm_i, (BlockMlp)mlp_i, p,
-                           MULTI_HEAD_PLAIN, 0, 0};
+                           MULTI_HEAD_PLAIN, 0, 0, 0.0f};
     return 0;
 }
 
