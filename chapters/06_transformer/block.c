@@ -341,14 +341,16 @@ static const float *draw_attention_keep(const Pass *p, int k, int train, Rng *rn
 static void branch_forward(float *O, const float *U, const Pass *p, int k, int train, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
-    if (k == SUB_SELF)
-        multi_head_forward(O, c->A, draw_attention_keep(p, k, train, rng), c->attn_cache, U, &as, &p->w->attn,
-                           p->s->causal, p->lens, p->B, p->N);
-    else if (k == SUB_CROSS)
-        multi_head_cross_forward(O, c->cross_A, draw_attention_keep(p, k, train, rng), c->cross_cache, U,
-                                 p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N, p->mem->N_M);
-    else
+    if (k == SUB_SELF) {
+        const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
+        multi_head_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
+    } else if (k == SUB_CROSS) {
+        const float *keep = draw_attention_keep(p, k, train, rng);
+        multi_head_cross_forward(O, c->cross_A, keep, c->cross_cache, U, p->mem->M, &as, &p->w->cross,
+                                 p->mem->lens, p->B, p->N, p->mem->N_M);
+    } else {
         mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
+    }
 }
 
 /* dO [R, D] -> dU +=, dM += (cross), the branch's weight gradients += */
@@ -357,8 +359,8 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
     if (k == SUB_SELF)
-        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as, &p->w->attn,
-                            p->s->causal, p->lens, p->B, p->N);
+        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
+                            &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
         multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_keep,
                                   c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N,
