@@ -33,7 +33,7 @@
  * as told; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */
 static double time_layer(MultiHeadAttention attention, int B, int N, int H, int D_H, int causal, int reps,
                          double *extra_bytes) {
-    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H, attention};
+    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H, attention, 0};
     const size_t R = (size_t)B * N, linear = R * 4 * H * D_H;
     const size_t n_A = multi_head_attention_floats(&s, B, N);
     const size_t n_cache = multi_head_cache_floats(&s, B, N), n_scratch = multi_head_scratch_floats(&s, B, N);
@@ -54,8 +54,8 @@ static double time_layer(MultiHeadAttention attention, int B, int N, int H, int 
     if (reps > 64) reps = 64;
     for (int r = -1; r < reps; r++) {          /* r = -1: warm-up, touches every page */
         const double t0 = bench_now_ms();
-        multi_head_forward(O, A, cache, X, &s, &w, causal, NULL, B, N);
-        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, causal, NULL, B, N);
+        multi_head_forward(O, A, NULL, cache, X, &s, &w, causal, NULL, B, N);
+        multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, causal, NULL, B, N);
         if (r >= 0) samples[r] = bench_now_ms() - t0;
     }
     qsort(samples, (size_t)reps, sizeof(double), bench_compare_doubles);

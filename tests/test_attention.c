@@ -15,6 +15,10 @@
  *  - dot_attention_forward/backward on strided blocks give the same bits as
  *    attention_forward/backward on the same blocks copied out dense, and
  *    touch nothing outside their blocks;
+ *  - dropout on the weights (a keep mask): dQ, dK, dV against finite
+ *    differences with a fixed mask; Y = (A o keep) V with A undropped; over
+ *    many draws about p of the weights are zeroed and the kept ones are
+ *    A / (1-p); a mask of ones gives the bits of none;
  *  - backward accumulates (+=);
  *  - the scaling experiment shows the saturation that 1/sqrt(D) prevents.
  *
@@ -34,6 +38,7 @@
 #include "03_dot_product_attention/scaling_experiment.h"
 #include "util/error.h"
 #include "nn/gradcheck.h"
+#include "nn/transformer_layers.h"
 #include "util/rng.h"
 
 #include <stdarg.h>
@@ -465,9 +470,9 @@ static void test_dot_attention_on_strided_blocks(void **state) {
         float Yw[N_Q * LD] = {0}, A2[N_Q * N_X], scratch2[2 * N_Q * N_X];
         float dQw[N_Q * LD] = {0}, dKw[N_X * LD] = {0}, dVw[N_X * LD] = {0};
         dot_attention_forward(Yw + OFF, LD, A2, A2, Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, &mask,
-                              N_Q, N_X, D_K, D_V);
+                              NULL, N_Q, N_X, D_K, D_V);
         dot_attention_backward(dQw + OFF, LD, dKw + OFF, LD, dVw + OFF, LD, scratch2, dYw + OFF, LD, A2,
-                               Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, N_Q, N_X, D_K, D_V);
+                               NULL, Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, N_Q, N_X, D_K, D_V);
         assert_memory_equal(A2, A, sizeof A);
         for (int i = 0; i < N_Q; i++)
             for (int c = 0; c < LD; c++) {
@@ -486,6 +491,124 @@ static void test_dot_attention_on_strided_blocks(void **state) {
                 assert_memory_equal(&dVw[j * LD + c], &want_dv, sizeof(float));
             }
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dropout on the attention weights: Y = (A o keep) V                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int N_Q, N_X, D_K, D_V;
+    float alpha;
+    const AttentionMask *mask;
+    const float *keep;             /* fixed multipliers, 0 or 1/(1-p) */
+    float *Q, *K, *V, *Y, *A, *E, *wY;
+} DotCtx;
+
+static double dot_loss(void *p) {
+    DotCtx *c = p;
+    dot_attention_forward(c->Y, c->D_V, c->A, c->E, c->Q, c->D_K, c->K, c->D_K, c->V, c->D_V, c->alpha, c->mask,
+                          c->keep, c->N_Q, c->N_X, c->D_K, c->D_V);
+    return weighted_sum(c->Y, c->wY, (size_t)c->N_Q * c->D_V);
+}
+
+/* A fixed keep mask (p = 0.4) makes the layer a fixed function of Q, K, V:
+ * dQ, dK, dV against finite differences on every odd shape, without and
+ * with the causal + padding mask. Forward: Y = (A o keep) V (against a
+ * double loop), E holds A o keep, and A is the undropped softmax, the bits
+ * of a forward without keep. */
+static void test_dot_attention_dropout_gradients(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 43, 0);
+    const AttentionMask causal_padded = {NULL, 1, 4};
+    int dropped = 0;
+    for (int masked = 0; masked < 2; masked++)
+        for (int k = 0; k < N_SHAPES; k++) {
+            DotCtx c;
+            memset(&c, 0, sizeof c);
+            c.N_Q = shapes[k][0];
+            c.N_X = shapes[k][1];
+            c.D_K = shapes[k][2];
+            c.D_V = shapes[k][3];
+            c.alpha = 1.0f / sqrtf((float)c.D_K);
+            c.mask = masked ? &causal_padded : NULL;
+            const size_t NN = (size_t)c.N_Q * c.N_X, nQ = (size_t)c.N_Q * c.D_K, nK = (size_t)c.N_X * c.D_K;
+            const size_t nV = (size_t)c.N_X * c.D_V, nY = (size_t)c.N_Q * c.D_V;
+            float *keep = alloc_floats(NN), *A0 = alloc_floats(NN), *Y0 = alloc_floats(nY);
+            float *scratch = alloc_floats(2 * NN);
+            float *dQ = alloc_floats(nQ), *dK = alloc_floats(nK), *dV = alloc_floats(nV);
+            c.Q = alloc_floats(nQ); c.K = alloc_floats(nK); c.V = alloc_floats(nV);
+            c.Y = alloc_floats(nY); c.wY = alloc_floats(nY);
+            c.A = alloc_floats(NN); c.E = alloc_floats(NN);
+            fill(c.Q, nQ, 1.0f, &r); fill(c.K, nK, 1.0f, &r); fill(c.V, nV, 1.0f, &r); fill(c.wY, nY, 1.0f, &r);
+            dropout_mask(keep, (int)NN, 0.4f, &r);
+            c.keep = keep;
+            for (size_t n = 0; n < NN; n++) dropped += keep[n] == 0.0f;
+
+            /* forward: A undropped (the bits without keep), E = A o keep, Y = E V */
+            dot_attention_forward(Y0, c.D_V, A0, A0, c.Q, c.D_K, c.K, c.D_K, c.V, c.D_V, c.alpha, c.mask, NULL,
+                                  c.N_Q, c.N_X, c.D_K, c.D_V);
+            dot_loss(&c);
+            assert_memory_equal(c.A, A0, sizeof(float) * NN);
+            for (size_t n = 0; n < NN; n++) assert_true(c.E[n] == c.A[n] * keep[n]);
+            for (int i = 0; i < c.N_Q; i++)
+                for (int d = 0; d < c.D_V; d++) {
+                    double want = 0.0;
+                    for (int j = 0; j < c.N_X; j++)
+                        want += (double)c.A[i * c.N_X + j] * keep[i * c.N_X + j] * c.V[j * c.D_V + d];
+                    assert_float_equal(c.Y[i * c.D_V + d], want, 1e-5);
+                }
+
+            dot_attention_backward(dQ, c.D_K, dK, c.D_K, dV, c.D_V, scratch, c.wY, c.D_V, c.A, keep, c.Q, c.D_K,
+                                   c.K, c.D_K, c.V, c.D_V, c.alpha, c.N_Q, c.N_X, c.D_K, c.D_V);
+            const char *what = masked ? "dot attention, dropout, masked" : "dot attention, dropout";
+            expect_grad_ok(gradcheck(dot_loss, &c, c.Q, dQ, nQ, EPS, MAX_CHECKS), "dQ", what);
+            expect_grad_ok(gradcheck(dot_loss, &c, c.K, dK, nK, EPS, MAX_CHECKS), "dK", what);
+            expect_grad_ok(gradcheck(dot_loss, &c, c.V, dV, nV, EPS, MAX_CHECKS), "dV", what);
+            free(keep); free(A0); free(Y0); free(scratch); free(dQ); free(dK); free(dV);
+            free(c.Q); free(c.K); free(c.V); free(c.Y); free(c.wY); free(c.A); free(c.E);
+        }
+    assert_true(dropped > 0);   /* the masks did drop weights */
+}
+
+/* Many draws of p = 0.3: about 30% of the weights are zeroed, and each kept
+ * weight is A / (1-p). With V = I (N_X = D_V), Y = (A o keep) V is the
+ * dropped weights themselves, so this looks at what the layer used. A mask
+ * of ones (p = 0) gives the bits of no mask. */
+static void test_dot_attention_dropout_statistics(void **state) {
+    (void)state;
+    enum { N = 16, D_K = 4, DRAWS = 50 };
+    const float p = 0.3f;
+    Rng r;
+    rng_seed(&r, 44, 0);
+    float Q[N * D_K], K[N * D_K], V[N * N] = {0}, keep[N * N], A[N * N], E[N * N], Y[N * N], Y0[N * N];
+    fill(Q, N * D_K, 1.0f, &r);
+    fill(K, N * D_K, 1.0f, &r);
+    for (int j = 0; j < N; j++) V[j * N + j] = 1.0f;
+    const float alpha = 0.5f;
+    dot_attention_forward(Y0, N, A, A, Q, D_K, K, D_K, V, N, alpha, NULL, NULL, N, N, D_K, N);
+    dropout_mask(keep, N * N, 0.0f, &r);   /* all ones */
+    dot_attention_forward(Y, N, A, E, Q, D_K, K, D_K, V, N, alpha, NULL, keep, N, N, D_K, N);
+    assert_memory_equal(Y, Y0, sizeof Y);
+
+    int zeroed = 0;
+    for (int draw = 0; draw < DRAWS; draw++) {
+        dropout_mask(keep, N * N, p, &r);
+        dot_attention_forward(Y, N, A, E, Q, D_K, K, D_K, V, N, alpha, NULL, keep, N, N, D_K, N);
+        for (int n = 0; n < N * N; n++) {
+            assert_true(A[n] > 0.0f);   /* no mask: every weight of the softmax is positive */
+            if (Y[n] == 0.0f) {
+                zeroed++;
+            } else {
+                double want = (double)A[n] / (1.0 - p);
+                assert_true(Y[n] == A[n] * (1.0f / (1.0f - p)));
+                assert_true(fabs(Y[n] - want) <= 1e-6 * want);
+            }
+        }
+    }
+    /* binomial(12800, 0.3): mean 3840, standard deviation 52; 5 of them */
+    assert_in_range(zeroed, 3840 - 260, 3840 + 260);
 }
 
 static void test_score_names(void **state) {
@@ -538,6 +661,8 @@ int main(void) {
         cmocka_unit_test(test_additive_equals_chapter_02),
         cmocka_unit_test(test_mask_key_limit),
         cmocka_unit_test(test_dot_attention_on_strided_blocks),
+        cmocka_unit_test(test_dot_attention_dropout_gradients),
+        cmocka_unit_test(test_dot_attention_dropout_statistics),
         cmocka_unit_test(test_score_names),
         cmocka_unit_test(test_scaling_experiment),
     };

@@ -14,7 +14,13 @@
  *    bit on the naive backend and within 1e-6 on the others, and its
  *    backward gives chapter 05's gradients plus dY for dX;
  *  - dropout: evaluation mode with p > 0 gives the same bits as p = 0;
- *    training changes the output; the sizes: absent tensors take no room.
+ *    training changes the output; the sizes: absent tensors take no room;
+ *  - dropout on the attention weights (attn_dropout): backward against
+ *    finite differences with the masks fixed (encoder and decoder blocks);
+ *    evaluation gives the bits of attn_dropout 0 and the kept A is the
+ *    undropped softmax; in training the block is X + chapter 05 with keep
+ *    masks drawn by dropout_mask from the same seed (bit for bit), about p
+ *    of them zero; block_spec_check refuses it with fused attention.
  *
  * Step and tolerance. A block chains a dozen float operations, so its finite
  * differences carry more rounding noise than one layer's (growing as 1/eps),
@@ -35,7 +41,9 @@
 #include "06_transformer/block.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "nn/gradcheck.h"
+#include "nn/transformer_layers.h"
 #include "kernels/matmul.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 #include <stdarg.h>
@@ -127,11 +135,12 @@ static double block_loss(void *p) {
 
 static void expect_grad_ok(GradCheckResult res, const char *what, const BlockSpec *s) {
     if (!(res.max_rel_err < TOL) || res.n_checked == 0)
-        fail_msg("%s (%s-norm, %s, %s, causal %d, %s attention, dropout %g): max_rel_err %.3g at index %zu "
-                 "(numeric %.6g, analytic %.6g), %zu checked",
+        fail_msg("%s (%s-norm, %s, %s, causal %d, %s attention, dropout %g, attention dropout %g): max_rel_err "
+                 "%.3g at index %zu (numeric %.6g, analytic %.6g), %zu checked",
                  what, PLACE_NAMES[s->norm_place], NORM_NAMES[s->norm], MLP_NAMES[s->mlp], s->causal,
-                 s->attention == MULTI_HEAD_FUSED ? "fused" : "plain", (double)s->dropout, res.max_rel_err,
-                 res.worst_index, res.worst_numeric, res.worst_analytic, res.n_checked);
+                 s->attention == MULTI_HEAD_FUSED ? "fused" : "plain", (double)s->dropout,
+                 (double)s->attn_dropout, res.max_rel_err, res.worst_index, res.worst_numeric,
+                 res.worst_analytic, res.n_checked);
 }
 
 /* ReLU has a kink at 0, where finite differences are wrong. Biases of size
@@ -186,7 +195,7 @@ static void test_block_gradients_every_combination(void **state) {
             for (int mlp = 0; mlp < 4; mlp++)
                 for (int causal = 0; causal < 2; causal++) {
                     BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
-                                   0.0f, MULTI_HEAD_PLAIN, causal, 0};
+                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f};
                     check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
                 }
 }
@@ -196,12 +205,15 @@ static void test_block_gradients_odd_shapes(void **state) {
     Rng r;
     rng_seed(&r, 2, 0);
     /* one position, one head of width 1; H D_H != D; fused attention */
-    BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0};
+    BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
+                      0.0f};
     check_block_gradients(tiny, 1, 1, NULL, 1, &r);
-    BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0};
+    BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0,
+                      0.0f};
     check_block_gradients(wide, 1, 7, NULL, 1, &r);
     int lens[2] = {4, 6};
-    BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0};
+    BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0,
+                       0.0f};
     check_block_gradients(fused, 2, 6, lens, 1, &r);
     fused.norm_place = BLOCK_POST_NORM;
     fused.norm = BLOCK_RMSNORM;
@@ -217,7 +229,7 @@ static void test_block_gradients_with_dropout(void **state) {
     rng_seed(&r, 3, 0);
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
-                       MULTI_HEAD_PLAIN, 1, 0};
+                       MULTI_HEAD_PLAIN, 1, 0, 0.0f};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
     }
 }
@@ -233,14 +245,38 @@ static void test_decoder_block_gradients(void **state) {
         for (int norm = 0; norm < 3; norm++)
             for (int mlp = 0; mlp < 4; mlp++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, 1};
+                               MULTI_HEAD_PLAIN, 1, 1, 0.0f};
                 check_gradients_with_memory(s, 2, 5, lens, 6, mem_lens, 1, &r);
             }
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f, MULTI_HEAD_PLAIN,
-                       1, 1};
+                       1, 1, 0.0f};
         check_gradients_with_memory(s, 2, 4, NULL, 5, mem_lens, 1, &r);
     }
+}
+
+/* Dropout on the attention weights, in training: the forward is reseeded
+ * each time, so the keep masks are the same and the block is a fixed
+ * function. Encoder blocks (with and without the causal mask, with padding)
+ * and decoder blocks (self and cross weights dropped), both placements, with
+ * and without the sublayer outputs' dropout too. */
+static void test_block_gradients_with_attention_dropout(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 10, 0);
+    int lens[2] = {4, 0}, mem_lens[2] = {3, 0};
+    for (int place = 0; place < 2; place++)
+        for (int out_drop = 0; out_drop < 2; out_drop++) {
+            const float p_out = out_drop ? 0.3f : 0.0f;
+            for (int causal = 0; causal < 2; causal++) {
+                BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
+                               MULTI_HEAD_PLAIN, causal, 0, 0.3f};
+                check_block_gradients(s, 2, 5, lens, 1, &r);
+            }
+            BlockSpec dec = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
+                             MULTI_HEAD_PLAIN, 1, 1, 0.3f};
+            check_gradients_with_memory(dec, 2, 5, lens, 6, mem_lens, 1, &r);
+        }
 }
 
 /* Decoding with the KV cache: feeding positions 0, 1, ... one at a time
@@ -257,7 +293,7 @@ static void test_block_step_matches_forward(void **state) {
                 const int B = 2, N = 7, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 9;
                 int mem_lens[2] = {2, 5};
                 BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, cross};
+                               MULTI_HEAD_PLAIN, 1, cross, 0.0f};
                 Block b;
                 block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
                 run_forward(&b);
@@ -314,7 +350,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 const int B = 2, N = 9, D = 8;
                 int lens[2] = {5, 0};
                 BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
-                               MULTI_HEAD_PLAIN, causal, 0};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.0f};
                 Block b;
                 block_make(&b, s, B, N, &r);
                 b.lens = lens;
@@ -326,7 +362,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 size_t nX = (size_t)B * N * D;
                 float *O = alloc_floats(nX), *A = alloc_floats(multi_head_attention_floats(&as, B, N));
                 float *mh_cache = alloc_floats(multi_head_cache_floats(&as, B, N));
-                multi_head_forward(O, A, mh_cache, b.X, &as, &b.w.attn, causal, lens, B, N);
+                multi_head_forward(O, A, NULL, mh_cache, b.X, &as, &b.w.attn, causal, lens, B, N);
                 for (size_t i = 0; i < nX; i++) {
                     float want = b.X[i] + O[i];
                     if (k == 0 ? b.Y[i] != want : fabsf(b.Y[i] - want) > 1e-6f * (1.0f + fabsf(want)))
@@ -343,7 +379,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 MultiHeadWeights dw05 = multi_head_weights_view(&as, dP05);
                 block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
                 memcpy(dX05, b.wY, sizeof(float) * nX);   /* the residual's dY, first */
-                multi_head_backward(dX05, &dw05, scratch05, b.wY, A, mh_cache, b.X, &as, &b.w.attn, causal,
+                multi_head_backward(dX05, &dw05, scratch05, b.wY, A, NULL, mh_cache, b.X, &as, &b.w.attn, causal,
                                     lens, B, N);
                 for (size_t i = 0; i < nX; i++)
                     if (k == 0 ? dX[i] != dX05[i] : fabsf(dX[i] - dX05[i]) > 1e-6f * (1.0f + fabsf(dX05[i])))
@@ -369,7 +405,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             rng_seed(&r, 5, 0);
             const int B = 2, N = 6;
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, 0};
+                           MULTI_HEAD_PLAIN, 1, 0, 0.0f};
             Block b;
             block_make(&b, s, B, N, &r);
             run_forward(&b);
@@ -392,12 +428,106 @@ static void test_block_dropout_off_at_evaluation(void **state) {
         }
 }
 
+/* Attention dropout at evaluation is the block with attn_dropout 0, bit for
+ * bit (output and the kept weights), for encoder and decoder blocks, and
+ * draws nothing; in training the output changes but the kept weights A
+ * (what the heatmaps show) are still the undropped softmax. */
+static void test_block_attention_dropout_off_at_evaluation(void **state) {
+    (void)state;
+    for (int cross = 0; cross < 2; cross++)
+        for (int place = 0; place < 2; place++) {
+            Rng r;
+            rng_seed(&r, 11, 0);
+            const int B = 2, N = 6, N_M = 5;
+            int mem_lens[2] = {3, 0};
+            BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
+                           MULTI_HEAD_PLAIN, 1, cross, 0.0f};
+            Block b;
+            block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
+            run_forward(&b);
+            const int n_M = cross ? N_M : 0;
+            const size_t nX = (size_t)B * N * s.D, nA = (size_t)B * s.H * N * N, nC = (size_t)B * s.H * N * N_M;
+            const float *A0 = block_attention_weights(&s, b.cache, B, N, n_M);
+            const float *C0 = block_cross_attention_weights(&s, b.cache, B, N, n_M);
+
+            BlockSpec s_drop = s;
+            s_drop.attn_dropout = 0.5f;
+            assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
+            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N, n_M)), *Y = alloc_floats(nX);
+            const BlockMemory *mem = cross ? &b.mem : NULL;
+            Rng rng;
+            rng_seed(&rng, 6, 0);
+            Rng before = rng;
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 0, &rng);
+            assert_memory_equal(Y, b.Y, sizeof(float) * nX);
+            assert_memory_equal(&rng, &before, sizeof rng);   /* nothing drawn */
+            assert_memory_equal(block_attention_weights(&s_drop, cache, B, N, n_M), A0, sizeof(float) * nA);
+            if (cross)
+                assert_memory_equal(block_cross_attention_weights(&s_drop, cache, B, N, n_M), C0, sizeof(float) * nC);
+
+            /* training: the self-attention reads X as before, so its weights
+             * are the same; dropping some of them changes everything after */
+            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 1, &rng);
+            assert_memory_not_equal(Y, b.Y, sizeof(float) * nX);
+            assert_memory_equal(block_attention_weights(&s_drop, cache, B, N, n_M), A0, sizeof(float) * nA);
+            free(Y); free(cache);
+            block_free(&b);
+        }
+}
+
+/* In training, the block with norm NONE and mlp NONE is X + chapter 05's
+ * layer given keep masks that dropout_mask draws from the same seed, bit for
+ * bit on the naive backend: the block drops exactly those weights. Over the
+ * draws, the fraction of zero multipliers is close to p. */
+static void test_block_attention_dropout_is_chapter_05_with_keep(void **state) {
+    (void)state;
+    assert_int_equal(backend_select("naive"), 0);
+    const float p = 0.3f;
+    const int B = 2, N = 9, D = 8, DRAWS = 20;
+    int lens[2] = {5, 0};
+    Rng r;
+    rng_seed(&r, 12, 0);
+    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p};
+    Block b;
+    block_make(&b, s, B, N, &r);
+    b.lens = lens;
+    b.train = 1;
+    const MultiHeadSpec as = block_attention_spec(&s);
+    assert_int_equal(as.keep_masks, 1);
+    const size_t nX = (size_t)B * N * D, nA = multi_head_attention_floats(&as, B, N);
+    float *O = alloc_floats(nX), *A = alloc_floats(nA), *keep = alloc_floats(nA);
+    float *mh_cache = alloc_floats(multi_head_cache_floats(&as, B, N));
+    long zeros = 0;
+    for (int draw = 0; draw < DRAWS; draw++) {
+        b.dropout_seed = 100 + (uint64_t)draw;
+        run_forward(&b);
+        Rng same;
+        rng_seed(&same, b.dropout_seed, 0);
+        dropout_mask(keep, (int)nA, p, &same);
+        multi_head_forward(O, A, keep, mh_cache, b.X, &as, &b.w.attn, s.causal, lens, B, N);
+        for (size_t i = 0; i < nX; i++)
+            if (b.Y[i] != b.X[i] + O[i])
+                fail_msg("draw %d entry %zu: block %.9g, X + chapter 05 with keep %.9g", draw, i, b.Y[i],
+                         b.X[i] + O[i]);
+        for (size_t i = 0; i < nA; i++) {
+            if (keep[i] == 0.0f) zeros++;
+            else assert_true(keep[i] == 1.0f / (1.0f - p));
+        }
+    }
+    /* binomial(20 * 324 = 6480, 0.3): mean 1944, standard deviation 37; 5 of them */
+    assert_int_equal(nA * DRAWS, 6480);
+    assert_in_range(zeros, 1944 - 185, 1944 + 185);
+    free(O); free(A); free(keep); free(mh_cache);
+    block_free(&b);
+    assert_int_equal(backend_select(NULL), 0);
+}
+
 /* Absent tensors take no room; the view and the count agree. */
 static void test_block_sizes(void **state) {
     (void)state;
     const int D = 6, H = 2, D_H = 3, F = 10;
     const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
-    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0};
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f};
     assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
     s.norm = BLOCK_RMSNORM;
     s.mlp = BLOCK_MLP_SWIGLU;
@@ -414,10 +544,32 @@ static void test_block_sizes(void **state) {
     block_init(&s, &w, &r);
     for (int d = 0; d < D; d++) assert_true(w.norm1_gamma[d] == 1.0f && w.norm2_gamma[d] == 1.0f);
     free(base);
+    /* attention dropout: the keep masks and one head's dropped weights, self and cross */
+    const int B = 2, N = 3, N_M = 4;
+    s.cross = 1;
+    BlockSpec s_drop = s;
+    s_drop.attn_dropout = 0.1f;
+    assert_int_equal(block_cache_floats(&s_drop, B, N, N_M) - block_cache_floats(&s, B, N, N_M),
+                     (size_t)B * H * N * N + (size_t)N * N + (size_t)B * H * N * N_M + (size_t)N * N_M);
+    assert_int_equal(block_scratch_floats(&s_drop, B, N, N_M), block_scratch_floats(&s, B, N, N_M));
+    assert_int_equal(block_spec_check(&s_drop), 0);
+    s.cross = 0;
     s.attention = MULTI_HEAD_FUSED;   /* no A to keep */
     float *cache = alloc_floats(block_cache_floats(&s, 2, 3, 0));
     assert_null(block_attention_weights(&s, cache, 2, 3, 0));
     free(cache);
+    /* ... and none to drop: the spec is refused, with a reason */
+    assert_int_equal(block_spec_check(&s), 0);
+    s.attn_dropout = 0.1f;
+    clear_error();
+    assert_int_equal(block_spec_check(&s), -1);
+    assert_non_null(strstr(last_error(), "fused"));
+    s.attention = MULTI_HEAD_PLAIN;
+    s.attn_dropout = 1.0f;
+    assert_int_equal(block_spec_check(&s), -1);
+    s.attn_dropout = 0.0f;
+    s.dropout = -0.1f;
+    assert_int_equal(block_spec_check(&s), -1);
 }
 
 int main(void) {
@@ -429,6 +581,9 @@ int main(void) {
         cmocka_unit_test(test_block_idea_off_is_chapter_05),
         cmocka_unit_test(test_block_dropout_off_at_evaluation),
         cmocka_unit_test(test_decoder_block_gradients),
+        cmocka_unit_test(test_block_gradients_with_attention_dropout),
+        cmocka_unit_test(test_block_attention_dropout_off_at_evaluation),
+        cmocka_unit_test(test_block_attention_dropout_is_chapter_05_with_keep),
         cmocka_unit_test(test_block_step_matches_forward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

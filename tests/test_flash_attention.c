@@ -232,18 +232,18 @@ static float *run_layer(const MultiHeadSpec *s, const float *params, const float
     float *scratch = alloc_floats(multi_head_scratch_floats(s, B, N));
     MultiHeadWeights w = multi_head_weights_view(s, (float *)params);
     MultiHeadWeights dw = multi_head_weights_view(s, res + n_out + n_x);
-    multi_head_forward(res, multi_head_attention_floats(s, B, N) ? A : NULL, cache, X, s, &w, causal,
+    multi_head_forward(res, multi_head_attention_floats(s, B, N) ? A : NULL, NULL, cache, X, s, &w, causal,
                        lens, B, N);
     multi_head_backward(res + n_out, &dw, scratch, dO, multi_head_attention_floats(s, B, N) ? A : NULL,
-                        cache, X, s, &w, causal, lens, B, N);
+                        NULL, cache, X, s, &w, causal, lens, B, N);
     free(A); free(cache); free(scratch);
     return res;
 }
 
 static void test_multi_head_fused_equals_plain(void **state) {
     (void)state;
-    const MultiHeadSpec s = {6, 2, 5, 4, MULTI_HEAD_PLAIN};
-    const MultiHeadSpec s_fused = {6, 2, 5, 4, MULTI_HEAD_FUSED};
+    const MultiHeadSpec s = {6, 2, 5, 4, MULTI_HEAD_PLAIN, 0};
+    const MultiHeadSpec s_fused = {6, 2, 5, 4, MULTI_HEAD_FUSED, 0};
     const int B = 3, N = 70;                 /* 70: one full block of 64 and a partial one */
     const int lens[3] = {0, 33, 1};
     Rng rng;

@@ -536,21 +536,21 @@ static void check_multi_head(Case *c) {
     const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
     int HD = W_O->dims[0], D_out = W_O->dims[1];
-    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN};
+    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
     MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O")};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     float *O = buf(c, (size_t)B * N * D_out), *A = buf(c, multi_head_attention_floats(&s, B, N));
     float *cache = buf(c, multi_head_cache_floats(&s, B, N));
     float *scratch = buf(c, multi_head_scratch_floats(&s, B, N));
-    multi_head_forward(O, A, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
+    multi_head_forward(O, A, NULL, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
     expect_out(c, "O", O);
     expect_out(c, "A", A);
     MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
                            w.b_O ? buf(c, (size_t)D_out) : NULL};
     float *dX = buf(c, (size_t)B * N * D);
     for (int times = 1; times <= 2; times++) {
-        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, cache, X->data, &s, &w,
+        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, NULL, cache, X->data, &s, &w,
                             i32(c, "causal")[0], lens, B, N);
         expect_grad(c, "dX", dX, times);
         expect_grad(c, "dW_QKV", dw.W_QKV, times);
@@ -617,7 +617,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);

@@ -2,7 +2,8 @@
  *
  *  - the fused layer's backward against finite differences (dX, dW_QKV,
  *    dW_O, db_O) on odd shapes: H = 1, 2, 3, odd D_H and N, with and without
- *    the causal mask, with padding;
+ *    the causal mask, with padding, and with dropout on the weights (fixed
+ *    keep masks);
  *  - against the previous chapter, on the naive and on the AVX2 backend:
  *      H = 1 with W_O = I equals chapter 04's self-attention (same W_Q, W_K,
  *      W_V), forward and backward;
@@ -24,6 +25,7 @@
 #include "05_multi_head_attention/multi_head_model.h"
 #include "nn/gradcheck.h"
 #include "nn/layers.h"
+#include "nn/transformer_layers.h"
 #include "kernels/matmul.h"
 #include "util/rng.h"
 
@@ -65,12 +67,13 @@ typedef struct {
     int B, N, causal;
     const int *lens;
     float *X, *params, *O, *A, *cache, *wO;
+    float *keep;          /* dropout on the weights [B, H, N, N], or NULL */
     MultiHeadWeights w;
 } Layer;
 
 static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out, Rng *r) {
     memset(L, 0, sizeof *L);
-    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN};
+    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0};
     L->B = B; L->N = N;
     L->X = alloc_floats((size_t)B * N * D);
     L->params = alloc_floats(multi_head_param_count(&L->s));
@@ -85,11 +88,11 @@ static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out,
 }
 
 static void layer_free(Layer *L) {
-    free(L->X); free(L->params); free(L->O); free(L->wO); free(L->A); free(L->cache);
+    free(L->X); free(L->params); free(L->O); free(L->wO); free(L->A); free(L->cache); free(L->keep);
 }
 
 static void layer_forward(Layer *L) {
-    multi_head_forward(L->O, L->A, L->cache, L->X, &L->s, &L->w, L->causal, L->lens, L->B, L->N);
+    multi_head_forward(L->O, L->A, L->keep, L->cache, L->X, &L->s, &L->w, L->causal, L->lens, L->B, L->N);
 }
 
 /* L = sum over real outputs of wO * O */
@@ -117,13 +120,21 @@ static void test_multi_head_gradients(void **state) {
     const int shapes[][6] = {            /* B N D H D_H D_out */
         {1, 1, 1, 1, 1, 1}, {2, 5, 4, 2, 3, 3}, {1, 7, 5, 3, 3, 4}, {2, 9, 6, 3, 1, 5}, {1, 6, 3, 1, 5, 2}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-        for (int mode = 0; mode < 3; mode++) {   /* 0 plain, 1 causal, 2 causal + padding */
+        for (int mode = 0; mode < 4; mode++) {   /* 0 plain, 1 causal, 2 causal + padding, 3 + dropout */
             const int *sh = shapes[k];
             Layer L;
             layer_make(&L, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], &r);
             int lens[2] = {L.N > 2 ? L.N - 2 : 1, L.N};
             L.causal = mode >= 1;
-            L.lens = mode == 2 ? lens : NULL;
+            L.lens = mode >= 2 ? lens : NULL;
+            if (mode == 3) {   /* the same keep masks for every forward: a fixed function */
+                L.s.keep_masks = 1;
+                free(L.cache);
+                L.cache = alloc_floats(multi_head_cache_floats(&L.s, L.B, L.N));
+                size_t nA = multi_head_attention_floats(&L.s, L.B, L.N);
+                L.keep = alloc_floats(nA);
+                dropout_mask(L.keep, (int)nA, 0.4f, &r);
+            }
             size_t nX = (size_t)L.B * L.N * L.s.D, nP = multi_head_param_count(&L.s);
             float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
             float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, L.B, L.N));
@@ -136,7 +147,7 @@ static void test_multi_head_gradients(void **state) {
                     }
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             layer_forward(&L);
-            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+            multi_head_backward(dX, &dw, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 L.B, L.N);
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
@@ -146,7 +157,7 @@ static void test_multi_head_gradients(void **state) {
             /* backward accumulates: a second call doubles the gradients */
             float *dX2 = alloc_floats(nX);
             memcpy(dX2, dX, sizeof(float) * nX);
-            multi_head_backward(dX2, NULL, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+            multi_head_backward(dX2, NULL, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 L.B, L.N);
             for (size_t i = 0; i < nX; i++) assert_float_equal(dX2[i], 2.0f * dX[i], 1e-5f * (1 + fabsf(dX[i])));
             free(dX); free(dX2); free(dP); free(scratch); free(dO);
@@ -198,7 +209,7 @@ static void test_one_head_equals_self_attention(void **state) {
             float *dP = alloc_floats(multi_head_param_count(&L.s));
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
-            multi_head_backward(dX5, &dw, scratch, dY, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+            multi_head_backward(dX5, &dw, scratch, dY, L.A, NULL, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 B, N);
             expect_close(dX5, dX4, B * N * D_IN, 1e-5f, "dX vs chapter 04");
             for (int i = 0; i < D_IN; i++)
@@ -269,7 +280,7 @@ static void test_fused_equals_separate_heads(void **state) {
             float *dP = alloc_floats(multi_head_param_count(&L.s)), dX[B * N * D] = {0};
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
-            multi_head_backward(dX, &dw, scratch, dO, L.A, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
+            multi_head_backward(dX, &dw, scratch, dO, L.A, NULL, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 B, N);
             expect_close(dX, dX_loop, B * N * D, 1e-5f, "fused dX vs H chapter-04 heads");
             expect_close(dw.W_QKV, dW_loop, D * 3 * HD, 1e-5f, "fused dW_QKV vs H chapter-04 heads");

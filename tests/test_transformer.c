@@ -36,7 +36,7 @@ static TransformerConfig tiny_config(BlockNormPlace place, BlockNorm norm, Block
     TransformerConfig c;
     memset(&c, 0, sizeof c);
     c.layers = 2;
-    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0};
+    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f};
     c.pos = pos;
     c.kv_cache = 1;
     return c;
@@ -251,6 +251,14 @@ static void test_config_errors(void **state) {
     assert_int_equal(transformer_config_read(good, &c), 0);
     assert_int_equal(c.block.D_H, 4);
     assert_true(c.block.norm_place == BLOCK_PRE_NORM && c.block.mlp == BLOCK_MLP_GELU);
+    assert_true(c.block.attn_dropout == 0.0f);   /* no attn_dropout line (older checkpoints): 0 */
+    char text[512];
+    snprintf(text, sizeof text, "%sattn_dropout=0.25\n", good);
+    assert_int_equal(transformer_config_read(text, &c), 0);
+    assert_true(c.block.attn_dropout == 0.25f);
+    snprintf(text, sizeof text, "attn_dropout=1\n%s", good);
+    assert_int_equal(transformer_config_read(text, &c), -1);
+    assert_non_null(strstr(last_error(), "attn_dropout=1"));
     const char *bad[] = {
         "layers=2\ndim=9\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nlabel_smoothing=0\nkv_cache=1\n",
         "layers=2\ndim=8\nheads=2\nff=16\nnorm=middle\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nlabel_smoothing=0\nkv_cache=1\n",

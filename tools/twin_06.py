@@ -232,8 +232,9 @@ def split_block(flat, pieces):
 class TransformerTwin(nn.Module):
     def __init__(self, cfg, tensors, dtype=torch.float64):
         super().__init__()
-        if float(cfg["dropout"]) != 0.0:
-            raise ValueError("dropout must be 0: twin_dump's pass is a training pass, its masks are not dumped")
+        if float(cfg["dropout"]) != 0.0 or float(cfg.get("attn_dropout", 0)) != 0.0:
+            raise ValueError("dropout and attn_dropout must be 0: twin_dump's pass is a training pass, "
+                             "its masks are not dumped")
         L, D, H, F_ = int(cfg["layers"]), int(cfg["dim"]), int(cfg["heads"]), int(cfg["ff"])
         place, norm, mlp = cfg["norm"], cfg["norm_type"], cfg["mlp"]
         self.L, self.D, self.learned = L, D, cfg["pos"] == "learned"

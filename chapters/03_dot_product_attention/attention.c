@@ -10,10 +10,12 @@
  * Steps 2-4 are the same for every score function (mask_softmax_values and
  * its backward, below). For the dot and scaled dot scores the whole layer is
  * dot_attention_forward/backward, which work on strided blocks so that
- * chapter 05's heads can use them in place. Every matrix product goes through
- * matmul.h (sgemm and its wrappers). */
+ * chapter 05's heads can use them in place, and can drop attention weights
+ * (dropout, chapter 06): step 4 then reads A o keep instead of A. Every
+ * matrix product goes through matmul.h (sgemm and its wrappers). */
 #include "03_dot_product_attention/attention.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -252,51 +254,69 @@ static void apply_mask(float *E, const AttentionMask *mask, int N_Q, int N_X) {
 /* ------------------------------------------- steps 2-4, for every score */
 
 /* E [N_Q, N_X] (the scores) -> E masked, A [N_Q, N_X], Y [N_Q, D_V] (row
- * stride ldy) from V [N_X, D_V] (row stride ldv). A may be E. */
+ * stride ldy) from V [N_X, D_V] (row stride ldv). A may be E, unless keep
+ * [N_Q, N_X] (dropout on the weights, or NULL) is given: then E ends holding
+ * the dropped weights A o keep, and Y is made of them. */
 static void mask_softmax_values(float *Y, int ldy, float *A, float *E, const float *V, int ldv,
-                                const AttentionMask *mask, int N_Q, int N_X, int D_V) {
+                                const AttentionMask *mask, const float *keep, int N_Q, int N_X, int D_V) {
     apply_mask(E, mask, N_Q, N_X);               /* 2. blocked pairs -> -inf */
     softmax_forward(A, E, N_Q, N_X);             /* 3. A = softmax(E, dim=1) */
-    /* 4. Y [N_Q, D_V] = A [N_Q, N_X] @ V [N_X, D_V] */
-    sgemm(0, 0, N_Q, D_V, N_X, 1.0f, A, N_X, V, ldv, 0.0f, Y, ldy);
+    const float *weights = A;                    /*    the weights Y is made of */
+    if (keep) {                                  /*    dropout: E = A o keep, A unchanged */
+        for (size_t n = 0; n < (size_t)N_Q * N_X; n++) E[n] = A[n] * keep[n];
+        weights = E;
+    }
+    /* 4. Y [N_Q, D_V] = A [N_Q, N_X] @ V [N_X, D_V]   (with dropout: A o keep) */
+    sgemm(0, 0, N_Q, D_V, N_X, 1.0f, weights, N_X, V, ldv, 0.0f, Y, ldy);
 }
 
 /* Steps 4'-3': dY [N_Q, D_V] (row stride lddy) -> dA [N_Q, N_X] (written),
- * dV [N_X, D_V] += (row stride lddv; may be NULL), dE [N_Q, N_X] (written). */
+ * dV [N_X, D_V] += (row stride lddv; may be NULL), dE [N_Q, N_X] (written).
+ * keep: forward's dropout multipliers, or NULL. */
 static void mask_softmax_values_backward(float *dE, float *dA, float *dV, int lddv,
-                                         const float *dY, int lddy, const float *A, const float *V,
-                                         int ldv, int N_Q, int N_X, int D_V) {
-    /* 4'. dA [N_Q, N_X] = dY [N_Q, D_V] @ V^T [D_V, N_X] */
+                                         const float *dY, int lddy, const float *A, const float *keep,
+                                         const float *V, int ldv, int N_Q, int N_X, int D_V) {
+    const size_t NN = (size_t)N_Q * N_X;
+    /* 4'. dA [N_Q, N_X] = dY [N_Q, D_V] @ V^T [D_V, N_X]   (with dropout: of A o keep) */
     sgemm(0, 1, N_Q, N_X, D_V, 1.0f, dY, lddy, V, ldv, 0.0f, dA, N_X);
-    /*     dV [N_X, D_V] += A^T [N_X, N_Q] @ dY [N_Q, D_V] */
-    if (dV) sgemm(1, 0, N_X, D_V, N_Q, 1.0f, A, N_X, dY, lddy, 1.0f, dV, lddv);
+    const float *weights = A;                    /* the weights Y was made of */
+    if (keep) {                                  /* A o keep, in dE's room until 3' */
+        for (size_t n = 0; n < NN; n++) dE[n] = A[n] * keep[n];
+        weights = dE;
+    }
+    /*     dV [N_X, D_V] += A^T [N_X, N_Q] @ dY [N_Q, D_V]   (with dropout: (A o keep)^T) */
+    if (dV) sgemm(1, 0, N_X, D_V, N_Q, 1.0f, weights, N_X, dY, lddy, 1.0f, dV, lddv);
+    /*     dropout: the gradient of A is that of A o keep, times keep */
+    if (keep)
+        for (size_t n = 0; n < NN; n++) dA[n] *= keep[n];
     /* 3'. dE = softmax'(dA); masked pairs have A = 0, so dE = 0 there */
-    memset(dE, 0, sizeof(float) * (size_t)N_Q * N_X);
+    memset(dE, 0, sizeof(float) * NN);
     softmax_backward(dE, dA, A, N_Q, N_X);
 }
 
 /* ------------------------------- the dot-product core, on blocks in place */
 
-/* Q [N_Q, D_K] (ldq), K [N_X, D_K] (ldk), V [N_X, D_V] (ldv)
+/* Q [N_Q, D_K] (ldq), K [N_X, D_K] (ldk), V [N_X, D_V] (ldv), keep [N_Q, N_X] or NULL
  *   -> Y [N_Q, D_V] (ldy), E and A [N_Q, N_X] */
 void dot_attention_forward(float *Y, int ldy, float *A, float *E,
                            const float *Q, int ldq, const float *K, int ldk,
                            const float *V, int ldv, float alpha, const AttentionMask *mask,
-                           int N_Q, int N_X, int D_K, int D_V) {
+                           const float *keep, int N_Q, int N_X, int D_K, int D_V) {
+    assert(keep == NULL || E != A);   /* the dropped weights need E's room */
     /* 1. E [N_Q, N_X] = alpha Q [N_Q, D_K] @ K^T [D_K, N_X] */
     sgemm(0, 1, N_Q, N_X, D_K, alpha, Q, ldq, K, ldk, 0.0f, E, N_X);
-    mask_softmax_values(Y, ldy, A, E, V, ldv, mask, N_Q, N_X, D_V);         /* 2.-4. */
+    mask_softmax_values(Y, ldy, A, E, V, ldv, mask, keep, N_Q, N_X, D_V);   /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] (lddy) -> dQ [N_Q, D_K] (lddq) +=, dK [N_X, D_K] (lddk) +=,
  * dV [N_X, D_V] (lddv) +=.  scratch: dA | dE, [N_Q, N_X] each. */
 void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
                             float *scratch, const float *dY, int lddy, const float *A,
-                            const float *Q, int ldq, const float *K, int ldk,
+                            const float *keep, const float *Q, int ldq, const float *K, int ldk,
                             const float *V, int ldv, float alpha,
                             int N_Q, int N_X, int D_K, int D_V) {
     float *dA = scratch, *dE = scratch + (size_t)N_Q * N_X;
-    mask_softmax_values_backward(dE, dA, dV, lddv, dY, lddy, A, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
+    mask_softmax_values_backward(dE, dA, dV, lddv, dY, lddy, A, keep, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
     /* 1'. dQ [N_Q, D_K] += alpha dE [N_Q, N_X] @ K [N_X, D_K] */
     if (dQ) sgemm(0, 0, N_Q, D_K, N_X, alpha, dE, N_X, K, ldk, 1.0f, dQ, lddq);
     /*     dK [N_X, D_K] += alpha dE^T [N_X, N_Q] @ Q [N_Q, D_K] */
@@ -313,11 +333,11 @@ void attention_forward(float *Y, float *A, float *cache,
     ScoreCache c = score_cache_view(s, cache, N_Q, N_X);
     if (is_dot_score(s)) {                       /* 1.-4., the blocks being whole matrices */
         dot_attention_forward(Y, D_V, A, c.E, Q, s->D_Q, K, s->D_K, V, D_V, dot_alpha(s), mask,
-                              N_Q, N_X, s->D_Q, D_V);
+                              NULL, N_Q, N_X, s->D_Q, D_V);
         return;
     }
     score_forward(&c, Q, K, s, w, N_Q, N_X);     /* 1. E = score(Q, K) */
-    mask_softmax_values(Y, D_V, A, c.E, V, D_V, mask, N_Q, N_X, D_V);   /* 2.-4. */
+    mask_softmax_values(Y, D_V, A, c.E, V, D_V, mask, NULL, N_Q, N_X, D_V);   /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] -> dQ [N_Q, D_Q] +=, dK [N_X, D_K] +=, dV [N_X, D_V] +=, dw += */
@@ -330,11 +350,11 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
     float *dA = scratch, *dE = scratch + NN;
     ScoreCache c = score_cache_view(s, (float *)cache, N_Q, N_X);
     if (is_dot_score(s)) {                       /* 4'.-1'. */
-        dot_attention_backward(dQ, s->D_Q, dK, s->D_K, dV, D_V, scratch, dY, D_V, A, Q, s->D_Q,
+        dot_attention_backward(dQ, s->D_Q, dK, s->D_K, dV, D_V, scratch, dY, D_V, A, NULL, Q, s->D_Q,
                                K, s->D_K, V, D_V, dot_alpha(s), N_Q, N_X, s->D_Q, D_V);
         return;
     }
-    mask_softmax_values_backward(dE, dA, dV, D_V, dY, D_V, A, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */
+    mask_softmax_values_backward(dE, dA, dV, D_V, dY, D_V, A, NULL, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */
     score_backward(dQ, dK, dw, scratch + 2 * NN, dE, &c, Q, K, s, w, N_Q, N_X);  /* 1'. */
 }
 

@@ -132,20 +132,32 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
  *   1. E = alpha Q K^T  2. masked E_ij = -INFINITY  3. A = softmax(E)  4. Y = A V
  *
  * E [N_Q, N_X] and A [N_Q, N_X] are dense (row stride N_X). E may equal A:
- * the softmax then runs in place and only A is kept. mask may be NULL. */
+ * the softmax then runs in place and only A is kept. mask may be NULL.
+ *
+ * Dropout on the attention weights (the Transformer's, in training only):
+ * keep [N_Q, N_X] (dense) holds one multiplier per weight, 0 (dropped) or
+ * 1/(1-p) (kept; dropout_mask in nn/transformer_layers.h draws them), and
+ * step 4 becomes
+ *   4. Y = (A o keep) V          (o: entry by entry)
+ * A stays the weights softmax wrote (the heatmaps show them, and backward's
+ * softmax' needs them); the dropped weights A o keep go into E, which then
+ * must be a buffer of its own (E != A) and ends holding them instead of the
+ * scores. keep NULL: no dropout, the same bits as before keep existed. */
 void dot_attention_forward(float *Y, int ldy, float *A, float *E,
                            const float *Q, int ldq, const float *K, int ldk,
                            const float *V, int ldv, float alpha, const AttentionMask *mask,
-                           int N_Q, int N_X, int D_K, int D_V);
+                           const float *keep, int N_Q, int N_X, int D_K, int D_V);
 
 /* dY [N_Q, D_V] (row stride lddy) -> dQ [N_Q, D_K] +=, dK [N_X, D_K] +=,
  * dV [N_X, D_V] += (row strides lddq, lddk, lddv; any of them may be NULL).
- * A, Q, K, V, alpha are what forward saw and wrote (no mask: a blocked pair
- * has A = 0, so no gradient flows through it). scratch: 2 N_Q N_X floats
- * (dA, dE). */
+ * A, keep, Q, K, V, alpha are what forward saw and wrote (no mask: a blocked
+ * pair has A = 0, so no gradient flows through it). scratch: 2 N_Q N_X
+ * floats (dA, dE). With keep (or NULL), step 4 runs backward as
+ *   dA' = dY V^T,  dV += (A o keep)^T dY,  dA = dA' o keep,
+ * the dE half of scratch holding A o keep until dE = softmax'(dA) needs it. */
 void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
                             float *scratch, const float *dY, int lddy, const float *A,
-                            const float *Q, int ldq, const float *K, int ldk,
+                            const float *keep, const float *Q, int ldq, const float *K, int ldk,
                             const float *V, int ldv, float alpha,
                             int N_Q, int N_X, int D_K, int D_V);
 

@@ -85,7 +85,7 @@ static void separate_heads_run(SeparateHeads *sh, const float *X, const float *d
 
 void four_matmuls_demo(const MultiHeadDemoSetup *f, int H) {
     const int B = f->batch, N = f->len, D = f->dim, D_H = D / H, HD = H * D_H, R = B * N;
-    MultiHeadSpec s = {D, H, D_H, D, f->attention};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0};
     printf("1. Multi-head attention in 4 big matmuls (H = %d heads of D_H = %d; B = %d sequences of\n"
            "   N = %d positions, D = %d; R = B*N = %d rows)\n\n", H, D_H, B, N, D, R);
     printf("   1. [Q|K|V] = X [W_Q|W_K|W_V]  [%d, %d] x [%d, %d] -> [%d, %d]   one sgemm\n", R, D, D,
@@ -131,8 +131,8 @@ void four_matmuls_demo(const MultiHeadDemoSetup *f, int H) {
     sh.dX = xcalloc((size_t)R * D, sizeof(float));
 
     /* same numbers? */
-    multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, B, N);
-    multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, B, N);
+    multi_head_forward(O, A, NULL, cache, X, &s, &w, f->causal, NULL, B, N);
+    multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, f->causal, NULL, B, N);
     separate_heads_run(&sh, X, dO, &w, f->causal);
     double max_dO = 0, max_dX = 0, max_dW = 0;
     for (size_t i = 0; i < (size_t)R * D; i++) {
@@ -153,8 +153,8 @@ void four_matmuls_demo(const MultiHeadDemoSetup *f, int H) {
     double t_fused[7], t_heads[7];
     for (int k = 0; k < 7; k++) {
         double t0 = now_seconds();
-        multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, B, N);
-        multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, B, N);
+        multi_head_forward(O, A, NULL, cache, X, &s, &w, f->causal, NULL, B, N);
+        multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, f->causal, NULL, B, N);
         t_fused[k] = now_seconds() - t0;
         t0 = now_seconds();
         separate_heads_run(&sh, X, dO, &w, f->causal);
@@ -186,7 +186,7 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
     Scaling scaling;
     Scaling *sc = &scaling;
     const int D = f->scale_dim, H = f->scale_heads, D_H = D / H;
-    MultiHeadSpec s = {D, H, D_H, D, f->attention};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0};
     printf("2. Cost as the sequence grows (one sequence, D = %d, H = %d heads of D_H = %d%s;\n"
            "   forward + backward, median of %d runs after a warm-up)\n\n", D, H, D_H,
            f->causal ? ", causal" : "", f->scale_repeats);
@@ -212,8 +212,8 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
         const int repeats = f->scale_repeats;
         for (int k = -1; k < repeats; k++) {          /* k = -1: warm-up, not counted */
             double t0 = now_seconds(), c0 = cpu_seconds();
-            multi_head_forward(O, A, cache, X, &s, &w, f->causal, NULL, 1, N);
-            multi_head_backward(dX, &dw, scratch, dO, A, cache, X, &s, &w, f->causal, NULL, 1, N);
+            multi_head_forward(O, A, NULL, cache, X, &s, &w, f->causal, NULL, 1, N);
+            multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, f->causal, NULL, 1, N);
             if (k >= 0) {
                 times[k] = now_seconds() - t0;
                 cpu_times[k] = cpu_seconds() - c0;

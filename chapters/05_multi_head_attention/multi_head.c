@@ -18,9 +18,12 @@
  * [R, 3 H D_H] matrices, reached through their row stride 3 H D_H.
  * With s->attention == MULTI_HEAD_FUSED, steps 2-3 and 3'-2' are done by
  * flash_attention.c instead, block by block, without A (same results within
- * float rounding, O(N) memory instead of N x N per head). */
+ * float rounding, O(N) memory instead of N x N per head).
+ * With keep masks (dropout on the weights, plain path only), step 3 is
+ * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both. */
 #include "05_multi_head_attention/multi_head.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -69,6 +72,7 @@ size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
     if (s->attention == MULTI_HEAD_FUSED)
         return linear + (size_t)B * s->H * N                      /* lse */
                + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);   /* one block */
+    if (s->keep_masks) return linear + (size_t)N * N;             /* one head's A o keep */
     return linear;
 }
 
@@ -80,9 +84,10 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
 }
 
 /* Steps 2-3 of the plain path, every sequence and head, by chapter 03:
- * QKV [B, N, 3 H D_H] -> A [B, H, N, N], Y [B, N, H D_H] */
-static void plain_attention_forward(float *Y, float *A, const float *QKV, int H, int D_H,
-                                    int causal, const int *lens, int B, int N) {
+ * QKV [B, N, 3 H D_H], keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, H D_H].
+ * dropped [N, N]: room for one head's A o keep (when keep is given). */
+static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped, const float *QKV,
+                                    int H, int D_H, int causal, const int *lens, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
     for (int b = 0; b < B; b++) {
@@ -94,18 +99,20 @@ static void plain_attention_forward(float *Y, float *A, const float *QKV, int H,
             const float *K_h = QKV_b + HD + h * D_H;          /* [N, D_H], row stride 3 H D_H */
             const float *V_h = QKV_b + 2 * HD + h * D_H;      /* [N, D_H], row stride 3 H D_H */
             float *A_bh = A + ((size_t)b * H + h) * N * N;    /* [N, N] */
+            const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N : NULL;
             /* 2. E = Q_h K_h^T / sqrt(D_H) in A's place, masked, A = softmax(E);
-             * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H] */
-            dot_attention_forward(Y_b + h * D_H, HD, A_bh, A_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv,
-                                  scale, &mask, N, N, D_H, D_H);
+             * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H]
+             *    (dropout: E in its own room, ending as A o keep; Y_h = (A o keep) V_h) */
+            dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, Q_h, ld_qkv, K_h, ld_qkv,
+                                  V_h, ld_qkv, scale, &mask, keep_bh, N, N, D_H, D_H);
         }
     }
 }
 
 /* Steps 3'-2' of the plain path, every sequence and head, by chapter 03:
- * dY [B, N, H D_H], A, QKV -> dQKV [B, N, 3 H D_H] +=.  scratch: dA, dE [N, N] */
+ * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.  scratch: dA, dE [N, N] */
 static void plain_attention_backward(float *dQKV, float *scratch, const float *dY, const float *A,
-                                     const float *QKV, int H, int D_H, int B, int N) {
+                                     const float *keep, const float *QKV, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
     for (int b = 0; b < B; b++) {
@@ -119,20 +126,24 @@ static void plain_attention_backward(float *dQKV, float *scratch, const float *d
             float *dV_h = dQKV_b + 2 * HD + h * D_H;
             const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
             const float *A_bh = A + ((size_t)b * H + h) * N * N;
+            const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N : NULL;
             /* 3'. dA = dY_h V_h^T, dV_h += A^T dY_h;  2'. dE = softmax'(dA),
-             *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H) */
+             *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H)
+             *     (dropout: A o keep in place of A, and dA times keep) */
             dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
-                                   Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
+                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
         }
     }
 }
 
-/* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N], cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] */
-void multi_head_forward(float *O, float *A, float *cache, const float *X,
+/* X [B, N, D], keep [B, H, N, N] or NULL -> O [B, N, D_out], A [B, H, N, N],
+ * cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] (| plain with keep_masks: [N, N]) */
+void multi_head_forward(float *O, float *A, const float *keep, float *cache, const float *X,
                         const MultiHeadSpec *s, const MultiHeadWeights *w,
                         int causal, const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
     float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
+    assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
 
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
     sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
@@ -145,8 +156,9 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
         flash_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, causal, lens,
                                       FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
-        /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward */
-        plain_attention_forward(Y, A, QKV, H, D_H, causal, lens, B, N);
+        /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward;
+         * with dropout, each head's A o keep is made in the room after Y */
+        plain_attention_forward(Y, A, keep, Y + (size_t)R * HD, QKV, H, D_H, causal, lens, B, N);
     }
 
     /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
@@ -158,10 +170,11 @@ void multi_head_forward(float *O, float *A, float *cache, const float *X,
 
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
 void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
-                         const float *A, const float *cache, const float *X,
+                         const float *A, const float *keep, const float *cache, const float *X,
                          const MultiHeadSpec *s, const MultiHeadWeights *w,
                          int causal, const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
+    assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
@@ -185,7 +198,7 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
                                        FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
         /* plain: chapter 03 on the saved N x N weights A */
-        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, QKV, H, D_H, B, N);
+        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, H, D_H, B, N);
     }
 
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */

@@ -54,15 +54,24 @@ typedef enum { MULTI_HEAD_PLAIN = 0, MULTI_HEAD_FUSED = 1 } MultiHeadAttention;
 /* "plain" or "fused" -> *out; returns 0, or -1 with fail() for another name. */
 int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
 
-/* The layer's sizes and how it computes steps 2-3. attention is the last
- * field, so {D, H, D_H, D_out} means a plain layer. The *_floats() functions
- * below depend on it: size the buffers with the spec you run. */
+/* The layer's sizes and how it computes steps 2-3. The *_floats()
+ * functions below depend on attention and keep_masks: size the buffers with
+ * the spec you run.
+ *
+ * keep_masks = 1 lets forward and backward drop attention weights (dropout
+ * on A, as chapter 06's block does in training): they are then given keep
+ * [B, H, N, N], one multiplier per weight, 0 or 1/(1-p), and step 3 becomes
+ * Y = (A o keep) V per head (chapter 03's dot_attention_forward). A is still
+ * the undropped softmax; the cache has room for one head's dropped weights.
+ * Plain path only: the fused kernel never forms A, so there is nothing to
+ * drop (keep_masks must be 0 with MULTI_HEAD_FUSED). */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
     int D_H;      /* head dimension: each head's queries, keys, values */
     int D_out;    /* width of the outputs O (usually D) */
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
+    int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
 } MultiHeadSpec;
 
 typedef struct {
@@ -83,7 +92,8 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
  * (0 with s->attention == MULTI_HEAD_FUSED). */
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N);
 /* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]
- * (fused, and then: | lse [B, H, N] | forward's block scratch). */
+ * (fused, and then: | lse [B, H, N] | forward's block scratch; plain with
+ * keep_masks: | one head's dropped weights [N, N]). */
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
 /* Scratch backward needs: d[Q|K|V] [B, N, 3*H*D_H] | dY [B, N, H*D_H] |
  * dA, dE [N, N] (chapter 03's, one head at a time; fused:
@@ -92,21 +102,23 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
  * cache [multi_head_cache_floats] (written).
+ * keep [B, H, N, N] (or NULL): dropout multipliers of the weights, 0 or
+ * 1/(1-p); only with s->keep_masks (see MultiHeadSpec).
  * causal: output i may only look at inputs j <= i.
  * lens [B] (or NULL): sequence b is lens[b] long (0 = the whole N);
  * positions j >= lens[b] are padding and no output attends to them.
  * Same masks, same meaning as chapter 04. */
-void multi_head_forward(float *O, float *A, float *cache, const float *X,
+void multi_head_forward(float *O, float *A, const float *keep, float *cache, const float *X,
                         const MultiHeadSpec *s, const MultiHeadWeights *w,
                         int causal, const int *lens, int B, int N);
 
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O +=.
- * dX, dw and any field of dw may be NULL. A, cache, X, w, causal, lens are
- * what forward saw and wrote. (The plain path needs no mask: a blocked pair
- * has A = 0, so no gradient flows through it; the fused path recomputes the
- * blocks of weights and needs causal and lens to skip the blocked ones.) */
+ * dX, dw and any field of dw may be NULL. A, keep, cache, X, w, causal, lens
+ * are what forward saw and wrote. (The plain path needs no mask: a blocked
+ * pair has A = 0, so no gradient flows through it; the fused path recomputes
+ * the blocks of weights and needs causal and lens to skip the blocked ones.) */
 void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
-                         const float *A, const float *cache, const float *X,
+                         const float *A, const float *keep, const float *cache, const float *X,
                          const MultiHeadSpec *s, const MultiHeadWeights *w,
                          int causal, const int *lens, int B, int N);
 

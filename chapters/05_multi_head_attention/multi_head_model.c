@@ -44,13 +44,13 @@ static size_t scratch_floats(const DigitModel *m, int B) { return multi_head_scr
 static void multi_head_layer_forward(const DigitModel *m, int l, float *Y, float *A, float *cache,
                                      const float *X, int B) {
     MultiHeadWeights w = layer_weights(m, l, 0);
-    multi_head_forward(Y, A, cache, X, spec_of(m), &w, m->causal, NULL, B, m->N);
+    multi_head_forward(Y, A, NULL, cache, X, spec_of(m), &w, m->causal, NULL, B, m->N);
 }
 
 static void multi_head_layer_backward(DigitModel *m, int l, float *dX, float *scratch, const float *dY,
                                       const float *A, const float *cache, const float *X, int B) {
     MultiHeadWeights w = layer_weights(m, l, 0), dw = layer_weights(m, l, 1);
-    multi_head_backward(dX, &dw, scratch, dY, A, cache, X, spec_of(m), &w, m->causal, NULL, B, m->N);
+    multi_head_backward(dX, &dw, scratch, dY, A, NULL, cache, X, spec_of(m), &w, m->causal, NULL, B, m->N);
 }
 
 const DigitAttention DIGIT_MULTI_HEAD_ATTENTION = {
@@ -61,7 +61,7 @@ const DigitAttention DIGIT_MULTI_HEAD_ATTENTION = {
 int mh_model_create(MultiHeadModel *m, const DigitModelSizes *s, int H, int D_H,
                     MultiHeadAttention attention, int max_B, uint64_t seed) {
     if (H < 1 || D_H < 1) return fail("heads and head size must be >= 1, got H = %d, D_H = %d", H, D_H);
-    m->spec = (MultiHeadSpec){s->D, H, D_H, s->D, attention};
+    m->spec = (MultiHeadSpec){s->D, H, D_H, s->D, attention, 0};
     return digit_model_create(&m->model, &DIGIT_MULTI_HEAD_ATTENTION, &m->spec, H, s, max_B, seed);
 }
 

@@ -6,6 +6,7 @@
  *
  *   (pre-norm)  U = Norm_k(X_k)      else U = X_k
  *               O = F(U)             chapter 05, multi_head_cross.c, or the MLP
+ *                                    (attention: weights dropped by keep masks in training)
  *               O = dropout(O)
  *               S = X_k + O          the residual connection
  *   (post-norm) Z_k = Norm_k(S)      else Z_k = S
@@ -27,6 +28,7 @@
 #include "nn/layers.h"
 #include "nn/params.h"
 #include "nn/transformer_layers.h"
+#include "util/error.h"
 
 /* The sublayers, in order. */
 enum { SUB_SELF = 0, SUB_CROSS = 1, SUB_MLP = 2, N_SUBLAYERS = 3 };
@@ -56,8 +58,21 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 }
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention};
+    const int keep_masks = s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_PLAIN;
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks};
     return a;
+}
+
+int block_spec_check(const BlockSpec *s) {
+    if (!(s->dropout >= 0.0f && s->dropout < 1.0f))
+        return fail("dropout %g: expected a probability in [0, 1)", (double)s->dropout);
+    if (!(s->attn_dropout >= 0.0f && s->attn_dropout < 1.0f))
+        return fail("attention dropout %g: expected a probability in [0, 1)", (double)s->attn_dropout);
+    if (s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_FUSED)
+        return fail("attention dropout %g needs the plain attention: the fused kernel never forms the "
+                    "weights it would drop (use attention=plain, or attention dropout 0)",
+                    (double)s->attn_dropout);
+    return 0;
 }
 
 /* Lays the parameters out from base (or only counts them, base NULL);
@@ -146,8 +161,10 @@ typedef struct {
 typedef struct {
     SublayerCache sub[N_SUBLAYERS];
     float *A;               /* [B, H, N, N] chapter 05's attention weights (plain only) */
+    float *keep;            /* [B, H, N, N] their dropout multipliers (attn_dropout > 0) */
     float *attn_cache;      /* chapter 05's cache */
     float *cross_A;         /* [B, H, N, N_M] */
+    float *cross_keep;      /* [B, H, N, N_M] (attn_dropout > 0) */
     float *cross_cache;     /* multi_head_cross's cache */
     float *pre_act;         /* [R, F] U W_1 (+ b_1) */
     float *gate;            /* [R, F] U W_3 (SwiGLU) */
@@ -170,10 +187,13 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
         sc->mask = take(base, &used, s->dropout > 0.0f ? RD : 0);
         sc->out = take(base, &used, RD);
     }
+    const int attn_drop = s->attn_dropout > 0.0f;
     c->A = take(base, &used, multi_head_attention_floats(&as, B, N));
+    c->keep = take(base, &used, attn_drop ? multi_head_attention_floats(&as, B, N) : 0);
     c->attn_cache = take(base, &used, multi_head_cache_floats(&as, B, N));
     if (s->cross) {
         c->cross_A = take(base, &used, multi_head_cross_attention_floats(&as, B, N, N_M));
+        c->cross_keep = take(base, &used, attn_drop ? multi_head_cross_attention_floats(&as, B, N, N_M) : 0);
         c->cross_cache = take(base, &used, multi_head_cross_cache_floats(&as, B, N, N_M));
     }
     c->pre_act = take(base, &used, RF);
@@ -302,17 +322,35 @@ typedef struct {
     BlockCache c;
 } Pass;
 
+/* Dropout on the weights of attention sublayer k: its keep masks in the
+ * cache [B, H, N, N or N_M], drawn from rng in training; at evaluation
+ * they are ones (so a backward after it is still right) and the attention
+ * runs without them, the bits of attn_dropout 0. Returns the masks forward
+ * uses, or NULL (evaluation, or attn_dropout 0: no masks in the cache). */
+static const float *draw_attention_keep(const Pass *p, int k, int train, Rng *rng) {
+    const MultiHeadSpec as = block_attention_spec(p->s);
+    float *keep = k == SUB_SELF ? p->c.keep : p->c.cross_keep;
+    if (keep == NULL) return NULL;
+    const size_t n = k == SUB_SELF ? multi_head_attention_floats(&as, p->B, p->N)
+                                   : multi_head_cross_attention_floats(&as, p->B, p->N, p->mem->N_M);
+    dropout_mask(keep, (int)n, train ? p->s->attn_dropout : 0.0f, rng);
+    return train ? keep : NULL;
+}
+
 /* O [R, D] = F_k(U): the branch of sublayer k */
-static void branch_forward(float *O, const float *U, const Pass *p, int k) {
+static void branch_forward(float *O, const float *U, const Pass *p, int k, int train, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
-    if (k == SUB_SELF)
-        multi_head_forward(O, c->A, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
-    else if (k == SUB_CROSS)
-        multi_head_cross_forward(O, c->cross_A, c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens,
-                                 p->B, p->N, p->mem->N_M);
-    else
+    if (k == SUB_SELF) {
+        const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
+        multi_head_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
+    } else if (k == SUB_CROSS) {
+        const float *keep = draw_attention_keep(p, k, train, rng);
+        multi_head_cross_forward(O, c->cross_A, keep, c->cross_cache, U, p->mem->M, &as, &p->w->cross,
+                                 p->mem->lens, p->B, p->N, p->mem->N_M);
+    } else {
         mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
+    }
 }
 
 /* dO [R, D] -> dU +=, dM += (cross), the branch's weight gradients += */
@@ -321,11 +359,12 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = &p->c;
     if (k == SUB_SELF)
-        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->attn_cache, U, &as, &p->w->attn,
-                            p->s->causal, p->lens, p->B, p->N);
+        multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
+                            &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)
-        multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_cache, U,
-                                  p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N, p->mem->N_M);
+        multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_keep,
+                                  c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N,
+                                  p->mem->N_M);
     else
         mlp_backward(dU, dw, sc, dO, c, U, p->s, p->w, p->B * p->N);
 }
@@ -342,7 +381,7 @@ static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rn
         U = sc->n;
     }
     float *S = (!pre && norm) ? sc->n : sc->out;   /* without a norm after it, the sum is Z_k */
-    branch_forward(S, U, p, k);                                                /* O = F(U) */
+    branch_forward(S, U, p, k, train, rng);                                    /* O = F(U) */
     if (s->dropout > 0.0f) dropout_forward(S, sc->mask, S, RD, s->dropout, train, rng);
     residual_forward(S, X, S, RD);                                             /* S = X_k + O */
     if (!pre && norm)                                                          /* Z_k = Norm_k(S) */
@@ -499,8 +538,8 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
         memcpy(rows[r].V + (size_t)t * HD, qkv + 2 * HD, sizeof(float) * (size_t)HD);   /* append v */
         for (int h = 0; h < H; h++)   /* 2.-3. one query over keys 0..t, head h */
             dot_attention_forward(k->Y + (size_t)r * HD + h * D_H, HD, k->A, k->A, qkv + h * D_H, 3 * HD,
-                                  rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, 1, t + 1,
-                                  D_H, D_H);
+                                  rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, NULL, 1,
+                                  t + 1, D_H, D_H);
     }
     /* 4. O = Y W_O + b_O */
     linear_forward(O, k->Y, w->attn.W_O, w->attn.b_O, n, HD, s->D);

@@ -31,7 +31,12 @@
  * With mlp NONE the whole MLP sublayer (its norm too) is left out.
  *
  * Dropout (probability p, training only) is applied to each sublayer's
- * output before it is added to the residual stream, as in the 2017 paper.
+ * output before it is added to the residual stream, as in the 2017 paper,
+ * and (probability attn_dropout) to the attention weights, self and cross,
+ * after the softmax and before they weight the values: Y = (A o keep) V, as
+ * in the paper's reference code and PyTorch's nn.MultiheadAttention(dropout=p).
+ * Both are inverted (a kept entry is scaled by 1/(1-p)) and off at
+ * evaluation, where the block is the one with p = 0, bit for bit.
  *
  * Everything works on B sequences of N positions, [B, N, D] row-major: the
  * norms, the MLP and the residual sums treat the R = B*N positions as one
@@ -68,7 +73,13 @@ typedef struct {
     MultiHeadAttention attention; /* chapter 05's MULTI_HEAD_PLAIN or MULTI_HEAD_FUSED */
     int causal;                   /* 1: position i attends only to j <= i */
     int cross;                    /* 1: a decoder block, with the cross-attention sublayer */
+    float attn_dropout;           /* p on the attention weights in [0, 1): 0 = none; plain attention only */
 } BlockSpec;
+
+/* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
+ * outside [0, 1), or attention dropout with fused attention (which never
+ * forms the weights it would drop). */
+int block_spec_check(const BlockSpec *s);
 
 /* Views into one contiguous block of parameters (block_weights_view).
  * A pointer is NULL when the spec has no such tensor. */
@@ -96,8 +107,9 @@ typedef struct {
     int N_M;
 } BlockMemory;
 
-/* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention}
- * (the cross-attention has the same sizes). */
+/* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention,
+ * keep_masks = 1 when attn_dropout > 0 (plain attention)} (the
+ * cross-attention has the same sizes). */
 MultiHeadSpec block_attention_spec(const BlockSpec *s);
 
 /* Number of parameters, in the order of the views: attn | norm1_gamma |
@@ -114,7 +126,8 @@ void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
  * memory of N_M positions (pass 0 for an encoder block): per sublayer its
  * norm's input or output and row statistics, dropout mask and output; the
  * attention's A and cache (chapter 05), the cross-attention's, the MLP's
- * hidden activations. */
+ * hidden activations; with attn_dropout > 0, the keep masks of A
+ * [B, H, N, N] and of the cross-attention's weights [B, H, N, N_M]. */
 size_t block_cache_floats(const BlockSpec *s, int B, int N, int N_M);
 /* Scratch backward needs. */
 size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M);
@@ -130,8 +143,10 @@ const float *block_cross_attention_weights(const BlockSpec *s, const float *cach
  * in chapter 05: no position attends to padding (padding rows are still
  * computed, and are the caller's to ignore). mem: a decoder block's memory
  * (NULL for an encoder block). train: 1 applies dropout, drawing the masks
- * from rng; 0 is evaluation: no dropout, the same output as p = 0 bit for
- * bit. rng may be NULL when spec->dropout is 0 or train is 0. */
+ * from rng sublayer by sublayer, each attention sublayer's keep masks
+ * (dropout_mask over all its weights) before its output's mask; 0 is
+ * evaluation: no dropout, the same output as p = 0 bit for bit (the masks
+ * kept are ones). rng may be NULL when both dropouts are 0 or train is 0. */
 void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 

@@ -27,6 +27,7 @@ static const char *norm_flag = "pre";
 static const char *norm_type_flag = "layernorm";
 static const char *mlp_flag = "gelu";
 static float dropout_flag = 0.0f;
+static float attn_dropout_flag = 0.0f;
 static const char *pos_flag = "sinusoidal";
 static float label_smoothing_flag = 0.1f;
 static int no_kv_cache_flag = 0;
@@ -39,9 +40,10 @@ static int write_config(char *config, int cap) {
     size_t used = strlen(config);
     int n = snprintf(config + used, (size_t)cap - used,
                      "model=transformer\nlayers=%d\ndim=%d\nheads=%d\nff=%d\nnorm=%s\nnorm_type=%s\nmlp=%s\n"
-                     "dropout=%g\npos=%s\nlabel_smoothing=%g\nkv_cache=%d\n",
+                     "dropout=%g\nattn_dropout=%g\npos=%s\nlabel_smoothing=%g\nkv_cache=%d\n",
                      layers_flag, dim_flag, heads_flag, ff_flag, norm_flag, norm_type_flag, mlp_flag,
-                     (double)dropout_flag, pos_flag, (double)label_smoothing_flag, no_kv_cache_flag ? 0 : 1);
+                     (double)dropout_flag, (double)attn_dropout_flag, pos_flag, (double)label_smoothing_flag,
+                     no_kv_cache_flag ? 0 : 1);
     return n < cap - (int)used ? 0 : fail("configuration text too long");
 }
 
@@ -56,6 +58,8 @@ int main(int argc, char **argv) {
         {"mlp", ARG_STRING, &mlp_flag, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none"},
         {"dropout", ARG_FLOAT, &dropout_flag, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95,
          NULL},
+        {"attn-dropout", ARG_FLOAT, &attn_dropout_flag,
+         "dropout on the attention weights, after the softmax (training only)", 0, 0.95, NULL},
         {"pos", ARG_STRING, &pos_flag, "positions (chapter 04)", 0, 0, "sinusoidal,learned"},
         {"label-smoothing", ARG_FLOAT, &label_smoothing_flag, "eps of label smoothing (0 = off)", 0, 0.95, NULL},
         {"no-kv-cache", ARG_BOOL, &no_kv_cache_flag,

@@ -6,9 +6,12 @@
  *   1a. Q = X W_Q                             4'. dY = dO W_O^T, dW_O += Y^T dO, db_O
  *   1b. [K|V] = M W_KV                        3'-2'. chapter 03 per (b, h): dQ_h, dK_h, dV_h
  *   2-3. chapter 03 per (b, h)                1b'. dW_KV += M^T d[K|V], dM += d[K|V] W_KV^T
- *   4.  O = Y W_O + b_O                       1a'. dW_Q += X^T dQ,      dX += dQ W_Q^T */
+ *   4.  O = Y W_O + b_O                       1a'. dW_Q += X^T dQ,      dX += dQ W_Q^T
+ * With keep masks (dropout on the weights), chapter 03 makes Y_h of A o keep
+ * and scales dA by keep, as in chapter 05. */
 #include "06_transformer/multi_head_cross.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -45,20 +48,28 @@ size_t multi_head_cross_attention_floats(const MultiHeadSpec *s, int B, int N, i
     return (size_t)B * s->H * N * N_M;
 }
 
-size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
+/* Q, [K|V] and Y: the part of the cache that backward's d(...) mirror */
+static size_t linear_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
     const size_t HD = (size_t)s->H * s->D_H;
     return (size_t)B * N * HD + (size_t)B * N_M * 2 * HD + (size_t)B * N * HD;
 }
 
+size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
+    return linear_floats(s, B, N, N_M) + (s->keep_masks ? (size_t)N * N_M : 0);   /* | one head's A o keep */
+}
+
 size_t multi_head_cross_scratch_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
-    return multi_head_cross_cache_floats(s, B, N, N_M) + 2 * (size_t)N * N_M;
+    return linear_floats(s, B, N, N_M) + 2 * (size_t)N * N_M;   /* dQ, d[K|V], dY | dA, dE */
 }
 
 /* Steps 2-3 for n_rows rows of N_Q queries each: row r's queries
  * Q [N_Q, H D_H] (rows r N_Q ..) attend over KV_rows[r] [N_M, 2 H D_H], its
- * first lens[r] positions real. -> Y [n_rows N_Q, H D_H], A [n_rows, H, N_Q, N_M]. */
-static void attend_rows(float *Y, float *A, const float *Q, const float *const *KV_rows, const int *lens,
-                        int H, int D_H, int n_rows, int N_Q, int N_M) {
+ * first lens[r] positions real. -> Y [n_rows N_Q, H D_H], A [n_rows, H, N_Q, N_M].
+ * keep [n_rows, H, N_Q, N_M] or NULL (dropout); dropped [N_Q, N_M]: room for
+ * one head's A o keep when keep is given. */
+static void attend_rows(float *Y, float *A, const float *keep, float *dropped, const float *Q,
+                        const float *const *KV_rows, const int *lens, int H, int D_H, int n_rows, int N_Q,
+                        int N_M) {
     const int HD = H * D_H;
     const float scale = 1.0f / sqrtf((float)D_H);
     for (int r = 0; r < n_rows; r++) {
@@ -69,30 +80,35 @@ static void attend_rows(float *Y, float *A, const float *Q, const float *const *
             const float *K_h = KV_rows[r] + h * D_H;          /* [N_M, D_H], row stride 2 H D_H */
             const float *V_h = KV_rows[r] + HD + h * D_H;     /* [N_M, D_H], row stride 2 H D_H */
             float *A_rh = A + ((size_t)r * H + h) * N_Q * N_M;   /* [N_Q, N_M] */
-            dot_attention_forward(Y_r + h * D_H, HD, A_rh, A_rh, Q_r + h * D_H, HD, K_h, 2 * HD, V_h, 2 * HD,
-                                  scale, &mask, N_Q, N_M, D_H, D_H);
+            const float *keep_rh = keep ? keep + ((size_t)r * H + h) * N_Q * N_M : NULL;
+            /* scores in A's place (with dropout: in their own room, ending as A o keep) */
+            dot_attention_forward(Y_r + h * D_H, HD, A_rh, keep ? dropped : A_rh, Q_r + h * D_H, HD, K_h, 2 * HD,
+                                  V_h, 2 * HD, scale, &mask, keep_rh, N_Q, N_M, D_H, D_H);
         }
     }
 }
 
-void multi_head_cross_forward(float *O, float *A, float *cache, const float *X, const float *M,
-                              const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
+void multi_head_cross_forward(float *O, float *A, const float *keep, float *cache, const float *X,
+                              const float *M, const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
                               const int *mem_lens, int B, int N, int N_M) {
     const int HD = s->H * s->D_H, R = B * N, R_M = B * N_M;
     float *Q = cache, *KV = Q + (size_t)R * HD, *Y = KV + (size_t)R_M * 2 * HD;
+    float *dropped = Y + (size_t)R * HD;   /* [N, N_M], with s->keep_masks */
+    assert(keep == NULL || s->keep_masks);
     /* 1a. Q [R, H D_H] = X [R, D] W_Q;  1b. [K|V] [R_M, 2 H D_H] = M [R_M, D] W_KV */
     sgemm(0, 0, R, HD, s->D, 1.0f, X, s->D, w->W_Q, HD, 0.0f, Q, HD);
     multi_head_cross_memory(KV, M, s, w, R_M);
     /* 2.-3. chapter 03 per (sequence, head): sequence b's memory is rows b N_M .. of [K|V] */
     const float *KV_rows[B > 0 ? B : 1];
     for (int b = 0; b < B; b++) KV_rows[b] = KV + (size_t)b * N_M * 2 * HD;
-    attend_rows(Y, A, Q, KV_rows, mem_lens, s->H, s->D_H, B, N, N_M);
+    attend_rows(Y, A, keep, dropped, Q, KV_rows, mem_lens, s->H, s->D_H, B, N, N_M);
     /* 4. O [R, D_out] = Y [R, H D_H] W_O + b_O */
     linear_forward(O, Y, w->W_O, w->b_O, R, HD, s->D_out);
 }
 
 void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, float *scratch,
-                               const float *dO, const float *A, const float *cache, const float *X,
+                               const float *dO, const float *A, const float *keep, const float *cache,
+                               const float *X,
                                const float *M, const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
                                const int *mem_lens, int B, int N, int N_M) {
     (void)mem_lens;   /* a masked pair has A = 0: no gradient flows through it */
@@ -115,8 +131,9 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
         const float *dY_b = dY + (size_t)b * N * HD;
         for (int h = 0; h < H; h++) {
             const float *A_bh = A + ((size_t)b * H + h) * N * N_M;
+            const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N_M : NULL;
             dot_attention_backward(dQ_b + h * D_H, HD, dKV_b + h * D_H, 2 * HD, dKV_b + HD + h * D_H, 2 * HD,
-                                   att_scratch, dY_b + h * D_H, HD, A_bh, Q_b + h * D_H, HD, KV_b + h * D_H,
+                                   att_scratch, dY_b + h * D_H, HD, A_bh, keep_bh, Q_b + h * D_H, HD, KV_b + h * D_H,
                                    2 * HD, KV_b + HD + h * D_H, 2 * HD, scale, N, N_M, D_H, D_H);
         }
     }
@@ -140,6 +157,6 @@ void multi_head_cross_attend(float *O, float *A, float *work, const float *X, co
     if (A == NULL) A = Y + (size_t)n * HD;   /* the weights still need a place */
     /* 1a. Q [n, H D_H] = X [n, D] W_Q;  2.-3. one query per row;  4. O = Y W_O + b_O */
     sgemm(0, 0, n, HD, s->D, 1.0f, X, s->D, w->W_Q, HD, 0.0f, Q, HD);
-    attend_rows(Y, A, Q, KV_rows, mem_lens, s->H, s->D_H, n, 1, N_M);
+    attend_rows(Y, A, NULL, NULL, Q, KV_rows, mem_lens, s->H, s->D_H, n, 1, N_M);   /* no dropout */
     linear_forward(O, Y, w->W_O, w->b_O, n, HD, s->D_out);
 }

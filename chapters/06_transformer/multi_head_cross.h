@@ -22,7 +22,10 @@
  *
  * Conventions as in chapter 05: [B, N, .] row-major, no allocation inside
  * forward or backward, backward ACCUMULATES (+=) and skips NULL gradients.
- * Only the plain path (chapter 03's, A kept for the heatmaps). */
+ * Only the plain path (chapter 03's, A kept for the heatmaps). Dropout on
+ * the weights as in chapter 05: with s->keep_masks, forward and backward
+ * may be given keep [B, H, N, N_M] (0 or 1/(1-p) per weight), step 3 is
+ * then Y_h = (A_h o keep_h) V_h, and A stays the undropped softmax. */
 #ifndef MULTI_HEAD_CROSS_H
 #define MULTI_HEAD_CROSS_H
 #include <stddef.h>
@@ -46,21 +49,25 @@ void multi_head_cross_init(const MultiHeadSpec *s, const MultiHeadCrossWeights *
 
 /* A [B, H, N, N_M]: the attention weights (for backward and the heatmaps). */
 size_t multi_head_cross_attention_floats(const MultiHeadSpec *s, int B, int N, int N_M);
-/* Cache: Q [B N, H D_H] | [K|V] [B N_M, 2 H D_H] | Y [B N, H D_H]. */
+/* Cache: Q [B N, H D_H] | [K|V] [B N_M, 2 H D_H] | Y [B N, H D_H]
+ * (| with s->keep_masks: one head's dropped weights [N, N_M]). */
 size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M);
 /* Scratch of backward: dQ | d[K|V] | dY (as the cache) | dA, dE [N, N_M]. */
 size_t multi_head_cross_scratch_floats(const MultiHeadSpec *s, int B, int N, int N_M);
 
 /* X [B, N, D], M [B, N_M, D] -> O [B, N, D_out], A [B, H, N, N_M], cache.
- * mem_lens [B] (or NULL): memory b has mem_lens[b] real positions (0 = all);
- * no query attends to the padding after them. */
-void multi_head_cross_forward(float *O, float *A, float *cache, const float *X, const float *M,
-                              const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
+ * keep [B, H, N, N_M] (or NULL): dropout multipliers of the weights (only
+ * with s->keep_masks). mem_lens [B] (or NULL): memory b has mem_lens[b] real
+ * positions (0 = all); no query attends to the padding after them. */
+void multi_head_cross_forward(float *O, float *A, const float *keep, float *cache, const float *X,
+                              const float *M, const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
                               const int *mem_lens, int B, int N, int N_M);
 
-/* dO [B, N, D_out] -> dX [B, N, D] +=, dM [B, N_M, D] +=, dw += (any may be NULL). */
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dM [B, N_M, D] +=, dw += (any may be
+ * NULL). A, keep, cache are what forward saw and wrote. */
 void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, float *scratch,
-                               const float *dO, const float *A, const float *cache, const float *X,
+                               const float *dO, const float *A, const float *keep, const float *cache,
+                               const float *X,
                                const float *M, const MultiHeadSpec *s, const MultiHeadCrossWeights *w,
                                const int *mem_lens, int B, int N, int N_M);
 

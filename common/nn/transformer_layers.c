@@ -104,7 +104,7 @@ void swiglu_backward(float *da, float *dg, const float *dh, const float *a, cons
 /* Dropout                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* x[n] -> y[n] = x mask, mask[n] (may be NULL) */
+/* x[n] -> y[n] = x mask, mask[n] (NULL allowed only for the identity) */
 void dropout_forward(float *y, float *mask, const float *x, int n, float p, int train, Rng *rng) {
     if (!train || p == 0.0f) {   /* the identity: same bits, nothing drawn */
         if (y != x) memcpy(y, x, sizeof(float) * (size_t)n);
@@ -112,12 +112,18 @@ void dropout_forward(float *y, float *mask, const float *x, int n, float p, int 
             for (int i = 0; i < n; i++) mask[i] = 1.0f;
         return;
     }
-    const float scale = 1.0f / (1.0f - p);
-    for (int i = 0; i < n; i++) {
-        float keep = rng_uniform(rng) < p ? 0.0f : scale;
-        if (mask) mask[i] = keep;
-        y[i] = x[i] * keep;
+    dropout_mask(mask, n, p, rng);
+    for (int i = 0; i < n; i++) y[i] = x[i] * mask[i];
+}
+
+/* mask[i] = 0 with probability p, else 1/(1-p) */
+void dropout_mask(float *mask, int n, float p, Rng *rng) {
+    if (p == 0.0f) {   /* nothing dropped, nothing drawn */
+        for (int i = 0; i < n; i++) mask[i] = 1.0f;
+        return;
     }
+    const float scale = 1.0f / (1.0f - p);
+    for (int i = 0; i < n; i++) mask[i] = rng_uniform(rng) < p ? 0.0f : scale;
 }
 
 /* dy[n] -> dx[n] += dy mask */

@@ -56,10 +56,17 @@ void swiglu_backward(float *da, float *dg, const float *dh, const float *a, cons
  *   mask[i] = (uniform < p) ? 0 : 1/(1-p),   y[i] = x[i] mask[i].
  * The caller owns the Rng (the same seed gives the same mask). When train is
  * 0 or p == 0 it is the identity, bit for bit: y = x, mask = 1 (rng is not
- * touched and may be NULL). mask[n] is kept for backward (may be NULL when no
- * backward follows). y may be x (in place). 0 <= p < 1. */
+ * touched and may be NULL). mask[n] is kept for backward (it may be NULL only
+ * when train is 0 or p == 0). y may be x (in place). 0 <= p < 1. */
 void dropout_forward(float *y, float *mask, const float *x, int n, float p, int train, Rng *rng);
 /* dx[n] += dy[n] mask[n]. */
 void dropout_backward(float *dx, const float *dy, const float *mask, int n);
+
+/* The mask alone, for dropout on something other than a plain array (the
+ * attention weights, inside chapter 03's layer): n draws from rng,
+ *   mask[i] = (uniform < p) ? 0 : 1/(1-p).
+ * dropout_forward draws its mask with it. p == 0: every mask[i] = 1, nothing
+ * drawn. 0 <= p < 1. */
+void dropout_mask(float *mask, int n, float p, Rng *rng);
 
 #endif
