@@ -33,6 +33,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     BlockSpec s = cfg->block;
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
+    if (block_spec_check(&s) < 0) return -1;
     const int D = s.D, N = cfg->context, V = cfg->V;
     g->L = cfg->layers;
     g->D = D;
@@ -339,9 +340,9 @@ int gpt_config_write(const GptConfig *c, char *out, int cap) {
     const BlockSpec *b = &c->block;
     int n = snprintf(out, (size_t)cap,
                      "model=gpt\nlayers=%d\ndim=%d\nheads=%d\nff=%d\nnorm=%s\nnorm_type=%s\nmlp=%s\n"
-                     "dropout=%g\npos=%s\nlabel_smoothing=0\nkv_cache=1\ncontext=%d\nvocab=%d\n",
+                     "dropout=%g\nattn_dropout=%g\npos=%s\nlabel_smoothing=0\nkv_cache=1\ncontext=%d\nvocab=%d\n",
                      c->layers, b->D, b->H, b->F, places[b->norm_place], norms[b->norm], mlps[b->mlp],
-                     (double)b->dropout, pos_type_name(c->pos), c->context, c->V);
+                     (double)b->dropout, (double)b->attn_dropout, pos_type_name(c->pos), c->context, c->V);
     return n < cap ? 0 : fail("configuration text too long");
 }
 

@@ -29,15 +29,15 @@
 #include "util/error.h"
 #include "util/util.h"
 
-#define PRESET_LONG "--tokens word --layers 4 --dim 256 --heads 4 --ff 1024 --context 64 --batch 32 " \
-                    "--steps 6000 --lr 1e-3 --warmup 300 --dropout 0.2 --weight-decay 0.1"
+#define PRESET_LONG "--tokens word --layers 4 --dim 192 --heads 4 --ff 768 --context 64 --batch 32 " \
+                    "--steps 3000 --lr 1.5e-3 --warmup 200 --dropout 0.2 --attn-dropout 0.1 --weight-decay 0.1"
 #define MAX_CURVE 200
 
 typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
     int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens, top_k,
         max_new, no_kv_cache, plot, quiet;
-    float lr, dropout, weight_decay, temperature;
+    float lr, dropout, attn_dropout, weight_decay, temperature;
 } Flags;
 
 static int name_to_index(const char *value, const char *const *names, int n) {
@@ -58,6 +58,7 @@ static int config_from_flags(const Flags *f, int V, GptConfig *c) {
                            .norm_place = (BlockNormPlace)name_to_index(f->norm, places, 2),
                            .norm = (BlockNorm)name_to_index(f->norm_type, norms, 3),
                            .mlp = (BlockMlp)name_to_index(f->mlp, mlps, 4), .dropout = f->dropout,
+                           .attn_dropout = f->attn_dropout,
                            .attention = MULTI_HEAD_PLAIN, .causal = 1, .cross = 0};
     if (pos_type_from_name(f->pos, &c->pos) < 0) return -1;
     c->context = f->context;
@@ -217,10 +218,10 @@ static int train(const Flags *f) {
     if (gpt_config_write(&cfg, config, sizeof config - 64) < 0) goto fail_model;
     snprintf(config + strlen(config), 64, "tokens=%s\n", f->tokens);
     const size_t n_params = g->params.size;
-    printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g: "
+    printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "
            "%zu parameters (%zu in the tied embedding)\n",
            f->layers, f->dim, f->heads, f->ff, f->context, f->norm, f->norm_type, f->mlp, f->pos,
-           (double)f->dropout, n_params, (size_t)c.V * f->dim);
+           (double)f->dropout, (double)f->attn_dropout, n_params, (size_t)c.V * f->dim);
 
     /* training: the shared driver's step, a validation check every eval_every steps */
     Adam opt;
@@ -436,6 +437,7 @@ int main(int argc, char **argv) {
         {"mlp", ARG_STRING, &f.mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none"},
         {"pos", ARG_STRING, &f.pos, "positions (chapter 04)", 0, 0, "learned,sinusoidal"},
         {"dropout", ARG_FLOAT, &f.dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95, NULL},
+        {"attn-dropout", ARG_FLOAT, &f.attn_dropout, "dropout on the attention weights (training only)", 0, 0.95, NULL},
         {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL},
         {"batch", ARG_INT, &f.batch, "windows per batch", 1, 4096, NULL},
         {"lr", ARG_FLOAT, &f.lr, "peak learning rate (AdamW)", 1e-6, 1, NULL},
