@@ -36,7 +36,7 @@
 typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
     int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens, top_k,
-        max_new, no_kv_cache, plot, quiet;
+        max_new, no_kv_cache, plot, quiet, eval_stride, final_valid_tokens;
     float lr, dropout, attn_dropout, weight_decay, temperature;
 } Flags;
 
@@ -266,13 +266,18 @@ static int train(const Flags *f) {
     progress_end(&pr);
     const double train_seconds = now_seconds() - t0;
 
-    /* the final figures: whole validation and test parts, windows moved by N/2 */
-    const int stride = f->context / 2 > 0 ? f->context / 2 : 1;
+    /* the final figures: the test part (all of it) and the validation part
+     * (all of it, or its first final_valid_tokens), windows moved by stride */
+    const int stride = f->eval_stride;
+    const int valid_n = f->final_valid_tokens > 0 && f->final_valid_tokens < c.valid.n ? f->final_valid_tokens
+                                                                                       : c.valid.n;
     double t1 = now_seconds();
-    const double val_nll = part_nll(g, stream, 1, c.valid.n, stride);
+    const double val_nll = part_nll(g, stream, 1, valid_n, stride);
     const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + c.test.n, stride);
     const double eval_seconds = now_seconds() - t1;
-    printf("\n%-28s %-10s %-10s\n", metric_name(kind), "validation", "test");
+    printf("\n(windows of %d moved by %d: each token predicted from at least %d tokens before it; validation: "
+           "its first %d tokens)\n", f->context, stride, f->context - stride + 1, valid_n);
+    printf("%-28s %-10s %-10s\n", metric_name(kind), "validation", "test");
     printf("%-28s %-10.3f %-10.3f\n", "GPT (this run)", metric(kind, val_nll), metric(kind, test_nll));
     printf("%-28s %-10s %-10.3f\n", "Kneser-Ney trigram", "", kn_test);
     printf("trained %d steps in %.1f s (%.0f tokens/s); evaluated in %.1f s\n", f->steps, train_seconds,
@@ -293,6 +298,8 @@ static int train(const Flags *f) {
     results_set_num(&res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, test_nll));
     results_set_num(&res, kind == BROWN_WORDS ? "valid_perplexity" : "valid_bpc", metric(kind, val_nll));
     results_set_num(&res, "test_loss", test_nll);
+    results_set_num(&res, "eval_stride", stride);
+    results_set_num(&res, "valid_tokens", valid_n);
     results_set_num(&res, "valid_loss", val_nll);
     results_set_num(&res, "train_seconds", train_seconds);
     results_set_num(&res, "threads", f->threads);
@@ -393,7 +400,11 @@ static int run_loaded(const Flags *f) {
         char dir[1100], path[1200];
         if (results_eval_dir(dir, sizeof dir, f->out, "out/06_gpt", f->load) < 0 || make_dirs(dir) < 0) goto done;
         int *stream = joined_stream(&c);
-        const int stride = cfg.context / 2 > 0 ? cfg.context / 2 : 1;
+        /* as training measured it: windows moved by N/2 (words) or N (characters) */
+        const int half = cfg.context / 2 > 0 ? cfg.context / 2 : 1;
+        const int stride = f->eval_stride > 0 && f->eval_stride <= cfg.context ? f->eval_stride
+                           : kind == BROWN_WORDS                                 ? half
+                                                                                 : cfg.context;
         const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + c.test.n, stride);
         free(stream);
         printf("%s: test %s %.3f\n", f->load, metric_name(kind), metric(kind, test_nll));
@@ -420,8 +431,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     Flags f = {.tokens = "char", .data = NULL, .out = "out/06_gpt", .load = NULL, .prompt = NULL, .norm = "pre",
                .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .backend = NULL, .preset = "none",
-               .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .steps = 1500, .batch = 32,
-               .warmup = 100, .seed = 42, .threads = 0, .eval_every = 250, .eval_tokens = 20000, .top_k = 40,
+               .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .steps = 600, .batch = 16,
+               .warmup = 60, .seed = 42, .threads = 0, .eval_every = 100, .eval_tokens = 20000, .top_k = 40,
                .max_new = 0, .no_kv_cache = 0, .plot = 0, .quiet = 0, .lr = 2e-3f, .dropout = 0.0f,
                .weight_decay = 0.1f, .temperature = 0.8f};
     const ArgSpec specs[] = {
@@ -448,6 +459,8 @@ int main(int argc, char **argv) {
         {"backend", ARG_STRING, &f.backend, "matmul backend: naive, avx2, avx512 or auto", 0, 0, "naive,avx2,avx512,auto"},
         {"eval-every", ARG_INT, &f.eval_every, "steps between validation checks", 0, 1000000, NULL},
         {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check (the final figures use all)", 2, 100000000, NULL},
+        {"eval-stride", ARG_INT, &f.eval_stride, "final figures: windows of N moved by this (0 = N/2 for words, N for characters)", 0, 4096, NULL},
+        {"final-valid-tokens", ARG_INT, &f.final_valid_tokens, "final validation figure over the first this many tokens (0 = all for words, 100000 for characters)", 0, 100000000, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL},
         {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart, as in the corpus: \"The jury said .\")", 0, 0, NULL},
@@ -475,12 +488,17 @@ int main(int argc, char **argv) {
     if (rc == 0 && f.load)
         rc = args_refuse_with_load(argc, argv, specs, n_specs,
                                    "load,data,prompt,temperature,top-k,max-new,no-kv-cache,plot,out,seed,threads,"
-                                   "backend,batch");
+                                   "backend,batch,eval-stride");
     if (rc == 0 && (f.prompt || f.plot) && !f.load)
         rc = fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
     if (rc == 0 && f.backend && backend_select(f.backend) < 0) rc = -1;
+    if (rc == 0 && !f.load && f.eval_stride > f.context)
+        rc = fail("--eval-stride %d is longer than --context %d: windows would skip tokens", f.eval_stride, f.context);
     if (rc == 0) {
         if (f.threads > 0) threads_set(f.threads);
+        const int words = strcmp(f.tokens, "word") == 0;
+        if (f.eval_stride == 0 && !f.load) f.eval_stride = words ? (f.context / 2 > 0 ? f.context / 2 : 1) : f.context;
+        if (f.final_valid_tokens == 0 && !words) f.final_valid_tokens = 100000;
         if (f.max_new == 0) {
             /* the default length depends on what a token is (known after --load reads the config) */
             f.max_new = strcmp(f.tokens, "word") == 0 ? 40 : 300;
