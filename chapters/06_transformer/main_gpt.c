@@ -35,8 +35,8 @@
 
 typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
-    int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens, top_k,
-        max_new, no_kv_cache, plot, quiet;
+    int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens,
+        eval_max_tokens, top_k, max_new, no_kv_cache, plot, quiet;
     float lr, dropout, attn_dropout, weight_decay, temperature;
 } Flags;
 
@@ -266,12 +266,18 @@ static int train(const Flags *f) {
     progress_end(&pr);
     const double train_seconds = now_seconds() - t0;
 
-    /* the final figures: whole validation and test parts, windows moved by N/2 */
+    /* the final figures: whole validation and test parts (or their first
+     * --eval-max-tokens tokens), windows moved by N/2 */
     const int stride = f->context / 2 > 0 ? f->context / 2 : 1;
+    const int max_n = f->eval_max_tokens > 0 ? f->eval_max_tokens : c.valid.n + c.test.n;
+    const int valid_n = c.valid.n < max_n ? c.valid.n : max_n, test_n = c.test.n < max_n ? c.test.n : max_n;
     double t1 = now_seconds();
-    const double val_nll = part_nll(g, stream, 1, c.valid.n, stride);
-    const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + c.test.n, stride);
+    const double val_nll = part_nll(g, stream, 1, valid_n, stride);
+    const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + test_n, stride);
     const double eval_seconds = now_seconds() - t1;
+    if (valid_n < c.valid.n || test_n < c.test.n)
+        printf("\n(--eval-max-tokens %d: the figures below are over the first %d validation and %d test tokens "
+               "only, not the whole parts)", f->eval_max_tokens, valid_n, test_n);
     printf("\n%-28s %-10s %-10s\n", metric_name(kind), "validation", "test");
     printf("%-28s %-10.3f %-10.3f\n", "GPT (this run)", metric(kind, val_nll), metric(kind, test_nll));
     printf("%-28s %-10s %-10.3f\n", "Kneser-Ney trigram", "", kn_test);
@@ -296,6 +302,7 @@ static int train(const Flags *f) {
     results_set_num(&res, "valid_loss", val_nll);
     results_set_num(&res, "train_seconds", train_seconds);
     results_set_num(&res, "threads", f->threads);
+    if (f->eval_max_tokens > 0) results_set_num(&res, "eval_max_tokens", f->eval_max_tokens);
     results_set_str(&res, "checkpoint", path);
     if (n_curve > 0) {
         const float *ys[2] = {curve_train, curve_val};
@@ -421,7 +428,7 @@ int main(int argc, char **argv) {
     Flags f = {.tokens = "char", .data = NULL, .out = "out/06_gpt", .load = NULL, .prompt = NULL, .norm = "pre",
                .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .backend = NULL, .preset = "none",
                .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .steps = 1500, .batch = 32,
-               .warmup = 100, .seed = 42, .threads = 0, .eval_every = 250, .eval_tokens = 20000, .top_k = 40,
+               .warmup = 100, .seed = 42, .threads = 0, .eval_every = 250, .eval_tokens = 20000, .eval_max_tokens = 0, .top_k = 40,
                .max_new = 0, .no_kv_cache = 0, .plot = 0, .quiet = 0, .lr = 2e-3f, .dropout = 0.0f,
                .weight_decay = 0.1f, .temperature = 0.8f};
     const ArgSpec specs[] = {
@@ -448,6 +455,7 @@ int main(int argc, char **argv) {
         {"backend", ARG_STRING, &f.backend, "matmul backend: naive, avx2, avx512 or auto", 0, 0, "naive,avx2,avx512,auto"},
         {"eval-every", ARG_INT, &f.eval_every, "steps between validation checks", 0, 1000000, NULL},
         {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check (the final figures use all)", 2, 100000000, NULL},
+        {"eval-max-tokens", ARG_INT, &f.eval_max_tokens, "final figures over only the first N tokens of the validation and test parts (0 = all; quick checks)", 0, 100000000, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL},
         {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart, as in the corpus: \"The jury said .\")", 0, 0, NULL},
