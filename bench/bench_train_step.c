@@ -1,6 +1,6 @@
 /* bench_train_step.c - milliseconds per training step of each chapter's default model.
  *
- *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--busy]
+ *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--backends avx2,avx512] [--busy]
  *
  * One training step is what the chapter's training loop does for one batch:
  * zero the gradients, forward, backward, clip the gradient norm, Adam update.
@@ -46,7 +46,9 @@
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
+#include "data/brown.h"
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
@@ -255,6 +257,90 @@ static int create_05(BenchModel *model, FILE *batch_log) {
     return classifier_bench_create(model, batch_log, "05_multi_head_attention", build_05, config, &s, 4);
 }
 
+/* ---- Chapter 06's GPT: windows of the Brown corpus's characters ------------------- */
+
+typedef struct {
+    Gpt g;
+    int B;
+    int *x, *y;   /* [B, N] tokens and the next tokens */
+} GptBench;
+
+/* What the shared driver's step does for the GPT (gpt_classifier): the mean
+ * cross-entropy per target, and its gradient. */
+static double gpt_forward_backward(void *state) {
+    GptBench *s = state;
+    double sum = gpt_forward(&s->g, s->x, s->y, s->B, 1);
+    gpt_backward(&s->g, s->x, s->y, s->B, (float)s->g.last_counted);
+    return sum / s->g.last_counted;
+}
+
+static void gpt_bench_destroy(void *state) {
+    GptBench *s = state;
+    gpt_free(&s->g);
+    free(s->x);
+    free(s->y);
+    free(s);
+}
+
+/* A GPT of L blocks of width D (H heads, F = 4 D, pre-norm, LayerNorm, GELU,
+ * learned positions, dropout 0) on the characters of the Brown corpus; the
+ * batch is the first one build/06_gpt draws with its default seed (42):
+ * B windows of N characters at random places of the training part. */
+static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chapter, int L, int D, int H, int N,
+                            int B) {
+    BrownCorpus c;
+    if (brown_load(&c, NULL, BROWN_CHARS) < 0) return -1;
+    GptConfig cfg = {.layers = L,
+                     .block = {.D = D, .H = H, .D_H = D / H, .F = 4 * D, .norm_place = BLOCK_PRE_NORM,
+                               .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
+                               .causal = 1},
+                     .pos = POS_LEARNED, .context = N, .V = c.V};
+    GptBench *s = xcalloc(1, sizeof *s);
+    if (gpt_create(&s->g, &cfg, B, 42) < 0) {
+        gpt_free(&s->g);
+        free(s);
+        brown_free(&c);
+        return -1;
+    }
+    s->B = B;
+    s->x = xmalloc(sizeof(int) * (size_t)B * N);
+    s->y = xmalloc(sizeof(int) * (size_t)B * N);
+    Rng rng;
+    rng_seed(&rng, 42, 1);   /* main_gpt.c's train_batch() */
+    for (int b = 0; b < B; b++) {
+        const int a = (int)rng_below(&rng, (uint32_t)(c.train.n - N - 1) + 1);
+        memcpy(s->x + (size_t)b * N, c.train.ids + a, sizeof(int) * (size_t)N);
+        memcpy(s->y + (size_t)b * N, c.train.ids + a + 1, sizeof(int) * (size_t)N);
+    }
+    /* the sizes tools/bench_torch.py rebuilds the model from */
+    fprintf(batch_log, "chapter=%s B=%d N=%d V=%d params=%zu layers=%d dim=%d heads=%d ff=%d norm=pre "
+                       "norm_type=layernorm mlp=gelu pos=learned dropout=0",
+            chapter, B, N, c.V, s->g.params.size, L, D, H, 4 * D);
+    log_ints(batch_log, "x", s->x, B * N);
+    log_ints(batch_log, "y", s->y, B * N);
+    fputc('\n', batch_log);
+    brown_free(&c);
+    model->state = s;
+    model->params = &s->g.params;
+    model->forward_backward = gpt_forward_backward;
+    model->destroy = gpt_bench_destroy;
+    return 0;
+}
+
+/* build/06_gpt's default (chapters/06_transformer/main_gpt.c): characters, 4
+ * blocks, D 128, 4 heads, F 512, context 128, batch 32. */
+static int create_06_gpt(BenchModel *model, FILE *batch_log) {
+    return gpt_bench_create(model, batch_log, "06_gpt", 4, 128, 4, 128, 32);
+}
+
+/* nanoGPT's documented CPU run (its README, "I only have a macbook": the
+ * Shakespeare characters with --n_layer=4 --n_head=4 --n_embd=128
+ * --block_size=64 --batch_size=12 --dropout=0.0), here on the Brown characters,
+ * with biases (nanoGPT's default has none). */
+static int create_06_gpt_nanogpt(BenchModel *model, FILE *batch_log) {
+    return gpt_bench_create(model, batch_log, "06_gpt_nanogpt_cpu", 4, 128, 4, 64, 12);
+}
+
 /* ---- The table: one line per chapter ---------------------------------------------- */
 
 static const ChapterBench CHAPTERS[] = {
@@ -265,6 +351,10 @@ static const ChapterBench CHAPTERS[] = {
     {"05_multi_head_attention", "1 layer of 4 heads x 16, D 64, MLP 128; count_next, 64 x 8 digits", create_05},
     {"06_transformer", "encoder-decoder transformer, 2 + 2 pre-norm blocks, D 64, 4 heads, F 256; dates, batch 64",
      create_06},
+    {"06_gpt", "GPT, 4 pre-norm blocks, D 128, 4 heads, F 512; Brown characters, context 128, batch 32",
+     create_06_gpt},
+    {"06_gpt_nanogpt_cpu", "GPT at nanoGPT's CPU setting: 4 blocks, D 128, 4 heads, F 512; context 64, batch 12",
+     create_06_gpt_nanogpt},
 };
 enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 
@@ -277,9 +367,13 @@ typedef struct {
 
 static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1},
                                  {"avx2", 2},   {"avx512", 1}, {"avx512", 2}};
-/* The configurations this CPU can run: the AVX-512 ones only with AVX-512F. */
+static int chapter_selected(const char *list, const char *chapter);
+/* --backends: the backends to time (NULL: all). */
+static const char *only_backends = NULL;
+/* The configurations this CPU can run (the AVX-512 ones only with AVX-512F)
+ * and --backends selects. */
 static int config_runs_here(const Config *c) {
-    return strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f();
+    return (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) && chapter_selected(only_backends, c->backend);
 }
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
@@ -332,7 +426,8 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     return 0;
 }
 
-/* "01,04" selects chapters whose name starts with 01 or 04; NULL selects all. */
+/* "01,04" selects chapters whose name starts with 01 or 04; NULL selects all.
+ * (The same for --backends: "avx2" selects avx2.) */
 static int chapter_selected(const char *list, const char *chapter) {
     if (list == NULL) return 1;
     const char *p = list;
@@ -352,6 +447,8 @@ static void usage(FILE *f) {
             "                   (default bench/results)\n"
             "  --reps N         timed steps per figure, the median is reported (default 7, max %d)\n"
             "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n"
+            "  --backends LIST  comma-separated backends among naive, avx2, avx512 (default: all;\n"
+            "                   the others' columns are left at -)\n"
             "  --busy           time the default backend on 1 and 2 threads while another\n"
             "                   process spins on the CPU (writes train_step_busy.tsv)\n",
             MAX_REPS);
@@ -370,6 +467,8 @@ int main(int argc, char **argv) {
             if (bench_int_arg("bench_train_step", "--reps", argv[++i], 1, MAX_REPS, &reps) != 0) return 2;
         } else if (strcmp(argv[i], "--chapters") == 0 && i + 1 < argc) {
             only = argv[++i];
+        } else if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) {
+            only_backends = argv[++i];
         } else if (strcmp(argv[i], "--busy") == 0) {
             busy = 1;
         } else {
@@ -386,6 +485,7 @@ int main(int argc, char **argv) {
     pid_t spinner = 0;
     char busy_impl[32] = "";
     if (busy) {
+        only_backends = NULL;   /* --busy times the default backend */
         backend_select("auto");
         const char *name = backend_name(backend_current());
         snprintf(busy_impl, sizeof busy_impl, "%s+busy", name);
@@ -462,14 +562,16 @@ int main(int argc, char **argv) {
             fflush(stdout);
             continue;
         }
-        char avx512_1t[16] = "-", avx512_2t[16] = "-", speedup512[16] = "-";
-        if (ms[4] > 0) {
-            snprintf(avx512_1t, sizeof avx512_1t, "%.2f", ms[4]);
-            snprintf(avx512_2t, sizeof avx512_2t, "%.2f", ms[5]);
-            snprintf(speedup512, sizeof speedup512, "%.1fx", ms[0] / ms[4]);
+        /* a figure, or "-" for a configuration not run (no AVX-512, --backends) */
+        char cell[N_CONFIGS][16], speedup[16] = "-", speedup512[16] = "-";
+        for (int c = 0; c < N_CONFIGS; c++) {
+            if (ms[c] > 0) snprintf(cell[c], sizeof cell[c], "%.2f", ms[c]);
+            else snprintf(cell[c], sizeof cell[c], "-");
         }
-        printf("%-26s %9.2f %9.2f %9.2f %9.2f %9s %9s %12.1fx %15s\n", ch->chapter, ms[0], ms[1],
-               ms[2], ms[3], avx512_1t, avx512_2t, ms[0] / ms[2], speedup512);
+        if (ms[0] > 0 && ms[2] > 0) snprintf(speedup, sizeof speedup, "%.1fx", ms[0] / ms[2]);
+        if (ms[0] > 0 && ms[4] > 0) snprintf(speedup512, sizeof speedup512, "%.1fx", ms[0] / ms[4]);
+        printf("%-26s %9s %9s %9s %9s %9s %9s %13s %15s\n", ch->chapter, cell[0], cell[1], cell[2], cell[3],
+               cell[4], cell[5], speedup, speedup512);
         printf("%-26s (%s)\n", "", ch->description);
         fflush(stdout);
         for (int c = 0; c < n_configs; c++)

@@ -9,7 +9,8 @@
 # PyTorch's best thread count), bench_train_step --busy (1 and 2 threads
 # beside a process spinning on the CPU), then BUILD/bench/bench_transformer (chapter 06's
 # training step at D = 256, 4 + 4 layers against the FMA peak), then BUILD/bench/bench_flash
-# (plain against fused attention), then any other BUILD/bench/bench_* binaries;
+# (plain against fused attention), then BUILD/bench/bench_generate (chapter 06's GPT
+# generating with and without its KV cache), then any other BUILD/bench/bench_* binaries;
 # results go to bench/results/. tools/perf_table.sh turns them into the
 # README's Markdown tables. Benchmarks print figures and ratios,
 # they never pass or fail, so a benchmark that errors is reported and skipped.
@@ -123,9 +124,15 @@ if [ -x "$build/bench/bench_flash" ]; then
   run "$build/bench/bench_flash" --out "$results"
 fi
 
+# Chapter 06's GPT generating up to a context of 512, with and without the KV cache:
+# generate.tsv, generate.gp (tokens/s against the context).
+if [ -x "$build/bench/bench_generate" ]; then
+  run "$build/bench/bench_generate" --out "$results"
+fi
+
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
-  case "$(basename "$b")" in bench_sgemm | bench_train_step | bench_transformer | bench_flash) continue ;; esac
+  case "$(basename "$b")" in bench_sgemm | bench_train_step | bench_transformer | bench_flash | bench_generate) continue ;; esac
   run "$b"
 done
 

@@ -39,6 +39,13 @@ The models (see each chapter's header for the equations):
       cross-attention's keys, the decoder's self-attention is causal. Its
       parameter count must equal the C model's (train_step_batches.txt's
       params=): both are printed, and a mismatch skips the chapter with an error.
+  06_gpt, 06_gpt_nanogpt_cpu  chapter 06's GPT (its default, and nanoGPT's
+      CPU setting): token embedding plus learned positions, a stack of
+      nn.TransformerEncoderLayer (norm_first=True, GELU, dropout 0,
+      batch_first, Q/K/V in-projection biases removed) given a causal mask, a
+      final LayerNorm, logits = Z E^T (the output layer tied to the token
+      embedding, no bias); the mean cross-entropy over every position. The
+      same parameter count check as 06.
 """
 import argparse
 import math
@@ -218,9 +225,41 @@ def build_models():
                 Y = layer(Y, M, tgt_mask=self.causal, memory_key_padding_mask=src_pad)
             return self.out(self.dec_norm(Y))
 
+    class Gpt(nn.Module):  # chapter 06's GPT, pre-norm
+        def __init__(self, V, N, D, H, F_, L):
+            super().__init__()
+            self.tok_emb = nn.Embedding(V, D)
+            self.pos_emb = nn.Parameter(torch.randn(N, D) * 0.02)
+            self.layers = nn.ModuleList([
+                nn.TransformerEncoderLayer(d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True) for _ in range(L)])
+            for layer in self.layers:   # the C model's Q, K, V projections have no bias
+                layer.self_attn.register_parameter("in_proj_bias", None)
+            self.norm = nn.LayerNorm(D)
+            self.register_buffer("causal", torch.triu(torch.ones(N, N, dtype=torch.bool), diagonal=1))
+
+        def forward(self, x):
+            X = self.tok_emb(x) + self.pos_emb[: x.shape[1]]
+            for layer in self.layers:
+                X = layer(X, src_mask=self.causal)
+            return self.norm(X) @ self.tok_emb.weight.t()   # tied output layer
+
     def make(entry):
         """(model, loss function of the model) for one line of train_step_batches.txt."""
         ch = entry["chapter"][:2]
+        if entry["chapter"].startswith("06_gpt"):
+            B, N, V = entry["B"], entry["N"], entry["V"]
+            switches = (entry["norm"], entry["norm_type"], entry["mlp"], entry["pos"], float(entry["dropout"]))
+            if switches != ("pre", "layernorm", "gelu", "learned", 0.0):
+                raise ValueError(f"{entry['chapter']}: only pre-norm, LayerNorm, GELU, learned positions, dropout 0 "
+                                 f"are built here, not {switches}")
+            x = torch.tensor(entry["x"]).view(B, N)
+            y = torch.tensor(entry["y"]).view(-1)
+            model = Gpt(V, N, entry["dim"], entry["heads"], entry["ff"], entry["layers"])
+
+            def loss_fn():
+                return F.cross_entropy(model(x).reshape(-1, V), y)
+            return model, loss_fn
         if ch in ("01", "02", "03"):
             B, T, Tt = entry["B"], entry["T"], entry["Tt"]
             src = torch.tensor(entry["src"]).view(B, T)

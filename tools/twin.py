@@ -27,7 +27,10 @@ tensors) returning a module with forward(src, lens, tgt_in) -> logits
 greedy(src, max_out), and optionally objective(logits, tgt_out) when the C
 gradient is of another loss than the one reported (chapter 06's label
 smoothing); and a MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
-[B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.)
+[B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.
+KIND = "lm", the GPT: forward(x), loss(logits, y), c_grads(), greedy(prompt, n);
+twin_dump.c's dump_gpt.) A chapter's second program has its own module,
+tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name).
 """
 import argparse
 import glob
@@ -54,6 +57,9 @@ import goldfile  # noqa: E402
 TOL_LOGITS = 1e-5
 TOL_LOSS = 1e-5
 TOL_GRADS = 1e-4
+# Training steps before the comparison, unless a module asks for more (STEPS:
+# the GPT's greedy continuations are all spaces after 200 steps).
+DEFAULT_STEPS = 200
 
 
 def rel_diff(c, t):
@@ -98,8 +104,11 @@ def compare_grads(row, model, d):
 
 def compare(module, binary, dump_tool, label, flags, args, tmp):
     """One row of the table: train, dump, twin, compare."""
-    if getattr(module, "KIND", "seq2seq") == "digits":
+    kind = getattr(module, "KIND", "seq2seq")
+    if kind == "digits":
         return compare_digits(module, binary, dump_tool, label, flags, args, tmp)
+    if kind == "lm":
+        return compare_lm(module, binary, dump_tool, label, flags, args, tmp)
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_"))
     run([binary, "--steps", str(args.steps), "--quiet", "--samples", "0", "--max-eval", "20",
          "--threads", "1", "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
@@ -153,19 +162,49 @@ def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
 
     d = goldfile.read(dump_path)
     model = module.build(cfg, tensors)
+    row, x = per_position_row(model, d, label, roundtrip_ok)
+    pred = model.predict(x).numpy()
+    row["agree"] = int((pred == d["pred"]).all(axis=1).sum())
+    row["n"] = x.shape[0]
+    return finish(row)
+
+
+def per_position_row(model, d, label, roundtrip_ok):
+    """Inputs x [B,N] and targets y of the dump through the twin: the row's
+    logits, loss and gradient differences (and x)."""
     x, y = torch.as_tensor(d["x"]).long(), torch.as_tensor(d["y"]).long()
     model.zero_grad()
     logits = model(x)
     loss = model.loss(logits, y)
     loss.backward()
-
     row = {"label": label, "roundtrip": roundtrip_ok}
     row["logits"] = rel_diff(d["logits"], logits.detach().numpy())
     row["loss"] = rel_diff(d["loss"], [loss.item()])
     compare_grads(row, model, d)
-    pred = model.predict(x).numpy()
-    row["agree"] = int((pred == d["pred"]).all(axis=1).sum())
-    row["n"] = x.shape[0]
+    return row, x
+
+
+def compare_lm(module, binary, dump_tool, label, flags, args, tmp):
+    """Chapter 06's GPT (build/06_gpt). The program trains on the Brown
+    corpus and saves model.ckpt; twin_dump dumps the first windows of the
+    test part and, from each window's first tokens, a greedy continuation
+    generated with the KV cache, which the twin recomputes over the whole
+    prefix; "greedy" counts the windows whose continuations agree."""
+    out_dir = os.path.join(tmp, os.path.basename(binary) + "_" + label.replace(" ", "_"))
+    run([binary, "--steps", str(args.steps), "--quiet", "--threads", "1", "--out", out_dir] + flags,
+        f"training {os.path.basename(binary)} ({label})")
+    path = os.path.join(out_dir, "model.ckpt")
+    dump_path = os.path.join(out_dir, "twin_dump.bin")
+    run([dump_tool, path, dump_path, "--batch", str(args.batch)], "twin_dump")
+    cfg, tensors, roundtrip_ok = read_checkpoint(module, path, out_dir)
+
+    d = goldfile.read(dump_path)
+    model = module.build(cfg, tensors)
+    row, x = per_position_row(model, d, label, roundtrip_ok)
+    prompts, c_greedy = d["prompt"], d["greedy"]
+    row["agree"] = sum(model.greedy(prompts[b], c_greedy.shape[1]) == [int(t) for t in c_greedy[b]]
+                       for b in range(prompts.shape[0]))
+    row["n"] = prompts.shape[0]
     return finish(row)
 
 
@@ -179,7 +218,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--chapters", nargs="*", help="chapter numbers to check (default: every twin)")
-    ap.add_argument("--steps", type=int, default=200, help="training steps before the comparison")
+    ap.add_argument("--steps", type=int, help=f"training steps before the comparison (default {DEFAULT_STEPS}, "
+                    "or a module's STEPS)")
     ap.add_argument("--batch", type=int, default=8, help="test examples in the compared batch")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
@@ -191,26 +231,31 @@ def main():
         return 2
 
     modules = []
-    for path in sorted(glob.glob(os.path.join(TOOLS, "twin_[0-9][0-9].py"))):
-        num = os.path.basename(path)[5:7]
-        if args.chapters and num not in args.chapters:
+    for path in sorted(glob.glob(os.path.join(TOOLS, "twin_[0-9][0-9].py")) +
+                       glob.glob(os.path.join(TOOLS, "twin_[0-9][0-9]_*.py"))):
+        name = os.path.basename(path)[:-3]
+        if args.chapters and name[5:7] not in args.chapters:
             continue
-        modules.append(importlib.import_module(f"twin_{num}"))
+        modules.append(importlib.import_module(name))
     tmp = tempfile.mkdtemp(prefix="attn_twin_")
-    rows, failed = [], False
+    rows, failed, steps_seen = [], False, {}
     try:
         for m in modules:
-            binary = os.path.join(build, m.CHAPTER)
+            program = getattr(m, "BINARY", m.CHAPTER)     # the chapter's program, or its second one
+            binary = os.path.join(build, program)
             if not os.path.exists(binary):
-                print(f"twin: skipping {m.CHAPTER}: {binary} not built")
+                print(f"twin: skipping {program}: {binary} not built")
                 continue
+            margs = argparse.Namespace(**vars(args))
+            margs.steps = args.steps or getattr(m, "STEPS", DEFAULT_STEPS)
+            steps_seen[program] = margs.steps
             for label, flags in m.RUNS:
                 try:
-                    row = compare(m, binary, dump_tool, label, flags, args, tmp)
+                    row = compare(m, binary, dump_tool, label, flags, margs, tmp)
                 except Exception as e:  # report the row as failed, go on with the others
                     print(f"twin: {m.CHAPTER} ({label}): {e}", file=sys.stderr)
                     row = {"label": label, "error": True, "ok": False}
-                row["chapter"] = m.CHAPTER
+                row["chapter"] = program
                 rows.append(row)
                 failed |= not row["ok"]
     finally:
@@ -219,7 +264,9 @@ def main():
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\nPyTorch twin: one test batch of {args.batch}, after {args.steps} training steps "
+    steps = args.steps or DEFAULT_STEPS
+    others = ", ".join(f"{p} {n}" for p, n in steps_seen.items() if n != steps)
+    print(f"\nPyTorch twin: one test batch of {args.batch}, after {steps} training steps{' (' + others + ')' if others else ''} "
           f"(max relative difference; tolerances: logits {TOL_LOGITS:g}, loss {TOL_LOSS:g}, gradients {TOL_GRADS:g})")
     head = f"{'chapter':<24} {'run':<18} {'logits':>9} {'loss':>9} {'gradients':>9}  {'(worst tensor)':<17} {'greedy':>8}  {'ckpt':<5} result"
     print(head)
@@ -233,6 +280,9 @@ def main():
               f"{'same' if r['roundtrip'] else 'DIFF':<5} {'ok' if r['ok'] else 'FAIL'}")
     if any(r["chapter"][:2] in ("04", "05") for r in rows):
         print("(chapters 04, 05: greedy = sequences whose argmax digits all agree)")
+    if any(getattr(m, "KIND", "") == "lm" for m in modules):
+        print("(06_gpt: windows of the Brown test part; greedy = continuations of each window's first quarter, "
+              "C with its KV cache, that agree token for token)")
     if not rows:
         print("(no chapter with a twin is built)")
         return 1

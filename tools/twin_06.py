@@ -123,9 +123,10 @@ class WrittenEncoderLayer(WrittenLayer):
     def __init__(self, D, H, F_, place, norm, mlp):
         super().__init__(D, H, F_, place, norm, mlp, cross=False)
 
-    def forward(self, src, src_key_padding_mask=None):
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
         def sa(U):
-            return self.self_attn(U, U, U, key_padding_mask=src_key_padding_mask, need_weights=False)[0]
+            return self.self_attn(U, U, U, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                                  need_weights=False)[0]
         return self.run(src, [sa] + ([self.ff] if self.mlp != "none" else []))
 
 

@@ -24,6 +24,17 @@
  *   logits [B,N,C], loss [1], grad/<name>   as above
  *   pred [B,N]             argmax of the logits (what the chapter scores)
  *
+ * The GPT (chapter 06 part 2, model=gpt, dump_gpt): the batch is the first B
+ * windows of N tokens of the Brown corpus's test part (the checkpoint's
+ * tokens=char|word), one after the other, each predicting the next tokens;
+ * the file holds
+ *   x [B,N], y [B,N]       tokens and targets (int32)
+ *   logits [B,N,V], loss [1], grad/<name>   as above (loss: the mean over the B N targets)
+ *   prompt [B,P], greedy [B,M]
+ *                          greedy generation (temperature 0) with the KV cache
+ *                          from each window's first P = N/4 tokens, M = N - P tokens
+ *                          (the window never fills, so no shift)
+ *
  * Every chapter's binary trains and writes the checkpoints (twin.py runs it).
  *
  * tools/twin.py rebuilds the same model in PyTorch from the checkpoint and
@@ -38,7 +49,9 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
+#include "data/brown.h"
 #include "train/classifier.h"
 #include "data/digit_tasks.h"
 #include "io/args.h"
@@ -157,6 +170,74 @@ static int dump_classifier(const char *ckpt, const char *config, const TwinClass
     return rc;
 }
 
+/* ----------------------------------------------------------------- the GPT */
+
+/* One batch of the GPT's checkpoint: B windows of the Brown test part,
+ * forward and backward (dropout must be 0: its masks are not dumped), then
+ * greedy generation with the KV cache from each window's start. */
+static int dump_gpt(const char *ckpt, const char *config, const char *out, int B) {
+    GptConfig cfg;
+    char tokens_kind[16];
+    if (gpt_config_read(config, &cfg) < 0 || config_get(config, "tokens", tokens_kind, sizeof tokens_kind) < 0)
+        return -1;
+    BrownCorpus c;
+    if (brown_load(&c, NULL, strcmp(tokens_kind, "word") == 0 ? BROWN_WORDS : BROWN_CHARS) < 0) return -1;
+    const int N = cfg.context, V = cfg.V, P = N / 4 > 0 ? N / 4 : 1, M = N - P;
+    if (c.V != V) {
+        brown_free(&c);
+        return fail("%s: vocab=%d, but the Brown corpus (%s) gives %d", ckpt, V, tokens_kind, c.V);
+    }
+    if ((long)B * N + 1 > c.test.n) {
+        brown_free(&c);
+        return fail("--batch %d: the test part has %d tokens, too few for %d windows of %d", B, c.test.n, B, N);
+    }
+    Gpt g;
+    if (gpt_create(&g, &cfg, B, 1) < 0 || checkpoint_load(ckpt, &g.params) < 0) {
+        gpt_free(&g);
+        brown_free(&c);
+        return -1;
+    }
+    int *x = xmalloc(sizeof(int) * (size_t)B * N), *y = xmalloc(sizeof(int) * (size_t)B * N);
+    int *prompt = xmalloc(sizeof(int) * (size_t)B * P), *greedy = xmalloc(sizeof(int) * (size_t)B * M);
+    for (int b = 0; b < B; b++) {
+        memcpy(x + (size_t)b * N, c.test.ids + (size_t)b * N, sizeof(int) * (size_t)N);
+        memcpy(y + (size_t)b * N, c.test.ids + (size_t)b * N + 1, sizeof(int) * (size_t)N);
+        memcpy(prompt + (size_t)b * P, x + (size_t)b * N, sizeof(int) * (size_t)P);
+    }
+    params_zero_grad(&g.params);
+    const double sum = gpt_forward(&g, x, y, B, 1);
+    const float loss = (float)(sum / g.last_counted);
+    float *logits = xmalloc(sizeof(float) * (size_t)B * N * V);
+    memcpy(logits, g.logits, sizeof(float) * (size_t)B * N * V);   /* backward overwrites them */
+    gpt_backward(&g, x, y, B, (float)g.last_counted);
+    int rc = -1;
+    const GptSampling s = {0.0f, 0, 1};
+    Rng rng;
+    rng_seed(&rng, 1, 11);
+    for (int b = 0; b < B; b++)
+        if (gpt_generate(&g, prompt + (size_t)b * P, P, M, &s, &rng, greedy + (size_t)b * M, NULL) < 0) goto done;
+    GoldWriter w;
+    if (gold_writer_open(&w, out) < 0) goto done;
+    gold_write_i32(&w, "x", x, 2, (int[]){B, N});
+    gold_write_i32(&w, "y", y, 2, (int[]){B, N});
+    gold_write_f32(&w, "logits", logits, 3, (int[]){B, N, V});
+    gold_write_f32(&w, "loss", &loss, 1, (int[]){1});
+    for (int i = 0; i < g.params.n_tensors; i++) {
+        const ParamTensor *t = &g.params.tensors[i];
+        char name[PARAMS_NAME_LEN + 8];
+        snprintf(name, sizeof name, "grad/%s", t->name);
+        gold_write_f32(&w, name, g.params.grad + t->offset, t->ndim, t->dims);
+    }
+    gold_write_i32(&w, "prompt", prompt, 2, (int[]){B, P});
+    gold_write_i32(&w, "greedy", greedy, 2, (int[]){B, M});
+    rc = gold_writer_close(&w);
+    if (rc == 0) printf("twin_dump: %s (gpt, %d windows of %d test %ss) -> %s\n", ckpt, B, N, tokens_kind, out);
+done:
+    free(x); free(y); free(prompt); free(greedy); free(logits);
+    gpt_free(&g);
+    brown_free(&c);
+    return rc;
+}
 
 static int usage(const char *argv0) {
     fprintf(stderr, "usage: %s CHECKPOINT OUT.bin [--batch N] [--split test|valid|train]\n"
@@ -209,6 +290,11 @@ int main(int argc, char **argv) {
 
     if (checkpoint_read_config(ckpt, &config) < 0) goto error;
     if (config_get(config, "model", model_name, sizeof model_name) < 0) goto error;
+    if (strcmp(model_name, "gpt") == 0) {
+        if (dump_gpt(ckpt, config, out, want_batch) < 0) goto error;
+        rc = 0;
+        goto done;
+    }
     for (size_t i = 0; i < sizeof CLASSIFIERS / sizeof CLASSIFIERS[0]; i++)
         if (strcmp(CLASSIFIERS[i].model, model_name) == 0) {
             rc = dump_classifier(ckpt, config, &CLASSIFIERS[i], out, want_batch) == 0 ? 0 : 1;

@@ -35,8 +35,8 @@
 
 typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
-    int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens, top_k,
-        max_new, no_kv_cache, plot, quiet, eval_stride, final_valid_tokens;
+    int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens,
+        eval_max_tokens, top_k, max_new, no_kv_cache, plot, quiet, eval_stride, final_valid_tokens;
     float lr, dropout, attn_dropout, weight_decay, temperature;
 } Flags;
 
@@ -266,17 +266,25 @@ static int train(const Flags *f) {
     progress_end(&pr);
     const double train_seconds = now_seconds() - t0;
 
-    /* the final figures: the test part (all of it) and the validation part
-     * (all of it, or its first final_valid_tokens), windows moved by stride */
+    /* the final figures: the test part and the validation part (all of
+     * them; or the first final_valid_tokens of the validation part; or the
+     * first eval_max_tokens of both, for quick checks), windows moved by stride */
     const int stride = f->eval_stride;
-    const int valid_n = f->final_valid_tokens > 0 && f->final_valid_tokens < c.valid.n ? f->final_valid_tokens
-                                                                                       : c.valid.n;
+    int valid_n = f->final_valid_tokens > 0 && f->final_valid_tokens < c.valid.n ? f->final_valid_tokens : c.valid.n;
+    int test_n = c.test.n;
+    if (f->eval_max_tokens > 0) {
+        if (valid_n > f->eval_max_tokens) valid_n = f->eval_max_tokens;
+        if (test_n > f->eval_max_tokens) test_n = f->eval_max_tokens;
+    }
     double t1 = now_seconds();
     const double val_nll = part_nll(g, stream, 1, valid_n, stride);
-    const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + c.test.n, stride);
+    const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + test_n, stride);
     const double eval_seconds = now_seconds() - t1;
-    printf("\n(windows of %d moved by %d: each token predicted from at least %d tokens before it; validation: "
-           "its first %d tokens)\n", f->context, stride, f->context - stride + 1, valid_n);
+    printf("\n(windows of %d moved by %d: each token predicted from at least %d tokens before it)\n", f->context,
+           stride, f->context - stride + 1);
+    if (valid_n < c.valid.n || test_n < c.test.n)
+        printf("(the figures below are over the first %d validation and %d test tokens, of %d and %d)\n", valid_n,
+               test_n, c.valid.n, c.test.n);
     printf("%-28s %-10s %-10s\n", metric_name(kind), "validation", "test");
     printf("%-28s %-10.3f %-10.3f\n", "GPT (this run)", metric(kind, val_nll), metric(kind, test_nll));
     printf("%-28s %-10s %-10.3f\n", "Kneser-Ney trigram", "", kn_test);
@@ -303,6 +311,7 @@ static int train(const Flags *f) {
     results_set_num(&res, "valid_loss", val_nll);
     results_set_num(&res, "train_seconds", train_seconds);
     results_set_num(&res, "threads", f->threads);
+    if (f->eval_max_tokens > 0) results_set_num(&res, "eval_max_tokens", f->eval_max_tokens);
     results_set_str(&res, "checkpoint", path);
     if (n_curve > 0) {
         const float *ys[2] = {curve_train, curve_val};
@@ -432,7 +441,8 @@ int main(int argc, char **argv) {
     Flags f = {.tokens = "char", .data = NULL, .out = "out/06_gpt", .load = NULL, .prompt = NULL, .norm = "pre",
                .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .backend = NULL, .preset = "none",
                .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .steps = 600, .batch = 16,
-               .warmup = 60, .seed = 42, .threads = 0, .eval_every = 100, .eval_tokens = 20000, .top_k = 40,
+               .warmup = 60, .seed = 42, .threads = 0, .eval_every = 100, .eval_tokens = 20000, .eval_max_tokens = 0,
+               .top_k = 40,
                .max_new = 0, .no_kv_cache = 0, .plot = 0, .quiet = 0, .lr = 2e-3f, .dropout = 0.0f,
                .weight_decay = 0.1f, .temperature = 0.8f};
     const ArgSpec specs[] = {
@@ -461,6 +471,7 @@ int main(int argc, char **argv) {
         {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check (the final figures use all)", 2, 100000000, NULL},
         {"eval-stride", ARG_INT, &f.eval_stride, "final figures: windows of N moved by this (0 = N/2 for words, N for characters)", 0, 4096, NULL},
         {"final-valid-tokens", ARG_INT, &f.final_valid_tokens, "final validation figure over the first this many tokens (0 = all for words, 100000 for characters)", 0, 100000000, NULL},
+        {"eval-max-tokens", ARG_INT, &f.eval_max_tokens, "final figures over only the first N tokens of the validation and test parts (0 = all; quick checks)", 0, 100000000, NULL},
         {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL},
         {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart, as in the corpus: \"The jury said .\")", 0, 0, NULL},
