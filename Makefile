@@ -11,6 +11,7 @@
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
+#   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -56,7 +57,7 @@ TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run compare test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run compare gpt-variants test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -127,6 +128,10 @@ run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1) $(pat
 	  echo "=== $$$$p: $$$$(awk -v a=$$$$t0 -v b=$$$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done
 endef
 $(foreach c,$(CHAPTERS),$(eval $(call RUN_RULE,$(c))))
+
+# The lecture's block variants on chapter 06's GPT (tools/gpt_variants.sh; about 20 minutes).
+gpt-variants: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_variants.sh
 
 # One program at a time, one thread each (tools/compare_seq2seq.sh); then the two tables.
 compare: deps-run all

@@ -62,12 +62,18 @@ class Failure(Exception):
 
 
 def chapters():
-    """The chapter directory names (NN_name) that have a main.c, in order."""
+    """The programs `make run` runs, in its order: each chapter directory
+    (NN_name) with a main.c, then its extra programs main_X.c as NN_X."""
     found = sorted(os.path.basename(os.path.dirname(p))
                    for p in glob.glob(os.path.join(ROOT, "chapters", "[0-9][0-9]_*", "main.c")))
     if not found:
         raise Failure("no chapters/NN_*/main.c found under %s" % ROOT)
-    return found
+    programs = []
+    for ch in found:
+        programs.append(ch)
+        extras = glob.glob(os.path.join(ROOT, "chapters", ch, "main_*.c"))
+        programs += sorted(ch[:2] + "_" + os.path.basename(p)[len("main_"):-len(".c")] for p in extras)
+    return programs
 
 
 def results_path(out_dir, chapter):
@@ -339,7 +345,57 @@ def table_compare_length(out_dir, readme):
     return lines, caption
 
 
-TABLES = "make-run, compare-06, compare-06-length, or a chapter number like 04"
+def table_gpt(out_dir, readme):
+    """Chapter 06's GPT: the quick default (DIR/06_gpt) and --preset long
+    (DIR/06_gpt_long), each beside the counting baselines on the same split."""
+    rows = ["| run | tokens | model | parameters | tokens trained | train s | unigram | Kneser-Ney trigram | GPT validation | GPT test |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    datas = []
+    for run, how in (("06_gpt", "`./build/06_gpt` (make run-06)"),
+                     ("06_gpt_long", "`./build/06_gpt --preset long --threads 1 --out out/06_gpt_long`")):
+        path, d = read_results(os.path.join(out_dir, run, "results.json"), "gpt", readme,
+                               "run %s first" % how)
+        datas.append(d)
+        words = d.get("tokens") == "word"
+        unit = "ppl" if words else "bpc"
+        key = "perplexity" if words else "bpc"
+        fmt = "%.1f" if words else "%.3f"
+        model = "L=%d D=%d H=%d F=%d N=%d, %s-%s %s" % (number(d, "layers", path), number(d, "dim", path),
+                                                       number(d, "heads", path), number(d, "ff", path),
+                                                       number(d, "context", path), d.get("norm"),
+                                                       d.get("norm_type"), d.get("mlp"))
+        rows.append("| %s | %ss | %s | %s | %.2fM | %.0f | %s | %s | %s | %s |" % (
+            how, d.get("tokens"), model, "{:,}".format(int(number(d, "parameters", path))),
+            number(d, "tokens_seen", path) / 1e6, number(d, "train_seconds", path),
+            (fmt % number(d, "unigram_test", path)) + " " + unit,
+            (fmt % number(d, "kn_trigram_test", path)) + " " + unit,
+            (fmt % number(d, "valid_" + key, path)) + " " + unit,
+            "**" + (fmt % number(d, "test_" + key, path)) + " " + unit + "**"))
+    caption = ("From `out/06_gpt/results.json` and `out/06_gpt_long/results.json` (%s); baselines and GPT on the "
+               "same split, test part; `make readme` rewrites this table." % conditions(datas))
+    return rows, caption
+
+
+def table_gpt_variants(out_dir, readme):
+    """The lecture's variants on the GPT (tools/gpt_variants.sh): one row per run."""
+    runs = [("baseline", "pre-LN, LayerNorm, GELU (F = 512)"), ("post-ln", "post-LN"),
+            ("rmsnorm", "RMSNorm"), ("swiglu", "SwiGLU (F = 341: equal parameters)"), ("relu", "ReLU MLP")]
+    rows = ["| variant | parameters | validation bpc | test bpc | train s | ms per step |", "|---|---|---|---|---|---|"]
+    datas = []
+    for run, label in runs:
+        path, d = read_results(os.path.join(out_dir, "gpt_variants", run, "results.json"), "gpt-variants", readme,
+                               "run `bash tools/gpt_variants.sh` first")
+        datas.append(d)
+        secs = number(d, "train_seconds", path)
+        rows.append("| %s | %s | %.3f | %.3f | %.0f | %.0f |" % (
+            label, "{:,}".format(int(number(d, "parameters", path))), number(d, "valid_bpc", path),
+            number(d, "test_bpc", path), secs, 1000.0 * secs / number(d, "steps", path)))
+    caption = ("From `bash tools/gpt_variants.sh` (`out/gpt_variants/*/results.json`, %s, the runs one after "
+               "another); `make readme` rewrites this table." % conditions(datas))
+    return rows, caption
+
+
+TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, or a chapter number like 04"
 
 
 def make_table(name, out_dir, readme):
@@ -349,6 +405,10 @@ def make_table(name, out_dir, readme):
         return table_compare(out_dir, readme)
     if name == "compare-06-length":
         return table_compare_length(out_dir, readme)
+    if name == "gpt":
+        return table_gpt(out_dir, readme)
+    if name == "gpt-variants":
+        return table_gpt_variants(out_dir, readme)
     if re.fullmatch(r"[0-9][0-9]", name):
         return table_chapter(name, out_dir, readme)
     raise Failure("%s: unknown table <!-- results:%s --> (known: %s)" % (readme, name, TABLES))

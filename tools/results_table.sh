@@ -8,8 +8,8 @@ if [ "$#" -eq 0 ]; then
   echo "usage: tools/results_table.sh out/*/results.json" >&2
   exit 2
 fi
-echo "| chapter | task | model | test exact match | WER | PER | train s | command settings |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| chapter | task | model | test exact match | WER | PER | LM test | train s | command settings |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for f in "$@"; do
   [ -f "$f" ] || { echo "results_table: no such file: $f" >&2; continue; }
   # One JSON object of "key": value pairs, no nesting: split on commas that
@@ -27,12 +27,16 @@ for f in "$@"; do
       if (get("heads") != "") model = model " H=" get("heads")                          # attention heads
       if (get("pos") != "") model = model ", " get("pos") " positions"
       if (get("variant") != "") model = model " " get("variant")
+      if (get("model") == "gpt") model = model " L=" get("layers") " D=" get("dim") " H=" get("heads") ", " get("tokens") "s"
+      lm = "-"                                                                          # language models
+      if (get("test_bpc") != "") lm = sprintf("%.3f bpc", get("test_bpc"))
+      if (get("test_perplexity") != "") lm = sprintf("ppl %.1f", get("test_perplexity"))
       if (model == "") model = "-"
       settings = "steps " get("steps")
       if (get("max_len") != "" && get("task") == "reverse") settings = settings ", len " get("min_len") "-" get("max_len")
       if (get("beam") != "" && get("beam") != "1") settings = settings ", beam " get("beam")
-      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", get("chapter"), get("task"), model,
-             pct(get("test_exact_match")), pct(get("test_wer")), pct(get("test_per")),
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", get("chapter"), get("task"), model,
+             pct(get("test_exact_match")), pct(get("test_wer")), pct(get("test_per")), lm,
              (get("train_seconds") == "" ? "-" : sprintf("%.0f", get("train_seconds"))), settings
     }'
 done

@@ -299,6 +299,7 @@ static int train(const Flags *f) {
     printf("checkpoint: %s\n", path);
     results_set_config(&res, config);
     results_set_num(&res, "steps", f->steps);
+    results_set_num(&res, "tokens_seen", (double)f->steps * f->batch * f->context);
     results_set_num(&res, "batch", f->batch);
     results_set_num(&res, "lr", f->lr);
     results_set_num(&res, "parameters", (double)n_params);
@@ -310,7 +311,8 @@ static int train(const Flags *f) {
     results_set_num(&res, "valid_tokens", valid_n);
     results_set_num(&res, "valid_loss", val_nll);
     results_set_num(&res, "train_seconds", train_seconds);
-    results_set_num(&res, "threads", f->threads);
+    results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_num(&res, "threads", threads_current());
     if (f->eval_max_tokens > 0) results_set_num(&res, "eval_max_tokens", f->eval_max_tokens);
     results_set_str(&res, "checkpoint", path);
     if (n_curve > 0) {

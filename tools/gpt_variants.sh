@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# gpt_variants.sh - the lecture's variants of the transformer block, measured on chapter 06's GPT
+# (the variants table of chapter 06's README).
+#
+#   bash tools/gpt_variants.sh            (or: make gpt-variants)
+#
+# Five runs of build/06_gpt on the Brown characters, each the chapter's quick default (4 blocks,
+# D 128, 4 heads, context 128, 600 steps of 16 windows, AdamW, seed 42) with ONE switch changed:
+#   baseline   pre-LN, LayerNorm, GELU MLP with F = 4 D = 512
+#   post-ln    --norm post
+#   rmsnorm    --norm-type rmsnorm
+#   swiglu     --mlp swiglu --ff 341: three D x F matrices instead of two, so F = 2/3 of 512 gives
+#              the same number of MLP parameters (Shazeer 2020; the lecture's Narang et al. table)
+#   relu       --mlp relu
+# one after another, each with --threads 1. Outputs OUT/gpt_variants/NAME/ (results.json: validation
+# and test bits per character, train_seconds) and NAME.log; a run whose results.json exists is
+# skipped, so an interrupted sweep resumes. Then the table:
+#   /usr/bin/python3 tools/readme_tables.py --print gpt-variants
+# Budgets can be changed from the environment (STEPS=50 for a smoke test).
+set -euo pipefail
+
+BUILD=${BUILD:-build}
+OUT=${OUT:-out}
+STEPS=${STEPS:-600}
+DIR="$OUT/gpt_variants"
+mkdir -p "$DIR"
+
+run() {
+  local name=$1; shift
+  if [ -f "$DIR/$name/results.json" ]; then echo "$name: done before ($DIR/$name/results.json)"; return; fi
+  echo "$name: $*"
+  "./$BUILD/06_gpt" --steps "$STEPS" --threads 1 --quiet --out "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 ||
+    { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }
+  grep -E "^GPT \(this run\)|^trained" "$DIR/$name.log" | sed 's/^/  /'
+}
+
+run baseline
+run post-ln --norm post
+run rmsnorm --norm-type rmsnorm
+run swiglu --mlp swiglu --ff 341
+run relu --mlp relu
