@@ -348,6 +348,66 @@ static void test_newcomer_paths(void **state) {
     }
 }
 
+/* Chapter 06's second program, the GPT: a tiny run, then generation from its
+ * checkpoint (the same text twice with the same seed), an evaluation that
+ * leaves the training run's results.json alone, and one clear error for each
+ * mistake a newcomer makes. */
+static void test_gpt_paths(void **state) {
+    (void)state;
+    const char *p = "06_gpt";
+    char args[4096], path[700], saved[16384], now[16384];
+    short_run(p, "--steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --context 16 --batch 2 --eval-every 0 "
+                 "--eval-max-tokens 300 --max-new 5 --quiet", "ngpt/model.ckpt");
+    short_run("06_transformer", "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 200 --max-eval 10 "
+                                "--samples 0 --quiet", "ngpt06/model.ckpt");
+    expect_error(p, "--prompt 'The jury'", "--load");
+    expect_error(p, "--context 16 --eval-stride 17", "--eval-stride");
+    expect_error(p, "--dim 10 --heads 3", "--dim");
+    expect_error(p, "--tokens bytes", "--tokens");
+    snprintf(args, sizeof args, "--load %s/nothing.ckpt", tmp_dir);
+    expect_error(p, args, "nothing.ckpt");
+    snprintf(args, sizeof args, "--load %s/ngpt06/model.ckpt", tmp_dir);
+    expect_error(p, args, "a checkpoint of chapter 06_transformer (model=transformer)");
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt", tmp_dir);
+    expect_error("06_transformer", args, "a checkpoint of chapter 06_gpt (model=gpt)");
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --steps 5", tmp_dir);
+    expect_error(p, args, "--steps");
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --prompt '   '", tmp_dir);
+    expect_error(p, args, "blank");
+    /* generation: seeded, so the same command prints the same text */
+    RunResult *r = malloc(sizeof *r), *r2 = malloc(sizeof *r2);
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --prompt 'The jury' --max-new 20 --seed 3", tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "[The jury]"));
+    run(r2, p, args);
+    assert_string_equal(r->out, r2->out);
+    /* evaluation beside the training run: its results.json stays as it was */
+    snprintf(path, sizeof path, "%s/ngpt/results.json", tmp_dir);
+    slurp(path, saved, sizeof saved);
+    assert_non_null(strstr(saved, "\"steps\": 2"));
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --out %s/ngpt_eval", tmp_dir, tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "test bits per character"));
+    slurp(path, now, sizeof now);
+    assert_string_equal(now, saved);
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --out %s/ngpt", tmp_dir, tmp_dir);
+    expect_error(p, args, "holds a training run's results");
+    /* --plot: every layer's and head's attention over the prompt, beside (not in) the training run */
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --prompt 'The jury' --max-new 2 --plot --out %s/ngpt_plot",
+             tmp_dir, tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
+    assert_int_equal(r->code, 0);
+    snprintf(path, sizeof path, "%s/ngpt_plot/prompt_attention.gp", tmp_dir);
+    assert_int_equal(access(path, F_OK), 0);
+    free(r);
+    free(r2);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
@@ -366,6 +426,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_digit_checkpoints),
         cmocka_unit_test(test_newcomer_paths),
+        cmocka_unit_test(test_gpt_paths),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     char cmd[512];

@@ -10,6 +10,7 @@
  * The model is gpt.c (chapter 06's blocks in one causal stack), trained with
  * the shared driver's step (classifier_train_step); the data and the split
  * are common/data/brown.c, the baselines common/data/ngram.c. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,7 +353,7 @@ fail_corpus:
 static int run_loaded(const Flags *f) {
     char *config = NULL;
     if (checkpoint_read_config(f->load, &config) < 0) return -1;
-    if (checkpoint_check_model(f->load, config, "gpt", "06_transformer (06_gpt)") < 0) {
+    if (checkpoint_check_model(f->load, config, "gpt", "06_gpt") < 0) {
         free(config);
         return -1;
     }
@@ -378,9 +379,14 @@ static int run_loaded(const Flags *f) {
     }
     if (gpt_create(g, &cfg, f->batch, 1) < 0 || checkpoint_load(f->load, &g->params) < 0) goto done;
     if (f->prompt) {
+        int blank = 1;
+        for (const char *ch = f->prompt; *ch; ch++) blank &= isspace((unsigned char)*ch) != 0;
+        if (blank) {
+            fail("--prompt is blank: give some text to continue");
+            goto done;
+        }
         int *ids = xmalloc(sizeof(int) * 4096);
         int n = brown_encode(&c, f->prompt, ids, 4096);
-        if (n == 0) fail("--prompt is blank: give some text to continue");
         if (n <= 0) {
             free(ids);
             goto done;

@@ -423,6 +423,7 @@ static const char *const MODEL_CHAPTERS[][2] = {
     {"ch04_digit_self_attention", "04_self_attention"},
     {"ch05_digit_multi_head", "05_multi_head_attention"},
     {"transformer", "06_transformer"},
+    {"gpt", "06_gpt"},
 };
 
 int checkpoint_check_model(const char *path, const char *config, const char *expected_model,
