@@ -27,7 +27,8 @@ tensors) returning a module with forward(src, lens, tgt_in) -> logits
 greedy(src, max_out), and optionally objective(logits, tgt_out) when the C
 gradient is of another loss than the one reported (chapter 06's label
 smoothing); and a MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
-[B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.)
+[B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line. KIND = "images":
+the same with float images [B, n_in] in, logits [B,C] out.)
 """
 import argparse
 import glob
@@ -98,7 +99,7 @@ def compare_grads(row, model, d):
 
 def compare(module, binary, dump_tool, label, flags, args, tmp):
     """One row of the table: train, dump, twin, compare."""
-    if getattr(module, "KIND", "seq2seq") == "digits":
+    if getattr(module, "KIND", "seq2seq") in ("digits", "images"):
         return compare_digits(module, binary, dump_tool, label, flags, args, tmp)
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_"))
     run([binary, "--steps", str(args.steps), "--quiet", "--samples", "0", "--max-eval", "20",
@@ -136,10 +137,10 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
 
 
 def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
-    """Chapters 04, 05: the per-position models. The chapter's binary trains
-    one model and saves it (model_<run>.ckpt), then twin_dump dumps one test
-    batch; "greedy" counts the sequences whose predicted digits (argmax at
-    every position) agree."""
+    """Chapters 04, 05 (digits) and 07 (images): the models of the per-position
+    driver. The chapter's binary trains one model and saves it
+    (model_<run>.ckpt), then twin_dump dumps one test batch; "greedy" counts
+    the examples whose predictions (argmax at every position) all agree."""
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_").replace("=", ""))
     run([binary, "--steps", str(args.steps), "--quiet", "--test-size", "8", "--threads", "1",
          "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
@@ -153,17 +154,21 @@ def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
 
     d = goldfile.read(dump_path)
     model = module.build(cfg, tensors)
-    x, y = torch.as_tensor(d["x"]).long(), torch.as_tensor(d["y"]).long()
+    if module.KIND == "images":
+        x = torch.as_tensor(d["images"]).double()
+    else:
+        x = torch.as_tensor(d["x"]).long()
+    y = torch.as_tensor(d["y"]).long()
     model.zero_grad()
     logits = model(x)
     loss = model.loss(logits, y)
     loss.backward()
 
     row = {"label": label, "roundtrip": roundtrip_ok}
-    row["logits"] = rel_diff(d["logits"], logits.detach().numpy())
+    row["logits"] = rel_diff(d["logits"], logits.detach().numpy().reshape(d["logits"].shape))
     row["loss"] = rel_diff(d["loss"], [loss.item()])
     compare_grads(row, model, d)
-    pred = model.predict(x).numpy()
+    pred = model.predict(x).numpy().reshape(d["pred"].shape)
     row["agree"] = int((pred == d["pred"]).all(axis=1).sum())
     row["n"] = x.shape[0]
     return finish(row)
@@ -233,6 +238,8 @@ def main():
               f"{'same' if r['roundtrip'] else 'DIFF':<5} {'ok' if r['ok'] else 'FAIL'}")
     if any(r["chapter"][:2] in ("04", "05") for r in rows):
         print("(chapters 04, 05: greedy = sequences whose argmax digits all agree)")
+    if any(r["chapter"][:2] == "07" for r in rows):
+        print("(chapter 07: greedy = test images whose predicted class agrees)")
     if not rows:
         print("(no chapter with a twin is built)")
         return 1
