@@ -4,7 +4,8 @@
  *   ./build/07_vision_transformer --preset long        the long run (about an hour)
  *   ./build/07_vision_transformer --patch 14,7,4 --steps 600   the patch-size table
  *   ./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt
- *                                  evaluate a saved model on the 10,000 test images
+ *                                  evaluate a saved model (validation and test) and draw its
+ *                                  pictures into out/07_vision_transformer/eval_model_vit_p7/
  *   ./build/07_vision_transformer --load ...ckpt --index 42       test image 42: top 3, where it looked
  *   ./build/07_vision_transformer --load ...ckpt --image shoe.pgm your own picture (PGM, any size)
  *
@@ -34,7 +35,7 @@ static struct {
     const char *patch, *pool, *pos, *data, *preset, *image;
     int layers, dim, heads, ff, augment, shift, index, n_pictures;
     float dropout;
-} flags = {"7", "cls", "learned", NULL, "quick", NULL, 4, 64, 4, 128, 0, 2, -1, 8, 0.0f};
+} flags = {"7", "cls", "learned", NULL, "quick", NULL, 4, 64, 4, 128, 0, 2, -1, 4, 0.0f};
 
 static const ArgSpec MODEL_ARGS[] = {
     {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4, 6 layers, "
@@ -56,7 +57,8 @@ static const ArgSpec MODEL_ARGS[] = {
     {"shift", ARG_INT, &flags.shift, "largest shift of --augment, in pixels", 0, 8, NULL},
     {"data", ARG_STRING, &flags.data, "directory of the four Fashion-MNIST files (default " FASHION_MNIST_DIR ")",
      0, 0, NULL},
-    {"pictures", ARG_INT, &flags.n_pictures, "test images in the attention pictures", 1, 16, NULL},
+    {"pictures", ARG_INT, &flags.n_pictures, "test images in the attention picture (0: no pictures at all)", 0, 16,
+     NULL},
     {"image", ARG_STRING, &flags.image, "with --load: classify this PGM image (P2 or P5, any size; scaled to "
      "28 x 28 grey), print the top 3 classes and draw where the model looked", 0, 0, NULL},
     {"index", ARG_INT, &flags.index, "with --load: the same for test image N (0..9999)", -1, 9999, NULL},
@@ -158,10 +160,16 @@ static int after(const ClassifierFlags *f, Results *res) {
     return vit_patch_table_print(f->out);
 }
 
+/* --load: one image (--image, --index), or the accuracies and every picture
+ * of the saved model, drawn by this program into the evaluation directory */
 static int loaded(const ClassifierFlags *f, Classifier *m, const ExampleTask *t) {
-    (void)t;
-    if (!flags.image && flags.index < 0) return 1;   /* the driver evaluates on the test set */
-    return vit_classify_one(f->out, vit_of(m), &data, flags.image, flags.index);
+    if (flags.image && flags.index >= 0) return fail("--image and --index: give one of them");
+    if (flags.image || flags.index >= 0) return vit_classify_one(f->out, vit_of(m), &data, flags.image, flags.index);
+    char label[160];
+    const char *base = strrchr(f->load, '/');
+    snprintf(label, sizeof label, "%.150s", base ? base + 1 : f->load);
+    return vit_pictures_after_training(f->out, "loaded", label, 0, f->batch, 0.0, vit_of(m), m, t, &data,
+                                       flags.n_pictures, NULL);
 }
 
 int main(int argc, char **argv) {

@@ -34,6 +34,13 @@ static void ink(float *out, const float *image, const FashionMnist *d) {
 
 static void print_wrote(const char *stem) { printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp"); }
 
+/* blank tick labels: pixel numbers on an image are clutter */
+static const char *const *no_ticks(void) {
+    static const char *blank[SIDE];
+    for (int i = 0; i < SIDE; i++) blank[i] = "";
+    return blank;
+}
+
 /* ------------------------------------------------------ where it looked */
 
 /* For image b of v's last forward, grid [L + 1, g, g] (g = patches per side):
@@ -115,7 +122,8 @@ static int draw_looked(const char *stem, const char *title, const Vit *v, const 
         }
     }
     for (int k = 0; k < n * cols; k++) tp[k] = titles[k];
-    int rc = plot_heatmap_grid(stem, title, panels, n * cols, cols, tp, SIDE, SIDE, NULL, NULL, NULL, NULL, 0.0f, 1.0f);
+    int rc = plot_heatmap_grid(stem, title, panels, n * cols, cols, tp, SIDE, SIDE, no_ticks(), no_ticks(), NULL, NULL,
+                               0.0f, 1.0f);
     if (rc == 0) print_wrote(stem);
     free(panels); free(grid); free(titles); free(tp);
     return rc;
@@ -152,10 +160,18 @@ static int draw_confusion(const char *out, const char *key, const char *label, c
     for (int i = 0; i < test->n; i++) per_class[test->labels[i]]++;
     for (int t = 0; t < C; t++)
         for (int p = 0; p < C; p++) m[t * C + p] = per_class[t] ? (float)confusion[t * C + p] / per_class[t] : 0.0f;
+    /* tick labels: a space would be drawn as a visible-space sign (plot.c shows token spaces) */
+    char names[FASHION_MNIST_CLASSES][24];
+    const char *labels[FASHION_MNIST_CLASSES];
+    for (int i = 0; i < C; i++) {
+        snprintf(names[i], sizeof names[i], "%s", class_name(i));
+        for (char *q = names[i]; *q; q++) if (*q == ' ') *q = '-';
+        labels[i] = names[i];
+    }
     char stem[1100], title[200];
     snprintf(stem, sizeof stem, "%.900s/confusion_%.24s", out, key);
     snprintf(title, sizeof title, "%.120s: test images of each true class (row) by predicted class", label);
-    if (plot_heatmap(stem, title, m, C, C, fashion_mnist_class_names, fashion_mnist_class_names, "predicted",
+    if (plot_heatmap(stem, title, m, C, C, labels, labels, "predicted",
                      "true class", 0.0f, 1.0f) < 0)
         return -1;
     print_wrote(stem);
@@ -202,11 +218,13 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
     printf("  %s: validation accuracy %.2f%% (%d images), test accuracy %.2f%% (%d images)\n", label, 100 * valid,
            d->valid.n, 100 * test, d->test.n);
     char k[48];
-    snprintf(k, sizeof k, "%.24s_valid_acc", key);
-    results_set_num(res, k, valid);
-    snprintf(k, sizeof k, "%.24s_test_acc", key);
-    results_set_num(res, k, test);
-    if (n_table < MAX_TABLE) {
+    if (res) {
+        snprintf(k, sizeof k, "%.24s_valid_acc", key);
+        results_set_num(res, k, valid);
+        snprintf(k, sizeof k, "%.24s_test_acc", key);
+        results_set_num(res, k, test);
+    }
+    if (steps > 0 && n_table < MAX_TABLE) {
         table[n_table] = (TableRow){
             .P = v->cfg.patch.P, .N = v->N, .T = v->T, .step_ms = 1000.0 * seconds / steps,
             /* the attention weights A [B, H, T, T] of every layer, kept for backward */
@@ -217,6 +235,8 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         table_batch = batch;
     }
 
+    if (n_pictures == 0) return 0;
+    if (make_dirs(out) < 0) return -1;
     /* 16 test images with the predicted and the true label */
     float *inks = xcalloc((size_t)n_grid * PIX, sizeof(float));
     const char *titles[16];
@@ -230,11 +250,13 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
     char stem[1100], title[200];
     snprintf(stem, sizeof stem, "%.900s/test_images_%.24s", out, key);
     snprintf(title, sizeof title, "The first 16 test images: predicted / true class (%.120s)", label);
-    int rc = plot_heatmap_grid(stem, title, inks, n_grid, 4, titles, SIDE, SIDE, NULL, NULL, NULL, NULL, 0.0f, 1.0f);
+    int rc = plot_heatmap_grid(stem, title, inks, n_grid, 4, titles, SIDE, SIDE, no_ticks(), no_ticks(), NULL, NULL,
+                               0.0f, 1.0f);
     if (rc == 0) print_wrote(stem);
 
     /* where the first n_pictures test images were looked at */
     if (rc == 0) {
+        if (n_pictures > v->max_B) n_pictures = v->max_B;
         vit_forward(v, d->test.images, NULL, n_pictures);
         int pred[16];
         vit_predict(v, pred);

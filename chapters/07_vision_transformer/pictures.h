@@ -19,8 +19,11 @@
 #include "train/classifier.h"
 
 /* Everything after the training of run key (label: titles); steps, batch
- * and seconds: the run's budget and training time, for the patch table.
- * v is the model behind m, t its task over d. Returns 0 or -1 with fail(). */
+ * and seconds: the run's budget and training time, for the patch table
+ * (steps 0: a loaded model, no row). v is the model behind m, t its task over
+ * d; n_pictures test images in the attention picture (0: no pictures, only
+ * the accuracies); res (may be NULL) gets the accuracies. Returns 0 or -1
+ * with fail(). */
 int vit_pictures_after_training(const char *out, const char *key, const char *label, int steps, int batch,
                                 double seconds, Vit *v, Classifier *m, const ExampleTask *t, const FashionMnist *d,
                                 int n_pictures, Results *res);
