@@ -35,7 +35,13 @@ static struct {
     const char *patch, *pool, *pos, *data, *preset, *image;
     int layers, dim, heads, ff, augment, shift, index, n_pictures;
     float dropout;
-} flags = {"7", "cls", "learned", NULL, "quick", NULL, 4, 64, 4, 128, 0, 2, -1, 4, 0.0f};
+} flags = {"7", "cls", "learned", NULL, "quick", NULL, 2, 64, 4, 128, 0, 2, -1, 4, 0.0f};
+
+/* The quick default (make run-07): patch 7, 2 blocks of D 64, 5,000 steps of
+ * 128 images (11.6 epochs). Measured here: 4 blocks for 1,500 steps reached
+ * 87.1% test accuracy, 4 blocks of mean pooling for 2,400 steps 87.6%, and 2
+ * blocks for 4,000 steps 88.1% in 108 s of CPU time: at a fixed budget the
+ * epochs matter more than the depth. */
 
 static const ArgSpec MODEL_ARGS[] = {
     {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4, 6 layers, "
@@ -184,7 +190,7 @@ int main(int argc, char **argv) {
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "image,index,data,pictures",
-        .defaults = {.steps = 3000, .batch = 128, .lr = 2e-3f, .seed = 1, .test_size = 10000,
+        .defaults = {.steps = 5000, .batch = 128, .lr = 2e-3f, .seed = 1, .test_size = 10000,
                      .weight_decay = 0.05f},
         .plan = plan,
         .build = vit_build,
