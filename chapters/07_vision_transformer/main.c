@@ -190,6 +190,7 @@ int main(int argc, char **argv) {
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "image,index,data,pictures",
+        .load_hint = "--index 0, or --image FILE.pgm",
         .defaults = {.steps = 5000, .batch = 128, .lr = 2e-3f, .seed = 1, .test_size = 10000,
                      .weight_decay = 0.05f},
         .plan = plan,

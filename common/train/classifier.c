@@ -386,7 +386,8 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     if (results_write(&res, path) < 0) return -1;
     printf("  %s\n", path);
     for (int i = 0; i < n; i++)
-        printf("  %s   (try: --load %s --input \"...\")\n", results[i].checkpoint, results[i].checkpoint);
+        printf("  %s   (try: --load %s %s)\n", results[i].checkpoint, results[i].checkpoint,
+               ch->load_hint ? ch->load_hint : "--input \"...\"");
     return 0;
 }
 

@@ -103,6 +103,7 @@ typedef struct {
     const ArgSpec *model_args;    /* the chapter's own flags */
     int n_model_args;
     const char *load_flags;       /* those of them that still act with --load ("attention"), or NULL */
+    const char *load_hint;        /* what to try with a saved model, printed after "--load CKPT"; NULL: --input "..." */
     ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
     /* The runs the parsed flags ask for, written to runs (room for max);
      * returns how many, or -1 with fail(). *headline: the run whose figures
