@@ -9,7 +9,10 @@
  *    one grid column their last D/2;
  *  - evaluation ignores dropout (the same logits as p = 0), training does not;
  *  - config text round trip, and bad sizes refused with one clear message;
- *  - a few AdamW steps fit a fixed batch (the loss falls).
+ *  - a few AdamW steps fit a fixed batch (the loss falls);
+ *  - chapter 07 against chapter 06: the encoder output Z is, bit for bit,
+ *    chapter 06's blocks and final norm (block_forward, block_norm_forward)
+ *    run on X_0 = [x_cls; patch_embed(images)] + E_pos built by hand.
  * The loss of the model checks is the mean cross-entropy the model returns,
  * computed from float activations: eps = 3e-3 and max_rel_err < 3e-2, as the
  * chapter 06 model checks (test_transformer.c). */
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "04_self_attention/self_attention.h"
+#include "06_transformer/block.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/gradcheck.h"
 #include "nn/optim.h"
@@ -224,6 +228,46 @@ static void test_fits_a_batch(void **state) {
     vit_free(&v);
 }
 
+static void test_encoder_is_chapter_06(void **state) {
+    (void)state;
+    const int B = 2;
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    Vit v;
+    assert_int_equal(vit_create(&v, &cfg, B, 4), 0);
+    Rng r;
+    rng_seed(&r, 6, 0);
+    fill(params_data(&v.params, v.pos), (size_t)v.T * v.D, 0.5f, &r);
+    fill(params_data(&v.params, v.cls), (size_t)v.D, 0.5f, &r);
+    float images[2 * 64];
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    vit_forward(&v, images, NULL, B);
+    /* X_0 by hand: patches (chapter 07's one new layer), class token, positions */
+    const int N = v.N, T = v.T, D = v.D;
+    float *patches = calloc((size_t)B * N * D, sizeof(float)), *cache = calloc(patch_embed_cache_floats(&cfg.patch, B), sizeof(float));
+    float *X = calloc((size_t)B * T * D, sizeof(float)), *Y = calloc((size_t)B * T * D, sizeof(float));
+    float *mean = calloc((size_t)B * T, sizeof(float)), *rstd = calloc((size_t)B * T, sizeof(float));
+    patch_embed_forward(patches, cache, images, params_data(&v.params, v.patch_W), params_data(&v.params, v.patch_b),
+                        &cfg.patch, B);
+    const float *pos = params_data(&v.params, v.pos), *cls = params_data(&v.params, v.cls);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++)
+                X[((size_t)b * T + t) * D + d] = (t == 0 ? cls[d] : patches[((size_t)b * N + t - 1) * D + d]) + pos[t * D + d];
+    /* chapter 06, called block by block */
+    const BlockSpec *spec = &v.st.spec;
+    float *block_cache = calloc(block_cache_floats(spec, B, T, 0), sizeof(float));
+    for (int l = 0; l < cfg.layers; l++) {
+        BlockWeights w = stack_block_weights(&v.st, l, 0);
+        block_forward(Y, block_cache, X, spec, &w, NULL, NULL, B, T, 0, NULL);
+        memcpy(X, Y, sizeof(float) * (size_t)B * T * D);
+    }
+    block_norm_forward(Y, mean, rstd, X, spec, params_data(&v.params, v.st.norm_g), params_data(&v.params, v.st.norm_b),
+                       B * T);
+    assert_memory_equal(Y, v.st.out, sizeof(float) * (size_t)B * T * D);
+    free(patches); free(cache); free(X); free(Y); free(mean); free(rstd); free(block_cache);
+    vit_free(&v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_gradients),
@@ -232,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_only_in_training),
         cmocka_unit_test(test_config_and_errors),
         cmocka_unit_test(test_fits_a_batch),
+        cmocka_unit_test(test_encoder_is_chapter_06),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
