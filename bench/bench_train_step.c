@@ -49,6 +49,8 @@
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
+#include "07_vision_transformer/vit.h"
+#include "data/fashion_mnist.h"
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
@@ -341,6 +343,68 @@ static int create_06_gpt_nanogpt(BenchModel *model, FILE *batch_log) {
     return gpt_bench_create(model, batch_log, "06_gpt_nanogpt_cpu", 4, 128, 4, 64, 12);
 }
 
+/* ---- Chapter 07: the ViT on 128 Fashion-MNIST training images ------------------------ */
+
+/* Chapter 07's quick default (chapters/07_vision_transformer/main.c): patch 7
+ * (16 patches + the class token), D 64, 2 blocks of 4 heads, F 128, learned
+ * positions, batch 128; the first batch of the training stream (seed 1,
+ * stream 1), not augmented. The images are not logged: the step's time does
+ * not depend on their values, so tools/bench_torch.py draws its own. */
+enum { VIT_BATCH = 128 };
+
+typedef struct {
+    Classifier model;
+    FashionMnistTask ft;
+    ExampleTask task;
+    Examples batch;
+} VitBench;
+
+static FashionMnist vit_data;   /* loaded once, kept until the program ends */
+
+static double vit_forward_backward(void *state) {
+    VitBench *s = state;
+    double loss = s->model.forward(s->model.self, &s->batch);
+    s->model.backward(s->model.self, &s->batch);
+    return loss;
+}
+
+static void vit_destroy(void *state) {
+    VitBench *s = state;
+    s->model.destroy(s->model.self);
+    examples_free(&s->batch);
+    free(s);
+}
+
+static int create_07(BenchModel *model, FILE *batch_log) {
+    const VitConfig cfg = {.patch = {.channels = 1, .rows = 28, .cols = 28, .P = 7, .D = 64}, .layers = 2,
+                           .heads = 4, .ff = 128, .dropout = 0.0f, .pool = VIT_POOL_CLS, .pos = VIT_POS_LEARNED,
+                           .classes = FASHION_MNIST_CLASSES};
+    if (vit_data.test.n == 0 && fashion_mnist_load(&vit_data, NULL, 1) < 0) return -1;
+    char config[CLASSIFIER_CONFIG_MAX];
+    vit_config_text(config, sizeof config, &cfg, 1);
+    VitBench *s = xcalloc(1, sizeof *s);
+    if (vit_build(&s->model, config, VIT_BATCH, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    s->ft = (FashionMnistTask){.d = &vit_data};
+    fashion_mnist_task(&s->ft, &s->task);
+    examples_alloc(&s->batch, VIT_BATCH, s->task.n_in, s->task.n_out, 1);
+    Rng rng;
+    rng_seed(&rng, 1, 1);
+    s->task.train_batch(s->task.self, &s->batch, VIT_BATCH, &rng);
+    fprintf(batch_log, "chapter=07_vision_transformer B=%d P=%d D=%d F=%d L=%d heads=%d C=%d pool=%s pos=%s "
+            "params=%zu", VIT_BATCH, cfg.patch.P, cfg.patch.D, cfg.ff, cfg.layers, cfg.heads, cfg.classes,
+            vit_pool_name(cfg.pool), vit_pos_name(cfg.pos), s->model.params->size);
+    log_ints(batch_log, "y", s->batch.targets, VIT_BATCH);
+    fputc('\n', batch_log);
+    model->state = s;
+    model->params = s->model.params;
+    model->forward_backward = vit_forward_backward;
+    model->destroy = vit_destroy;
+    return 0;
+}
+
 /* ---- The table: one line per chapter ---------------------------------------------- */
 
 static const ChapterBench CHAPTERS[] = {
@@ -355,6 +419,8 @@ static const ChapterBench CHAPTERS[] = {
      create_06_gpt},
     {"06_gpt_nanogpt_cpu", "GPT at nanoGPT's CPU setting: 4 blocks, D 128, 4 heads, F 512; context 64, batch 12",
      create_06_gpt_nanogpt},
+    {"07_vision_transformer", "ViT, patch 7 (16 patches + class token), D 64, 2 blocks of 4 heads, F 128; "
+     "Fashion-MNIST, batch 128", create_07},
 };
 enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 

@@ -119,7 +119,7 @@ static void test_train_learns_reverse(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(&c, &t, 300, B, 1e-2f, 1, 1, &r), 0);
+    assert_int_equal(classifier_train(&c, &t, 300, B, 1e-2f, 0.0f, 1, 1, &r), 0);
     assert_int_equal(r.n_curve, CURVE_POINTS);
     assert_true(r.curve_step[CURVE_POINTS - 1] == 300.0f);
     assert_true(r.curve[CURVE_POINTS - 1] < 0.5f * r.curve[0]);

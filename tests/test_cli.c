@@ -3,7 +3,9 @@
  * (never a crash), and the good paths (--help, a short run, --load with
  * --translate) work. Chapters 04 and 05: a short run writes a checkpoint per
  * model, --load evaluates it, --load --input runs it on typed digits, and bad
- * checkpoints or digits are refused the same way.
+ * checkpoints or digits are refused the same way. Chapter 07: bad sizes and
+ * flags, a short run on Fashion-MNIST (skipped when the data set is not
+ * installed), --load with --index and --image (good and broken PGM files).
  *
  * The programs are found next to this test's own binary: <build>/tests/test_cli
  * runs <build>/01_rnn_seq2seq and so on, so the sanitizer build tests the
@@ -14,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "data/fashion_mnist.h"
 #include "kernels/matmul.h"
 
 static char build_dir[1024];
@@ -408,6 +412,87 @@ static void test_gpt_paths(void **state) {
     free(r2);
 }
 
+/* ------------------------------------------------------- chapter 07 */
+
+static void write_text_file(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_vit_program(void **state) {
+    (void)state;
+    const char *p = "07_vision_transformer";
+    expect_error(p, "--patch 5", "--patch");
+    expect_error(p, "--patch 7,4,14,2", "--patch");
+    expect_error(p, "--pool max", "--pool");
+    expect_error(p, "--pos sinusoidal", "--pos");
+    expect_error(p, "--image shoe.pgm", "--load");
+    expect_error(p, "--index 3", "--load");
+    expect_error(p, "--preset longest", "--preset");
+    char args[2048], path[700];
+    snprintf(args, sizeof args, "--data %s/no_such_dir --steps 1 --out %s/x07", tmp_dir, tmp_dir);
+    expect_error(p, args, "no_such_dir");
+    struct stat st;
+    if (stat(FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", &st) != 0) {
+        printf("[  SKIP    ] the rest: Fashion-MNIST is not installed (%s)\n", FASHION_MNIST_DIR);
+        return;
+    }
+    snprintf(args, sizeof args, "--heads 3 --steps 1 --out %s/x07", tmp_dir);
+    expect_error(p, args, "heads=3");
+    snprintf(args, sizeof args, "--pos sinusoidal2d --dim 10 --heads 2 --steps 1 --out %s/x07", tmp_dir);
+    expect_error(p, args, "divisible by 4");
+    const char *ckpt = "n07/model_vit_p7.ckpt";
+    short_run(p, "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 --pictures 1 --quiet", ckpt);
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--load %s/%s --index 3 --out %s/e07", tmp_dir, ckpt, tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "true class: "));
+    assert_non_null(strstr(r->out, "3. "));
+    /* the image it saw, as a PGM, classified again through --image: the same top 3 */
+    char top3[512];
+    snprintf(top3, sizeof top3, "%s", strstr(r->out, "1. "));
+    *strstr(top3, "Wrote:") = '\0';
+    snprintf(args, sizeof args, "--load %s/%s --image %s/e07/input_test3.pgm --out %s/e07", tmp_dir, ckpt, tmp_dir,
+             tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, top3));
+    /* a P2 photo of any size, dark on white */
+    snprintf(path, sizeof path, "%s/photo.pgm", tmp_dir);
+    const char photo[] = "P2\n# hand-made\n5 3\n255\n255 255 255 255 255\n255 0 0 0 255\n255 255 255 255 255\n";
+    write_text_file(path, photo, sizeof photo - 1);
+    snprintf(args, sizeof args, "--load %s/%s --image %s --out %s/e07", tmp_dir, ckpt, path, tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "inverted"));
+    /* broken images, bad indices, typed input, training flags */
+    snprintf(path, sizeof path, "%s/cut.pgm", tmp_dir);
+    write_text_file(path, "P5\n4 4\n255\nabc", 14);
+    snprintf(args, sizeof args, "--load %s/%s --image %s --out %s/e07", tmp_dir, ckpt, path, tmp_dir);
+    expect_error(p, args, "truncated");
+    snprintf(path, sizeof path, "%s/photo.png", tmp_dir);
+    write_text_file(path, "\x89PNG\r\n", 6);
+    snprintf(args, sizeof args, "--load %s/%s --image %s --out %s/e07", tmp_dir, ckpt, path, tmp_dir);
+    expect_error(p, args, "P2 or P5");
+    snprintf(args, sizeof args, "--load %s/%s --index 10000", tmp_dir, ckpt);
+    expect_error(p, args, "--index");
+    snprintf(args, sizeof args, "--load %s/%s --index 2 --image %s", tmp_dir, ckpt, path);
+    expect_error(p, args, "one of them");
+    snprintf(args, sizeof args, "--load %s/%s --input 'a shoe'", tmp_dir, ckpt);
+    expect_error(p, args, "--image");
+    snprintf(args, sizeof args, "--load %s/%s --steps 3", tmp_dir, ckpt);
+    expect_error(p, args, "--steps has no effect with --load");
+    /* --load alone: the accuracies (no pictures asked for) */
+    snprintf(args, sizeof args, "--load %s/%s --pictures 0 --out %s/e07b", tmp_dir, ckpt, tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "test accuracy"));
+    free(r);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
@@ -427,6 +512,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_digit_checkpoints),
         cmocka_unit_test(test_newcomer_paths),
         cmocka_unit_test(test_gpt_paths),
+        cmocka_unit_test(test_vit_program),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     char cmd[512];

@@ -44,6 +44,8 @@
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "06_transformer/block.h"
+#include "07_vision_transformer/patch_embed.h"
+#include "07_vision_transformer/vit.h"
 #include "nn/transformer_layers.h"
 
 #include <setjmp.h>
@@ -675,6 +677,73 @@ static void check_block(Case *c) {
     c->layer = layer;
 }
 
+/* ------------------------------------------------------------ chapter 07 */
+
+/* config = {channels, rows, cols, P}; D from W [D_in, D] */
+static void check_patch_embed_once(Case *c) {
+    const int *config = i32(c, "config");
+    const GoldTensor *W = need(c, "W"), *images = need(c, "images");
+    const PatchEmbedSpec s = {.channels = config[0], .rows = config[1], .cols = config[2], .P = config[3],
+                              .D = W->dims[1]};
+    const int B = images->dims[0], N = patch_embed_count(&s);
+    float *out = buf(c, (size_t)B * N * s.D), *cache = buf(c, patch_embed_cache_floats(&s, B));
+    float *scratch = buf(c, patch_embed_scratch_floats(&s, B)), *dimages = buf(c, images->count);
+    float *dW = buf(c, W->count), *db = buf(c, (size_t)s.D);
+    patch_embed_forward(out, cache, images->data, W->data, f32(c, "b"), &s, B);
+    expect_out(c, "out", out);
+    for (int times = 1; times <= 2; times++) {
+        patch_embed_backward(dimages, dW, db, scratch, f32(c, "dout"), cache, W->data, &s, B);
+        expect_grad(c, "dimages", dimages, times);
+        expect_grad(c, "dW", dW, times);
+        expect_grad(c, "db", db, times);
+    }
+}
+static void check_patch_embed(Case *c) { on_each_backend(c, check_patch_embed_once); }
+
+/* The whole ViT: every parameter of vit_create's Params comes from the file
+ * by its name, and every gradient is compared with d<name>. The loss is the
+ * mean cross-entropy; backward runs twice (+=). The layers' tolerances
+ * hold for the whole model too (ATTN_GOLDEN_VERBOSE=1 prints how much of
+ * them it uses). */
+static void check_vit_once(Case *c) {
+    const int *k = i32(c, "config");
+    const GoldTensor *images = need(c, "images");
+    const int B = images->dims[0];
+    VitConfig cfg = {.patch = {.channels = k[0], .rows = k[1], .cols = k[2], .P = k[3], .D = k[4]}, .layers = k[5],
+                     .heads = k[6], .ff = k[7], .dropout = 0.0f, .pool = (VitPool)k[8], .pos = (VitPos)k[9],
+                     .classes = k[10]};
+    Vit v;
+    if (vit_create(&v, &cfg, B, 1) < 0) fail_msg("golden vit/%s: %s", c->name, last_error());
+    size_t filled = 0;
+    for (int i = 0; i < v.params.n_tensors; i++) {
+        const ParamTensor *pt = &v.params.tensors[i];
+        const GoldTensor *t = need(c, pt->name);
+        if (t->count != pt->count)
+            fail_msg("golden vit/%s: %s has %zu numbers in the file, %zu in the C model", c->name, pt->name, t->count,
+                     pt->count);
+        memcpy(v.params.data + pt->offset, t->data, sizeof(float) * pt->count);
+        filled += pt->count;
+    }
+    assert_int_equal(filled, v.params.size);
+    const int *targets = i32(c, "targets");
+    double loss = vit_forward(&v, images->data, targets, B);
+    expect_out(c, "logits", v.logits);
+    float loss_f = (float)loss;
+    expect_out(c, "loss", &loss_f);
+    params_zero_grad(&v.params);
+    for (int times = 1; times <= 2; times++) {
+        vit_backward(&v, targets);
+        for (int i = 0; i < v.params.n_tensors; i++) {
+            const ParamTensor *pt = &v.params.tensors[i];
+            char dname[64];
+            snprintf(dname, sizeof dname, "d%s", pt->name);
+            expect_grad(c, dname, v.params.grad + pt->offset, times);
+        }
+    }
+    vit_free(&v);
+}
+static void check_vit(Case *c) { on_each_backend(c, check_vit_once); }
+
 /* ------------------------------------------------------------ the table */
 
 static const GoldLayer LAYERS[] = {
@@ -703,6 +772,8 @@ static const GoldLayer LAYERS[] = {
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */
+    {"patch_embed", check_patch_embed},                   /* chapter 07: conv2d, stride = kernel */
+    {"vit", check_vit},                                   /* chapter 07: the whole model */
 };
 
 int main(void) {

@@ -46,6 +46,12 @@ The models (see each chapter's header for the equations):
       final LayerNorm, logits = Z E^T (the output layer tied to the token
       embedding, no bias); the mean cross-entropy over every position. The
       same parameter count check as 06.
+  07  the ViT: nn.Conv2d(1, D, P, stride=P) patches, a class token and learned
+      positions (nn.Parameter), nn.TransformerEncoderLayer blocks (norm_first,
+      GELU, dropout 0, batch_first, no Q/K/V in-projection bias), a final
+      LayerNorm, the class token's row through nn.Linear, cross_entropy. The
+      batch's labels are C's; its images are random (the step's time does not
+      depend on their values). The parameter count is checked as for 06.
 """
 import argparse
 import math
@@ -244,6 +250,28 @@ def build_models():
                 X = layer(X, src_mask=self.causal)
             return self.norm(X) @ self.tok_emb.weight.t()   # tied output layer
 
+    class Vit(nn.Module):  # chapter 07, pre-norm, class token, learned positions
+        def __init__(self, P, D, H, F_, L, C):
+            super().__init__()
+            N = (28 // P) ** 2
+            self.patch = nn.Conv2d(1, D, P, stride=P)
+            self.cls = nn.Parameter(torch.zeros(1, 1, D))
+            self.pos = nn.Parameter(torch.zeros(1, N + 1, D))
+            self.layers = nn.ModuleList([nn.TransformerEncoderLayer(
+                d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0, activation="gelu", batch_first=True,
+                norm_first=True) for _ in range(L)])
+            for layer in self.layers:
+                layer.self_attn.register_parameter("in_proj_bias", None)
+            self.norm = nn.LayerNorm(D)
+            self.head = nn.Linear(D, C)
+
+        def forward(self, images):
+            x = self.patch(images).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(self.norm(x)[:, 0])
+
     def make(entry):
         """(model, loss function of the model) for one line of train_step_batches.txt."""
         ch = entry["chapter"][:2]
@@ -259,6 +287,17 @@ def build_models():
 
             def loss_fn():
                 return F.cross_entropy(model(x).reshape(-1, V), y)
+            return model, loss_fn
+        if ch == "07":
+            if (entry["pool"], entry["pos"]) != ("cls", "learned"):
+                raise ValueError("07_vision_transformer: only the class token with learned positions is built here")
+            B = entry["B"]
+            images = torch.rand(B, 1, 28, 28) * 2 - 1
+            y = torch.tensor(entry["y"])
+            model = Vit(entry["P"], entry["D"], entry["heads"], entry["F"], entry["L"], entry["C"])
+
+            def loss_fn():
+                return F.cross_entropy(model(images), y)
             return model, loss_fn
         if ch in ("01", "02", "03"):
             B, T, Tt = entry["B"], entry["T"], entry["Tt"]
@@ -325,7 +364,7 @@ def child(results, threads, reps):
         if model is None:
             print(f"bench_torch: no PyTorch model for {entry['chapter']}; skipped", file=sys.stderr)
             continue
-        if entry["chapter"].startswith("06"):   # the same model: as many parameters as the C one
+        if entry["chapter"][:2] in ("06", "07"):   # the same model: as many parameters as the C one
             ours = sum(p.numel() for p in model.parameters())
             if threads == 1:
                 print(f"bench_torch: {entry['chapter']} parameters: C {entry['params']}, PyTorch {ours}",

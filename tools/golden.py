@@ -1062,6 +1062,133 @@ def gen_decoder_block():
     return cases
 
 
+# ------------------------------------------------- chapter 07: the Vision Transformer
+
+@layer("patch_embed")
+def gen_patch_embed():
+    """patch_embed_forward/backward (chapter 07, patch_embed.h): F.conv2d with stride =
+    kernel = P, its weight [D, channels, P, P] = W^T reshaped (W [D_in, D]); out =
+    conv.flatten(2).transpose(1, 2) [B, N, D]; dimages, dW, db by autograd.
+    config = {channels, rows, cols, P}."""
+    cases = []
+    specs = [(1, 1, 28, 28, 7, 5), (2, 1, 28, 28, 4, 3), (3, 1, 28, 28, 14, 2), (2, 3, 12, 8, 4, 6),
+             (1, 2, 5, 5, 1, 3)]
+    for seed, (B, ch, rows, cols, P, D) in enumerate(specs):
+        r = Draw(2100 + seed)
+        D_in = ch * P * P
+        N = (rows // P) * (cols // P)
+        images, W, b = r.uniform(B, ch, rows, cols), r.uniform(D_in, D), r.uniform(D)
+        dout = r.uniform(B, N, D, grad=False)
+        out = F.conv2d(images, W.t().reshape(D, ch, P, P), b, stride=P).flatten(2).transpose(1, 2)
+        backward(out, dout)
+        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_d{D}", OrderedDict(
+            config=np.array([ch, rows, cols, P], np.int32), images=np32(images), W=np32(W), b=np32(b),
+            dout=np32(dout), out=np32(out), dimages=np32(images.grad), dW=np32(W.grad), db=np32(b.grad))))
+    return cases
+
+
+def sinusoids_2d(grid_rows, grid_cols, D, has_cls):
+    """vit_positions_2d (vit.h): chapter 04's 1-D sinusoids of the row in the first D/2
+    numbers, of the column in the last D/2; the class token's row is 0."""
+    def sinusoids(n, d):
+        t = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+        angle = t / torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float64) / d)
+        P = torch.zeros(n, d, dtype=torch.float64)
+        P[:, 0::2] = torch.sin(angle)
+        P[:, 1::2] = torch.cos(angle[:, :d // 2])
+        return P
+    half = D // 2
+    Pr, Pc = sinusoids(grid_rows, half), sinusoids(grid_cols, half)
+    rows = [torch.cat([Pr[i // grid_cols], Pc[i % grid_cols]]) for i in range(grid_rows * grid_cols)]
+    P = torch.stack(rows)
+    return torch.cat([torch.zeros(1, D, dtype=torch.float64), P]) if has_cls else P
+
+
+@layer("vit")
+def gen_vit():
+    """The whole chapter 07 ViT (vit.h), forward and backward: F.conv2d patches (stride =
+    kernel), the class token or none, learned or 2-D sinusoidal positions, L pre-norm
+    torch.nn.TransformerEncoderLayer blocks (GELU, dropout 0, in_proj_bias 0, weights mapped
+    as in block.bin), a final F.layer_norm, class-token or mean pooling, a linear head and
+    F.cross_entropy (the mean over the batch). Tensors carry the C parameter names
+    (vit_create's params_add order): patch.W, patch.b, cls, pos, enc<l> (block l's whole
+    flat buffer in block_weights_view order), enc_norm.gamma/beta, head.W, head.b; the
+    gradient of each is d<name>. config = {channels, rows, cols, P, D, layers, heads, F,
+    pool (0 cls, 1 mean), pos (0 learned, 1 sinusoidal2d), classes}."""
+    cases = []
+    specs = [  # B, channels, rows, cols, P, D, L, H, F, pool, pos, C
+        (3, 1, 8, 8, 4, 8, 2, 2, 12, "cls", "learned", 3),
+        (2, 1, 12, 8, 4, 8, 2, 2, 16, "mean", "sinusoidal2d", 4),
+        (2, 3, 8, 8, 2, 12, 1, 3, 10, "cls", "sinusoidal2d", 5),
+        (4, 1, 28, 28, 7, 8, 2, 4, 16, "mean", "learned", 10),
+    ]
+    for seed, (B, ch, rows, cols, P, D, L, H, F_, pool, pos, C) in enumerate(specs):
+        r = Draw(2200 + seed)
+        D_in, g_r, g_c = ch * P * P, rows // P, cols // P
+        N = g_r * g_c
+        T = N + (pool == "cls")
+        images = r.uniform(B, ch, rows, cols, grad=False)
+        targets = r.ints(0, C, B)
+        prm = OrderedDict()
+        prm["patch.W"] = r.uniform(D_in, D, lo=-1 / math.sqrt(D_in), hi=1 / math.sqrt(D_in))
+        prm["patch.b"] = r.uniform(D, lo=-0.1, hi=0.1)
+        if pool == "cls":
+            prm["cls"] = r.uniform(D, lo=-0.5, hi=0.5)
+        if pos == "learned":
+            prm["pos"] = r.uniform(T, D, lo=-0.5, hi=0.5)
+        blocks = []
+        for _ in range(L):
+            s_d, s_f = 1 / math.sqrt(D), 1 / math.sqrt(F_)
+            p = OrderedDict(W_QKV=r.uniform(D, 3 * D, lo=-s_d, hi=s_d), W_O=r.uniform(D, D, lo=-s_d, hi=s_d),
+                            b_O=r.uniform(D, lo=-0.1, hi=0.1), norm1_gamma=r.uniform(D, lo=0.5, hi=1.5),
+                            norm1_beta=r.uniform(D, lo=-0.1, hi=0.1), W_1=r.uniform(D, F_, lo=-s_d, hi=s_d),
+                            b_1=r.uniform(F_, lo=-0.1, hi=0.1), W_2=r.uniform(F_, D, lo=-s_f, hi=s_f),
+                            b_2=r.uniform(D, lo=-0.1, hi=0.1), norm2_gamma=r.uniform(D, lo=0.5, hi=1.5),
+                            norm2_beta=r.uniform(D, lo=-0.1, hi=0.1))
+            blocks.append(p)
+        prm["enc_norm.gamma"] = r.uniform(D, lo=0.5, hi=1.5)
+        prm["enc_norm.beta"] = r.uniform(D, lo=-0.1, hi=0.1)
+        prm["head.W"] = r.uniform(D, C)
+        prm["head.b"] = r.uniform(C, lo=-0.1, hi=0.1)
+
+        x = F.conv2d(images, prm["patch.W"].t().reshape(D, ch, P, P), prm["patch.b"], stride=P)
+        x = x.flatten(2).transpose(1, 2)                                   # [B, N, D]
+        if pool == "cls":
+            x = torch.cat([prm["cls"].expand(B, 1, D), x], dim=1)
+        x = x + (prm["pos"] if pos == "learned" else sinusoids_2d(g_r, g_c, D, pool == "cls"))
+        grad_fns = []
+        for p in blocks:
+            x, grads_of = block_encoder_layer(x, p, H, "pre", F_, None, None)
+            grad_fns.append(grads_of)
+        z = F.layer_norm(x, (D,), prm["enc_norm.gamma"], prm["enc_norm.beta"], NORM_EPS)
+        u = z[:, 0] if pool == "cls" else z.mean(dim=1)
+        logits = u @ prm["head.W"] + prm["head.b"]
+        loss = F.cross_entropy(logits, targets)
+        loss.backward()
+
+        order = ["W_QKV", "W_O", "b_O", "norm1_gamma", "norm1_beta", "W_1", "b_1", "W_2", "b_2",
+                 "norm2_gamma", "norm2_beta"]
+        t = OrderedDict(config=np.array([ch, rows, cols, P, D, L, H, F_, ["cls", "mean"].index(pool),
+                                         ["learned", "sinusoidal2d"].index(pos), C], np.int32),
+                        images=np32(images), targets=targets.numpy().astype(np.int32))
+        grads = OrderedDict()
+        for name in ["patch.W", "patch.b", "cls", "pos"]:
+            if name in prm:
+                t[name] = np32(prm[name])
+                grads["d" + name] = np32(prm[name].grad)
+        for l, (p, grads_of) in enumerate(zip(blocks, grad_fns)):
+            t[f"enc{l}"] = np.concatenate([np32(p[k]).ravel() for k in order])
+            gl = grads_of()
+            grads[f"denc{l}"] = np.concatenate([np32(gl["d" + k]).ravel() for k in order])
+        for name in ["enc_norm.gamma", "enc_norm.beta", "head.W", "head.b"]:
+            t[name] = np32(prm[name])
+            grads["d" + name] = np32(prm[name].grad)
+        t.update(logits=np32(logits), loss=np.array([loss.item()], np.float32))
+        t.update(grads)
+        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_d{D}_l{L}_h{H}_{pool}_{pos}", t))
+    return cases
+
+
 # ------------------------------------------------------------------------ main
 
 def generate(only=None):

@@ -29,8 +29,9 @@ gradient is of another loss than the one reported (chapter 06's label
 smoothing); and a MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(x) -> logits
 [B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.
 KIND = "lm", the GPT: forward(x), loss(logits, y), c_grads(), greedy(prompt, n);
-twin_dump.c's dump_gpt.) A chapter's second program has its own module,
-tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name).
+twin_dump.c's dump_gpt. KIND = "images", chapter 07: as "digits" with float
+images [B, n_in] in, logits [B,C] out.) A chapter's second program has its own
+module, tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name).
 """
 import argparse
 import glob
@@ -105,7 +106,7 @@ def compare_grads(row, model, d):
 def compare(module, binary, dump_tool, label, flags, args, tmp):
     """One row of the table: train, dump, twin, compare."""
     kind = getattr(module, "KIND", "seq2seq")
-    if kind == "digits":
+    if kind in ("digits", "images"):
         return compare_digits(module, binary, dump_tool, label, flags, args, tmp)
     if kind == "lm":
         return compare_lm(module, binary, dump_tool, label, flags, args, tmp)
@@ -145,10 +146,10 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
 
 
 def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
-    """Chapters 04, 05: the per-position models. The chapter's binary trains
-    one model and saves it (model_<run>.ckpt), then twin_dump dumps one test
-    batch; "greedy" counts the sequences whose predicted digits (argmax at
-    every position) agree."""
+    """Chapters 04, 05 (digits) and 07 (images): the models of the per-position
+    driver. The chapter's binary trains one model and saves it
+    (model_<run>.ckpt), then twin_dump dumps one test batch; "greedy" counts
+    the examples whose predictions (argmax at every position) all agree."""
     out_dir = os.path.join(tmp, module.CHAPTER[:2] + "_" + label.replace(" ", "_").replace("=", ""))
     run([binary, "--steps", str(args.steps), "--quiet", "--test-size", "8", "--threads", "1",
          "--out", out_dir] + flags, f"training {module.CHAPTER} ({label})")
@@ -162,23 +163,28 @@ def compare_digits(module, binary, dump_tool, label, flags, args, tmp):
 
     d = goldfile.read(dump_path)
     model = module.build(cfg, tensors)
-    row, x = per_position_row(model, d, label, roundtrip_ok)
-    pred = model.predict(x).numpy()
+    row, x = per_position_row(model, d, label, roundtrip_ok, getattr(module, "KIND", ""))
+    pred = model.predict(x).numpy().reshape(d["pred"].shape)
     row["agree"] = int((pred == d["pred"]).all(axis=1).sum())
     row["n"] = x.shape[0]
     return finish(row)
 
 
-def per_position_row(model, d, label, roundtrip_ok):
-    """Inputs x [B,N] and targets y of the dump through the twin: the row's
-    logits, loss and gradient differences (and x)."""
-    x, y = torch.as_tensor(d["x"]).long(), torch.as_tensor(d["y"]).long()
+def per_position_row(model, d, label, roundtrip_ok, kind=""):
+    """Inputs x [B,N] (float images with kind "images") and targets y of the
+    dump through the twin: the row's logits, loss and gradient differences
+    (and x)."""
+    if kind == "images":
+        x = torch.as_tensor(d["images"]).double()
+    else:
+        x = torch.as_tensor(d["x"]).long()
+    y = torch.as_tensor(d["y"]).long()
     model.zero_grad()
     logits = model(x)
     loss = model.loss(logits, y)
     loss.backward()
     row = {"label": label, "roundtrip": roundtrip_ok}
-    row["logits"] = rel_diff(d["logits"], logits.detach().numpy())
+    row["logits"] = rel_diff(d["logits"], logits.detach().numpy().reshape(d["logits"].shape))
     row["loss"] = rel_diff(d["loss"], [loss.item()])
     compare_grads(row, model, d)
     return row, x
@@ -283,6 +289,8 @@ def main():
     if any(getattr(m, "KIND", "") == "lm" for m in modules):
         print("(06_gpt: windows of the Brown test part; greedy = continuations of each window's first quarter, "
               "C with its KV cache, that agree token for token)")
+    if any(r["chapter"][:2] == "07" for r in rows):
+        print("(chapter 07: greedy = test images whose predicted class agrees)")
     if not rows:
         print("(no chapter with a twin is built)")
         return 1

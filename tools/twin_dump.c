@@ -17,10 +17,12 @@
  *   max_out [1], greedy [B,max_out], greedy_len [B]
  *                          greedy decoding of each source (-1 padded)
  *
- * Per-position models (chapters 04 and 05, CLASSIFIERS[]: the driver of
- * common/train/classifier.h): the batch is the first N sequences of the
- * chapter's test stream (seed, stream 99), and the file holds
- *   x [B,N], y [B,N]       inputs and targets (int32)
+ * Per-position and per-example models (chapters 04, 05 and 07, CLASSIFIERS[]:
+ * the driver of common/train/classifier.h): the batch is the first B examples
+ * of the chapter's test stream (seed, stream 99; chapter 07: the first B
+ * Fashion-MNIST test images, from the default directory), and the file holds
+ *   x [B,N], y [B,N]       inputs and targets (int32); chapter 07: images
+ *                          [B,784] (float32, normalised as trained) and y [B,1]
  *   logits [B,N,C], loss [1], grad/<name>   as above
  *   pred [B,N]             argmax of the logits (what the chapter scores)
  *
@@ -52,6 +54,8 @@
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
+#include "07_vision_transformer/vit.h"
+#include "data/fashion_mnist.h"
 #include "train/classifier.h"
 #include "data/digit_tasks.h"
 #include "io/args.h"
@@ -110,37 +114,55 @@ static int build_05_plain(Classifier *c, const char *config, int max_B, uint64_t
     return mh_model_build(c, config, MULTI_HEAD_PLAIN, max_B, seed);
 }
 
+static int digit_task_of(const char *config, ExampleTask *t) {
+    static DigitTaskSpec spec;
+    return digit_task_from_config(config, &spec, t);
+}
+
+/* Chapter 07's test images (no augmentation: the test split is read as is). */
+static int fashion_mnist_task_of(const char *config, ExampleTask *t) {
+    static FashionMnist data;
+    static FashionMnistTask ft;
+    (void)config;
+    if (data.test.n == 0 && fashion_mnist_load(&data, NULL, 1) < 0) return -1;
+    ft = (FashionMnistTask){.d = &data};
+    fashion_mnist_task(&ft, t);
+    return 0;
+}
+
 /* The models of the per-position driver (common/train/classifier.h). */
 typedef struct {
     const char *model;   /* the config's "model=" value */
     int (*build)(Classifier *c, const char *config, int max_B, uint64_t seed);
+    int (*task)(const char *config, ExampleTask *t);
 } TwinClassifier;
 
 static const TwinClassifier CLASSIFIERS[] = {
-    {DIGIT_MODEL_NAME, digit_model_build},      /* chapter 04 */
-    {MH_MODEL_NAME, build_05_plain},            /* chapter 05 */
+    {DIGIT_MODEL_NAME, digit_model_build, digit_task_of},      /* chapter 04 */
+    {MH_MODEL_NAME, build_05_plain, digit_task_of},            /* chapter 05 */
+    {VIT_MODEL_NAME, vit_build, fashion_mnist_task_of},        /* chapter 07 */
 };
 
 /* One test batch of a per-position model's checkpoint: forward, backward, predictions. */
 static int dump_classifier(const char *ckpt, const char *config, const TwinClassifier *tc, const char *out,
                            int B) {
     Classifier m;
-    DigitTaskSpec spec;
     ExampleTask task;
     int seed;
     memset(&m, 0, sizeof m);
-    if (tc->build(&m, config, B, 0) < 0 || digit_task_from_config(config, &spec, &task) < 0 ||
+    if (tc->build(&m, config, B, 0) < 0 || tc->task(config, &task) < 0 ||
         config_get_int(config, "seed", &seed) < 0) {
         if (m.destroy) m.destroy(m.self);
         return -1;
     }
     const int N = task.n_in, n_out = task.n_out, C = m.classes;
     Examples e;
-    examples_alloc(&e, B, N, n_out, 0);
+    examples_alloc(&e, B, N, n_out, task.float_inputs);
     int *pred = xmalloc(sizeof(int) * (size_t)B * n_out), rc = -1;
     if (checkpoint_load(ckpt, m.params) == 0) {
         Rng rng;
         rng_seed(&rng, (uint64_t)seed, 99);      /* the chapters' test stream */
+        if (task.test_reset) task.test_reset(task.self);
         task.test_batch(task.self, &e, B, &rng);
         params_zero_grad(m.params);
         float loss = (float)m.forward(m.self, &e);
@@ -148,7 +170,10 @@ static int dump_classifier(const char *ckpt, const char *config, const TwinClass
         m.predict(m.self, pred);
         GoldWriter w;
         if (gold_writer_open(&w, out) == 0) {
-            gold_write_i32(&w, "x", e.tokens, 2, (int[]){B, N});
+            if (task.float_inputs)
+                gold_write_f32(&w, "images", e.values, 2, (int[]){B, N});
+            else
+                gold_write_i32(&w, "x", e.tokens, 2, (int[]){B, N});
             gold_write_i32(&w, "y", e.targets, 2, (int[]){B, n_out});
             gold_write_f32(&w, "logits", m.logits(m.self), 3, (int[]){B, n_out, C});
             gold_write_f32(&w, "loss", &loss, 1, (int[]){1});

@@ -42,10 +42,15 @@ typedef struct {
      * that generates its examples draws them from rng; a fixed test set reads
      * them in order). */
     void (*test_batch)(void *self, Examples *e, int B, Rng *rng);
+    /* Optional (may be NULL): start the test set again from its first
+     * example. A fixed test set read in order needs it (the driver calls it
+     * before every evaluation); a generated one does not. */
+    void (*test_reset)(void *self);
     /* One example a user typed (--input), with its targets, as e's example 0
      * (e->B = 1). Returns 0, or -1 with fail() saying what was expected. */
     int (*parse_input)(void *self, const char *text, Examples *e);
-    /* Text of input i of example b (a tick label, a printed row). */
+    /* Text of input i of example b (a tick label, a printed row). May be
+     * NULL when inputs are not worth printing one by one (pixels). */
     void (*input_text)(void *self, const Examples *e, int b, int i, char *buf, int cap);
     /* Text of class c. */
     void (*class_text)(void *self, int c, char *buf, int cap);

@@ -178,3 +178,66 @@ void fashion_mnist_augment(float *out, const float *image, int max_shift, int fl
         }
     }
 }
+
+/* ---------------------------------------------- the driver's ExampleTask */
+
+static void fm_train_batch(void *self, Examples *e, int B, Rng *rng) {
+    const FashionMnistTask *ft = self;
+    const ImageSplit *s = &ft->d->train;
+    e->B = B;
+    for (int b = 0; b < B; b++) {
+        const int i = (int)rng_below(rng, (uint32_t)s->n);
+        const float *image = s->images + (size_t)i * FASHION_MNIST_PIXELS;
+        float *out = e->values + (size_t)b * FASHION_MNIST_PIXELS;
+        if (ft->max_shift > 0 || ft->flip)
+            fashion_mnist_augment(out, image, ft->max_shift, ft->flip, ft->d->background, rng);
+        else
+            memcpy(out, image, sizeof(float) * FASHION_MNIST_PIXELS);
+        e->targets[b] = s->labels[i];
+    }
+}
+
+static void fm_test_batch(void *self, Examples *e, int B, Rng *rng) {
+    (void)rng;                                   /* a fixed set, read in order */
+    FashionMnistTask *ft = self;
+    const ImageSplit *s = ft->eval_valid ? &ft->d->valid : &ft->d->test;
+    e->B = B;
+    for (int b = 0; b < B; b++) {
+        const int i = ft->cursor++ % s->n;
+        memcpy(e->values + (size_t)b * FASHION_MNIST_PIXELS, s->images + (size_t)i * FASHION_MNIST_PIXELS,
+               sizeof(float) * FASHION_MNIST_PIXELS);
+        e->targets[b] = s->labels[i];
+    }
+}
+
+static void fm_test_reset(void *self) { ((FashionMnistTask *)self)->cursor = 0; }
+
+static int fm_parse_input(void *self, const char *text, Examples *e) {
+    (void)self;
+    (void)text;
+    (void)e;
+    return fail("Fashion-MNIST takes no typed input: give an image with --image FILE.pgm or a test image "
+                "with --index N");
+}
+
+static void fm_class_text(void *self, int c, char *buf, int cap) {
+    (void)self;
+    snprintf(buf, (size_t)cap, "%s", c >= 0 && c < FASHION_MNIST_CLASSES ? fashion_mnist_class_names[c] : "?");
+}
+
+void fashion_mnist_task(FashionMnistTask *ft, ExampleTask *t) {
+    memset(t, 0, sizeof *t);
+    ft->cursor = 0;
+    t->self = ft;
+    t->name = "fashion_mnist";
+    t->n_in = FASHION_MNIST_PIXELS;
+    t->n_out = 1;
+    t->float_inputs = 1;
+    t->classes = FASHION_MNIST_CLASSES;
+    t->train_batch = fm_train_batch;
+    t->test_batch = fm_test_batch;
+    t->test_reset = fm_test_reset;
+    t->parse_input = fm_parse_input;
+    t->input_text = NULL;
+    t->class_text = fm_class_text;
+}

@@ -27,6 +27,7 @@
  * same training mean and std: statistics of held-out data must not leak in. */
 #ifndef FASHION_MNIST_H
 #define FASHION_MNIST_H
+#include "data/examples.h"
 #include "util/rng.h"
 
 /* Where the Debian package puts the files; a program's --data DIR overrides it. */
@@ -79,5 +80,24 @@ void fashion_mnist_free(FashionMnist *d);
  * is drawn only when flip is 1), so the same seed gives the same images.
  * max_shift 0 and flip 0 copy the image. 0 <= max_shift < 28. */
 void fashion_mnist_augment(float *out, const float *image, int max_shift, int flip, float background, Rng *rng);
+
+/* The data set as an ExampleTask (data/examples.h) for the per-example
+ * driver (train/classifier.h): n_in = 784 floats, n_out = 1, C = 10.
+ *   train_batch  B images drawn at random (with replacement) from the train
+ *                split, augmented when max_shift > 0 or flip is 1;
+ *   test_batch   the next B images of the evaluation split, in order (it
+ *                wraps around); test_reset starts it again;
+ *   parse_input  refuses: images come from a file or an index, which the
+ *                chapter reads itself (--image, --index).
+ * eval is the test split unless eval_valid is 1 (the validation split). */
+typedef struct {
+    const FashionMnist *d;
+    int max_shift, flip;   /* augmentation of the training images */
+    int eval_valid;        /* 1: test_batch reads the validation split */
+    int cursor;            /* the next evaluation image */
+} FashionMnistTask;
+
+/* Fill t (self = ft) from ft, whose d must outlive t. */
+void fashion_mnist_task(FashionMnistTask *ft, ExampleTask *t);
 
 #endif

@@ -29,9 +29,10 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
 }
 
 int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batch, float lr,
-                     uint64_t seed, int quiet, ClassifierResult *r) {
+                     float weight_decay, uint64_t seed, int quiet, ClassifierResult *r) {
     Adam opt;
-    if (adam_init(&opt, m->params, lr, 0.0f) < 0) return -1;
+    if (adam_init(&opt, m->params, lr, weight_decay) < 0) return -1;
+    if (m->set_training) m->set_training(m->self, 1);
     Examples e;
     examples_alloc(&e, batch, task->n_in, task->n_out, task->float_inputs);
     Rng rng;
@@ -57,6 +58,7 @@ int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batc
         }
     }
     progress_end(&pr);
+    if (m->set_training) m->set_training(m->self, 0);
     r->n_curve = point;
     r->seconds = now_seconds() - t0;
     r->final_loss = loss;
@@ -73,6 +75,7 @@ void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uin
     int *pred = xmalloc(sizeof(int) * (size_t)max_B * n_out);
     Rng rng;
     rng_seed(&rng, seed, 99);                       /* the test stream: apart from training */
+    if (task->test_reset) task->test_reset(task->self);
     long n_exact = 0, n_right = 0;
     for (int done = 0; done < n_test; done += max_B) {
         int B = n_test - done < max_B ? n_test - done : max_B;
@@ -107,6 +110,7 @@ typedef struct {
 } Labels;
 
 static void input_labels(Labels *l, const ExampleTask *t, const Examples *e, int b) {
+    if (!t->input_text) return;
     for (int i = 0; i < t->n_in && i < MAX_LABELS; i++) {
         t->input_text(t->self, e, b, i, l->text[i], sizeof l->text[i]);
         l->ptr[i] = l->text[i];
@@ -126,7 +130,7 @@ static void print_example(const ExampleTask *t, const Examples *e, const int *pr
     input_labels(&in, t, e, 0);
     class_labels(&out, t, pred, t->n_out);
     class_labels(&truth, t, e->targets, t->n_out);
-    print_row("input", in.ptr, t->n_in);
+    if (t->input_text) print_row("input", in.ptr, t->n_in);
     print_row("output", out.ptr, t->n_out);
     print_row(t->name, truth.ptr, t->n_out);
     printf("  (the right answer: %s)\n",
@@ -137,11 +141,11 @@ static void print_example(const ExampleTask *t, const Examples *e, const int *pr
  * as <stem_prefix>_layer<l>[_head<h>]. The y axis shows y_classes. */
 static int plot_attention(const Classifier *m, const ExampleTask *t, const Examples *e, const int *y_classes,
                           const char *stem_prefix, const char *title_prefix, const char *y_title) {
+    if (t->n_in > MAX_LABELS || t->n_out != t->n_in) return 0;   /* per-position maps of up to 64 inputs */
     if (!m->attention || !m->attention(m->self, 0, 0, 0)) {
         printf("  (no heatmaps: this model does not keep its attention weights; the plain attention does)\n");
         return 0;
     }
-    if (t->n_in > MAX_LABELS || t->n_out != t->n_in) return 0;   /* per-position maps of up to 64 inputs */
     Labels x_labels, y_labels;
     input_labels(&x_labels, t, e, 0);
     class_labels(&y_labels, t, y_classes, t->n_out);
@@ -171,6 +175,7 @@ static int show_first_test_example(Classifier *m, const ExampleTask *t, const Cl
     int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
     Rng rng;
     rng_seed(&rng, seed, 99);
+    if (t->test_reset) t->test_reset(t->self);
     t->test_batch(t->self, &e, 1, &rng);
     m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
     m->predict(m->self, pred);
@@ -203,18 +208,19 @@ static int build_from_config(const ClassifierChapter *ch, const char *config, co
 }
 
 static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, const ClassifierRun *run,
-                     ClassifierResult *r) {
+                     ClassifierResult *r, Results *res) {
     Classifier m;
     ExampleTask t;
     if (build_from_config(ch, run->config, run->label, f->batch, (uint64_t)f->seed, &m, &t) < 0) return -1;
     printf("  %s: %zu parameters\n", run->label, m.params->size);
-    int rc = classifier_train(&m, &t, f->steps, f->batch, f->lr, (uint64_t)f->seed, f->quiet, r);
+    int rc = classifier_train(&m, &t, f->steps, f->batch, f->lr, f->weight_decay, (uint64_t)f->seed, f->quiet, r);
     if (rc == 0) {
         classifier_evaluate(&m, &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
         snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
         rc = checkpoint_save(r->checkpoint, run->config, m.params);
     }
     if (rc == 0) rc = show_first_test_example(&m, &t, run, (uint64_t)f->seed, f->out);
+    if (rc == 0 && ch->trained) rc = ch->trained(f, run, r, &m, &t, res);
     m.destroy(m.self);
     return rc;
 }
@@ -250,12 +256,15 @@ static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
     printf("Loaded %s: %s(%zu parameters)\n", f->load, line, m.params->size);
     free(config);
     rc = checkpoint_load(f->load, m.params);
-    if (rc == 0 && !f->input) {
+    if (rc == 0 && !f->input && ch->loaded) rc = ch->loaded(f, &m, &t);
+    else if (rc == 0 && !f->input) rc = 1;
+    if (rc == 1) {
         double exact, token_acc;
         classifier_evaluate(&m, &t, f->test_size, (uint64_t)seed, &exact, &token_acc);
         printf("  %d test examples of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size,
                t.name, 100 * exact, 100 * token_acc);
-    } else if (rc == 0) {
+        rc = 0;
+    } else if (rc == 0 && f->input) {
         Examples e;
         examples_alloc(&e, 1, t.n_in, t.n_out, t.float_inputs);
         int *pred = xmalloc(sizeof(int) * (size_t)t.n_out);
@@ -339,7 +348,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
            threads_current() == 1 ? "" : "s");
     double total = 0.0;
     for (int i = 0; i < n; i++) {
-        if (train_run(ch, f, &runs[i], &results[i]) < 0) return -1;
+        if (train_run(ch, f, &runs[i], &results[i], &res) < 0) return -1;
         total += results[i].seconds;
     }
     printf("\nResults on %d test examples\n\n", f->test_size);
@@ -377,7 +386,8 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     if (results_write(&res, path) < 0) return -1;
     printf("  %s\n", path);
     for (int i = 0; i < n; i++)
-        printf("  %s   (try: --load %s --input \"...\")\n", results[i].checkpoint, results[i].checkpoint);
+        printf("  %s   (try: --load %s %s)\n", results[i].checkpoint, results[i].checkpoint,
+               ch->load_hint ? ch->load_hint : "--input \"...\"");
     return 0;
 }
 
@@ -390,6 +400,7 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"steps", ARG_INT, &f.steps, "training steps per model", 1, 1000000, NULL},
         {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL},
         {"lr", ARG_FLOAT, &f.lr, "Adam learning rate (warm-up, then cosine decay)", 1e-6, 1, NULL},
+        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW's decoupled weight decay (0: plain Adam)", 0, 1, NULL},
         {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<checkpoint>)", 0,

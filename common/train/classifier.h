@@ -47,6 +47,10 @@ typedef struct {
      * (the fused attention of chapter 05). May itself be NULL. */
     const float *(*attention)(void *self, int l, int h, int b);
     void (*destroy)(void *self);
+    /* Optional (may be NULL): training mode on (1) or off (0), for models
+     * with dropout. classifier_train turns it on for its steps and off
+     * after; a model starts with it off. */
+    void (*set_training)(void *self, int on);
 } Classifier;
 
 /* The common flags every such chapter has (the chapter adds its own). */
@@ -54,6 +58,7 @@ typedef struct {
     const char *out, *backend, *load, *input;
     int steps, batch, seed, threads, test_size, quiet, plot;
     float lr;
+    float weight_decay;   /* AdamW's decoupled decay (0: plain Adam, the default) */
 } ClassifierFlags;
 
 #define CLASSIFIER_CONFIG_MAX 1024
@@ -79,10 +84,11 @@ typedef struct {
 double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
 /* Train m for steps batches of batch examples of task's training stream
- * (stream 1 of seed), Adam at lr with warm-up over steps/20 and cosine
- * decay; fills r's loss curve, final loss and seconds. */
+ * (stream 1 of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up
+ * over steps/20 and cosine decay; fills r's loss curve, final loss and
+ * seconds. */
 int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batch, float lr,
-                     uint64_t seed, int quiet, ClassifierResult *r);
+                     float weight_decay, uint64_t seed, int quiet, ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
  * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
@@ -97,6 +103,7 @@ typedef struct {
     const ArgSpec *model_args;    /* the chapter's own flags */
     int n_model_args;
     const char *load_flags;       /* those of them that still act with --load ("attention"), or NULL */
+    const char *load_hint;        /* what to try with a saved model, printed after "--load CKPT"; NULL: --input "..." */
     ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
     /* The runs the parsed flags ask for, written to runs (room for max);
      * returns how many, or -1 with fail(). *headline: the run whose figures
@@ -113,6 +120,17 @@ typedef struct {
      * after it (more plots); both may add keys to res. Return 0 or -1 with fail(). */
     int (*before)(const ClassifierFlags *f, Results *res);
     int (*after)(const ClassifierFlags *f, Results *res);
+    /* Optional: called after each run is trained, evaluated and saved (r:
+     * what the driver measured), with the model still alive (pictures of what it learned, more figures for
+     * res). Returns 0 or -1 with fail(). */
+    int (*trained)(const ClassifierFlags *f, const ClassifierRun *run, const ClassifierResult *r, Classifier *m,
+                   const ExampleTask *t, Results *res);
+    /* Optional: --load without --input, after the checkpoint is loaded into
+     * m: the chapter's own use of a saved model (its own flags, e.g. an image
+     * file). Returns 1 to let the driver evaluate on the test set as usual,
+     * 0 when done, -1 with fail(). f->out is the evaluation directory (not
+     * yet made). */
+    int (*loaded)(const ClassifierFlags *f, Classifier *m, const ExampleTask *t);
 } ClassifierChapter;
 
 /* The whole program of such a chapter. Returns the process exit code. */

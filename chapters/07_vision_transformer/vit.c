@@ -1,0 +1,303 @@
+/* vit.c - chapter 07: the Vision Transformer (see vit.h): patch embedding,
+ * class token and positions, chapter 06's stack, pooling and a linear head,
+ * forward and backward by hand. */
+#include "07_vision_transformer/vit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "io/checkpoint.h"
+#include "nn/layers.h"
+#include "util/error.h"
+#include "util/util.h"
+
+const char *vit_pool_name(VitPool p) { return p == VIT_POOL_MEAN ? "mean" : "cls"; }
+const char *vit_pos_name(VitPos p) { return p == VIT_POS_SINUSOIDAL_2D ? "sinusoidal2d" : "learned"; }
+
+int vit_pool_from_name(const char *name, VitPool *p) {
+    if (strcmp(name, "cls") == 0) *p = VIT_POOL_CLS;
+    else if (strcmp(name, "mean") == 0) *p = VIT_POOL_MEAN;
+    else return fail("pool: expected cls or mean, got '%s'", name);
+    return 0;
+}
+
+int vit_pos_from_name(const char *name, VitPos *p) {
+    if (strcmp(name, "learned") == 0) *p = VIT_POS_LEARNED;
+    else if (strcmp(name, "sinusoidal2d") == 0) *p = VIT_POS_SINUSOIDAL_2D;
+    else return fail("pos: expected learned or sinusoidal2d, got '%s'", name);
+    return 0;
+}
+
+/* P [T, D]: row r's sinusoids in the first D/2 numbers, column c's in the last D/2 */
+void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls) {
+    const int half = D / 2, off = has_cls ? 1 : 0;
+    float *Pr = xcalloc((size_t)grid_rows * half, sizeof(float));
+    float *Pc = xcalloc((size_t)grid_cols * half, sizeof(float));
+    positional_encoding_sinusoidal(Pr, grid_rows, half);     /* chapter 04's 1-D sinusoids */
+    positional_encoding_sinusoidal(Pc, grid_cols, half);
+    if (has_cls) memset(P, 0, sizeof(float) * (size_t)D);
+    for (int r = 0; r < grid_rows; r++)
+        for (int c = 0; c < grid_cols; c++) {
+            float *row = P + (size_t)(off + r * grid_cols + c) * D;
+            memcpy(row, Pr + (size_t)r * half, sizeof(float) * (size_t)half);
+            memcpy(row + half, Pc + (size_t)c * half, sizeof(float) * (size_t)half);
+        }
+    free(Pr);
+    free(Pc);
+}
+
+/* Z [B, T, D] -> pooled [B, D] */
+void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T, int D) {
+    for (int b = 0; b < B; b++) {
+        const float *z = Z + (size_t)b * T * D;
+        float *u = pooled + (size_t)b * D;
+        if (pool == VIT_POOL_CLS) {
+            memcpy(u, z, sizeof(float) * (size_t)D);
+            continue;
+        }
+        for (int d = 0; d < D; d++) {
+            double s = 0.0;
+            for (int t = 0; t < T; t++) s += z[(size_t)t * D + d];
+            u[d] = (float)(s / T);
+        }
+    }
+}
+
+/* dpooled [B, D] -> dZ [B, T, D] += */
+void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int T, int D) {
+    const float scale = 1.0f / (float)T;
+    for (int b = 0; b < B; b++) {
+        float *dz = dZ + (size_t)b * T * D;
+        const float *du = dpooled + (size_t)b * D;
+        if (pool == VIT_POOL_CLS) {
+            for (int d = 0; d < D; d++) dz[d] += du[d];
+            continue;
+        }
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) dz[(size_t)t * D + d] += du[d] * scale;
+    }
+}
+
+static BlockSpec encoder_spec(const VitConfig *c) {
+    return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
+                       .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
+                       .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0};
+}
+
+int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
+    memset(v, 0, sizeof *v);
+    params_init(&v->params);
+    if (patch_embed_check(&cfg->patch) < 0) return -1;
+    const int D = cfg->patch.D;
+    if (cfg->heads < 1 || D % cfg->heads != 0)
+        return fail("heads=%d: expected a divisor of the width D = %d", cfg->heads, D);
+    if (cfg->pos == VIT_POS_SINUSOIDAL_2D && D % 4 != 0)
+        return fail("dim=%d: the 2-D sinusoids need a width divisible by 4", D);
+    if (cfg->ff < 1) return fail("ff=%d: expected an MLP width >= 1", cfg->ff);
+    if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f)) return fail("dropout=%g: expected 0 <= p < 1", cfg->dropout);
+    if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
+    if (max_B < 1) return fail("batch %d: expected at least 1 image", max_B);
+    v->cfg = *cfg;
+    v->N = patch_embed_count(&cfg->patch);
+    v->T = v->N + (cfg->pool == VIT_POOL_CLS);
+    v->D = D;
+    v->C = cfg->classes;
+    v->max_B = max_B;
+
+    Params *p = &v->params;
+    const int D_in = patch_embed_dim(&cfg->patch);
+    v->patch_W = params_add(p, "patch.W", 2, (int[]){D_in, D});
+    v->patch_b = params_add(p, "patch.b", 1, (int[]){D});
+    if (cfg->pool == VIT_POOL_CLS) v->cls = params_add(p, "cls", 1, (int[]){D});
+    if (cfg->pos == VIT_POS_LEARNED) v->pos = params_add(p, "pos", 2, (int[]){v->T, D});
+    const BlockSpec spec = encoder_spec(cfg);
+    if (stack_declare(&v->st, &spec, cfg->layers, p, "enc") < 0) return -1;
+    v->st.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
+    v->st.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+    v->head_W = params_add(p, "head.W", 2, (int[]){D, v->C});
+    v->head_b = params_add(p, "head.b", 1, (int[]){v->C});
+    if (params_alloc(p) < 0) return -1;
+
+    Rng rng;
+    rng_seed(&rng, seed, 1);
+    patch_embed_init(&cfg->patch, params_data(p, v->patch_W), params_data(p, v->patch_b), &rng);
+    if (v->cls) init_normal(params_data(p, v->cls), (size_t)D, 0.02f, &rng);
+    if (v->pos) {
+        init_normal(params_data(p, v->pos), (size_t)v->T * D, 0.02f, &rng);
+    } else {
+        v->P_fixed = xcalloc((size_t)v->T * D, sizeof(float));
+        vit_positions_2d(v->P_fixed, cfg->patch.rows / cfg->patch.P, cfg->patch.cols / cfg->patch.P, D,
+                         cfg->pool == VIT_POOL_CLS);
+    }
+    stack_init_weights(&v->st, &rng);
+    init_xavier(params_data(p, v->head_W), D, v->C, &rng);
+    init_constant(params_data(p, v->head_b), (size_t)v->C, 0.0f);
+    rng_seed(&v->dropout_rng, seed, 7);
+
+    stack_alloc(&v->st, max_B, v->T, 0);
+    const size_t BND = (size_t)max_B * v->N * D;
+    v->patches = xcalloc(BND, sizeof(float));
+    v->patch_cache = xcalloc(patch_embed_cache_floats(&cfg->patch, max_B), sizeof(float));
+    v->pooled = xcalloc((size_t)max_B * D, sizeof(float));
+    v->logits = xcalloc((size_t)max_B * v->C, sizeof(float));
+    v->probs = xcalloc((size_t)max_B * v->C, sizeof(float));
+    v->dlogits = xcalloc((size_t)max_B * v->C, sizeof(float));
+    v->dpooled = xcalloc((size_t)max_B * D, sizeof(float));
+    v->dout = xcalloc((size_t)max_B * v->T * D, sizeof(float));
+    v->dpatches = xcalloc(BND, sizeof(float));
+    return 0;
+}
+
+void vit_free(Vit *v) {
+    stack_free(&v->st);
+    params_free(&v->params);
+    free(v->P_fixed); free(v->patches); free(v->patch_cache); free(v->pooled); free(v->logits);
+    free(v->probs); free(v->dlogits); free(v->dpooled); free(v->dout); free(v->dpatches);
+    memset(v, 0, sizeof *v);
+}
+
+static const float *positions(const Vit *v) {
+    return v->pos ? params_data((Params *)&v->params, v->pos) : v->P_fixed;
+}
+
+/* images [B, channels, rows, cols] -> X_0 [B, T, D] -> Z -> u [B, D] -> logits [B, C] */
+double vit_forward(Vit *v, const float *images, const int *targets, int B) {
+    Params *p = &v->params;
+    const int N = v->N, T = v->T, D = v->D, off = T - N;
+    v->B = B;
+    patch_embed_forward(v->patches, v->patch_cache, images, params_data(p, v->patch_W), params_data(p, v->patch_b),
+                        &v->cfg.patch, B);
+    const float *P = positions(v), *cls = v->cls ? params_data(p, v->cls) : NULL;
+    float *X0 = v->st.x[0];
+    for (int b = 0; b < B; b++) {
+        float *x = X0 + (size_t)b * T * D;
+        if (cls)
+            for (int d = 0; d < D; d++) x[d] = cls[d] + P[d];
+        const float *e = v->patches + (size_t)b * N * D;
+        for (size_t i = 0; i < (size_t)N * D; i++) x[(size_t)off * D + i] = e[i] + P[(size_t)off * D + i];
+    }
+    stack_forward(&v->st, NULL, NULL, B, T, v->training, &v->dropout_rng);
+    vit_pool_forward(v->pooled, v->st.out, v->cfg.pool, B, T, D);
+    linear_forward(v->logits, v->pooled, params_data(p, v->head_W), params_data(p, v->head_b), B, D, v->C);
+    if (!targets) return 0.0;
+    int counted = 0;
+    double sum = cross_entropy_forward(v->probs, v->logits, targets, B, v->C, -1, &counted);
+    return counted ? sum / counted : 0.0;
+}
+
+void vit_backward(Vit *v, const int *targets) {
+    Params *p = &v->params;
+    const int B = v->B, N = v->N, T = v->T, D = v->D, C = v->C, off = T - N;
+    memset(v->dlogits, 0, sizeof(float) * (size_t)B * C);
+    cross_entropy_backward(v->dlogits, v->probs, targets, B, C, -1, 1.0f / (float)B);
+    memset(v->dpooled, 0, sizeof(float) * (size_t)B * D);
+    linear_backward(v->dpooled, params_grad(p, v->head_W), params_grad(p, v->head_b), v->dlogits, v->pooled,
+                    params_data(p, v->head_W), B, D, C);
+    memset(v->dout, 0, sizeof(float) * (size_t)B * T * D);
+    vit_pool_backward(v->dout, v->dpooled, v->cfg.pool, B, T, D);
+    const float *dX0 = stack_backward(&v->st, v->dout, NULL, NULL, NULL, B, T);
+    /* X_0 = [cls; patches] + P: each gets the gradient of its rows */
+    if (v->pos) add_positional_encoding_backward(params_grad(p, v->pos), dX0, B, T, D);
+    if (v->cls) {
+        float *dcls = params_grad(p, v->cls);
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
+    }
+    const float *dpatches = dX0;
+    if (off) {
+        for (int b = 0; b < B; b++)
+            memcpy(v->dpatches + (size_t)b * N * D, dX0 + ((size_t)b * T + off) * D, sizeof(float) * (size_t)N * D);
+        dpatches = v->dpatches;
+    }
+    patch_embed_backward(NULL, params_grad(p, v->patch_W), params_grad(p, v->patch_b), NULL, dpatches,
+                         v->patch_cache, params_data(p, v->patch_W), &v->cfg.patch, B);
+}
+
+void vit_predict(const Vit *v, int *pred) {
+    for (int b = 0; b < v->B; b++) {
+        const float *z = v->logits + (size_t)b * v->C;
+        int best = 0;
+        for (int c = 1; c < v->C; c++) if (z[c] > z[best]) best = c;
+        pred[b] = best;
+    }
+}
+
+const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st, l, v->B, v->T, 0); }
+
+/* ------------------------------------------------------------ config text */
+
+void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
+    snprintf(out, (size_t)cap,
+             "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\ndim=%d\nlayers=%d\n"
+             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nseed=%d\n",
+             VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.D, c->layers,
+             c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes, seed);
+}
+
+int vit_config_from_text(const char *config, VitConfig *c) {
+    char model[64], pool[32], pos[32], dropout[32];
+    memset(c, 0, sizeof *c);
+    if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
+        return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
+    if (config_get_int_in(config, "channels", 1, 16, &c->patch.channels) < 0 ||
+        config_get_int_in(config, "rows", 1, 4096, &c->patch.rows) < 0 ||
+        config_get_int_in(config, "cols", 1, 4096, &c->patch.cols) < 0 ||
+        config_get_int_in(config, "patch", 1, 4096, &c->patch.P) < 0 ||
+        config_get_int_in(config, "dim", 1, 4096, &c->patch.D) < 0 ||
+        config_get_int_in(config, "layers", 1, STACK_MAX_LAYERS, &c->layers) < 0 ||
+        config_get_int_in(config, "heads", 1, 4096, &c->heads) < 0 ||
+        config_get_int_in(config, "ff", 1, 65536, &c->ff) < 0 ||
+        config_get_int_in(config, "classes", 2, 100000, &c->classes) < 0)
+        return -1;
+    if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
+    if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
+    if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;
+    char *end;
+    c->dropout = strtof(dropout, &end);
+    if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
+    return 0;
+}
+
+/* ---------------------------------------------------- the Classifier face */
+
+static double face_forward(void *self, const Examples *e) { return vit_forward(self, e->values, e->targets, e->B); }
+static void face_backward(void *self, const Examples *e) { vit_backward(self, e->targets); }
+static void face_predict(void *self, int *pred) { vit_predict(self, pred); }
+static const float *face_logits(void *self) { return ((Vit *)self)->logits; }
+static void face_set_training(void *self, int on) { ((Vit *)self)->training = on; }
+static void face_destroy(void *self) {
+    vit_free(self);
+    free(self);
+}
+
+int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    VitConfig cfg;
+    if (vit_config_from_text(config, &cfg) < 0) return -1;
+    Vit *v = xmalloc(sizeof *v);
+    if (vit_create(v, &cfg, max_B, seed) < 0) {
+        vit_free(v);
+        free(v);
+        return -1;
+    }
+    memset(c, 0, sizeof *c);
+    c->self = v;
+    c->params = &v->params;
+    c->max_B = max_B;
+    c->n_out = 1;
+    c->classes = v->C;
+    c->layers = cfg.layers;
+    c->heads = cfg.heads;
+    c->forward = face_forward;
+    c->backward = face_backward;
+    c->predict = face_predict;
+    c->logits = face_logits;
+    c->attention = NULL;
+    c->destroy = face_destroy;
+    c->set_training = face_set_training;
+    return 0;
+}
+
+Vit *vit_of(const Classifier *c) { return c->self; }

@@ -1,0 +1,114 @@
+/* vit.h - chapter 07: the Vision Transformer (Dosovitskiy et al. 2021).
+ *
+ * Chapter 06 built a transformer encoder for a sequence of tokens. The ViT's
+ * one new idea is how an IMAGE becomes that sequence: cut it into N patches,
+ * map each to a vector of width D (patch_embed.h: a convolution whose stride
+ * equals its kernel), add a position, and run the encoder unchanged; every
+ * patch attends to every patch (no mask). One image, in the lecture's notation:
+ *
+ *   x_n = p_n W_E + b_E                     n = 1..N, the patch embedding [N, D]
+ *   X_0 = [x_cls; x_1; ..; x_N] + E_pos     class token: a learned vector x_cls
+ *                                           first, T = N + 1 tokens
+ *   X_0 = [x_1; ..; x_N] + E_pos            mean pooling: no class token, T = N
+ *   Z   = Norm(Block_L(..Block_1(X_0)))     chapter 06's pre-norm stack (stack.h)
+ *   u   = Z[0]             (--pool cls)     the class token's output row
+ *   u   = (1/T) sum_t Z[t] (--pool mean)    or the mean of all outputs
+ *   logits = u W_head + b_head              [C]; loss = cross-entropy
+ *
+ * E_pos [T, D] is either LEARNED (a table, initialised N(0, 0.02^2) as the ViT
+ * does) or FIXED 2-D SINUSOIDS: patch n at row r, column c of the grid of
+ * patches gets chapter 04's 1-D sinusoids of r in its first D/2 numbers and
+ * of c in its last D/2 (the class token gets zeros). The learned table
+ * is free to discover that 2-D structure by itself; its cosine similarity
+ * picture shows whether it did.
+ *
+ * Letters as in common/README.md: B images, N patches, T tokens, D width, H
+ * heads, D_H = D / H, F the MLP width, L blocks, C classes. Conventions as in
+ * chapter 06: one Params buffer, activations allocated once for max_B
+ * images, backward ACCUMULATES into the gradients. */
+#ifndef VIT_H
+#define VIT_H
+#include <stdint.h>
+#include "06_transformer/stack.h"
+#include "07_vision_transformer/patch_embed.h"
+#include "nn/params.h"
+#include "train/classifier.h"
+
+#define VIT_MODEL_NAME "ch07_vit"
+
+typedef enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1 } VitPool;
+typedef enum { VIT_POS_LEARNED = 0, VIT_POS_SINUSOIDAL_2D = 1 } VitPos;
+
+typedef struct {
+    PatchEmbedSpec patch;   /* channels, rows, cols, P and the width D */
+    int layers, heads, ff;  /* L, H (D_H = D / H), F */
+    float dropout;          /* on each sublayer's output (chapter 06), training only */
+    VitPool pool;
+    VitPos pos;
+    int classes;            /* C */
+} VitConfig;
+
+typedef struct {
+    VitConfig cfg;
+    int N, T, D, C;         /* patches, tokens (N or N + 1), width, classes */
+    int max_B, B;           /* capacity; images in the last forward */
+    Params params;
+    size_t patch_W, patch_b, cls, pos, head_W, head_b;   /* tensor offsets (cls, pos: 0 when absent) */
+    Stack st;               /* chapter 06's stack: X_0 in st.x[0], Z in st.out */
+    float *P_fixed;         /* [T, D] the 2-D sinusoids (VIT_POS_SINUSOIDAL_2D), else NULL */
+    int training;           /* 1: dropout on */
+    Rng dropout_rng;
+    /* activations and gradients, for max_B images */
+    float *patches;         /* [B, N, D] the patch embeddings */
+    float *patch_cache;     /* patch_embed_cache_floats */
+    float *pooled;          /* [B, D] u */
+    float *logits, *probs;  /* [B, C] */
+    float *dlogits, *dpooled, *dout, *dpatches;   /* [B, C], [B, D], [B, T, D], [B, N, D] */
+} Vit;
+
+const char *vit_pool_name(VitPool p);   /* "cls", "mean" */
+const char *vit_pos_name(VitPos p);     /* "learned", "sinusoidal2d" */
+/* Returns 0, or -1 with fail() listing the choices. */
+int vit_pool_from_name(const char *name, VitPool *p);
+int vit_pos_from_name(const char *name, VitPos *p);
+
+/* The fixed 2-D positions: P [T, D] for a grid of grid_rows x grid_cols
+ * patches, row 0 zeros when has_cls (then patch n is row n + 1). D % 4 == 0. */
+void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls);
+
+/* Pooling, shape [B, T, D] -> [B, D]:
+ *   cls:  pooled[b] = Z[b, 0]          mean: pooled[b] = (1/T) sum_t Z[b, t]
+ * backward: dZ [B, T, D] += the gradient of pooled spread back. */
+void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T, int D);
+void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int T, int D);
+
+/* Checks the sizes (patch divides the image, heads divide D, D % 4 == 0
+ * for the sinusoids, layers 1..STACK_MAX_LAYERS), declares and initialises
+ * the parameters from seed, allocates for max_B images. Returns 0, or -1
+ * with fail() (vit_free is then still safe). */
+int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed);
+void vit_free(Vit *v);
+
+/* images [B, channels, rows, cols] -> logits [B, C] (v->logits). With
+ * targets [B], returns the mean cross-entropy (and keeps the
+ * probabilities for backward); without, 0. */
+double vit_forward(Vit *v, const float *images, const int *targets, int B);
+/* After forward with targets: every gradient += d loss / d parameters. */
+void vit_backward(Vit *v, const int *targets);
+/* pred [B] = argmax of the last forward's logits. */
+void vit_predict(const Vit *v, int *pred);
+/* Block l's attention weights of the last forward, [B, H, T, T]. */
+const float *vit_attention(const Vit *v, int l);
+
+/* Config text (the checkpoint's) and back. */
+void vit_config_text(char *out, int cap, const VitConfig *cfg, int seed);
+int vit_config_from_text(const char *config, VitConfig *cfg);
+/* The Classifier face (train/classifier.h): a Vit built from a config text;
+ * n_out = 1, classes C. Its attention hook is NULL (the driver's heatmaps
+ * are per-position; the chapter draws the [T, T] maps itself from
+ * vit_of(c)). Returns 0, or -1 with fail(). */
+int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed);
+/* The Vit behind a Classifier vit_build made. */
+Vit *vit_of(const Classifier *c);
+
+#endif

@@ -1,0 +1,282 @@
+/* test_vit.c - chapter 07: the Vision Transformer (vit.h).
+ *
+ *  - pooling (class token and mean) against central finite differences;
+ *  - the whole model's gradient (every parameter) against central finite
+ *    differences, for cls and mean pooling, learned and 2-D sinusoidal
+ *    positions, on 8 x 8 images in 4 patches (and a 3-channel image);
+ *  - the 2-D sinusoids: the class token's row is 0, patches in one grid row
+ *    share their first D/2 numbers (chapter 04's sinusoids of the row), in
+ *    one grid column their last D/2;
+ *  - evaluation ignores dropout (the same logits as p = 0), training does not;
+ *  - config text round trip, and bad sizes refused with one clear message;
+ *  - a few AdamW steps fit a fixed batch (the loss falls);
+ *  - chapter 07 against chapter 06: the encoder output Z is, bit for bit,
+ *    chapter 06's blocks and final norm (block_forward, block_norm_forward)
+ *    run on X_0 = [x_cls; patch_embed(images)] + E_pos built by hand.
+ * The loss of the model checks is the mean cross-entropy the model returns,
+ * computed from float activations: eps = 3e-3 and max_rel_err < 3e-2, as the
+ * chapter 06 model checks (test_transformer.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "04_self_attention/self_attention.h"
+#include "06_transformer/block.h"
+#include "07_vision_transformer/vit.h"
+#include "nn/gradcheck.h"
+#include "nn/optim.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+static void fill(float *x, size_t n, float scale, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
+}
+
+static VitConfig small_config(VitPool pool, VitPos pos, int channels) {
+    return (VitConfig){.patch = {.channels = channels, .rows = 8, .cols = 8, .P = 4, .D = 8}, .layers = 2,
+                       .heads = 2, .ff = 12, .dropout = 0.0f, .pool = pool, .pos = pos, .classes = 3};
+}
+
+/* ------------------------------------------------------------- pooling */
+
+typedef struct {
+    float *Z, *pooled;
+    const float *w;
+    VitPool pool;
+    int B, T, D;
+} PoolCtx;
+
+static double pool_loss(void *p) {
+    PoolCtx *c = p;
+    vit_pool_forward(c->pooled, c->Z, c->pool, c->B, c->T, c->D);
+    double s = 0.0;
+    for (int i = 0; i < c->B * c->D; i++) s += (double)c->w[i] * c->pooled[i];
+    return s;
+}
+
+static void test_pool_gradients(void **state) {
+    (void)state;
+    const int B = 3, T = 5, D = 7;
+    Rng r;
+    rng_seed(&r, 3, 0);
+    for (int pool = 0; pool < 2; pool++) {
+        float Z[3 * 5 * 7], pooled[3 * 7], w[3 * 7], dZ[3 * 5 * 7];
+        fill(Z, sizeof Z / sizeof Z[0], 1.0f, &r);
+        fill(w, sizeof w / sizeof w[0], 1.0f, &r);
+        for (size_t i = 0; i < sizeof dZ / sizeof dZ[0]; i++) dZ[i] = 0.5f;   /* backward must add to it */
+        vit_pool_backward(dZ, w, (VitPool)pool, B, T, D);
+        for (size_t i = 0; i < sizeof dZ / sizeof dZ[0]; i++) dZ[i] -= 0.5f;
+        PoolCtx ctx = {Z, pooled, w, (VitPool)pool, B, T, D};
+        GradCheckResult res = gradcheck(pool_loss, &ctx, Z, dZ, sizeof Z / sizeof Z[0], 1e-2f, 1000);
+        if (!(res.max_rel_err < 1e-3)) fail_msg("pool %d: max_rel_err %.3g", pool, res.max_rel_err);
+        /* cls reads row 0 only; mean reads every row equally */
+        vit_pool_forward(pooled, Z, (VitPool)pool, B, T, D);
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < D; d++) {
+                double want = 0.0;
+                if (pool == VIT_POOL_CLS) want = Z[(size_t)b * T * D + d];
+                else for (int t = 0; t < T; t++) want += Z[((size_t)b * T + t) * D + d] / (double)T;
+                assert_true(fabs(pooled[b * D + d] - want) < 1e-6);
+            }
+    }
+}
+
+/* ------------------------------------------------------- the whole model */
+
+typedef struct {
+    Vit *v;
+    const float *images;
+    const int *targets;
+    int B;
+} ModelCtx;
+
+static double model_loss(void *p) {
+    ModelCtx *c = p;
+    return vit_forward(c->v, c->images, c->targets, c->B);
+}
+
+static void check_model(VitPool pool, VitPos pos, int channels) {
+    const int B = 3;
+    VitConfig cfg = small_config(pool, pos, channels);
+    Vit v;
+    assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
+    Rng r;
+    rng_seed(&r, 11, 0);
+    /* make every parameter matter: positions, class token and head away from their small initial values */
+    fill(v.params.data, v.params.size, 0.5f, &r);
+    float images[3 * 3 * 64];
+    fill(images, (size_t)B * channels * 64, 1.0f, &r);
+    int targets[3] = {0, 2, 1};
+    params_zero_grad(&v.params);
+    vit_forward(&v, images, targets, B);
+    vit_backward(&v, targets);
+    ModelCtx ctx = {&v, images, targets, B};
+    GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
+    if (!(res.max_rel_err < 3e-2))
+        fail_msg("ViT pool %s, pos %s, %d channels: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)",
+                   vit_pool_name(pool), vit_pos_name(pos), channels, res.max_rel_err, res.worst_index,
+                   res.worst_numeric, res.worst_analytic);
+    assert_true(res.n_checked >= 500);
+    vit_free(&v);
+}
+
+static void test_model_gradients(void **state) {
+    (void)state;
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3);
+}
+
+static void test_positions_2d(void **state) {
+    (void)state;
+    const int gr = 3, gc = 4, D = 8, h = D / 2;
+    float P[(1 + 12) * 8], row[3 * 4], col[4 * 4];
+    vit_positions_2d(P, gr, gc, D, 1);
+    positional_encoding_sinusoidal(row, gr, h);
+    positional_encoding_sinusoidal(col, gc, h);
+    for (int d = 0; d < D; d++) assert_true(P[d] == 0.0f);
+    for (int r = 0; r < gr; r++)
+        for (int c = 0; c < gc; c++) {
+            const float *p = P + (size_t)(1 + r * gc + c) * D;
+            assert_memory_equal(p, row + r * h, sizeof(float) * h);
+            assert_memory_equal(p + h, col + c * h, sizeof(float) * h);
+        }
+}
+
+static void test_dropout_only_in_training(void **state) {
+    (void)state;
+    const int B = 2;
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1), plain = cfg;
+    cfg.dropout = 0.3f;
+    Vit v, w;
+    assert_int_equal(vit_create(&v, &cfg, B, 9), 0);
+    assert_int_equal(vit_create(&w, &plain, B, 9), 0);
+    float images[2 * 64];
+    Rng r;
+    rng_seed(&r, 2, 0);
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    vit_forward(&v, images, NULL, B);
+    vit_forward(&w, images, NULL, B);
+    assert_memory_equal(v.logits, w.logits, sizeof(float) * B * 3);      /* evaluation: no dropout */
+    v.training = 1;
+    vit_forward(&v, images, NULL, B);
+    assert_true(memcmp(v.logits, w.logits, sizeof(float) * B * 3) != 0);
+    vit_free(&v);
+    vit_free(&w);
+}
+
+static void test_config_and_errors(void **state) {
+    (void)state;
+    VitConfig cfg = small_config(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1), back;
+    cfg.dropout = 0.125f;
+    char text[1024];
+    vit_config_text(text, sizeof text, &cfg, 4);
+    assert_int_equal(vit_config_from_text(text, &back), 0);
+    assert_memory_equal(&cfg, &back, sizeof cfg);
+    Vit v;
+    VitConfig bad = cfg;
+    bad.patch.P = 3;                                   /* does not divide 8 */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "3"));
+    vit_free(&v);
+    bad = cfg;
+    bad.heads = 3;                                     /* does not divide D = 8 */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "heads=3"));
+    vit_free(&v);
+    bad = cfg;
+    bad.patch.D = 6;                                   /* the 2-D sinusoids need D % 4 == 0 */
+    bad.heads = 2;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "divisible by 4"));
+    vit_free(&v);
+    assert_int_equal(vit_config_from_text("model=other\n", &back), -1);
+}
+
+static void test_fits_a_batch(void **state) {
+    (void)state;
+    const int B = 8;
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    Vit v;
+    assert_int_equal(vit_create(&v, &cfg, B, 3), 0);
+    Adam opt;
+    assert_int_equal(adam_init(&opt, &v.params, 1e-2f, 0.01f), 0);
+    float images[8 * 64];
+    int targets[8];
+    Rng r;
+    rng_seed(&r, 8, 0);
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    for (int b = 0; b < B; b++) targets[b] = b % 3;
+    double first = 0.0, last = 0.0;
+    for (int step = 0; step < 60; step++) {
+        params_zero_grad(&v.params);
+        last = vit_forward(&v, images, targets, B);
+        if (step == 0) first = last;
+        vit_backward(&v, targets);
+        adam_step(&opt, &v.params, 1e-2f);
+    }
+    assert_true(last < 0.2 * first);
+    adam_free(&opt);
+    vit_free(&v);
+}
+
+static void test_encoder_is_chapter_06(void **state) {
+    (void)state;
+    const int B = 2;
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    Vit v;
+    assert_int_equal(vit_create(&v, &cfg, B, 4), 0);
+    Rng r;
+    rng_seed(&r, 6, 0);
+    fill(params_data(&v.params, v.pos), (size_t)v.T * v.D, 0.5f, &r);
+    fill(params_data(&v.params, v.cls), (size_t)v.D, 0.5f, &r);
+    float images[2 * 64];
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    vit_forward(&v, images, NULL, B);
+    /* X_0 by hand: patches (chapter 07's one new layer), class token, positions */
+    const int N = v.N, T = v.T, D = v.D;
+    float *patches = calloc((size_t)B * N * D, sizeof(float)), *cache = calloc(patch_embed_cache_floats(&cfg.patch, B), sizeof(float));
+    float *X = calloc((size_t)B * T * D, sizeof(float)), *Y = calloc((size_t)B * T * D, sizeof(float));
+    float *mean = calloc((size_t)B * T, sizeof(float)), *rstd = calloc((size_t)B * T, sizeof(float));
+    patch_embed_forward(patches, cache, images, params_data(&v.params, v.patch_W), params_data(&v.params, v.patch_b),
+                        &cfg.patch, B);
+    const float *pos = params_data(&v.params, v.pos), *cls = params_data(&v.params, v.cls);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++)
+                X[((size_t)b * T + t) * D + d] = (t == 0 ? cls[d] : patches[((size_t)b * N + t - 1) * D + d]) + pos[t * D + d];
+    /* chapter 06, called block by block */
+    const BlockSpec *spec = &v.st.spec;
+    float *block_cache = calloc(block_cache_floats(spec, B, T, 0), sizeof(float));
+    for (int l = 0; l < cfg.layers; l++) {
+        BlockWeights w = stack_block_weights(&v.st, l, 0);
+        block_forward(Y, block_cache, X, spec, &w, NULL, NULL, B, T, 0, NULL);
+        memcpy(X, Y, sizeof(float) * (size_t)B * T * D);
+    }
+    block_norm_forward(Y, mean, rstd, X, spec, params_data(&v.params, v.st.norm_g), params_data(&v.params, v.st.norm_b),
+                       B * T);
+    assert_memory_equal(Y, v.st.out, sizeof(float) * (size_t)B * T * D);
+    free(patches); free(cache); free(X); free(Y); free(mean); free(rstd); free(block_cache);
+    vit_free(&v);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_gradients),
+        cmocka_unit_test(test_model_gradients),
+        cmocka_unit_test(test_positions_2d),
+        cmocka_unit_test(test_dropout_only_in_training),
+        cmocka_unit_test(test_config_and_errors),
+        cmocka_unit_test(test_fits_a_batch),
+        cmocka_unit_test(test_encoder_is_chapter_06),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

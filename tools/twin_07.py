@@ -1,0 +1,116 @@
+"""twin_07.py - chapter 07's Vision Transformer, rebuilt from standard PyTorch modules.
+
+The C model (chapters/07_vision_transformer/vit.h):
+    X_0 = [x_cls;] Conv2d(images, kernel = stride = P).flatten(2).transpose(1, 2) + E_pos
+    Z   = LayerNorm(Block_L(.. Block_1(X_0)))      pre-norm blocks (chapter 06), no mask
+    u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean);   logits = u W_head + b_head
+    loss = mean cross-entropy over the batch
+Here: nn.Conv2d(channels, D, P, stride=P) with weight = patch.W^T reshaped to
+[D, channels, P, P] (patch_embed.h's layout promise), the class token and a
+learned E_pos as parameters (the 2-D sinusoids computed in float64 here, from
+chapter 04's twin's 1-D table), nn.TransformerEncoderLayer(norm_first=True,
+activation="gelu", dropout=0) for each block with the C weights mapped by
+twin_06's table, nn.LayerNorm, nn.Linear. The dump's batch is the first B test
+images; "greedy" counts the images whose predicted class agrees.
+"""
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import twin_06
+import twinmap
+from twin_04 import sinusoidal
+
+CHAPTER = "07_vision_transformer"
+MODEL = "ch07_vit"
+KIND = "images"
+
+_SMALL = ["--dim", "16", "--heads", "2", "--ff", "32", "--layers", "2", "--batch", "32", "--pictures", "1"]
+RUNS = [
+    ("p7 cls learned", ["--patch", "7", "--pool", "cls", "--pos", "learned"] + _SMALL),
+    ("p4 mean sin2d", ["--patch", "4", "--pool", "mean", "--pos", "sinusoidal2d"] + _SMALL),
+    ("p14 cls sin2d aug", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment"] + _SMALL),
+]
+
+
+def sinusoids_2d(grid_rows, grid_cols, D, has_cls, dtype):
+    half = D // 2
+    Pr, Pc = sinusoidal(grid_rows, half, dtype), sinusoidal(grid_cols, half, dtype)
+    P = torch.stack([torch.cat([Pr[i // grid_cols], Pc[i % grid_cols]]) for i in range(grid_rows * grid_cols)])
+    return torch.cat([torch.zeros(1, D, dtype=dtype), P]) if has_cls else P
+
+
+class VitTwin(nn.Module):
+    def __init__(self, cfg, tensors, dtype=torch.float64):
+        super().__init__()
+        if float(cfg["dropout"]) != 0.0:
+            raise ValueError("dropout must be 0: twin_dump's pass is a training pass, its masks are not dumped")
+        self.ch, self.rows, self.cols, P = (int(cfg[k]) for k in ("channels", "rows", "cols", "patch"))
+        D, L, H, F_ = (int(cfg[k]) for k in ("dim", "layers", "heads", "ff"))
+        self.P, self.D, self.cls_pool = P, D, cfg["pool"] == "cls"
+        self.learned = cfg["pos"] == "learned"
+        C = int(cfg["classes"])
+        self.patch = nn.Conv2d(self.ch, D, P, stride=P)
+        T = (self.rows // P) * (self.cols // P) + self.cls_pool
+        if self.cls_pool:
+            self.cls = nn.Parameter(torch.zeros(D))
+        if self.learned:
+            self.pos = nn.Parameter(torch.zeros(T, D))
+        else:
+            self.register_buffer("P_fixed", sinusoids_2d(self.rows // P, self.cols // P, D, self.cls_pool, dtype))
+        self.layers = nn.ModuleList(twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
+                                    for _ in range(L))
+        self.norm = nn.LayerNorm(D, eps=twin_06.NORM_EPS)
+        self.head = nn.Linear(D, C)
+        self.to(dtype)
+
+        # patch.W [D_in, D] is conv.weight [D, channels, P, P] transposed and reshaped: by hand
+        with torch.no_grad():
+            self.patch.weight.copy_(torch.as_tensor(tensors["patch.W"]).t().reshape(self.patch.weight.shape))
+        self.layout = [("patch.b", "patch.bias", False, None)]
+        if self.cls_pool:
+            self.layout.append(("cls", "cls", False, None))
+        if self.learned:
+            self.layout.append(("pos", "pos", False, None))
+        self.pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", False)
+        self.blocks = [f"enc{l}" for l in range(L)]
+        pieces_in = dict(tensors)
+        for l, c_name in enumerate(self.blocks):
+            self.layout += twin_06.block_layout(c_name, f"layers.{l}", self.pieces, False)
+            for piece, value in twin_06.split_block(tensors[c_name], self.pieces).items():
+                pieces_in[f"{c_name}.{piece}"] = value
+        self.layout += [("enc_norm.gamma", "norm.weight", False, None), ("enc_norm.beta", "norm.bias", False, None),
+                        ("head.W", "head.weight", True, None), ("head.b", "head.bias", False, None)]
+        twinmap.load_c(self, self.layout, pieces_in)
+
+    def forward(self, images):
+        """images [B, channels * rows * cols] (as the C Examples hold them) -> logits [B, C]"""
+        B = images.shape[0]
+        x = self.patch(images.reshape(B, self.ch, self.rows, self.cols)).flatten(2).transpose(1, 2)
+        if self.cls_pool:
+            x = torch.cat([self.cls.expand(B, 1, self.D), x], dim=1)
+        x = x + (self.pos if self.learned else self.P_fixed)
+        for layer in self.layers:
+            x = layer(x)
+        z = self.norm(x)
+        return self.head(z[:, 0] if self.cls_pool else z.mean(dim=1))
+
+    @staticmethod
+    def loss(logits, y):
+        return F.cross_entropy(logits, y.reshape(-1))
+
+    def c_grads(self):
+        grads = twinmap.c_grads(self, self.layout)
+        grads["patch.W"] = self.patch.weight.grad.reshape(self.D, -1).t()
+        for c_name in self.blocks:
+            grads[c_name] = torch.cat([grads.pop(f"{c_name}.{piece}").reshape(-1) for piece, _ in self.pieces])
+        return grads
+
+    @torch.no_grad()
+    def predict(self, images):
+        return torch.argmax(self(images), dim=-1)
+
+
+def build(cfg, tensors, dtype=torch.float64):
+    return VitTwin(cfg, {k: np.asarray(v) for k, v in tensors.items()}, dtype)
