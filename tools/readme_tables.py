@@ -365,8 +365,9 @@ def table_gpt(out_dir, readme):
                                                        number(d, "context", path), d.get("norm"),
                                                        d.get("norm_type"), d.get("mlp"))
         rows.append("| %s | %ss | %s | %s | %.2fM | %.0f | %s | %s | %s | %s |" % (
-            how, d.get("tokens"), model, "{:,}".format(int(number(d, "parameters", path))),
-            number(d, "tokens_seen", path) / 1e6, number(d, "train_seconds", path),
+            how, d.get("tokens"), model, "%.2fM" % (number(d, "parameters", path) / 1e6),
+            number(d, "steps", path) * number(d, "batch", path) * number(d, "context", path) / 1e6,
+            number(d, "train_seconds", path),
             (fmt % number(d, "unigram_test", path)) + " " + unit,
             (fmt % number(d, "kn_trigram_test", path)) + " " + unit,
             (fmt % number(d, "valid_" + key, path)) + " " + unit,

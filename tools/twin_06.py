@@ -230,14 +230,20 @@ def split_block(flat, pieces):
 
 # ------------------------------------------------------------------ the model
 
+def block_settings(cfg):
+    """(L, D, H, F, norm place, norm type, MLP) of a chapter 06 checkpoint's
+    config (the encoder-decoder's or the GPT's); dropout must be off."""
+    if float(cfg["dropout"]) != 0.0 or float(cfg.get("attn_dropout", 0)) != 0.0:
+        raise ValueError("dropout and attn_dropout must be 0: twin_dump's pass is a training pass, "
+                         "its masks are not dumped")
+    return (int(cfg["layers"]), int(cfg["dim"]), int(cfg["heads"]), int(cfg["ff"]), cfg["norm"],
+            cfg["norm_type"], cfg["mlp"])
+
+
 class TransformerTwin(nn.Module):
     def __init__(self, cfg, tensors, dtype=torch.float64):
         super().__init__()
-        if float(cfg["dropout"]) != 0.0 or float(cfg.get("attn_dropout", 0)) != 0.0:
-            raise ValueError("dropout and attn_dropout must be 0: twin_dump's pass is a training pass, "
-                             "its masks are not dumped")
-        L, D, H, F_ = int(cfg["layers"]), int(cfg["dim"]), int(cfg["heads"]), int(cfg["ff"])
-        place, norm, mlp = cfg["norm"], cfg["norm_type"], cfg["mlp"]
+        L, D, H, F_, place, norm, mlp = block_settings(cfg)
         self.L, self.D, self.learned = L, D, cfg["pos"] == "learned"
         self.eps = float(cfg["label_smoothing"])
         V_src, V_tgt = tensors["src_emb"].shape[0], tensors["tgt_emb"].shape[0]

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 import twinmap
 from twin_04 import sinusoidal
-from twin_06 import block_layout, block_pieces, make_layer, make_norm, split_block
+from twin_06 import block_layout, block_pieces, block_settings, make_layer, make_norm, split_block
 
 CHAPTER = "06_transformer"
 BINARY = "06_gpt"        # the chapter's second program (chapters/06_transformer/main_gpt.c)
@@ -47,11 +47,7 @@ RUNS = [
 class GptTwin(nn.Module):
     def __init__(self, cfg, tensors, dtype=torch.float64):
         super().__init__()
-        if float(cfg["dropout"]) != 0.0 or float(cfg.get("attn_dropout", 0)) != 0.0:
-            raise ValueError("dropout and attn_dropout must be 0: twin_dump's pass is a training pass, "
-                             "its masks are not dumped")
-        L, D, H, F_ = int(cfg["layers"]), int(cfg["dim"]), int(cfg["heads"]), int(cfg["ff"])
-        place, norm, mlp = cfg["norm"], cfg["norm_type"], cfg["mlp"]
+        L, D, H, F_, place, norm, mlp = block_settings(cfg)
         N, V = int(cfg["context"]), int(cfg["vocab"])
         self.N, self.learned = N, cfg["pos"] == "learned"
         self.tok_emb = nn.Embedding(V, D)

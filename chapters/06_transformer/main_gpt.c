@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "06_transformer/gpt.h"
+#include "06_transformer/transformer.h"
 #include "data/brown.h"
 #include "data/ngram.h"
 #include "io/args.h"
@@ -169,17 +170,10 @@ static int plot_prompt(Gpt *g, const BrownCorpus *c, const int *ids, int n, cons
         snprintf(tok[i], 32, "%s", strcmp(t, " ") == 0 ? "_" : strcmp(t, "\n") == 0 ? "\\n" : t);
         labels[i] = tok[i];
     }
-    char (*titles)[48] = xcalloc((size_t)L * H, 48);
-    const char **title_ptrs = xcalloc((size_t)L * H, sizeof(char *));
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++) {
-            snprintf(titles[l * H + h], 48, "layer %d, head %d", l + 1, h + 1);
-            title_ptrs[l * H + h] = titles[l * H + h];
-        }
-    int rc = plot_heatmap_grid(stem, "Causal self-attention: each token (row) over the tokens up to it", maps,
-                               L * H, H, title_ptrs, n, n, labels, labels, "key", "query", 0.0f, 1.0f);
+    int rc = transformer_plot_grid(stem, "Causal self-attention: each token (row) over the tokens up to it", maps, L,
+                                   H, n, n, labels, labels, "key", "query");
     if (rc == 0) printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    free(tokens); free(maps); free(tok); free(labels); free(titles); free(title_ptrs);
+    free(tokens); free(maps); free(tok); free(labels);
     return rc;
 }
 

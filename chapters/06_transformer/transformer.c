@@ -336,8 +336,8 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
 
 /* ================================================ every layer's and head's map */
 
-/* Maps [L, H, rows, cols] -> one picture of L x H panels. */
-static int plot_grid(const char *stem, const char *what, const float *maps, int L, int H, int rows, int cols,
+/* Maps [L, H, rows, cols] -> one picture of L x H panels (see transformer.h). */
+int transformer_plot_grid(const char *stem, const char *what, const float *maps, int L, int H, int rows, int cols,
                      const char *const *x_labels, const char *const *y_labels, const char *x_title,
                      const char *y_title) {
     char (*titles)[48] = xcalloc((size_t)L * H, 48);
@@ -389,12 +389,12 @@ int transformer_plot_layers(void *self, const Dataset *d, const int *src, int sr
     }
     char path[1100];
     snprintf(path, sizeof path, "%s_cross", stem);
-    int rc = plot_grid(path, "Cross-attention: each output token (row) over the source, every layer and head",
+    int rc = transformer_plot_grid(path, "Cross-attention: each output token (row) over the source, every layer and head",
                        cross, L, H, Tt, T, x_labels, y_labels, "source", "output");
     if (rc == 0) {
         printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
         snprintf(path, sizeof path, "%s_encoder", stem);
-        rc = plot_grid(path, "Encoder self-attention: each source position (row) over the source", self_maps, L,
+        rc = transformer_plot_grid(path, "Encoder self-attention: each source position (row) over the source", self_maps, L,
                        H, T, T, x_labels, x_labels, "key", "query");
         if (rc == 0) printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }

@@ -80,6 +80,12 @@ double transformer_train_step(void *self, const Batch *b, int backward);
 void transformer_encode(void *self, const Batch *b, float *states);
 void transformer_step(void *self, int n, const int *src_row, const float *states, const int *prev,
                       float *next, float *logprobs, float *attn);
+/* Every layer's and head's attention in one picture: maps [L, H, rows, cols]
+ * as L rows of H panels titled "layer l, head h", tick labels x_labels[cols]
+ * and y_labels[rows], colours over [0, 1]. Returns 0 or -1 with fail(). */
+int transformer_plot_grid(const char *stem, const char *what, const float *maps, int L, int H, int rows, int cols,
+                          const char *const *x_labels, const char *const *y_labels, const char *x_title,
+                          const char *y_title);
 int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
                                int out_len, const char *stem);
 
