@@ -368,6 +368,8 @@ static void test_gpt_paths(void **state) {
     expect_error(p, "--context 16 --eval-stride 17", "--eval-stride");
     expect_error(p, "--dim 10 --heads 3", "--dim");
     expect_error(p, "--tokens bytes", "--tokens");
+    expect_error(p, "--final-valid-tokens 1", "--final-valid-tokens");
+    expect_error(p, "--eval-max-tokens 1", "--eval-max-tokens");
     snprintf(args, sizeof args, "--load %s/nothing.ckpt", tmp_dir);
     expect_error(p, args, "nothing.ckpt");
     snprintf(args, sizeof args, "--load %s/ngpt06/model.ckpt", tmp_dir);
@@ -376,6 +378,8 @@ static void test_gpt_paths(void **state) {
     expect_error("06_transformer", args, "a checkpoint of chapter 06_gpt (model=gpt)");
     snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --steps 5", tmp_dir);
     expect_error(p, args, "--steps");
+    snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --eval-stride 17", tmp_dir);
+    expect_error(p, args, "--eval-stride 17 is longer than the model's context 16");
     snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --prompt '   '", tmp_dir);
     expect_error(p, args, "blank");
     /* generation: seeded, so the same command prints the same text */

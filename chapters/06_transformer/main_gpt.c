@@ -132,7 +132,6 @@ static void print_samples(Gpt *g, const BrownCorpus *c, const Flags *f, int kv_c
                           int n_prompts) {
     const int cap = 4096;
     int *ids = xmalloc(sizeof(int) * cap), *out = xmalloc(sizeof(int) * (size_t)(f->max_new > 0 ? f->max_new : 1));
-    char *text = xmalloc(1 << 16);
     Rng rng;
     rng_seed(&rng, (uint64_t)f->seed, 11);   /* sampling has its own stream: the same seed, the same text */
     const GptSampling s = {f->temperature, f->top_k, kv_cache};
@@ -140,17 +139,23 @@ static void print_samples(Gpt *g, const BrownCorpus *c, const Flags *f, int kv_c
         int n = brown_encode(c, prompts[i], ids, cap);
         if (n <= 0) continue;
         if (gpt_generate(g, ids, n, f->max_new, &s, &rng, out, NULL) < 0) break;
-        brown_decode(c, out, f->max_new, text, 1 << 16);
+        size_t len = 1;   /* the text's bytes: every token and a separator */
+        for (int j = 0; j < f->max_new; j++) len += strlen(brown_token(c, out[j])) + 1;
+        char *text = xmalloc(len);
+        brown_decode(c, out, f->max_new, text, (int)len);
         printf("  [%s]%s%s\n", prompts[i], c->kind == BROWN_WORDS ? " " : "", text);
+        free(text);
     }
     free(ids);
     free(out);
-    free(text);
 }
 
 /* Causal self-attention of every layer and head over a prompt. */
 static int plot_prompt(Gpt *g, const BrownCorpus *c, const int *ids, int n, const char *stem) {
-    if (n > g->N) n = g->N;
+    if (n > g->N) {
+        printf("  (the prompt has %d tokens; the maps show its first %d, the model's window)\n", n, g->N);
+        n = g->N;
+    }
     int *tokens = xcalloc((size_t)g->N, sizeof(int));
     memcpy(tokens, ids, sizeof(int) * (size_t)n);
     /* one window of n positions: the first n rows of the maps of a full window are the same (causal) */
@@ -358,6 +363,12 @@ static int run_loaded(const Flags *f) {
         return -1;
     }
     const BrownTokens kind = strcmp(tokens, "word") == 0 ? BROWN_WORDS : BROWN_CHARS;
+    if (f->eval_stride > cfg.context) {
+        fail("--eval-stride %d is longer than the model's context %d: windows would skip tokens", f->eval_stride,
+             cfg.context);
+        free(config);
+        return -1;
+    }
     BrownCorpus c;
     if (brown_load(&c, f->data, kind) < 0) {
         free(config);
@@ -413,9 +424,7 @@ static int run_loaded(const Flags *f) {
         int *stream = joined_stream(&c);
         /* as training measured it: windows moved by N/2 (words) or N (characters) */
         const int half = cfg.context / 2 > 0 ? cfg.context / 2 : 1;
-        const int stride = f->eval_stride > 0 && f->eval_stride <= cfg.context ? f->eval_stride
-                           : kind == BROWN_WORDS                                 ? half
-                                                                                 : cfg.context;
+        const int stride = f->eval_stride > 0 ? f->eval_stride : kind == BROWN_WORDS ? half : cfg.context;
         const double test_nll = part_nll(g, stream, c.valid.n, c.valid.n + c.test.n, stride);
         free(stream);
         printf("%s: test %s %.3f\n", f->load, metric_name(kind), metric(kind, test_nll));
@@ -505,6 +514,9 @@ int main(int argc, char **argv) {
     if (rc == 0 && (f.prompt || f.plot) && !f.load)
         rc = fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
     if (rc == 0 && f.backend && backend_select(f.backend) < 0) rc = -1;
+    if (rc == 0 && (f.final_valid_tokens == 1 || f.eval_max_tokens == 1))
+        rc = fail("--%s 1: expected 0 (all) or at least 2 tokens (the first one only gives context)",
+                  f.final_valid_tokens == 1 ? "final-valid-tokens" : "eval-max-tokens");
     if (rc == 0 && !f.load && f.eval_stride > f.context)
         rc = fail("--eval-stride %d is longer than --context %d: windows would skip tokens", f.eval_stride, f.context);
     if (rc == 0) {

@@ -44,7 +44,6 @@ void stack_init_weights(Stack *st, Rng *rng) {
 
 void stack_alloc(Stack *st, int max_B, int max_N, int N_M) {
     const size_t rows = (size_t)max_B * max_N, RD = rows * st->spec.D;
-    st->max_rows = (int)rows;
     for (int l = 0; l <= st->L; l++) st->x[l] = xcalloc(RD, sizeof(float));
     for (int l = 0; l < st->L; l++)
         st->cache[l] = xcalloc(block_cache_floats(&st->spec, max_B, max_N, N_M), sizeof(float));

@@ -35,7 +35,6 @@ typedef struct {
     Params *params;                     /* the model's parameters (not owned) */
     size_t block[STACK_MAX_LAYERS];     /* offset of block l's one tensor */
     size_t norm_g, norm_b;              /* the final norm's gamma and beta (0: none) */
-    int max_rows;                       /* B * N the buffers hold */
     /* activations, for up to max_B sequences of max_N positions */
     float *x[STACK_MAX_LAYERS + 1];     /* [B, N, D] X_0 .. X_L (the model writes X_0) */
     float *cache[STACK_MAX_LAYERS];     /* each block's cache (block_cache_floats) */
