@@ -544,13 +544,14 @@ static void test_block_sizes(void **state) {
     block_init(&s, &w, &r);
     for (int d = 0; d < D; d++) assert_true(w.norm1_gamma[d] == 1.0f && w.norm2_gamma[d] == 1.0f);
     free(base);
-    /* attention dropout: the keep masks and one head's dropped weights, self and cross */
+    /* attention dropout: the keep masks and one head's dropped weights per thread, self and cross */
     const int B = 2, N = 3, N_M = 4;
     s.cross = 1;
     BlockSpec s_drop = s;
     s_drop.attn_dropout = 0.1f;
     assert_int_equal(block_cache_floats(&s_drop, B, N, N_M) - block_cache_floats(&s, B, N, N_M),
-                     (size_t)B * H * N * N + (size_t)N * N + (size_t)B * H * N * N_M + (size_t)N * N_M);
+                     (size_t)B * H * N * N + (size_t)threads_slots() * N * N + (size_t)B * H * N * N_M +
+                         (size_t)threads_slots() * N * N_M);
     assert_int_equal(block_scratch_floats(&s_drop, B, N, N_M), block_scratch_floats(&s, B, N, N_M));
     assert_int_equal(block_spec_check(&s_drop), 0);
     s.cross = 0;

@@ -756,6 +756,57 @@ static void test_dropout(void **state) {
     free(x); free(y); free(w); free(mask); free(mask_again);
 }
 
+/* Softmax, LayerNorm and GELU cut long inputs into one piece per thread
+ * (rows, or runs of 64 values): 1 and 2 threads give the same bits, on both
+ * backends. The sizes are odd so that pieces end mid-vector and mid-row. */
+static void test_threads_same_bits(void **state) {
+    (void)state;
+    enum { N = 301, C = 257, n = N * C };
+    float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n), *gamma = malloc(sizeof(float) * C);
+    float *beta = malloc(sizeof(float) * C), *out[2], *dx[2], *mean[2], *rstd[2];
+    Rng r;
+    rng_seed(&r, 21, 0);
+    fill(x, n, 4.0f, &r);
+    fill(dy, n, 1.0f, &r);
+    fill(gamma, C, 1.0f, &r);
+    fill(beta, C, 1.0f, &r);
+    for (int k = 0; k < 2; k++) {
+        out[k] = malloc(sizeof(float) * n);
+        dx[k] = malloc(sizeof(float) * n);
+        mean[k] = malloc(sizeof(float) * N);
+        rstd[k] = malloc(sizeof(float) * N);
+    }
+    const char *backends[2] = {"naive", "avx2"};
+    for (int b = 0; b < (cpu_has_avx2_fma() ? 2 : 1); b++) {
+        assert_int_equal(backend_select(backends[b]), 0);
+        for (int what = 0; what < 4; what++) {   /* softmax, its backward, LayerNorm, GELU and its backward */
+            for (int k = 0; k < 2; k++) {
+                threads_set(k + 1);
+                memset(dx[k], 0, sizeof(float) * n);
+                if (what == 0) softmax_forward(out[k], x, N, C);
+                if (what == 1) softmax_backward(dx[k], dy, out[0], N, C);
+                if (what == 2) layernorm_forward(out[k], mean[k], rstd[k], x, gamma, beta, N, C, 1e-5f);
+                if (what == 3) {
+                    gelu_forward(out[k], x, n);
+                    gelu_backward(dx[k], dy, x, n);
+                }
+            }
+            threads_set(0);
+            if (what != 1) assert_memory_equal(out[0], out[1], sizeof(float) * n);
+            if (what == 1 || what == 3) assert_memory_equal(dx[0], dx[1], sizeof(float) * n);
+            if (what == 2) {
+                assert_memory_equal(mean[0], mean[1], sizeof(float) * N);
+                assert_memory_equal(rstd[0], rstd[1], sizeof(float) * N);
+            }
+        }
+    }
+    assert_int_equal(backend_select(NULL), 0);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]); free(dx[k]); free(mean[k]); free(rstd[k]);
+    }
+    free(x); free(dy); free(gamma); free(beta);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradcheck_catches_wrong_gradient),
@@ -773,6 +824,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm_values),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_threads_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
  *      projected by W_O, forward and backward;
  *  - masks: blocked weights exactly 0, rows sum to 1, a future input changes
  *    no earlier output (bit for bit);
+ *  - 1 and 2 threads give the same bits (the sequences shared out);
  *  - the whole model: gradient check of every tensor, and with H = 1,
  *    W_O = I, b_O = 0 it gives chapter 04's DigitModel logits. */
 #include <math.h>
@@ -437,9 +438,58 @@ static void test_model_one_head_equals_chapter04_model(void **state) {
     mh_model_free(&mh);
 }
 
+/* The threads share out the sequences of steps 2-3 and 3'-2', each with its
+ * own scratch: 1 and 2 threads give the same bits, with and without dropout
+ * (two threads writing one scratch would not). */
+static void run_threads(Layer *L, int threads, float *O, float *dX, float *dP) {
+    threads_set(threads);
+    size_t nX = (size_t)L->B * L->N * L->s.D, nP = multi_head_param_count(&L->s);
+    float *scratch = alloc_floats(multi_head_scratch_floats(&L->s, L->B, L->N));
+    memset(dX, 0, sizeof(float) * nX);
+    memset(dP, 0, sizeof(float) * nP);
+    MultiHeadWeights dw = multi_head_weights_view(&L->s, dP);
+    layer_forward(L);
+    memcpy(O, L->O, sizeof(float) * (size_t)L->B * L->N * L->s.D_out);
+    multi_head_backward(dX, &dw, scratch, L->wO, L->A, L->keep, L->cache, L->X, &L->s, &L->w, L->causal,
+                        L->lens, L->B, L->N);
+    free(scratch);
+    threads_set(0);
+}
+
+static void test_threads_same_bits(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 9, 0);
+    for (int dropout = 0; dropout <= 1; dropout++) {
+        Layer L;
+        layer_make(&L, 7, 33, 24, 3, 8, 24, &r);
+        L.causal = 1;
+        if (dropout) {
+            L.s.keep_masks = 1;
+            free(L.cache);
+            L.cache = alloc_floats(multi_head_cache_floats(&L.s, L.B, L.N));
+            size_t nA = multi_head_attention_floats(&L.s, L.B, L.N);
+            L.keep = alloc_floats(nA);
+            dropout_mask(L.keep, (int)nA, 0.3f, &r);
+        }
+        size_t nO = (size_t)L.B * L.N * L.s.D_out, nX = (size_t)L.B * L.N * L.s.D;
+        size_t nP = multi_head_param_count(&L.s);
+        float *O1 = alloc_floats(nO), *O2 = alloc_floats(nO), *dX1 = alloc_floats(nX), *dX2 = alloc_floats(nX);
+        float *dP1 = alloc_floats(nP), *dP2 = alloc_floats(nP);
+        run_threads(&L, 1, O1, dX1, dP1);
+        run_threads(&L, 2, O2, dX2, dP2);
+        assert_memory_equal(O1, O2, sizeof(float) * nO);
+        assert_memory_equal(dX1, dX2, sizeof(float) * nX);
+        assert_memory_equal(dP1, dP2, sizeof(float) * nP);
+        free(O1); free(O2); free(dX1); free(dX2); free(dP1); free(dP2);
+        layer_free(&L);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_multi_head_gradients),
+        cmocka_unit_test(test_threads_same_bits),
         cmocka_unit_test(test_one_head_equals_self_attention),
         cmocka_unit_test(test_fused_equals_separate_heads),
         cmocka_unit_test(test_masks),

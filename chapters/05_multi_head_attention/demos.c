@@ -225,7 +225,8 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
         sc->cpu_ms[i] = 1e3 * median(cpu_times, repeats);
         sc->attn_bytes[i] = sizeof(float) * (double)multi_head_attention_floats(&s, 1, N);
         sc->linear_bytes[i] = sizeof(float) * (double)(multi_head_cache_floats(&s, 1, N) +
-                                                       multi_head_scratch_floats(&s, 1, N) - 2.0 * N * N);
+                                                       multi_head_scratch_floats(&s, 1, N) -
+                                                       2.0 * threads_slots() * N * N);
         char ratio_t[16] = "", ratio_m[16] = "";
         if (i > 0) {
             snprintf(ratio_t, sizeof ratio_t, "%.1f", sc->cpu_ms[i] / sc->cpu_ms[i - 1]);

@@ -20,11 +20,16 @@
  * flash_attention.c instead, block by block, without A (same results within
  * float rounding, O(N) memory instead of N x N per head).
  * With keep masks (dropout on the weights, plain path only), step 3 is
- * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both. */
+ * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both.
+ * The sequences are independent, so the threads share them out in steps
+ * 2-3 and 3'-2' (each thread with its own [N, N] scratch); one (sequence,
+ * head) is computed by one thread exactly as on one thread, so the bits do
+ * not depend on the thread count. */
 #include "05_multi_head_attention/multi_head.h"
 
 #include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
@@ -72,7 +77,7 @@ size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
     if (s->attention == MULTI_HEAD_FUSED)
         return linear + (size_t)B * s->H * N                      /* lse */
                + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);   /* one block */
-    if (s->keep_masks) return linear + (size_t)N * N;             /* one head's A o keep */
+    if (s->keep_masks) return linear + (size_t)threads_slots() * N * N;   /* A o keep, a head per thread */
     return linear;
 }
 
@@ -80,17 +85,21 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
     const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* d[Q|K|V], dY */
     if (s->attention == MULTI_HEAD_FUSED)
         return linear + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);
-    return linear + 2 * (size_t)N * N;                            /* dA, dE: chapter 03's scratch */
+    return linear + (size_t)threads_slots() * 2 * N * N;         /* dA, dE per thread: chapter 03's */
 }
 
 /* Steps 2-3 of the plain path, every sequence and head, by chapter 03:
  * QKV [B, N, 3 H D_H], keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, H D_H].
- * dropped [N, N]: room for one head's A o keep (when keep is given). */
-static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped, const float *QKV,
-                                    int H, int D_H, int causal, const int *lens, int B, int N) {
+ * dropped [threads_slots(), N, N]: each thread's room for one head's A o keep
+ * (when keep is given). */
+static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped_rooms,
+                                    const float *QKV, int H, int D_H, int causal, const int *lens, int B,
+                                    int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
     for (int b = 0; b < B; b++) {
+        float *dropped = dropped_rooms + (size_t)omp_get_thread_num() * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
         const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};   /* as in chapter 04 */
@@ -110,12 +119,15 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
 }
 
 /* Steps 3'-2' of the plain path, every sequence and head, by chapter 03:
- * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.  scratch: dA, dE [N, N] */
-static void plain_attention_backward(float *dQKV, float *scratch, const float *dY, const float *A,
+ * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.
+ * scratch [threads_slots(), 2, N, N]: each thread's dA, dE */
+static void plain_attention_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A,
                                      const float *keep, const float *QKV, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
     for (int b = 0; b < B; b++) {
+        float *scratch = scratch_rooms + (size_t)omp_get_thread_num() * 2 * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
         const float *dY_b = dY + (size_t)b * N * HD;

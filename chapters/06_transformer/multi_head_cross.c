@@ -8,11 +8,13 @@
  *   2-3. chapter 03 per (b, h)                1b'. dW_KV += M^T d[K|V], dM += d[K|V] W_KV^T
  *   4.  O = Y W_O + b_O                       1a'. dW_Q += X^T dQ,      dX += dQ W_Q^T
  * With keep masks (dropout on the weights), chapter 03 makes Y_h of A o keep
- * and scales dA by keep, as in chapter 05. */
+ * and scales dA by keep, as in chapter 05. As there, the threads share out
+ * the sequences in 2-3 and 3'-2', each with its own [N, N_M] rooms. */
 #include "06_transformer/multi_head_cross.h"
 
 #include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
@@ -55,24 +57,29 @@ static size_t linear_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
 }
 
 size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
-    return linear_floats(s, B, N, N_M) + (s->keep_masks ? (size_t)N * N_M : 0);   /* | one head's A o keep */
+    /* | one head's A o keep per thread */
+    return linear_floats(s, B, N, N_M) + (s->keep_masks ? (size_t)threads_slots() * N * N_M : 0);
 }
 
 size_t multi_head_cross_scratch_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
-    return linear_floats(s, B, N, N_M) + 2 * (size_t)N * N_M;   /* dQ, d[K|V], dY | dA, dE */
+    /* dQ, d[K|V], dY | dA, dE per thread */
+    return linear_floats(s, B, N, N_M) + (size_t)threads_slots() * 2 * N * N_M;
 }
 
 /* Steps 2-3 for n_rows rows of N_Q queries each: row r's queries
  * Q [N_Q, H D_H] (rows r N_Q ..) attend over KV_rows[r] [N_M, 2 H D_H], its
  * first lens[r] positions real. -> Y [n_rows N_Q, H D_H], A [n_rows, H, N_Q, N_M].
- * keep [n_rows, H, N_Q, N_M] or NULL (dropout); dropped [N_Q, N_M]: room for
- * one head's A o keep when keep is given. */
-static void attend_rows(float *Y, float *A, const float *keep, float *dropped, const float *Q,
+ * keep [n_rows, H, N_Q, N_M] or NULL (dropout); dropped_rooms
+ * [threads_slots(), N_Q, N_M]: each thread's room for one head's A o keep
+ * when keep is given (else NULL). */
+static void attend_rows(float *Y, float *A, const float *keep, float *dropped_rooms, const float *Q,
                         const float *const *KV_rows, const int *lens, int H, int D_H, int n_rows, int N_Q,
                         int N_M) {
     const int HD = H * D_H;
     const float scale = 1.0f / sqrtf((float)D_H);
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (n_rows > 1)
     for (int r = 0; r < n_rows; r++) {
+        float *dropped = dropped_rooms ? dropped_rooms + (size_t)omp_get_thread_num() * N_Q * N_M : NULL;
         const AttentionMask mask = {NULL, 0, lens ? lens[r] : 0};
         const float *Q_r = Q + (size_t)r * N_Q * HD;
         float *Y_r = Y + (size_t)r * N_Q * HD;
@@ -116,7 +123,7 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
     const float scale = 1.0f / sqrtf((float)D_H);
     const float *Q = cache, *KV = Q + (size_t)R * HD, *Y = KV + (size_t)R_M * 2 * HD;
     float *dQ = scratch, *dKV = dQ + (size_t)R * HD, *dY = dKV + (size_t)R_M * 2 * HD;
-    float *att_scratch = dY + (size_t)R * HD;
+    float *att_rooms = dY + (size_t)R * HD;   /* dA, dE [N, N_M] per thread */
     MultiHeadCrossWeights none = {NULL, NULL, NULL, NULL};
     if (dw == NULL) dw = &none;
     /* 4'. dY = dO W_O^T;  dW_O += Y^T dO;  db_O += column sums of dO */
@@ -125,7 +132,9 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
     /* 3'.-2'. chapter 03 per (sequence, head) */
     memset(dQ, 0, sizeof(float) * (size_t)R * HD);
     memset(dKV, 0, sizeof(float) * (size_t)R_M * 2 * HD);
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
     for (int b = 0; b < B; b++) {
+        float *att_scratch = att_rooms + (size_t)omp_get_thread_num() * 2 * N * N_M;
         const float *Q_b = Q + (size_t)b * N * HD, *KV_b = KV + (size_t)b * N_M * 2 * HD;
         float *dQ_b = dQ + (size_t)b * N * HD, *dKV_b = dKV + (size_t)b * N_M * 2 * HD;
         const float *dY_b = dY + (size_t)b * N * HD;

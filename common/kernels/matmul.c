@@ -225,3 +225,15 @@ void threads_set(int n) {
 }
 
 int threads_current(void) { return omp_get_max_threads(); }
+
+int threads_slots(void) { return omp_get_num_procs(); }
+
+int threads_for_elements(size_t n) {
+    if (n < THREADS_MIN_ELEMENTS || omp_in_parallel()) return 1;
+    return omp_get_max_threads();
+}
+
+int threads_in_slots(void) {
+    int t = omp_in_parallel() ? 1 : omp_get_max_threads(), slots = threads_slots();
+    return t < slots ? t : slots;
+}

@@ -16,6 +16,8 @@
 #ifndef MATMUL_H
 #define MATMUL_H
 
+#include <stddef.h>
+
 typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1, BACKEND_AVX512 = 2 } Backend;
 
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -68,5 +70,16 @@ int backend_uses_avx2(void);
  * else the number of cores. Results are deterministic for a fixed count. */
 void threads_set(int n);
 int threads_current(void);
+/* Loops that give each thread a room of its own (attention per sequence:
+ * each thread its [N, N] scratch) size those rooms for threads_slots()
+ * threads, the cores, and run on threads_in_slots() of them: the thread
+ * count, at most the cores. */
+int threads_slots(void);
+int threads_in_slots(void);
+/* Threads for an element-wise pass over n independent values or rows of
+ * values (softmax, LayerNorm, GELU): 1 below THREADS_MIN_ELEMENTS or inside
+ * a parallel region, else the thread count. */
+#define THREADS_MIN_ELEMENTS 32768
+int threads_for_elements(size_t n);
 
 #endif

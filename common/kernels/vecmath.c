@@ -4,6 +4,7 @@
 #include "kernels/vecmath.h"
 
 #include <math.h>
+#include <omp.h>
 
 #include "kernels/matmul.h"
 
@@ -109,6 +110,50 @@ void vec_gelu_tanh_backward_naive(float *dx, const float *dy, const float *x, in
 /* Dispatch on the backend                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* A long array is cut into one piece per thread. The cuts fall on multiples
+ * of 64 elements, so each value goes through the same code (the vector loop,
+ * or the last n mod 8 values through the tail) as in one call over the whole
+ * array: the bits do not depend on the thread count. */
+typedef void (*VecFunction)(float *y, const float *x, int n);
+typedef void (*VecGradient)(float *dx, const float *dy, const float *x, int n);
+
+static void piece_of(int n, int *start, int *count) {
+    int t = omp_get_thread_num(), threads = omp_get_num_threads();
+    int blocks = (n + 63) / 64;
+    int b0 = (int)((long long)blocks * t / threads), b1 = (int)((long long)blocks * (t + 1) / threads);
+    int i0 = b0 * 64, i1 = b1 * 64 < n ? b1 * 64 : n;
+    *start = i0;
+    *count = i1 > i0 ? i1 - i0 : 0;
+}
+
+static void vec_apply(VecFunction f, float *y, const float *x, int n) {
+    int threads = threads_for_elements((size_t)n);
+    if (threads <= 1) {
+        f(y, x, n);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int start, count;
+        piece_of(n, &start, &count);
+        if (count > 0) f(y + start, x + start, count);
+    }
+}
+
+static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const float *x, int n) {
+    int threads = threads_for_elements((size_t)n);
+    if (threads <= 1) {
+        f(dx, dy, x, n);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int start, count;
+        piece_of(n, &start, &count);
+        if (count > 0) f(dx + start, dy + start, x + start, count);
+    }
+}
+
 void vec_exp(float *y, const float *x, int n) {
     if (backend_uses_avx2()) vec_exp_avx2(y, x, n);
     else vec_exp_naive(y, x, n);
@@ -135,21 +180,18 @@ void vec_relu_backward(float *dx, const float *dy, const float *x, int n) {
 }
 
 void vec_gelu(float *y, const float *x, int n) {
-    if (backend_uses_avx2()) vec_gelu_avx2(y, x, n);
-    else vec_gelu_naive(y, x, n);
+    vec_apply(backend_uses_avx2() ? vec_gelu_avx2 : vec_gelu_naive, y, x, n);
 }
 
 void vec_gelu_backward(float *dx, const float *dy, const float *x, int n) {
-    if (backend_uses_avx2()) vec_gelu_backward_avx2(dx, dy, x, n);
-    else vec_gelu_backward_naive(dx, dy, x, n);
+    vec_apply_gradient(backend_uses_avx2() ? vec_gelu_backward_avx2 : vec_gelu_backward_naive, dx, dy, x, n);
 }
 
 void vec_gelu_tanh(float *y, const float *x, int n) {
-    if (backend_uses_avx2()) vec_gelu_tanh_avx2(y, x, n);
-    else vec_gelu_tanh_naive(y, x, n);
+    vec_apply(backend_uses_avx2() ? vec_gelu_tanh_avx2 : vec_gelu_tanh_naive, y, x, n);
 }
 
 void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
-    if (backend_uses_avx2()) vec_gelu_tanh_backward_avx2(dx, dy, x, n);
-    else vec_gelu_tanh_backward_naive(dx, dy, x, n);
+    vec_apply_gradient(backend_uses_avx2() ? vec_gelu_tanh_backward_avx2 : vec_gelu_tanh_backward_naive, dx, dy,
+                       x, n);
 }

@@ -9,6 +9,7 @@
 #include "kernels/vecmath.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,10 +94,21 @@ void gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
 /* LayerNorm: layernorm.c (the specification) or layernorm_avx2.c, by backend */
 /* ------------------------------------------------------------------------ */
 
+/* Rows are independent: a long input is cut into one band of rows per
+ * thread, each computed as in one call (the same bits). */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *gamma,
                        const float *beta, int N, int D, float eps) {
-    if (backend_uses_avx2()) layernorm_forward_avx2(out, mean, rstd, x, gamma, beta, N, D, eps);
-    else layernorm_forward_naive(out, mean, rstd, x, gamma, beta, N, D, eps);
+    const int threads = threads_for_elements((size_t)N * D);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        int t = omp_get_thread_num(), bands = omp_get_num_threads();
+        int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
+        const size_t at = (size_t)n0 * D;
+        float *band_mean = mean ? mean + n0 : NULL, *band_rstd = rstd ? rstd + n0 : NULL;
+        if (backend_uses_avx2())
+            layernorm_forward_avx2(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+        else layernorm_forward_naive(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+    }
 }
 
 void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
@@ -115,6 +127,8 @@ void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dou
  * x_j = -INFINITY gives e^-inf = 0 exactly; a fully masked row (max = -inf)
  * would give 0/0, so it is defined as all zeros. */
 void softmax_forward(float *y, const float *x, int N, int C) {
+    const int threads = threads_for_elements((size_t)N * C);   /* rows are independent */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         float *yr = y + (size_t)n * C;
@@ -137,6 +151,8 @@ void softmax_forward(float *y, const float *x, int N, int C) {
 /* Jacobian of softmax: dy_i/dx_j = y_i (delta_ij - y_j), so
  * dx_j = y_j (dy_j - sum_i dy_i y_i). Masked entries have y = 0: no gradient. */
 void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) {
+    const int threads = threads_for_elements((size_t)N * C);   /* rows are independent */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int n = 0; n < N; n++) {
         const float *dyr = dy + (size_t)n * C;
         const float *yr = y + (size_t)n * C;
