@@ -330,9 +330,9 @@ static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chap
 }
 
 /* build/06_gpt's default (chapters/06_transformer/main_gpt.c): characters, 4
- * blocks, D 128, 4 heads, F 512, context 128, batch 32. */
+ * blocks, D 128, 4 heads, F 512, context 128, batch 16. */
 static int create_06_gpt(BenchModel *model, FILE *batch_log) {
-    return gpt_bench_create(model, batch_log, "06_gpt", 4, 128, 4, 128, 32);
+    return gpt_bench_create(model, batch_log, "06_gpt", 4, 128, 4, 128, 16);
 }
 
 /* nanoGPT's documented CPU run (its README, "I only have a macbook": the
@@ -415,7 +415,7 @@ static const ChapterBench CHAPTERS[] = {
     {"05_multi_head_attention", "1 layer of 4 heads x 16, D 64, MLP 128; count_next, 64 x 8 digits", create_05},
     {"06_transformer", "encoder-decoder transformer, 2 + 2 pre-norm blocks, D 64, 4 heads, F 256; dates, batch 64",
      create_06},
-    {"06_gpt", "GPT, 4 pre-norm blocks, D 128, 4 heads, F 512; Brown characters, context 128, batch 32",
+    {"06_gpt", "GPT, 4 pre-norm blocks, D 128, 4 heads, F 512; Brown characters, context 128, batch 16",
      create_06_gpt},
     {"06_gpt_nanogpt_cpu", "GPT at nanoGPT's CPU setting: 4 blocks, D 128, 4 heads, F 512; context 64, batch 12",
      create_06_gpt_nanogpt},
