@@ -16,7 +16,8 @@
 # and test bits per character, train_seconds) and NAME.log; a run whose results.json exists is
 # skipped, so an interrupted sweep resumes. Then the table:
 #   /usr/bin/python3 tools/readme_tables.py --print gpt-variants
-# Budgets can be changed from the environment (STEPS=50 for a smoke test).
+# Budgets can be changed from the environment (STEPS=50 for a smoke test); ONLY="swiglu relu" runs
+# just those (two such sweeps side by side use the 2 cores, one thread each).
 set -euo pipefail
 
 BUILD=${BUILD:-build}
@@ -27,6 +28,7 @@ mkdir -p "$DIR"
 
 run() {
   local name=$1; shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
   if [ -f "$DIR/$name/results.json" ]; then echo "$name: done before ($DIR/$name/results.json)"; return; fi
   echo "$name: $*"
   "./$BUILD/06_gpt" --steps "$STEPS" --threads 1 --quiet --out "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 ||
