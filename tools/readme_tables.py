@@ -391,8 +391,9 @@ def table_gpt_variants(out_dir, readme):
         rows.append("| %s | %s | %.3f | %.3f | %.0f | %.0f |" % (
             label, "{:,}".format(int(number(d, "parameters", path))), number(d, "valid_bpc", path),
             number(d, "test_bpc", path), secs, 1000.0 * secs / number(d, "steps", path)))
-    caption = ("From `bash tools/gpt_variants.sh` (`out/gpt_variants/*/results.json`, %s, the runs one after "
-               "another); `make readme` rewrites this table." % conditions(datas))
+    caption = ("From `tools/gpt_variants.sh` (`out/gpt_variants/*/results.json`, %s; two sweeps side by side, "
+               "`ONLY=\"baseline post-ln rmsnorm\"` and `ONLY=\"swiglu relu\"`, one thread each); `make readme` "
+               "rewrites this table." % conditions(datas))
     return rows, caption
 
 
