@@ -550,8 +550,8 @@ static void test_block_sizes(void **state) {
     BlockSpec s_drop = s;
     s_drop.attn_dropout = 0.1f;
     assert_int_equal(block_cache_floats(&s_drop, B, N, N_M) - block_cache_floats(&s, B, N, N_M),
-                     (size_t)B * H * N * N + (size_t)threads_slots() * N * N + (size_t)B * H * N * N_M +
-                         (size_t)threads_slots() * N * N_M);
+                     (size_t)B * H * N * N + (size_t)threads_slots(B) * N * N + (size_t)B * H * N * N_M +
+                         (size_t)threads_slots(B) * N * N_M);
     assert_int_equal(block_scratch_floats(&s_drop, B, N, N_M), block_scratch_floats(&s, B, N, N_M));
     assert_int_equal(block_spec_check(&s_drop), 0);
     s.cross = 0;

@@ -24,6 +24,10 @@ BUILD=${BUILD:-build}
 OUT=${OUT:-out}
 STEPS=${STEPS:-600}
 DIR="$OUT/gpt_variants"
+NAMES="baseline post-ln rmsnorm swiglu relu"
+for name in ${ONLY:-}; do
+  [[ " $NAMES " == *" $name "* ]] || { echo "gpt_variants.sh: ONLY names '$name', expected some of: $NAMES" >&2; exit 2; }
+done
 mkdir -p "$DIR"
 
 run() {

@@ -226,7 +226,7 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
         sc->attn_bytes[i] = sizeof(float) * (double)multi_head_attention_floats(&s, 1, N);
         sc->linear_bytes[i] = sizeof(float) * (double)(multi_head_cache_floats(&s, 1, N) +
                                                        multi_head_scratch_floats(&s, 1, N) -
-                                                       2.0 * threads_slots() * N * N);
+                                                       2.0 * threads_slots(1) * N * N);
         char ratio_t[16] = "", ratio_m[16] = "";
         if (i > 0) {
             snprintf(ratio_t, sizeof ratio_t, "%.1f", sc->cpu_ms[i] / sc->cpu_ms[i - 1]);

@@ -77,7 +77,7 @@ size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N) {
     if (s->attention == MULTI_HEAD_FUSED)
         return linear + (size_t)B * s->H * N                      /* lse */
                + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);   /* one block */
-    if (s->keep_masks) return linear + (size_t)threads_slots() * N * N;   /* A o keep, a head per thread */
+    if (s->keep_masks) return linear + (size_t)threads_slots(B) * N * N;   /* A o keep, a head per thread */
     return linear;
 }
 
@@ -85,19 +85,19 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
     const size_t linear = (size_t)B * N * 4 * s->H * s->D_H;      /* d[Q|K|V], dY */
     if (s->attention == MULTI_HEAD_FUSED)
         return linear + flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K);
-    return linear + (size_t)threads_slots() * 2 * N * N;         /* dA, dE per thread: chapter 03's */
+    return linear + (size_t)threads_slots(B) * 2 * N * N;        /* dA, dE per thread: chapter 03's */
 }
 
 /* Steps 2-3 of the plain path, every sequence and head, by chapter 03:
  * QKV [B, N, 3 H D_H], keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, H D_H].
- * dropped [threads_slots(), N, N]: each thread's room for one head's A o keep
+ * dropped [threads_slots(B), N, N]: each thread's room for one head's A o keep
  * (when keep is given). */
 static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped_rooms,
                                     const float *QKV, int H, int D_H, int causal, const int *lens, int B,
                                     int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
         float *dropped = dropped_rooms + (size_t)omp_get_thread_num() * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
@@ -120,12 +120,12 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
 
 /* Steps 3'-2' of the plain path, every sequence and head, by chapter 03:
  * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.
- * scratch [threads_slots(), 2, N, N]: each thread's dA, dE */
+ * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE */
 static void plain_attention_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A,
                                      const float *keep, const float *QKV, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     const float scale = 1.0f / sqrtf((float)D_H);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
         float *scratch = scratch_rooms + (size_t)omp_get_thread_num() * 2 * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;

@@ -93,11 +93,11 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N);
 /* Cache forward keeps for backward: [Q|K|V] [B, N, 3*H*D_H] | Y [B, N, H*D_H]
  * (fused, and then: | lse [B, H, N] | forward's block scratch; plain with
- * keep_masks: | one head's dropped weights [N, N] per thread, threads_slots()
+ * keep_masks: | one head's dropped weights [N, N] per thread, threads_slots(B)
  * of them). */
 size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
 /* Scratch backward needs: d[Q|K|V] [B, N, 3*H*D_H] | dY [B, N, H*D_H] |
- * dA, dE [N, N] per thread, threads_slots() of them (chapter 03's, one head at
+ * dA, dE [N, N] per thread, threads_slots(B) of them (chapter 03's, one head at
  * a time; fused: flash_attention_scratch_floats). */
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
 

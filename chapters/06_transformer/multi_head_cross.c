@@ -58,26 +58,26 @@ static size_t linear_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
 
 size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
     /* | one head's A o keep per thread */
-    return linear_floats(s, B, N, N_M) + (s->keep_masks ? (size_t)threads_slots() * N * N_M : 0);
+    return linear_floats(s, B, N, N_M) + (s->keep_masks ? (size_t)threads_slots(B) * N * N_M : 0);
 }
 
 size_t multi_head_cross_scratch_floats(const MultiHeadSpec *s, int B, int N, int N_M) {
     /* dQ, d[K|V], dY | dA, dE per thread */
-    return linear_floats(s, B, N, N_M) + (size_t)threads_slots() * 2 * N * N_M;
+    return linear_floats(s, B, N, N_M) + (size_t)threads_slots(B) * 2 * N * N_M;
 }
 
 /* Steps 2-3 for n_rows rows of N_Q queries each: row r's queries
  * Q [N_Q, H D_H] (rows r N_Q ..) attend over KV_rows[r] [N_M, 2 H D_H], its
  * first lens[r] positions real. -> Y [n_rows N_Q, H D_H], A [n_rows, H, N_Q, N_M].
  * keep [n_rows, H, N_Q, N_M] or NULL (dropout); dropped_rooms
- * [threads_slots(), N_Q, N_M]: each thread's room for one head's A o keep
+ * [threads_slots(n_rows), N_Q, N_M]: each thread's room for one head's A o keep
  * when keep is given (else NULL). */
 static void attend_rows(float *Y, float *A, const float *keep, float *dropped_rooms, const float *Q,
                         const float *const *KV_rows, const int *lens, int H, int D_H, int n_rows, int N_Q,
                         int N_M) {
     const int HD = H * D_H;
     const float scale = 1.0f / sqrtf((float)D_H);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (n_rows > 1)
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots(n_rows))
     for (int r = 0; r < n_rows; r++) {
         float *dropped = dropped_rooms ? dropped_rooms + (size_t)omp_get_thread_num() * N_Q * N_M : NULL;
         const AttentionMask mask = {NULL, 0, lens ? lens[r] : 0};
@@ -132,7 +132,7 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
     /* 3'.-2'. chapter 03 per (sequence, head) */
     memset(dQ, 0, sizeof(float) * (size_t)R * HD);
     memset(dKV, 0, sizeof(float) * (size_t)R_M * 2 * HD);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots()) if (B > 1)
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
         float *att_scratch = att_rooms + (size_t)omp_get_thread_num() * 2 * N * N_M;
         const float *Q_b = Q + (size_t)b * N * HD, *KV_b = KV + (size_t)b * N_M * 2 * HD;

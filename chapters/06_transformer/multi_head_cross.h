@@ -51,10 +51,10 @@ void multi_head_cross_init(const MultiHeadSpec *s, const MultiHeadCrossWeights *
 size_t multi_head_cross_attention_floats(const MultiHeadSpec *s, int B, int N, int N_M);
 /* Cache: Q [B N, H D_H] | [K|V] [B N_M, 2 H D_H] | Y [B N, H D_H]
  * (| with s->keep_masks: one head's dropped weights [N, N_M] per thread,
- * threads_slots() of them). */
+ * threads_slots(B) of them). */
 size_t multi_head_cross_cache_floats(const MultiHeadSpec *s, int B, int N, int N_M);
 /* Scratch of backward: dQ | d[K|V] | dY (as the cache) | dA, dE [N, N_M] per
- * thread, threads_slots() of them. */
+ * thread, threads_slots(B) of them. */
 size_t multi_head_cross_scratch_floats(const MultiHeadSpec *s, int B, int N, int N_M);
 
 /* X [B, N, D], M [B, N_M, D] -> O [B, N, D_out], A [B, H, N, N_M], cache.

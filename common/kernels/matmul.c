@@ -226,14 +226,18 @@ void threads_set(int n) {
 
 int threads_current(void) { return omp_get_max_threads(); }
 
-int threads_slots(void) { return omp_get_num_procs(); }
+int threads_slots(int items) {
+    int cores = omp_get_num_procs();
+    if (items < 1) return 1;
+    return items < cores ? items : cores;
+}
 
 int threads_for_elements(size_t n) {
     if (n < THREADS_MIN_ELEMENTS || omp_in_parallel()) return 1;
     return omp_get_max_threads();
 }
 
-int threads_in_slots(void) {
-    int t = omp_in_parallel() ? 1 : omp_get_max_threads(), slots = threads_slots();
+int threads_in_slots(int items) {
+    int t = omp_in_parallel() ? 1 : omp_get_max_threads(), slots = threads_slots(items);
     return t < slots ? t : slots;
 }

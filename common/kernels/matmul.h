@@ -70,12 +70,13 @@ int backend_uses_avx2(void);
  * else the number of cores. Results are deterministic for a fixed count. */
 void threads_set(int n);
 int threads_current(void);
-/* Loops that give each thread a room of its own (attention per sequence:
- * each thread its [N, N] scratch) size those rooms for threads_slots()
- * threads, the cores, and run on threads_in_slots() of them: the thread
- * count, at most the cores. */
-int threads_slots(void);
-int threads_in_slots(void);
+/* Loops over `items` independent pieces of work that give each thread a
+ * room of its own (attention per sequence: each thread its [N, N] scratch)
+ * allocate threads_slots(items) rooms, min(cores, items), and run on
+ * threads_in_slots(items) threads: the thread count, at most that many (1
+ * inside a parallel region). Thread t uses room t. */
+int threads_slots(int items);
+int threads_in_slots(int items);
 /* Threads for an element-wise pass over n independent values or rows of
  * values (softmax, LayerNorm, GELU): 1 below THREADS_MIN_ELEMENTS or inside
  * a parallel region, else the thread count. */
