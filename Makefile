@@ -106,7 +106,7 @@ $(GRADE_OBJ): tests/coursework/grade.c tests/coursework/grade.h tests/golden.h $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 
-$(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(LIB) $(TEST_SUPPORT_OBJ) tests/coursework/grade.h $(wildcard common/*/*.h chapters/*/*.h)
+$(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/coursework/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Itests/coursework $< $(GRADE_OBJ) $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 

@@ -260,8 +260,9 @@ def write_if_changed(dest, text=None, source=None):
 def tree_files(nn, names):
     """The files of chapter nn's tree copied from this one."""
     files = ["Makefile", ".gitignore", "tests/golden.c", "tests/golden.h", "tests/coursework/grade.c",
-             "tests/coursework/grade.h", f"tests/coursework/grade_{nn}.c", "tools/deps.sh",
-             "tools/coursework_grade.py"]
+             f"tests/coursework/grade_{nn}.c", "tools/deps.sh", "tools/coursework_grade.py"]
+    files += ["tests/coursework/" + n for n in sorted(os.listdir(os.path.join(ROOT, "tests/coursework")))
+              if n.startswith("grade") and n.endswith(".h")]
     tops = ["common", "data", "tests/golden"] + ["chapters/" + names[c] for c in sorted(names) if c <= nn]
     for top in tops:
         for folder, _, found in os.walk(os.path.join(ROOT, top)):

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "grade.h"
-#include "03_dot_product_attention/attention.h"
+#include "grade_attention.h"
 #include "04_self_attention/self_attention.h"
 
 /* ------------------------------------------------------------ 04.projections */
@@ -112,32 +112,8 @@ static int padded_limits(void) {
     return 0;
 }
 
-/* Chapter 03's layer (the scaled dot and the learned scores) on a case with a mask. */
-static int masked_case(const GoldCase *c) {
-    const GoldTensor *Q = grade_tensor(c, "Q"), *K = grade_tensor(c, "K"), *V = grade_tensor(c, "V");
-    const GoldTensor *W_1 = grade_tensor(c, "W_1");
-    const int N_Q = Q->dims[0], N_X = K->dims[0], D_V = V->dims[1];
-    ScoreSpec s = {(ScoreType)grade_i32(c, "score")[0], Q->dims[1], K->dims[1], W_1 ? W_1->dims[1] : 0};
-    ScoreWeights w = {(float *)grade_f32_or_null(c, "W"), (float *)grade_f32_or_null(c, "W_1"),
-                      (float *)grade_f32_or_null(c, "W_2"), (float *)grade_f32_or_null(c, "v")};
-    AttentionMask mask = {NULL, grade_i32(c, "causal")[0], grade_i32(c, "key_len")[0]};
-    float *Y = grade_floats((size_t)N_Q * D_V), *A = grade_floats((size_t)N_Q * N_X);
-    float *cache = grade_floats(attention_cache_floats(&s, N_Q, N_X));
-    attention_forward(Y, A, cache, Q->data, K->data, V->data, &s, &w, &mask, N_Q, N_X, D_V);
-    if (grade_golden_close(c, "A", A, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT) ||
-        grade_golden_close(c, "Y", Y, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT))
-        return -1;
-    float *scratch = grade_floats(attention_scratch_floats(&s, N_Q, N_X));
-    float *dQ = grade_floats((size_t)N_Q * s.D_Q), *dK = grade_floats((size_t)N_X * s.D_K);
-    float *dV = grade_floats((size_t)N_X * D_V), *dparams = grade_floats(score_param_count(&s));
-    ScoreWeights dw = score_weights_view(&s, dparams);
-    attention_backward(dQ, dK, dV, &dw, scratch, grade_f32(c, "dY"), A, cache, Q->data, K->data, V->data, &s, &w,
-                       N_Q, N_X, D_V);
-    if (grade_golden_close(c, "dQ", dQ, 1, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
-        grade_golden_close(c, "dK", dK, 1, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
-        return -1;
-    return grade_golden_close(c, "dV", dV, 1, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
-}
+/* Chapter 03's layer (every score) on a case with a mask: grade_attention.h. */
+static int masked_case(const GoldCase *c) { return attention_case(c, 1); }
 
 static int only_causal(const GoldCase *c) {
     return grade_i32(c, "causal")[0] == 1 && grade_i32(c, "key_len")[0] == 0 && grade_tensor(c, "allowed") == NULL;
