@@ -140,8 +140,8 @@ static int sinusoids(void) { return grade_golden_cases("positional_encoding", NU
 
 static const GradeCheck PROJECTIONS[] = {
     {"Y and A against PyTorch (no mask)", projections_forward},
-    {"dX, dW_Q, dW_K, dW_V against PyTorch's autograd (no mask)", projections_backward},
     {"dW_Q, dW_K, dW_V, dX against finite differences", projections_finite_differences},
+    {"dX, dW_Q, dW_K, dW_V against PyTorch's autograd (no mask), twice: they add up", projections_backward},
 };
 static const GradeCheck CAUSAL_MASK[] = {
     {"which keys each query sees", causal_limits},

@@ -118,7 +118,8 @@ enum { GPT_V = 6, GPT_N = 8, DRAWS = 3000 };
 
 /* DRAWS tokens from a small GPT (1 block, its window again for every token)
  * with the logits each was drawn from. Its token embeddings are scaled up
- * so that the logits differ by a few units. */
+ * (x10) so that the logits differ by a unit or two: the distributions are
+ * neither flat nor one-hot, and a temperature changes the counts clearly. */
 static int draw(const GptSampling *sampling, int *out, float *logits) {
     const GptConfig cfg = {1,
                            {8, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f},
@@ -126,7 +127,7 @@ static int draw(const GptSampling *sampling, int *out, float *logits) {
     static Gpt g;
     if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
     float *E = params_data(&g.params, g.tok_emb);
-    for (int i = 0; i < GPT_V * 8; i++) E[i] *= 60.0f;
+    for (int i = 0; i < GPT_V * 8; i++) E[i] *= 10.0f;
     Rng rng;
     rng_seed(&rng, 12, 6);
     const int prompt[1] = {1};
