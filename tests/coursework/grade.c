@@ -172,6 +172,12 @@ int grade_golden_close(const GoldCase *c, const char *name, const float *got, in
 
 int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exercises) {
     const char *only = argc > 1 ? argv[1] : NULL;
+    if (only && strcmp(only, "--help") == 0) {
+        printf("usage: %s [EXERCISE | --list]\n\nRuns the checks of every exercise, or of the one named (as in the code's\n"
+               "markers, e.g. %s), and prints PASS or FAIL with the first failing check.\n"
+               "make grade runs each exercise alone and prints the score table.\n", argv[0], exercises[0].id);
+        return 0;
+    }
     if (only && strcmp(only, "--list") == 0) {
         for (int e = 0; e < n_exercises; e++) printf("%s\n", exercises[e].id);
         return 0;
