@@ -99,6 +99,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
             /* O_I [bq, D_H] += P [bq, bk] @ V_J [bk, D_H] */
             sgemm(0, 0, bq, D_H, bk, 1.0f, S, bk, V + (size_t)j0 * ldv, ldv, 1.0f, O_I, ldo);
         }
+        /* normalise: O = O / l; lse = m + log(l) */
         /* Exercise 05.online_softmax, continued: normalise, O = O / l, and keep lse = m + log(l). */
         for (int r = 0; r < bq; r++) {
             float *o = O_I + (size_t)r * ldo;
