@@ -9,6 +9,8 @@
 #   make bench      benchmarks (bench/results/)
 #   make twin       PyTorch cross-checks (tools/)
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
+#   make coursework student trees with TODO stubs (CHAPTER=NN: one chapter; out/coursework/)
+#   make grade      run the coursework graders (in a student tree: its score table)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
@@ -54,10 +56,15 @@ TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/test_%.c,
 .SECONDARY: $(TEST_SUPPORT_OBJ)
 TOOL_SRC     := $(wildcard tools/*.c)
 TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+# The coursework graders, one program per chapter (tests/coursework/grade_NN.c).
+GRADE_SRC    := $(wildcard tests/coursework/grade_[0-9][0-9].c)
+GRADE_BINS   := $(GRADE_SRC:tests/coursework/%.c=$(BUILD)/coursework/%)
+GRADE_OBJ    := $(BUILD)/obj/tests/coursework/grade.o
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all run compare gpt-variants test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+        coursework grade \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(LIB) $(CHAPTER_BINS)
@@ -94,6 +101,14 @@ $(foreach m,$(EXTRA_MAINS),$(eval $(call EXTRA_RULE,$(m))))
 $(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
+
+$(GRADE_OBJ): tests/coursework/grade.c tests/coursework/grade.h tests/golden.h $(wildcard common/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -c $< -o $@
+
+$(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/coursework/*.h) $(wildcard common/*/*.h chapters/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/coursework $< $(GRADE_OBJ) $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 
 # C helpers of the Python tools (tools/twin_dump.c for make twin).
 $(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
@@ -156,7 +171,7 @@ test-backends: deps-test
 	  if ATTN_BACKEND=$$b bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else cat $$log; rm -f $$log; exit 1; fi; done
 
-_build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS)
+_build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS)
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory BENCH_LIBS="-lopenblas" $(BENCH_BINS) $(CHAPTER_BINS)
@@ -164,6 +179,18 @@ bench: deps-bench
 
 twin: deps-twin all $(TOOL_BINS)
 	@/usr/bin/python3 tools/twin.py --build $(BUILD)
+
+# Coursework (README.md, "Coursework"): make coursework writes a student tree
+# per chapter (CHAPTER=NN: that one) under COURSEWORK_OUT, each exercise of the
+# code replaced by a TODO stub (tools/coursework.py). make grade runs the
+# graders and prints the score table (tools/coursework_grade.py); in a student
+# tree it grades the student's code, here the solution (full marks).
+COURSEWORK_OUT ?= out/coursework
+coursework:
+	@/usr/bin/python3 tools/coursework.py --out $(COURSEWORK_OUT) $(if $(CHAPTER),--chapter $(CHAPTER))
+
+grade: $(LIB) $(GRADE_BINS)
+	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)
 
 # Regenerate tests/golden/*.bin from PyTorch (they are committed: make test
 # does not need torch).

@@ -114,6 +114,7 @@ void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
         if (dc_final) memcpy(g->dc, dc_final, sizeof(float) * hs);
         else memset(g->dc, 0, sizeof(float) * hs);
     }
+    /* Exercise 01.encoder_bptt (3 points): backpropagation through time, from h_T back to h_0. */
     for (int t = T - 1; t >= 0; t--) {
         if (dH)  /* gradient arriving directly at h[t+1] from later layers */
             for (size_t i = 0; i < hs; i++) g->dh[i] += dH[(size_t)t * hs + i];
@@ -129,6 +130,7 @@ void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
         embedding_backward(params_grad(p, enc->emb), enc->dx, enc->ids + t * B, B, D_E);
         state_grads_swap(g);
     }
+    /* End of exercise 01.encoder_bptt. */
 }
 
 /* ================================================================= decoder */
@@ -389,17 +391,20 @@ double rnn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
     rnn_decoder_targets(dec, batch);
     memcpy(dec->s, context, sizeof(float) * hs);   /* s_0 = c */
     if (context_c) memcpy(dec->cs, context_c, sizeof(float) * hs);
+    /* Exercise 01.decoder (3 points): the decoder's steps, fed [embed(y_{t-1}) ; c]. */
     for (int t = 0; t < Tt; t++) {
         rnn_decoder_embed(dec, p, t, B);
         put_columns(dec->in + (size_t)t * B * I, I, D_E, context, B, S);
         rnn_decoder_cell_forward(dec, p, t, B);
     }
+    /* End of exercise 01.decoder. */
     /* ---- output layer and loss (and, with backward, d loss / d s_t into dS) */
     double loss;
     if (!rnn_decoder_loss(dec, p, batch, dec->s + hs, dec->dS, r->logits, r->probs, r->dlogits, backward, &loss))
         return loss;
 
     /* ---- backward through the decoder's time steps */
+    /* Exercise 01.decoder, continued: backward through the decoder's steps, and into the context c. */
     memset(r->dctx, 0, sizeof(float) * hs);
     for (int t = Tt - 1; t >= 0; t--) {
         rnn_decoder_cell_backward(dec, p, t, B);
@@ -411,6 +416,7 @@ double rnn_seq2seq_train_step(void *self, const Batch *batch, int backward) {
     }
     /* the context fed every step and s_0 are the same vector h_T: sum both paths */
     for (size_t i = 0; i < hs; i++) dec->g.dh[i] += r->dctx[i];
+    /* End of exercise 01.decoder. */
     rnn_encoder_backward(&r->enc, p, NULL, dec->g.dh, context_c ? dec->g.dc : NULL);
     return loss;
 }

@@ -26,6 +26,7 @@
  *   a   = softmax(e) */
 void additive_attention_forward(float *weights, float *feat, const float *keys, const float *query,
                                 const float *v, const int *lens, int B, int T, int D_A) {
+    /* Exercise 02.additive_score (5 points): e_i = v . tanh(keys_i + query), a = softmax(e), padding at -inf. */
     for (int b = 0; b < B; b++) {
         const float *q = query + (size_t)b * D_A;
         float *scores = weights + (size_t)b * T;   /* the softmax runs in place */
@@ -45,6 +46,7 @@ void additive_attention_forward(float *weights, float *feat, const float *keys, 
         }
         softmax_forward(scores, scores, 1, T);
     }
+    /* End of exercise 02.additive_score. */
 }
 
 /* Shapes: dweights [B,T] -> dkeys [B,T,D_A] +=, dquery [B,D_A] +=, dv [D_A] +=.
@@ -55,6 +57,7 @@ void additive_attention_forward(float *weights, float *feat, const float *keys, 
 void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *dscores,
                                  const float *dweights, const float *weights, const float *feat,
                                  const float *v, const int *lens, int B, int T, int D_A) {
+    /* Exercise 02.additive_score, continued: its backward, to the keys, the query and v. */
     memset(dscores, 0, sizeof(float) * (size_t)B * T);
     softmax_backward(dscores, dweights, weights, B, T);
     for (int b = 0; b < B; b++) {
@@ -71,11 +74,13 @@ void additive_attention_backward(float *dkeys, float *dquery, float *dv, float *
             }
         }
     }
+    /* End of exercise 02.additive_score. */
 }
 
 /* Shapes: weights [B,T], values [B,T,D] -> context [B,D] = sum_i weights_i values_i */
 void attention_context_forward(float *context, const float *weights, const float *values,
                                int B, int T, int D) {
+    /* Exercise 02.context (2 points): c = sum_i a_i h_i, the context of one decoder step. */
     memset(context, 0, sizeof(float) * (size_t)B * D);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < T; i++) {
@@ -85,12 +90,14 @@ void attention_context_forward(float *context, const float *weights, const float
             float *c = context + (size_t)b * D;
             for (int d = 0; d < D; d++) c[d] += w * val[d];
         }
+    /* End of exercise 02.context. */
 }
 
 /* Shapes: dcontext [B,D] -> dweights [B,T] +=, dvalues [B,T,D] +=
  *   dweights_i = dcontext . values_i,   dvalues_i += weights_i * dcontext */
 void attention_context_backward(float *dweights, float *dvalues, const float *dcontext,
                                 const float *weights, const float *values, int B, int T, int D) {
+    /* Exercise 02.context, continued: its backward, to the weights a_i and to every h_i. */
     for (int b = 0; b < B; b++) {
         const float *dc = dcontext + (size_t)b * D;
         for (int i = 0; i < T; i++) {
@@ -105,6 +112,7 @@ void attention_context_backward(float *dweights, float *dvalues, const float *dc
             dweights[(size_t)b * T + i] += (float)dot;
         }
     }
+    /* End of exercise 02.context. */
 }
 
 /* Tests only: all the weight on the last real position, a_t = one-hot(lens[b] - 1). */
@@ -121,6 +129,7 @@ void encoder_states_to_rows(float *ann, const RnnEncoder *enc, const RnnEncoder 
     int S = enc->S, S_enc = enc_bwd ? 2 * S : S;
     size_t hs = (size_t)B * S;
     memset(ann, 0, sizeof(float) * (size_t)B * T * S_enc);
+    /* Exercise 02.annotations (3 points): h_i = [h_fwd_i ; h_bwd_i] for every real position i. */
     for (int b = 0; b < B; b++)
         for (int i = 0; i < lens[b]; i++) {
             float *h_i = ann + ((size_t)b * T + i) * S_enc;
@@ -128,6 +137,7 @@ void encoder_states_to_rows(float *ann, const RnnEncoder *enc, const RnnEncoder 
             if (enc_bwd)   /* after reading x_T .. x_i: step lens[b] - i */
                 memcpy(h_i + S, enc_bwd->h + (lens[b] - i) * hs + (size_t)b * S, sizeof(float) * (size_t)S);
         }
+    /* End of exercise 02.annotations. */
 }
 
 /* Shapes: dann [B, T, S_enc] -> dH_fwd, dH_bwd [T, B, S]: dH[t] is d loss / d h[t+1]. */
@@ -137,6 +147,7 @@ void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, co
     size_t hs = (size_t)B * S;
     memset(dH_fwd, 0, sizeof(float) * (size_t)T * hs);
     if (dH_bwd) memset(dH_bwd, 0, sizeof(float) * (size_t)T * hs);
+    /* Exercise 02.annotations, continued: the gradients of the h_i back to each encoder's states. */
     for (int b = 0; b < B; b++)
         for (int i = 0; i < lens[b]; i++) {
             const float *dh_i = dann + ((size_t)b * T + i) * S_enc;
@@ -144,6 +155,7 @@ void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, co
             if (dH_bwd)
                 memcpy(dH_bwd + (lens[b] - 1 - i) * hs + (size_t)b * S, dh_i + S, sizeof(float) * (size_t)S);
         }
+    /* End of exercise 02.annotations. */
 }
 
 /* ================================================================ model */

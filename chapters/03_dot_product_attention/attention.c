@@ -77,6 +77,7 @@ void score_init(const ScoreSpec *s, ScoreWeights *w, Rng *rng) {
  * the board. Sums in double so it can serve as the reference. */
 float score_one(const ScoreSpec *s, const ScoreWeights *w, const float *q, const float *k) {
     double e = 0.0;
+    /* Exercise 03.score_functions (3 points): the four scores of one query q and one key k. */
     switch (s->type) {
     case SCORE_DOT:
     case SCORE_SCALED_DOT:
@@ -101,6 +102,7 @@ float score_one(const ScoreSpec *s, const ScoreWeights *w, const float *q, const
     default:
         break;
     }
+    /* End of exercise 03.score_functions. */
     return (float)e;
 }
 
@@ -141,7 +143,11 @@ size_t attention_scratch_floats(const ScoreSpec *s, int N_Q, int N_X) {
 
 /* The factor of the dot scores: E = alpha Q K^T. */
 static float dot_alpha(const ScoreSpec *s) {
-    return s->type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)s->D_Q) : 1.0f;
+    float alpha = 1.0f;
+    /* Exercise 03.scaled_dot (2 points): the scaled dot score's factor, alpha = 1 / sqrt(D_Q). */
+    if (s->type == SCORE_SCALED_DOT) alpha = 1.0f / sqrtf((float)s->D_Q);
+    /* End of exercise 03.scaled_dot. */
+    return alpha;
 }
 
 static int is_dot_score(const ScoreSpec *s) {
@@ -153,6 +159,7 @@ static int is_dot_score(const ScoreSpec *s) {
 static void score_forward(ScoreCache *c, const float *Q, const float *K, const ScoreSpec *s,
                           const ScoreWeights *w, int N_Q, int N_X) {
     const int D_Q = s->D_Q, D_K = s->D_K, D_A = s->D_A;
+    /* Exercise 03.learned_scores (5 points): E for the multiplicative and additive scores, as matrices. */
     switch (s->type) {
     case SCORE_MULTIPLICATIVE:      /* E = (Q W) K^T */
         matmul(c->QW, Q, w->W, N_Q, D_K, D_Q, 0);
@@ -173,6 +180,7 @@ static void score_forward(ScoreCache *c, const float *Q, const float *K, const S
     default:
         break;
     }
+    /* End of exercise 03.learned_scores. */
 }
 
 /* dE [N_Q, N_X] -> dQ +=, dK +=, dw +=, for the scores with parameters (the
@@ -182,6 +190,7 @@ static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratc
                            const float *dE, const ScoreCache *c, const float *Q, const float *K,
                            const ScoreSpec *s, const ScoreWeights *w, int N_Q, int N_X) {
     const int D_Q = s->D_Q, D_K = s->D_K, D_A = s->D_A;
+    /* Exercise 03.learned_scores, continued: their backward, dE to dQ, dK and the score's weights. */
     switch (s->type) {
     case SCORE_MULTIPLICATIVE: {    /* E = QW K^T */
         float *dQW = scratch;                                      /* [N_Q, D_K] = dE K */
@@ -218,6 +227,7 @@ static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratc
     default:
         break;
     }
+    /* End of exercise 03.learned_scores. */
 }
 
 /* ------------------------------------------------------------------- masking */
@@ -225,8 +235,12 @@ static void score_backward(float *dQ, float *dK, ScoreWeights *dw, float *scratc
 int mask_key_limit(const AttentionMask *m, int i, int N_X) {
     int limit = N_X;
     if (m == NULL) return limit;
+    /* Exercise 04.causal_mask (2 points): query i sees keys j <= i only. */
     if (m->causal && i + 1 < limit) limit = i + 1;              /* keys j <= i */
+    /* End of exercise 04.causal_mask. */
+    /* Exercise 04.padding_mask (2 points): no query sees a key at j >= key_len (padding). */
     if (m->key_len > 0 && m->key_len < limit) limit = m->key_len; /* keys j < key_len */
+    /* End of exercise 04.padding_mask. */
     return limit;
 }
 

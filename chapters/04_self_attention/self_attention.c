@@ -34,9 +34,11 @@ void self_attention_forward(float *Y, float *A, float *cache, const float *X,
     float *Q = cache, *K = Q + (size_t)B * ND, *V = K + (size_t)B * ND;
     float *attn_cache = V + (size_t)B * ND;
     /* the projections, for all B*N positions at once */
+    /* Exercise 04.projections (4 points): Q = X W_Q, K = X W_K, V = X W_V. */
     linear_forward(Q, X, w->W_Q, NULL, B * N, D_in, D);     /* Q = X W_Q */
     linear_forward(K, X, w->W_K, NULL, B * N, D_in, D);     /* K = X W_K */
     linear_forward(V, X, w->W_V, NULL, B * N, D_in, D);     /* V = X W_V */
+    /* End of exercise 04.projections. */
     /* E = Q K^T / sqrt(D), A = softmax(E, dim=1), Y = A V: chapter 03, per sequence */
     for (int b = 0; b < B; b++) {
         AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};
@@ -62,21 +64,25 @@ void self_attention_backward(float *dX, SelfAttentionWeights *dw, float *scratch
                            A + (size_t)b * N * N, attn_cache + b * per_seq_cache, Q + b * ND,
                            K + b * ND, V + b * ND, &s, &no_weights, N, N, D);
     /* X feeds all three projections, so dX collects three terms */
+    /* Exercise 04.projections, continued: their backward, dQ, dK, dV to dX and dW_Q, dW_K, dW_V. */
     linear_backward(dX, dw ? dw->W_Q : NULL, NULL, dQ, X, w->W_Q, B * N, D_in, D);
     linear_backward(dX, dw ? dw->W_K : NULL, NULL, dK, X, w->W_K, B * N, D_in, D);
     linear_backward(dX, dw ? dw->W_V : NULL, NULL, dV, X, w->W_V, B * N, D_in, D);
+    /* End of exercise 04.projections. */
 }
 
 /* ------------------------------------------------------- positional encodings */
 
 /* P [N, D]: P[t, 2k] = sin(omega_k t), P[t, 2k+1] = cos(omega_k t) */
 void positional_encoding_sinusoidal(float *P, int N, int D) {
+    /* Exercise 04.sinusoidal (2 points): P[t, 2k] = sin(omega_k t), P[t, 2k+1] = cos(omega_k t). */
     for (int t = 0; t < N; t++)
         for (int k = 0; 2 * k < D; k++) {
             double omega = 1.0 / pow(10000.0, 2.0 * k / D);
             P[(size_t)t * D + 2 * k] = (float)sin(omega * t);
             if (2 * k + 1 < D) P[(size_t)t * D + 2 * k + 1] = (float)cos(omega * t);
         }
+    /* End of exercise 04.sinusoidal. */
 }
 
 /* X [B, N, D] += P [N, D] broadcast over the batch */

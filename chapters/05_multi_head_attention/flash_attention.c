@@ -68,6 +68,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
             /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
             sgemm(0, 1, bq, bk, D_H, scale, Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk,
                   0.0f, S, bk);
+            /* Exercise 05.online_softmax (3 points): fold this block into each row's running m, l and O. */
             for (int r = 0; r < bq; r++) {
                 float *s = S + (size_t)r * bk;
                 /* keys j0 + c >= limit are masked: weight exactly 0 */
@@ -94,16 +95,19 @@ void flash_attention_forward(float *O, int ldo, float *lse,
                     for (int d = 0; d < D_H; d++) o[d] *= alpha;
                 }
             }
+            /* End of exercise 05.online_softmax. */
             /* O_I [bq, D_H] += P [bq, bk] @ V_J [bk, D_H] */
             sgemm(0, 0, bq, D_H, bk, 1.0f, S, bk, V + (size_t)j0 * ldv, ldv, 1.0f, O_I, ldo);
         }
         /* normalise: O = O / l; lse = m + log(l) */
+        /* Exercise 05.online_softmax, continued: normalise, O = O / l, and keep lse = m + log(l). */
         for (int r = 0; r < bq; r++) {
             float *o = O_I + (size_t)r * ldo;
             const float inv = 1.0f / l[r];
             for (int d = 0; d < D_H; d++) o[d] *= inv;
             lse[i0 + r] = m[r] + logf(l[r]);
         }
+        /* End of exercise 05.online_softmax. */
     }
 }
 
@@ -126,12 +130,14 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
         const float *Q_I = Q + (size_t)i0 * ldq, *dO_I = dO + (size_t)i0 * lddo;
         float *dQ_I = dQ + (size_t)i0 * ldd;
         /* Dvec_i = sum_d dO_id O_id (= sum_j a_ij dP_ij, the softmax backward's row sum) */
+        /* Exercise 05.flash_backward (3 points): Dvec_i = dO_i . O_i, the softmax backward's row sum. */
         for (int r = 0; r < bq; r++) {
             const float *o = O + (size_t)(i0 + r) * ldo, *g = dO_I + (size_t)r * lddo;
             float acc = 0.0f;
             for (int d = 0; d < D_H; d++) acc += g[d] * o[d];
             Dvec[r] = acc;
         }
+        /* End of exercise 05.flash_backward. */
         const int j_end = mask_key_limit(&mask, i0 + bq - 1, N);   /* keys any row of the block sees */
         for (int j0 = 0; j0 < j_end; j0 += Bk) {
             const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
@@ -139,6 +145,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
             /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H), into P */
             sgemm(0, 1, bq, bk, D_H, scale, Q_I, ldq, K_J, ldk, 0.0f, P, bk);
             /* P = exp(S - lse), masked pairs 0 */
+            /* Exercise 05.flash_backward, continued: rebuild the block's weights, P = exp(S - lse). */
             for (int r = 0; r < bq; r++) {
                 float *p = P + (size_t)r * bk;
                 int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
@@ -149,16 +156,19 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
                 vec_exp(p, p, n_ok);
                 for (int c = n_ok; c < bk; c++) p[c] = 0.0f;
             }
+            /* End of exercise 05.flash_backward. */
             /* dV_J [bk, D_H] += P^T [bk, bq] @ dO_I [bq, D_H] */
             sgemm(1, 0, bk, D_H, bq, 1.0f, P, bk, dO_I, lddo, 1.0f, dV + (size_t)j0 * ldd, ldd);
             /* dP [bq, bk] = dO_I [bq, D_H] @ V_J^T [D_H, bk] */
             sgemm(0, 1, bq, bk, D_H, 1.0f, dO_I, lddo, V_J, ldv, 0.0f, dP, bk);
             /* dS = P * (dP - Dvec), in dP's place (masked pairs: P = 0, so dS = 0) */
+            /* Exercise 05.flash_backward, continued: dS = P * (dP - Dvec). */
             for (int r = 0; r < bq; r++) {
                 const float *p = P + (size_t)r * bk;
                 float *ds = dP + (size_t)r * bk;
                 for (int c = 0; c < bk; c++) ds[c] = p[c] * (ds[c] - Dvec[r]);
             }
+            /* End of exercise 05.flash_backward. */
             /* dQ_I [bq, D_H] += dS [bq, bk] @ K_J [bk, D_H] / sqrt(D_H) */
             sgemm(0, 0, bq, D_H, bk, scale, dP, bk, K_J, ldk, 1.0f, dQ_I, ldd);
             /* dK_J [bk, D_H] += dS^T [bk, bq] @ Q_I [bq, D_H] / sqrt(D_H) */

@@ -103,6 +103,7 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
         const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};   /* as in chapter 04 */
+        /* Exercise 05.heads (4 points): head h's Q_h, K_h, V_h are column blocks of [Q|K|V]; Y_h goes into Y's. */
         for (int h = 0; h < H; h++) {
             const float *Q_h = QKV_b + h * D_H;               /* [N, D_H], row stride 3 H D_H */
             const float *K_h = QKV_b + HD + h * D_H;          /* [N, D_H], row stride 3 H D_H */
@@ -115,6 +116,7 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
             dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, Q_h, ld_qkv, K_h, ld_qkv,
                                   V_h, ld_qkv, scale, &mask, keep_bh, N, N, D_H, D_H);
         }
+        /* End of exercise 05.heads. */
     }
 }
 
@@ -131,6 +133,7 @@ static void plain_attention_backward(float *dQKV, float *scratch_rooms, const fl
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *dQKV_b = dQKV + (size_t)b * N * ld_qkv;
         const float *dY_b = dY + (size_t)b * N * HD;
+        /* Exercise 05.heads, continued: the same blocks backward, dY_h to dQ_h, dK_h, dV_h inside d[Q|K|V]. */
         for (int h = 0; h < H; h++) {
             const float *Q_h = QKV_b + h * D_H, *K_h = QKV_b + HD + h * D_H;
             const float *V_h = QKV_b + 2 * HD + h * D_H;
@@ -145,6 +148,7 @@ static void plain_attention_backward(float *dQKV, float *scratch_rooms, const fl
             dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
                                    keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
         }
+        /* End of exercise 05.heads. */
     }
 }
 

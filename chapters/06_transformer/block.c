@@ -396,6 +396,7 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
     const int R = p->B * p->N, RD = R * s->D;
     const size_t RD_bytes = sizeof(float) * (size_t)RD;
     const int pre = s->norm_place == BLOCK_PRE_NORM, norm = s->norm != BLOCK_NO_NORM;
+    /* Exercise 06.block_backward (5 points): one sublayer backward, through its norm, residual and branch. */
     const float *dS = dZ;
     if (!pre && norm) {   /* through Z_k = Norm_k(S) */
         memset(k_->dsum, 0, RD_bytes);
@@ -419,6 +420,7 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
     } else {              /* through O = F(X_k) */
         branch_backward(dX, dM, dw, k_, dO, X, p, k);
     }
+    /* End of exercise 06.block_backward. */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -531,6 +533,7 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
     const float scale = 1.0f / sqrtf((float)D_H);
     /* 1. [q|k|v] [n, 3 H D_H] = U W_QKV: only the new rows */
     sgemm(0, 0, n, 3 * HD, s->D, 1.0f, U, s->D, w->attn.W_QKV, 3 * HD, 0.0f, k->QKV, 3 * HD);
+    /* Exercise 06.kv_cache (3 points): append the new k and v to the cache; the new q attends over keys 0..t. */
     for (int r = 0; r < n; r++) {
         const float *qkv = k->QKV + (size_t)r * 3 * HD;
         const int t = rows[r].pos;
@@ -541,6 +544,7 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
                                   rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, NULL, 1,
                                   t + 1, D_H, D_H);
     }
+    /* End of exercise 06.kv_cache. */
     /* 4. O = Y W_O + b_O */
     linear_forward(O, k->Y, w->attn.W_O, w->attn.b_O, n, HD, s->D);
 }

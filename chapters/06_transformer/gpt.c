@@ -275,6 +275,7 @@ static int sample_token(const float *logits, int V, const GptSampling *s, Rng *r
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[best]) best = v;
     if (s->temperature <= 0.0f) return best;
+    /* Exercise 06.sampling (2 points): draw from softmax(logits / temperature) over the top_k most likely. */
     float threshold = -INFINITY;   /* keep logits >= the k-th largest */
     if (s->top_k > 0 && s->top_k < V) {
         memcpy(work, logits, sizeof(float) * (size_t)V);
@@ -291,6 +292,7 @@ static int sample_token(const float *logits, int V, const GptSampling *s, Rng *r
         acc += work[V + v];
         if (work[V + v] > 0.0f && u < acc) return v;
     }
+    /* End of exercise 06.sampling. */
     return best;   /* (rounding at the very end of the sum) */
 }
 

@@ -51,6 +51,7 @@ size_t patch_embed_scratch_floats(const PatchEmbedSpec *s, int B) {
 void patch_embed_im2col(float *patches, const float *images, const PatchEmbedSpec *s, int B) {
     const int P = s->P, per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
+    /* Exercise 07.patch_embedding (5 points): im2col, every P x P patch of every channel into one row. */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
             const int top = (n / per_row) * P, left = (n % per_row) * P;   /* the patch's first pixel */
@@ -62,12 +63,14 @@ void patch_embed_im2col(float *patches, const float *images, const PatchEmbedSpe
                     memcpy(p + (c * P + i) * P, src, sizeof(float) * P);
                 }
         }
+    /* End of exercise 07.patch_embedding. */
 }
 
 /* dpatches [B N, D_in] -> dimages [B, channels, rows, cols] += (the same walk as im2col) */
 void patch_embed_col2im_add(float *dimages, const float *dpatches, const PatchEmbedSpec *s, int B) {
     const int P = s->P, per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
+    /* Exercise 07.patch_embedding, continued: col2im, each row of dpatches added back to its pixels. */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
             const int top = (n / per_row) * P, left = (n % per_row) * P;
@@ -78,6 +81,7 @@ void patch_embed_col2im_add(float *dimages, const float *dpatches, const PatchEm
                     for (int j = 0; j < P; j++) dst[j] += p[(c * P + i) * P + j];
                 }
         }
+    /* End of exercise 07.patch_embedding. */
 }
 
 /* images [B, channels, rows, cols] -> out [B, N, D], cache = patches [B N, D_in] */

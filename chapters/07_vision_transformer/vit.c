@@ -39,18 +39,21 @@ void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls
     positional_encoding_sinusoidal(Pr, grid_rows, half);     /* chapter 04's 1-D sinusoids */
     positional_encoding_sinusoidal(Pc, grid_cols, half);
     if (has_cls) memset(P, 0, sizeof(float) * (size_t)D);
+    /* Exercise 07.positions_2d (2 points): patch (r, c) gets [row r's sinusoids ; column c's sinusoids]. */
     for (int r = 0; r < grid_rows; r++)
         for (int c = 0; c < grid_cols; c++) {
             float *row = P + (size_t)(off + r * grid_cols + c) * D;
             memcpy(row, Pr + (size_t)r * half, sizeof(float) * (size_t)half);
             memcpy(row + half, Pc + (size_t)c * half, sizeof(float) * (size_t)half);
         }
+    /* End of exercise 07.positions_2d. */
     free(Pr);
     free(Pc);
 }
 
 /* Z [B, T, D] -> pooled [B, D] */
 void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T, int D) {
+    /* Exercise 07.pooling (3 points): what the head reads, the class token's output or the mean over T. */
     for (int b = 0; b < B; b++) {
         const float *z = Z + (size_t)b * T * D;
         float *u = pooled + (size_t)b * D;
@@ -64,11 +67,13 @@ void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T,
             u[d] = (float)(s / T);
         }
     }
+    /* End of exercise 07.pooling. */
 }
 
 /* dpooled [B, D] -> dZ [B, T, D] += */
 void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int T, int D) {
     const float scale = 1.0f / (float)T;
+    /* Exercise 07.pooling, continued: its backward, dpooled back to the outputs it read. */
     for (int b = 0; b < B; b++) {
         float *dz = dZ + (size_t)b * T * D;
         const float *du = dpooled + (size_t)b * D;
@@ -79,6 +84,7 @@ void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int
         for (int t = 0; t < T; t++)
             for (int d = 0; d < D; d++) dz[(size_t)t * D + d] += du[d] * scale;
     }
+    /* End of exercise 07.pooling. */
 }
 
 static BlockSpec encoder_spec(const VitConfig *c) {

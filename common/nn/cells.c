@@ -109,6 +109,7 @@ static void gru_forward(float *h, float *cache, float *a,
     sgemm(0, 0, B, 2 * S, S, 1.0f, h_prev, S, W_h, G3, 1.0f, a, G3);
     /* cache[:, 3S:4S] = h_prev @ W_h[:, 2S:3S] */
     sgemm(0, 0, B, S, S, 1.0f, h_prev, S, W_h + 2 * S, G3, 0.0f, cache + 3 * S, C4);
+    /* Exercise 01.gru_step (4 points): the GRU's gates r, z, n and its new state h', row by row. */
     for (int b = 0; b < B; b++) {
         const float *ar = a + (size_t)b * G3;
         float *r = cache + (size_t)b * C4, *z = r + S, *n = r + 2 * S;
@@ -126,6 +127,7 @@ static void gru_forward(float *h, float *cache, float *a,
             hr[j] = row_is_active(mask, b) ? h_new : hp[j];
         }
     }
+    /* End of exercise 01.gru_step. */
 }
 
 /* x[B,I], h_prev[B,S], c_prev[B,S], W_x[I,4S], W_h[S,4S], b[4S]
@@ -222,6 +224,7 @@ static void gru_backward_gates(float *da, float *da_h, float *dh_prev, const flo
                                const float *cache, const float *h_prev,
                                const int *mask, int B, int S) {
     int G3 = 3 * S, C4 = 4 * S;
+    /* Exercise 01.gru_step, continued: the GRU step's backward, from dh to da, da_h and dh_prev. */
     for (int b = 0; b < B; b++) {
         const float *r = cache + (size_t)b * C4, *z = r + S, *n = r + 2 * S, *hn = r + 3 * S;
         const float *hp = h_prev + (size_t)b * S;
@@ -250,6 +253,7 @@ static void gru_backward_gates(float *da, float *da_h, float *dh_prev, const flo
             if (dhp) dhp[j] += grad * z[j];
         }
     }
+    /* End of exercise 01.gru_step. */
 }
 
 /* c' = f c + i g,  h' = o tanh(c'):

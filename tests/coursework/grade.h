@@ -1,0 +1,107 @@
+/* grade.h - the harness of the coursework graders (tests/coursework/grade_NN.c).
+ *
+ * A chapter's grader is a list of exercises, named as the code's markers name
+ * them ("Exercise 04.projections"), each a list of checks run in order. A
+ * check returns 0 when it passes, or grade_fail(...) (which returns -1) at its
+ * first problem, with a message that says what differs where. grade_main()
+ * runs the exercise named on the command line (or every one), stops an
+ * exercise at its first failing check, and prints the lines that
+ * tools/coursework_grade.py reads:
+ *
+ *     check 04.projections: <check>          before each check, so a crash names it
+ *     PASS 04.projections
+ *     FAIL 04.projections: <check>: <message>
+ *
+ * and exits 0 when every exercise it ran passed.
+ *
+ * Each exercise's checks depend on that exercise's code only: the code they
+ * call around it is never another exercise of the same chapter, and the
+ * answers come from PyTorch (tests/golden/), from finite differences, or from
+ * an earlier chapter. So a missing exercise costs only its own points.
+ *
+ * The harness is not cmocka because the grader needs, per exercise, the first
+ * failing check as one line, and each exercise run in a process of its own
+ * (a crash then costs only that exercise). Memory from grade_floats() and
+ * grade_ints() is freed after each check. */
+#ifndef GRADE_H
+#define GRADE_H
+#include <stddef.h>
+
+#include "golden.h"
+#include "nn/gradcheck.h"
+
+typedef int (*GradeCheckFn)(void);
+
+typedef struct {
+    const char *name;        /* what it checks, in a few words */
+    GradeCheckFn run;
+} GradeCheck;
+
+typedef struct {
+    const char *id;          /* "NN.name", as in the code's marker */
+    const GradeCheck *checks;
+    int n_checks;
+} GradeExercise;
+
+#define GRADE_COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
+/* Records the message of the failing check; returns -1. */
+int grade_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Zeroed buffers that live until the end of the current check. */
+float *grade_floats(size_t n);
+int *grade_ints(size_t n);
+
+/* Uniform numbers in [-scale, scale] from a fixed seed. */
+void grade_fill(float *x, size_t n, float scale, unsigned seed);
+
+/* got[n] against want[n], n = the product of dims[0..ndim): passes when
+ * every |got - want| <= atol + rtol |want|. Otherwise fails with
+ * "<what> differs from <source> at [i, j]: got x, want y". */
+int grade_close(const char *what, const char *source, const float *got, const float *want, int ndim,
+                const int *dims, double rtol, double atol);
+
+/* The analytic gradient dL/dx [n] against central finite differences of
+ * loss(ctx) (nn/gradcheck.h, step eps), n = the product of dims; passes when
+ * every checked entry has a relative error below tol. Otherwise fails with
+ * "<what> differs from finite differences at [i, j]: analytic a, numeric b". */
+int grade_gradient(const char *what, LossFn loss, void *ctx, float *x, const float *analytic, int ndim,
+                   const int *dims, float eps, double tol);
+
+/* ------------------------------------------------ PyTorch's golden vectors */
+
+/* One case of tests/golden/<layer>.bin (or $ATTN_GOLDEN_DIR/<layer>.bin). */
+typedef struct {
+    const GoldFile *file;
+    const char *layer;
+    const char *name;
+} GoldCase;
+
+/* Calls check on every case of the layer's file for which want (NULL: every
+ * case) returns 1, and stops at the first that fails. Fails also when the
+ * file cannot be read or no case was wanted. */
+int grade_golden_cases(const char *layer, int (*want)(const GoldCase *c), int (*check)(const GoldCase *c));
+
+/* The case's tensor <name>, or NULL when it has none. */
+const GoldTensor *grade_tensor(const GoldCase *c, const char *name);
+/* Its data; grade_f32 fails the program (a broken file) when it is missing. */
+const float *grade_f32(const GoldCase *c, const char *name);
+const int *grade_i32(const GoldCase *c, const char *name);
+const float *grade_f32_or_null(const GoldCase *c, const char *name);
+const int *grade_i32_or_null(const GoldCase *c, const char *name);
+
+/* got against times x the case's tensor <name> (times 2 after a second
+ * backward call into the same buffers: backward accumulates). */
+int grade_golden_close(const GoldCase *c, const char *name, const float *got, int times, double rtol,
+                       double atol);
+
+/* The tolerances of tests/test_golden.c: outputs, then gradients. */
+#define GRADE_RTOL_OUT 1e-5
+#define GRADE_ATOL_OUT 1e-6
+#define GRADE_RTOL_GRAD 1e-4
+#define GRADE_ATOL_GRAD 1e-5
+
+/* Runs the exercises (argv[1]: only that one; "--list": print the ids). */
+int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exercises);
+
+#endif

@@ -1,0 +1,258 @@
+/* grade_01.c - the coursework grader of chapter 01 (see grade.h): the GRU
+ * step, the encoder's backpropagation through time, the decoder.
+ *
+ * Each exercise's checks avoid the others: the GRU against PyTorch's
+ * GRUCell; the encoder and the decoder on the tanh RNN cell (not an
+ * exercise), their gradients against finite differences. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "data/vocab.h"
+#include "nn/cells.h"
+
+/* ------------------------------------------------------------ 01.gru_step */
+
+/* One case of gru_cell.bin: forward, then backward twice into the same buffers. */
+static int gru_case(const GoldCase *c, int with_backward) {
+    const GoldTensor *x = grade_tensor(c, "x"), *h_prev = grade_tensor(c, "h_prev");
+    const int B = x->dims[0], I = x->dims[1], S = h_prev->dims[1];
+    const int *mask = grade_i32_or_null(c, "mask");
+    float *h = grade_floats((size_t)B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
+    float *scratch = grade_floats((size_t)B * 6 * S);
+    cell_forward(CELL_GRU, h, NULL, cache, scratch, grade_f32(c, "x"), grade_f32(c, "h_prev"), NULL,
+                 grade_f32(c, "W_x"), grade_f32(c, "W_h"), grade_f32(c, "b"), mask, B, I, S);
+    if (grade_golden_close(c, "h", h, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    if (!with_backward) return 0;
+    float *dx = grade_floats((size_t)B * I), *dh_prev = grade_floats((size_t)B * S);
+    float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S);
+    float *db = grade_floats((size_t)3 * S);
+    for (int times = 1; times <= 2; times++) {
+        cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, grade_f32(c, "dh"), NULL, cache, scratch,
+                      grade_f32(c, "x"), grade_f32(c, "h_prev"), NULL, grade_f32(c, "W_x"), grade_f32(c, "W_h"),
+                      mask, B, I, S);
+        if (grade_golden_close(c, "dh_prev", dh_prev, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dx", dx, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW_x", dW_x, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW_h", dW_h, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "db", db, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            return -1;
+    }
+    return 0;
+}
+
+static int gru_forward_case(const GoldCase *c) { return gru_case(c, 0); }
+static int gru_backward_case(const GoldCase *c) { return gru_case(c, 1); }
+static int gru_forward(void) { return grade_golden_cases("gru_cell", NULL, gru_forward_case); }
+static int gru_backward(void) { return grade_golden_cases("gru_cell", NULL, gru_backward_case); }
+
+/* ------------------------------------------------------------ 01.encoder_bptt */
+
+enum { ENC_B = 3, ENC_T = 5, ENC_V = 7, ENC_DE = 3, ENC_S = 4 };
+
+/* An encoder over a padded batch, and L = sum_t w_t . h_t + u . h_T (+ u_c . c_T). */
+typedef struct {
+    RnnEncoder enc;
+    Params p;
+    int src[ENC_B * ENC_T], lens[ENC_B];
+    float *w, *u, *u_c;   /* [T, B, S], [B, S], [B, S] */
+} EncoderLoss;
+
+static double encoder_loss(void *ctx) {
+    EncoderLoss *e = ctx;
+    RnnEncoder *enc = &e->enc;
+    rnn_encoder_forward(enc, &e->p, e->src, e->lens, ENC_B, ENC_T);
+    const size_t hs = (size_t)ENC_B * ENC_S;
+    double L = 0.0;
+    for (size_t i = 0; i < (size_t)ENC_T * hs; i++) L += (double)e->w[i] * enc->h[hs + i];
+    const float *h_T = rnn_encoder_final_h(enc), *c_T = rnn_encoder_final_c(enc);
+    for (size_t i = 0; i < hs; i++) L += (double)e->u[i] * h_T[i] + (c_T ? (double)e->u_c[i] * c_T[i] : 0.0);
+    return L;
+}
+
+static int encoder_gradients(CellType cell) {
+    EncoderLoss e;
+    memset(&e, 0, sizeof e);
+    params_init(&e.p);
+    rnn_encoder_declare(&e.enc, &e.p, "enc", cell, ENC_V, ENC_DE, ENC_S);
+    if (params_alloc(&e.p) < 0) return grade_fail("params_alloc failed");
+    Rng rng;
+    rng_seed(&rng, 1, 1);
+    rnn_encoder_init(&e.enc, &e.p, &rng);
+    rnn_encoder_alloc(&e.enc, ENC_B, ENC_T);
+    const int lens[ENC_B] = {5, 2, 4};   /* padded rows: their last states pass through */
+    for (int b = 0; b < ENC_B; b++) {
+        e.lens[b] = lens[b];
+        for (int t = 0; t < ENC_T; t++) e.src[b * ENC_T + t] = t < lens[b] ? 3 + (b + 2 * t) % (ENC_V - 3) : PAD_ID;
+    }
+    const size_t hs = (size_t)ENC_B * ENC_S;
+    e.w = grade_floats(ENC_T * hs);
+    e.u = grade_floats(hs);
+    e.u_c = grade_floats(hs);
+    grade_fill(e.w, ENC_T * hs, 1.0f, 2);
+    grade_fill(e.u, hs, 1.0f, 3);
+    grade_fill(e.u_c, hs, 1.0f, 4);
+
+    encoder_loss(&e);
+    params_zero_grad(&e.p);
+    rnn_encoder_backward(&e.enc, &e.p, e.w, e.u, cell_has_c(cell) ? e.u_c : NULL);
+    int result = 0;
+    for (int k = 0; k < e.p.n_tensors && result == 0; k++) {
+        const ParamTensor *t = &e.p.tensors[k];
+        char what[96];
+        snprintf(what, sizeof what, "%s cell: d %s", cell_type_name(cell), t->name);
+        result = grade_gradient(what, encoder_loss, &e, e.p.data + t->offset, e.p.grad + t->offset, t->ndim,
+                                t->dims, 1e-3f, 1e-2);
+    }
+    rnn_encoder_free(&e.enc);
+    params_free(&e.p);
+    return result;
+}
+
+static int encoder_rnn(void) { return encoder_gradients(CELL_RNN); }
+static int encoder_lstm(void) { return encoder_gradients(CELL_LSTM); }
+
+/* ------------------------------------------------------------ 01.decoder */
+
+enum { DEC_B = 3, DEC_T = 4, DEC_TT = 4, DEC_V = 8, DEC_DE = 3, DEC_S = 5 };
+
+typedef struct {
+    RnnSeq2Seq model;
+    Batch batch;
+} Decoder;
+
+/* A tanh-RNN encoder-decoder and a padded batch (targets of 4, 2, 3 tokens, <eos> included). */
+static int decoder_make(Decoder *d) {
+    memset(d, 0, sizeof *d);
+    if (rnn_seq2seq_create(&d->model, CELL_RNN, DEC_V, DEC_V, DEC_DE, DEC_S, DEC_B, DEC_T, DEC_TT - 1, 5) < 0)
+        return grade_fail("rnn_seq2seq_create failed");
+    Batch *b = &d->batch;
+    b->batch = DEC_B;
+    b->src_len = DEC_T;
+    b->tgt_len = DEC_TT;
+    b->src = grade_ints(DEC_B * DEC_T);
+    b->src_lens = grade_ints(DEC_B);
+    b->tgt_in = grade_ints(DEC_B * DEC_TT);
+    b->tgt_out = grade_ints(DEC_B * DEC_TT);
+    b->tgt_lens = grade_ints(DEC_B);
+    const int src_lens[DEC_B] = {4, 3, 2}, tgt_lens[DEC_B] = {4, 2, 3};
+    for (int r = 0; r < DEC_B; r++) {
+        b->src_lens[r] = src_lens[r];
+        b->tgt_lens[r] = tgt_lens[r];
+        for (int t = 0; t < DEC_T; t++) b->src[r * DEC_T + t] = t < src_lens[r] ? 3 + (r + t) % 5 : PAD_ID;
+        for (int t = 0; t < DEC_TT; t++) {
+            int y = 3 + (2 * r + 3 * t) % 5;   /* the target token y_t */
+            b->tgt_out[r * DEC_TT + t] = t < tgt_lens[r] - 1 ? y : t == tgt_lens[r] - 1 ? EOS_ID : PAD_ID;
+            b->tgt_in[r * DEC_TT + t] = t == 0 ? BOS_ID : t < tgt_lens[r] ? b->tgt_out[r * DEC_TT + t - 1] : PAD_ID;
+        }
+    }
+    return 0;
+}
+
+static double decoder_loss(void *ctx) {
+    Decoder *d = ctx;
+    return rnn_seq2seq_train_step(&d->model, &d->batch, 0);
+}
+
+/* The training loss against decoding the true tokens one step at a time
+ * (encode + step, which are not part of the exercise). */
+static int teacher_forcing(void) {
+    Decoder d;
+    if (decoder_make(&d)) return -1;
+    const double loss = decoder_loss(&d);
+    const int S = d.model.dec.S;
+    float *states = grade_floats((size_t)DEC_B * S), *next = grade_floats((size_t)DEC_B * S);
+    float *logprobs = grade_floats((size_t)DEC_B * DEC_V);
+    int src_row[DEC_B], prev[DEC_B], n_tokens = 0;
+    double sum = 0.0;
+    rnn_seq2seq_encode(&d.model, &d.batch, states);
+    for (int r = 0; r < DEC_B; r++) src_row[r] = r;
+    for (int t = 0; t < DEC_TT; t++) {
+        for (int r = 0; r < DEC_B; r++) prev[r] = d.batch.tgt_in[r * DEC_TT + t];
+        rnn_seq2seq_step(&d.model, DEC_B, src_row, states, prev, next, logprobs, NULL);
+        for (int r = 0; r < DEC_B; r++) {
+            const int y = d.batch.tgt_out[r * DEC_TT + t];
+            if (y == PAD_ID) continue;
+            sum -= logprobs[r * DEC_V + y];
+            n_tokens++;
+        }
+        memcpy(states, next, sizeof(float) * (size_t)DEC_B * S);
+    }
+    const double want = sum / n_tokens;
+    rnn_seq2seq_free(&d.model);
+    if (fabs(loss - want) > 1e-5 * (1.0 + fabs(want)))
+        return grade_fail("the teacher-forced loss %.6f differs from %.6f, the loss of decoding the true tokens "
+                          "step by step", loss, want);
+    return 0;
+}
+
+/* Every gradient of the decoder's parameters (dec.*, and out.* through it). */
+static int decoder_gradients(void) {
+    Decoder d;
+    if (decoder_make(&d)) return -1;
+    Params *p = &d.model.params;
+    params_zero_grad(p);
+    rnn_seq2seq_train_step(&d.model, &d.batch, 1);
+    int result = 0;
+    for (int k = 0; k < p->n_tensors && result == 0; k++) {
+        const ParamTensor *t = &p->tensors[k];
+        if (strncmp(t->name, "enc.", 4) == 0) continue;   /* the encoder's: exercise 01.encoder_bptt */
+        char what[64];
+        snprintf(what, sizeof what, "d %s", t->name);
+        result = grade_gradient(what, decoder_loss, &d, p->data + t->offset, p->grad + t->offset, t->ndim, t->dims,
+                                1e-3f, 1e-2);
+    }
+    rnn_seq2seq_free(&d.model);
+    return result;
+}
+
+/* The gradient the decoder hands to the context c = h_T (dec.g.dh after the
+ * backward pass: through s_0 and through every step's input). With the
+ * encoder's W_x = W_h = 0 every h_t is tanh(b), so the loss depends on the
+ * encoder's bias b through c alone, and dL/db_j = sum_rows dL/dc_j (1 - c_j^2)
+ * can be compared with finite differences without the encoder's own backward. */
+static int context_gradient(void) {
+    Decoder d;
+    if (decoder_make(&d)) return -1;
+    Params *p = &d.model.params;
+    RnnEncoder *enc = &d.model.enc;
+    memset(params_data(p, enc->W_x), 0, sizeof(float) * (size_t)enc->D_E * enc->S);
+    memset(params_data(p, enc->W_h), 0, sizeof(float) * (size_t)enc->S * enc->S);
+    params_zero_grad(p);
+    rnn_seq2seq_train_step(&d.model, &d.batch, 1);
+    const int S = enc->S;
+    float *b_enc = params_data(p, enc->b), *analytic = grade_floats((size_t)S);
+    for (int j = 0; j < S; j++) {
+        const double c = tanh((double)b_enc[j]);
+        for (int r = 0; r < DEC_B; r++) analytic[j] += (float)(d.model.dec.g.dh[r * S + j] * (1.0 - c * c));
+    }
+    int result = grade_gradient("the gradient reaching the context c (through b of a constant encoder)",
+                                decoder_loss, &d, b_enc, analytic, 1, (int[]){S}, 1e-3f, 1e-2);
+    rnn_seq2seq_free(&d.model);
+    return result;
+}
+
+/* ------------------------------------------------------------ the exercises */
+
+static const GradeCheck GRU_STEP[] = {
+    {"h' against PyTorch's GRUCell", gru_forward},
+    {"the step's gradients against PyTorch's autograd", gru_backward},
+};
+static const GradeCheck ENCODER_BPTT[] = {
+    {"encoder gradients, tanh RNN cell, padded batch, against finite differences", encoder_rnn},
+    {"encoder gradients, LSTM cell, padded batch, against finite differences", encoder_lstm},
+};
+static const GradeCheck DECODER[] = {
+    {"teacher forcing: the training loss against step-by-step decoding", teacher_forcing},
+    {"decoder gradients against finite differences", decoder_gradients},
+    {"the gradient reaching the context c against finite differences", context_gradient},
+};
+static const GradeExercise EXERCISES[] = {
+    {"01.gru_step", GRU_STEP, GRADE_COUNT(GRU_STEP)},
+    {"01.encoder_bptt", ENCODER_BPTT, GRADE_COUNT(ENCODER_BPTT)},
+    {"01.decoder", DECODER, GRADE_COUNT(DECODER)},
+};
+
+int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }

@@ -1,0 +1,166 @@
+/* grade_02.c - the coursework grader of chapter 02 (see grade.h): the
+ * additive score, the context, the bidirectional encoder's annotations.
+ *
+ * The score and the context against PyTorch (tests/golden/); the
+ * annotations against their definition, on encoder states filled with
+ * values that say which position they belong to. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "02_bahdanau_attention/bahdanau.h"
+
+/* ------------------------------------------------------------ 02.additive_score */
+
+static int additive_case(const GoldCase *c, int with_backward) {
+    const GoldTensor *keys = grade_tensor(c, "keys");
+    const int B = keys->dims[0], T = keys->dims[1], D_A = keys->dims[2];
+    const int *lens = grade_i32(c, "lens");
+    float *weights = grade_floats((size_t)B * T), *feat = grade_floats((size_t)B * T * D_A);
+    additive_attention_forward(weights, feat, keys->data, grade_f32(c, "query"), grade_f32(c, "v"), lens, B, T, D_A);
+    if (grade_golden_close(c, "weights", weights, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    if (!with_backward) return 0;
+    float *dkeys = grade_floats((size_t)B * T * D_A), *dquery = grade_floats((size_t)B * D_A);
+    float *dv = grade_floats((size_t)D_A), *dscores = grade_floats((size_t)B * T);
+    for (int times = 1; times <= 2; times++) {
+        additive_attention_backward(dkeys, dquery, dv, dscores, grade_f32(c, "dweights"), weights, feat,
+                                    grade_f32(c, "v"), lens, B, T, D_A);
+        if (grade_golden_close(c, "dkeys", dkeys, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dquery", dquery, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dv", dv, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            return -1;
+    }
+    return 0;
+}
+
+static int additive_forward_case(const GoldCase *c) { return additive_case(c, 0); }
+static int additive_backward_case(const GoldCase *c) { return additive_case(c, 1); }
+static int additive_forward(void) { return grade_golden_cases("additive_attention", NULL, additive_forward_case); }
+static int additive_backward(void) { return grade_golden_cases("additive_attention", NULL, additive_backward_case); }
+
+/* ------------------------------------------------------------ 02.context */
+
+static int context_case(const GoldCase *c, int with_backward) {
+    const GoldTensor *values = grade_tensor(c, "values");
+    const int B = values->dims[0], T = values->dims[1], D = values->dims[2];
+    const float *weights = grade_f32(c, "weights");
+    float *context = grade_floats((size_t)B * D);
+    attention_context_forward(context, weights, values->data, B, T, D);
+    if (grade_golden_close(c, "context", context, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    if (!with_backward) return 0;
+    float *dweights = grade_floats((size_t)B * T), *dvalues = grade_floats((size_t)B * T * D);
+    for (int times = 1; times <= 2; times++) {
+        attention_context_backward(dweights, dvalues, grade_f32(c, "dcontext"), weights, values->data, B, T, D);
+        if (grade_golden_close(c, "dweights", dweights, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dvalues", dvalues, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            return -1;
+    }
+    return 0;
+}
+
+static int context_forward_case(const GoldCase *c) { return context_case(c, 0); }
+static int context_backward_case(const GoldCase *c) { return context_case(c, 1); }
+static int context_forward(void) { return grade_golden_cases("attention_context", NULL, context_forward_case); }
+static int context_backward(void) { return grade_golden_cases("attention_context", NULL, context_backward_case); }
+
+/* ------------------------------------------------------------ 02.annotations */
+
+enum { ANN_B = 3, ANN_T = 5, ANN_S = 2 };
+static const int ANN_LENS[ANN_B] = {5, 2, 3};
+
+/* A value that names what it belongs to: encoder (0 forward, 1 backward),
+ * row b, source position i, state entry j. */
+static float code(int encoder, int b, int i, int j) { return (float)(1000 * encoder + 100 * b + 10 * (i + 1) + j + 1); }
+
+/* The states of a forward and a backward encoder, as RnnEncoder keeps them:
+ * h [T+1, B, S], h[t] = the state after t tokens. The forward encoder has
+ * read positions 0..t-1, so h[t] belongs to position t-1; the backward one
+ * reads each row's real tokens last to first, so its h[t] belongs to
+ * position lens[b] - t. Padded steps keep the state (their values here: 0). */
+static void fill_states(RnnEncoder *fwd, RnnEncoder *bwd) {
+    memset(fwd, 0, sizeof *fwd);
+    memset(bwd, 0, sizeof *bwd);
+    fwd->S = bwd->S = ANN_S;
+    fwd->h = grade_floats((size_t)(ANN_T + 1) * ANN_B * ANN_S);
+    bwd->h = grade_floats((size_t)(ANN_T + 1) * ANN_B * ANN_S);
+    for (int t = 1; t <= ANN_T; t++)
+        for (int b = 0; b < ANN_B; b++)
+            for (int j = 0; j < ANN_S; j++) {
+                if (t > ANN_LENS[b]) continue;
+                fwd->h[((size_t)t * ANN_B + b) * ANN_S + j] = code(0, b, t - 1, j);
+                bwd->h[((size_t)t * ANN_B + b) * ANN_S + j] = code(1, b, ANN_LENS[b] - t, j);
+            }
+}
+
+/* ann [B, T, S_enc] must be h_i = [h_fwd_i ; h_bwd_i] at real positions, 0 at padded ones. */
+static int annotations_with(int bidirectional) {
+    RnnEncoder fwd, bwd;
+    fill_states(&fwd, &bwd);
+    const int S_enc = bidirectional ? 2 * ANN_S : ANN_S;
+    float *ann = grade_floats((size_t)ANN_B * ANN_T * S_enc), *want = grade_floats((size_t)ANN_B * ANN_T * S_enc);
+    for (int b = 0; b < ANN_B; b++)
+        for (int i = 0; i < ANN_LENS[b]; i++)
+            for (int j = 0; j < S_enc; j++)
+                want[((size_t)b * ANN_T + i) * S_enc + j] = j < ANN_S ? code(0, b, i, j) : code(1, b, i, j - ANN_S);
+    grade_fill(ann, (size_t)ANN_B * ANN_T * S_enc, 1.0f, 7);   /* what was there must go */
+    encoder_states_to_rows(ann, &fwd, bidirectional ? &bwd : NULL, ANN_LENS, ANN_B, ANN_T);
+    return grade_close(bidirectional ? "ann (bidirectional)" : "ann (one encoder)", "[h_fwd_i ; h_bwd_i]", ann,
+                       want, 3, (int[]){ANN_B, ANN_T, S_enc}, 0.0, 0.0);
+}
+
+static int annotations_one(void) { return annotations_with(0); }
+static int annotations_two(void) { return annotations_with(1); }
+
+/* dann [B, T, 2S] back to dH_fwd, dH_bwd [T, B, S]: dH[t] is the gradient
+ * of h[t+1], the state after t+1 tokens, so it takes the gradient of the
+ * position that state belongs to (0 for padded steps). */
+static int annotation_gradients(void) {
+    const int S_enc = 2 * ANN_S;
+    const size_t per_encoder = (size_t)ANN_T * ANN_B * ANN_S;
+    float *dann = grade_floats((size_t)ANN_B * ANN_T * S_enc);
+    for (int b = 0; b < ANN_B; b++)
+        for (int i = 0; i < ANN_T; i++)
+            for (int j = 0; j < S_enc; j++)
+                dann[((size_t)b * ANN_T + i) * S_enc + j] = j < ANN_S ? code(0, b, i, j) : code(1, b, i, j - ANN_S);
+    float *dH_fwd = grade_floats(per_encoder), *dH_bwd = grade_floats(per_encoder);
+    float *want_fwd = grade_floats(per_encoder), *want_bwd = grade_floats(per_encoder);
+    for (int t = 0; t < ANN_T; t++)
+        for (int b = 0; b < ANN_B; b++)
+            for (int j = 0; j < ANN_S; j++) {
+                if (t >= ANN_LENS[b]) continue;
+                want_fwd[((size_t)t * ANN_B + b) * ANN_S + j] = code(0, b, t, j);
+                want_bwd[((size_t)t * ANN_B + b) * ANN_S + j] = code(1, b, ANN_LENS[b] - 1 - t, j);
+            }
+    grade_fill(dH_fwd, per_encoder, 1.0f, 8);   /* what was there must go */
+    grade_fill(dH_bwd, per_encoder, 1.0f, 9);
+    encoder_grads_from_rows(dH_fwd, dH_bwd, dann, ANN_LENS, ANN_B, ANN_T, ANN_S);
+    const int dims[3] = {ANN_T, ANN_B, ANN_S};
+    if (grade_close("dH_fwd", "the gradient of the state each position's h_fwd_i came from", dH_fwd, want_fwd, 3,
+                    dims, 0.0, 0.0))
+        return -1;
+    return grade_close("dH_bwd", "the gradient of the state each position's h_bwd_i came from", dH_bwd, want_bwd, 3,
+                       dims, 0.0, 0.0);
+}
+
+/* ------------------------------------------------------------ the exercises */
+
+static const GradeCheck ADDITIVE_SCORE[] = {
+    {"the weights a against PyTorch", additive_forward},
+    {"the gradients of keys, query and v against PyTorch's autograd", additive_backward},
+};
+static const GradeCheck CONTEXT[] = {
+    {"the context c against PyTorch", context_forward},
+    {"the gradients of the weights and the h_i against PyTorch's autograd", context_backward},
+};
+static const GradeCheck ANNOTATIONS[] = {
+    {"h_i with one encoder", annotations_one},
+    {"h_i = [h_fwd_i ; h_bwd_i] with two", annotations_two},
+    {"the gradients back to each encoder's states", annotation_gradients},
+};
+static const GradeExercise EXERCISES[] = {
+    {"02.additive_score", ADDITIVE_SCORE, GRADE_COUNT(ADDITIVE_SCORE)},
+    {"02.context", CONTEXT, GRADE_COUNT(CONTEXT)},
+    {"02.annotations", ANNOTATIONS, GRADE_COUNT(ANNOTATIONS)},
+};
+
+int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }

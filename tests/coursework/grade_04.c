@@ -1,0 +1,164 @@
+/* grade_04.c - the coursework grader of chapter 04 (see grade.h): the
+ * projections Q, K, V and their backward, the causal mask, the padding mask,
+ * the sinusoidal positions.
+ *
+ * The projections on unmasked cases (PyTorch's golden vectors, and finite
+ * differences); each mask through chapter 03's attention layer on the cases
+ * that use that mask alone; the sinusoids against PyTorch's. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "grade_attention.h"
+#include "04_self_attention/self_attention.h"
+
+/* ------------------------------------------------------------ 04.projections */
+
+static int unmasked_case(const GoldCase *c) {
+    return grade_i32(c, "causal")[0] == 0 && grade_tensor(c, "lens") == NULL;
+}
+
+static int self_attention_case(const GoldCase *c, int with_backward) {
+    const GoldTensor *X = grade_tensor(c, "X"), *W_Q = grade_tensor(c, "W_Q");
+    const int B = X->dims[0], N = X->dims[1], D_in = X->dims[2], D = W_Q->dims[1];
+    SelfAttentionWeights w = {(float *)W_Q->data, (float *)grade_f32(c, "W_K"), (float *)grade_f32(c, "W_V")};
+    float *Y = grade_floats((size_t)B * N * D), *A = grade_floats((size_t)B * N * N);
+    float *cache = grade_floats(self_attention_cache_floats(B, N, D));
+    self_attention_forward(Y, A, cache, X->data, &w, 0, NULL, B, N, D_in, D);
+    if (grade_golden_close(c, "Y", Y, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT) ||
+        grade_golden_close(c, "A", A, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT))
+        return -1;
+    if (!with_backward) return 0;
+    float *scratch = grade_floats(self_attention_scratch_floats(B, N, D)), *dX = grade_floats((size_t)B * N * D_in);
+    SelfAttentionWeights dw = {grade_floats((size_t)D_in * D), grade_floats((size_t)D_in * D),
+                               grade_floats((size_t)D_in * D)};
+    for (int times = 1; times <= 2; times++) {
+        self_attention_backward(dX, &dw, scratch, grade_f32(c, "dY"), A, cache, X->data, &w, B, N, D_in, D);
+        if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW_Q", dw.W_Q, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW_K", dw.W_K, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW_V", dw.W_V, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            return -1;
+    }
+    return 0;
+}
+
+static int self_attention_forward_case(const GoldCase *c) { return self_attention_case(c, 0); }
+static int self_attention_backward_case(const GoldCase *c) { return self_attention_case(c, 1); }
+static int projections_forward(void) {
+    return grade_golden_cases("self_attention", unmasked_case, self_attention_forward_case);
+}
+static int projections_backward(void) {
+    return grade_golden_cases("self_attention", unmasked_case, self_attention_backward_case);
+}
+
+/* L = sum wY . Y of a layer on 2 sequences of 5 inputs of width 4, D = 3. */
+enum { FD_B = 2, FD_N = 5, FD_DIN = 4, FD_D = 3 };
+typedef struct {
+    float X[FD_B * FD_N * FD_DIN], W[3][FD_DIN * FD_D], wY[FD_B * FD_N * FD_D];
+    float Y[FD_B * FD_N * FD_D], A[FD_B * FD_N * FD_N], *cache;
+} Layer;
+
+static double layer_loss(void *ctx) {
+    Layer *L = ctx;
+    SelfAttentionWeights w = {L->W[0], L->W[1], L->W[2]};
+    self_attention_forward(L->Y, L->A, L->cache, L->X, &w, 0, NULL, FD_B, FD_N, FD_DIN, FD_D);
+    double sum = 0.0;
+    for (int i = 0; i < FD_B * FD_N * FD_D; i++) sum += (double)L->wY[i] * L->Y[i];
+    return sum;
+}
+
+static int projections_finite_differences(void) {
+    static Layer L;
+    L.cache = grade_floats(self_attention_cache_floats(FD_B, FD_N, FD_D));
+    grade_fill(L.X, FD_B * FD_N * FD_DIN, 1.0f, 1);
+    for (int k = 0; k < 3; k++) grade_fill(L.W[k], FD_DIN * FD_D, 0.8f, 2 + (unsigned)k);
+    grade_fill(L.wY, FD_B * FD_N * FD_D, 1.0f, 5);
+    layer_loss(&L);
+    float *dX = grade_floats(FD_B * FD_N * FD_DIN), *scratch = grade_floats(self_attention_scratch_floats(FD_B, FD_N, FD_D));
+    float *dW[3] = {grade_floats(FD_DIN * FD_D), grade_floats(FD_DIN * FD_D), grade_floats(FD_DIN * FD_D)};
+    SelfAttentionWeights w = {L.W[0], L.W[1], L.W[2]}, dw = {dW[0], dW[1], dW[2]};
+    self_attention_backward(dX, &dw, scratch, L.wY, L.A, L.cache, L.X, &w, FD_B, FD_N, FD_DIN, FD_D);
+    static const char *const names[3] = {"dW_Q", "dW_K", "dW_V"};
+    for (int k = 0; k < 3; k++)
+        if (grade_gradient(names[k], layer_loss, &L, L.W[k], dW[k], 2, (int[]){FD_DIN, FD_D}, 5e-3f, 1e-2)) return -1;
+    return grade_gradient("dX", layer_loss, &L, L.X, dX, 3, (int[]){FD_B, FD_N, FD_DIN}, 5e-3f, 1e-2);
+}
+
+/* ------------------------------------------------------------ 04.causal_mask, 04.padding_mask */
+
+/* mask_key_limit for every query i of N_X = 6 keys against want(i). */
+static int key_limits(const char *what, AttentionMask m, int (*want)(const AttentionMask *m, int i, int N_X)) {
+    const int N_X = 6;
+    for (int i = 0; i < N_X; i++) {
+        const int got = mask_key_limit(&m, i, N_X), expected = want(&m, i, N_X);
+        if (got != expected)
+            return grade_fail("%s: query %d of %d sees keys 0..%d, want 0..%d (mask_key_limit %d, want %d)", what, i,
+                              N_X, got - 1, expected - 1, got, expected);
+    }
+    return 0;
+}
+
+static int causal_limit(const AttentionMask *m, int i, int N_X) { (void)m; (void)N_X; return i + 1; }
+static int padded_limit(const AttentionMask *m, int i, int N_X) {
+    (void)i;
+    return m->key_len > 0 && m->key_len < N_X ? m->key_len : N_X;
+}
+
+static int causal_limits(void) { return key_limits("causal", (AttentionMask){NULL, 1, 0}, causal_limit); }
+static int padded_limits(void) {
+    for (int key_len = 0; key_len <= 8; key_len += 2)
+        if (key_limits("padding", (AttentionMask){NULL, 0, key_len}, padded_limit)) return -1;
+    return 0;
+}
+
+/* Chapter 03's layer (every score) on a case with a mask: grade_attention.h. */
+static int masked_case(const GoldCase *c) { return attention_case(c, 1); }
+
+static int only_causal(const GoldCase *c) {
+    return grade_i32(c, "causal")[0] == 1 && grade_i32(c, "key_len")[0] == 0 && grade_tensor(c, "allowed") == NULL;
+}
+static int only_key_len(const GoldCase *c) {
+    return grade_i32(c, "causal")[0] == 0 && grade_i32(c, "key_len")[0] > 0 && grade_tensor(c, "allowed") == NULL;
+}
+static int causal_attention(void) { return grade_golden_cases("attention", only_causal, masked_case); }
+static int padded_attention(void) { return grade_golden_cases("attention", only_key_len, masked_case); }
+
+/* ------------------------------------------------------------ 04.sinusoidal */
+
+static int sinusoid_case(const GoldCase *c) {
+    const GoldTensor *P_sin = grade_tensor(c, "P_sin");
+    const int N = P_sin->dims[0], D = P_sin->dims[1];
+    float *P = grade_floats((size_t)N * D);
+    positional_encoding_sinusoidal(P, N, D);
+    return grade_golden_close(c, "P_sin", P, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
+}
+
+static int sinusoids(void) { return grade_golden_cases("positional_encoding", NULL, sinusoid_case); }
+
+/* ------------------------------------------------------------ the exercises */
+
+static const GradeCheck PROJECTIONS[] = {
+    {"Y and A against PyTorch (no mask)", projections_forward},
+    {"dW_Q, dW_K, dW_V, dX against finite differences", projections_finite_differences},
+    {"dX, dW_Q, dW_K, dW_V against PyTorch's autograd (no mask), twice: they add up", projections_backward},
+};
+static const GradeCheck CAUSAL_MASK[] = {
+    {"which keys each query sees", causal_limits},
+    {"causal attention (four scores) against PyTorch", causal_attention},
+};
+static const GradeCheck PADDING_MASK[] = {
+    {"which keys each query sees, key_len 0 to 8 of 6", padded_limits},
+    {"attention with padded keys (four scores) against PyTorch", padded_attention},
+};
+static const GradeCheck SINUSOIDAL[] = {
+    {"P against PyTorch's sinusoids (odd D too)", sinusoids},
+};
+static const GradeExercise EXERCISES[] = {
+    {"04.projections", PROJECTIONS, GRADE_COUNT(PROJECTIONS)},
+    {"04.causal_mask", CAUSAL_MASK, GRADE_COUNT(CAUSAL_MASK)},
+    {"04.padding_mask", PADDING_MASK, GRADE_COUNT(PADDING_MASK)},
+    {"04.sinusoidal", SINUSOIDAL, GRADE_COUNT(SINUSOIDAL)},
+};
+
+int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }

@@ -1,0 +1,209 @@
+/* grade_06.c - the coursework grader of chapter 06 (see grade.h): the
+ * block's backward, one sublayer at a time; the KV cache of decoding; the
+ * GPT's sampling.
+ *
+ * The backward against PyTorch (tests/golden/block.bin: post- and pre-norm,
+ * LayerNorm, RMSNorm and none, every MLP); the KV cache against the block's
+ * own forward over the whole prefix; sampling against the distribution it
+ * must draw from, counted over many draws (the logits come from the GPT run
+ * without the KV cache, so the two exercises stay apart). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "06_transformer/block.h"
+#include "06_transformer/gpt.h"
+
+/* ------------------------------------------------------------ 06.block_backward */
+
+typedef struct {
+    const char *name;
+    float *data;
+} NamedTensor;
+
+/* An encoder block's tensors by their names in block.bin (absent ones NULL). */
+static int block_named(const BlockWeights *w, NamedTensor out[12]) {
+    const NamedTensor all[12] = {
+        {"W_QKV", w->attn.W_QKV}, {"W_O", w->attn.W_O}, {"b_O", w->attn.b_O}, {"norm1_gamma", w->norm1_gamma},
+        {"norm1_beta", w->norm1_beta}, {"W_1", w->W_1}, {"b_1", w->b_1}, {"W_3", w->W_3}, {"W_2", w->W_2},
+        {"b_2", w->b_2}, {"norm2_gamma", w->norm2_gamma}, {"norm2_beta", w->norm2_beta}};
+    memcpy(out, all, sizeof all);
+    return 12;
+}
+
+static int block_case(const GoldCase *c) {
+    const GoldTensor *X = grade_tensor(c, "X"), *W_QKV = grade_tensor(c, "W_QKV"), *W_1 = grade_tensor(c, "W_1");
+    const int *config = grade_i32(c, "config");   /* H, norm placement, norm, MLP, causal */
+    const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0];
+    const BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
+                         (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, MULTI_HEAD_PLAIN, config[4], 0, 0.0f};
+    const int *lens = grade_i32_or_null(c, "lens");
+    const size_t n_params = block_param_count(&s);
+    BlockWeights w = block_weights_view(&s, grade_floats(n_params)), dw = block_weights_view(&s, grade_floats(n_params));
+    NamedTensor tensors[12], grads[12];
+    const int n = block_named(&w, tensors);
+    block_named(&dw, grads);
+    for (int i = 0; i < n; i++)
+        if (tensors[i].data) memcpy(tensors[i].data, grade_f32(c, tensors[i].name), sizeof(float) * grade_tensor(c, tensors[i].name)->count);
+    const size_t nX = (size_t)B * N * D;
+    float *Y = grade_floats(nX), *dX = grade_floats(nX), *cache = grade_floats(block_cache_floats(&s, B, N, 0));
+    float *scratch = grade_floats(block_scratch_floats(&s, B, N, 0));
+    block_forward(Y, cache, X->data, &s, &w, lens, NULL, B, N, 0, NULL);
+    for (int times = 1; times <= 2; times++) {
+        block_backward(dX, NULL, &dw, scratch, grade_f32(c, "dY"), cache, X->data, &s, &w, lens, NULL, B, N);
+        if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+        for (int i = 0; i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "d%s", grads[i].name);
+            if (grads[i].data && grade_golden_close(c, name, grads[i].data, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int post_norm(const GoldCase *c) { return grade_i32(c, "config")[1] == BLOCK_POST_NORM && grade_i32(c, "config")[2] != BLOCK_NO_NORM; }
+static int pre_norm(const GoldCase *c) { return grade_i32(c, "config")[1] == BLOCK_PRE_NORM && grade_i32(c, "config")[2] != BLOCK_NO_NORM; }
+static int no_norm(const GoldCase *c) { return grade_i32(c, "config")[2] == BLOCK_NO_NORM; }
+static int backward_no_norm(void) { return grade_golden_cases("block", no_norm, block_case); }
+static int backward_post_norm(void) { return grade_golden_cases("block", post_norm, block_case); }
+static int backward_pre_norm(void) { return grade_golden_cases("block", pre_norm, block_case); }
+
+/* ------------------------------------------------------------ 06.kv_cache */
+
+enum { KV_ROWS = 2, KV_N = 6, KV_D = 8, KV_H = 2 };
+
+/* Feeds each row's positions one at a time through block_step and compares
+ * every new row with block_forward's (causal) output at that position. */
+static int kv_cache_with(BlockNormPlace place) {
+    const BlockSpec s = {KV_D, KV_H, KV_D / KV_H, 16, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
+                         1, 0, 0.0f};
+    const size_t n_params = block_param_count(&s), nX = (size_t)KV_ROWS * KV_N * KV_D;
+    float *params = grade_floats(n_params);
+    BlockWeights w = block_weights_view(&s, params);
+    Rng rng;
+    rng_seed(&rng, 3, 6);
+    block_init(&s, &w, &rng);
+    grade_fill(w.attn.b_O, KV_D, 0.5f, 4);
+    float *X = grade_floats(nX), *Y = grade_floats(nX), *cache = grade_floats(block_cache_floats(&s, KV_ROWS, KV_N, 0));
+    grade_fill(X, nX, 1.0f, 5);
+    block_forward(Y, cache, X, &s, &w, NULL, NULL, KV_ROWS, KV_N, 0, NULL);
+    BlockStepRow rows[KV_ROWS];
+    for (int r = 0; r < KV_ROWS; r++)
+        rows[r] = (BlockStepRow){grade_floats((size_t)KV_N * KV_D), grade_floats((size_t)KV_N * KV_D), 0, NULL, 0};
+    float *work = grade_floats(block_step_work_floats(&s, KV_ROWS, KV_N, 0));
+    float x_t[KV_ROWS * KV_D], y_t[KV_ROWS * KV_D], want[KV_ROWS * KV_D];
+    for (int t = 0; t < KV_N; t++) {
+        for (int r = 0; r < KV_ROWS; r++) {
+            rows[r].pos = t;
+            memcpy(x_t + r * KV_D, X + ((size_t)r * KV_N + t) * KV_D, sizeof(float) * KV_D);
+            memcpy(want + r * KV_D, Y + ((size_t)r * KV_N + t) * KV_D, sizeof(float) * KV_D);
+        }
+        block_step(y_t, NULL, x_t, &s, &w, rows, KV_ROWS, KV_N, 0, work);
+        char what[96];
+        snprintf(what, sizeof what, "%s-norm block, the step of position %d: Y", place == BLOCK_PRE_NORM ? "pre" : "post", t);
+        if (grade_close(what, "block_forward's row at that position", y_t, want, 2, (int[]){KV_ROWS, KV_D}, 1e-4, 1e-5))
+            return -1;
+    }
+    return 0;
+}
+
+static int kv_cache_pre(void) { return kv_cache_with(BLOCK_PRE_NORM); }
+static int kv_cache_post(void) { return kv_cache_with(BLOCK_POST_NORM); }
+
+/* ------------------------------------------------------------ 06.sampling */
+
+enum { GPT_V = 6, GPT_N = 8, DRAWS = 3000 };
+
+/* DRAWS tokens from a small GPT (1 block, its window again for every token)
+ * with the logits each was drawn from. Its token embeddings are scaled up
+ * (x10) so that the logits differ by a unit or two: the distributions are
+ * neither flat nor one-hot, and a temperature changes the counts clearly. */
+static int draw(const GptSampling *sampling, int *out, float *logits) {
+    const GptConfig cfg = {1,
+                           {8, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f},
+                           POS_LEARNED, GPT_N, GPT_V};
+    static Gpt g;
+    if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
+    float *E = params_data(&g.params, g.tok_emb);
+    for (int i = 0; i < GPT_V * 8; i++) E[i] *= 10.0f;
+    Rng rng;
+    rng_seed(&rng, 12, 6);
+    const int prompt[1] = {1};
+    const int err = gpt_generate(&g, prompt, 1, DRAWS, sampling, &rng, out, logits);
+    gpt_free(&g);
+    return err < 0 ? grade_fail("gpt_generate failed") : 0;
+}
+
+/* p [V] = softmax(logits / temperature) over the top_k largest logits (all when 0). */
+static void distribution(double *p, const float *logits, float temperature, int top_k) {
+    double max = logits[0], sum = 0.0;
+    for (int v = 1; v < GPT_V; v++) max = fmax(max, logits[v]);
+    for (int v = 0; v < GPT_V; v++) {
+        int larger = 0;   /* how many logits beat this one */
+        for (int u = 0; u < GPT_V; u++) larger += logits[u] > logits[v];
+        p[v] = top_k > 0 && larger >= top_k ? 0.0 : exp((logits[v] - max) / temperature);
+        sum += p[v];
+    }
+    for (int v = 0; v < GPT_V; v++) p[v] /= sum;
+}
+
+/* Draws with the settings; each token must have a chance under its
+ * distribution, and each token's count must be within 5 standard deviations
+ * (+ 1) of the sum of its probabilities over the draws. */
+static int sampling_follows(float temperature, int top_k) {
+    const GptSampling s = {temperature, top_k, 0};
+    int *out = grade_ints(DRAWS);
+    float *logits = grade_floats((size_t)DRAWS * GPT_V);
+    if (draw(&s, out, logits)) return -1;
+    double expected[GPT_V] = {0}, variance[GPT_V] = {0}, p[GPT_V];
+    int count[GPT_V] = {0};
+    for (int t = 0; t < DRAWS; t++) {
+        distribution(p, logits + (size_t)t * GPT_V, temperature, top_k);
+        if (out[t] < 0 || out[t] >= GPT_V || p[out[t]] == 0.0)
+            return grade_fail("temperature %.1f, top_k %d: draw %d is token %d, which has probability 0 (or is no token)",
+                              (double)temperature, top_k, t, out[t]);
+        count[out[t]]++;
+        for (int v = 0; v < GPT_V; v++) {
+            expected[v] += p[v];
+            variance[v] += p[v] * (1.0 - p[v]);
+        }
+    }
+    for (int v = 0; v < GPT_V; v++)
+        if (fabs(count[v] - expected[v]) > 5.0 * sqrt(variance[v]) + 1.0)
+            return grade_fail("temperature %.1f, top_k %d: token %d drawn %d times in %d, want %.0f +- %.0f (softmax(logits / "
+                              "temperature) over the top_k)", (double)temperature, top_k, v, count[v], DRAWS, expected[v],
+                              5.0 * sqrt(variance[v]) + 1.0);
+    return 0;
+}
+
+static int sampling_all(void) { return sampling_follows(1.0f, 0); }
+static int sampling_cool(void) { return sampling_follows(0.5f, 0); }
+static int sampling_top_k(void) { return sampling_follows(1.0f, 3); }
+static int sampling_top_1(void) { return sampling_follows(2.0f, 1); }
+
+/* ------------------------------------------------------------ the exercises */
+
+static const GradeCheck BLOCK_BACKWARD[] = {
+    {"no norm: dX and every weight's gradient against PyTorch's autograd", backward_no_norm},
+    {"post-norm: dX and every weight's gradient against PyTorch's autograd", backward_post_norm},
+    {"pre-norm: dX and every weight's gradient against PyTorch's autograd", backward_pre_norm},
+};
+static const GradeCheck KV_CACHE[] = {
+    {"pre-norm: each step's row against the whole prefix's forward", kv_cache_pre},
+    {"post-norm: each step's row against the whole prefix's forward", kv_cache_post},
+};
+static const GradeCheck SAMPLING[] = {
+    {"temperature 1: the draws follow softmax(logits)", sampling_all},
+    {"temperature 0.5: the draws follow softmax(logits / 0.5)", sampling_cool},
+    {"top_k 3: only the 3 most likely, renormalised", sampling_top_k},
+    {"top_k 1: always the most likely", sampling_top_1},
+};
+static const GradeExercise EXERCISES[] = {
+    {"06.block_backward", BLOCK_BACKWARD, GRADE_COUNT(BLOCK_BACKWARD)},
+    {"06.kv_cache", KV_CACHE, GRADE_COUNT(KV_CACHE)},
+    {"06.sampling", SAMPLING, GRADE_COUNT(SAMPLING)},
+};
+
+int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }

@@ -1,0 +1,129 @@
+/* grade_07.c - the coursework grader of chapter 07 (see grade.h): the patch
+ * embedding (im2col and col2im), the 2-D sinusoidal positions, the pooling.
+ *
+ * The patch embedding against PyTorch's conv2d with stride = kernel = P
+ * (tests/golden/patch_embed.bin); the positions against chapter 04's 1-D
+ * sinusoids, which they are made of; the pooling against its definition. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "04_self_attention/self_attention.h"
+#include "07_vision_transformer/patch_embed.h"
+#include "07_vision_transformer/vit.h"
+
+/* ------------------------------------------------------------ 07.patch_embedding */
+
+static int patch_case(const GoldCase *c, int with_backward) {
+    const int *config = grade_i32(c, "config");   /* channels, rows, cols, P */
+    const GoldTensor *images = grade_tensor(c, "images"), *W = grade_tensor(c, "W");
+    const PatchEmbedSpec s = {config[0], config[1], config[2], config[3], W->dims[1]};
+    const int B = images->dims[0], N = patch_embed_count(&s), D_in = patch_embed_dim(&s);
+    float *out = grade_floats((size_t)B * N * s.D), *cache = grade_floats(patch_embed_cache_floats(&s, B));
+    patch_embed_forward(out, cache, images->data, W->data, grade_f32(c, "b"), &s, B);
+    if (grade_golden_close(c, "out", out, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    if (!with_backward) return 0;
+    float *dimages = grade_floats(images->count), *dW = grade_floats((size_t)D_in * s.D), *db = grade_floats((size_t)s.D);
+    float *scratch = grade_floats(patch_embed_scratch_floats(&s, B));
+    for (int times = 1; times <= 2; times++) {
+        patch_embed_backward(dimages, dW, db, scratch, grade_f32(c, "dout"), cache, W->data, &s, B);
+        if (grade_golden_close(c, "dimages", dimages, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+            grade_golden_close(c, "dW", dW, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            return -1;
+    }
+    return 0;
+}
+
+static int patch_forward_case(const GoldCase *c) { return patch_case(c, 0); }
+static int patch_backward_case(const GoldCase *c) { return patch_case(c, 1); }
+static int patch_forward(void) { return grade_golden_cases("patch_embed", NULL, patch_forward_case); }
+static int patch_backward(void) { return grade_golden_cases("patch_embed", NULL, patch_backward_case); }
+
+/* ------------------------------------------------------------ 07.positions_2d */
+
+enum { GRID_ROWS = 3, GRID_COLS = 4, POS_D = 8 };
+
+static int positions_with(int has_cls) {
+    const int T = GRID_ROWS * GRID_COLS + has_cls, half = POS_D / 2;
+    float *P = grade_floats((size_t)T * POS_D), *want = grade_floats((size_t)T * POS_D);
+    float rows[GRID_ROWS * POS_D / 2], cols[GRID_COLS * POS_D / 2];
+    positional_encoding_sinusoidal(rows, GRID_ROWS, half);   /* chapter 04's, of width D/2 */
+    positional_encoding_sinusoidal(cols, GRID_COLS, half);
+    for (int r = 0; r < GRID_ROWS; r++)
+        for (int c = 0; c < GRID_COLS; c++)
+            for (int d = 0; d < POS_D; d++)
+                want[(size_t)(has_cls + r * GRID_COLS + c) * POS_D + d] = d < half ? rows[r * half + d] : cols[c * half + d - half];
+    grade_fill(P, (size_t)T * POS_D, 1.0f, 3);   /* what was there must go */
+    vit_positions_2d(P, GRID_ROWS, GRID_COLS, POS_D, has_cls);
+    return grade_close(has_cls ? "P with a class token (row 0)" : "P", "[row r's sinusoids ; column c's sinusoids]", P,
+                       want, 2, (int[]){T, POS_D}, 1e-6, 1e-7);
+}
+
+static int positions_plain(void) { return positions_with(0); }
+static int positions_cls(void) { return positions_with(1); }
+
+/* ------------------------------------------------------------ 07.pooling */
+
+enum { POOL_B = 2, POOL_T = 5, POOL_D = 3 };
+
+static int pool_forward_with(VitPool pool) {
+    float Z[POOL_B * POOL_T * POOL_D], pooled[POOL_B * POOL_D], want[POOL_B * POOL_D];
+    grade_fill(Z, POOL_B * POOL_T * POOL_D, 1.0f, 4);
+    grade_fill(pooled, POOL_B * POOL_D, 1.0f, 5);   /* what was there must go */
+    for (int b = 0; b < POOL_B; b++)
+        for (int d = 0; d < POOL_D; d++) {
+            double sum = 0.0;
+            for (int t = 0; t < POOL_T; t++) sum += Z[(b * POOL_T + t) * POOL_D + d];
+            want[b * POOL_D + d] = pool == VIT_POOL_CLS ? Z[b * POOL_T * POOL_D + d] : (float)(sum / POOL_T);
+        }
+    vit_pool_forward(pooled, Z, pool, POOL_B, POOL_T, POOL_D);
+    return grade_close(pool == VIT_POOL_CLS ? "pooled (cls)" : "pooled (mean)",
+                       pool == VIT_POOL_CLS ? "the class token's output Z[b, 0]" : "the mean of Z[b, t] over t", pooled,
+                       want, 2, (int[]){POOL_B, POOL_D}, 1e-6, 1e-7);
+}
+
+/* dZ starts non-zero: backward adds (+=). */
+static int pool_backward_with(VitPool pool) {
+    float dpooled[POOL_B * POOL_D], dZ[POOL_B * POOL_T * POOL_D], want[POOL_B * POOL_T * POOL_D];
+    grade_fill(dpooled, POOL_B * POOL_D, 1.0f, 6);
+    grade_fill(dZ, POOL_B * POOL_T * POOL_D, 1.0f, 7);
+    memcpy(want, dZ, sizeof want);
+    for (int b = 0; b < POOL_B; b++)
+        for (int t = 0; t < POOL_T; t++)
+            for (int d = 0; d < POOL_D; d++) {
+                const float g = dpooled[b * POOL_D + d];
+                want[(b * POOL_T + t) * POOL_D + d] += pool == VIT_POOL_CLS ? (t == 0 ? g : 0.0f) : g / POOL_T;
+            }
+    vit_pool_backward(dZ, dpooled, pool, POOL_B, POOL_T, POOL_D);
+    return grade_close(pool == VIT_POOL_CLS ? "dZ (cls)" : "dZ (mean)", "dZ + the gradient of the pooled outputs", dZ,
+                       want, 3, (int[]){POOL_B, POOL_T, POOL_D}, 1e-6, 1e-7);
+}
+
+static int pool_cls(void) { return pool_forward_with(VIT_POOL_CLS); }
+static int pool_mean(void) { return pool_forward_with(VIT_POOL_MEAN); }
+static int pool_cls_backward(void) { return pool_backward_with(VIT_POOL_CLS); }
+static int pool_mean_backward(void) { return pool_backward_with(VIT_POOL_MEAN); }
+
+/* ------------------------------------------------------------ the exercises */
+
+static const GradeCheck PATCH_EMBEDDING[] = {
+    {"the patch embeddings against PyTorch's conv2d (stride = kernel = P)", patch_forward},
+    {"dimages and dW against PyTorch's autograd", patch_backward},
+};
+static const GradeCheck POSITIONS_2D[] = {
+    {"a 3 x 4 grid of patches", positions_plain},
+    {"the same with a class token", positions_cls},
+};
+static const GradeCheck POOLING[] = {
+    {"cls pooling", pool_cls},
+    {"mean pooling", pool_mean},
+    {"cls pooling backward", pool_cls_backward},
+    {"mean pooling backward", pool_mean_backward},
+};
+static const GradeExercise EXERCISES[] = {
+    {"07.patch_embedding", PATCH_EMBEDDING, GRADE_COUNT(PATCH_EMBEDDING)},
+    {"07.positions_2d", POSITIONS_2D, GRADE_COUNT(POSITIONS_2D)},
+    {"07.pooling", POOLING, GRADE_COUNT(POOLING)},
+};
+
+int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
