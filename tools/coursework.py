@@ -31,8 +31,8 @@ the exercise is not written yet; the stub leaves the outputs as they were. The
 warning flags: a variable or parameter the removed code was the only user of
 is named in the stub, so the tree builds without warnings. The markers of
 other chapters' exercises are dropped (their code stays). The tree also gets
-ASSIGNMENT.md (coursework/NN_name.md with the table of exercises filled in),
-README.md (coursework/student_readme.md) and coursework.json, the list of
+ASSIGNMENT.md (tests/coursework/sheets/NN_name.md with the table of exercises filled in),
+README.md (tests/coursework/sheets/student_readme.md) and coursework.json, the list of
 exercises and points that the grader reads.
 
     tools/coursework.py [--chapter NN] [--out DIR]   one tree per chapter (all by default), DIR/NN_name
@@ -317,8 +317,8 @@ def write_tree(nn, names, exercises, out, keep):
     for path in files:
         if path in marked:
             write_if_changed(os.path.join(tree, path), text=stubbed_text(tree, path, exercises, stubbed, kept))
-    write_if_changed(os.path.join(tree, "ASSIGNMENT.md"), text=fill(f"coursework/{name}.md", nn, name, exs))
-    write_if_changed(os.path.join(tree, "README.md"), text=fill("coursework/student_readme.md", nn, name, exs))
+    write_if_changed(os.path.join(tree, "ASSIGNMENT.md"), text=fill(f"tests/coursework/sheets/{name}.md", nn, name, exs))
+    write_if_changed(os.path.join(tree, "README.md"), text=fill("tests/coursework/sheets/student_readme.md", nn, name, exs))
     write_if_changed(os.path.join(tree, "coursework.json"), text=json.dumps(manifest(exs, name), indent=1) + "\n")
     return tree, stubbed
 
