@@ -14,6 +14,7 @@
 #include "train/metrics.h"
 #include "nn/optim.h"
 #include "io/plot.h"
+#include "train/finite.h"
 #include "train/progress.h"
 #include "io/results.h"
 #include "util/util.h"
@@ -637,9 +638,10 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
             cursor += count;
             params_zero_grad(model.params);
             double loss = model.train_step(model.self, &batch, 1);
-            if (!isfinite(loss)) {
+            if (grads_check_finite(model.params, loss) < 0) {   /* before any update (finite.h) */
                 progress_end(&pr);
-                fail("training diverged at step %d (loss %g); try a lower --lr", step, loss);
+                fail("training diverged at step %d: %s; no update was made and no checkpoint written: "
+                     "try a lower --lr", step + 1, last_error());
                 adam_free(&opt); batch_free(&batch); free(order);
                 goto error;
             }
