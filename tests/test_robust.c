@@ -4,6 +4,10 @@
  *    gradient is NaN or infinite; classifier_train with an absurd learning
  *    rate stops with one message naming the step and the tensor, and makes
  *    no update with the bad gradient (every parameter is still finite);
+ *    each training driver's whole program (classifier_main with chapter
+ *    04's model, seq2seq_main with chapter 06's transformer), run at that
+ *    rate over a good run's output directory, exits 1 with that message and
+ *    leaves the good run's checkpoint as it was;
  *  - failing disks: checkpoints, results, plots and PGM images written to
  *    /dev/full (no space left) or into a read-only directory give one clear
  *    error naming the path, and leave the previous files as they were (no
@@ -31,6 +35,7 @@
 #include <unistd.h>
 
 #include "04_self_attention/digit_model.h"
+#include "06_transformer/transformer.h"
 #include "data/digit_tasks.h"
 #include "io/checkpoint.h"
 #include "io/pgm.h"
@@ -39,10 +44,13 @@
 #include "temp_dir.h"
 #include "train/classifier.h"
 #include "train/finite.h"
+#include "train/seq2seq.h"
 #include "util/error.h"
 #include "util/util.h"
 
 #include <cmocka.h>
+
+static char tmp_dir[256];   /* this suite's files (setup, teardown) */
 
 /* ------------------------------------------------------ non-finite training */
 
@@ -112,9 +120,115 @@ static void test_absurd_learning_rate_stops_training(void **state) {
     m.destroy(m.self);
 }
 
+/* The same through the seq2seq driver (seq2seq_main, the whole program of
+ * chapters 01-03 and 06) with chapter 06's transformer, small. A good run
+ * first, then lr 1e30 (as the chapter's default: --lr stops at 1). (The RNNs
+ * of chapters 01-03 at that rate do not reach a NaN: tanh and the gates
+ * saturate, the clipped gradients stay finite, and the loss grows huge but
+ * finite, which is not what this check is about.) */
+static int transformer_config(char *config, int cap) {
+    size_t used = strlen(config);
+    snprintf(config + used, (size_t)cap - used,
+             "model=transformer\nlayers=1\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\n"
+             "dropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n");
+    return 0;
+}
+
+static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state) {
+    (void)state;
+    char out[400], ckpt[500];
+    snprintf(out, sizeof out, "%s/diverge_seq2seq", tmp_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
+    ChapterSpec spec = {
+        .chapter = "robust_seq2seq",
+        .model_name = "transformer",
+        .summary = "",
+        .write_config = transformer_config,
+        .build = transformer_build,
+        .default_steps = 5,
+        .default_batch = 8,
+        .default_lr = 3e-3f,
+    };
+    char *argv[] = {"robust_seq2seq", "--out", out, "--quiet", "--n-train", "100", "--max-eval", "5",
+                    "--samples", "0", NULL};
+    assert_int_equal(seq2seq_main(10, argv, &spec), 0);
+    size_t good_len;
+    char *good = read_whole_file(ckpt, &good_len);
+    assert_non_null(good);
+
+    spec.default_lr = 1e30f;
+    spec.default_steps = 300;
+    clear_error();
+    int rc = seq2seq_main(10, argv, &spec);
+    print_message("seq2seq at lr 1e30: exit %d, %s\n", rc, last_error());
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(last_error(), "training diverged at step "));
+    size_t len;
+    char *now = read_whole_file(ckpt, &len);
+    assert_non_null(now);
+    assert_int_equal(len, good_len);
+    assert_memory_equal(now, good, len);
+    free(now);
+    free(good);
+}
+
 /* ---------------------------------------------------------- failing disks */
 
-static char tmp_dir[256];
+/* A chapter for the per-position driver (classifier_main, the whole program
+ * of chapters 04 and 05) with one run: chapter 04's model, small. */
+static int one_run(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline) {
+    (void)max;
+    DigitModelSizes s = {6, 16, 32, 2, digit_task_classes(TASK_REVERSE, 6), POS_LEARNED, 0};
+    snprintf(runs[0].key, sizeof runs[0].key, "reverse");
+    snprintf(runs[0].label, sizeof runs[0].label, "reverse");
+    digit_model_config_text(runs[0].config, sizeof runs[0].config, DIGIT_MODEL_NAME, "reverse", &s, "", f->seed);
+    *headline = 0;
+    return 1;
+}
+
+static int task_of(const char *config, ExampleTask *t) {
+    static DigitTaskSpec spec;
+    return digit_task_from_config(config, &spec, t);
+}
+
+/* The program trains once at a sane learning rate (its checkpoint is the
+ * "last good" one), then again into the same directory at lr 1e30: the
+ * second run must exit non-zero with the divergence message and leave the
+ * first run's checkpoint byte for byte as it was. (The programs' --lr flag
+ * stops at 1, so the absurd rate comes in as the chapter's default.) */
+static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
+    (void)state;
+    char out[400], ckpt[500];
+    snprintf(out, sizeof out, "%s/diverge", tmp_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model_reverse.ckpt", out);
+    ClassifierChapter ch = {
+        .chapter = "robust_test",
+        .model_name = DIGIT_MODEL_NAME,
+        .summary = "",
+        .defaults = {.steps = 20, .batch = 8, .lr = 3e-3f, .seed = 1, .test_size = 10},
+        .plan = one_run,
+        .build = digit_model_build,
+        .task = task_of,
+    };
+    char *argv[] = {"robust_test", "--out", out, "--quiet", NULL};
+    assert_int_equal(classifier_main(4, argv, &ch), 0);
+    size_t good_len;
+    char *good = read_whole_file(ckpt, &good_len);
+    assert_non_null(good);
+
+    ch.defaults.lr = 1e30f;
+    ch.defaults.steps = 200;
+    clear_error();
+    assert_int_equal(classifier_main(4, argv, &ch), 1);
+    assert_non_null(strstr(last_error(), "training diverged at step "));
+    size_t len;
+    char *now = read_whole_file(ckpt, &len);
+    assert_non_null(now);
+    assert_int_equal(len, good_len);
+    assert_memory_equal(now, good, len);
+    free(now);
+    free(good);
+}
 
 static int setup(void **state) {
     (void)state;
@@ -407,6 +521,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_finite_names_the_tensor),
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
+        cmocka_unit_test(test_diverged_program_keeps_the_last_checkpoint),
+        cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_dev_full_gives_one_clear_error),
         cmocka_unit_test(test_read_only_directory_keeps_previous_files),
         cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),

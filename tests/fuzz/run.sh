@@ -23,6 +23,11 @@ fi
 
 # -timeout: one input running 10 s is a finding; -rss_limit_mb: so is 2 GB.
 common=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+# the targets' scratch files (tests/fuzz/fuzz_util.h), in memory when /dev/shm exists
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then FUZZ_SCRATCH=$(mktemp -d /dev/shm/attn-fuzz.XXXXXX)
+else FUZZ_SCRATCH=$(mktemp -d); fi
+export FUZZ_SCRATCH
+trap 'rm -rf "$FUZZ_SCRATCH"' EXIT
 total_findings=0
 printf '%-12s %14s %10s %9s  %s\n' target executions "exec/s" findings "corpus"
 for name in "${names[@]}"; do
