@@ -36,6 +36,7 @@
 
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/transformer.h"
+#include "data/dataset.h"
 #include "data/digit_tasks.h"
 #include "io/checkpoint.h"
 #include "io/pgm.h"
@@ -170,6 +171,24 @@ static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state
     assert_memory_equal(now, good, len);
     free(now);
     free(good);
+}
+
+/* A checkpoint's data_seed that is not a number was read as 0 (another
+ * data set, silently); now refused (tests/fuzz/checkpoint/regression-data-seed-not-a-number.ckpt). */
+static void test_config_data_seed_must_be_a_number(void **state) {
+    (void)state;
+    TaskConfig tc;
+    char task[32];
+    const char *good = "task=dates\ndata_seed=1234\nn_train=50\nn_valid=10\nn_test=10\n";
+    assert_int_equal(task_from_config(&tc, good, task, sizeof task), 0);
+    assert_true(tc.seed == 1234);
+    const char *bad[3] = {"task=dates\ndata_seed=12x4\nn_train=50\nn_valid=10\nn_test=10\n",
+                          "task=dates\ndata_seed=abc\nn_train=50\nn_valid=10\nn_test=10\n",
+                          "task=dates\ndata_seed=-1\nn_train=50\nn_valid=10\nn_test=10\n"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(task_from_config(&tc, bad[i], task, sizeof task), -1);
+        assert_non_null(strstr(last_error(), "data_seed"));
+    }
 }
 
 /* ---------------------------------------------------------- failing disks */
@@ -523,6 +542,7 @@ int main(void) {
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
         cmocka_unit_test(test_diverged_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
+        cmocka_unit_test(test_config_data_seed_must_be_a_number),
         cmocka_unit_test(test_dev_full_gives_one_clear_error),
         cmocka_unit_test(test_read_only_directory_keeps_previous_files),
         cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),
