@@ -33,9 +33,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/transformer.h"
+#include "data/brown.h"
 #include "data/dataset.h"
 #include "data/digit_tasks.h"
 #include "io/checkpoint.h"
@@ -189,6 +191,29 @@ static void test_config_data_seed_must_be_a_number(void **state) {
         assert_int_equal(task_from_config(&tc, bad[i], task, sizeof task), -1);
         assert_non_null(strstr(last_error(), "data_seed"));
     }
+}
+
+/* A NUL byte in the Brown corpus ended its line early: the words after it
+ * were dropped without a word (tests/fuzz/brown/regression-nul-byte). */
+static void test_brown_refuses_a_nul_byte(void **state) {
+    (void)state;
+    char path[400];
+    snprintf(path, sizeof path, "%s/brown_nul.txt.gz", tmp_dir);
+    const char text[] = "# ca01\n\nThe/at jury/nn said/vbd ./.\nIt/pps was/bedz \0 late/jj ./.\n";
+    gzFile gz = gzopen(path, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, text, sizeof text - 1), (int)(sizeof text - 1));
+    assert_int_equal(gzclose(gz), Z_OK);
+    BrownConfig cfg;
+    brown_defaults(&cfg, BROWN_WORDS);
+    cfg.path = path;
+    cfg.n_train = 4;
+    cfg.n_valid = 2;
+    cfg.max_rare = 0;
+    BrownCorpus c;
+    assert_int_equal(brown_load_config(&c, &cfg), -1);
+    assert_non_null(strstr(last_error(), "line 4: contains a NUL byte"));
+    brown_free(&c);
 }
 
 /* ---------------------------------------------------------- failing disks */
@@ -543,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_diverged_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_config_data_seed_must_be_a_number),
+        cmocka_unit_test(test_brown_refuses_a_nul_byte),
         cmocka_unit_test(test_dev_full_gives_one_clear_error),
         cmocka_unit_test(test_read_only_directory_keeps_previous_files),
         cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),
