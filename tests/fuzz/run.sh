@@ -10,7 +10,10 @@
 #      new interesting inputs go to BUILD/fuzz-corpus/NAME/ (not committed),
 #      a crash, leak, timeout or out-of-memory input to BUILD/fuzz-findings/NAME/.
 # Prints one line per target (executions, findings) and exits non-zero when
-# any target found something. FUZZ_FLAGS adds libFuzzer flags (e.g. -runs=N).
+# any target found something. FUZZ_FLAGS adds libFuzzer flags (e.g. -runs=N:
+# then each process stops after N executions); FUZZ_JOBS=J runs J processes
+# per target on the same corpus (they share what they find through it) and
+# adds up their executions.
 set -u
 build=${1:?usage: run.sh BUILD SECONDS [TARGET ...]}
 seconds=${2:-60}
@@ -46,12 +49,20 @@ for name in "${names[@]}"; do
   execs=0 rate=0
   # 2. fuzzing
   if [ "$found" -eq 0 ] && [ "$seconds" -gt 0 ]; then
-    if ! "$bin" "${common[@]}" -max_total_time="$seconds" -artifact_prefix="$findings/" ${FUZZ_FLAGS:-} \
-         "$work" "$seeds" >"$log" 2>&1; then
-      echo "=== fuzz_$name found something (inputs in $findings/):"; grep -v '^#' "$log" | tail -n 60; found=1
-    fi
-    execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -n 1)
-    rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log" | tail -n 1)
+    pids=()
+    for j in $(seq 1 "${FUZZ_JOBS:-1}"); do
+      "$bin" "${common[@]}" -max_total_time="$seconds" -artifact_prefix="$findings/" ${FUZZ_FLAGS:-} \
+        "$work" "$seeds" >"$log.$j" 2>&1 &
+      pids+=($!)
+    done
+    for j in $(seq 1 "${FUZZ_JOBS:-1}"); do
+      if ! wait "${pids[$((j - 1))]}"; then
+        echo "=== fuzz_$name found something (inputs in $findings/):"; grep -v '^#' "$log.$j" | tail -n 60; found=1
+      fi
+    done
+    execs=$(cat "$log".* | awk '/stat::number_of_executed_units/ {n += $2} END {print n + 0}')
+    rate=$(cat "$log".* | awk '/stat::average_exec_per_sec/ {n += $2} END {print n + 0}')
+    rm -f "$log".*
   fi
   rm -f "$log"
   total_findings=$((total_findings + found))
