@@ -13,6 +13,8 @@
  *    error naming the path, and leave the previous files as they were (no
  *    temporary file left behind either); /dev/full stays a device; a file
  *    cut short by the file-size limit (a disk that fills up mid-write) too;
+ *    chapters 01 and 04's programs into a read-only directory exit 1 with
+ *    one line naming the file and keep the earlier run's checkpoint;
  *  - kills: a process saving checkpoints in a loop is killed with SIGKILL at
  *    random moments; each time, the checkpoint on disk still loads and holds
  *    one of the two complete sets of values that were saved.
@@ -472,6 +474,66 @@ static void test_read_only_directory_keeps_previous_files(void **state) {
     assert_int_equal(temporaries_in(dir), 0);
 }
 
+/* The programs themselves: a chapter told to write into a read-only
+ * directory that holds an earlier run's files exits 1 with one error line
+ * naming a file there, and the earlier files are unchanged. (The programs
+ * sit next to this test's binary: <build>/tests/test_robust.) */
+static char build_dir[1024];
+
+static void program_into_read_only_dir(const char *program, const char *args, const char *ckpt_name) {
+    char dir[400], cmd[2048], log[500];
+    snprintf(dir, sizeof dir, "%s/ro_%s", tmp_dir, program);
+    snprintf(log, sizeof log, "%s/ro_%s.log", tmp_dir, program);
+    snprintf(cmd, sizeof cmd, "%s/%s %s --quiet --threads 1 --out %s >%s 2>&1 </dev/null", build_dir, program, args,
+             dir, log);
+    assert_int_equal(system(cmd), 0);                 /* the earlier run, as the user */
+    Kept k;
+    keep(&k, dir, ckpt_name);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(write_file_atomic(log, "", 0), 0);
+    assert_int_equal(chmod(log, 0666), 0);            /* so "nobody" may write its stderr there */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        drop_root();
+        snprintf(cmd, sizeof cmd, "%s/%s %s --quiet --threads 1 --out %s >/dev/null 2>%s </dev/null", build_dir,
+                 program, args, dir, log);
+        int status = system(cmd);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(chmod(dir, 0755), 0);
+    size_t len;
+    char *err = read_whole_file(log, &len);
+    assert_non_null(err);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || !strstr(err, dir) || !strstr(err, strerror(EACCES)))
+        print_error("%s into a read-only directory: exit %d, stderr:\n%s\n", program,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_non_null(strstr(err, dir));
+    assert_non_null(strstr(err, strerror(EACCES)));
+    int lines = 0;
+    for (const char *c = err; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 1);
+    free(err);
+    assert_unchanged(&k);
+    free(k.bytes);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+static void test_programs_into_a_read_only_directory(void **state) {
+    (void)state;
+    program_into_read_only_dir("01_rnn_seq2seq", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0",
+                               "model.ckpt");
+    program_into_read_only_dir("04_self_attention",
+                               "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 "
+                               "--test-size 5",
+                               "model_reverse_learned.ckpt");
+}
+
 /* A disk that fills up in the middle of a write: the file-size limit makes
  * every write past 1,000 bytes fail (EFBIG; SIGXFSZ ignored), the way ENOSPC
  * does on a full disk. */
@@ -561,7 +623,15 @@ static void test_sigkill_during_save_leaves_a_loadable_checkpoint(void **state) 
     params_free(&loaded);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    /* argv[0] is <build>/tests/test_robust */
+    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);
+    char *slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(build_dir, sizeof build_dir, "..");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_finite_names_the_tensor),
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
@@ -571,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_brown_refuses_a_nul_byte),
         cmocka_unit_test(test_dev_full_gives_one_clear_error),
         cmocka_unit_test(test_read_only_directory_keeps_previous_files),
+        cmocka_unit_test(test_programs_into_a_read_only_directory),
         cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),
         cmocka_unit_test(test_sigkill_during_save_leaves_a_loadable_checkpoint),
     };
