@@ -450,7 +450,10 @@ static void run_child(void (*prepare)(void), const char *dir, const char *reason
 
 /* root may write anywhere: become "nobody" to feel a read-only directory. */
 static void drop_root(void) {
-    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(30);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) {
+        fprintf(stderr, "cannot become nobody (uid 65534): %s\n", strerror(errno));
+        _exit(30);
+    }
 }
 
 static void test_read_only_directory_keeps_previous_files(void **state) {

@@ -504,6 +504,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Seq2Seq model;
     memset(&model, 0, sizeof model);
     char *config = NULL;
+    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;   /* freed at done: */
     char default_out[256];
 
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -604,7 +605,6 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
 
     double train_seconds = 0;
     int n_points = 0;
-    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;
     double final_loss = NAN;
     if (!f.load && f.steps > 0) {
         /* ------------------------------------------------------- training */
@@ -755,9 +755,6 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     snprintf(path, sizeof path, "%s/results.json", out_dir);
     if (results_write(&res, path) < 0) goto error;
     printf("  %s\n", path);
-    free(curve_step);
-    free(curve_train);
-    free(curve_valid);
     exit_code = 0;
     goto done;
 
@@ -765,6 +762,9 @@ error:
     fprintf(stderr, "%s: error: %s\n", spec->chapter, last_error());
     exit_code = 1;
 done:
+    free(curve_step);
+    free(curve_train);
+    free(curve_valid);
     if (model.destroy) model.destroy(model.self);
     dataset_free(&data);
     free(config);
