@@ -6,6 +6,9 @@
 #   make test       install missing test dependencies, build, run the cmocka suites
 #   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-backends  the suites once per backend (naive, avx2, avx512)
+#   make test-valgrind  the suites under valgrind memcheck (0 errors, no definitely lost blocks)
+#   make fuzz       every libFuzzer target in tests/fuzz/ FUZZ_SECONDS (default 60) s each, after
+#                   replaying its corpus; prints executions and findings per target (clang, ASan+UBSan)
 #   make bench      benchmarks (bench/results/)
 #   make twin       PyTorch cross-checks (tools/)
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
@@ -29,6 +32,14 @@ endif
 ifeq ($(SAN),1)
 BUILD   := build-san
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDLIBS  += -fsanitize=address,undefined
+endif
+# The fuzz targets (tests/fuzz/fuzz_*.c) and the library under them: clang's
+# libFuzzer with AddressSanitizer and UBSan (tools/deps.sh fuzz).
+ifeq ($(FUZZ),1)
+BUILD   := build-fuzz
+CC      := clang-14
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDLIBS  += -fsanitize=address,undefined
 endif
 
@@ -60,10 +71,13 @@ TOOL_BINS    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 GRADE_SRC    := $(wildcard tests/coursework/grade_[0-9][0-9].c)
 GRADE_BINS   := $(GRADE_SRC:tests/coursework/%.c=$(BUILD)/coursework/%)
 GRADE_OBJ    := $(BUILD)/obj/tests/coursework/grade.o
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run compare gpt-variants test test-san test-backends bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run compare gpt-variants test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework grade \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -110,6 +124,12 @@ $(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(LIB) $(TE
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Itests/coursework $< $(GRADE_OBJ) $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
 
+# A fuzz target: the library built with -fsanitize=fuzzer-no-link, the
+# target with libFuzzer's main (make fuzz builds these with FUZZ=1).
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB) $(wildcard common/*/*.h chapters/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
+
 # C helpers of the Python tools (tools/twin_dump.c for make twin).
 $(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
@@ -127,6 +147,10 @@ deps-bench:
 	@bash tools/deps.sh bench
 deps-twin:
 	@bash tools/deps.sh twin
+deps-fuzz:
+	@bash tools/deps.sh fuzz
+deps-valgrind:
+	@bash tools/deps.sh valgrind
 
 # Each chapter runs on its own quick default and writes under out/NN_name/.
 run: deps-run all
@@ -171,6 +195,24 @@ test-backends: deps-test
 	  if ATTN_BACKEND=$$b bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else cat $$log; rm -f $$log; exit 1; fi; done
 
+# The suites under valgrind memcheck (tests/run_all.sh runs each through
+# $$RUNNER): any memory error or definitely lost block fails the suite. One
+# thread and the naive backend keep valgrind on code it emulates exactly.
+test-valgrind: deps-test deps-valgrind
+	@$(MAKE) --no-print-directory _build_tests
+	@OMP_NUM_THREADS=1 ATTN_BACKEND=naive \
+	  RUNNER="valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite" \
+	  bash tests/run_all.sh $(BUILD)
+
+# Replay each fuzz target's corpus (tests/fuzz/NAME/), then fuzz it
+# FUZZ_SECONDS; one line per target with executions and findings
+# (tests/fuzz/run.sh). Fails when a target finds anything.
+fuzz: deps-fuzz
+	@$(MAKE) --no-print-directory FUZZ=1 _build_fuzz
+	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+_build_fuzz: $(FUZZ_BINS)
+
 _build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS)
 
 bench: deps-bench
@@ -205,4 +247,4 @@ readme:
 	@/usr/bin/python3 tools/readme_tables.py --out $(OUT)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # run_all.sh - run every cmocka suite in BUILD/tests and print one summary line.
 # Exits non-zero if any suite fails (or crashes).
+# RUNNER, when set, is put in front of each suite (make test-valgrind:
+# RUNNER="valgrind ... --error-exitcode=99"), so a memory error fails it.
 set -u
 build=${1:-build}
 passed=0 failed=0 failed_suites=()
@@ -8,7 +10,7 @@ for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
   log=$(mktemp)
-  "$t" >"$log" 2>&1
+  ${RUNNER:-} "$t" >"$log" 2>&1
   rc=$?
   cat "$log"
   p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -n 1)

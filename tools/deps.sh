@@ -5,6 +5,9 @@
 #   tools/deps.sh run     zlib1g-dev, dataset-fashion-mnist (required), gnuplot-nox (optional: PNGs)
 #   tools/deps.sh bench   zlib1g-dev, libopenblas-dev (required), python3-torch (optional)
 #   tools/deps.sh twin    python3-torch, python3-numpy     (required)
+#   tools/deps.sh fuzz    clang-14, libclang-rt-14-dev (libFuzzer, sanitizers), libomp-14-dev,
+#                         zlib1g-dev  (required: make fuzz)
+#   tools/deps.sh valgrind  valgrind (required: make test-valgrind)
 #
 # As root it runs apt-get; otherwise it prints the one command to run.
 # dataset-fashion-mnist is the data of chapter 07 (the Vision Transformer): the
@@ -17,7 +20,9 @@ case "$what" in
   run)   required=(zlib1g-dev dataset-fashion-mnist gcc make); optional=(gnuplot-nox) ;;
   bench) required=(zlib1g-dev libopenblas-dev gcc make); optional=(gnuplot-nox python3-torch) ;;
   twin)  required=(python3-torch python3-numpy zlib1g-dev gcc make) ;;
-  *) echo "deps.sh: unknown target '$what' (expected test, run, bench or twin)" >&2; exit 2 ;;
+  fuzz)  required=(clang-14 libclang-rt-14-dev libomp-14-dev zlib1g-dev make) ;;
+  valgrind) required=(valgrind) ;;
+  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz or valgrind)" >&2; exit 2 ;;
 esac
 
 missing() {  # print the packages of "$@" that dpkg does not list as installed

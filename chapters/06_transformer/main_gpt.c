@@ -243,6 +243,12 @@ static int train(const Flags *f) {
         train_batch(&c.train, f->context, &e, f->batch, &rng);
         last_loss = classifier_train_step(&m, &opt, &e, 1.0f,
                                           lr_schedule(step, f->steps, f->warmup, f->lr, 0.1f));
+        if (isnan(last_loss)) {   /* a non-finite loss or gradient: no update was made (train/finite.h) */
+            progress_end(&pr);
+            fail("training diverged at step %d: %s; no checkpoint written: try a lower --lr", step + 1,
+                 last_error());
+            goto fail_train;
+        }
         window += last_loss;
         window_n++;
         char extra[64] = "";

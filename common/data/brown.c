@@ -212,6 +212,8 @@ static int parse_text(Stream *s, char *text, size_t len, const char *path) {
         if (eol == NULL) eol = end;           /* the text has a NUL at end */
         *eol = '\0';
         line_no++;
+        if (strlen(p) != (size_t)(eol - p))   /* a NUL would silently cut the line short */
+            return fail("'%s' line %d: contains a NUL byte (expected text)", path, line_no);
         int rc = p[0] == '#' ? parse_header(s, p, line_no, path)
                              : parse_sentence(s, p, line_no, path);
         if (rc != 0) return -1;

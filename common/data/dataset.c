@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "util/util.h"
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +256,13 @@ int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int tas
     tc->task = task_buf;
     char seed[32];
     if (config_get(config, "data_seed", seed, sizeof seed) < 0) return -1;
-    tc->seed = strtoull(seed, NULL, 10);
+    /* all digits, and no overflow: "abc" or "12x" must not quietly become
+     * another seed, and so another data set */
+    char *end = NULL;
+    errno = 0;
+    tc->seed = strtoull(seed, &end, 10);
+    if (seed[0] < '0' || seed[0] > '9' || *end != '\0' || errno == ERANGE)
+        return fail("config key 'data_seed': expected an unsigned integer, got '%s'", seed);
     if (config_get_int(config, "n_train", &tc->n_train) < 0 ||
         config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
         config_get_int(config, "n_test", &tc->n_test) < 0)

@@ -424,6 +424,7 @@ static const char *const MODEL_CHAPTERS[][2] = {
     {"ch05_digit_multi_head", "05_multi_head_attention"},
     {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},
+    {"ch07_vit", "07_vision_transformer"},
 };
 
 int checkpoint_check_model(const char *path, const char *config, const char *expected_model,

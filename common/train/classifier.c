@@ -3,6 +3,7 @@
  * such chapter's main() (see classifier.h). */
 #include "train/classifier.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/plot.h"
 #include "kernels/matmul.h"
+#include "train/finite.h"
 #include "train/progress.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -23,6 +25,7 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
     params_zero_grad(m->params);
     double loss = m->forward(m->self, e);
     m->backward(m->self, e);
+    if (grads_check_finite(m->params, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
     if (clip > 0) clip_grad_norm(m->params, clip);
     adam_step(opt, m->params, lr);
     return loss;
@@ -45,6 +48,14 @@ int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batc
     for (int step = 0; step < steps; step++) {
         task->train_batch(task->self, &e, batch, &rng);
         loss = classifier_train_step(m, &opt, &e, 1.0f, lr_schedule(step, steps, steps / 20, lr, 0.05f));
+        if (isnan(loss)) {
+            progress_end(&pr);
+            fail("training diverged at step %d: %s; no update was made and no checkpoint written: try a lower --lr",
+                 step + 1, last_error());
+            examples_free(&e);
+            adam_free(&opt);
+            return -1;
+        }
         progress_update(&pr, step + 1, (float)loss, (long)(step + 1) * batch, NULL);
         /* curve point k averages the steps that end at (k + 1) * steps / CURVE_POINTS */
         window_sum += loss;

@@ -80,7 +80,10 @@ typedef struct {
 } ClassifierResult;
 
 /* One training step: zero the gradients, forward, backward, clip the
- * gradient norm to clip (> 0), one Adam update at lr. Returns the loss. */
+ * gradient norm to clip (> 0), one Adam update at lr. Returns the loss; or,
+ * when the loss or a gradient is not finite, NaN with fail() naming the
+ * first tensor whose gradient is not (train/finite.h), and no update made:
+ * the caller stops training there. */
 double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
 /* Train m for steps batches of batch examples of task's training stream

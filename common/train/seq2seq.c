@@ -14,6 +14,7 @@
 #include "train/metrics.h"
 #include "nn/optim.h"
 #include "io/plot.h"
+#include "train/finite.h"
 #include "train/progress.h"
 #include "io/results.h"
 #include "util/util.h"
@@ -503,6 +504,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Seq2Seq model;
     memset(&model, 0, sizeof model);
     char *config = NULL;
+    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;   /* freed at done: */
     char default_out[256];
 
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -603,7 +605,6 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
 
     double train_seconds = 0;
     int n_points = 0;
-    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;
     double final_loss = NAN;
     if (!f.load && f.steps > 0) {
         /* ------------------------------------------------------- training */
@@ -637,9 +638,10 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
             cursor += count;
             params_zero_grad(model.params);
             double loss = model.train_step(model.self, &batch, 1);
-            if (!isfinite(loss)) {
+            if (grads_check_finite(model.params, loss) < 0) {   /* before any update (finite.h) */
                 progress_end(&pr);
-                fail("training diverged at step %d (loss %g); try a lower --lr", step, loss);
+                fail("training diverged at step %d: %s; no update was made and no checkpoint written: "
+                     "try a lower --lr", step + 1, last_error());
                 adam_free(&opt); batch_free(&batch); free(order);
                 goto error;
             }
@@ -753,9 +755,6 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     snprintf(path, sizeof path, "%s/results.json", out_dir);
     if (results_write(&res, path) < 0) goto error;
     printf("  %s\n", path);
-    free(curve_step);
-    free(curve_train);
-    free(curve_valid);
     exit_code = 0;
     goto done;
 
@@ -763,6 +762,9 @@ error:
     fprintf(stderr, "%s: error: %s\n", spec->chapter, last_error());
     exit_code = 1;
 done:
+    free(curve_step);
+    free(curve_train);
+    free(curve_valid);
     if (model.destroy) model.destroy(model.self);
     dataset_free(&data);
     free(config);

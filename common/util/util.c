@@ -3,6 +3,7 @@
  *   make_dirs          mkdir -p
  *   write_file_atomic  write to "<path>.tmp.<pid>", fsync, rename over path,
  *   atomic_open/close  so a crash never leaves a half-written file behind
+ *                      (a device such as /dev/null is written in place)
  *   read_whole_file    read a file into memory, gunzipping "*.gz" with zlib
  *   xmalloc/xcalloc    64-byte aligned allocation that aborts on out-of-memory
  *
@@ -89,25 +90,53 @@ static int sync_and_rename(int fd, const char *tmp, const char *path) {
     return 0;
 }
 
+/* A path that exists and is neither a regular file nor a directory (a device
+ * such as /dev/null or /dev/full, a pipe) cannot be replaced by a rename
+ * without destroying it (as root, renaming over /dev/full would turn the
+ * device into a plain file): such a path is written in place, and its write
+ * errors reported like any other. */
+static int is_special_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+/* Write all len bytes to fd (retrying short writes); 0, or -1 with errno set. */
+static int write_all(int fd, const unsigned char *bytes, size_t len) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, bytes + done, len - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
 int write_file_atomic(const char *path, const void *data, size_t len) {
+    if (is_special_file(path)) {
+        int fd = open(path, O_WRONLY);
+        if (fd < 0) return fail("cannot write '%s': %s", path, strerror(errno));
+        if (write_all(fd, data, len) != 0) {
+            int saved = errno;
+            close(fd);
+            return fail("cannot write '%s': %s", path, strerror(saved));
+        }
+        if (close(fd) != 0) return fail("cannot write '%s': close failed: %s", path, strerror(errno));
+        return 0;
+    }
     char tmp[1100];
     if (temp_name(tmp, sizeof tmp, path) != 0) return -1;
 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return fail("cannot write '%s': cannot create '%s': %s", path, tmp, strerror(errno));
 
-    const unsigned char *bytes = data;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, bytes + done, len - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            int saved = errno;
-            close(fd);
-            unlink(tmp);
-            return fail("cannot write '%s': %s", path, strerror(saved));
-        }
-        done += (size_t)n;
+    if (write_all(fd, data, len) != 0) {
+        int saved = errno;
+        close(fd);
+        unlink(tmp);
+        return fail("cannot write '%s': %s", path, strerror(saved));
     }
     if (sync_and_rename(fd, tmp, path) != 0) {
         close(fd);
@@ -123,6 +152,12 @@ int atomic_open(AtomicFile *af, const char *path) {
     size_t len = strlen(path);
     if (len >= sizeof af->path) return fail("path too long (%zu bytes): '%s'", len, path);
     memcpy(af->path, path, len + 1);
+    if (is_special_file(path)) {           /* written in place: af->tmp stays "" */
+        af->tmp[0] = '\0';
+        af->f = fopen(path, "wb");
+        if (af->f == NULL) return fail("cannot write '%s': %s", path, strerror(errno));
+        return 0;
+    }
     if (temp_name(af->tmp, sizeof af->tmp, path) != 0) return -1;
 
     af->f = fopen(af->tmp, "wb");
@@ -136,9 +171,10 @@ int atomic_close(AtomicFile *af, int ok) {
     FILE *f = af->f;
     af->f = NULL;
 
+    const int in_place = af->tmp[0] == '\0';   /* a device or pipe (is_special_file) */
     if (!ok) {                      /* the caller gave up: leave no trace */
         fclose(f);
-        unlink(af->tmp);
+        if (!in_place) unlink(af->tmp);
         return 0;
     }
     int write_error = ferror(f);
@@ -147,8 +183,12 @@ int atomic_close(AtomicFile *af, int ok) {
     int saved = errno;
     if (write_error) {
         fclose(f);
-        unlink(af->tmp);
+        if (!in_place) unlink(af->tmp);
         return fail("cannot write '%s': %s", af->path, saved ? strerror(saved) : "write error");
+    }
+    if (in_place) {
+        if (fclose(f) != 0) return fail("cannot write '%s': %s", af->path, strerror(errno));
+        return 0;
     }
     if (sync_and_rename(fileno(f), af->tmp, af->path) != 0) {
         fclose(f);

@@ -7,12 +7,16 @@
 /* mkdir -p. Returns 0, or -1 with fail(). */
 int make_dirs(const char *path);
 
-/* Write len bytes atomically: to "<path>.tmp.<pid>", fsync, rename.
+/* Write len bytes atomically: to "<path>.tmp.<pid>", fsync, rename; on any
+ * error the temporary file is removed and a previous file at path is left
+ * as it was. A path that names a device or a pipe (/dev/null, /dev/full) is
+ * written in place instead (a rename would replace the device).
  * Returns 0, or -1 with fail() naming the path and the OS error. */
 int write_file_atomic(const char *path, const void *data, size_t len);
 
 /* Same, for text produced with fprintf: open a temporary file, write to it,
- * then atomic_close() renames it over path (or removes it when ok == 0). */
+ * then atomic_close() renames it over path (or removes it when ok == 0).
+ * af->tmp is "" when path is a device or pipe, written in place. */
 typedef struct { FILE *f; char path[1024]; char tmp[1100]; } AtomicFile;
 int atomic_open(AtomicFile *af, const char *path);
 int atomic_close(AtomicFile *af, int ok);

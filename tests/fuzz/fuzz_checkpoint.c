@@ -1,0 +1,180 @@
+/* fuzz_checkpoint.c - libFuzzer target: the checkpoint reader and every
+ * chapter's config parsing behind it (what --load FILE runs).
+ *
+ * The input is a checkpoint file. A file the fuzzer mutates almost always
+ * fails the CRC-32 check at its end, which would keep it from ever reaching
+ * the config parsers; so each input is tried twice: as it is, and with its
+ * last 4 bytes replaced by the right CRC of the bytes before them (as a
+ * careless or hostile writer would produce). For each readable config:
+ *   - checkpoint_check_model against every chapter's model name;
+ *   - each chapter's config reader (RNN cell and sizes of chapters 01-03,
+ *     chapter 06's transformer and GPT, chapter 07's ViT, the digit models
+ *     of chapters 04/05 and their task, the seq2seq task lines);
+ *   - the whole load, as --load runs it, for every chapter: the seq2seq
+ *     chapters (01, 02, 03, 06) rebuild their task's data set from the
+ *     config (kept between inputs while the task lines stay the same), check
+ *     its vocabulary sizes, build the model and checkpoint_load it; chapters
+ *     04, 05, 07 and the GPT build their model and load it. Only models small
+ *     enough for a fuzzing loop are built (a real checkpoint of a huge model
+ *     is not a bug). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "02_bahdanau_attention/bahdanau.h"
+#include "03_dot_product_attention/attn_seq2seq.h"
+#include "04_self_attention/digit_model.h"
+#include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/gpt.h"
+#include "06_transformer/transformer.h"
+#include "07_vision_transformer/vit.h"
+#include "data/dataset.h"
+#include "data/digit_tasks.h"
+#include "fuzz_util.h"
+#include "io/checkpoint.h"
+#include "util/error.h"
+
+static const char *const MODELS[][2] = {
+    {"rnn_seq2seq", "01_rnn_seq2seq"},           {"bahdanau", "02_bahdanau_attention"},
+    {"attn_seq2seq", "03_dot_product_attention"}, {"ch04_digit_self_attention", "04_self_attention"},
+    {"ch05_digit_multi_head", "05_multi_head_attention"}, {"transformer", "06_transformer"},
+    {"gpt", "06_gpt"},                            {VIT_MODEL_NAME, "07_vision_transformer"},
+};
+
+/* With FUZZ_VERBOSE set, say how far each load went (to check that the
+ * seeds reach the end: bash -c 'FUZZ_VERBOSE=1 fuzz_checkpoint -runs=0 tests/fuzz/checkpoint'). */
+static void report(const char *what, int rc) {
+    if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "  %s: %s\n", what, rc == 0 ? "loaded" : last_error());
+}
+
+/* A model small enough to build thousands of times a second. */
+static int small_digit(const DigitModelSizes *s) {
+    return (long)s->N * s->D <= 4096 && (long)s->D * s->F <= 65536 && s->L <= 4 && s->C <= 256;
+}
+
+static void load_classifier(const char *path, Classifier *c) {
+    report("classifier", checkpoint_load(path, c->params));
+    c->destroy(c->self);
+}
+
+/* The data set of the last seq2seq config, kept while its task lines stay the same. */
+static Dataset data;
+static TaskConfig data_tc;
+static char data_task[32];
+static int have_data;
+
+static const Dataset *dataset_for(const TaskConfig *tc) {
+    if (have_data && strcmp(tc->task, data_task) == 0 && tc->seed == data_tc.seed && tc->n_train == data_tc.n_train &&
+        tc->n_valid == data_tc.n_valid && tc->n_test == data_tc.n_test && tc->min_len == data_tc.min_len &&
+        tc->max_len == data_tc.max_len)
+        return &data;
+    if (have_data) dataset_free(&data);
+    have_data = 0;
+    /* generated tasks: at most a few thousand examples per input */
+    if (strcmp(tc->task, "g2p") != 0 && (long)tc->n_train + tc->n_valid + tc->n_test > 4000) return NULL;
+    if (dataset_load(&data, tc) != 0) return NULL;
+    data_tc = *tc;
+    snprintf(data_task, sizeof data_task, "%s", tc->task);
+    data_tc.task = data_task;
+    have_data = 1;
+    return &data;
+}
+
+/* The seq2seq driver's --load: data set, vocabulary sizes, build, load. */
+static void load_seq2seq(const char *path, const char *config) {
+    TaskConfig tc;
+    char task_buf[32];
+    if (task_from_config(&tc, config, task_buf, sizeof task_buf) != 0) return;
+    tc.data_dir = "data";
+    const Dataset *d = dataset_for(&tc);
+    int src_size, tgt_size;
+    if (d == NULL || config_get_int(config, "src_vocab_size", &src_size) != 0 ||
+        config_get_int(config, "tgt_vocab_size", &tgt_size) != 0 || src_size != d->src_vocab.size ||
+        tgt_size != d->tgt_vocab.size)
+        return;
+    char model[64];
+    if (config_get(config, "model", model, sizeof model) != 0) return;
+    int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t) = NULL;
+    RnnConfig rnn;
+    TransformerConfig tr;
+    int attn = 0;
+    if (strcmp(model, "rnn_seq2seq") == 0 || strcmp(model, "bahdanau") == 0 || strcmp(model, "attn_seq2seq") == 0) {
+        if (rnn_config_read(config, &rnn) != 0 || rnn.D_E > 64 || rnn.S > 64) return;
+        if (config_get_int(config, "attn", &attn) == 0 && attn > 64) return;
+        build = model[0] == 'r' ? rnn_seq2seq_build : model[0] == 'b' ? bahdanau_build : attn_seq2seq_build;
+    } else if (strcmp(model, "transformer") == 0) {
+        if (transformer_config_read(config, &tr) != 0 || tr.block.D > 64 || tr.block.F > 256 || tr.layers > 2) return;
+        build = transformer_build;
+    } else {
+        return;
+    }
+    Seq2Seq m;
+    memset(&m, 0, sizeof m);
+    if (build(&m, d, config, 2, 1) != 0) return;
+    report(model, checkpoint_load(path, m.params));
+    m.destroy(m.self);
+}
+
+static void exercise(const char *path) {
+    char *config = NULL;
+    if (checkpoint_read_config(path, &config) != 0) return;
+    for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++)
+        (void)checkpoint_check_model(path, config, MODELS[i][0], MODELS[i][1]);
+
+    RnnConfig rnn;
+    (void)rnn_config_read(config, &rnn);
+    TransformerConfig tr;
+    (void)transformer_config_read(config, &tr);
+    GptConfig gpt;
+    memset(&gpt, 0, sizeof gpt);
+    if (gpt_config_read(config, &gpt) != 0) gpt.layers = 1000;   /* (not built below) */
+    TaskConfig tc;
+    char task_buf[32];
+    (void)task_from_config(&tc, config, task_buf, sizeof task_buf);
+    DigitTaskSpec spec;
+    ExampleTask et;
+    (void)digit_task_from_config(config, &spec, &et);
+
+    load_seq2seq(path, config);
+    if (gpt.block.D <= 64 && gpt.block.F <= 256 && gpt.layers <= 2 && gpt.context <= 64 && gpt.V <= 512) {
+        Gpt g;
+        if (gpt_create(&g, &gpt, 2, 1) == 0) {
+            report("gpt", checkpoint_load(path, &g.params));
+            gpt_free(&g);
+        }
+    }
+
+    Classifier c;
+    DigitModelSizes s;
+    if (digit_model_sizes(config, DIGIT_MODEL_NAME, "fuzz", &s) == 0 && small_digit(&s) &&
+        digit_model_build(&c, config, 2, 1) == 0)
+        load_classifier(path, &c);
+    if (digit_model_sizes(config, "ch05_digit_multi_head", "fuzz", &s) == 0 && small_digit(&s) &&
+        mh_model_build(&c, config, MULTI_HEAD_PLAIN, 2, 1) == 0)
+        load_classifier(path, &c);
+    VitConfig vc;
+    if (vit_config_from_text(config, &vc) == 0 && (long)vc.patch.rows * vc.patch.cols * vc.patch.channels <= 4096 &&
+        vc.patch.D <= 64 && vc.ff <= 256 && vc.layers <= 4 && vc.classes <= 256 && vit_build(&c, config, 2, 1) == 0)
+        load_classifier(path, &c);
+    free(config);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static char path[512];
+    if (path[0] == '\0') fuzz_path(path, sizeof path, "checkpoint.ckpt");
+    fuzz_write(path, data, size);
+    exercise(path);
+    if (size >= 4) {
+        uint8_t *fixed = malloc(size);
+        if (fixed == NULL) abort();
+        memcpy(fixed, data, size);
+        uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), fixed, (uInt)(size - 4));
+        for (int k = 0; k < 4; k++) fixed[size - 4 + k] = (uint8_t)(crc >> (8 * k));
+        fuzz_write(path, fixed, size);
+        exercise(path);
+        free(fixed);
+    }
+    clear_error();
+    return 0;
+}

@@ -1,0 +1,652 @@
+/* test_robust.c - nothing a user saved is lost, and a run that goes wrong
+ * says so (issue "Robustness"):
+ *  - non-finite training: grads_check_finite names the first tensor whose
+ *    gradient is NaN or infinite; classifier_train with an absurd learning
+ *    rate stops with one message naming the step and the tensor, and makes
+ *    no update with the bad gradient (every parameter is still finite);
+ *    each training driver's whole program (classifier_main with chapter
+ *    04's model, seq2seq_main with chapter 06's transformer), run at that
+ *    rate over a good run's output directory, exits 1 with that message and
+ *    leaves the good run's checkpoint as it was;
+ *  - failing disks: checkpoints, results, plots and PGM images written to
+ *    /dev/full (no space left) or into a read-only directory give one clear
+ *    error naming the path, and leave the previous files as they were (no
+ *    temporary file left behind either); /dev/full stays a device; a file
+ *    cut short by the file-size limit (a disk that fills up mid-write) too;
+ *    chapters 01 and 04's programs into a read-only directory exit 1 with
+ *    one line naming the file and keep the earlier run's checkpoint;
+ *  - kills: a process saving checkpoints in a loop is killed with SIGKILL at
+ *    random moments; each time, the checkpoint on disk still loads and holds
+ *    one of the two complete sets of values that were saved.
+ * Chapter determinism (byte-identical checkpoints) is test_robust_determinism.c. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "04_self_attention/digit_model.h"
+#include "06_transformer/transformer.h"
+#include "data/brown.h"
+#include "data/dataset.h"
+#include "data/digit_tasks.h"
+#include "io/checkpoint.h"
+#include "io/pgm.h"
+#include "io/plot.h"
+#include "io/results.h"
+#include "temp_dir.h"
+#include "train/classifier.h"
+#include "train/finite.h"
+#include "train/seq2seq.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#include <cmocka.h>
+
+static char tmp_dir[256];   /* this suite's files (setup, teardown) */
+
+/* ------------------------------------------------------ non-finite training */
+
+/* A Params of three tensors a [2,3], b [4], c [5] with finite gradients. */
+static void three_tensors(Params *p) {
+    params_init(p);
+    params_add(p, "a", 2, (int[]){2, 3});
+    params_add(p, "b", 1, (int[]){4});
+    params_add(p, "c", 1, (int[]){5});
+    assert_int_equal(params_alloc(p), 0);
+    for (size_t i = 0; i < p->size; i++) {
+        p->data[i] = (float)i;
+        p->grad[i] = 0.5f * (float)i;
+    }
+}
+
+static void test_check_finite_names_the_tensor(void **state) {
+    (void)state;
+    Params p;
+    three_tensors(&p);
+    assert_int_equal(grads_check_finite(&p, 1.5), 0);
+
+    p.grad[6 + 2] = NAN;             /* b[2] */
+    p.grad[6 + 4 + 1] = INFINITY;    /* c[1]: later in the table, so b is named */
+    assert_int_equal(grads_check_finite(&p, 1.5), -1);
+    assert_non_null(strstr(last_error(), "'b' (tensor 2 of 3)"));
+    assert_non_null(strstr(last_error(), "nan at element 2"));
+
+    p.grad[6 + 2] = 0.0f;
+    assert_int_equal(grads_check_finite(&p, 1.5), -1);
+    assert_non_null(strstr(last_error(), "'c' (tensor 3 of 3)"));
+    assert_non_null(strstr(last_error(), "inf at element 1"));
+
+    p.grad[6 + 4 + 1] = 0.0f;       /* gradients finite, the loss not */
+    assert_int_equal(grads_check_finite(&p, NAN), -1);
+    assert_non_null(strstr(last_error(), "the loss is nan"));
+    params_free(&p);
+}
+
+/* Chapter 04's model on the reverse task, trained with Adam at lr 1e30: the
+ * weights blow up within a few steps and training must stop, naming the
+ * step and the tensor, without having applied the bad gradient. */
+static void test_absurd_learning_rate_stops_training(void **state) {
+    (void)state;
+    enum { N = 6, B = 8 };
+    DigitModelSizes s = {N, 16, 32, 2, digit_task_classes(TASK_REVERSE, N), POS_LEARNED, 0};
+    char config[CLASSIFIER_CONFIG_MAX];
+    digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, "reverse", &s, "", 1);
+    Classifier m;
+    assert_int_equal(digit_model_build(&m, config, B, 1), 0);
+    DigitTaskSpec spec = {TASK_REVERSE, N};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    ClassifierResult r;
+    memset(&r, 0, sizeof r);
+    clear_error();
+    int rc = classifier_train(&m, &t, 200, B, 1e30f, 0.0f, 1, 1, &r);
+    if (rc != -1) print_error("classifier_train at lr 1e30 returned %d (message '%s')\n", rc, last_error());
+    assert_int_equal(rc, -1);
+    const char *msg = last_error();
+    print_message("%s\n", msg);
+    assert_non_null(strstr(msg, "training diverged at step "));
+    assert_true(strstr(msg, "the gradient of '") != NULL || strstr(msg, "the loss is ") != NULL);
+    assert_non_null(strstr(msg, "--lr"));
+    assert_null(strchr(msg, '\n'));                       /* one line */
+    for (size_t i = 0; i < m.params->size; i++) assert_true(isfinite(m.params->data[i]));
+    m.destroy(m.self);
+}
+
+/* The same through the seq2seq driver (seq2seq_main, the whole program of
+ * chapters 01-03 and 06) with chapter 06's transformer, small. A good run
+ * first, then lr 1e30 (as the chapter's default: --lr stops at 1). (The RNNs
+ * of chapters 01-03 at that rate do not reach a NaN: tanh and the gates
+ * saturate, the clipped gradients stay finite, and the loss grows huge but
+ * finite, which is not what this check is about.) */
+static int transformer_config(char *config, int cap) {
+    size_t used = strlen(config);
+    snprintf(config + used, (size_t)cap - used,
+             "model=transformer\nlayers=1\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\n"
+             "dropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n");
+    return 0;
+}
+
+static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state) {
+    (void)state;
+    char out[400], ckpt[500];
+    snprintf(out, sizeof out, "%s/diverge_seq2seq", tmp_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
+    ChapterSpec spec = {
+        .chapter = "robust_seq2seq",
+        .model_name = "transformer",
+        .summary = "",
+        .write_config = transformer_config,
+        .build = transformer_build,
+        .default_steps = 5,
+        .default_batch = 8,
+        .default_lr = 3e-3f,
+    };
+    char *argv[] = {"robust_seq2seq", "--out", out, "--quiet", "--n-train", "100", "--max-eval", "5",
+                    "--samples", "0", NULL};
+    assert_int_equal(seq2seq_main(10, argv, &spec), 0);
+    size_t good_len;
+    char *good = read_whole_file(ckpt, &good_len);
+    assert_non_null(good);
+
+    spec.default_lr = 1e30f;
+    spec.default_steps = 300;
+    clear_error();
+    int rc = seq2seq_main(10, argv, &spec);
+    print_message("seq2seq at lr 1e30: exit %d, %s\n", rc, last_error());
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(last_error(), "training diverged at step "));
+    size_t len;
+    char *now = read_whole_file(ckpt, &len);
+    assert_non_null(now);
+    assert_int_equal(len, good_len);
+    assert_memory_equal(now, good, len);
+    free(now);
+    free(good);
+}
+
+/* A checkpoint's data_seed that is not a number was read as 0 (another
+ * data set, silently); now refused (tests/fuzz/checkpoint/regression-data-seed-not-a-number.ckpt). */
+static void test_config_data_seed_must_be_a_number(void **state) {
+    (void)state;
+    TaskConfig tc;
+    char task[32];
+    const char *good = "task=dates\ndata_seed=1234\nn_train=50\nn_valid=10\nn_test=10\n";
+    assert_int_equal(task_from_config(&tc, good, task, sizeof task), 0);
+    assert_true(tc.seed == 1234);
+    const char *bad[3] = {"task=dates\ndata_seed=12x4\nn_train=50\nn_valid=10\nn_test=10\n",
+                          "task=dates\ndata_seed=abc\nn_train=50\nn_valid=10\nn_test=10\n",
+                          "task=dates\ndata_seed=-1\nn_train=50\nn_valid=10\nn_test=10\n"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(task_from_config(&tc, bad[i], task, sizeof task), -1);
+        assert_non_null(strstr(last_error(), "data_seed"));
+    }
+}
+
+/* A NUL byte in the Brown corpus ended its line early: the words after it
+ * were dropped without a word (tests/fuzz/brown/regression-nul-byte). */
+static void test_brown_refuses_a_nul_byte(void **state) {
+    (void)state;
+    char path[400];
+    snprintf(path, sizeof path, "%s/brown_nul.txt.gz", tmp_dir);
+    const char text[] = "# ca01\n\nThe/at jury/nn said/vbd ./.\nIt/pps was/bedz \0 late/jj ./.\n";
+    gzFile gz = gzopen(path, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, text, sizeof text - 1), (int)(sizeof text - 1));
+    assert_int_equal(gzclose(gz), Z_OK);
+    BrownConfig cfg;
+    brown_defaults(&cfg, BROWN_WORDS);
+    cfg.path = path;
+    cfg.n_train = 4;
+    cfg.n_valid = 2;
+    cfg.max_rare = 0;
+    BrownCorpus c;
+    assert_int_equal(brown_load_config(&c, &cfg), -1);
+    assert_non_null(strstr(last_error(), "line 4: contains a NUL byte"));
+    brown_free(&c);
+}
+
+/* ---------------------------------------------------------- failing disks */
+
+/* A chapter for the per-position driver (classifier_main, the whole program
+ * of chapters 04 and 05) with one run: chapter 04's model, small. */
+static int one_run(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline) {
+    (void)max;
+    DigitModelSizes s = {6, 16, 32, 2, digit_task_classes(TASK_REVERSE, 6), POS_LEARNED, 0};
+    snprintf(runs[0].key, sizeof runs[0].key, "reverse");
+    snprintf(runs[0].label, sizeof runs[0].label, "reverse");
+    digit_model_config_text(runs[0].config, sizeof runs[0].config, DIGIT_MODEL_NAME, "reverse", &s, "", f->seed);
+    *headline = 0;
+    return 1;
+}
+
+static int task_of(const char *config, ExampleTask *t) {
+    static DigitTaskSpec spec;
+    return digit_task_from_config(config, &spec, t);
+}
+
+/* The program trains once at a sane learning rate (its checkpoint is the
+ * "last good" one), then again into the same directory at lr 1e30: the
+ * second run must exit non-zero with the divergence message and leave the
+ * first run's checkpoint byte for byte as it was. (The programs' --lr flag
+ * stops at 1, so the absurd rate comes in as the chapter's default.) */
+static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
+    (void)state;
+    char out[400], ckpt[500];
+    snprintf(out, sizeof out, "%s/diverge", tmp_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model_reverse.ckpt", out);
+    ClassifierChapter ch = {
+        .chapter = "robust_test",
+        .model_name = DIGIT_MODEL_NAME,
+        .summary = "",
+        .defaults = {.steps = 20, .batch = 8, .lr = 3e-3f, .seed = 1, .test_size = 10},
+        .plan = one_run,
+        .build = digit_model_build,
+        .task = task_of,
+    };
+    char *argv[] = {"robust_test", "--out", out, "--quiet", NULL};
+    assert_int_equal(classifier_main(4, argv, &ch), 0);
+    size_t good_len;
+    char *good = read_whole_file(ckpt, &good_len);
+    assert_non_null(good);
+
+    ch.defaults.lr = 1e30f;
+    ch.defaults.steps = 200;
+    clear_error();
+    assert_int_equal(classifier_main(4, argv, &ch), 1);
+    assert_non_null(strstr(last_error(), "training diverged at step "));
+    size_t len;
+    char *now = read_whole_file(ckpt, &len);
+    assert_non_null(now);
+    assert_int_equal(len, good_len);
+    assert_memory_equal(now, good, len);
+    free(now);
+    free(good);
+}
+
+static int setup(void **state) {
+    (void)state;
+    /* 0755, so "nobody" (test_read_only_directory_...) may enter it */
+    if (temp_dir_make(tmp_dir, sizeof tmp_dir, "attn_robust") != 0) return -1;
+    return chmod(tmp_dir, 0755);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    chmod(tmp_dir, 0755);
+    return temp_dir_remove(tmp_dir);
+}
+
+/* A small checkpoint's Params: one tensor of n floats, value[i] = base + i. */
+static void filled(Params *p, int n, float base) {
+    params_init(p);
+    params_add(p, "w", 1, (int[]){n});
+    assert_int_equal(params_alloc(p), 0);
+    for (int i = 0; i < n; i++) p->data[i] = base + (float)i;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    char *s = read_whole_file(path, len);
+    assert_non_null(s);
+    return s;
+}
+
+/* Files of dir whose name contains ".tmp." (a temporary left behind). */
+static int temporaries_in(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+static void test_dev_full_gives_one_clear_error(void **state) {
+    (void)state;
+    struct stat st;
+    if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode)) skip();
+    const char *no_space = strerror(ENOSPC);
+    Params p;
+    filled(&p, 3000, 1.0f);
+
+    assert_int_equal(checkpoint_save("/dev/full", "model=x\n", &p), -1);
+    assert_non_null(strstr(last_error(), "/dev/full"));
+    assert_non_null(strstr(last_error(), no_space));
+
+    Results res;
+    results_init(&res);
+    results_set_num(&res, "exact_match", 0.5);
+    assert_int_equal(results_write(&res, "/dev/full"), -1);
+    assert_non_null(strstr(last_error(), no_space));
+
+    float px[4] = {0, 0.25f, 0.5f, 1};
+    assert_int_equal(pgm_write("/dev/full", px, 2, 2), -1);
+    assert_non_null(strstr(last_error(), no_space));
+    assert_int_equal(write_file_atomic("/dev/full", "abc", 3), -1);
+    assert_non_null(strstr(last_error(), no_space));
+
+    /* still the device: never renamed over, never replaced by a plain file */
+    assert_int_equal(stat("/dev/full", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    /* and /dev/null, also a device, takes the same writes without complaint */
+    assert_int_equal(checkpoint_save("/dev/null", "model=x\n", &p), 0);
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    params_free(&p);
+}
+
+/* The files the write tests keep and compare: path and bytes. */
+typedef struct {
+    char path[600];
+    char *bytes;
+    size_t len;
+} Kept;
+
+static void keep(Kept *k, const char *dir, const char *name) {
+    snprintf(k->path, sizeof k->path, "%s/%s", dir, name);
+    k->bytes = slurp(k->path, &k->len);
+}
+
+static void assert_unchanged(const Kept *k) {
+    size_t len;
+    char *now = slurp(k->path, &len);
+    assert_int_equal(len, k->len);
+    assert_memory_equal(now, k->bytes, len);
+    free(now);
+}
+
+/* Write a checkpoint, results.json, a plot and a PGM into dir. */
+static void write_outputs(const char *dir, float base) {
+    char path[600];
+    Params p;
+    filled(&p, 500, base);
+    snprintf(path, sizeof path, "%s/model.ckpt", dir);
+    assert_int_equal(checkpoint_save(path, "model=x\n", &p), 0);
+    params_free(&p);
+    Results res;
+    results_init(&res);
+    results_set_num(&res, "exact_match", base);
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    assert_int_equal(results_write(&res, path), 0);
+    float x[3] = {1, 2, 3}, y[3] = {base, 2, 1};
+    const float *ys[1] = {y};
+    const char *names[1] = {"loss"};
+    snprintf(path, sizeof path, "%s/loss", dir);
+    assert_int_equal(plot_lines(path, "loss", "step", "loss", x, ys, names, 1, 3, 0), 0);
+    float px[4] = {0, 0.25f, 0.5f, base > 1 ? 1 : base};
+    snprintf(path, sizeof path, "%s/picture.pgm", dir);
+    assert_int_equal(pgm_write(path, px, 2, 2), 0);
+}
+
+/* In a child process (so the rights and limits it takes do not leak into
+ * the other tests), try to overwrite the outputs of dir; exit 0 when every
+ * write failed with one message naming its file and containing `reason`. */
+static void child_overwrite_fails(const char *dir, const char *reason) {
+    const char *names[4] = {"model.ckpt", "results.json", "loss.dat", "picture.pgm"};
+    char path[600];
+    Params p;
+    params_init(&p);
+    params_add(&p, "w", 1, (int[]){500});
+    if (params_alloc(&p) != 0) _exit(10);
+    for (int i = 0; i < 500; i++) p.data[i] = -1.0f;
+    for (int k = 0; k < 4; k++) {
+        clear_error();
+        int rc;
+        if (k == 0) {
+            snprintf(path, sizeof path, "%s/model.ckpt", dir);
+            rc = checkpoint_save(path, "model=x\n", &p);
+        } else if (k == 1) {
+            Results res;
+            results_init(&res);
+            results_set_num(&res, "exact_match", -1);
+            snprintf(path, sizeof path, "%s/results.json", dir);
+            rc = results_write(&res, path);
+        } else if (k == 2) {
+            float x[2] = {1, 2}, y[2] = {-1, -1};
+            const float *ys[1] = {y};
+            const char *series[1] = {"loss"};
+            snprintf(path, sizeof path, "%s/loss", dir);
+            rc = plot_lines(path, "loss", "step", "loss", x, ys, series, 1, 2, 0);
+        } else {
+            float px[4] = {1, 1, 1, 1};
+            snprintf(path, sizeof path, "%s/picture.pgm", dir);
+            rc = pgm_write(path, px, 2, 2);
+        }
+        if (rc != -1 || !strstr(last_error(), names[k]) || !strstr(last_error(), reason) ||
+            strchr(last_error(), '\n')) {
+            fprintf(stderr, "write %d (%s): rc %d, message '%s', expected one line naming it with '%s'\n", k,
+                    names[k], rc, last_error(), reason);
+            _exit(20 + k);
+        }
+    }
+    _exit(0);
+}
+
+static void run_child(void (*prepare)(void), const char *dir, const char *reason) {
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prepare();
+        child_overwrite_fails(dir, reason);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* root may write anywhere: become "nobody" to feel a read-only directory. */
+static void drop_root(void) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) {
+        fprintf(stderr, "cannot become nobody (uid 65534): %s\n", strerror(errno));
+        _exit(30);
+    }
+}
+
+static void test_read_only_directory_keeps_previous_files(void **state) {
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/readonly", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    write_outputs(dir, 0.5f);
+    Kept kept[4];
+    keep(&kept[0], dir, "model.ckpt");
+    keep(&kept[1], dir, "results.json");
+    keep(&kept[2], dir, "loss.dat");
+    keep(&kept[3], dir, "picture.pgm");
+    assert_int_equal(chmod(dir, 0555), 0);
+    run_child(drop_root, dir, strerror(EACCES));
+    assert_int_equal(chmod(dir, 0755), 0);
+    for (int k = 0; k < 4; k++) {
+        assert_unchanged(&kept[k]);
+        free(kept[k].bytes);
+    }
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+/* The programs themselves: a chapter told to write into a read-only
+ * directory that holds an earlier run's files exits 1 with one error line
+ * naming a file there, and the earlier files are unchanged. (The programs
+ * sit next to this test's binary: <build>/tests/test_robust.) */
+static char build_dir[1024];
+
+static void program_into_read_only_dir(const char *program, const char *args, const char *ckpt_name) {
+    char dir[400], cmd[2048], log[500];
+    snprintf(dir, sizeof dir, "%s/ro_%s", tmp_dir, program);
+    snprintf(log, sizeof log, "%s/ro_%s.log", tmp_dir, program);
+    snprintf(cmd, sizeof cmd, "%s/%s %s --quiet --threads 1 --out %s >%s 2>&1 </dev/null", build_dir, program, args,
+             dir, log);
+    assert_int_equal(system(cmd), 0);                 /* the earlier run, as the user */
+    Kept k;
+    keep(&k, dir, ckpt_name);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(write_file_atomic(log, "", 0), 0);
+    assert_int_equal(chmod(log, 0666), 0);            /* so "nobody" may write its stderr there */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        drop_root();
+        snprintf(cmd, sizeof cmd, "%s/%s %s --quiet --threads 1 --out %s >/dev/null 2>%s </dev/null", build_dir,
+                 program, args, dir, log);
+        int status = system(cmd);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(chmod(dir, 0755), 0);
+    size_t len;
+    char *err = read_whole_file(log, &len);
+    assert_non_null(err);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || !strstr(err, dir) || !strstr(err, strerror(EACCES)))
+        print_error("%s into a read-only directory: exit %d, stderr:\n%s\n", program,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_non_null(strstr(err, dir));
+    assert_non_null(strstr(err, strerror(EACCES)));
+    int lines = 0;
+    for (const char *c = err; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 1);
+    free(err);
+    assert_unchanged(&k);
+    free(k.bytes);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+static void test_programs_into_a_read_only_directory(void **state) {
+    (void)state;
+    program_into_read_only_dir("01_rnn_seq2seq", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0",
+                               "model.ckpt");
+    program_into_read_only_dir("04_self_attention",
+                               "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 "
+                               "--test-size 5",
+                               "model_reverse_learned.ckpt");
+}
+
+/* A disk that fills up in the middle of a write: the file-size limit makes
+ * every write past 1,000 bytes fail (EFBIG; SIGXFSZ ignored), the way ENOSPC
+ * does on a full disk. */
+static void small_file_limit(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {1000, 1000};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(31);
+}
+
+static void test_disk_full_mid_write_keeps_previous_files(void **state) {
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/full", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    write_outputs(dir, 0.25f);
+    /* results.json, loss.dat and picture.pgm are under 1,000 bytes: only the
+     * checkpoint (2 KB) meets the limit, so check it alone. */
+    Kept k;
+    keep(&k, dir, "model.ckpt");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        small_file_limit();
+        Params p;
+        filled(&p, 500, -1.0f);
+        char path[600];
+        snprintf(path, sizeof path, "%s/model.ckpt", dir);
+        int rc = checkpoint_save(path, "model=x\n", &p);
+        _exit(rc == -1 && strstr(last_error(), "model.ckpt") && strstr(last_error(), strerror(EFBIG)) ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_unchanged(&k);
+    free(k.bytes);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+/* ------------------------------------------------------------------ kills */
+
+/* Kill a process that saves checkpoints A and B over one path in a loop, at
+ * a random moment, KILLS times; after each kill the file must load and hold
+ * all of A or all of B. */
+static void test_sigkill_during_save_leaves_a_loadable_checkpoint(void **state) {
+    (void)state;
+    enum { KILLS = 30, COUNT = 100000 };   /* 400 KB: a save takes a few ms */
+    char path[400];
+    snprintf(path, sizeof path, "%s/killed.ckpt", tmp_dir);
+    Params a, b, loaded;
+    filled(&a, COUNT, 1.0f);
+    filled(&b, COUNT, -7.0f);
+    filled(&loaded, COUNT, 0.0f);
+    assert_int_equal(checkpoint_save(path, "model=x\n", &a), 0);
+    srand((unsigned)time(NULL));
+    int saw_a = 0, saw_b = 0;
+    for (int kill_no = 0; kill_no < KILLS; kill_no++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            for (long i = 0;; i++)
+                if (checkpoint_save(path, "model=x\n", i % 2 ? &a : &b) != 0) _exit(1);
+        }
+        usleep((useconds_t)(1000 + rand() % 20000));    /* 1 to 21 ms: before, during, between saves */
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));               /* it was still saving, never failed */
+        if (checkpoint_load(path, &loaded) != 0) print_error("after kill %d: %s\n", kill_no, last_error());
+        assert_int_equal(checkpoint_load(path, &loaded), 0);
+        int is_a = memcmp(loaded.data, a.data, sizeof(float) * COUNT) == 0;
+        int is_b = memcmp(loaded.data, b.data, sizeof(float) * COUNT) == 0;
+        assert_true(is_a || is_b);
+        saw_a += is_a;
+        saw_b += is_b;
+        /* the killed writer's half-written temporary is all that is left over */
+        char tmp[500];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)pid);
+        unlink(tmp);
+    }
+    print_message("%d kills: the checkpoint held A %d times, B %d times\n", KILLS, saw_a, saw_b);
+    assert_int_equal(saw_a + saw_b, KILLS);
+    params_free(&a);
+    params_free(&b);
+    params_free(&loaded);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    /* argv[0] is <build>/tests/test_robust */
+    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);
+    char *slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(build_dir, sizeof build_dir, "..");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_finite_names_the_tensor),
+        cmocka_unit_test(test_absurd_learning_rate_stops_training),
+        cmocka_unit_test(test_diverged_program_keeps_the_last_checkpoint),
+        cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
+        cmocka_unit_test(test_config_data_seed_must_be_a_number),
+        cmocka_unit_test(test_brown_refuses_a_nul_byte),
+        cmocka_unit_test(test_dev_full_gives_one_clear_error),
+        cmocka_unit_test(test_read_only_directory_keeps_previous_files),
+        cmocka_unit_test(test_programs_into_a_read_only_directory),
+        cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),
+        cmocka_unit_test(test_sigkill_during_save_leaves_a_loadable_checkpoint),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
