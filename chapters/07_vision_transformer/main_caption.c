@@ -35,7 +35,7 @@ static struct {
 } flags = {"attend", NULL, NULL, NULL, NULL, 2, 7, 64, 2, 4, 128, 1, 32, 64, 32, 20000, 500, 2000, 1, 3};
 
 /* the training images' statistics, for a user's image (set by load_data) */
-static struct { float mean, std; int normalized; } scale;
+static SceneScale scale;
 
 static int write_config(char *config, int cap) {
     if (flags.image || flags.to) return fail("--image goes with --load CKPT; --to with --compose");
@@ -52,21 +52,7 @@ static int write_config(char *config, int cap) {
 
 /* The scenes the config names (train, validation, test), from Fashion-MNIST. */
 static int load_data(Dataset *d, const char *config) {
-    int grid, n_train, n_valid, n_test, seed;
-    if (config_get_int_in(config, "grid", 2, SCENE_MAX_GRID, &grid) < 0 ||
-        config_get_int_in(config, "train_scenes", 1, 1000000, &n_train) < 0 ||
-        config_get_int_in(config, "valid_scenes", 1, 1000000, &n_valid) < 0 ||
-        config_get_int_in(config, "test_scenes", 1, 1000000, &n_test) < 0 ||
-        config_get_int_in(config, "data_seed", 0, 2147483647, &seed) < 0)
-        return -1;
-    FashionMnist fm;
-    if (fashion_mnist_load(&fm, flags.data, 1) < 0) return -1;
-    scale.mean = fm.mean;
-    scale.std = fm.std;
-    scale.normalized = fm.normalized;
-    int rc = scene_dataset(d, &fm, grid, n_train, n_valid, n_test, (uint64_t)seed);
-    fashion_mnist_free(&fm);
-    return rc;
+    return scene_dataset_from_config(d, config, flags.data, &scale);
 }
 
 /* The caption of scene e, as text (for the pictures' titles). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/checkpoint.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/util.h"
@@ -132,4 +133,21 @@ int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int
     d->max_src_len = grid * grid;
     d->max_tgt_len = grid * grid;
     return 0;
+}
+
+int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale) {
+    int grid, n_train, n_valid, n_test, seed;
+    memset(d, 0, sizeof *d);
+    if (config_get_int_in(config, "grid", 2, SCENE_MAX_GRID, &grid) < 0 ||
+        config_get_int_in(config, "train_scenes", 1, 1000000, &n_train) < 0 ||
+        config_get_int_in(config, "valid_scenes", 1, 1000000, &n_valid) < 0 ||
+        config_get_int_in(config, "test_scenes", 1, 1000000, &n_test) < 0 ||
+        config_get_int_in(config, "data_seed", 0, 2147483647, &seed) < 0)
+        return -1;
+    FashionMnist fm;
+    if (fashion_mnist_load(&fm, data_dir, 1) < 0) return -1;
+    if (scale) *scale = (SceneScale){fm.mean, fm.std, fm.normalized};
+    int rc = scene_dataset(d, &fm, grid, n_train, n_valid, n_test, (uint64_t)seed);
+    fashion_mnist_free(&fm);
+    return rc;
 }

@@ -74,4 +74,15 @@ int scene_caption(const int *labels, int grid, int *words);
  * seed + 2. Returns 0, or -1 with fail() (d then empty). */
 int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int n_valid, int n_test, uint64_t seed);
 
+/* The data set a config text names (keys grid, train_scenes, valid_scenes,
+ * test_scenes, data_seed: what main_caption.c writes into its checkpoints),
+ * from the Fashion-MNIST files in data_dir (NULL: FASHION_MNIST_DIR),
+ * normalised. scale (may be NULL) gets the training images' statistics, for
+ * a user's image: x = (ink - mean) / std. Returns 0, or -1 with fail(). */
+typedef struct {
+    float mean, std;
+    int normalized;
+} SceneScale;
+int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale);
+
 #endif
