@@ -41,10 +41,10 @@ static int write_config(char *config, int cap) {
     if (flags.image || flags.to) return fail("--image goes with --load CKPT; --to with --compose");
     size_t used = strlen(config);
     int n = snprintf(config + used, (size_t)cap - used,
-                     "model=%s\ncaption_model=%s\ngrid=%d\nside=%d\npatch=%d\ndim=%d\nlayers=%d\nheads=%d\nff=%d\n"
+                     "model=%s\ntask=scenes%dx%d\ncaption_model=%s\ngrid=%d\nside=%d\npatch=%d\ndim=%d\nlayers=%d\nheads=%d\nff=%d\n"
                      "dec_layers=%d\nembed=%d\nhidden=%d\nattn=%d\ntrain_scenes=%d\nvalid_scenes=%d\n"
                      "test_scenes=%d\ndata_seed=%d\n",
-                     CAPTION_MODEL_NAME, flags.model, flags.grid, SCENE_CELL * flags.grid, flags.patch, flags.dim,
+                     CAPTION_MODEL_NAME, flags.grid, flags.grid, flags.model, flags.grid, SCENE_CELL * flags.grid, flags.patch, flags.dim,
                      flags.layers, flags.heads, flags.ff, flags.dec_layers, flags.embed, flags.hidden, flags.attn,
                      flags.train_scenes, flags.valid_scenes, flags.test_scenes, flags.data_seed);
     return n < cap - (int)used ? 0 : fail("configuration text too long");
@@ -62,8 +62,8 @@ static void truth_text(const Dataset *d, const Example *e, char *out, int cap) {
 
 /* After the evaluation: a few test scenes with their panels. */
 static int after_eval(Seq2Seq *m, const Dataset *d, const char *out_dir, Results *res) {
-    (void)res;
     const Caption *c = m->self;
+    results_set_str(res, "variant", caption_kind_name(c->cfg.kind));   /* the results table's model column */
     if (flags.pictures > 0) printf("\nTest scenes, captioned (one panel per word):\n");
     for (int i = 0; i < flags.pictures && i < d->test.n; i++) {
         const Example *e = &d->test.ex[i];
