@@ -104,8 +104,9 @@ static void test_gradients_transformer(void **state) { (void)state; check_gradie
 
 /* encode + step with the true previous words reproduce the teacher-forced
  * pass: every probability, and model 2's attention weights. */
-static void check_decoding(CaptionKind kind) {
+static void check_decoding(CaptionKind kind, int hidden) {
     CaptionConfig cfg = small_config(kind);
+    cfg.hidden = hidden;
     Caption c;
     assert_int_equal(caption_create(&c, &cfg, B_TEST, 3), 0);
     Rng r;
@@ -130,9 +131,10 @@ static void check_decoding(CaptionKind kind) {
     caption_free(&c);
 }
 
-static void test_decoding_pool(void **state) { (void)state; check_decoding(CAPTION_POOL); }
-static void test_decoding_attend(void **state) { (void)state; check_decoding(CAPTION_ATTEND); }
-static void test_decoding_transformer(void **state) { (void)state; check_decoding(CAPTION_TRANSFORMER); }
+/* (a GRU state wider than the grid's vectors too: S = 12 > D = 8) */
+static void test_decoding_pool(void **state) { (void)state; check_decoding(CAPTION_POOL, 6); check_decoding(CAPTION_POOL, 12); }
+static void test_decoding_attend(void **state) { (void)state; check_decoding(CAPTION_ATTEND, 6); check_decoding(CAPTION_ATTEND, 12); }
+static void test_decoding_transformer(void **state) { (void)state; check_decoding(CAPTION_TRANSFORMER, 6); }
 
 /* Bad sizes are refused with a message, not a crash. */
 static void test_bad_config(void **state) {

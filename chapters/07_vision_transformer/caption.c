@@ -144,6 +144,7 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
         c->ctx = xcalloc((size_t)max_B * C, sizeof(float));
         c->dctx = xcalloc((size_t)max_B * C, sizeof(float));
         c->step_ctx = xcalloc((size_t)max_B * C, sizeof(float));
+        c->s0 = xcalloc((size_t)max_B * S, sizeof(float));
         if (kind == CAPTION_ATTEND) {
             c->keys = xcalloc(BN * D_A, sizeof(float));
             c->dkeys = xcalloc(BN * D_A, sizeof(float));
@@ -173,7 +174,7 @@ void caption_free(Caption *c) {
     free(c->P_tgt); free(c->dtop); free(c->step_tokens);
     free(c->ctx); free(c->dctx); free(c->step_ctx); free(c->keys); free(c->dkeys); free(c->query); free(c->dquery);
     free(c->feat); free(c->attn); free(c->dattn); free(c->dscores); free(c->grid_keys); free(c->step_keys);
-    free(c->step_feat); free(c->step_attn); free(c->step_query);
+    free(c->step_feat); free(c->step_attn); free(c->step_query); free(c->s0);
     memset(c, 0, sizeof *c);
 }
 
@@ -381,13 +382,10 @@ void caption_encode(void *self, const Batch *b, float *states) {
         memset(states, 0, sizeof(float) * (size_t)B * state_size(c));
         return;
     }
-    init_state(c, c->ctx, B);   /* model 1: c = s_0; model 2: s_0 */
-    if (c->cfg.kind == CAPTION_POOL) {
-        memcpy(c->grid, c->ctx, sizeof(float) * (size_t)B * c->cfg.hidden);   /* model 1 keeps only c */
-    } else {
+    init_state(c, c->s0, B);   /* model 1: c = s_0; model 2: s_0 */
+    if (c->cfg.kind == CAPTION_ATTEND)   /* model 1 keeps only c = s_0 */
         linear_forward(c->grid_keys, c->grid, params_data(&c->params, c->att_W1), NULL, B * N, D, c->cfg.attn);
-    }
-    memcpy(states, c->ctx, sizeof(float) * (size_t)B * c->cfg.hidden);
+    memcpy(states, c->s0, sizeof(float) * (size_t)B * c->cfg.hidden);
 }
 
 /* Models 1-2: one GRU step for n rows (the same computation as one time step
@@ -400,7 +398,7 @@ static void rnn_step(Caption *c, int n, const int *src_row, const float *states,
     rnn_decoder_step_begin(dec, states, n);
     if (c->cfg.kind == CAPTION_POOL) {
         for (int r = 0; r < n; r++)
-            memcpy(c->step_ctx + (size_t)r * S, c->grid + (size_t)src_row[r] * S, sizeof(float) * (size_t)S);
+            memcpy(c->step_ctx + (size_t)r * S, c->s0 + (size_t)src_row[r] * S, sizeof(float) * (size_t)S);
         rnn_decoder_step_embed(dec, p, prev, n);
         put_columns(dec->step_in, dec->I, dec->D_E, c->step_ctx, n, S);
         if (attn) memset(attn, 0, sizeof(float) * (size_t)n * N);   /* no attention: nothing to show */

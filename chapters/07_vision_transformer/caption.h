@@ -96,6 +96,7 @@ typedef struct {
     float *step_grid, *step_keys, *step_feat, *step_attn, *step_query, *step_ctx;
     int *step_tokens;         /* [max_B, T_cap] model 3 */
     float *step_logits;       /* [max_B, V] */
+    float *s0;                /* [max_B, S] models 1-2: the initial state of each encoded image */
 } Caption;
 
 const char *caption_kind_name(CaptionKind k);            /* "pool", "attend", "transformer" */

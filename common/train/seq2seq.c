@@ -418,7 +418,8 @@ static void print_results_table(const char *chapter, const Dataset *d, const Eva
     }
 }
 
-static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_samples, int beam) {
+/* The model holds activations for batch_size rows: the samples are decoded that many at a time. */
+static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_samples, int beam, int batch_size) {
     if (n_samples <= 0 || s->n == 0) return;
     if (n_samples > s->n) n_samples = s->n;
     int max_out = d->max_tgt_len + 10;
@@ -429,7 +430,11 @@ static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_sa
     Batch b;
     batch_alloc(&b, n_samples, d->max_src_len, d->max_tgt_len);
     if (d->value_size) batch_alloc_values(&b, n_samples, d->value_size);
-    decode_examples(m, s, idx, n_samples, max_out, beam, &b, preds, pred_lens);
+    for (int start = 0; start < n_samples; start += batch_size) {
+        int count = n_samples - start < batch_size ? n_samples - start : batch_size;
+        decode_examples(m, s, idx + start, count, max_out, beam, &b, preds + (size_t)start * max_out,
+                        pred_lens + start);
+    }
     char got[512], want[512];
     printf("\nSample predictions (test split):\n");
     for (int i = 0; i < n_samples; i++) {
@@ -736,7 +741,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Evaluation ev;
     evaluate(&model, &data, &data.test, f.max_eval > 0 ? f.max_eval : data.test.n, f.beam, f.batch, &ev);
     print_results_table(spec->chapter, &data, &ev, f.beam, train_seconds);
-    print_samples(&model, &data, &data.test, f.samples, f.beam);
+    print_samples(&model, &data, &data.test, f.samples, f.beam, f.batch);
 
     /* ------------------------------------------------------------- outputs */
     printf("\nWrote:\n");
