@@ -17,6 +17,7 @@
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
+#   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -77,7 +78,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run compare gpt-variants test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework grade \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -171,6 +172,10 @@ $(foreach c,$(CHAPTERS),$(eval $(call RUN_RULE,$(c))))
 # The lecture's block variants on chapter 06's GPT (tools/gpt_variants.sh; about 20 minutes).
 gpt-variants: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_variants.sh
+
+# Chapter 07's captioners, pool / attend / transformer, one after another (tools/compare_caption.sh).
+caption-compare: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/compare_caption.sh
 
 # One program at a time, one thread each (tools/compare_seq2seq.sh); then the two tables.
 compare: deps-run all

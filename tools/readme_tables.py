@@ -32,7 +32,13 @@ NAME is one of
                reverse80, g2p, g2p_beam5;
     compare-06-length  the same runs' reverse 5-80 exact match by input
                length (the test_exact_len_LO_HI keys), one row per length
-               bucket, one column per chapter.
+               bucket, one column per chapter;
+    caption-07 chapter 07's three captioners at the same budget
+               (tools/compare_caption.sh), one row per model: parameters,
+               exact caption match, per-word accuracy, exact match by the
+               number of items, training seconds, the command; from
+               DIR/caption_compare/g2_MODEL/results.json, MODEL one of pool,
+               attend, transformer.
 
 Everything outside the markers stays byte-identical. Every table is made
 before any file is written, so a missing or broken results.json stops the
@@ -397,7 +403,46 @@ def table_gpt_variants(out_dir, readme):
     return rows, caption
 
 
-TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, or a chapter number like 04"
+def table_caption(out_dir, readme):
+    """Chapter 07's captioners on 2 x 2 scenes, one row per model (tools/compare_caption.sh)."""
+    models = [("pool", "no attention: the grid pooled to one vector, chapter 01's GRU decoder"),
+              ("attend", "additive attention over the grid, chapter 02's GRU decoder (Show-Attend-Tell)"),
+              ("transformer", "cross-attention, chapter 06's decoder")]
+    found = []
+    for m, label in models:
+        path, d = read_results(os.path.join(out_dir, "caption_compare", "g2_" + m, "results.json"), "caption-07",
+                               readme, "run `bash tools/compare_caption.sh` (make caption-compare) first")
+        found.append((m, label, path, d))
+    budgets = {(d.get("steps"), d.get("batch"), d.get("lr"), d.get("seed"), d.get("test_n")) for _, _, _, d in found}
+    if len(budgets) != 1:
+        raise Failure("%s/caption_compare/g2_*: the models trained with different steps, batch, lr, seed or test "
+                      "scenes %s" % (out_dir.rstrip("/"), sorted(budgets, key=str)))
+    counts = sorted({int(k.split("_")[3]) for _, _, _, d in found for k in d if k.startswith("test_exact_len_")})
+    rows = ["| model | how the decoder reads the image | parameters | exact match | per-word accuracy | %s | train s |"
+            % " | ".join("exact, %d item%s" % (n, "" if n == 1 else "s") for n in counts),
+            "|---|---|---|---|---|%s---|" % ("---|" * len(counts))]
+    exact = [number(d, "test_exact_match", p) for _, _, p, d in found]
+    words = [number(d, "test_token_acc", p) for _, _, p, d in found]
+    for (m, label, path, d), e, w in zip(found, exact, words):
+        by_count = []
+        for n in counts:
+            key = "test_exact_len_%d_%d" % (n, n)
+            by_count.append(pct(number(d, key, path)) if key in d else "-")
+        rows.append("| `--model %s` | %s | %s | %s | %s | %s | %.0f |" % (
+            m, label, "{:,}".format(int(number(d, "parameters", path))),
+            ("**%s**" if e == max(exact) else "%s") % pct(e), ("**%s**" if w == max(words) else "%s") % pct(w),
+            " | ".join(by_count), number(d, "train_seconds", path)))
+    d0 = found[0][3]
+    caption = ("From `bash tools/compare_caption.sh` (`%s/caption_compare/g2_MODEL/results.json`; %s): "
+               "`./build/07_caption --model MODEL --grid 2 --steps %d --batch %d`, the same encoder (P 7, D 64, "
+               "2 blocks), lr %g, seed %d; %d test scenes of 2 x 2 cells, greedy captions. `make readme` rewrites "
+               "this table." % (out_dir.rstrip("/"), conditions([f[3] for f in found]), number(d0, "steps", found[0][2]),
+                                number(d0, "batch", found[0][2]), number(d0, "lr", found[0][2]),
+                                number(d0, "seed", found[0][2]), number(d0, "test_n", found[0][2])))
+    return rows, caption
+
+
+TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, caption-07, or a chapter number like 04"
 
 
 def make_table(name, out_dir, readme):
@@ -411,6 +456,8 @@ def make_table(name, out_dir, readme):
         return table_gpt(out_dir, readme)
     if name == "gpt-variants":
         return table_gpt_variants(out_dir, readme)
+    if name == "caption-07":
+        return table_caption(out_dir, readme)
     if re.fullmatch(r"[0-9][0-9]", name):
         return table_chapter(name, out_dir, readme)
     raise Failure("%s: unknown table <!-- results:%s --> (known: %s)" % (readme, name, TABLES))
@@ -439,6 +486,14 @@ def rewrite(text, out_dir, readme):
             raise Failure("%s:%d: <!-- results:%s --> is never closed by <!-- /results -->"
                           % (readme, start, m.group(1)))
         eol = "\r\n" if line.endswith("\r\n") else "\n"
+        if m.group(1) == "caption-07" and not os.path.isdir(os.path.join(out_dir, "caption_compare")):
+            # likewise the captioning comparison (make caption-compare)
+            print("readme_tables: %s: %s/caption_compare not found (make caption-compare): <!-- results:%s --> "
+                  "kept as it is" % (readme, out_dir.rstrip("/"), m.group(1)))
+            out.extend(lines[start:i + 1])
+            i += 1
+            names.append(m.group(1) + " (kept)")
+            continue
         if m.group(1).startswith("compare-") and not os.path.isdir(os.path.join(out_dir, "compare")):
             # the comparison is a separate 30-minute run (make compare): without
             # its outputs the block keeps the table it has

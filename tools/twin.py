@@ -30,7 +30,9 @@ smoothing); and a MODELS[] line in tools/twin_dump.c. (KIND = "digits": forward(
 [B,N,C], loss(logits, y), c_grads(), predict(x); a CLASSIFIERS[] line.
 KIND = "lm", the GPT: forward(x), loss(logits, y), c_grads(), greedy(prompt, n);
 twin_dump.c's dump_gpt. KIND = "images", chapter 07: as "digits" with float
-images [B, n_in] in, logits [B,C] out.) A chapter's second program has its own
+images [B, n_in] in, logits [B,C] out. KIND = "caption", chapter 07's captions: as
+seq2seq with forward(images, tgt_in) and greedy(image, max_out), the dump's
+images [B, side side] as the sources.) A chapter's second program has its own
 module, tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name).
 """
 import argparse
@@ -122,8 +124,10 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
     model = module.build(cfg, tensors)
     src, lens = torch.as_tensor(d["src"]).long(), torch.as_tensor(d["src_lens"]).long()
     tgt_in, tgt_out = torch.as_tensor(d["tgt_in"]).long(), torch.as_tensor(d["tgt_out"]).long()
+    # KIND = "caption" (chapter 07's captions): the sources are images, src holds no tokens
+    images = torch.as_tensor(d["images"]).double() if kind == "caption" else None
     model.zero_grad()
-    logits = model(src, lens, tgt_in)
+    logits = model(src, lens, tgt_in) if images is None else model(images, tgt_in)
     loss = model.loss(logits, tgt_out)
     # A model whose gradient is not that of the loss it reports (chapter 06:
     # label smoothing) differentiates its objective() instead.
@@ -139,7 +143,7 @@ def compare(module, binary, dump_tool, label, flags, args, tmp):
     agree = 0
     for b in range(src.shape[0]):
         c_pred = [int(x) for x in d["greedy"][b][:d["greedy_len"][b]]]
-        t_pred = model.greedy(src[b, :lens[b]], max_out)
+        t_pred = model.greedy(src[b, :lens[b]], max_out) if images is None else model.greedy(images[b], max_out)
         agree += c_pred == t_pred
     row["agree"], row["n"] = agree, src.shape[0]
     return finish(row)
@@ -289,8 +293,10 @@ def main():
     if any(getattr(m, "KIND", "") == "lm" for m in modules):
         print("(06_gpt: windows of the Brown test part; greedy = continuations of each window's first quarter, "
               "C with its KV cache, that agree token for token)")
-    if any(r["chapter"][:2] == "07" for r in rows):
+    if any(r["chapter"] == "07_vision_transformer" for r in rows):
         print("(chapter 07: greedy = test images whose predicted class agrees)")
+    if any(r["chapter"] == "07_caption" for r in rows):
+        print("(07_caption: greedy = test scenes whose greedy captions agree word for word)")
     if not rows:
         print("(no chapter with a twin is built)")
         return 1

@@ -16,6 +16,7 @@
  *   grad/<name> [dims]     d loss / d parameter, for every parameter tensor
  *   max_out [1], greedy [B,max_out], greedy_len [B]
  *                          greedy decoding of each source (-1 padded)
+ *   images [B, side side]  chapter 07's captions only: the scenes (src holds no tokens)
  *
  * Per-position and per-example models (chapters 04, 05 and 07, CLASSIFIERS[]:
  * the driver of common/train/classifier.h): the batch is the first B examples
@@ -54,6 +55,8 @@
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
+#include "07_vision_transformer/caption.h"
+#include "07_vision_transformer/scene.h"
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "train/classifier.h"
@@ -89,6 +92,13 @@ static void attn_seq2seq_logits(void *self, int B, int Tt, int V, float *out) {
     time_major_to_batch_major(out, ((AttnSeq2Seq *)self)->logits, B, Tt, V);
 }
 
+/* Chapter 07's captioners: models 1-2 keep chapter 01's time-major rows, model 3 chapter 06's batch-major. */
+static void caption_logits(void *self, int B, int Tt, int V, float *out) {
+    Caption *c = self;
+    if (c->cfg.kind == CAPTION_TRANSFORMER) memcpy(out, c->logits, sizeof(float) * (size_t)B * Tt * V);
+    else time_major_to_batch_major(out, c->logits, B, Tt, V);
+}
+
 /* The transformer's logits are batch-major already (row b Tt + t). */
 static void transformer_logits(void *self, int B, int Tt, int V, float *out) {
     memcpy(out, ((Transformer *)self)->logits, sizeof(float) * (size_t)B * Tt * V);
@@ -106,6 +116,7 @@ static const TwinModel MODELS[] = {
     {"bahdanau", bahdanau_build, bahdanau_logits},                   /* chapter 02 */
     {"attn_seq2seq", attn_seq2seq_build, attn_seq2seq_logits},       /* chapter 03 */
     {"transformer", transformer_build, transformer_logits},          /* chapter 06 */
+    {CAPTION_MODEL_NAME, caption_build, caption_logits},              /* chapter 07's captions */
 };
 
 /* ------------------------------------------- the per-position models */
@@ -329,8 +340,12 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++)
         if (strcmp(MODELS[i].model, model_name) == 0) tm = &MODELS[i];
     if (!tm) { fail("%s: model '%s' has no twin in tools/twin_dump.c", ckpt, model_name); goto error; }
-    if (task_from_config(&tc, config, task, sizeof task) < 0) goto error;
-    if (dataset_load(&data, &tc) < 0) goto error;
+    if (strcmp(model_name, CAPTION_MODEL_NAME) == 0) {   /* an image task: the scenes its config names */
+        if (scene_dataset_from_config(&data, config, NULL, NULL) < 0) goto error;
+    } else {
+        if (task_from_config(&tc, config, task, sizeof task) < 0) goto error;
+        if (dataset_load(&data, &tc) < 0) goto error;
+    }
     const Split *split = dataset_split(&data, split_name);
     if (!split) { fail("--split %s: expected test, valid or train", split_name); goto error; }
     int B = want_batch < split->n ? want_batch : split->n;
@@ -339,6 +354,7 @@ int main(int argc, char **argv) {
 
     /* ---- one batch, forward and backward */
     batch_alloc(&batch, B, data.max_src_len, data.max_tgt_len);
+    if (data.value_size) batch_alloc_values(&batch, B, data.value_size);
     int *idx = xmalloc(sizeof(int) * (size_t)B);
     for (int i = 0; i < B; i++) idx[i] = i;
     batch_fill(&batch, split, idx, B);
@@ -362,6 +378,7 @@ int main(int argc, char **argv) {
     if (gold_writer_open(&w, out) < 0) goto error;
     gold_write_i32(&w, "src", batch.src, 2, (int[]){B, T});
     gold_write_i32(&w, "src_lens", batch.src_lens, 1, (int[]){B});
+    if (data.value_size) gold_write_f32(&w, "images", batch.values, 2, (int[]){B, data.value_size});
     gold_write_i32(&w, "tgt_in", batch.tgt_in, 2, (int[]){B, Tt});
     gold_write_i32(&w, "tgt_out", batch.tgt_out, 2, (int[]){B, Tt});
     gold_write_f32(&w, "logits", logits, 3, (int[]){B, Tt, V});

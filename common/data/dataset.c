@@ -106,6 +106,8 @@ void dataset_free(Dataset *d) {
     split_free(&d->train);
     split_free(&d->valid);
     split_free(&d->test);
+    free(d->value_store);   /* image tasks: every example's values */
+    d->value_store = NULL;
 }
 
 const Split *dataset_split(const Dataset *d, const char *name) {

@@ -26,6 +26,8 @@ typedef struct {
     int n_refs;                     /* >= 1 */
     int **refs; int *ref_lens;      /* every acceptable output */
     char *src_text;                 /* the raw input, for printing */
+    const float *values;            /* image tasks (chapter 07's captions): the source as
+                                     * Dataset.value_size floats, an image; NULL for token tasks */
 } Example;
 
 typedef struct { int n; Example *ex; } Split;
@@ -45,6 +47,14 @@ typedef struct {
     int max_src_len, max_tgt_len;   /* over all splits */
     const char *tgt_sep;            /* "" for characters, " " for phonemes */
     const char *src_sep;
+    /* Image tasks (chapter 07's captions) only; 0 / NULL for the token tasks.
+     * Each example's source is then an image of value_size floats
+     * (Example.values, pointing into value_store, which dataset_free frees),
+     * and src_len counts something the chapter names in src_len_name (the
+     * items in a scene), for the table of exact match by length. */
+    int value_size;
+    float *value_store;
+    const char *src_len_name;
 } Dataset;
 
 /* Fill cfg with the task's defaults (sizes, lengths, seed, data_dir "data").
@@ -65,6 +75,17 @@ void dataset_free(Dataset *d);
  * For g2p the text is upper-cased first. Returns 0, or -1 with fail() naming
  * the first character the vocabulary does not know, or when longer than max. */
 int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max, int *len);
+
+/* Building a data set of one's own (chapter 07's captions; the token tasks
+ * use them too). Memory of one Example: src, src_text, refs (the pointer
+ * array), ref_lens and every refs[r] are separate allocations; tgt points at
+ * refs[0]. dataset_free() releases them all.
+ *   split_alloc:     room for n zeroed examples;
+ *   example_init:    a copy of src_text and of the source ids, room for n_refs references;
+ *   example_set_ref: copy ids into reference r (reference 0 is the training target). */
+void split_alloc(Split *s, int n);
+void example_init(Example *e, const char *src_text, const int *src, int src_len, int n_refs);
+void example_set_ref(Example *e, int r, const int *ids, int len);
 
 /* Splits by name: "train", "valid", "test"; NULL for anything else. */
 const Split *dataset_split(const Dataset *d, const char *name);

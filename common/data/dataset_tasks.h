@@ -18,14 +18,8 @@ int dates_load(Dataset *d, const TaskConfig *cfg);
 int reverse_load(Dataset *d, const TaskConfig *cfg);
 int g2p_load(Dataset *d, const TaskConfig *cfg);
 
-/* Allocate room for n zeroed examples. */
-void split_alloc(Split *s, int n);
-
-/* Set up e with a copy of src_text, the source ids (copied) and room for
- * n_refs references (filled by example_set_ref). */
-void example_init(Example *e, const char *src_text, const int *src, int src_len, int n_refs);
-/* Copy ids into reference r; reference 0 is also the training target. */
-void example_set_ref(Example *e, int r, const int *ids, int len);
+/* split_alloc(), example_init() and example_set_ref() build the examples
+ * (declared in dataset.h: chapter 07 builds its captions with them too). */
 /* A character-level example: encode src_text and tgt_text one character per
  * token (the characters must be in the vocabularies) with one reference. */
 void example_from_chars(Example *e, const Vocab *src_vocab, const char *src_text,

@@ -31,12 +31,18 @@ void batch_alloc(Batch *b, int max_batch, int max_src_len, int max_tgt_len) {
     b->tgt_lens = xcalloc((size_t)max_batch, sizeof(int));
 }
 
+void batch_alloc_values(Batch *b, int max_batch, int value_size) {
+    b->value_size = value_size;
+    b->values = xcalloc((size_t)max_batch * value_size, sizeof(float));
+}
+
 void batch_free(Batch *b) {
     free(b->src);
     free(b->src_lens);
     free(b->tgt_in);
     free(b->tgt_out);
     free(b->tgt_lens);
+    free(b->values);
     memset(b, 0, sizeof *b);
 }
 
@@ -62,6 +68,8 @@ void batch_fill(Batch *b, const Split *split, const int *idx, int n) {
         }
         b->src_lens[i] = e->src_len;
         b->tgt_lens[i] = e->tgt_len + 1;
+        if (b->values)   /* an image task: the source's floats */
+            memcpy(b->values + (size_t)i * b->value_size, e->values, sizeof(float) * (size_t)b->value_size);
     }
 }
 
@@ -129,19 +137,10 @@ static double beam_score(const Hypothesis *h) {
     return h->logp / (double)(n > 0 ? n : 1);
 }
 
-int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_width, int *out) {
+/* Beam search over the one source of batch one (see decode_beam). */
+static int decode_beam_one(Seq2Seq *m, const Batch *one_src, int max_out, int beam_width, int *out) {
     int W = beam_width, S = m->state_size, V = m->vocab_size;
-    Batch one;
-    int src_lens[1] = {src_len}, zero[1] = {0};
-    memset(&one, 0, sizeof one);
-    one.batch = 1;
-    one.src_len = src_len;
-    one.src = (int *)src;
-    one.src_lens = src_lens;
-    one.tgt_len = 1;
-    one.tgt_in = zero;
-    one.tgt_out = zero;
-    one.tgt_lens = zero;
+    Batch one = *one_src;
     if (W <= 1) {
         int n = 0;
         int *tmp = xmalloc(sizeof(int) * (size_t)max_out);
@@ -150,6 +149,7 @@ int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_w
         free(tmp);
         return n;
     }
+
     Hypothesis *beam = xcalloc((size_t)W, sizeof(Hypothesis));
     Hypothesis *cand = xcalloc((size_t)W * W, sizeof(Hypothesis));
     for (int i = 0; i < W; i++) beam[i].tokens = xcalloc((size_t)max_out + 1, sizeof(int));
@@ -234,6 +234,28 @@ int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_w
     return n;
 }
 
+/* A batch of one source (no targets): its tokens, and its floats for an image task. */
+static Batch one_source(const int *src, int src_len, int *src_lens, int *zero, const float *values,
+                        int value_size) {
+    src_lens[0] = src_len;
+    zero[0] = 0;
+    return (Batch){.batch = 1, .src_len = src_len, .tgt_len = 1, .src = (int *)src, .src_lens = src_lens,
+                   .tgt_in = zero, .tgt_out = zero, .tgt_lens = zero, .value_size = values ? value_size : 0,
+                   .values = (float *)values};
+}
+
+int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_width, int *out) {
+    int src_lens[1], zero[1];
+    Batch one = one_source(src, src_len, src_lens, zero, NULL, 0);
+    return decode_beam_one(m, &one, max_out, beam_width, out);
+}
+
+int decode_beam_example(Seq2Seq *m, const Example *e, int value_size, int max_out, int beam_width, int *out) {
+    int src_lens[1], zero[1];
+    Batch one = one_source(e->src, e->src_len, src_lens, zero, e->values, value_size);
+    return decode_beam_one(m, &one, max_out, beam_width, out);
+}
+
 /* --------------------------------------------------------------- evaluation */
 
 #define N_BUCKETS 6
@@ -277,7 +299,7 @@ static void decode_examples(Seq2Seq *m, const Split *s, const int *idx, int n, i
     if (beam_width > 1) {
         for (int i = 0; i < n; i++) {
             const Example *e = &s->ex[idx[i]];
-            pred_lens[i] = decode_beam(m, e->src, e->src_len, max_out, beam_width, preds + (size_t)i * max_out);
+            pred_lens[i] = decode_beam_example(m, e, b->value_size, max_out, beam_width, preds + (size_t)i * max_out);
         }
         return;
     }
@@ -293,6 +315,7 @@ static void evaluate(Seq2Seq *m, const Dataset *d, const Split *s, int max_examp
     int *idx = xmalloc(sizeof(int) * (size_t)batch_size);
     Batch b;
     batch_alloc(&b, batch_size, d->max_src_len, d->max_tgt_len);
+    if (d->value_size) batch_alloc_values(&b, batch_size, d->value_size);
     scores_init(&ev->all);
     make_buckets(ev, s);
     double t0 = now_seconds();
@@ -386,8 +409,9 @@ static void print_results_table(const char *chapter, const Dataset *d, const Eva
     }
     if (train_seconds > 0) printf("  %-22s %6.1f s\n", "training time", train_seconds);
     printf("  %-22s %6.1f s\n", "evaluation time", ev->seconds);
-    printf("\nExact match by input length:\n");
-    printf("  %-12s %8s %10s\n", "length", "examples", "exact");
+    const char *len_name = d->src_len_name ? d->src_len_name : "input length";
+    printf("\nExact match by %s:\n", len_name);
+    printf("  %-12s %8s %10s\n", d->src_len_name ? "count" : "length", "examples", "exact");
     for (int k = 0; k < ev->n_buckets; k++) {
         if (ev->by_len[k].n == 0) continue;
         printf("  %4d - %-5d %8ld %9.2f%%\n", ev->bucket_lo[k], ev->bucket_hi[k], ev->by_len[k].n,
@@ -395,7 +419,8 @@ static void print_results_table(const char *chapter, const Dataset *d, const Eva
     }
 }
 
-static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_samples, int beam) {
+/* The model holds activations for batch_size rows: the samples are decoded that many at a time. */
+static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_samples, int beam, int batch_size) {
     if (n_samples <= 0 || s->n == 0) return;
     if (n_samples > s->n) n_samples = s->n;
     int max_out = d->max_tgt_len + 10;
@@ -405,7 +430,12 @@ static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_sa
     for (int i = 0; i < n_samples; i++) idx[i] = (int)((long)i * s->n / n_samples);
     Batch b;
     batch_alloc(&b, n_samples, d->max_src_len, d->max_tgt_len);
-    decode_examples(m, s, idx, n_samples, max_out, beam, &b, preds, pred_lens);
+    if (d->value_size) batch_alloc_values(&b, n_samples, d->value_size);
+    for (int start = 0; start < n_samples; start += batch_size) {
+        int count = n_samples - start < batch_size ? n_samples - start : batch_size;
+        decode_examples(m, s, idx + start, count, max_out, beam, &b, preds + (size_t)start * max_out,
+                        pred_lens + start);
+    }
     char got[512], want[512];
     printf("\nSample predictions (test split):\n");
     for (int i = 0; i < n_samples; i++) {
@@ -491,10 +521,17 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
         {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},
     };
-    int n_common = (int)(sizeof common / sizeof common[0]);
+    int n_common = 0;
+    ArgSpec *specs = xcalloc(sizeof common / sizeof common[0] + (size_t)spec->n_model_args, sizeof(ArgSpec));
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) {
+        /* an image chapter's own flags choose its data, and it has no text to translate */
+        static const char *const token_only[] = {"task", "n-train", "min-len", "max-len", "translate", "plot"};
+        int skip = 0;
+        for (size_t k = 0; spec->load_data && k < sizeof token_only / sizeof token_only[0]; k++)
+            skip |= strcmp(common[i].name, token_only[k]) == 0;
+        if (!skip) specs[n_common++] = common[i];
+    }
     int n_specs = n_common + spec->n_model_args;
-    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
-    memcpy(specs, common, sizeof common);
     if (spec->n_model_args)
         memcpy(specs + n_common, spec->model_args, sizeof(ArgSpec) * (size_t)spec->n_model_args);
 
@@ -524,9 +561,10 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         return 0;
     }
     if (rc < 0) goto error;
-    if (f.load && args_refuse_with_load(argc, argv, specs, n_specs,
-                                        "out,load,translate,plot,backend,threads,quiet,beam,max-eval,samples,batch") < 0)
-        goto error;
+    char keep[512];
+    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,threads,quiet,beam,max-eval,samples,batch%s%s",
+             spec->load_flags ? "," : "", spec->load_flags ? spec->load_flags : "");
+    if (f.load && args_refuse_with_load(argc, argv, specs, n_specs, keep) < 0) goto error;
     if (f.translate && !f.load) { fail("--translate needs --load CHECKPOINT (a model to translate with)"); goto error; }
     if (f.plot && !f.translate) { fail("--plot goes with --load CKPT --translate TEXT"); goto error; }
     if (backend_select(f.backend) < 0) goto error;
@@ -548,17 +586,33 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         snprintf(config, CKPT_CONFIG_MAX, "%s", saved);
         free(saved);
         if (checkpoint_check_model(f.load, config, spec->model_name, spec->chapter) < 0) goto error;
-        if (task_from_config(&tc, config, task_buf, sizeof task_buf) < 0) {
-            fail("%s: %s", f.load, last_error());
-            goto error;
+        if (spec->load_data) {
+            if (spec->load_data(&data, config) < 0) {
+                fail("%s: %s", f.load, last_error());
+                goto error;
+            }
+        } else {
+            if (task_from_config(&tc, config, task_buf, sizeof task_buf) < 0) {
+                fail("%s: %s", f.load, last_error());
+                goto error;
+            }
+            if (dataset_load(&data, &tc) < 0) goto error;
         }
-        if (dataset_load(&data, &tc) < 0) goto error;
         if (check_vocab_sizes(config, &data, f.load) < 0) goto error;
         if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) {
             fail("%s: %s", f.load, last_error());
             goto error;
         }
         if (checkpoint_load(f.load, model.params) < 0) goto error;
+    } else if (spec->load_data) {
+        /* an image chapter: its config names the data; the vocabulary sizes follow */
+        if (spec->write_config(config, CKPT_CONFIG_MAX) < 0) goto error;
+        if (spec->load_data(&data, config) < 0) goto error;
+        size_t used = strlen(config);
+        int n = snprintf(config + used, CKPT_CONFIG_MAX - used, "src_vocab_size=%d\ntgt_vocab_size=%d\n",
+                         data.src_vocab.size, data.tgt_vocab.size);
+        if (n < 0 || (size_t)n >= CKPT_CONFIG_MAX - used) { fail("configuration text too long"); goto error; }
+        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) goto error;
     } else {
         if (task_defaults(&tc, f.task) < 0) goto error;
         if (f.n_train) tc.n_train = f.n_train;
@@ -597,6 +651,15 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         exit_code = 0;
         goto done;
     }
+    /* the chapter's own use of a saved model (chapter 07: --image) */
+    if (f.load && spec->use_loaded) {
+        int used = spec->use_loaded(&model, &data, out_dir);
+        if (used < 0) goto error;
+        if (used > 0) {
+            exit_code = 0;
+            goto done;
+        }
+    }
 
     if (make_dirs(out_dir) < 0) goto error;
     printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s, %d thread%s\n",
@@ -612,6 +675,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         if (adam_init(&opt, model.params, f.lr, f.weight_decay) < 0) goto error;
         Batch batch;
         batch_alloc(&batch, f.batch, data.max_src_len, data.max_tgt_len);
+        if (data.value_size) batch_alloc_values(&batch, f.batch, data.value_size);
         int *order = xmalloc(sizeof(int) * (size_t)data.train.n);
         for (int i = 0; i < data.train.n; i++) order[i] = i;
         Rng rng;
@@ -679,7 +743,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Evaluation ev;
     evaluate(&model, &data, &data.test, f.max_eval > 0 ? f.max_eval : data.test.n, f.beam, f.batch, &ev);
     print_results_table(spec->chapter, &data, &ev, f.beam, train_seconds);
-    print_samples(&model, &data, &data.test, f.samples, f.beam);
+    print_samples(&model, &data, &data.test, f.samples, f.beam, f.batch);
 
     /* ------------------------------------------------------------- outputs */
     printf("\nWrote:\n");
@@ -687,7 +751,8 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     if (!f.load) {
         snprintf(path, sizeof path, "%s/model.ckpt", out_dir);
         if (checkpoint_save(path, config, model.params) < 0) goto error;
-        printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
+        if (data.value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
+        else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
     }
     if (n_points > 0) {
         const float *ys[2] = {curve_train, curve_valid};
@@ -711,12 +776,15 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         const char *names[1] = {"exact match (%)"};
         snprintf(path, sizeof path, "%s/acc_by_len", out_dir);
         /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
-        if (plot_lines_range(path, "Test exact match by input length", "input length", "exact match (%)",
+        const char *len_name = data.src_len_name ? data.src_len_name : "input length";
+        char title[128];
+        snprintf(title, sizeof title, "Test exact match by %s", len_name);
+        if (plot_lines_range(path, title, len_name, "exact match (%)",
                              xs, ys, names, 1, k_used, 0, 0.0f, 100.0f) < 0)
             goto error;
         printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }
-    if (model.has_attention) {
+    if (model.has_attention && !data.value_size) {   /* image tasks draw their own (after_eval) */
         for (int i = 0; i < 3 && i < data.test.n; i++) {
             const Example *e = &data.test.ex[i * (data.test.n / 3)];
             snprintf(path, sizeof path, "%s/attention_%d", out_dir, i);
@@ -752,6 +820,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         snprintf(key, sizeof key, "test_exact_len_%d_%d", ev.bucket_lo[k], ev.bucket_hi[k]);
         results_set_num(&res, key, scores_exact(&ev.by_len[k]));
     }
+    if (spec->after_eval && spec->after_eval(&model, &data, out_dir, &res) < 0) goto error;
     snprintf(path, sizeof path, "%s/results.json", out_dir);
     if (results_write(&res, path) < 0) goto error;
     printf("  %s\n", path);

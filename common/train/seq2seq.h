@@ -13,6 +13,7 @@
 #include "io/args.h"
 #include "data/dataset.h"
 #include "nn/params.h"
+#include "io/results.h"
 
 /* A padded batch. Sequences shorter than the batch's lengths are filled
  * with PAD_ID. The decoder reads tgt_in and predicts tgt_out:
@@ -25,12 +26,20 @@ typedef struct {
     int *tgt_in;    /* [batch, tgt_len] */
     int *tgt_out;   /* [batch, tgt_len] */
     int *tgt_lens;  /* [batch] */
+    /* Image tasks (Dataset.value_size > 0, chapter 07's captions): the
+     * sources as floats, [batch, value_size]; src holds no tokens then
+     * (<pad>s), src_lens what the data set's src_len counts. NULL otherwise. */
+    int value_size;
+    float *values;
 } Batch;
 
-/* Fill b from examples idx[0..n) of split (b's arrays must hold n * max lengths). */
+/* Fill b from examples idx[0..n) of split (b's arrays must hold n * max lengths;
+ * with b->values, each example's values are copied too). */
 void batch_fill(Batch *b, const Split *split, const int *idx, int n);
 /* Allocate a batch able to hold max_batch examples of the dataset's max lengths. */
 void batch_alloc(Batch *b, int max_batch, int max_src_len, int max_tgt_len);
+/* After batch_alloc, for image tasks: room for max_batch sources of value_size floats. */
+void batch_alloc_values(Batch *b, int max_batch, int value_size);
 void batch_free(Batch *b);
 
 typedef struct {
@@ -74,6 +83,9 @@ void decode_greedy(Seq2Seq *m, const Batch *b, int max_out, int *out, int *out_l
 /* Beam search for one source (src_len tokens) with beam_width hypotheses
  * (1 = greedy), scored by log-probability per token. Returns the length. */
 int decode_beam(Seq2Seq *m, const int *src, int src_len, int max_out, int beam_width, int *out);
+/* The same for one example of a data set of either kind (token or image
+ * sources; value_size as the data set's). */
+int decode_beam_example(Seq2Seq *m, const Example *e, int value_size, int max_out, int beam_width, int *out);
 
 /* What a chapter gives seq2seq_main. */
 typedef struct {
@@ -98,6 +110,27 @@ typedef struct {
     /* Flags that --preset long stands for: a longer, bigger run to chase the
      * published g2p results (flags the user gives as well still win). NULL = none. */
     const char *preset_long;
+    /* Optional, for a chapter whose sources are images (chapter 07's
+     * captions); NULL for the token tasks. The chapter's own flags choose
+     * the data: --task, --n-train, --min-len, --max-len, --translate and
+     * --plot are not offered, and write_config writes the data's keys too.
+     *   load_data:  build the data set d from the config text (training: the
+     *               text write_config made; --load: the checkpoint's), with
+     *               d->value_size > 0. Returns 0 or -1 with fail().
+     *   load_flags: the chapter's flags that still act with --load
+     *               (comma-separated, e.g. "image"), or NULL.
+     *   use_loaded: with --load, before the evaluation: the chapter's own use
+     *               of the model (captioning the user's --image). Returns 1
+     *               when it did the whole run, 0 to go on and evaluate, -1
+     *               with fail().
+     *   after_eval: after the evaluation of a trained or loaded model: the
+     *               chapter's pictures into out_dir and more keys into res
+     *               (the driver's attention heatmaps, which label source
+     *               tokens, are not drawn). Returns 0 or -1 with fail(). */
+    int (*load_data)(Dataset *d, const char *config);
+    const char *load_flags;
+    int (*use_loaded)(Seq2Seq *m, const Dataset *d, const char *out_dir);
+    int (*after_eval)(Seq2Seq *m, const Dataset *d, const char *out_dir, Results *res);
 } ChapterSpec;
 
 /* The whole program of a seq2seq chapter. Returns the process exit code. */

@@ -1,0 +1,125 @@
+/* caption.h - chapter 07, captioning: an image in, a sentence out, and where
+ * the model looks for each word (the lectures' way into attention: Xu et
+ * al., "Show, Attend and Tell", 2015).
+ *
+ * Three captioners with the SAME encoder, so the table compares only how the
+ * decoder reads the image. The encoder is the ViT's (vit.h) without its head:
+ *
+ *   patches  x_n = p_n W_E + b_E          chapter 07's patch embedding, n = 1..N
+ *   X_0      = [x_1; ..; x_N] + E_pos     fixed 2-D sinusoids (vit_positions_2d)
+ *   Z        = Norm(Block_L(..Block_1(X_0)))   chapter 06's pre-norm stack: the grid [N, D]
+ *   u        = (1/N) sum_n Z[n]           the grid pooled to one vector
+ *
+ * and three decoders, all fed the previous word y_{t-1} (teacher forcing in
+ * training, their own output when captioning):
+ *
+ * 1. CAPTION_POOL, no attention (the bottleneck of chapter 01): chapter 01's
+ *    GRU decoder with the pooled image as its context,
+ *      c = tanh(u W_init + b_init) [S],  s_0 = c,  s_t = GRU([E y_{t-1} ; c], s_{t-1})
+ *    The same c for every word: one vector must hold every item and its place.
+ * 2. CAPTION_ATTEND, Show-Attend-Tell: chapter 02's additive attention over
+ *    the grid, a new context for every word,
+ *      s_0 = tanh(u W_init + b_init)
+ *      e_{t,n} = v^T tanh(Z[n] W_1 + s_{t-1} W_2),  a_t = softmax_n(e_t)
+ *      c_t = sum_n a_{t,n} Z[n] [D],  s_t = GRU([E y_{t-1} ; c_t], s_{t-1})
+ * 3. CAPTION_TRANSFORMER: chapter 06's decoder (causal self-attention, cross-
+ *    attention to the grid Z as its memory M, MLP), Y_0 = sqrt(D) E y + P.
+ * Each ends in p(y_t | ...) = softmax(top W_out + b_out), the loss is the
+ * cross-entropy per word (<eos> included).
+ *
+ * The model is a Seq2Seq (train/seq2seq.h) over an image task: Batch.values
+ * [B, side side] holds the images. Parameter names: patch.W, patch.b, enc<l>.*,
+ * enc_norm.* (the encoder); init.W, init.b, dec.*, out.* (chapter 01's decoder)
+ * and att.W_1, att.W_2, att.v (model 2); tgt_emb, dec<l>.*, dec_norm.*,
+ * out.W, out.b (model 3).
+ *
+ * Letters (common/README.md): B images, N grid positions (patches), D width,
+ * H heads, F MLP width, L blocks, V words, S the GRU state, D_E its word
+ * embedding, D_A the additive attention's width, T' caption steps. */
+#ifndef CAPTION_H
+#define CAPTION_H
+#include <stdint.h>
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
+#include "06_transformer/stack.h"
+#include "07_vision_transformer/patch_embed.h"
+#include "train/seq2seq.h"
+
+#define CAPTION_MODEL_NAME "ch07_caption"
+
+typedef enum { CAPTION_POOL = 0, CAPTION_ATTEND = 1, CAPTION_TRANSFORMER = 2 } CaptionKind;
+
+typedef struct {
+    CaptionKind kind;
+    int side;                 /* image side in pixels (square images) */
+    int P, D;                 /* patch side, width */
+    int layers, heads, ff;    /* the encoder's L, H, F; model 3's decoder has dec_layers blocks of H, F */
+    int dec_layers;
+    int embed, hidden, attn;  /* models 1-2: D_E, S, D_A */
+    int V;                    /* words, the four specials included */
+    int max_words;            /* longest caption (without <eos>) */
+} CaptionConfig;
+
+typedef struct {
+    CaptionConfig cfg;
+    int N, D, T_tgt, T_cap;   /* grid positions; width; teacher-forced steps (max_words + 1); decoding room */
+    int max_B;
+    Params params;
+    /* ---- the encoder */
+    PatchEmbedSpec patch;
+    size_t patch_W, patch_b;
+    Stack enc;                /* enc.out = Z [B, N, D] */
+    float *E_pos;             /* [N, D] fixed 2-D sinusoids */
+    float *patches, *patch_cache;   /* [B, N, D], patch_embed_cache_floats */
+    float *dZ;                /* [B, N, D] */
+    int *lens;                /* [max_B] = N: every position of the grid is real */
+    float *u, *du;            /* [B, D] the pooled grid */
+    /* ---- models 1 and 2: chapter 01's GRU decoder */
+    RnnDecoder dec;
+    size_t init_W, init_b;    /* [D, S], [S] */
+    size_t att_W1, att_W2, att_v;   /* model 2: [D, D_A], [S, D_A], [D_A] */
+    float *ctx, *dctx;        /* model 1: c [B, S]; model 2: c_t [B, D] */
+    float *keys, *dkeys;      /* model 2: [B, N, D_A] Z W_1 */
+    float *query, *dquery;    /* [B, D_A] */
+    float *feat;              /* [T', B, N, D_A] tanh(keys + query), kept for backward */
+    float *attn;              /* [T', B, N] a_t */
+    float *dattn, *dscores;   /* [B, N] */
+    float *logits, *probs, *dlogits;   /* [T' B, V] (models 1-2: time-major; 3: [B, T']) */
+    /* ---- model 3: chapter 06's decoder blocks */
+    Stack tdec;               /* causal, cross: tdec.out [B, T', D] */
+    size_t tgt_emb, out_W, out_b;     /* model 3's output layer (models 1-2 use dec.out_W) */
+    float *P_tgt;             /* [T_cap, D] chapter 04's sinusoids */
+    float *dtop;              /* [B, T', D] */
+    Rng rng;                  /* dropout (unused: p = 0), for the stack's signature */
+    /* ---- decoding: encode() keeps the grid, steps gather each row's */
+    float *grid;              /* [max_B, N, D] Z of the last encode() */
+    float *grid_keys;         /* [max_B, N, D_A] model 2 */
+    float *step_grid, *step_keys, *step_feat, *step_attn, *step_query, *step_ctx;
+    int *step_tokens;         /* [max_B, T_cap] model 3 */
+    float *step_logits;       /* [max_B, V] */
+    float *s0;                /* [max_B, S] models 1-2: the initial state of each encoded image */
+} Caption;
+
+const char *caption_kind_name(CaptionKind k);            /* "pool", "attend", "transformer" */
+int caption_kind_from_name(const char *name, CaptionKind *k);   /* 0, or -1 with fail() */
+
+/* Checks the sizes, declares and initialises the parameters from seed,
+ * allocates for max_B images. Returns 0, or -1 with fail() (caption_free is
+ * then still safe). */
+int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t seed);
+void caption_free(Caption *c);
+void caption_interface(Caption *c, Seq2Seq *m);
+
+/* The Seq2Seq face (seq2seq.h); b->values [B, side side] are the images. */
+double caption_train_step(void *self, const Batch *b, int backward);
+void caption_encode(void *self, const Batch *b, float *states);
+void caption_step(void *self, int n, const int *src_row, const float *states, const int *prev, float *next,
+                  float *logprobs, float *attn);
+
+/* Config text <-> CaptionConfig: keys caption_model, side, patch, dim,
+ * layers, heads, ff, dec_layers, embed, hidden, attn (max_words and V come
+ * from the data set: tgt_vocab_size is the driver's). */
+int caption_config_read(const char *config, CaptionConfig *c);
+/* seq2seq driver's build: the config text and the data set's sizes. */
+int caption_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+
+#endif

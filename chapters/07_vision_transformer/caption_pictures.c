@@ -1,0 +1,91 @@
+/* caption_pictures.c - chapter 07, captioning: one panel per word, the
+ * attention over the grid laid over the scene (see caption_pictures.h). */
+#include "07_vision_transformer/caption_pictures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/plot.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#define MAX_WORDS 24
+
+void caption_ink(float *ink, const float *image, int side, int normalized, float mean, float std) {
+    for (int i = 0; i < side * side; i++) {
+        float x = normalized ? image[i] * std + mean : image[i];
+        ink[i] = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
+    }
+}
+
+void caption_upsample(float *up, const float *map, int g, int side) {
+    const float P = (float)side / (float)g;
+    for (int y = 0; y < side; y++) {
+        /* the pixel's place in patch units, patch centres at 0, 1, .., g - 1 */
+        float fy = (y + 0.5f) / P - 0.5f;
+        if (fy < 0) fy = 0;
+        if (fy > g - 1) fy = (float)(g - 1);
+        const int y0 = (int)fy, y1 = y0 + 1 < g ? y0 + 1 : y0;
+        const float wy = fy - (float)y0;
+        for (int x = 0; x < side; x++) {
+            float fx = (x + 0.5f) / P - 0.5f;
+            if (fx < 0) fx = 0;
+            if (fx > g - 1) fx = (float)(g - 1);
+            const int x0 = (int)fx, x1 = x0 + 1 < g ? x0 + 1 : x0;
+            const float wx = fx - (float)x0;
+            const float top = (1 - wx) * map[y0 * g + x0] + wx * map[y0 * g + x1];
+            const float bottom = (1 - wx) * map[y1 * g + x0] + wx * map[y1 * g + x1];
+            up[(size_t)y * side + x] = (1 - wy) * top + wy * bottom;
+        }
+    }
+}
+
+int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side, int P, int normalized, float mean,
+                     float std, const char *stem, const char *label, const char *truth) {
+    const int g = side / P, N = g * g, max_out = d->max_tgt_len + 10;
+    const size_t pix = (size_t)side * side;
+    /* decode_greedy's attention rows have src_len entries: here the N grid positions */
+    int *src = xcalloc((size_t)N, sizeof(int)), src_lens[1] = {N}, zero[1] = {0};
+    Batch one = {.batch = 1, .src_len = N, .tgt_len = 1, .src = src, .src_lens = src_lens, .tgt_in = zero,
+                 .tgt_out = zero, .tgt_lens = zero, .value_size = (int)pix, .values = (float *)image};
+    int *out = xmalloc(sizeof(int) * (size_t)max_out), n = 0;
+    float *attn = xcalloc((size_t)max_out * N, sizeof(float));
+    decode_greedy(m, &one, max_out, out, &n, attn);
+    char caption[512];
+    vocab_decode(&d->tgt_vocab, out, n, " ", caption, sizeof caption);
+    printf("  %s: %s", label, caption);
+    if (truth) printf("   (true: %s)", truth);
+    printf("\n");
+
+    /* panels: the scene, then (models with attention) one per word and <eos> */
+    int words = n < max_out ? n + 1 : n;
+    if (words > MAX_WORDS) words = MAX_WORDS;
+    const int panels = 1 + (m->has_attention ? words : 0);
+    float *maps = xcalloc((size_t)panels * pix, sizeof(float)), *ink = maps, *up = xmalloc(sizeof(float) * pix);
+    char (*titles)[48] = xcalloc((size_t)panels, 48);
+    const char **tp = xcalloc((size_t)panels, sizeof(char *));
+    const char **blank = xcalloc((size_t)side, sizeof(char *));
+    for (int i = 0; i < side; i++) blank[i] = "";
+    caption_ink(ink, image, side, normalized, mean, std);
+    snprintf(titles[0], 48, "%s", truth ? "the scene" : "the image");
+    for (int k = 1; k < panels; k++) {
+        const float *a = attn + (size_t)(k - 1) * N;
+        float top = 1e-12f;
+        for (int j = 0; j < N; j++) if (a[j] > top) top = a[j];
+        caption_upsample(up, a, g, side);
+        float *panel = maps + (size_t)k * pix;
+        /* 0.35 ink + 0.65 attention (scaled so the step's largest weight is 1), as pictures.c */
+        for (size_t i = 0; i < pix; i++) panel[i] = 0.35f * ink[i] + 0.65f * up[i] / top;
+        snprintf(titles[k], 48, "%d. %s", k, k - 1 < n ? vocab_token(&d->tgt_vocab, out[k - 1]) : "<eos>");
+    }
+    for (int k = 0; k < panels; k++) tp[k] = titles[k];
+    char title[700];
+    snprintf(title, sizeof title, "%.100s: %.400s%s", label, caption,
+             m->has_attention ? " -- where the model looked for each word" : " (no attention to draw)");
+    const int cols = panels < 6 ? panels : 6;
+    int rc = plot_heatmap_grid(stem, title, maps, panels, cols, tp, side, side, blank, blank, NULL, NULL, 0.0f, 1.0f);
+    if (rc == 0) printf("    %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    free(src); free(out); free(attn); free(maps); free(up); free(titles); free(tp); free(blank);
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* main_caption.c - chapter 07's second program (build/07_caption): image
+ * captioning with attention, on scenes of Fashion-MNIST items (scene.h).
+ *
+ *   ./build/07_caption                                   the quick default (make run-07)
+ *   ./build/07_caption --model pool|attend|transformer   one of the three captioners (caption.h)
+ *   ./build/07_caption --grid 3                          84 x 84 scenes of 3 x 3 cells
+ *   ./build/07_caption --load out/07_caption/model.ckpt  evaluate a saved model (test scenes, pictures)
+ *   ./build/07_caption --load ...ckpt --image my_scene.pgm   caption your own scene, one panel per word
+ *   ./build/07_caption --compose 12,-,345,7 --to my_scene.pgm
+ *                        a scene of test images 12, 345 and 7 (- is an empty cell), in reading order
+ *
+ * The three models share the ViT's encoder and differ only in how the
+ * decoder reads it: pooled to one vector (chapter 01), additive attention over
+ * the grid (chapter 02, Show-Attend-Tell), cross-attention (chapter 06).
+ * Flags, training, evaluation (exact caption match, per-word accuracy, by the
+ * number of items), the checkpoint and --load are the seq2seq driver's
+ * (common/train/seq2seq.h), which reads images here instead of tokens; the
+ * pictures are caption_pictures.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "07_vision_transformer/caption.h"
+#include "07_vision_transformer/caption_pictures.h"
+#include "07_vision_transformer/scene.h"
+#include "io/checkpoint.h"
+#include "io/pgm.h"
+#include "util/error.h"
+#include "util/util.h"
+
+static struct {
+    const char *model, *data, *image, *compose, *to;
+    int grid, patch, dim, layers, heads, ff, dec_layers, embed, hidden, attn;
+    int train_scenes, valid_scenes, test_scenes, data_seed, pictures;
+} flags = {"attend", NULL, NULL, NULL, NULL, 2, 7, 64, 2, 4, 128, 1, 32, 64, 32, 20000, 500, 2000, 1, 3};
+
+/* the training images' statistics, for a user's image (set by load_data) */
+static SceneScale scale;
+
+static int write_config(char *config, int cap) {
+    if (flags.image || flags.to) return fail("--image goes with --load CKPT; --to with --compose");
+    size_t used = strlen(config);
+    int n = snprintf(config + used, (size_t)cap - used,
+                     "model=%s\ntask=scenes%dx%d\ncaption_model=%s\ngrid=%d\nside=%d\npatch=%d\ndim=%d\nlayers=%d\nheads=%d\nff=%d\n"
+                     "dec_layers=%d\nembed=%d\nhidden=%d\nattn=%d\ntrain_scenes=%d\nvalid_scenes=%d\n"
+                     "test_scenes=%d\ndata_seed=%d\n",
+                     CAPTION_MODEL_NAME, flags.grid, flags.grid, flags.model, flags.grid, SCENE_CELL * flags.grid, flags.patch, flags.dim,
+                     flags.layers, flags.heads, flags.ff, flags.dec_layers, flags.embed, flags.hidden, flags.attn,
+                     flags.train_scenes, flags.valid_scenes, flags.test_scenes, flags.data_seed);
+    return n < cap - (int)used ? 0 : fail("configuration text too long");
+}
+
+/* The scenes the config names (train, validation, test), from Fashion-MNIST. */
+static int load_data(Dataset *d, const char *config) {
+    return scene_dataset_from_config(d, config, flags.data, &scale);
+}
+
+/* The caption of scene e, as text (for the pictures' titles). */
+static void truth_text(const Dataset *d, const Example *e, char *out, int cap) {
+    vocab_decode(&d->tgt_vocab, e->tgt, e->tgt_len, " ", out, cap);
+}
+
+/* After the evaluation: a few test scenes with their panels. */
+static int after_eval(Seq2Seq *m, const Dataset *d, const char *out_dir, Results *res) {
+    const Caption *c = m->self;
+    results_set_str(res, "variant", caption_kind_name(c->cfg.kind));   /* the results table's model column */
+    if (flags.pictures > 0) printf("\nTest scenes, captioned (one panel per word):\n");
+    for (int i = 0; i < flags.pictures && i < d->test.n; i++) {
+        const Example *e = &d->test.ex[i];
+        char stem[600], label[64], truth[256];
+        snprintf(stem, sizeof stem, "%.500s/caption_test%d", out_dir, i);
+        snprintf(label, sizeof label, "test scene %d", i);
+        truth_text(d, e, truth, sizeof truth);
+        if (caption_draw_one(m, d, e->values, c->cfg.side, c->cfg.P, scale.normalized, scale.mean, scale.std, stem,
+                             label, truth) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* --load CKPT --image FILE: caption the user's scene. */
+static int use_loaded(Seq2Seq *m, const Dataset *d, const char *out_dir) {
+    if (!flags.image) return 0;
+    const Caption *c = m->self;
+    const int side = c->cfg.side;
+    PgmImage pgm;
+    if (pgm_read(&pgm, flags.image) < 0) return -1;
+    float *ink = xmalloc(sizeof(float) * (size_t)side * side), *image = xmalloc(sizeof(float) * (size_t)side * side);
+    image_resize_area(ink, side, side, pgm.pixels, pgm.height, pgm.width);
+    if (pgm.width != side || pgm.height != side)
+        printf("  (%s is %d x %d: scaled to the model's %d x %d)\n", flags.image, pgm.width, pgm.height, side, side);
+    pgm_free(&pgm);
+    for (int i = 0; i < side * side; i++) image[i] = scale.normalized ? (ink[i] - scale.mean) / scale.std : ink[i];
+    const char *base = strrchr(flags.image, '/');
+    char name[200], stem[800];
+    snprintf(name, sizeof name, "%s", base ? base + 1 : flags.image);
+    char *dot = strrchr(name, '.');
+    if (dot) *dot = '\0';
+    int rc = make_dirs(out_dir);
+    snprintf(stem, sizeof stem, "%.500s/caption_%.200s", out_dir, name);
+    if (rc == 0) rc = caption_draw_one(m, d, image, side, c->cfg.P, scale.normalized, scale.mean, scale.std, stem,
+                                       name, NULL);
+    free(ink);
+    free(image);
+    return rc < 0 ? -1 : 1;
+}
+
+/* --compose I,J,..: a scene PGM of test images (ink white on black, as the data set). */
+static int compose(int argc, char **argv) {
+    const ArgSpec specs[] = {
+        {"compose", ARG_STRING, &flags.compose, "test-image indices in reading order, - for an empty cell", 0, 0, NULL},
+        {"to", ARG_STRING, &flags.to, "the PGM file to write", 0, 0, NULL},
+        {"grid", ARG_INT, &flags.grid, "cells per side", 2, SCENE_MAX_GRID, NULL},
+        {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0, NULL},
+    };
+    int rc = args_parse(argc, argv, specs, 4);
+    if (rc == 1) {
+        args_print_help(argv[0], "Compose a scene PGM from Fashion-MNIST test images.", specs, 4);
+        return 0;
+    }
+    if (rc < 0) goto error;
+    if (!flags.to) { fail("--compose needs --to FILE.pgm (where to write the scene)"); goto error; }
+    const int cells = flags.grid * flags.grid;
+    int index[SCENE_MAX_CELLS], n = 0;
+    for (const char *s = flags.compose; *s && n <= cells;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char item[32];
+        if (len == 0 || len >= sizeof item) { fail("--compose '%s': an empty or overlong item", flags.compose); goto error; }
+        memcpy(item, s, len);
+        item[len] = '\0';
+        char *end;
+        long v = strcmp(item, "-") == 0 ? -1 : strtol(item, &end, 10);
+        if (strcmp(item, "-") != 0 && (*end || v < 0 || v > 9999)) {
+            fail("--compose: '%s' is not a test-image index 0..9999 or - (an empty cell)", item);
+            goto error;
+        }
+        if (n < cells) index[n] = (int)v;
+        n++;
+        s = comma ? comma + 1 : s + len;
+    }
+    if (n != cells) {
+        fail("--compose '%s': %d cells for --grid %d, expected %d", flags.compose, n, flags.grid, cells);
+        goto error;
+    }
+    FashionMnist fm;
+    if (fashion_mnist_load(&fm, flags.data, 0) < 0) goto error;
+    const float *images[SCENE_MAX_CELLS];
+    int labels[SCENE_MAX_CELLS], words[SCENE_MAX_CELLS];
+    for (int k = 0; k < cells; k++) {
+        images[k] = index[k] >= 0 ? fm.test.images + (size_t)index[k] * FASHION_MNIST_PIXELS : NULL;
+        labels[k] = index[k] >= 0 ? fm.test.labels[index[k]] : -1;
+    }
+    const int side = SCENE_CELL * flags.grid;
+    float *canvas = xmalloc(sizeof(float) * (size_t)side * side);
+    scene_compose(canvas, flags.grid, images, 0.0f);
+    rc = pgm_write(flags.to, canvas, side, side);
+    free(canvas);
+    fashion_mnist_free(&fm);
+    if (rc < 0) goto error;
+    int n_words = scene_caption(labels, flags.grid, words);
+    printf("wrote %s (%d x %d); its caption: ", flags.to, side, side);
+    for (int w = 0; w < n_words; w++) printf("%s%s", w ? " " : "", scene_words[words[w]]);
+    printf("\n");
+    return 0;
+error:
+    fprintf(stderr, "07_caption: error: %s\n", last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--compose") == 0 || strncmp(argv[i], "--compose=", 10) == 0) return compose(argc, argv);
+    const ArgSpec model_args[] = {
+        {"model", ARG_STRING, &flags.model, "the captioner: pool (chapter 01's decoder on the pooled grid, no "
+         "attention), attend (chapter 02's additive attention over the grid: Show-Attend-Tell), transformer "
+         "(chapter 06's decoder, cross-attention)", 0, 0, "pool,attend,transformer"},
+        {"grid", ARG_INT, &flags.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL},
+        {"patch", ARG_INT, &flags.patch, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL},
+        {"dim", ARG_INT, &flags.dim, "encoder width D (and model 3's decoder's)", 4, 1024, NULL},
+        {"layers", ARG_INT, &flags.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL},
+        {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL},
+        {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL},
+        {"dec-layers", ARG_INT, &flags.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL},
+        {"embed", ARG_INT, &flags.embed, "models 1-2: word embedding D_E", 1, 4096, NULL},
+        {"hidden", ARG_INT, &flags.hidden, "models 1-2: GRU state S", 1, 4096, NULL},
+        {"attn", ARG_INT, &flags.attn, "model 2: additive attention width D_A", 1, 4096, NULL},
+        {"train-scenes", ARG_INT, &flags.train_scenes, "training scenes (from the 55,000 training images)", 1, 1000000, NULL},
+        {"valid-scenes", ARG_INT, &flags.valid_scenes, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL},
+        {"test-scenes", ARG_INT, &flags.test_scenes, "test scenes (from the 10,000 test images)", 1, 1000000, NULL},
+        {"data-seed", ARG_INT, &flags.data_seed, "seed of the scenes", 0, 2147483647, NULL},
+        {"data", ARG_STRING, &flags.data, "directory of the four Fashion-MNIST files (default " FASHION_MNIST_DIR ")", 0, 0, NULL},
+        {"pictures", ARG_INT, &flags.pictures, "test scenes drawn with one panel per word", 0, 50, NULL},
+        {"image", ARG_STRING, &flags.image, "with --load: caption this PGM scene (any size, scaled to the model's; "
+         "light items on black, as --compose writes) and draw where the model looked", 0, 0, NULL},
+        {"compose", ARG_STRING, &flags.compose, "write a scene of test images I,J,.. (reading order, - empty) to "
+         "--to FILE.pgm, and stop (no model)", 0, 0, NULL},
+        {"to", ARG_STRING, &flags.to, "with --compose: the PGM file to write", 0, 0, NULL},
+    };
+    ChapterSpec spec = {
+        .chapter = "07_caption",
+        .model_name = CAPTION_MODEL_NAME,
+        .summary = "Chapter 07, captioning: scenes of 2 x 2 or 3 x 3 Fashion-MNIST items, captioned in reading\n"
+                   "order (\"bag sneaker coat\"). The ViT's encoder turns the scene into a grid of patch vectors;\n"
+                   "the decoder reads it pooled to one vector (pool), with additive attention (attend: Show,\n"
+                   "Attend and Tell) or with cross-attention (transformer), and the pictures show, for every word,\n"
+                   "where it looked.",
+        .model_args = model_args,
+        .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
+        .write_config = write_config,
+        .build = caption_build,
+        .default_steps = 1500,
+        .default_batch = 32,
+        .default_lr = 2e-3f,
+        .load_data = load_data,
+        .load_flags = "image,data,pictures",
+        .use_loaded = use_loaded,
+        .after_eval = after_eval,
+    };
+    return seq2seq_main(argc, argv, &spec);
+}

@@ -1,0 +1,296 @@
+/* test_caption.c - chapter 07's captioning: the three captioners' hand-written
+ * backward passes against finite differences (the new wiring: the ViT
+ * encoder's grid into chapter 01's decoder, into chapter 02's additive
+ * attention, and as chapter 06's cross-attention memory); decoding step by
+ * step through the Seq2Seq interface against the teacher-forced pass; the
+ * scene generator (determinism, train/test disjointness, reading-order
+ * captions) and the driver's image batches. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "seq2seq_checks.h"
+
+#include "07_vision_transformer/caption.h"
+#include "07_vision_transformer/scene.h"
+#include "kernels/matmul.h"
+#include "nn/gradcheck.h"
+#include "util/rng.h"
+#include "util/util.h"
+
+#define SIDE 8
+#define B_TEST 3
+
+/* 8 x 8 images in 2 x 2 patches of 4 x 4 (N = 4), D = 8, words 4..8 (V = 9), captions of 1..3 words. */
+static CaptionConfig small_config(CaptionKind kind) {
+    return (CaptionConfig){.kind = kind, .side = SIDE, .P = 4, .D = 8, .layers = 1, .heads = 2, .ff = 12,
+                           .dec_layers = 2, .embed = 5, .hidden = 6, .attn = 5, .V = 9, .max_words = 3};
+}
+
+/* A batch of B_TEST random images with captions of lengths 3, 1, 2 (so rows are padded). */
+static void make_batch(Batch *b, Rng *r) {
+    batch_alloc(b, B_TEST, 4, 3);
+    batch_alloc_values(b, B_TEST, SIDE * SIDE);
+    const int lens[B_TEST] = {3, 1, 2}, Tt = 4, N = 4;
+    b->batch = B_TEST;
+    b->src_len = N;   /* decode_greedy's attention rows: the N grid positions */
+    b->tgt_len = Tt;
+    for (int i = 0; i < B_TEST; i++) {
+        b->src_lens[i] = N;
+        for (int t = 0; t < N; t++) b->src[i * N + t] = PAD_ID;
+        int words[3];
+        for (int w = 0; w < lens[i]; w++) words[w] = 4 + (int)rng_below(r, 5);
+        for (int t = 0; t < Tt; t++) {
+            b->tgt_in[i * Tt + t] = t == 0 ? BOS_ID : t <= lens[i] ? words[t - 1] : PAD_ID;
+            b->tgt_out[i * Tt + t] = t < lens[i] ? words[t] : t == lens[i] ? EOS_ID : PAD_ID;
+        }
+        b->tgt_lens[i] = lens[i] + 1;
+    }
+    for (int i = 0; i < B_TEST * SIDE * SIDE; i++) b->values[i] = rng_uniform(r) * 2.0f - 1.0f;
+}
+
+typedef struct {
+    Caption *c;
+    Batch *b;
+} LossCtx;
+
+static double model_loss(void *ctx) {
+    LossCtx *l = ctx;
+    return caption_train_step(l->c, l->b, 0);
+}
+
+/* Every parameter tensor of one captioner against central differences. */
+static void check_gradients(CaptionKind kind) {
+    CaptionConfig cfg = small_config(kind);
+    Caption c;
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 17), 0);
+    Rng r;
+    rng_seed(&r, 5, 0);
+    /* move the zero-initialised tensors (biases, norms' beta) away from 0, so their paths carry gradient */
+    for (size_t i = 0; i < c.params.size; i++) c.params.data[i] += 0.1f * (rng_uniform(&r) - 0.5f);
+    Batch b;
+    make_batch(&b, &r);
+    params_zero_grad(&c.params);
+    double loss = caption_train_step(&c, &b, 1);
+    assert_true(isfinite(loss) && loss > 0);
+    LossCtx ctx = {&c, &b};
+    for (int k = 0; k < c.params.n_tensors; k++) {
+        const ParamTensor *pt = &c.params.tensors[k];
+        GradCheckResult res = gradcheck(model_loss, &ctx, c.params.data + pt->offset, c.params.grad + pt->offset,
+                                        pt->count, 3e-3f, 40);
+        double grad_norm = 0.0;
+        for (size_t i = 0; i < pt->count; i++) grad_norm += fabs(c.params.grad[pt->offset + i]);
+        /* float32 rounding in the loss limits the agreement (a correct backward
+         * measures at most 2.4e-3 here); a missing or mis-scaled path (the
+         * context fed to every step, s_0, sqrt(D) on the word embedding) is
+         * off by far more than 1e-2 */
+        if (!(res.max_rel_err < 1e-2) || !(grad_norm > 0.0))
+            fail_msg("%s %s: worst entry %zu numeric %.6g analytic %.6g (rel %.3g), sum |grad| %.3g",
+                     caption_kind_name(kind), pt->name, res.worst_index, res.worst_numeric, res.worst_analytic,
+                     res.max_rel_err, grad_norm);
+    }
+    batch_free(&b);
+    caption_free(&c);
+}
+
+static void test_gradients_pool(void **state) { (void)state; check_gradients(CAPTION_POOL); }
+static void test_gradients_attend(void **state) { (void)state; check_gradients(CAPTION_ATTEND); }
+static void test_gradients_transformer(void **state) { (void)state; check_gradients(CAPTION_TRANSFORMER); }
+
+/* encode + step with the true previous words reproduce the teacher-forced
+ * pass: every probability, and model 2's attention weights. */
+static void check_decoding(CaptionKind kind, int hidden) {
+    CaptionConfig cfg = small_config(kind);
+    cfg.hidden = hidden;
+    Caption c;
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 3), 0);
+    Rng r;
+    rng_seed(&r, 9, 0);
+    Batch b;
+    make_batch(&b, &r);
+    Seq2Seq m;
+    caption_interface(&c, &m);
+    caption_train_step(&c, &b, 0);
+    const int Tt = b.tgt_len, V = cfg.V;
+    float *probs = xmalloc(sizeof(float) * (size_t)Tt * B_TEST * V);
+    if (kind == CAPTION_TRANSFORMER) {   /* its rows are b Tt + t: to the check's t B + b */
+        for (int i = 0; i < B_TEST; i++)
+            for (int t = 0; t < Tt; t++)
+                memcpy(probs + ((size_t)t * B_TEST + i) * V, c.probs + ((size_t)i * Tt + t) * V, sizeof(float) * V);
+    } else {
+        memcpy(probs, c.probs, sizeof(float) * (size_t)Tt * B_TEST * V);
+    }
+    check_decoding_matches_training(&m, &b, probs, c.attn, kind == CAPTION_ATTEND ? ATTN_TIME_MAJOR : ATTN_NONE);
+    free(probs);
+    batch_free(&b);
+    caption_free(&c);
+}
+
+/* (a GRU state wider than the grid's vectors too: S = 12 > D = 8) */
+static void test_decoding_pool(void **state) { (void)state; check_decoding(CAPTION_POOL, 6); check_decoding(CAPTION_POOL, 12); }
+static void test_decoding_attend(void **state) { (void)state; check_decoding(CAPTION_ATTEND, 6); check_decoding(CAPTION_ATTEND, 12); }
+static void test_decoding_transformer(void **state) { (void)state; check_decoding(CAPTION_TRANSFORMER, 6); }
+
+/* Bad sizes are refused with a message, not a crash. */
+static void test_bad_config(void **state) {
+    (void)state;
+    CaptionConfig cfg = small_config(CAPTION_ATTEND);
+    Caption c;
+    cfg.P = 3;   /* does not divide 8 */
+    assert_int_equal(caption_create(&c, &cfg, 2, 1), -1);
+    caption_free(&c);
+    cfg = small_config(CAPTION_TRANSFORMER);
+    cfg.heads = 3;   /* does not divide 8 */
+    assert_int_equal(caption_create(&c, &cfg, 2, 1), -1);
+    caption_free(&c);
+}
+
+/* ------------------------------------------------------------------ scenes */
+
+/* A stand-in for Fashion-MNIST: every pixel of image i of a split holds the
+ * split's base + i (train 1.., valid 1001.., test 2001..), labels i % 10. */
+static void fake_data(FashionMnist *fm) {
+    memset(fm, 0, sizeof *fm);
+    ImageSplit *splits[3] = {&fm->train, &fm->valid, &fm->test};
+    const int counts[3] = {50, 20, 30}, bases[3] = {1, 1001, 2001};
+    for (int s = 0; s < 3; s++) {
+        ImageSplit *sp = splits[s];
+        sp->n = counts[s];
+        sp->images = xmalloc(sizeof(float) * (size_t)sp->n * FASHION_MNIST_PIXELS);
+        sp->labels = xmalloc(sizeof(int) * (size_t)sp->n);
+        for (int i = 0; i < sp->n; i++) {
+            sp->labels[i] = i % FASHION_MNIST_CLASSES;
+            for (int p = 0; p < FASHION_MNIST_PIXELS; p++) sp->images[(size_t)i * FASHION_MNIST_PIXELS + p] = (float)(bases[s] + i);
+        }
+    }
+    fm->background = 0.0f;
+}
+
+static void free_fake(FashionMnist *fm) {
+    free(fm->train.images); free(fm->train.labels);
+    free(fm->valid.images); free(fm->valid.labels);
+    free(fm->test.images); free(fm->test.labels);
+}
+
+static void test_scene_determinism(void **state) {
+    (void)state;
+    FashionMnist fm;
+    fake_data(&fm);
+    SceneSet a, b, c;
+    assert_int_equal(scene_set_make(&a, &fm.train, 0.0f, 3, 40, 123), 0);
+    assert_int_equal(scene_set_make(&b, &fm.train, 0.0f, 3, 40, 123), 0);
+    assert_int_equal(scene_set_make(&c, &fm.train, 0.0f, 3, 40, 124), 0);
+    assert_int_equal(a.side, 84);
+    assert_memory_equal(a.pixels, b.pixels, sizeof(float) * 40 * 84 * 84);
+    assert_memory_equal(a.items, b.items, sizeof(int) * 40 * 9);
+    assert_true(memcmp(a.items, c.items, sizeof(int) * 40 * 9) != 0);
+    /* every scene has an item; about a third of the cells are empty */
+    int empty = 0;
+    for (int i = 0; i < 40; i++) {
+        int used = 0;
+        for (int k = 0; k < 9; k++) {
+            used += a.items[i * 9 + k] >= 0;
+            empty += a.items[i * 9 + k] < 0;
+        }
+        assert_true(used > 0);
+    }
+    assert_true(empty > 60 && empty < 180);
+    scene_set_free(&a); scene_set_free(&b); scene_set_free(&c);
+    assert_int_equal(scene_set_make(&a, &fm.train, 0.0f, 4, 10, 1), -1);   /* grid 4: refused */
+    assert_int_equal(scene_set_make(&a, &fm.train, 0.0f, 2, 0, 1), -1);    /* no scenes */
+    free_fake(&fm);
+}
+
+/* Each split's scenes show only its own images, in the cells the items say,
+ * and the caption names them in reading order. */
+static void check_split(const Dataset *d, const Split *s, const ImageSplit *src, int base, int grid) {
+    const int side = 28 * grid;
+    for (int i = 0; i < s->n; i++) {
+        const Example *e = &s->ex[i];
+        int words = 0;
+        for (int k = 0; k < grid * grid; k++) {
+            const int r0 = (k / grid) * 28, c0 = (k % grid) * 28;
+            const float corner = e->values[(size_t)r0 * side + c0], far = e->values[(size_t)(r0 + 27) * side + c0 + 27];
+            assert_true(corner == far);   /* one image fills the cell */
+            if (corner == 0.0f) continue;   /* empty */
+            const int idx = (int)corner - base;
+            assert_true(idx >= 0 && idx < src->n);   /* an image of this split, of no other */
+            assert_true(words < e->tgt_len);
+            assert_string_equal(vocab_token(&d->tgt_vocab, e->tgt[words]), scene_words[src->labels[idx]]);
+            words++;
+        }
+        assert_int_equal(words, e->tgt_len);
+        assert_int_equal(e->src_len, words);
+    }
+}
+
+static void test_scene_dataset_disjoint(void **state) {
+    (void)state;
+    FashionMnist fm;
+    fake_data(&fm);
+    Dataset d;
+    assert_int_equal(scene_dataset(&d, &fm, 2, 40, 10, 25, 7), 0);
+    assert_int_equal(d.value_size, 56 * 56);
+    assert_int_equal(d.tgt_vocab.size, 4 + FASHION_MNIST_CLASSES);
+    assert_int_equal(d.train.n, 40);
+    assert_int_equal(d.test.n, 25);
+    check_split(&d, &d.train, &fm.train, 1, 2);
+    check_split(&d, &d.valid, &fm.valid, 1001, 2);
+    check_split(&d, &d.test, &fm.test, 2001, 2);
+    dataset_free(&d);
+    assert_int_equal(scene_dataset(&d, &fm, 2, 0, 10, 25, 7), -1);
+    free_fake(&fm);
+}
+
+static void test_caption_reading_order(void **state) {
+    (void)state;
+    const int labels[9] = {-1, 8, -1, 7, -1, 4, 2, -1, -1};   /* _ bag _ / sneaker _ coat / pullover _ _ */
+    int words[9];
+    assert_int_equal(scene_caption(labels, 3, words), 4);
+    assert_int_equal(words[0], 8);
+    assert_int_equal(words[1], 7);
+    assert_int_equal(words[2], 4);
+    assert_int_equal(words[3], 2);
+}
+
+/* batch_fill copies each example's image; greedy decoding runs on it. */
+static void test_driver_image_batch(void **state) {
+    (void)state;
+    FashionMnist fm;
+    fake_data(&fm);
+    Dataset d;
+    assert_int_equal(scene_dataset(&d, &fm, 2, 6, 2, 4, 3), 0);
+    Batch b;
+    batch_alloc(&b, 4, d.max_src_len, d.max_tgt_len);
+    batch_alloc_values(&b, 4, d.value_size);
+    int idx[2] = {3, 1};
+    batch_fill(&b, &d.test, idx, 2);
+    assert_memory_equal(b.values, d.test.ex[3].values, sizeof(float) * (size_t)d.value_size);
+    assert_memory_equal(b.values + d.value_size, d.test.ex[1].values, sizeof(float) * (size_t)d.value_size);
+    batch_free(&b);
+    dataset_free(&d);
+    free_fake(&fm);
+}
+
+int main(void) {
+    backend_select(NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradients_pool),
+        cmocka_unit_test(test_gradients_attend),
+        cmocka_unit_test(test_gradients_transformer),
+        cmocka_unit_test(test_decoding_pool),
+        cmocka_unit_test(test_decoding_attend),
+        cmocka_unit_test(test_decoding_transformer),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_scene_determinism),
+        cmocka_unit_test(test_scene_dataset_disjoint),
+        cmocka_unit_test(test_caption_reading_order),
+        cmocka_unit_test(test_driver_image_batch),
+    };
+    return cmocka_run_group_tests_name("caption", tests, NULL, NULL);
+}

@@ -1,0 +1,195 @@
+/* test_caption_cli.c - what a user types at build/07_caption (chapter 07's
+ * captioning program): bad flags, values and files get one clear error and
+ * exit code 1 (never a crash); the good paths work: a short training run of
+ * each model, --load (evaluation into its own directory), --load --image
+ * with the scene --compose wrote, the panels' files. The runs need
+ * Fashion-MNIST and are skipped without it.
+ *
+ * The program is found next to this test's binary (<build>/tests/..), so the
+ * sanitizer build tests the sanitizer binary. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "data/fashion_mnist.h"
+#include "temp_dir.h"
+
+static char build_dir[1024];
+static char tmp_dir[256];
+
+typedef struct {
+    int exited, code;
+    char out[32768], err[8192];
+} RunResult;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = 0;
+    if (f) {
+        n = fread(buf, 1, cap - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+}
+
+/* "<build>/07_caption <args>" through the shell, both streams captured. */
+static void run(RunResult *r, const char *args) {
+    char cmd[4096], out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
+    snprintf(cmd, sizeof cmd, "%s/07_caption %s >%s 2>%s </dev/null", build_dir, args, out_path, err_path);
+    int status = system(cmd);
+    r->exited = status != -1 && WIFEXITED(status);
+    r->code = r->exited ? WEXITSTATUS(status) : -1;
+    slurp(out_path, r->out, sizeof r->out);
+    slurp(err_path, r->err, sizeof r->err);
+}
+
+/* Exit code 1 and one error line that mentions expect. */
+static void expect_error(const char *args, const char *expect) {
+    RunResult *r = malloc(sizeof *r);
+    run(r, args);
+    if (!r->exited || r->code != 1 || !strstr(r->err, expect))
+        print_error("07_caption %s\n  exit %d\n  stderr: %s\n  expected it to mention '%s'\n", args, r->code, r->err,
+                    expect);
+    assert_true(r->exited);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, expect));
+    int lines = 0;
+    for (const char *c = r->err; *c; c++) lines += *c == '\n';
+    assert_true(lines <= 2);
+    free(r);
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int have_data(void) {
+    if (exists(FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz")) return 1;
+    printf("[  SKIP    ] Fashion-MNIST is not installed (%s)\n", FASHION_MNIST_DIR);
+    return 0;
+}
+
+static void test_flags(void **state) {
+    (void)state;
+    RunResult *r = malloc(sizeof *r);
+    run(r, "--help");
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "--model"));
+    assert_non_null(strstr(r->out, "--compose"));
+    assert_null(strstr(r->out, "--task"));         /* the token tasks' flags are not offered */
+    assert_null(strstr(r->out, "--translate"));
+    free(r);
+    expect_error("--model lstm", "--model");
+    expect_error("--grid 4", "--grid");
+    expect_error("--task dates", "--task");
+    expect_error("--translate hello", "--translate");
+    expect_error("--image scene.pgm", "--load");
+    expect_error("--to scene.pgm", "--compose");
+    expect_error("--compose 1,2,3", "--to");
+    char args[1024];
+    snprintf(args, sizeof args, "--compose 1,2,3 --to %s/s.pgm", tmp_dir);
+    expect_error(args, "expected 4");
+    snprintf(args, sizeof args, "--compose 1,x,3,4 --to %s/s.pgm", tmp_dir);
+    expect_error(args, "'x'");
+    snprintf(args, sizeof args, "--compose 1,2,3,10000 --to %s/s.pgm", tmp_dir);
+    expect_error(args, "'10000'");
+    snprintf(args, sizeof args, "--data %s/no_such_dir --steps 1 --out %s/x", tmp_dir, tmp_dir);
+    expect_error(args, "no_such_dir");
+    if (!have_data()) return;
+    snprintf(args, sizeof args, "--patch 5 --steps 1 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --out %s/x",
+             tmp_dir);
+    expect_error(args, "patch");
+    snprintf(args, sizeof args, "--heads 3 --steps 1 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --out %s/x",
+             tmp_dir);
+    expect_error(args, "heads=3");
+}
+
+/* Train each model a few steps, then --load it: the evaluation, a scene from
+ * --compose captioned with its panels, and bad inputs refused. */
+static void test_runs(void **state) {
+    (void)state;
+    if (!have_data()) return;
+    static const char *const models[] = {"pool", "attend", "transformer"};
+    RunResult *r = malloc(sizeof *r);
+    char args[2048], path[1200];
+    snprintf(path, sizeof path, "%s/scene.pgm", tmp_dir);
+    snprintf(args, sizeof args, "--compose 12,-,345,7 --to %s", path);
+    run(r, args);
+    assert_int_equal(r->code, 0);
+    assert_true(exists(path));
+    assert_non_null(strstr(r->out, "its caption: "));
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args,
+                 "--model %s --steps 3 --batch 4 --train-scenes 40 --valid-scenes 4 --test-scenes 6 --pictures 1 "
+                 "--dim 16 --heads 2 --ff 16 --layers 1 --quiet --threads 1 --out %s/%s",
+                 models[i], tmp_dir, models[i]);
+        run(r, args);
+        if (r->code != 0) print_error("%s\n", r->err);
+        assert_int_equal(r->code, 0);
+        assert_non_null(strstr(r->out, "exact match"));
+        assert_non_null(strstr(r->out, "Exact match by items in the scene"));
+        snprintf(path, sizeof path, "%s/%s/results.json", tmp_dir, models[i]);
+        assert_true(exists(path));
+        snprintf(path, sizeof path, "%s/%s/caption_test0.gp", tmp_dir, models[i]);
+        assert_true(exists(path));
+
+        /* --load: evaluation into eval_model, never over the training run's files */
+        snprintf(args, sizeof args, "--load %s/%s/model.ckpt --threads 1 --pictures 0", tmp_dir, models[i]);
+        char cwd_args[4096];
+        snprintf(cwd_args, sizeof cwd_args, "%s --out %s/%s/eval", args, tmp_dir, models[i]);
+        run(r, cwd_args);
+        assert_int_equal(r->code, 0);
+        snprintf(path, sizeof path, "%s/%s/eval/results.json", tmp_dir, models[i]);
+        assert_true(exists(path));
+
+        /* --load --image: the composed scene, captioned, one panel per word */
+        snprintf(cwd_args, sizeof cwd_args, "%s --image %s/scene.pgm --out %s/%s/img", args, tmp_dir, tmp_dir,
+                 models[i]);
+        run(r, cwd_args);
+        if (r->code != 0) print_error("%s\n", r->err);
+        assert_int_equal(r->code, 0);
+        assert_non_null(strstr(r->out, "scene: "));
+        snprintf(path, sizeof path, "%s/%s/img/caption_scene.gp", tmp_dir, models[i]);
+        assert_true(exists(path));
+    }
+    /* bad inputs with a good checkpoint */
+    snprintf(path, sizeof path, "%s/bad.pgm", tmp_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("P2\n2 2\n255\n0 0 0\n", f);   /* one pixel short */
+    fclose(f);
+    snprintf(args, sizeof args, "--load %s/attend/model.ckpt --image %s --out %s/bad", tmp_dir, path, tmp_dir);
+    expect_error(args, "bad.pgm");
+    snprintf(args, sizeof args, "--load %s/attend/model.ckpt --steps 5 --out %s/bad", tmp_dir, tmp_dir);
+    expect_error(args, "--steps");
+    snprintf(args, sizeof args, "--load %s/scene.pgm --out %s/bad", tmp_dir, tmp_dir);
+    expect_error(args, "scene.pgm");
+    free(r);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);   /* <build>/tests/test_caption_cli */
+    char *slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(build_dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(build_dir, sizeof build_dir, "..");
+    if (temp_dir_make(tmp_dir, sizeof tmp_dir, "attn_test_caption_cli") < 0) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_runs),
+    };
+    int failed = cmocka_run_group_tests_name("caption_cli", tests, NULL, NULL);
+    temp_dir_remove(tmp_dir);
+    return failed;
+}
