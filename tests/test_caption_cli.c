@@ -18,52 +18,25 @@
 #include <cmocka.h>
 
 #include "data/fashion_mnist.h"
+#include "program_run.h"
 #include "temp_dir.h"
 
 static char build_dir[1024];
 static char tmp_dir[256];
 
-typedef struct {
-    int exited, code;
-    char out[32768], err[8192];
-} RunResult;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = 0;
-    if (f) {
-        n = fread(buf, 1, cap - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
-}
-
 /* "<build>/07_caption <args>" through the shell, both streams captured. */
 static void run(RunResult *r, const char *args) {
-    char cmd[4096], out_path[512], err_path[512];
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
-    snprintf(cmd, sizeof cmd, "%s/07_caption %s >%s 2>%s </dev/null", build_dir, args, out_path, err_path);
-    int status = system(cmd);
-    r->exited = status != -1 && WIFEXITED(status);
-    r->code = r->exited ? WEXITSTATUS(status) : -1;
-    slurp(out_path, r->out, sizeof r->out);
-    slurp(err_path, r->err, sizeof r->err);
+    program_run(r, build_dir, "07_caption", args, tmp_dir);
 }
 
 /* Exit code 1 and one error line that mentions expect. */
 static void expect_error(const char *args, const char *expect) {
     RunResult *r = malloc(sizeof *r);
     run(r, args);
-    if (!r->exited || r->code != 1 || !strstr(r->err, expect))
-        print_error("07_caption %s\n  exit %d\n  stderr: %s\n  expected it to mention '%s'\n", args, r->code, r->err,
-                    expect);
-    assert_true(r->exited);
-    assert_int_equal(r->code, 1);
-    assert_non_null(strstr(r->err, expect));
-    int lines = 0;
-    for (const char *c = r->err; *c; c++) lines += *c == '\n';
-    assert_true(lines <= 2);
+    if (!program_failed_cleanly(r, expect))
+        print_error("%s %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected exit 1 and one error line "
+                    "mentioning '%s'\n", "07_caption", args, r->code, r->exited, r->err, expect);
+    assert_true(program_failed_cleanly(r, expect));
     free(r);
 }
 
@@ -178,12 +151,7 @@ static void test_runs(void **state) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);   /* <build>/tests/test_caption_cli */
-    char *slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(build_dir, sizeof build_dir, "..");
+    program_build_dir(build_dir, sizeof build_dir, argv[0]);
     if (temp_dir_make(tmp_dir, sizeof tmp_dir, "attn_test_caption_cli") < 0) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags),

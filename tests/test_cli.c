@@ -21,56 +21,27 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "program_run.h"
+
 #include "data/fashion_mnist.h"
 #include "kernels/matmul.h"
 
 static char build_dir[1024];
 static char tmp_dir[256];
 
-typedef struct {
-    int exited;      /* 1 when the program exited normally (no signal) */
-    int code;        /* its exit code */
-    char out[16384]; /* stdout */
-    char err[16384]; /* stderr */
-} RunResult;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = 0;
-    if (f) {
-        n = fread(buf, 1, cap - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
-}
-
 /* Run "<build>/<program> <args>" through the shell, capturing both streams. */
 static void run(RunResult *r, const char *program, const char *args) {
-    char cmd[4096], out_path[512], err_path[512];
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
-    snprintf(cmd, sizeof cmd, "%s/%s %s >%s 2>%s </dev/null", build_dir, program, args, out_path, err_path);
-    int status = system(cmd);
-    r->exited = status != -1 && WIFEXITED(status);
-    r->code = r->exited ? WEXITSTATUS(status) : -1;
-    slurp(out_path, r->out, sizeof r->out);
-    slurp(err_path, r->err, sizeof r->err);
+    program_run(r, build_dir, program, args, tmp_dir);
 }
 
 /* The program must fail cleanly: exit code 1, one error line naming `expect`. */
 static void expect_error(const char *program, const char *args, const char *expect) {
     RunResult *r = malloc(sizeof *r);
     run(r, program, args);
-    if (!r->exited || r->code != 1 || !strstr(r->err, expect))
-        print_error("%s %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected stderr to mention '%s'\n",
-                    program, args, r->code, r->exited, r->err, expect);
-    assert_true(r->exited);
-    assert_int_equal(r->code, 1);
-    assert_non_null(strstr(r->err, expect));
-    /* one clear line, not a cascade */
-    int lines = 0;
-    for (const char *c = r->err; *c; c++) lines += *c == '\n';
-    assert_true(lines <= 2);
+    if (!program_failed_cleanly(r, expect))
+        print_error("%s %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected exit 1 and one error line "
+                    "mentioning '%s'\n", program, args, r->code, r->exited, r->err, expect);
+    assert_true(program_failed_cleanly(r, expect));
     free(r);
 }
 
@@ -326,7 +297,7 @@ static void test_newcomer_paths(void **state) {
         snprintf(train_dir, sizeof train_dir, "%s/%s", tmp_dir, c->ckpt);
         *strrchr(train_dir, '/') = '\0';
         snprintf(path, sizeof path, "%s/results.json", train_dir);
-        slurp(path, saved, sizeof saved);
+        read_text_file(path, saved, sizeof saved);
         assert_non_null(strstr(saved, "\"steps\": 2"));
         RunResult *r = malloc(sizeof *r);
         snprintf(args, sizeof args, "--load %s/%s %s --out %s/eval%02d", tmp_dir, c->ckpt, c->eval_args, tmp_dir, i);
@@ -334,7 +305,7 @@ static void test_newcomer_paths(void **state) {
         if (r->code != 0) print_error("%s %s: %s\n", c->program, args, r->err);
         assert_int_equal(r->code, 0);
         free(r);
-        slurp(path, now, sizeof now);
+        read_text_file(path, now, sizeof now);
         assert_string_equal(now, saved);
         /* ... and an --out pointing at the training run is refused */
         snprintf(args, sizeof args, "--load %s/%s %s --out %s", tmp_dir, c->ckpt, c->eval_args, train_dir);
@@ -393,14 +364,14 @@ static void test_gpt_paths(void **state) {
     assert_string_equal(r->out, r2->out);
     /* evaluation beside the training run: its results.json stays as it was */
     snprintf(path, sizeof path, "%s/ngpt/results.json", tmp_dir);
-    slurp(path, saved, sizeof saved);
+    read_text_file(path, saved, sizeof saved);
     assert_non_null(strstr(saved, "\"steps\": 2"));
     snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --out %s/ngpt_eval", tmp_dir, tmp_dir);
     run(r, p, args);
     if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "test bits per character"));
-    slurp(path, now, sizeof now);
+    read_text_file(path, now, sizeof now);
     assert_string_equal(now, saved);
     snprintf(args, sizeof args, "--load %s/ngpt/model.ckpt --out %s/ngpt", tmp_dir, tmp_dir);
     expect_error(p, args, "holds a training run's results");
@@ -500,12 +471,7 @@ static void test_vit_program(void **state) {
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
-    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);
-    char *slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(build_dir, sizeof build_dir, "..");
+    program_build_dir(build_dir, sizeof build_dir, argv[0]);
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/attn_test_cli.XXXXXX");
     if (!mkdtemp(tmp_dir)) return 1;
     const struct CMUnitTest tests[] = {

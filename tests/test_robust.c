@@ -46,6 +46,7 @@
 #include "io/pgm.h"
 #include "io/plot.h"
 #include "io/results.h"
+#include "program_run.h"
 #include "temp_dir.h"
 #include "train/classifier.h"
 #include "train/finite.h"
@@ -629,12 +630,7 @@ static void test_sigkill_during_save_leaves_a_loadable_checkpoint(void **state) 
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_robust */
-    snprintf(build_dir, sizeof build_dir, "%s", argv[0]);
-    char *slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(build_dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(build_dir, sizeof build_dir, "..");
+    program_build_dir(build_dir, sizeof build_dir, argv[0]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_finite_names_the_tensor),
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
