@@ -338,6 +338,48 @@ static void test_small_path_same_bits(void **state) {
                 }
 }
 
+/* The direct path (op(A) read in place, and B too for the AVX-512 kernel, for
+ * products up to MC rows) must give the packed path's bits: the same FMA chain
+ * per element in the same KC blocks, the same alpha and beta operations. Both
+ * forced through sgemm_blocked_path on the same inputs, for each kernel, every
+ * transpose, alpha and beta, with strides, unaligned data, ragged tiles (rows
+ * and columns not multiples of the tile) and K over one KC block. */
+static void test_direct_path_same_bits(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int shapes[][3] = {{37, 45, 200}, {7, 300, 33}, {64, 64, 64}, {1, 257, 100},
+                                    {130, 3, 300}, {29, 31, 19}, {50, 50, 24}, {8, 32, 513}};
+    const float alphas[] = {1.0f, 0.3f}, betas[] = {0.0f, 1.0f, -1.5f};
+    const GemmKernel *kernels[2] = {gemm_kernel_avx2(), cpu_has_avx512f() ? gemm_kernel_avx512() : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!kernels[k]) continue;
+        for (int s = 0; s < 8; s++)
+            for (int trans = 0; trans < 4; trans++)
+                for (int ai = 0; ai < 2; ai++)
+                    for (int bi = 0; bi < 3; bi++) {
+                        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                        int ta = trans >> 1, tb = trans & 1;
+                        Matrix A = matrix_new(ta ? K : M, ta ? M : K, (ta ? M : K) + 3, 1);
+                        Matrix B = matrix_new(tb ? N : K, tb ? K : N, (tb ? K : N) + 2, 1);
+                        Matrix packed = matrix_new(M, N, N + 1, 1);
+                        Matrix direct = matrix_new(M, N, N + 1, 1);
+                        memcpy(direct.alloc, packed.alloc, sizeof(float) * ((size_t)1 + (size_t)M * (N + 1)));
+                        sgemm_blocked_path(GEMM_PACKED, kernels[k], ta, tb, M, N, K, alphas[ai], A.data,
+                                           A.ld, B.data, B.ld, betas[bi], packed.data, packed.ld);
+                        sgemm_blocked_path(GEMM_DIRECT, kernels[k], ta, tb, M, N, K, alphas[ai], A.data,
+                                           A.ld, B.data, B.ld, betas[bi], direct.data, direct.ld);
+                        if (memcmp(packed.data, direct.data, sizeof(float) * (size_t)M * (N + 1)) != 0)
+                            fail_msg("%s: direct path differs from packed: ta=%d tb=%d M=%d N=%d K=%d "
+                                     "alpha=%g beta=%g", kernels[k]->name, ta, tb, M, N, K,
+                                     (double)alphas[ai], (double)betas[bi]);
+                        matrix_free(&A);
+                        matrix_free(&B);
+                        matrix_free(&packed);
+                        matrix_free(&direct);
+                    }
+    }
+}
+
 /* The chapters reach the kernels through sgemm(): "auto" takes the widest
  * kernel the CPU has, "avx512" is refused with an error on a CPU without it,
  * and whatever the SIMD backend, sgemm() gives the kernels' bits. */
@@ -380,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_alpha_beta),
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_small_path_same_bits),
+        cmocka_unit_test(test_direct_path_same_bits),
         cmocka_unit_test(test_backend_dispatch),
     };
     return cmocka_run_group_tests_name("sgemm_simd", tests, NULL, NULL);

@@ -42,23 +42,16 @@ enum {
 };
 
 /* ---- Cache blocking -------------------------------------------------------
- * Derived from this machine's caches (lscpu, /sys/devices/system/cpu/cpu0/
- * cache): L1d 48 KiB per core, L2 2 MiB per core, L3 105 MiB shared
- * (an "Intel Xeon Processor" under KVM with AVX-512, Sapphire Rapids class;
- * 2 cores).
- *
  * KC (depth of one block): the kernel streams a 6 x KC sliver of packed A and
  *   a KC x 16 sliver of packed B. (6 + 16) * 4 bytes * KC = 88 * KC bytes;
- *   KC = 256 gives 22.5 KiB, under half of the 48 KiB L1, so the B sliver
- *   (16 KiB, reused by every A sliver) stays in L1 while the A slivers and
- *   the C tile pass through the other half.
- * MC (rows of A per block): the packed MC x KC block of A is reused for every
- *   16-column sliver of B, so it should stay in L2: MC * KC * 4 bytes =
- *   MC KiB. MC = 384 uses 384 KiB, under a quarter of the 2 MiB L2, leaving
- *   room for the B sliver stream and for C.
- * NC (columns of B per block): the packed KC x NC panel of B is reused for
- *   every MC block of A and lives in L3: KC * NC * 4 bytes = 4 MiB for
- *   NC = 4096, a small share of the 105 MiB L3 (shared by both cores).
+ *   KC = 256 gives 22.5 KiB, under the 32-48 KiB L1d of any recent x86, so
+ *   the B sliver (16 KiB, reused by every A sliver) stays in L1 while the A
+ *   slivers and the C tile pass through.
+ * MC (rows of A per block) and NC (columns of B per block) come from the
+ *   caches the CPU reports (gemm_blocking in matmul_blocked.c: the packed A
+ *   block fills half of L2, the B panel a quarter of L3). The values below
+ *   are used only when the CPU reports no sizes: an A block of 384 KiB, a B
+ *   panel of 4 MiB.
  * MC is a multiple of MR and NC of NR, so only the last block has ragged
  * tiles. (bench/bench_sgemm.c measures the result; common/README.md shows
  * the numbers.) */
@@ -154,6 +147,55 @@ static void kernel_6x16(int kc, const float *restrict a_sliver, const float *res
     store_row(c + 5 * (size_t)ldc, c50, c51, all, all, valpha, beta);
 }
 
+/* The same tile reading op(A) where it is, for small products
+ * (GemmKernel.kernel_direct in matmul_blocked.h):
+ *   op(A)[i, p] = a[i * a_row + p * a_col]  for i < rows <= 6 (a missing row
+ *                 repeats the last one, computed and not stored),
+ *   op(B)[p, j] = b[p * b_row + j]          a packed, zero-padded sliver
+ *                 (b_row = 16); only columns j < cols are stored.
+ * The same FMA chain per element as kernel_6x16: the same bits.
+ * Shape: c [rows, cols] with row stride ldc. */
+static void kernel_6x16_direct(int kc, const float *a, size_t a_row, size_t a_col, int rows,
+                               const float *restrict b, size_t b_row, int cols, float *c, int ldc,
+                               float alpha, float beta) {
+    const float *a_rows[MR]; /* op(A)[i, 0] of each row of the tile */
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) a_rows[i] = a + (size_t)(i < rows ? i : rows - 1) * a_row;
+    __m256 acc0[MR], acc1[MR]; /* row i, columns 0..7 and 8..15 */
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = _mm256_setzero_ps();
+    if (a_col == 1) { /* A stored [M, K]: one index p walks the six rows */
+#pragma GCC unroll 2
+        for (int p = 0; p < kc; p++) {
+            __m256 b0 = _mm256_load_ps(b + (size_t)p * b_row);
+            __m256 b1 = _mm256_load_ps(b + (size_t)p * b_row + 8);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 ai = _mm256_broadcast_ss(a_rows[i] + p);
+                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+            }
+        }
+    } else { /* A stored [K, M]: a step's values sit a_row apart in one row of A */
+        for (int p = 0; p < kc; p++) {
+            const float *a_p = a + (size_t)p * a_col;
+            __m256 b0 = _mm256_load_ps(b + (size_t)p * b_row);
+            __m256 b1 = _mm256_load_ps(b + (size_t)p * b_row + 8);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR; i++) {
+                __m256 ai = _mm256_broadcast_ss(a_p + (size_t)(i < rows ? i : rows - 1) * a_row);
+                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+            }
+        }
+    }
+    __m256 valpha = _mm256_set1_ps(alpha);
+    __m256i mask0 = first_lanes(cols < 8 ? cols : 8), mask1 = first_lanes(cols > 8 ? cols - 8 : 0);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+        if (i < rows) store_row(c + (size_t)i * ldc, acc0[i], acc1[i], mask0, mask1, valpha, beta);
+}
+
 /* The packing of matmul_pack_avx2.h, for this file's tile. */
 static void pack_a_6(float *sliver, const float *A, int lda, int trans_a, int i0, int rows,
                      int p0, int kc) {
@@ -169,7 +211,7 @@ static void pack_b_16(float *sliver, const float *B, int ldb, int trans_b, int p
  * S = Q K^T is 8x8x16 in chapter 05, and its backward pass adds four more
  * products of that size. For those, packing costs more than the product, and
  * a 6x16 tile of which 8x8 is used wastes most of the kernel. So products
- * with K <= KC and few multiply-adds (SMALL_MAX_WORK in matmul_blocked.c) take
+ * with K <= KC and few multiply-adds (small_max_work, matmul_blocked.c) take
  * this path: the same register-tile idea (4 rows x 16 columns in 8 ymm
  * accumulators) reading A and B where they are, with masked loads and stores
  * at the right edge instead of padding.
@@ -236,8 +278,12 @@ void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha
 static const GemmKernel AVX2_KERNEL = {
     .name = "avx2 6x16",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
-    .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16, .small = sgemm_small_avx2,
+    .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16,
+    .kernel_direct = kernel_6x16_direct, .b_in_place = 0,
+    .small = sgemm_small_avx2, .small_max_work = 16384.0, /* 2^14: matmul_blocked.c */
 };
+
+const GemmKernel *gemm_kernel_avx2(void) { return &AVX2_KERNEL; }
 
 void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta,

@@ -25,6 +25,10 @@
  * the speed change. The B sliver (32 x 256 floats = 32 KiB) fills two thirds
  * of the 48 KiB L1, with the 8 KiB A sliver streaming through the rest.
  *
+ * Small products (up to MC rows of A) take kernel_8x32_direct, which reads A
+ * and B where they are, with masked loads and stores at the right edge (the
+ * masks AVX-512 has and AVX2 lacks); see matmul_blocked.c for when.
+ *
  * Compiled with -mavx512f -mavx2 -mfma (Makefile rule for *_avx512.c); call it
  * only when cpu_has_avx512f() says the CPU and the OS support AVX-512. */
 #include "kernels/matmul.h"
@@ -37,24 +41,29 @@ enum {
     MR = 8,   /* rows of C per tile (one broadcast each)                  */
     NR = 32,  /* columns of C per tile (two zmm vectors of 16 floats)     */
     KC = 256, /* as in matmul_avx2.c: the same k blocks, the same bits    */
-    MC = 256, /* 32 * MR: 256 x 256 x 4 B = 256 KiB of packed A, in L2    */
+    MC = 256, /* used when the CPU reports no cache sizes (gemm_blocking) */
     NC = 4096 /* 128 * NR: 256 x 4096 x 4 B = 4 MiB of packed B, in L3 */
 };
 
-/* c[0..31] = alpha * acc + beta * c, with the same operations, in the same
- * order, as the AVX2 kernel's store_row (so both give the same bits). */
-static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __m512 alpha, float beta) {
+/* c[0..31] = alpha * acc + beta * c in the lanes mask_lo (columns 0..15)
+ * and mask_hi (16..31) select, with the same operations, in the same order,
+ * as the AVX2 kernel's store_row (so both give the same bits). beta == 0
+ * never reads c. */
+static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __mmask16 mask_lo,
+                                 __mmask16 mask_hi, __m512 alpha, float beta) {
     if (beta == 0.0f) {
-        _mm512_storeu_ps(c, _mm512_mul_ps(alpha, acc0));
-        _mm512_storeu_ps(c + 16, _mm512_mul_ps(alpha, acc1));
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_mul_ps(alpha, acc0));
+        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_mul_ps(alpha, acc1));
     } else if (beta == 1.0f) {
-        _mm512_storeu_ps(c, _mm512_fmadd_ps(alpha, acc0, _mm512_loadu_ps(c)));
-        _mm512_storeu_ps(c + 16, _mm512_fmadd_ps(alpha, acc1, _mm512_loadu_ps(c + 16)));
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0, _mm512_maskz_loadu_ps(mask_lo, c)));
+        _mm512_mask_storeu_ps(c + 16, mask_hi,
+                              _mm512_fmadd_ps(alpha, acc1, _mm512_maskz_loadu_ps(mask_hi, c + 16)));
     } else {
         __m512 vbeta = _mm512_set1_ps(beta);
-        _mm512_storeu_ps(c, _mm512_fmadd_ps(alpha, acc0, _mm512_mul_ps(vbeta, _mm512_loadu_ps(c))));
-        _mm512_storeu_ps(c + 16, _mm512_fmadd_ps(alpha, acc1,
-                                                 _mm512_mul_ps(vbeta, _mm512_loadu_ps(c + 16))));
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0,
+                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_lo, c))));
+        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_fmadd_ps(alpha, acc1,
+                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_hi, c + 16))));
     }
 }
 
@@ -94,7 +103,60 @@ static void kernel_8x32(int kc, const float *restrict a_sliver,
 
     __m512 valpha = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], valpha, beta);
+    for (int i = 0; i < MR; i++)
+        store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], 0xFFFF, 0xFFFF, valpha, beta);
+}
+
+/* The same tile reading op(A) and op(B) where they are, for small products
+ * (GemmKernel.kernel_direct in matmul_blocked.h):
+ *   op(A)[i, p] = a[i * a_row + p * a_col]  for i < rows <= 8 (a missing row
+ *                 repeats the last one, computed and not stored),
+ *   op(B)[p, j] = b[p * b_row + j]          for j < cols <= 32 (masked loads:
+ *                 the columns past cols are never read, so b may be the
+ *                 caller's B or a packed sliver).
+ * The same FMA chain per element as kernel_8x32: the same bits.
+ * Shape: c [rows, cols] with row stride ldc. */
+static void kernel_8x32_direct(int kc, const float *a, size_t a_row, size_t a_col, int rows,
+                               const float *b, size_t b_row, int cols, float *c, int ldc,
+                               float alpha, float beta) {
+    const float *a_rows[MR]; /* op(A)[i, 0] of each row of the tile */
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) a_rows[i] = a + (size_t)(i < rows ? i : rows - 1) * a_row;
+    __mmask16 mask_lo = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1u);
+    __mmask16 mask_hi = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1u);
+    __m512 acc_lo[MR], acc_hi[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) acc_lo[i] = acc_hi[i] = _mm512_setzero_ps();
+    if (a_col == 1) { /* A stored [M, K]: one index p walks the eight rows */
+#pragma GCC unroll 2
+        for (int p = 0; p < kc; p++) {
+            __m512 b_lo = _mm512_maskz_loadu_ps(mask_lo, b + (size_t)p * b_row);
+            __m512 b_hi = _mm512_maskz_loadu_ps(mask_hi, b + (size_t)p * b_row + 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; i++) {
+                __m512 a_i = _mm512_set1_ps(a_rows[i][p]);
+                acc_lo[i] = _mm512_fmadd_ps(a_i, b_lo, acc_lo[i]);
+                acc_hi[i] = _mm512_fmadd_ps(a_i, b_hi, acc_hi[i]);
+            }
+        }
+    } else { /* A stored [K, M]: a step's values sit a_row apart in one row of A */
+        for (int p = 0; p < kc; p++) {
+            const float *a_p = a + (size_t)p * a_col;
+            __m512 b_lo = _mm512_maskz_loadu_ps(mask_lo, b + (size_t)p * b_row);
+            __m512 b_hi = _mm512_maskz_loadu_ps(mask_hi, b + (size_t)p * b_row + 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; i++) {
+                __m512 a_i = _mm512_set1_ps(a_p[(size_t)(i < rows ? i : rows - 1) * a_row]);
+                acc_lo[i] = _mm512_fmadd_ps(a_i, b_lo, acc_lo[i]);
+                acc_hi[i] = _mm512_fmadd_ps(a_i, b_hi, acc_hi[i]);
+            }
+        }
+    }
+    __m512 valpha = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+        if (i < rows)
+            store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], mask_lo, mask_hi, valpha, beta);
 }
 
 /* The packing of matmul_pack_avx2.h, for this file's tile. */
@@ -111,8 +173,12 @@ static const GemmKernel AVX512_KERNEL = {
     .name = "avx512 8x32",
     .mr = MR, .nr = NR, .kc = KC, .mc = MC, .nc = NC,
     .pack_a = pack_a_8, .pack_b = pack_b_32, .kernel = kernel_8x32,
+    .kernel_direct = kernel_8x32_direct, .b_in_place = 1,
     .small = sgemm_small_avx2, /* same bits, and at these sizes 8 lanes are enough */
+    .small_max_work = 4096.0,  /* 2^12: the direct tile is faster above, see matmul_blocked.c */
 };
+
+const GemmKernel *gemm_kernel_avx512(void) { return &AVX512_KERNEL; }
 
 void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,

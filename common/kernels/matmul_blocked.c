@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Below this many multiply-adds (M*N*K) two threads are no faster than one:
  * starting the second thread and waiting for it costs a few microseconds,
@@ -32,13 +33,33 @@
  * 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3 1.66x. */
 static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
 
-/* Up to this many multiply-adds (and K <= KC) a product skips packing and
- * runs kernel->small on one thread: all of A, B and C are in L1 anyway, and
- * packing them costs more than it saves. Measured here, 1 thread, small path
- * against blocked AVX-512 path: 8x8x16 (Q K^T of one head in chapter 05)
- * 0.23 against 1.42 microseconds, 16^3 0.25 against 1.93, 32^3 1.70 against
- * 1.73 (2.30 against 1.86 with B transposed), 64^3 14.0 against 7.8. */
-static const double SMALL_MAX_WORK = 16384.0; /* 2^14, about 25^3 */
+/* Three loop nests, by size (GEMM_AUTO):
+ *
+ * 1. Up to kernel->small_max_work multiply-adds (and K <= KC) a product skips
+ *    packing and the register tile and runs kernel->small on one thread: all
+ *    of A, B and C are in L1, and setting up tiles costs more than it saves.
+ *    Measured on an Intel Xeon (Sapphire Rapids class), 1 thread, small path
+ *    against the packed AVX-512 path: 8x8x16 (Q K^T of one head in chapter
+ *    05) 0.23 against 1.42 microseconds, 16^3 0.25 against 1.93. On an AMD
+ *    EPYC (Zen 5), small path against the direct one (3. below): AVX-512
+ *    16^3 1.02x, 24^3 0.43x (the direct tile is 2.3x faster), 50x50x24 with
+ *    B transposed 0.48x; AVX2 16^3 1.12x, 24^3 1.03x, 32x32x16 0.81x. Hence
+ *    small_max_work = 2^12 for the AVX-512 kernel, 2^14 for the AVX2 one.
+ *
+ * 2. Up to MC rows of op(A) (each thread's rows: all of op(A)'s KC-deep block
+ *    fits the budget of a packed A block, half of L2) the micro-kernel reads
+ *    op(A) where it is (kernel->kernel_direct), and packs only B, or not even
+ *    B when the kernel reads it in place (the AVX-512 one, with masked loads).
+ *    Packing A is a transpose into k-major order; it pays when a block of A is
+ *    larger than L2 would otherwise keep, as the rows of a big A are
+ *    scattered over pages and over the same cache sets. Below that, all of
+ *    A's rows stay in L2 after the first B sliver reads them. On the AMD EPYC,
+ *    1 thread, direct against packed, interleaved medians: AVX-512 64^3
+ *    1.21x, 128^3 1.09x, 256^3 1.21x, 512^3 1.05x, 64x64x512 1.16x; but
+ *    1024x1024x256 0.79x and 1024^3 0.72x (4 KiB rows: M > MC there). AVX2
+ *    64^3 1.25x, 256^3 1.08x, 512^3 0.98x, 1024^3 0.91x.
+ *
+ * 3. Above, the GotoBLAS loops with both operands packed. */
 
 /* ---- Sharing the cores with other programs -----------------------------------
  * Two threads on two cores are fast only while both cores are ours. When
@@ -212,25 +233,74 @@ static void ragged_tile(const GemmKernel *kernel, int kc, const float *a_sliver,
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* ---- Cache blocks from the caches the CPU reports ---------------------------
+ * KC, the depth of a block, is the kernel's own (256 for both kernels: the
+ * same k blocks give the same bits, see matmul_avx512.c; the kernel's B
+ * sliver, KC x NR floats, is 16 or 32 KiB, inside any recent x86 L1d of 32-48 KiB).
+ * MC, the rows of the packed A block, is sized so that the block (MC x KC
+ * floats) fills half of the L2 of one core: it is reread for every B sliver,
+ * while the B sliver stream and C pass through the other half.
+ * NC, the columns of the packed B panel (KC x NC floats), is sized to a
+ * quarter of the L3 (shared by the cores), at most 4096 columns.
+ * glibc's sysconf reads the sizes from CPUID; when it reports nothing (0 or
+ * -1), the kernel's own constants stand. The bits do not depend on MC or NC
+ * (each C element is summed in the same k order whatever the blocks). */
+static long cache_l2_bytes, cache_l3_bytes; /* 0: not reported */
+static pthread_once_t cache_sizes_once = PTHREAD_ONCE_INIT;
+
+static void read_cache_sizes(void) {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    cache_l2_bytes = l2 > 0 ? l2 : 0;
+    cache_l3_bytes = l3 > 0 ? l3 : 0;
+}
+
+void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc) {
+    /* sysconf asks CPUID, which a virtual machine's host answers slowly
+     * (microseconds, the time of a small product): once per process. */
+    pthread_once(&cache_sizes_once, read_cache_sizes);
+    *kc = kernel->kc;
+    *mc = kernel->mc;
+    *nc = kernel->nc;
+    long l2 = cache_l2_bytes, l3 = cache_l3_bytes;
+    long row_bytes = (long)kernel->kc * (long)sizeof(float); /* one row of A or column of B */
+    if (l2 > 0) {
+        long rows = l2 / 2 / row_bytes / kernel->mr * kernel->mr;
+        if (rows < 4 * kernel->mr) rows = 4 * kernel->mr;
+        if (rows > 1024) rows = 1024 / kernel->mr * kernel->mr;
+        *mc = (int)rows;
+    }
+    if (l3 > 0) {
+        long cols = l3 / 4 / row_bytes / kernel->nr * kernel->nr;
+        if (cols < 8 * kernel->nr) cols = 8 * kernel->nr;
+        if (cols > 4096) cols = 4096 / kernel->nr * kernel->nr;
+        *nc = (int)cols;
+    }
+}
+
 /* One thread's share: the five loops over C[M, N] (all of the caller's C, or
  * the rows or columns one thread was given), with this thread's own packing
  * buffers. Tiles go jr-major: one B sliver stays in L1 while the kernel walks
  * down the A slivers. */
-static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N,
-                               int K, float alpha, const float *A, int lda, const float *B,
-                               int ldb, float beta, float *C, int ldc) {
-    if (K <= kernel->kc && (double)M * N * K <= SMALL_MAX_WORK) {
+static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int trans_a, int trans_b,
+                               int M, int N, int K, float alpha, const float *A, int lda,
+                               const float *B, int ldb, float beta, float *C, int ldc) {
+    if (path == GEMM_AUTO && K <= kernel->kc && (double)M * N * K <= kernel->small_max_work) {
         kernel->small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     const int MR = kernel->mr, NR = kernel->nr;
-    const int KC = kernel->kc, MC = kernel->mc, NC = kernel->nc;
+    int KC, MC, NC;
+    gemm_blocking(kernel, &KC, &MC, &NC);
+    int direct = path == GEMM_DIRECT || (path == GEMM_AUTO && M <= MC);
+    int b_in_place = direct && !trans_b && kernel->b_in_place;
     int kc_max = min_int(K, KC);
     int mc_max = min_int(ceil_div(M, MR) * MR, MC);
     int nc_max = min_int(ceil_div(N, NR) * NR, NC);
     PackBuffers *own = own_pack_buffers();
-    float *packed_a = pack_buffer_reserve(&own->a, (size_t)mc_max * kc_max);
-    float *packed_b = pack_buffer_reserve(&own->b, (size_t)nc_max * kc_max);
+    float *packed_a = direct ? NULL : pack_buffer_reserve(&own->a, (size_t)mc_max * kc_max);
+    float *packed_b = b_in_place ? NULL : pack_buffer_reserve(&own->b, (size_t)nc_max * kc_max);
+    /* op(A)[i, p] = A[i * a_row + p * a_col], for the direct path */
+    size_t a_row = trans_a ? 1 : (size_t)lda, a_col = trans_a ? (size_t)lda : 1;
 
     for (int jc = 0; jc < N; jc += NC) {
         int nc = min_int(NC, N - jc);
@@ -238,22 +308,31 @@ static void blocked_one_thread(const GemmKernel *kernel, int trans_a, int trans_
         for (int pc = 0; pc < K; pc += KC) {
             int kc = min_int(KC, K - pc);
             float block_beta = pc == 0 ? beta : 1.0f;
-            for (int jr = 0; jr < n_slivers_b; jr++)
+            for (int jr = 0; jr < n_slivers_b && !b_in_place; jr++)
                 kernel->pack_b(packed_b + (size_t)jr * kc * NR, B, ldb, trans_b, pc, kc,
                                jc + jr * NR, min_int(NR, nc - jr * NR));
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = min_int(MC, M - ic);
                 int n_slivers_a = ceil_div(mc, MR);
-                for (int ir = 0; ir < n_slivers_a; ir++)
-                    kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a, ic + ir * MR,
-                                   min_int(MR, mc - ir * MR), pc, kc);
+                if (!direct)
+                    for (int ir = 0; ir < n_slivers_a; ir++)
+                        kernel->pack_a(packed_a + (size_t)ir * kc * MR, A, lda, trans_a,
+                                       ic + ir * MR, min_int(MR, mc - ir * MR), pc, kc);
                 for (int jr = 0; jr < n_slivers_b; jr++) {
-                    const float *b_sliver = packed_b + (size_t)jr * kc * NR;
+                    const float *b_sliver = b_in_place ? B + (size_t)pc * ldb + jc + jr * NR
+                                                       : packed_b + (size_t)jr * kc * NR;
+                    size_t b_row = b_in_place ? (size_t)ldb : (size_t)NR;
                     int cols = min_int(NR, nc - jr * NR);
                     for (int ir = 0; ir < n_slivers_a; ir++) {
-                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
                         float *c = C + (size_t)(ic + ir * MR) * ldc + jc + jr * NR;
                         int rows = min_int(MR, mc - ir * MR);
+                        if (direct) {
+                            const float *a = A + (size_t)(ic + ir * MR) * a_row + (size_t)pc * a_col;
+                            kernel->kernel_direct(kc, a, a_row, a_col, rows, b_sliver, b_row, cols, c,
+                                                  ldc, alpha, block_beta);
+                            continue;
+                        }
+                        const float *a_sliver = packed_a + (size_t)ir * kc * MR;
                         if (rows == MR && cols == NR)
                             kernel->kernel(kc, a_sliver, b_sliver, c, ldc, alpha, block_beta);
                         else
@@ -325,6 +404,13 @@ static Grid choose_grid(int threads, int M, int N, int row_units, int col_units)
 void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc) {
+    sgemm_blocked_path(GEMM_AUTO, kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                       C, ldc);
+}
+
+void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, int trans_b, int M,
+                        int N, int K, float alpha, const float *A, int lda, const float *B,
+                        int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
@@ -339,14 +425,15 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
     Grid grid = choose_grid(threads, M, N, row_units, col_units);
     threads = grid.row_parts * grid.col_parts;
     if (threads <= 1) {
-        blocked_one_thread(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        blocked_one_thread(kernel, path, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                           ldc);
         return;
     }
 
     long long started_at = monotonic_ns();
     long long work_done_at = 0; /* when the calling thread finished its block */
 #pragma omp parallel num_threads(threads) default(none)                                          \
-    shared(kernel, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
+    shared(kernel, path, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
                grid, row_units, col_units, work_done_at)
     {
         int t = omp_get_thread_num();
@@ -359,8 +446,8 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
         int j1 = min_int((int)((long long)col_units * (col_part + 1) / grid.col_parts) * kernel->nr, N);
         const float *a_block = trans_a ? A + i0 : A + (size_t)i0 * lda;
         const float *b_block = trans_b ? B + (size_t)j0 * ldb : B + j0;
-        blocked_one_thread(kernel, trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, a_block, lda,
-                           b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
+        blocked_one_thread(kernel, path, trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, a_block,
+                           lda, b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
         if (t == 0) work_done_at = monotonic_ns();
     } /* the end of the region waits for every thread */
     note_join_wait(work_done_at, work_done_at - started_at);

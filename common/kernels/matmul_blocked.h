@@ -12,6 +12,8 @@
 #ifndef MATMUL_BLOCKED_H
 #define MATMUL_BLOCKED_H
 
+#include <stddef.h>
+
 typedef struct {
     const char *name;
     int mr, nr;     /* register tile: rows and columns of C per kernel call (mr * nr <= 512) */
@@ -34,10 +36,27 @@ typedef struct {
      * fall). */
     void (*kernel)(int kc, const float *a_sliver, const float *b_sliver, float *c, int ldc,
                    float alpha, float beta);
-    /* The whole product without packing, for small ones (K <= kc and M*N*K
-     * up to SMALL_MAX_WORK in matmul_blocked.c): same bits as the blocked path. */
+    /* The same micro-kernel reading op(A) where the caller keeps it instead
+     * of from a packed sliver, for products small enough that packing A costs
+     * more than it saves (see matmul_blocked.c):
+     *   C tile [rows, cols] = alpha * op(A) op(B) + beta * C tile, with
+     *   op(A)[i, p] = a[i * a_row + p * a_col]   for i < rows <= mr,
+     *   op(B)[p, j] = b[p * b_row + j]           for j < cols <= nr.
+     * Only those rows and columns of C are read or written. A kernel with
+     * b_in_place set never reads b's columns >= cols (masked loads), so b may
+     * be the caller's own B (not transposed); the others read all nr columns,
+     * so b must be a packed, zero-padded sliver (b_row = nr). Each element of
+     * C is the same chain of FMAs as in `kernel`: the same bits. */
+    void (*kernel_direct)(int kc, const float *a, size_t a_row, size_t a_col, int rows,
+                          const float *b, size_t b_row, int cols, float *c, int ldc, float alpha,
+                          float beta);
+    int b_in_place;
+    /* The whole product without packing or tiles, for the smallest ones (K <= kc
+     * and M*N*K up to small_max_work, see matmul_blocked.c): same bits as the
+     * blocked path. */
     void (*small)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
+    double small_max_work;
 } GemmKernel;
 
 /* The small-product path of matmul_avx2.c (both SIMD kernels use it). */
@@ -50,6 +69,26 @@ void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha
 void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc);
+
+/* The two kernels' halves (matmul_avx2.c, matmul_avx512.c), for tests and
+ * benchmarks that call sgemm_blocked_path() with one of them. */
+const GemmKernel *gemm_kernel_avx2(void);
+const GemmKernel *gemm_kernel_avx512(void);
+
+/* Which loop nest runs. GEMM_AUTO is what sgemm_blocked() does: the small
+ * path without packing for the tiniest products, A read in place (and B too
+ * when the kernel can) up to DIRECT_MAX_WORK multiply-adds, both packed above. Tests and
+ * bench/bench_sgemm.c force GEMM_PACKED or GEMM_DIRECT to compare the two
+ * on the same product: they give the same bits. */
+typedef enum { GEMM_AUTO, GEMM_PACKED, GEMM_DIRECT } GemmPath;
+void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, int trans_b, int M,
+                        int N, int K, float alpha, const float *A, int lda, const float *B,
+                        int ldb, float beta, float *C, int ldc);
+
+/* The cache blocks sgemm_blocked uses with `kernel` on this CPU: KC is the
+ * kernel's (fixed, see matmul_avx512.c), MC and NC are derived from the L2
+ * and L3 sizes the CPU reports (sysconf), see matmul_blocked.c. */
+void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc);
 
 /* How many times a thread of ours was found switched out by another program
  * (two late waits for a partner thread less than 0.1 s apart: over 1 ms and
