@@ -1,6 +1,7 @@
 /* bench_train_step.c - milliseconds per training step of each chapter's default model.
  *
- *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--backends avx2,avx512] [--busy]
+ *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--backends avx2,avx512]
+ *                                [--threads 1,2] [--busy]
  *
  * One training step is what the chapter's training loop does for one batch:
  * zero the gradients, forward, backward, clip the gradient norm, Adam update.
@@ -436,10 +437,14 @@ static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1},
 static int chapter_selected(const char *list, const char *chapter);
 /* --backends: the backends to time (NULL: all). */
 static const char *only_backends = NULL;
+static const char *only_threads = NULL;  /* --threads: "1", "2" or "1,2" */
 /* The configurations this CPU can run (the AVX-512 ones only with AVX-512F)
  * and --backends selects. */
 static int config_runs_here(const Config *c) {
-    return (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) && chapter_selected(only_backends, c->backend);
+    char threads[8];
+    snprintf(threads, sizeof threads, "%d", c->threads);
+    return (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) &&
+           chapter_selected(only_backends, c->backend) && chapter_selected(only_threads, threads);
 }
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
@@ -508,13 +513,15 @@ static int chapter_selected(const char *list, const char *chapter) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: bench_train_step [--out DIR] [--reps N] [--chapters LIST] [--busy]\n"
+            "usage: bench_train_step [--out DIR] [--reps N] [--chapters LIST] [--backends LIST] [--threads LIST] [--busy]\n"
             "  --out DIR        where to write train_step.tsv and train_step_batches.txt\n"
             "                   (default bench/results)\n"
             "  --reps N         timed steps per figure, the median is reported (default 7, max %d)\n"
             "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n"
             "  --backends LIST  comma-separated backends among naive, avx2, avx512 (default: all;\n"
             "                   the others' columns are left at -)\n"
+            "  --threads LIST   thread counts among 1, 2 (default: both; tools/profile_step.sh\n"
+            "                   profiles one configuration with --backends X --threads N)\n"
             "  --busy           time the default backend on 1 and 2 threads while another\n"
             "                   process spins on the CPU (writes train_step_busy.tsv)\n",
             MAX_REPS);
@@ -535,6 +542,8 @@ int main(int argc, char **argv) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) {
             only_backends = argv[++i];
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            only_threads = argv[++i];
         } else if (strcmp(argv[i], "--busy") == 0) {
             busy = 1;
         } else {

@@ -29,13 +29,30 @@ fi
 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
 echo "bench: load average $load (figures are only meaningful on an otherwise idle machine)"
 
+# The machine, beside every table: figures from two machines must never be
+# mixed up. The cache sizes are the ones the kernels' blocking is derived from
+# (glibc's sysconf, from CPUID; common/kernels/matmul_blocked.c).
+cache() { v=$(getconf "$1" 2>/dev/null); [ -n "$v" ] && [ "$v" -gt 0 ] 2>/dev/null && echo "$((v / 1024)) KiB" || echo "?"; }
+cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+isa=AVX2; case "$flags" in *avx512f*) isa=AVX-512 ;; esac
+machine="${cpu:-unknown CPU}, $(nproc) cores, widest SIMD $isa; per core L1d $(cache LEVEL1_DCACHE_SIZE), L2 $(cache LEVEL2_CACHE_SIZE); L3 $(cache LEVEL3_CACHE_SIZE); $(${CC:-cc} --version 2>/dev/null | head -n 1)"
+echo "bench: machine: $machine"
+echo "$machine" >"$results/machine.txt"
+
 run() {  # run one benchmark binary, keep going on failure
   echo
-  echo "=== $1"
+  echo "=== $*"
   "$@" || echo "run.sh: $1 exited with status $? (skipped)" >&2
 }
 
-run "$build/bench/bench_sgemm" --out "$results"
+# OpenBLAS "as installed" picks its kernels for this CPU at load time, unless
+# OPENBLAS_CORETYPE says otherwise: some machines set it (and OPENBLAS_L2_SIZE)
+# for old OpenBLAS builds that misdetect new CPUs. For this comparison both are
+# unset, so OpenBLAS runs the kernels it would pick itself (bench_sgemm prints
+# which: on an AVX-512 CPU, AVX-512 ones); its AVX2 kernels are measured by a
+# second process with OPENBLAS_CORETYPE=Haswell (see bench/bench_sgemm.c).
+run env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/bench/bench_sgemm" --out "$results"
 
 # Training steps: C (naive, avx2, avx512) then PyTorch, in ROUNDS rounds that
 # take turns (C, PyTorch, C, PyTorch, ...): the two run in different processes,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/matmul.h"
 #include "nn/optim.h"
 #include "nn/params.h"
 #include "util/rng.h"
@@ -106,6 +107,41 @@ static void test_adam_converges_on_quadratic(void **state) {
     params_free(&p);
 }
 
+/* The AVX2 update (optim_avx2.c) runs adam_step's operations 8 parameters at a
+ * time: after several steps with weight decay, on a size that leaves a scalar
+ * tail (1003), weights and both moments must be the naive backend's bits.
+ * Gradients span many magnitudes so that every rounding shows. */
+static void test_adam_avx2_same_bits(void **state) {
+    (void)state;
+    if (!cpu_has_avx2_fma()) skip();
+    enum { N = 1003 };
+    Params naive, simd;
+    make_params(&naive, N);
+    make_params(&simd, N);
+    Rng rng;
+    rng_seed(&rng, 11, 0);
+    for (int i = 0; i < N; i++) naive.data[i] = simd.data[i] = rng_normal(&rng);
+    Adam opt_naive, opt_simd;
+    assert_int_equal(adam_init(&opt_naive, &naive, 1e-3f, 0.05f), 0);
+    assert_int_equal(adam_init(&opt_simd, &simd, 1e-3f, 0.05f), 0);
+    for (int step = 0; step < 5; step++) {
+        for (int i = 0; i < N; i++)
+            naive.grad[i] = simd.grad[i] = rng_normal(&rng) * powf(10.0f, (float)(i % 13) - 6.0f);
+        assert_int_equal(backend_select("naive"), 0);
+        adam_step(&opt_naive, &naive, 3e-3f);
+        assert_int_equal(backend_select("avx2"), 0);
+        adam_step(&opt_simd, &simd, 3e-3f);
+    }
+    assert_int_equal(backend_select("auto"), 0);
+    assert_memory_equal(naive.data, simd.data, N * sizeof(float));
+    assert_memory_equal(opt_naive.m, opt_simd.m, N * sizeof(float));
+    assert_memory_equal(opt_naive.v, opt_simd.v, N * sizeof(float));
+    adam_free(&opt_naive);
+    adam_free(&opt_simd);
+    params_free(&naive);
+    params_free(&simd);
+}
+
 static void test_clip_grad_norm(void **state) {
     (void)state;
     Params p;
@@ -154,6 +190,7 @@ int main(void) {
         cmocka_unit_test(test_adam_hand_computed_steps),
         cmocka_unit_test(test_adamw_decay_is_decoupled),
         cmocka_unit_test(test_adam_converges_on_quadratic),
+        cmocka_unit_test(test_adam_avx2_same_bits),
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_lr_schedule),
     };

@@ -1,6 +1,7 @@
 /* optim.c - Adam / AdamW, global gradient-norm clipping and the learning-rate
  * schedule (see optim.h). All three run over the one flat Params buffer. */
 #include "nn/optim.h"
+#include "kernels/matmul.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -54,7 +55,11 @@ void adam_step(Adam *opt, Params *p, float lr) {
     float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, wd = opt->weight_decay;
     float *w = p->data;
     const float *g = p->grad;
-    for (size_t i = 0; i < p->size; i++) {
+    size_t i = 0;
+    if (backend_uses_avx2()) /* the same operations 8 at a time (optim_avx2.c): same bits */
+        i = adam_update_avx2(w, g, opt->m, opt->v, p->size, b1, b2, eps, wd, lr, correction1,
+                             correction2);
+    for (; i < p->size; i++) {
         opt->m[i] = b1 * opt->m[i] + (1.0f - b1) * g[i];
         opt->v[i] = b2 * opt->v[i] + (1.0f - b2) * g[i] * g[i];
         double m_hat = opt->m[i] / correction1;

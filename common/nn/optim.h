@@ -19,6 +19,12 @@ void adam_free(Adam *opt);
 /* One update of p->data from p->grad at learning rate lr (from the schedule). */
 void adam_step(Adam *opt, Params *p, float lr);
 
+/* adam_step's loop over the first n - n % 8 parameters with AVX2 (optim_avx2.c;
+ * only when backend_uses_avx2()): the same bits. Returns how many it did. */
+size_t adam_update_avx2(float *w, const float *g, float *m, float *v, size_t n, float beta1,
+                        float beta2, float eps, float weight_decay, float lr, double correction1,
+                        double correction2);
+
 /* Global L2 norm of p->grad; when it exceeds max_norm (> 0), scale all
  * gradients down to max_norm. Returns the norm before clipping. */
 float clip_grad_norm(Params *p, float max_norm);
