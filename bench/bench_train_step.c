@@ -470,6 +470,25 @@ static Config busy_configs[2];
 
 /* ms[config] = median over reps of one step in each configuration. Returns 0,
  * or -1 when the loss is not finite (a broken model is not worth timing). */
+/* tools/profile_step.sh runs this program under `perf record --control` with
+ * the events off and names perf's control and acknowledgement FIFOs in
+ * ATTN_PERF_CTL and ATTN_PERF_ACK: the events are switched on for the timed
+ * steps only, so the profile leaves out loading the data and building the
+ * model. Without the variables this does nothing. */
+static void perf_control(const char *command) {
+    const char *ctl_path = getenv("ATTN_PERF_CTL"), *ack_path = getenv("ATTN_PERF_ACK");
+    if (!ctl_path || !ack_path) return;
+    FILE *ctl = fopen(ctl_path, "w");
+    if (!ctl) return;
+    fprintf(ctl, "%s\n", command);
+    fclose(ctl);
+    FILE *ack = fopen(ack_path, "r"); /* perf answers "ack" once the events are switched */
+    if (!ack) return;
+    char line[16];
+    if (!fgets(line, sizeof line, ack)) line[0] = '\0';
+    fclose(ack);
+}
+
 static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     static double samples[N_CONFIGS][MAX_REPS];
     Adam opt;
@@ -480,12 +499,14 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
         use_config(&configs[c]);
         timed_step(m, &opt, &loss);
     }
+    perf_control("enable");
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < n_configs; c++) {
             if (!config_runs_here(&configs[c])) continue;
             use_config(&configs[c]);
             samples[c][r] = timed_step(m, &opt, &loss);
         }
+    perf_control("disable");
     adam_free(&opt);
     for (int c = 0; c < n_configs; c++) {
         ms[c] = 0.0;

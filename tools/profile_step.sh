@@ -4,15 +4,15 @@
 #   bash tools/profile_step.sh CHAPTER BACKEND THREADS [REPS]
 #   e.g. bash tools/profile_step.sh 04 avx512 2
 #
-# Builds bench_train_step with frame pointers (in build-prof/, so that perf
-# can walk each sample's stack), runs it on one configuration (--chapters
-# CHAPTER --backends BACKEND --threads THREADS, REPS timed steps, default 60)
-# under `perf record -g` (Debian's linux-perf: user-space sampling at 4 kHz,
-# which works in a virtual machine without hardware counters), keeps the
-# samples taken inside a timed step (the main thread's stack holds
-# timed_step; the OpenMP worker thread's samples all count: it only works
-# inside steps' parallel regions), and sorts them by the function they landed
-# in:
+# Runs build/bench/bench_train_step (make bench builds it) on one
+# configuration (--chapters CHAPTER --backends BACKEND --threads THREADS,
+# REPS timed steps, default 60) under `perf record` (Debian's linux-perf:
+# sampling at 4 kHz, which works in a virtual machine without hardware
+# counters), with the events switched on only during the timed steps
+# (perf's --control FIFOs, see perf_control in bench/bench_train_step.c).
+# The main thread's samples make the table: its time line is the step's wall
+# time, and it takes part in every parallel region. They are sorted by the
+# function they landed in:
 #
 #   gemm kernel   the micro-kernels and the small-product path (the FMAs)
 #   gemm packing  copying A and B into the kernels' order
@@ -27,8 +27,12 @@
 #                 loss, RNN cells' gates, attention's masks, ...)
 #
 # Prints one Markdown row: the chapter, the configuration, the step's
-# samples, then each part's share in percent (adding up to 100 up to
-# rounding); PROFILE_TOP=N also prints the N functions with most samples.
+# samples, each part's share in percent (adding up to 100 up to rounding),
+# and with 2 threads how busy the second thread was: its samples outside
+# libgomp (working, not spinning while it waits for the next parallel
+# region) per main-thread sample of the step, in percent (100: both threads
+# worked all the time). PROFILE_TOP=N also prints the N functions with most
+# samples.
 # A missing perf is reported and the script exits 1.
 set -u
 chapter=${1:?usage: profile_step.sh CHAPTER BACKEND THREADS [REPS]}
@@ -37,12 +41,13 @@ threads=${3:?threads (1 or 2)}
 reps=${4:-60}
 cd "$(dirname "$0")/.." || exit 1
 command -v perf >/dev/null 2>&1 || { echo "profile_step.sh: perf not found (apt-get install linux-perf)" >&2; exit 1; }
-make --no-print-directory -s BUILD=build-prof OPT="-O2 -fno-omit-frame-pointer" BENCH_LIBS=-lopenblas \
-  build-prof/bench/bench_train_step >/dev/null || { echo "profile_step.sh: build failed" >&2; exit 1; }
-bin=build-prof/bench/bench_train_step
+bin=build/bench/bench_train_step
+[ -x "$bin" ] || { echo "profile_step.sh: $bin not found: run 'make bench' first" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if ! perf record -q -g -F 4000 -o "$work/perf.data" "$bin" --out "$work" --reps "$reps" \
+mkfifo "$work/ctl" "$work/ack"
+if ! ATTN_PERF_CTL="$work/ctl" ATTN_PERF_ACK="$work/ack" perf record -q -F 4000 -D -1 \
+      --control "fifo:$work/ctl,$work/ack" -o "$work/perf.data" "$bin" --out "$work" --reps "$reps" \
       --chapters "$chapter" --backends "$backend" --threads "$threads" >"$work/out.txt" 2>&1; then
   echo "profile_step.sh: perf record failed:" >&2; tail -n 5 "$work/out.txt" >&2; exit 1
 fi
@@ -62,25 +67,20 @@ perf script -i "$work/perf.data" -F pid,tid,ip,sym,dso 2>/dev/null |
       if (sym ~ /adam|clip_grad|finite|grad_norm/) return "optimizer"
       return "rest"
     }
-    function finish() {
-      if (leaf_sym == "") return
-      if (worker || in_step) {
-        part = classify(leaf_sym, leaf_dso); share[part]++; total++; fn[leaf_sym]++
-      }
-      leaf_sym = ""
-    }
-    /^ *[0-9]+\/[0-9]+ *$/ { finish(); split($1, id, "/"); worker = id[1] != id[2]; in_step = 0; first = 1; next }
-    NF >= 2 {
-      sym = $2; dso = $NF; gsub(/[()]/, "", dso)
-      if (first) { leaf_sym = sym; leaf_dso = dso; first = 0 }
-      if (sym == "timed_step") in_step = 1
+    # one line per sample: "pid/tid  address  symbol  (dso)"
+    NF >= 3 {
+      split($1, id, "/"); worker = id[1] != id[2]
+      sym = $3; dso = $NF; gsub(/[()]/, "", dso)
+      part = classify(sym, dso)
+      if (worker) { if (part != "threads" && part != "os") worker_busy++; next }
+      share[part]++; total++; fn[sym]++
     }
     END {
-      finish()
-      if (total == 0) { print "profile_step.sh: no samples inside a timed step" > "/dev/stderr"; exit 1 }
+      if (total == 0) { print "profile_step.sh: no samples of the timed steps" > "/dev/stderr"; exit 1 }
       n = split("kernel packing gemm_other softmax layernorm elementwise optimizer threads memory libm os rest", parts, " ")
       row = sprintf("| %s | %s | %d |", chapter, config, total)
       for (i = 1; i <= n; i++) row = row sprintf(" %.0f |", 100.0 * share[parts[i]] / total)
+      row = row (config ~ / 1t$/ ? " - |" : sprintf(" %.0f |", 100.0 * worker_busy / total))
       print row
       if (top > 0) {
         cmd = "sort -t \"\t\" -k2,2nr | head -n " top

@@ -94,20 +94,35 @@ void gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
 /* LayerNorm: layernorm.c (the specification) or layernorm_avx2.c, by backend */
 /* ------------------------------------------------------------------------ */
 
+/* Rows [n0, n1) of layernorm_forward. */
+static void layernorm_forward_rows(float *out, float *mean, float *rstd, const float *x,
+                                   const float *gamma, const float *beta, int n0, int n1, int D,
+                                   float eps) {
+    const size_t at = (size_t)n0 * D;
+    float *band_mean = mean ? mean + n0 : NULL, *band_rstd = rstd ? rstd + n0 : NULL;
+    if (backend_uses_avx2())
+        layernorm_forward_avx2(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+    else layernorm_forward_naive(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+}
+
 /* Rows are independent: a long input is cut into one band of rows per
- * thread, each computed as in one call (the same bits). */
+ * thread, each computed as in one call (the same bits). One thread (a short
+ * input, or a call from inside a parallel loop over sequences) runs the rows
+ * directly, without entering an OpenMP region: even a region of one thread
+ * costs system calls (futex) in libgomp, a few microseconds each on a virtual
+ * machine, thousands of times a step when attention calls this per sequence. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *gamma,
                        const float *beta, int N, int D, float eps) {
     const int threads = threads_for_elements((size_t)N * D);
-#pragma omp parallel num_threads(threads) if (threads > 1)
+    if (threads <= 1) {
+        layernorm_forward_rows(out, mean, rstd, x, gamma, beta, 0, N, D, eps);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
         int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
-        const size_t at = (size_t)n0 * D;
-        float *band_mean = mean ? mean + n0 : NULL, *band_rstd = rstd ? rstd + n0 : NULL;
-        if (backend_uses_avx2())
-            layernorm_forward_avx2(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
-        else layernorm_forward_naive(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+        layernorm_forward_rows(out, mean, rstd, x, gamma, beta, n0, n1, D, eps);
     }
 }
 
@@ -126,10 +141,9 @@ void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dou
  * Subtracting the max keeps exp() <= 1 (no overflow). A masked entry
  * x_j = -INFINITY gives e^-inf = 0 exactly; a fully masked row (max = -inf)
  * would give 0/0, so it is defined as all zeros. */
-void softmax_forward(float *y, const float *x, int N, int C) {
-    const int threads = threads_for_elements((size_t)N * C);   /* rows are independent */
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int n = 0; n < N; n++) {
+/* Rows [n0, n1) of softmax_forward. */
+static void softmax_forward_rows(float *y, const float *x, int n0, int n1, int C) {
+    for (int n = n0; n < n1; n++) {
         const float *xr = x + (size_t)n * C;
         float *yr = y + (size_t)n * C;
         float max = -INFINITY;
@@ -148,18 +162,47 @@ void softmax_forward(float *y, const float *x, int N, int C) {
     }
 }
 
+/* Rows are independent: one band of rows per thread, or all rows directly on
+ * one thread (no OpenMP region: see layernorm_forward). */
+void softmax_forward(float *y, const float *x, int N, int C) {
+    const int threads = threads_for_elements((size_t)N * C);
+    if (threads <= 1) {
+        softmax_forward_rows(y, x, 0, N, C);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), bands = omp_get_num_threads();
+        softmax_forward_rows(y, x, (int)((long long)N * t / bands),
+                             (int)((long long)N * (t + 1) / bands), C);
+    }
+}
+
 /* Jacobian of softmax: dy_i/dx_j = y_i (delta_ij - y_j), so
  * dx_j = y_j (dy_j - sum_i dy_i y_i). Masked entries have y = 0: no gradient. */
-void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) {
-    const int threads = threads_for_elements((size_t)N * C);   /* rows are independent */
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int n = 0; n < N; n++) {
+/* Rows [n0, n1) of softmax_backward. */
+static void softmax_backward_rows(float *dx, const float *dy, const float *y, int n0, int n1, int C) {
+    for (int n = n0; n < n1; n++) {
         const float *dyr = dy + (size_t)n * C;
         const float *yr = y + (size_t)n * C;
         float *dxr = dx + (size_t)n * C;
         double dot = 0.0;
         for (int c = 0; c < C; c++) dot += (double)dyr[c] * yr[c];
         for (int c = 0; c < C; c++) dxr[c] += yr[c] * (float)(dyr[c] - dot);
+    }
+}
+
+void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) {
+    const int threads = threads_for_elements((size_t)N * C);   /* as in softmax_forward */
+    if (threads <= 1) {
+        softmax_backward_rows(dx, dy, y, 0, N, C);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), bands = omp_get_num_threads();
+        softmax_backward_rows(dx, dy, y, (int)((long long)N * t / bands),
+                              (int)((long long)N * (t + 1) / bands), C);
     }
 }
 
