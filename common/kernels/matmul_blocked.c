@@ -46,20 +46,27 @@ static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
  *    B transposed 0.48x; AVX2 16^3 1.12x, 24^3 1.03x, 32x32x16 0.81x. Hence
  *    small_max_work = 2^12 for the AVX-512 kernel, 2^14 for the AVX2 one.
  *
- * 2. Up to MC rows of op(A) (each thread's rows: all of op(A)'s KC-deep block
- *    fits the budget of a packed A block, half of L2) the micro-kernel reads
- *    op(A) where it is (kernel->kernel_direct), and packs only B, or not even
- *    B when the kernel reads it in place (the AVX-512 one, with masked loads).
- *    Packing A is a transpose into k-major order; it pays when a block of A is
- *    larger than L2 would otherwise keep, as the rows of a big A are
- *    scattered over pages and over the same cache sets. Below that, all of
- *    A's rows stay in L2 after the first B sliver reads them. On the AMD EPYC,
- *    1 thread, direct against packed, interleaved medians: AVX-512 64^3
- *    1.21x, 128^3 1.09x, 256^3 1.21x, 512^3 1.05x, 64x64x512 1.16x; but
- *    1024x1024x256 0.79x and 1024^3 0.72x (4 KiB rows: M > MC there). AVX2
- *    64^3 1.25x, 256^3 1.08x, 512^3 0.98x, 1024^3 0.91x.
+ * 2. When the rows of A lie at most DIRECT_MAX_LD floats (2 KiB) apart and C
+ *    has at most DIRECT_MAX_N columns, the micro-kernel reads op(A) where it
+ *    is (kernel->kernel_direct) and only B is packed; when B's rows are that
+ *    close too (and B is not transposed), a kernel that can (the AVX-512 one,
+ *    with masked loads) reads B in place as well, and nothing is packed.
+ *    Packing is a copy into the kernel's order. It pays when the operand's
+ *    rows are far apart (a tile reads 6 or 8 rows of A, or KC rows of B, at
+ *    the same offset, and rows 4 KiB apart fall into the same L1 set and
+ *    defeat the prefetchers), and when each block of A is reread for many B
+ *    slivers (N / NR of them): a packed sliver streams from L2 a little
+ *    faster than rows in place, and the copy is paid once. Below both limits
+ *    the copy costs more than it saves. On the AMD EPYC, 1 thread, direct
+ *    against packed, interleaved medians (AVX-512; AVX2 in brackets): 64^3
+ *    1.34x (1.22x), 256^3 1.21x (1.08x), 512^3 1.02x (1.0x), 2048x128x128
+ *    1.14x (1.09x), 64x64x512 1.16x, tn 128x384x2048 1.07x (1.03x); but
+ *    rows 4 KiB apart: 512x1024x1024 0.74x (0.91x); 1024 columns with
+ *    rows 1 KiB apart, 1024x1024x256: 0.81x (1.02x). The choice is made per
+ *    thread's block and does not change the bits.
  *
- * 3. Above, the GotoBLAS loops with both operands packed. */
+ * 3. Otherwise, the GotoBLAS loops with both operands packed. */
+enum { DIRECT_MAX_LD = 512, DIRECT_MAX_N = 512 };
 
 /* ---- Sharing the cores with other programs -----------------------------------
  * Two threads on two cores are fast only while both cores are ours. When
@@ -291,8 +298,9 @@ static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int tran
     const int MR = kernel->mr, NR = kernel->nr;
     int KC, MC, NC;
     gemm_blocking(kernel, &KC, &MC, &NC);
-    int direct = path == GEMM_DIRECT || (path == GEMM_AUTO && M <= MC);
-    int b_in_place = direct && !trans_b && kernel->b_in_place;
+    int direct = path == GEMM_DIRECT || (path == GEMM_AUTO && lda <= DIRECT_MAX_LD && N <= DIRECT_MAX_N);
+    int b_in_place = direct && !trans_b && kernel->b_in_place &&
+                     (path == GEMM_DIRECT || ldb <= DIRECT_MAX_LD);
     int kc_max = min_int(K, KC);
     int mc_max = min_int(ceil_div(M, MR) * MR, MC);
     int nc_max = min_int(ceil_div(N, NR) * NR, NC);
