@@ -142,6 +142,37 @@ static void test_adam_avx2_same_bits(void **state) {
     params_free(&simd);
 }
 
+/* Above THREADS_MIN_ELEMENTS parameters the update runs in one band per
+ * thread: 2 threads must give 1 thread's bits (70,001 parameters: a ragged
+ * last block and a scalar tail). */
+static void test_adam_threads_same_bits(void **state) {
+    (void)state;
+    enum { N = 70001 };
+    Params one, two;
+    make_params(&one, N);
+    make_params(&two, N);
+    Rng rng;
+    rng_seed(&rng, 12, 0);
+    for (int i = 0; i < N; i++) one.data[i] = two.data[i] = rng_normal(&rng);
+    Adam opt_one, opt_two;
+    assert_int_equal(adam_init(&opt_one, &one, 1e-3f, 0.05f), 0);
+    assert_int_equal(adam_init(&opt_two, &two, 1e-3f, 0.05f), 0);
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < N; i++) one.grad[i] = two.grad[i] = rng_normal(&rng);
+        threads_set(1);
+        adam_step(&opt_one, &one, 3e-3f);
+        threads_set(2);
+        adam_step(&opt_two, &two, 3e-3f);
+    }
+    threads_set(0);
+    assert_memory_equal(one.data, two.data, N * sizeof(float));
+    assert_memory_equal(opt_one.v, opt_two.v, N * sizeof(float));
+    adam_free(&opt_one);
+    adam_free(&opt_two);
+    params_free(&one);
+    params_free(&two);
+}
+
 static void test_clip_grad_norm(void **state) {
     (void)state;
     Params p;
@@ -191,6 +222,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_decay_is_decoupled),
         cmocka_unit_test(test_adam_converges_on_quadratic),
         cmocka_unit_test(test_adam_avx2_same_bits),
+        cmocka_unit_test(test_adam_threads_same_bits),
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_lr_schedule),
     };

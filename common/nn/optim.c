@@ -5,6 +5,7 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,27 @@ void adam_free(Adam *opt) {
  *   w -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * w)
  * The decay term uses w before this update and is not scaled by the moments
  * ("decoupled"). It applies to every entry of the buffer, biases included. */
+/* Parameters [i0, i1) of one update (adam_step): the AVX2 form on the first
+ * multiple of 8, the scalar loop on the rest; the same bits either way. */
+static void adam_update_range(Adam *opt, Params *p, float lr, size_t i0, size_t i1,
+                              double correction1, double correction2) {
+    float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, wd = opt->weight_decay;
+    float *w = p->data;
+    const float *g = p->grad;
+    size_t i = i0;
+    if (backend_uses_avx2()) /* the same operations 8 at a time (optim_avx2.c): same bits */
+        i += adam_update_avx2(w + i0, g + i0, opt->m + i0, opt->v + i0, i1 - i0, b1, b2, eps, wd,
+                              lr, correction1, correction2);
+    for (; i < i1; i++) {
+        opt->m[i] = b1 * opt->m[i] + (1.0f - b1) * g[i];
+        opt->v[i] = b2 * opt->v[i] + (1.0f - b2) * g[i] * g[i];
+        double m_hat = opt->m[i] / correction1;
+        double v_hat = opt->v[i] / correction2;
+        double update = m_hat / (sqrt(v_hat) + eps) + (double)wd * w[i];
+        w[i] = (float)(w[i] - lr * update);
+    }
+}
+
 void adam_step(Adam *opt, Params *p, float lr) {
     if (opt->size != p->size || opt->m == NULL) {
         fprintf(stderr, "adam_step: optimizer built for %zu parameters, model has %zu\n",
@@ -52,20 +74,19 @@ void adam_step(Adam *opt, Params *p, float lr) {
     opt->step++;
     double correction1 = 1.0 - pow((double)opt->beta1, (double)opt->step);
     double correction2 = 1.0 - pow((double)opt->beta2, (double)opt->step);
-    float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, wd = opt->weight_decay;
-    float *w = p->data;
-    const float *g = p->grad;
-    size_t i = 0;
-    if (backend_uses_avx2()) /* the same operations 8 at a time (optim_avx2.c): same bits */
-        i = adam_update_avx2(w, g, opt->m, opt->v, p->size, b1, b2, eps, wd, lr, correction1,
-                             correction2);
-    for (; i < p->size; i++) {
-        opt->m[i] = b1 * opt->m[i] + (1.0f - b1) * g[i];
-        opt->v[i] = b2 * opt->v[i] + (1.0f - b2) * g[i] * g[i];
-        double m_hat = opt->m[i] / correction1;
-        double v_hat = opt->v[i] / correction2;
-        double update = m_hat / (sqrt(v_hat) + eps) + (double)wd * w[i];
-        w[i] = (float)(w[i] - lr * update);
+    /* Each parameter's update is independent of the others: one band per
+     * thread (bands of whole 64-parameter blocks) gives the same bits. */
+    const int threads = threads_for_elements(p->size);
+    if (threads <= 1) {
+        adam_update_range(opt, p, lr, 0, p->size, correction1, correction2);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        size_t blocks = (p->size + 63) / 64, t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+        size_t i0 = blocks * t / n * 64, i1 = blocks * (t + 1) / n * 64;
+        if (i1 > p->size) i1 = p->size;
+        if (i0 < i1) adam_update_range(opt, p, lr, i0, i1, correction1, correction2);
     }
 }
 
