@@ -70,6 +70,7 @@ typedef struct {
     Params *params;
     double (*forward_backward)(void *state);
     void (*destroy)(void *state);
+    double multiply_adds; /* sgemm's M * N * K per step, counted while timing */
 } BenchModel;
 
 typedef struct {
@@ -499,14 +500,18 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
         use_config(&configs[c]);
         timed_step(m, &opt, &loss);
     }
+    unsigned long long macs_before = sgemm_multiply_adds();
+    int steps = 0;
     perf_control("enable");
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < n_configs; c++) {
             if (!config_runs_here(&configs[c])) continue;
             use_config(&configs[c]);
             samples[c][r] = timed_step(m, &opt, &loss);
+            steps++;
         }
     perf_control("disable");
+    m->multiply_adds = steps > 0 ? (double)(sgemm_multiply_adds() - macs_before) / steps : 0.0;
     adam_free(&opt);
     for (int c = 0; c < n_configs; c++) {
         ms[c] = 0.0;
@@ -638,7 +643,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < N_CHAPTERS; k++) {
         const ChapterBench *ch = &CHAPTERS[k];
         if (!chapter_selected(only, ch->chapter)) continue;
-        BenchModel model;
+        BenchModel model = {0};
         double ms[N_CONFIGS];
         if (ch->create(&model, batch_log) < 0) {
             printf("%-26s skipped: %s\n", ch->chapter, last_error());
@@ -669,6 +674,7 @@ int main(int argc, char **argv) {
         printf("%-26s %9s %9s %9s %9s %9s %9s %13s %15s\n", ch->chapter, cell[0], cell[1], cell[2], cell[3],
                cell[4], cell[5], speedup, speedup512);
         printf("%-26s (%s)\n", "", ch->description);
+        printf("%-26s (gemm: %.2f million multiply-adds per step)\n", "", model.multiply_adds * 1e-6);
         fflush(stdout);
         for (int c = 0; c < n_configs; c++)
             if (ms[c] > 0)

@@ -24,8 +24,12 @@ cpu_field() {  # the value of one lscpu field, e.g. cpu_field 'Model name'
 }
 
 echo "From one run of \`make bench\` (= \`bash bench/run.sh build\`; raw figures in \`$results/\`)"
-echo "on: $(cpu_field 'Model name'), $(nproc) cores, L1d $(cpu_field 'L1d cache'), L2 $(cpu_field 'L2 cache'),"
-echo "L3 $(cpu_field 'L3 cache'); $(cc --version 2>/dev/null | head -n 1), -O2."
+if [ -f "$results/machine.txt" ]; then   # written by bench/run.sh on the machine that ran it
+  echo "on: $(cat "$results/machine.txt"), -O2."
+else
+  echo "on: $(cpu_field 'Model name'), $(nproc) cores, L1d $(cpu_field 'L1d cache'), L2 $(cpu_field 'L2 cache'),"
+  echo "L3 $(cpu_field 'L3 cache'); $(cc --version 2>/dev/null | head -n 1), -O2."
+fi
 
 if [ -f "$sgemm" ]; then
   echo
@@ -35,7 +39,10 @@ if [ -f "$sgemm" ]; then
   echo "(\`OPENBLAS_CORETYPE=Haswell\`, its AVX2 kernels; that pair runs in a second process)."
   echo "On 2 threads the samples are taken in blocks, one per sample, the implementations taking turns"
   echo "(see bench/bench_sgemm.c). \`of peak\`: avx512 against the AVX-512 FMA peak. Products below 2^19"
-  echo "multiply-adds (about 80^3) run on one thread even when two are allowed, up to 2^14 without packing."
+  echo "multiply-adds (about 80^3) run on one thread even when two are allowed; the smallest ones (2^12"
+  echo "multiply-adds with AVX-512, 2^14 with AVX2) skip the register tile, and products whose rows lie"
+  echo "at most 2 KiB apart with N <= 512 read A (and with AVX-512, B) in place, unpacked"
+  echo "(common/kernels/matmul_blocked.c)."
   echo
   awk -F'\t' '
     NR == 1 { next }

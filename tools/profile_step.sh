@@ -3,6 +3,7 @@
 #
 #   bash tools/profile_step.sh CHAPTER BACKEND THREADS [REPS]
 #   e.g. bash tools/profile_step.sh 04 avx512 2
+#   bash tools/profile_step.sh all BACKEND THREADS [REPS]    the table: a header, a row per chapter
 #
 # Runs build/bench/bench_train_step (make bench builds it) on one
 # configuration (--chapters CHAPTER --backends BACKEND --threads THREADS,
@@ -26,8 +27,10 @@
 #   rest          everything else: the chapters' own loops (embeddings, the
 #                 loss, RNN cells' gates, attention's masks, ...)
 #
-# Prints one Markdown row: the chapter, the configuration, the step's
-# samples, each part's share in percent (adding up to 100 up to rounding),
+# Prints one Markdown row: the chapter, the configuration, the step's median
+# time, the GFLOP of its matrix products (2 x sgemm's counted multiply-adds)
+# and their speed (GFLOP over the step's time spent in the three GEMM parts),
+# each part's share in percent (adding up to 100 up to rounding),
 # and with 2 threads how busy the second thread was: its samples outside
 # libgomp (working, not spinning while it waits for the next parallel
 # region) per main-thread sample of the step, in percent (100: both threads
@@ -35,7 +38,7 @@
 # samples.
 # A missing perf is reported and the script exits 1.
 set -u
-chapter=${1:?usage: profile_step.sh CHAPTER BACKEND THREADS [REPS]}
+chapter=${1:?usage: profile_step.sh CHAPTER|all BACKEND THREADS [REPS]}
 backend=${2:?backend (naive, avx2, avx512)}
 threads=${3:?threads (1 or 2)}
 reps=${4:-60}
@@ -43,6 +46,14 @@ cd "$(dirname "$0")/.." || exit 1
 command -v perf >/dev/null 2>&1 || { echo "profile_step.sh: perf not found (apt-get install linux-perf)" >&2; exit 1; }
 bin=build/bench/bench_train_step
 [ -x "$bin" ] || { echo "profile_step.sh: $bin not found: run 'make bench' first" >&2; exit 1; }
+if [ "$chapter" = all ]; then
+  echo "| chapter | config | step ms | GEMM GFLOP per step | GEMM GFLOP/s | gemm kernel % | gemm packing % | gemm other % | softmax % | layernorm % | element-wise % | optimizer % | threads % | memory % | libm % | OS % | rest % | 2nd thread busy % |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for c in 01 02 03 04 05 06_transformer 06_gpt 06_gpt_nanogpt_cpu 07; do
+    bash "$0" "$c" "$backend" "$threads" "$reps" || exit 1
+  done
+  exit 0
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkfifo "$work/ctl" "$work/ack"
@@ -51,8 +62,13 @@ if ! ATTN_PERF_CTL="$work/ctl" ATTN_PERF_ACK="$work/ack" perf record -q -F 4000 
       --chapters "$chapter" --backends "$backend" --threads "$threads" >"$work/out.txt" 2>&1; then
   echo "profile_step.sh: perf record failed:" >&2; tail -n 5 "$work/out.txt" >&2; exit 1
 fi
+# The step's median time (train_step.tsv) and its products' multiply-adds (the
+# bench's "gemm:" line): with the GEMM share of the samples, the products' speed.
+ms=$(awk -F'\t' -v b="$backend" -v t="$threads" '$2 == b && $3 == t { print $4 }' "$work/train_step.tsv")
+macs=$(sed -n 's/.*gemm: \([0-9.]*\) million multiply-adds per step.*/\1/p' "$work/out.txt" | head -n 1)
 perf script -i "$work/perf.data" -F pid,tid,ip,sym,dso 2>/dev/null |
-  awk -v chapter="$chapter" -v config="$backend ${threads}t" -v top="${PROFILE_TOP:-0}" '
+  awk -v chapter="$chapter" -v config="$backend ${threads}t" -v top="${PROFILE_TOP:-0}" \
+      -v ms="${ms:-0}" -v macs="${macs:-0}" '
     function classify(sym, dso) {
       if (dso ~ /kernel/) return "os"
       if (dso ~ /libgomp/) return "threads"
@@ -78,7 +94,9 @@ perf script -i "$work/perf.data" -F pid,tid,ip,sym,dso 2>/dev/null |
     END {
       if (total == 0) { print "profile_step.sh: no samples of the timed steps" > "/dev/stderr"; exit 1 }
       n = split("kernel packing gemm_other softmax layernorm elementwise optimizer threads memory libm os rest", parts, " ")
-      row = sprintf("| %s | %s | %d |", chapter, config, total)
+      gemm = (share["kernel"] + share["packing"] + share["gemm_other"]) / total
+      gflops = (ms > 0 && gemm > 0) ? 2.0 * macs * 1e6 / (ms * 1e-3 * gemm) * 1e-9 : 0
+      row = sprintf("| %s | %s | %.2f | %.1f | %.0f |", chapter, config, ms, 2.0 * macs * 1e-3, gflops)
       for (i = 1; i <= n; i++) row = row sprintf(" %.0f |", 100.0 * share[parts[i]] / total)
       row = row (config ~ / 1t$/ ? " - |" : sprintf(" %.0f |", 100.0 * worker_busy / total))
       print row

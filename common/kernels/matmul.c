@@ -177,9 +177,17 @@ Backend backend_current(void) { return resolve_backend(); }
 
 int backend_uses_avx2(void) { return resolve_backend() != BACKEND_NAIVE; }
 
+/* M * N * K of every sgemm() call so far, for benchmarks (a relaxed atomic
+ * add per call: nothing next to the product itself). */
+static atomic_ullong multiply_adds;
+
+unsigned long long sgemm_multiply_adds(void) { return atomic_load(&multiply_adds); }
+
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
            float *C, int ldc) {
+    if (M > 0 && N > 0 && K > 0)
+        atomic_fetch_add_explicit(&multiply_adds, (unsigned long long)M * N * K, memory_order_relaxed);
     switch (resolve_backend()) {
     case BACKEND_AVX512:
         sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -24,6 +24,10 @@ void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
            float *C, int ldc);
 
+/* How many multiply-adds (M * N * K, summed) sgemm() has been asked for since
+ * the program started: benchmarks divide it by time for GFLOP/s. */
+unsigned long long sgemm_multiply_adds(void);
+
 /* The specification: three plain loops, accumulated in double per element. */
 void sgemm_naive(int trans_a, int trans_b, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta,
