@@ -301,18 +301,13 @@ static void test_degenerate(void **state) {
     if (cpu_has_avx512f()) check_degenerate(sgemm_avx512);
 }
 
-/* The small-product path (no packing, used below 2^14 multiply-adds) must give
- * the blocked path's bits: the same FMA chain per element, the same alpha and
- * beta operations. Shapes above the threshold go through sgemm_avx2's blocked
- * path; calling sgemm_small_avx2 directly on the same inputs must agree to the
- * bit, for every transpose, alpha and beta, with strides and unaligned data. */
-static void test_small_path_same_bits(void **state) {
-    (void)state;
-    skip_without_avx2();
-    static const int shapes[][3] = {{37, 45, 200}, {7, 300, 33}, {64, 64, 64}, {1, 257, 100},
-                                    {130, 3, 256}, {29, 31, 19}};
+/* first and second on the same inputs must give the same bits, for every
+ * shape, transpose, alpha and beta, with strides (lda, ldb and ldc wider than
+ * the rows) and unaligned data. */
+static void check_same_bits(const char *what, SgemmFunction first, SgemmFunction second,
+                            const int (*shapes)[3], int n_shapes) {
     const float alphas[] = {1.0f, 0.3f}, betas[] = {0.0f, 1.0f, -1.5f};
-    for (int s = 0; s < 6; s++)
+    for (int s = 0; s < n_shapes; s++)
         for (int trans = 0; trans < 4; trans++)
             for (int ai = 0; ai < 2; ai++)
                 for (int bi = 0; bi < 3; bi++) {
@@ -320,64 +315,61 @@ static void test_small_path_same_bits(void **state) {
                     int ta = trans >> 1, tb = trans & 1;
                     Matrix A = matrix_new(ta ? K : M, ta ? M : K, (ta ? M : K) + 3, 1);
                     Matrix B = matrix_new(tb ? N : K, tb ? K : N, (tb ? K : N) + 2, 1);
-                    Matrix blocked = matrix_new(M, N, N + 1, 1);
-                    Matrix small = matrix_new(M, N, N + 1, 1);
-                    memcpy(small.alloc, blocked.alloc, sizeof(float) * ((size_t)1 + (size_t)M * (N + 1)));
-                    sgemm_avx2(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld, betas[bi],
-                               blocked.data, blocked.ld);
-                    sgemm_small_avx2(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld,
-                                     betas[bi], small.data, small.ld);
-                    if (memcmp(blocked.data, small.data, sizeof(float) * (size_t)M * (N + 1)) != 0)
-                        fail_msg("small path differs from blocked: ta=%d tb=%d M=%d N=%d K=%d "
-                                 "alpha=%g beta=%g", ta, tb, M, N, K, (double)alphas[ai],
-                                 (double)betas[bi]);
+                    Matrix one = matrix_new(M, N, N + 1, 1);
+                    Matrix two = matrix_new(M, N, N + 1, 1);
+                    memcpy(two.alloc, one.alloc, sizeof(float) * ((size_t)1 + (size_t)M * (N + 1)));
+                    first(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld, betas[bi], one.data, one.ld);
+                    second(ta, tb, M, N, K, alphas[ai], A.data, A.ld, B.data, B.ld, betas[bi], two.data, two.ld);
+                    if (memcmp(one.data, two.data, sizeof(float) * (size_t)M * (N + 1)) != 0)
+                        fail_msg("%s: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g", what, ta, tb, M, N, K,
+                                 (double)alphas[ai], (double)betas[bi]);
                     matrix_free(&A);
                     matrix_free(&B);
-                    matrix_free(&blocked);
-                    matrix_free(&small);
+                    matrix_free(&one);
+                    matrix_free(&two);
                 }
 }
 
-/* The direct path (op(A) read in place, and B too for the AVX-512 kernel, for
- * products up to MC rows) must give the packed path's bits: the same FMA chain
- * per element in the same KC blocks, the same alpha and beta operations. Both
- * forced through sgemm_blocked_path on the same inputs, for each kernel, every
- * transpose, alpha and beta, with strides, unaligned data, ragged tiles (rows
+/* Each kernel's two blocked loop nests, forced (sgemm_blocked_path). */
+static void avx2_packed(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_blocked_path(GEMM_PACKED, gemm_kernel_avx2(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void avx2_direct(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_blocked_path(GEMM_DIRECT, gemm_kernel_avx2(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void avx512_packed(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_blocked_path(GEMM_PACKED, gemm_kernel_avx512(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void avx512_direct(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_blocked_path(GEMM_DIRECT, gemm_kernel_avx512(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The small-product path (no tiles, no packing, used below small_max_work
+ * multiply-adds) must give the packed path's bits: the same FMA chain per
+ * element, the same alpha and beta operations (K <= KC here). */
+static void test_small_path_same_bits(void **state) {
+    (void)state;
+    skip_without_avx2();
+    static const int shapes[][3] = {{37, 45, 200}, {7, 300, 33}, {64, 64, 64}, {1, 257, 100},
+                                    {130, 3, 256}, {29, 31, 19}};
+    check_same_bits("small path differs from packed", avx2_packed, sgemm_small_avx2, shapes, 6);
+}
+
+/* The direct path (op(A) read in place, and B too for the AVX-512 kernel)
+ * must give the packed path's bits, for each kernel, with ragged tiles (rows
  * and columns not multiples of the tile) and K over one KC block. */
 static void test_direct_path_same_bits(void **state) {
     (void)state;
     skip_without_avx2();
     static const int shapes[][3] = {{37, 45, 200}, {7, 300, 33}, {64, 64, 64}, {1, 257, 100},
                                     {130, 3, 300}, {29, 31, 19}, {50, 50, 24}, {8, 32, 513}};
-    const float alphas[] = {1.0f, 0.3f}, betas[] = {0.0f, 1.0f, -1.5f};
-    const GemmKernel *kernels[2] = {gemm_kernel_avx2(), cpu_has_avx512f() ? gemm_kernel_avx512() : NULL};
-    for (int k = 0; k < 2; k++) {
-        if (!kernels[k]) continue;
-        for (int s = 0; s < 8; s++)
-            for (int trans = 0; trans < 4; trans++)
-                for (int ai = 0; ai < 2; ai++)
-                    for (int bi = 0; bi < 3; bi++) {
-                        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-                        int ta = trans >> 1, tb = trans & 1;
-                        Matrix A = matrix_new(ta ? K : M, ta ? M : K, (ta ? M : K) + 3, 1);
-                        Matrix B = matrix_new(tb ? N : K, tb ? K : N, (tb ? K : N) + 2, 1);
-                        Matrix packed = matrix_new(M, N, N + 1, 1);
-                        Matrix direct = matrix_new(M, N, N + 1, 1);
-                        memcpy(direct.alloc, packed.alloc, sizeof(float) * ((size_t)1 + (size_t)M * (N + 1)));
-                        sgemm_blocked_path(GEMM_PACKED, kernels[k], ta, tb, M, N, K, alphas[ai], A.data,
-                                           A.ld, B.data, B.ld, betas[bi], packed.data, packed.ld);
-                        sgemm_blocked_path(GEMM_DIRECT, kernels[k], ta, tb, M, N, K, alphas[ai], A.data,
-                                           A.ld, B.data, B.ld, betas[bi], direct.data, direct.ld);
-                        if (memcmp(packed.data, direct.data, sizeof(float) * (size_t)M * (N + 1)) != 0)
-                            fail_msg("%s: direct path differs from packed: ta=%d tb=%d M=%d N=%d K=%d "
-                                     "alpha=%g beta=%g", kernels[k]->name, ta, tb, M, N, K,
-                                     (double)alphas[ai], (double)betas[bi]);
-                        matrix_free(&A);
-                        matrix_free(&B);
-                        matrix_free(&packed);
-                        matrix_free(&direct);
-                    }
-    }
+    check_same_bits("avx2: direct path differs from packed", avx2_packed, avx2_direct, shapes, 8);
+    if (cpu_has_avx512f())
+        check_same_bits("avx512: direct path differs from packed", avx512_packed, avx512_direct, shapes, 8);
 }
 
 /* The chapters reach the kernels through sgemm(): "auto" takes the widest
