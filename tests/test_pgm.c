@@ -113,6 +113,10 @@ static void test_refuses_broken_files(void **state) {
     const unsigned char cut[] = {'P', '5', ' ', '2', ' ', '2', ' ', '2', '5', '5', '\n', 1, 2, 3};
     expect_error(write_file(path, "cut.pgm", cut, sizeof cut), "truncated");
     expect_error(write_text(path, "cut2.pgm", "P2\n2 2\n255\n1 2 3\n"), "truncated");
+    /* a legal size in a file far too short for it: refused before the pixels
+     * are allocated (8192 x 8192 floats would be 256 MiB) */
+    expect_error(write_text(path, "promise.pgm", "P5\n8192 8192\n255\n\1\2"), "need at least");
+    expect_error(write_text(path, "promise2.pgm", "P2\n8192 8192\n255\n1 2 3\n"), "need at least");
     /* longer than the header says */
     const unsigned char longer[] = {'P', '5', ' ', '1', ' ', '1', ' ', '2', '5', '5', '\n', 1, 2};
     expect_error(write_file(path, "long.pgm", longer, sizeof longer), "longer than its 1 x 1 header");

@@ -71,6 +71,17 @@ int pgm_read(PgmImage *img, const char *path) {
         return -1;
     }
     const size_t count = (size_t)w * (size_t)h;
+    /* The raster must fit in what is left of the file before its pixels are
+     * allocated: a header that promises 4096 x 4096 pixels in a 20-byte file
+     * is refused here, not after allocating 64 MiB for them. P5: at least
+     * one byte per pixel (after the one whitespace byte); P2: at least one
+     * separator and one digit per pixel. The exact checks follow. */
+    const size_t least = s[1] == '5' ? count + 1 : 2 * count;
+    if (n - i < least) {
+        free(s);
+        return fail("%s: truncated: %ld x %ld pixels need at least %zu bytes after byte %zu, the file has %zu",
+                    path, w, h, least, i, n - i);
+    }
     float *px = xmalloc(sizeof(float) * count);
     if (s[1] == '5') {
         /* exactly one whitespace byte, then the raster */
