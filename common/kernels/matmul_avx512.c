@@ -13,10 +13,13 @@
  *
  * 2.7 times the arithmetic per k step for 1.25 times the loads, and 16
  * independent accumulators cover the FMA latency (4 cycles x 2 units = 8 in
- * flight). The registers would allow a taller tile (8x32 or 14x32: 24 or 28
- * accumulators); measured here (interleaved runs, 1 thread, sizes 128-1024)
- * they were no faster, and 8 rows divide every size the chapters use, so
- * their products have no ragged tiles at all.
+ * flight). The registers would allow a taller tile (12x32 or 14x32: 24 or 28
+ * accumulators); measured on an Intel Xeon (interleaved runs, 1 thread, sizes
+ * 128-1024) they were no faster, and on an AMD EPYC (Zen 5) 12x32 was slower:
+ * 0.72x of 8x32 at 1024^3, 0.84x at 64^3, 0.86-0.97x at 128^3, 256^3 and the
+ * chapters' 2048x128x128 and 2176x64x64 (same program, interleaved medians of
+ * 11). And 8 rows divide every size the chapters use, so their products have
+ * no ragged tiles at all.
  *
  * The blocking keeps KC = 256, the same depth as the AVX2 kernel, on purpose:
  * each element of C is then the same chain of float FMAs in the same k order
