@@ -17,6 +17,7 @@
  * used. Programs should call backend_select() at start-up so that a bad value
  * gets a proper error and a non-zero exit. */
 #include "kernels/matmul.h"
+#include "kernels/matmul_blocked.h"
 #include "util/error.h"
 
 #include <omp.h>
@@ -240,12 +241,14 @@ int threads_slots(int items) {
     return items < cores ? items : cores;
 }
 
+/* Both below run on one thread while sgemm has found another program on our
+ * cores (threads_backed_off, common/kernels/matmul_blocked.c). */
 int threads_for_elements(size_t n) {
-    if (n < THREADS_MIN_ELEMENTS || omp_in_parallel()) return 1;
+    if (n < THREADS_MIN_ELEMENTS || omp_in_parallel() || threads_backed_off()) return 1;
     return omp_get_max_threads();
 }
 
 int threads_in_slots(int items) {
-    int t = omp_in_parallel() ? 1 : omp_get_max_threads(), slots = threads_slots(items);
+    int t = omp_in_parallel() || threads_backed_off() ? 1 : omp_get_max_threads(), slots = threads_slots(items);
     return t < slots ? t : slots;
 }

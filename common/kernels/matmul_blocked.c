@@ -128,6 +128,11 @@ static void note_join_wait(long long waited_since, long long own_ns) {
 
 long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
 
+int threads_backed_off(void) {
+    long long until = atomic_load(&one_thread_until_ns);
+    return until != 0 && monotonic_ns() < until;
+}
+
 /* ---- Packing buffers ---------------------------------------------------------
  * Allocated on first use and grown when a bigger product comes along, then
  * reused: a fresh allocation per call would pay a page fault per 4 KiB on
@@ -428,7 +433,7 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
 
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
-    if (threads > 1 && monotonic_ns() < atomic_load(&one_thread_until_ns)) threads = 1;
+    if (threads > 1 && threads_backed_off()) threads = 1;
     int row_units = ceil_div(M, kernel->mr), col_units = ceil_div(N, kernel->nr);
     Grid grid = choose_grid(threads, M, N, row_units, col_units);
     threads = grid.row_parts * grid.col_parts;

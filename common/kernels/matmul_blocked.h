@@ -96,4 +96,10 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc);
  * products to one thread. For benchmarks and the curious; see matmul_blocked.c. */
 long sgemm_busy_backoffs(void);
 
+/* 1 during such a quarter second: then the other parallel loops (element-wise
+ * passes, attention's loop over sequences: threads_for_elements and
+ * threads_in_slots in matmul.h) run on one thread too, since their joins wait
+ * for a switched-out thread just as the products' do. */
+int threads_backed_off(void);
+
 #endif
