@@ -39,7 +39,7 @@ void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta,
                 float *C, int ldc);
 
-/* The same with a 12x32 AVX-512 tile (matmul_avx512.c), bit-identical to
+/* The same with an 8x32 AVX-512 tile (matmul_avx512.c), bit-identical to
  * sgemm_avx2. Only call it when cpu_has_avx512f() is true. */
 void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,

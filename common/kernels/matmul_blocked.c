@@ -41,7 +41,7 @@ static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
  *    Measured on an Intel Xeon (Sapphire Rapids class), 1 thread, small path
  *    against the packed AVX-512 path: 8x8x16 (Q K^T of one head in chapter
  *    05) 0.23 against 1.42 microseconds, 16^3 0.25 against 1.93. On an AMD
- *    EPYC (Zen 5), small path against the direct one (3. below): AVX-512
+ *    EPYC (Zen 5), small path against the direct one (2. below): AVX-512
  *    16^3 1.02x, 24^3 0.43x (the direct tile is 2.3x faster), 50x50x24 with
  *    B transposed 0.48x; AVX2 16^3 1.12x, 24^3 1.03x, 32x32x16 0.81x. Hence
  *    small_max_work = 2^12 for the AVX-512 kernel, 2^14 for the AVX2 one.

@@ -76,10 +76,11 @@ const GemmKernel *gemm_kernel_avx2(void);
 const GemmKernel *gemm_kernel_avx512(void);
 
 /* Which loop nest runs. GEMM_AUTO is what sgemm_blocked() does: the small
- * path without packing for the tiniest products, A read in place (and B too
- * when the kernel can) up to DIRECT_MAX_WORK multiply-adds, both packed above. Tests and
- * bench/bench_sgemm.c force GEMM_PACKED or GEMM_DIRECT to compare the two
- * on the same product: they give the same bits. */
+ * path without tiles for the tiniest products; A read in place (and B too
+ * when the kernel can) when A's rows lie at most 2 KiB apart and N <= 512;
+ * both packed otherwise (the rules and their measurements: matmul_blocked.c).
+ * Tests (tests/test_sgemm_simd.c) force GEMM_PACKED or GEMM_DIRECT to compare
+ * the two on the same product: they give the same bits. */
 typedef enum { GEMM_AUTO, GEMM_PACKED, GEMM_DIRECT } GemmPath;
 void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, int trans_b, int M,
                         int N, int K, float alpha, const float *A, int lda, const float *B,
