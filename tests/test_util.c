@@ -328,6 +328,14 @@ static void test_progress_plain_lines(void **state) {
     progress_start(&pr, 10, 4, 0);
     for (long step = 1; step <= 10; step++) progress_update(&pr, step, 2.5f / (float)step, step * 32, "lr 1e-3");
     progress_end(&pr);
+    /* A long run's log: step 3 is no multiple of 1000, but the last line
+     * (here: the start) was over a minute ago, so it is printed; step 4,
+     * right after it, is not. */
+    Progress slow;
+    progress_start(&slow, 10000, 1000, 0);
+    slow.t_start -= 61.0;
+    progress_update(&slow, 3, 1.0f, 96, NULL);
+    progress_update(&slow, 4, 1.0f, 128, NULL);
     Progress quiet;
     progress_start(&quiet, 10, 1, 1);
     progress_update(&quiet, 5, 1.0f, 10, NULL);
@@ -340,10 +348,13 @@ static void test_progress_plain_lines(void **state) {
 
     assert_int_equal(pr.is_tty, 0);
     char *text = read_text(path);
-    /* Steps 4 and 8 (every 4), then the last one; then the "done" line. */
+    /* Steps 4 and 8 (every 4), then the last one; then the "done" line;
+     * then the slow run's step 3 alone. */
     int lines = 0;
     for (char *c = text; *c; c++) lines += *c == '\n';
-    assert_int_equal(lines, 4);
+    assert_int_equal(lines, 5);
+    assert_non_null(strstr(text, "step      3/10000"));
+    assert_null(strstr(text, "step      4/10000"));
     assert_non_null(strstr(text, "step    4/10  loss 0.6250"));
     assert_non_null(strstr(text, "step    8/10"));
     assert_non_null(strstr(text, "step   10/10  loss 0.2500"));

@@ -3,7 +3,9 @@
  * On a terminal the line is redrawn in place ("\r", then "\033[K" to clear
  * what is left of the previous, longer line), at most about ten times a
  * second so printing never slows training down. When stdout is a file or a
- * pipe (CI logs), a plain line is printed every `every` steps instead. */
+ * pipe (CI logs), a plain line is printed every `every` steps instead, and
+ * at least once a minute, so that the log of a long run (nohup ... > log)
+ * shows that it is alive and when it will end. */
 #include "train/progress.h"
 
 #include <stdio.h>
@@ -23,7 +25,11 @@ void progress_start(Progress *pr, long total_steps, long every, int quiet) {
     pr->t_start = now_seconds();
     pr->t_last_draw = 0.0;          /* 0 = nothing drawn yet */
     pr->quiet = quiet;
+    fflush(stdout);    /* what the program printed before training, into the log now */
 }
+
+/* A plain line at least this often, whatever `every` says. */
+static const double PLAIN_LINE_MAX_GAP_S = 60.0;
 
 /* "1h02m", "3m05s" or "12s". */
 static void format_duration(char *out, size_t outlen, double seconds) {
@@ -53,7 +59,8 @@ void progress_update(Progress *pr, long step, float loss, long examples_done, co
         /* Throttle: about 10 redraws a second, but always draw the last step. */
         if (pr->t_last_draw > 0 && now - pr->t_last_draw < 0.1 && !last_step) return;
     } else {
-        if (step % pr->every != 0 && !last_step) return;
+        double last = pr->t_last_draw > 0 ? pr->t_last_draw : pr->t_start;
+        if (step % pr->every != 0 && !last_step && now - last < PLAIN_LINE_MAX_GAP_S) return;
     }
     pr->t_last_draw = now;
 

@@ -2,7 +2,7 @@
  *
  * On a terminal: one line redrawn in place (\r) with step, loss, examples/s
  * and ETA. When stdout is not a terminal (CI, a log file): a plain line every
- * `every` steps, so logs stay readable. */
+ * `every` steps and at least once a minute, so logs stay readable. */
 #ifndef PROGRESS_H
 #define PROGRESS_H
 
