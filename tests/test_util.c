@@ -4,6 +4,7 @@
  * (JSON escaping, %.6g numbers, null for NaN/inf, replacing a key), and the
  * plain-log mode of the progress line. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,35 @@ static void test_read_plain_and_gzip(void **state) {
     assert_non_null(text);
     assert_int_equal(len, 0);
     assert_int_equal(text[0], '\0');
+    free(text);
+
+    /* Sizes around the old fixed 64 KiB read: the buffer starts at the
+     * file's size, so these end exactly at or just past a full read. */
+    const size_t edges[] = {1, 65535, 65536, 65537};
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
+        path_in_tmp(plain, sizeof plain, "edge.txt");
+        assert_int_equal(write_file_atomic(plain, original, edges[e]), 0);
+        text = read_whole_file(plain, &len);
+        assert_non_null(text);
+        assert_int_equal(len, edges[e]);
+        assert_memory_equal(text, original, edges[e]);
+        assert_int_equal(text[len], '\0');
+        free(text);
+    }
+
+    /* A pipe has no size: read in 64 KiB pieces, growing the buffer. */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_true(fcntl(fds[1], F_SETPIPE_SZ, 1 << 20) >= (int)n);   /* the whole text fits unread */
+    assert_int_equal(write(fds[1], original, n), (ssize_t)n);
+    close(fds[1]);
+    char pipe_path[64];
+    snprintf(pipe_path, sizeof pipe_path, "/dev/fd/%d", fds[0]);
+    text = read_whole_file(pipe_path, &len);
+    close(fds[0]);
+    assert_non_null(text);
+    assert_int_equal(len, n);
+    assert_memory_equal(text, original, n + 1);
     free(text);
 
     assert_null(read_whole_file("/nonexistent_dir_for_test/missing.txt", &len));
