@@ -38,7 +38,13 @@ NAME is one of
                exact caption match, per-word accuracy, exact match by the
                number of items, training seconds, the command; from
                DIR/caption_compare/g2_MODEL/results.json, MODEL one of pool,
-               attend, transformer.
+               attend, transformer;
+    vit-07     chapter 07's Vision Transformer: the quick default and the
+               long preset, one row each (model, epochs, training seconds,
+               validation and test accuracy), from
+               DIR/07_vision_transformer/results.json and
+               DIR/07_vision_transformer_long/results.json; without the long
+               run's directory the block is kept as it is.
 
 Everything outside the markers stays byte-identical. Every table is made
 before any file is written, so a missing or broken results.json stops the
@@ -442,7 +448,41 @@ def table_caption(out_dir, readme):
     return rows, caption
 
 
-TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, caption-07, or a chapter number like 04"
+FASHION_MNIST_TRAIN = 55000    # the training images the ViT samples its batches from (the last 5,000 validate)
+
+
+def table_vit(out_dir, readme):
+    """Chapter 07's ViT: the quick default and --preset long, one row each."""
+    runs = [("07_vision_transformer", "`make run-07` (the quick default)"),
+            ("07_vision_transformer_long", "`./build/07_vision_transformer --preset long "
+                                           "--out out/07_vision_transformer_long`")]
+    rows = ["| run | model | epochs | train s | validation acc. | test acc. |",
+            "|---|---|---|---|---|---|"]
+    datas = []
+    for run, how in runs:
+        path, d = read_results(os.path.join(out_dir, run, "results.json"), "vit-07", readme, "run %s first" % how)
+        datas.append(d)
+        h = d.get("headline")
+        if not isinstance(h, str) or h + "_test_acc" not in d:
+            raise Failure("%s: no \"headline\" naming a run with a _test_acc" % path)
+        model = "patch %d (%d patches), %d blocks of D %d, %d heads, F %d, %s pooling, %s positions%s" % (
+            number(d, "patch", path), (number(d, "rows", path) // number(d, "patch", path)) ** 2,
+            number(d, "layers", path), number(d, "dim", path), number(d, "heads", path), number(d, "ff", path),
+            d.get("pool"), d.get("pos"),
+            ", augmented (shift %d%s)" % (number(d, "augment_shift", path),
+                                          ", flip" if d.get("augment_flip") else "")
+            if d.get("augment_shift") or d.get("augment_flip") else "")
+        rows.append("| %s | %s | %.1f | %.0f | %s | **%s** |" % (
+            how, model, number(d, "steps", path) * number(d, "batch", path) / FASHION_MNIST_TRAIN,
+            number(d, h + "_train_seconds", path), "%.2f%%" % (100 * number(d, h + "_valid_acc", path)),
+            "%.2f%%" % (100 * number(d, h + "_test_acc", path))))
+    caption = ("From `out/07_vision_transformer/results.json` and `out/07_vision_transformer_long/results.json` "
+               "(%s); validation on the 5,000 held-out training images, test on the official 10,000; `make readme` "
+               "rewrites this table." % conditions(datas))
+    return rows, caption
+
+
+TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, caption-07, vit-07, or a chapter number like 04"
 
 
 def make_table(name, out_dir, readme):
@@ -458,6 +498,8 @@ def make_table(name, out_dir, readme):
         return table_gpt_variants(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
+    if name == "vit-07":
+        return table_vit(out_dir, readme)
     if re.fullmatch(r"[0-9][0-9]", name):
         return table_chapter(name, out_dir, readme)
     raise Failure("%s: unknown table <!-- results:%s --> (known: %s)" % (readme, name, TABLES))
@@ -489,6 +531,14 @@ def rewrite(text, out_dir, readme):
         if m.group(1) == "caption-07" and not os.path.isdir(os.path.join(out_dir, "caption_compare")):
             # likewise the captioning comparison (make caption-compare)
             print("readme_tables: %s: %s/caption_compare not found (make caption-compare): <!-- results:%s --> "
+                  "kept as it is" % (readme, out_dir.rstrip("/"), m.group(1)))
+            out.extend(lines[start:i + 1])
+            i += 1
+            names.append(m.group(1) + " (kept)")
+            continue
+        if m.group(1) == "vit-07" and not os.path.isdir(os.path.join(out_dir, "07_vision_transformer_long")):
+            # the long preset is an 80-minute run of its own
+            print("readme_tables: %s: %s/07_vision_transformer_long not found (--preset long): <!-- results:%s --> "
                   "kept as it is" % (readme, out_dir.rstrip("/"), m.group(1)))
             out.extend(lines[start:i + 1])
             i += 1
