@@ -55,8 +55,10 @@ for name in "${names[@]}"; do
       # RSS watcher, OpenMP's) ran on both CPUs pays an inter-processor
       # interrupt to flush the other CPU's TLB at every munmap, and such a
       # call costs tens of microseconds in this kind of virtual machine.
+      # No pinning when taskset is missing or that CPU is not ours (a container's cpuset).
       pin=()
-      if command -v taskset >/dev/null; then pin=(taskset -c $(((j - 1) % $(nproc)))); fi
+      cpu=$(((j - 1) % $(nproc)))
+      if command -v taskset >/dev/null && taskset -c "$cpu" true 2>/dev/null; then pin=(taskset -c "$cpu"); fi
       "${pin[@]}" "$bin" "${common[@]}" -max_total_time="$seconds" -artifact_prefix="$findings/" ${FUZZ_FLAGS:-} \
         "$work" "$seeds" >"$log.$j" 2>&1 &
       pids+=($!)
