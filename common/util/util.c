@@ -266,7 +266,8 @@ char *read_gzip_file(const char *path, size_t *len) {
 
 /* Read a plain file. The buffer starts at the file's size plus 2 bytes (one
  * more byte than the file holds, so the first read ends short at the end of
- * the file, and the '\0'), and grows only if the file grew meanwhile or has no size (a pipe).
+ * the file, and the '\0'), and grows only if the file grew meanwhile or has
+ * no size (a pipe).
  * A fixed 64 KiB start would cost a small file (a checkpoint of a few KiB) a
  * 128 KiB block: a fresh mmap and munmap per read at glibc's (and ASan's)
  * threshold, most of the checkpoint fuzz target's time (tests/fuzz/README.md). */

@@ -75,9 +75,10 @@ static const Dataset *dataset_for(const TaskConfig *tc) {
     if (strcmp(tc->task, "g2p") != 0 && (long)tc->n_train + tc->n_valid + tc->n_test > 4000) return NULL;
     /* --load rebuilds the validation and test parts too, but nothing it then
      * checks reads them (every task's vocabularies are fixed alphabets, the
-     * same whatever the split): at most 50 examples each
-     * here, as drawing the seeds' 3,000 unique dates took 59% of this
-     * target's time, at every mutation of a task line. */
+     * same whatever the split): at most 50 examples each here, as drawing the
+     * seeds' 3,000 unique dates took 59% of this target's time, at every
+     * mutation of a task line. (So a config asking for more validation or
+     * test examples than the task has is refused by --load, not here.) */
     TaskConfig load_tc = *tc;
     if (load_tc.n_valid > 50) load_tc.n_valid = 50;
     if (load_tc.n_test > 50) load_tc.n_test = 50;
