@@ -3,7 +3,8 @@
  *  - pooling (class token and mean) against central finite differences;
  *  - the whole model's gradient (every parameter) against central finite
  *    differences, for cls and mean pooling, learned and 2-D sinusoidal
- *    positions, on 8 x 8 images in 4 patches (and a 3-channel image);
+ *    positions, on 8 x 8 images in 4 patches (and a 3-channel image), and
+ *    with label smoothing (the loss then written from its definition);
  *  - the 2-D sinusoids: the class token's row is 0, patches in one grid row
  *    share their first D/2 numbers (chapter 04's sinusoids of the row), in
  *    one grid column their last D/2;
@@ -13,7 +14,8 @@
  *  - chapter 07 against chapter 06: the encoder output Z is, bit for bit,
  *    chapter 06's blocks and final norm (block_forward, block_norm_forward)
  *    run on X_0 = [x_cls; patch_embed(images)] + E_pos built by hand.
- * The loss of the model checks is the mean cross-entropy the model returns,
+ * The loss of the model checks is the mean cross-entropy the model returns
+ * (with eps = 0; model_loss checks that it equals the definition),
  * computed from float activations: eps = 3e-3 and max_rel_err < 3e-2, as the
  * chapter 06 model checks (test_transformer.c). */
 #include <math.h>
@@ -25,6 +27,7 @@
 #include "06_transformer/block.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/gradcheck.h"
+#include "nn/layers.h"
 #include "nn/optim.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -97,14 +100,31 @@ typedef struct {
     int B;
 } ModelCtx;
 
+/* The loss backward differentiates, written from its definition: per image,
+ * (1 - eps) (-log p_t) + eps * mean over c of (-log p_c), averaged over the
+ * batch (eps = 0: vit_forward's plain cross-entropy). */
 static double model_loss(void *p) {
     ModelCtx *c = p;
-    return vit_forward(c->v, c->images, c->targets, c->B);
+    const double plain = vit_forward(c->v, c->images, c->targets, c->B);
+    const float eps = c->v->cfg.label_smoothing;
+    const int C = c->v->C;
+    float logp[8 * 3];
+    log_softmax_forward(logp, c->v->logits, c->B, C);
+    double loss = 0.0;
+    for (int b = 0; b < c->B; b++) {
+        double uniform = 0.0;
+        for (int k = 0; k < C; k++) uniform -= logp[b * C + k];
+        loss += (1.0 - eps) * -logp[b * C + c->targets[b]] + eps * uniform / C;
+    }
+    if (eps == 0.0f && fabs(loss / c->B - plain) > 1e-5 * (1.0 + fabs(plain)))
+        fail_msg("the loss by definition %.9g differs from vit_forward's %.9g", loss / c->B, plain);
+    return loss / c->B;
 }
 
-static void check_model(VitPool pool, VitPos pos, int channels) {
+static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
+    cfg.label_smoothing = label_smoothing;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
     Rng r;
@@ -120,19 +140,21 @@ static void check_model(VitPool pool, VitPos pos, int channels) {
     ModelCtx ctx = {&v, images, targets, B};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT pool %s, pos %s, %d channels: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)",
-                   vit_pool_name(pool), vit_pos_name(pos), channels, res.max_rel_err, res.worst_index,
-                   res.worst_numeric, res.worst_analytic);
+        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g: max_rel_err %.3g at %zu (numeric %.6g, "
+                 "analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels, (double)label_smoothing,
+                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
     assert_true(res.n_checked >= 500);
     vit_free(&v);
 }
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f);
 }
 
 static void test_positions_2d(void **state) {
@@ -177,10 +199,23 @@ static void test_config_and_errors(void **state) {
     (void)state;
     VitConfig cfg = small_config(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1), back;
     cfg.dropout = 0.125f;
+    cfg.label_smoothing = 0.25f;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
     assert_memory_equal(&cfg, &back, sizeof cfg);
+    /* a checkpoint from before label smoothing (no such line) was trained without it */
+    char older[1024], *line = strstr(text, "label_smoothing=");
+    assert_non_null(line);
+    snprintf(older, sizeof older, "%.*s%s", (int)(line - text), text, strchr(line, '\n') + 1);
+    assert_null(strstr(older, "label_smoothing"));
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_true(back.label_smoothing == 0.0f);
+    /* a value out of [0, 1) is refused, naming the key */
+    char wrong[1100];
+    snprintf(wrong, sizeof wrong, "%.*slabel_smoothing=1.5%s", (int)(line - text), text, strchr(line, '\n'));
+    assert_int_equal(vit_config_from_text(wrong, &back), -1);
+    assert_non_null(strstr(last_error(), "label_smoothing=1.5"));
     Vit v;
     VitConfig bad = cfg;
     bad.patch.P = 3;                                   /* does not divide 8 */
@@ -197,6 +232,11 @@ static void test_config_and_errors(void **state) {
     bad.heads = 2;
     assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
     assert_non_null(strstr(last_error(), "divisible by 4"));
+    vit_free(&v);
+    bad = cfg;
+    bad.label_smoothing = 1.0f;                        /* the target would be uniform */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "label_smoothing"));
     vit_free(&v);
     assert_int_equal(vit_config_from_text("model=other\n", &back), -1);
 }

@@ -105,6 +105,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (cfg->ff < 1) return fail("ff=%d: expected an MLP width >= 1", cfg->ff);
     if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f)) return fail("dropout=%g: expected 0 <= p < 1", cfg->dropout);
     if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
+    if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
+        return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
     if (max_B < 1) return fail("batch %d: expected at least 1 image", max_B);
     v->cfg = *cfg;
     v->N = patch_embed_count(&cfg->patch);
@@ -198,7 +200,8 @@ void vit_backward(Vit *v, const int *targets) {
     Params *p = &v->params;
     const int B = v->B, N = v->N, T = v->T, D = v->D, C = v->C, off = T - N;
     memset(v->dlogits, 0, sizeof(float) * (size_t)B * C);
-    cross_entropy_backward(v->dlogits, v->probs, targets, B, C, -1, 1.0f / (float)B);
+    cross_entropy_smoothed_backward(v->dlogits, v->probs, targets, B, C, -1, v->cfg.label_smoothing,
+                                    1.0f / (float)B);
     memset(v->dpooled, 0, sizeof(float) * (size_t)B * D);
     linear_backward(v->dpooled, params_grad(p, v->head_W), params_grad(p, v->head_b), v->dlogits, v->pooled,
                     params_data(p, v->head_W), B, D, C);
@@ -238,13 +241,14 @@ const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st,
 void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\ndim=%d\nlayers=%d\n"
-             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nseed=%d\n",
+             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nseed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.D, c->layers,
-             c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes, seed);
+             c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
+             (double)c->label_smoothing, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32];
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32] = "0";
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -261,9 +265,16 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;
+    /* label_smoothing came later: a checkpoint without the line was trained without it */
+    if ((strncmp(config, "label_smoothing=", 16) == 0 || strstr(config, "\nlabel_smoothing=") != NULL) &&
+        config_get(config, "label_smoothing", smoothing, sizeof smoothing) < 0)
+        return -1;
     char *end;
     c->dropout = strtof(dropout, &end);
     if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
+    c->label_smoothing = strtof(smoothing, &end);
+    if (end == smoothing || *end || !(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
+        return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
     return 0;
 }
 

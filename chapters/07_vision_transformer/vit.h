@@ -15,6 +15,11 @@
  *   u   = (1/T) sum_t Z[t] (--pool mean)    or the mean of all outputs
  *   logits = u W_head + b_head              [C]; loss = cross-entropy
  *
+ * With label smoothing eps (--label-smoothing, Szegedy et al. 2016) the
+ * training target of an image of class t is (1 - eps) onehot(t) + eps / C
+ * instead of onehot(t): the gradient no longer pushes the right logit up
+ * without end. The loss the program prints stays the plain cross-entropy.
+ *
  * E_pos [T, D] is either LEARNED (a table, initialised N(0, 0.02^2) as the ViT
  * does) or FIXED 2-D SINUSOIDS: patch n at row r, column c of the grid of
  * patches gets chapter 04's 1-D sinusoids of r in its first D/2 numbers and
@@ -46,6 +51,7 @@ typedef struct {
     VitPool pool;
     VitPos pos;
     int classes;            /* C */
+    float label_smoothing;  /* eps in [0, 1): the training target (1 - eps) onehot + eps / C */
 } VitConfig;
 
 typedef struct {
@@ -90,10 +96,11 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed);
 void vit_free(Vit *v);
 
 /* images [B, channels, rows, cols] -> logits [B, C] (v->logits). With
- * targets [B], returns the mean cross-entropy (and keeps the
- * probabilities for backward); without, 0. */
+ * targets [B], returns the mean (plain) cross-entropy and keeps the
+ * probabilities for backward; without, 0. */
 double vit_forward(Vit *v, const float *images, const int *targets, int B);
-/* After forward with targets: every gradient += d loss / d parameters. */
+/* After forward with targets: every gradient += d loss / d parameters, the
+ * loss being the cross-entropy with the smoothed target (eps = 0: plain). */
 void vit_backward(Vit *v, const int *targets);
 /* pred [B] = argmax of the last forward's logits. */
 void vit_predict(const Vit *v, int *pred);
