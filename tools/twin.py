@@ -186,7 +186,9 @@ def per_position_row(model, d, label, roundtrip_ok, kind=""):
     model.zero_grad()
     logits = model(x)
     loss = model.loss(logits, y)
-    loss.backward()
+    # as in compare(): a model trained with label smoothing differentiates its objective()
+    objective = model.objective(logits, y) if hasattr(model, "objective") else loss
+    objective.backward()
     row = {"label": label, "roundtrip": roundtrip_ok}
     row["logits"] = rel_diff(d["logits"], logits.detach().numpy().reshape(d["logits"].shape))
     row["loss"] = rel_diff(d["loss"], [loss.item()])

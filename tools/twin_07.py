@@ -4,7 +4,8 @@ The C model (chapters/07_vision_transformer/vit.h):
     X_0 = [x_cls;] Conv2d(images, kernel = stride = P).flatten(2).transpose(1, 2) + E_pos
     Z   = LayerNorm(Block_L(.. Block_1(X_0)))      pre-norm blocks (chapter 06), no mask
     u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean);   logits = u W_head + b_head
-    loss = mean cross-entropy over the batch
+    loss = mean cross-entropy over the batch (printed); with --label-smoothing eps
+           the gradient is that of the smoothed cross-entropy (objective())
 Here: nn.Conv2d(channels, D, P, stride=P) with weight = patch.W^T reshaped to
 [D, channels, P, P] (patch_embed.h's layout promise), the class token and a
 learned E_pos as parameters (the 2-D sinusoids computed in float64 here, from
@@ -30,7 +31,8 @@ _SMALL = ["--dim", "16", "--heads", "2", "--ff", "32", "--layers", "2", "--batch
 RUNS = [
     ("p7 cls learned", ["--patch", "7", "--pool", "cls", "--pos", "learned"] + _SMALL),
     ("p4 mean sin2d", ["--patch", "4", "--pool", "mean", "--pos", "sinusoidal2d"] + _SMALL),
-    ("p14 cls sin2d aug", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment"] + _SMALL),
+    ("p14 cls sin2d aug ls", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment",
+                              "--label-smoothing", "0.2"] + _SMALL),
 ]
 
 
@@ -51,6 +53,7 @@ class VitTwin(nn.Module):
         self.P, self.D, self.cls_pool = P, D, cfg["pool"] == "cls"
         self.learned = cfg["pos"] == "learned"
         C = int(cfg["classes"])
+        self.eps = float(cfg.get("label_smoothing", 0))   # a checkpoint from before smoothing has no line
         self.patch = nn.Conv2d(self.ch, D, P, stride=P)
         T = (self.rows // P) * (self.cols // P) + self.cls_pool
         if self.cls_pool:
@@ -99,6 +102,11 @@ class VitTwin(nn.Module):
     @staticmethod
     def loss(logits, y):
         return F.cross_entropy(logits, y.reshape(-1))
+
+    def objective(self, logits, y):
+        """The loss C differentiates: with label smoothing eps (torch spreads eps / C over every class, as the C
+        code does)."""
+        return F.cross_entropy(logits, y.reshape(-1), label_smoothing=self.eps)
 
     def c_grads(self):
         grads = twinmap.c_grads(self, self.layout)
