@@ -31,8 +31,8 @@ _SMALL = ["--dim", "16", "--heads", "2", "--ff", "32", "--layers", "2", "--batch
 RUNS = [
     ("p7 cls learned", ["--patch", "7", "--pool", "cls", "--pos", "learned"] + _SMALL),
     ("p4 mean sin2d", ["--patch", "4", "--pool", "mean", "--pos", "sinusoidal2d"] + _SMALL),
-    ("p14 cls sin2d aug ls", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment",
-                              "--label-smoothing", "0.2"] + _SMALL),
+    ("p14 cls s2d aug ls", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment",
+                            "--label-smoothing", "0.2"] + _SMALL),
 ]
 
 
