@@ -349,6 +349,17 @@ static void test_config_helpers(void **state) {
     assert_int_equal(config_get_int(text, "last", &n), 0);   /* no final newline */
     assert_int_equal(n, 7);
 
+    /* config_get_or: the line's value when there is one, else the fallback */
+    assert_int_equal(config_get_or(text, "task", "none", value, sizeof value), 0);
+    assert_string_equal(value, "dates");
+    assert_int_equal(config_get_or(text, "empty", "none", value, sizeof value), 0);
+    assert_string_equal(value, "");
+    assert_int_equal(config_get_or(text, "hid", "0", value, sizeof value), 0);   /* a prefix is not a key */
+    assert_string_equal(value, "0");
+    assert_int_equal(config_get_or(text, "task", "none", value, 4), -1);         /* "dates" does not fit */
+    assert_non_null(strstr(last_error(), "'task'"));
+    assert_int_equal(config_get_or(text, "layers", "a fallback too long", value, 8), -1);
+
     assert_int_equal(config_get(text, "hid", value, sizeof value), -1);   /* a prefix is not a key */
     assert_non_null(strstr(last_error(), "missing key 'hid'"));
     assert_int_equal(config_get_int(text, "layers", &n), -1);

@@ -425,7 +425,7 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
     static const char *const places[] = {"post", "pre"};
     static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
     static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
-    char place[16], norm[16], mlp[16], pos[16], dropout[32], smoothing[32], attn_dropout[32] = "0";
+    char place[16], norm[16], mlp[16], pos[16], dropout[32], smoothing[32], attn_dropout[32];
     int D, H, F, place_i = 0, norm_i = 0, mlp_i = 0;
     memset(c, 0, sizeof *c);
     if (config_get_int_in(config, "layers", 1, TRANSFORMER_MAX_LAYERS, &c->layers) < 0 ||
@@ -438,9 +438,7 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
         config_get(config, "label_smoothing", smoothing, sizeof smoothing) < 0)
         return -1;
     /* attn_dropout came later: a checkpoint without the line means 0 */
-    if ((strncmp(config, "attn_dropout=", 13) == 0 || strstr(config, "\nattn_dropout=") != NULL) &&
-        config_get(config, "attn_dropout", attn_dropout, sizeof attn_dropout) < 0)
-        return -1;
+    if (config_get_or(config, "attn_dropout", "0", attn_dropout, sizeof attn_dropout) < 0) return -1;
     if (D % H != 0) return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", D, H);
     if (name_index("norm", place, places, 2, &place_i) < 0 || name_index("norm_type", norm, norms, 3, &norm_i) < 0 ||
         name_index("mlp", mlp, mlps, 4, &mlp_i) < 0 || pos_type_from_name(pos, &c->pos) < 0)

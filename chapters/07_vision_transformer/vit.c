@@ -248,7 +248,7 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32] = "0";
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -266,9 +266,7 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;
     /* label_smoothing came later: a checkpoint without the line was trained without it */
-    if ((strncmp(config, "label_smoothing=", 16) == 0 || strstr(config, "\nlabel_smoothing=") != NULL) &&
-        config_get(config, "label_smoothing", smoothing, sizeof smoothing) < 0)
-        return -1;
+    if (config_get_or(config, "label_smoothing", "0", smoothing, sizeof smoothing) < 0) return -1;
     char *end;
     c->dropout = strtof(dropout, &end);
     if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);

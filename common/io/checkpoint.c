@@ -373,7 +373,9 @@ int checkpoint_load(const char *path, Params *p) {
 
 /* ------------------------------------------------------------ config text */
 
-int config_get(const char *config_text, const char *key, char *out, int outlen) {
+/* The value of key's line in "key=value\n" text: 1 with *value and *len set
+ * (a CRLF line's '\r' left out), or 0 when no line has that key. */
+static int find_value(const char *config_text, const char *key, const char **value, size_t *len) {
     size_t key_len = strlen(key);
     const char *line = config_text ? config_text : "";
     while (*line != '\0') {
@@ -381,19 +383,37 @@ int config_get(const char *config_text, const char *key, char *out, int outlen) 
         if (end == NULL) end = line + strlen(line);
         size_t line_len = (size_t)(end - line);
         if (line_len > key_len && strncmp(line, key, key_len) == 0 && line[key_len] == '=') {
-            const char *value = line + key_len + 1;
-            size_t value_len = (size_t)(end - value);
-            if (value_len > 0 && value[value_len - 1] == '\r') value_len--;   /* CRLF text */
-            if (outlen <= 0 || value_len + 1 > (size_t)outlen)
-                return fail("config key '%s': value is %zu characters, longer than the %d allowed",
-                            key, value_len, outlen > 0 ? outlen - 1 : 0);
-            memcpy(out, value, value_len);
-            out[value_len] = '\0';
-            return 0;
+            *value = line + key_len + 1;
+            *len = (size_t)(end - *value);
+            if (*len > 0 && (*value)[*len - 1] == '\r') (*len)--;   /* CRLF text */
+            return 1;
         }
         line = (*end == '\n') ? end + 1 : end;
     }
-    return fail("config: missing key '%s'", key);
+    return 0;
+}
+
+static int copy_value(const char *key, const char *value, size_t value_len, char *out, int outlen) {
+    if (outlen <= 0 || value_len + 1 > (size_t)outlen)
+        return fail("config key '%s': value is %zu characters, longer than the %d allowed",
+                    key, value_len, outlen > 0 ? outlen - 1 : 0);
+    memcpy(out, value, value_len);
+    out[value_len] = '\0';
+    return 0;
+}
+
+int config_get(const char *config_text, const char *key, char *out, int outlen) {
+    const char *value;
+    size_t value_len;
+    if (!find_value(config_text, key, &value, &value_len)) return fail("config: missing key '%s'", key);
+    return copy_value(key, value, value_len, out, outlen);
+}
+
+int config_get_or(const char *config_text, const char *key, const char *fallback, char *out, int outlen) {
+    const char *value = fallback;
+    size_t value_len = strlen(fallback);
+    find_value(config_text, key, &value, &value_len);   /* no line: the fallback stays */
+    return copy_value(key, value, value_len, out, outlen);
 }
 
 int config_get_int(const char *config_text, const char *key, int *out) {

@@ -50,6 +50,10 @@ int checkpoint_check_model(const char *path, const char *config, const char *exp
 /* Look key up in "key=value\n" text; copy value into out (size outlen).
  * Returns 0, or -1 with fail() when the key is missing. */
 int config_get(const char *config_text, const char *key, char *out, int outlen);
+/* The same for a key added after checkpoints were already saved: a config
+ * without its line gets fallback (what those checkpoints were trained with).
+ * Returns 0, or -1 with fail() when the value does not fit in out. */
+int config_get_or(const char *config_text, const char *key, const char *fallback, char *out, int outlen);
 int config_get_int(const char *config_text, const char *key, int *out);
 /* An integer in [lo, hi]; -1 with fail() naming the key and the range otherwise. */
 int config_get_int_in(const char *config_text, const char *key, int lo, int hi, int *out);
