@@ -2,6 +2,10 @@
  * (common/train/classifier.h):
  *  - classifier_train_step is zero grad, forward, backward, clip, Adam: the
  *    same parameters as those calls made by hand;
+ *  - classifier_train_step_parallel over 2 and 3 copies (3: slices of
+ *    unequal size) gives the gradient and the update of the one-copy step,
+ *    step after step (the copies get the trained parameters), for chapter
+ *    04's model and chapter 07's ViT;
  *  - classifier_evaluate counts exact matches and per-output accuracy right,
  *    on oracle models that are always right, or wrong at one position;
  *  - classifier_train on chapter 04's model learns the reverse task and
@@ -11,6 +15,7 @@
 #include <string.h>
 
 #include "04_self_attention/digit_model.h"
+#include "07_vision_transformer/vit.h"
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
 
@@ -60,6 +65,90 @@ static void test_train_step_is_the_textbook_step(void **state) {
     examples_free(&e);
     a.destroy(a.self);
     b.destroy(b.self);
+}
+
+/* Largest |a - b| / (1 + |b|) over n floats. */
+static double max_diff(const float *a, const float *b, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (1.0 + fabs((double)b[i]));
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+/* one[0] trained by the one-copy step, copies[0..n-1] by the data-parallel
+ * step, on the same batches: after each step the loss, the summed gradient
+ * (left in params->grad) and the updated parameters agree up to float
+ * rounding. The batches change the parameters, so a copy that kept stale
+ * ones would show from the second step on. */
+static void check_parallel_step(Classifier *one, Classifier *copies, int n, Examples *batches, int n_batches) {
+    Adam o1, on;
+    assert_int_equal(adam_init(&o1, one->params, 1e-2f, 0.01f), 0);
+    assert_int_equal(adam_init(&on, copies[0].params, 1e-2f, 0.01f), 0);
+    assert_int_equal(one->params->size, copies[0].params->size);
+    assert_memory_equal(one->params->data, copies[0].params->data, sizeof(float) * one->params->size);
+    for (int k = 0; k < n_batches; k++) {
+        double l1 = classifier_train_step(one, &o1, &batches[k], 0.0f, 1e-2f);
+        double ln = classifier_train_step_parallel(copies, n, &on, &batches[k], 0.0f, 1e-2f);
+        if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d copies, step %d: loss %.9g, one copy %.9g", n, k, ln, l1);
+        double dg = max_diff(copies[0].params->grad, one->params->grad, one->params->size);
+        double dp = max_diff(copies[0].params->data, one->params->data, one->params->size);
+        if (dg > 1e-5 || dp > 1e-5) fail_msg("%d copies, step %d: gradients differ by %g, parameters by %g", n, k, dg, dp);
+    }
+    adam_free(&o1);
+    adam_free(&on);
+}
+
+static void test_parallel_step_is_the_one_copy_step(void **state) {
+    (void)state;
+    DigitTaskSpec spec = {TASK_REVERSE, N};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    Examples batches[3];
+    Rng r;
+    rng_seed(&r, 4, 1);
+    for (int k = 0; k < 3; k++) {
+        examples_alloc(&batches[k], B, N, N, 0);
+        t.train_batch(t.self, &batches[k], B, &r);
+    }
+    for (int n = 2; n <= 3; n++) {
+        Classifier one, copies[3];
+        assert_int_equal(build_small(&one, TASK_REVERSE, 5), 0);
+        for (int k = 0; k < n; k++) assert_int_equal(build_small(&copies[k], TASK_REVERSE, 5 + (uint64_t)k), 0);
+        memcpy(copies[0].params->data, one.params->data, sizeof(float) * one.params->size);
+        check_parallel_step(&one, copies, n, batches, 3);
+        one.destroy(one.self);
+        for (int k = 0; k < n; k++) copies[k].destroy(copies[k].self);
+    }
+    for (int k = 0; k < 3; k++) examples_free(&batches[k]);
+}
+
+static void test_parallel_step_vit(void **state) {
+    (void)state;
+    enum { VB = 7 };   /* 7 images: slices of 3 and 4 */
+    VitConfig cfg = {.patch = {.channels = 1, .rows = 8, .cols = 8, .P = 4, .D = 16}, .layers = 2, .heads = 2,
+                     .ff = 24, .pool = VIT_POOL_CLS, .pos = VIT_POS_LEARNED, .classes = 3, .label_smoothing = 0.1f};
+    char config[CLASSIFIER_CONFIG_MAX];
+    vit_config_text(config, sizeof config, &cfg, 1);
+    Examples batches[2];
+    Rng r;
+    rng_seed(&r, 9, 1);
+    for (int k = 0; k < 2; k++) {
+        examples_alloc(&batches[k], VB, 64, 1, 1);
+        batches[k].B = VB;
+        for (int i = 0; i < VB * 64; i++) batches[k].values[i] = rng_uniform(&r);
+        for (int b = 0; b < VB; b++) batches[k].targets[b] = b % 3;
+    }
+    Classifier one, copies[2];
+    assert_int_equal(vit_build(&one, config, VB, 3), 0);
+    assert_int_equal(vit_build(&copies[0], config, 4, 3), 0);
+    assert_int_equal(vit_build(&copies[1], config, 4, 4), 0);
+    check_parallel_step(&one, copies, 2, batches, 2);
+    one.destroy(one.self);
+    copies[0].destroy(copies[0].self);
+    copies[1].destroy(copies[1].self);
+    for (int k = 0; k < 2; k++) examples_free(&batches[k]);
 }
 
 /* An oracle for the reverse task: right everywhere, except (when wrong_at
@@ -119,7 +208,7 @@ static void test_train_learns_reverse(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(&c, &t, 300, B, 1e-2f, 0.0f, 1, 1, &r), 0);
+    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, 1, 1, &r), 0);
     assert_int_equal(r.n_curve, CURVE_POINTS);
     assert_true(r.curve_step[CURVE_POINTS - 1] == 300.0f);
     assert_true(r.curve[CURVE_POINTS - 1] < 0.5f * r.curve[0]);
@@ -133,6 +222,8 @@ static void test_train_learns_reverse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_step_is_the_textbook_step),
+        cmocka_unit_test(test_parallel_step_is_the_one_copy_step),
+        cmocka_unit_test(test_parallel_step_vit),
         cmocka_unit_test(test_evaluate_counts),
         cmocka_unit_test(test_train_learns_reverse),
     };

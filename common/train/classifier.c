@@ -31,11 +31,64 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
     return loss;
 }
 
-int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batch, float lr,
+/* Slice r of n of e: examples [B r / n, B (r + 1) / n), the same arrays from there on. */
+static Examples slice_of(const Examples *e, int r, int n) {
+    const int b0 = (int)((long)e->B * r / n), b1 = (int)((long)e->B * (r + 1) / n);
+    Examples s = *e;
+    s.B = b1 - b0;
+    if (s.tokens) s.tokens += (size_t)b0 * e->n_in;
+    if (s.values) s.values += (size_t)b0 * e->n_in;
+    if (s.targets) s.targets += (size_t)b0 * e->n_out;
+    return s;
+}
+
+double classifier_train_step_parallel(Classifier *m, int n_models, Adam *opt, const Examples *e, float clip,
+                                      float lr) {
+    if (n_models <= 1) return classifier_train_step(m, opt, e, clip, lr);
+    if (e->B < n_models) {
+        fail("a batch of %d examples cannot be split between %d copies of the model", e->B, n_models);
+        return NAN;
+    }
+    Params *p = m[0].params;
+    double losses[CLASSIFIER_MAX_REPLICAS];
+    for (int r = 0; r < n_models; r++) {
+        if (r > 0) memcpy(m[r].params->data, p->data, sizeof(float) * p->size);
+        params_zero_grad(m[r].params);
+    }
+    /* one copy per thread; inside the region every product runs on its caller's thread (matmul.h) */
+#pragma omp parallel for schedule(static, 1) num_threads(n_models)
+    for (int r = 0; r < n_models; r++) {
+        Examples s = slice_of(e, r, n_models);
+        losses[r] = m[r].forward(m[r].self, &s);
+        m[r].backward(m[r].self, &s);
+    }
+    /* the whole batch's mean = the slices' means weighted by their shares of the examples */
+    double loss = 0.0;
+    for (int r = 0; r < n_models; r++) {
+        const float share = (float)slice_of(e, r, n_models).B / (float)e->B;
+        loss += (double)share * losses[r];
+        float *g = p->grad;
+        const float *g_r = m[r].params->grad;
+        if (r == 0)
+            for (size_t i = 0; i < p->size; i++) g[i] *= share;
+        else
+            for (size_t i = 0; i < p->size; i++) g[i] += share * g_r[i];
+    }
+    if (grads_check_finite(p, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
+    if (clip > 0) clip_grad_norm(p, clip);
+    adam_step(opt, p, lr);
+    return loss;
+}
+
+int classifier_train(Classifier *m, int n_models, const ExampleTask *task, int steps, int batch, float lr,
                      float weight_decay, uint64_t seed, int quiet, ClassifierResult *r) {
+    if (n_models < 1 || n_models > CLASSIFIER_MAX_REPLICAS || n_models > batch)
+        return fail("%d copies of the model: expected 1 to %d, and at most the %d examples of a batch", n_models,
+                    CLASSIFIER_MAX_REPLICAS, batch);
     Adam opt;
     if (adam_init(&opt, m->params, lr, weight_decay) < 0) return -1;
-    if (m->set_training) m->set_training(m->self, 1);
+    for (int k = 0; k < n_models; k++)
+        if (m[k].set_training) m[k].set_training(m[k].self, 1);
     Examples e;
     examples_alloc(&e, batch, task->n_in, task->n_out, task->float_inputs);
     Rng rng;
@@ -47,7 +100,8 @@ int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batc
     r->solved_step = 0;
     for (int step = 0; step < steps; step++) {
         task->train_batch(task->self, &e, batch, &rng);
-        loss = classifier_train_step(m, &opt, &e, 1.0f, lr_schedule(step, steps, steps / 20, lr, 0.05f));
+        loss = classifier_train_step_parallel(m, n_models, &opt, &e, 1.0f,
+                                              lr_schedule(step, steps, steps / 20, lr, 0.05f));
         if (isnan(loss)) {
             progress_end(&pr);
             fail("training diverged at step %d: %s; no update was made and no checkpoint written: try a lower --lr",
@@ -69,7 +123,8 @@ int classifier_train(Classifier *m, const ExampleTask *task, int steps, int batc
         }
     }
     progress_end(&pr);
-    if (m->set_training) m->set_training(m->self, 0);
+    for (int k = 0; k < n_models; k++)
+        if (m[k].set_training) m[k].set_training(m[k].self, 0);
     r->n_curve = point;
     r->seconds = now_seconds() - t0;
     r->final_loss = loss;
@@ -218,21 +273,46 @@ static int build_from_config(const ClassifierChapter *ch, const char *config, co
     return fail("%s: %s", from, why);
 }
 
+/* The data-parallel copies m[1..n-1] of m[0], each for max_B examples. Copy
+ * k is built from seed + k: its parameters are m[0]'s at every step anyway,
+ * and its own dropout stream keeps its masks apart from m[0]'s. */
+static int build_copies(const ClassifierChapter *ch, const ClassifierRun *run, Classifier *m, int n, int max_B,
+                        uint64_t seed) {
+    for (int k = 1; k < n; k++) {
+        memset(&m[k], 0, sizeof m[k]);
+        if (ch->build(&m[k], run->config, max_B, seed + (uint64_t)k) < 0 || m[k].params->size != m[0].params->size) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", m[k].params ? "its size differs from the first copy's" : last_error());
+            for (int j = 1; j <= k; j++)
+                if (m[j].destroy) m[j].destroy(m[j].self);
+            return fail("%s: data-parallel copy %d: %s", run->label, k + 1, why);
+        }
+    }
+    return 0;
+}
+
 static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, const ClassifierRun *run,
                      ClassifierResult *r, Results *res) {
-    Classifier m;
+    Classifier m[CLASSIFIER_MAX_REPLICAS];
     ExampleTask t;
-    if (build_from_config(ch, run->config, run->label, f->batch, (uint64_t)f->seed, &m, &t) < 0) return -1;
-    printf("  %s: %zu parameters\n", run->label, m.params->size);
-    int rc = classifier_train(&m, &t, f->steps, f->batch, f->lr, f->weight_decay, (uint64_t)f->seed, f->quiet, r);
-    if (rc == 0) {
-        classifier_evaluate(&m, &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
-        snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
-        rc = checkpoint_save(r->checkpoint, run->config, m.params);
+    const int n = f->replicas, max_B = (f->batch + n - 1) / n;   /* each copy holds its slice of a batch */
+    if (build_from_config(ch, run->config, run->label, max_B, (uint64_t)f->seed, &m[0], &t) < 0) return -1;
+    if (build_copies(ch, run, m, n, max_B, (uint64_t)f->seed) < 0) {
+        m[0].destroy(m[0].self);
+        return -1;
     }
-    if (rc == 0) rc = show_first_test_example(&m, &t, run, (uint64_t)f->seed, f->out);
-    if (rc == 0 && ch->trained) rc = ch->trained(f, run, r, &m, &t, res);
-    m.destroy(m.self);
+    printf("  %s: %zu parameters\n", run->label, m[0].params->size);
+    int rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, (uint64_t)f->seed, f->quiet, r);
+    for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
+    m[1 - 1] = m[0];
+    if (rc == 0) {
+        classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
+        snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
+        rc = checkpoint_save(r->checkpoint, run->config, m[0].params);
+    }
+    if (rc == 0) rc = show_first_test_example(&m[0], &t, run, (uint64_t)f->seed, f->out);
+    if (rc == 0 && ch->trained) rc = ch->trained(f, run, r, &m[0], &t, res);
+    m[0].destroy(m[0].self);
     return rc;
 }
 
@@ -341,6 +421,8 @@ static int plot_loss_curves(const char *out, const ClassifierRun *runs, const Cl
 static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     static ClassifierRun runs[MAX_RUNS];
     static ClassifierResult results[MAX_RUNS];
+    if (f->replicas > f->batch)
+        return fail("--replicas %d: more copies of the model than the %d examples of a batch", f->replicas, f->batch);
     int headline = 0;
     int n = ch->plan(f, runs, MAX_RUNS, &headline);
     if (n < 0) return -1;
@@ -354,9 +436,10 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "train_seconds", 0.0);
     if (ch->before && ch->before(f, &res) < 0) return -1;
 
-    printf("Training: %d run%s of %d steps of %d examples (backend %s, %d thread%s)\n", n, n == 1 ? "" : "s",
-           f->steps, f->batch, backend_name(backend_current()), threads_current(),
-           threads_current() == 1 ? "" : "s");
+    printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->steps, f->batch,
+           backend_name(backend_current()));
+    if (f->replicas > 1) printf("%d data-parallel copies of the model, one thread each)\n", f->replicas);
+    else printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
     double total = 0.0;
     for (int i = 0; i < n; i++) {
         if (train_run(ch, f, &runs[i], &results[i], &res) < 0) return -1;
@@ -388,7 +471,8 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "lr", f->lr);
     results_set_num(&res, "test_n", f->test_size);
     results_set_str(&res, "backend", backend_name(backend_current()));
-    results_set_num(&res, "threads", threads_current());
+    results_set_num(&res, "threads", f->replicas > 1 ? f->replicas : threads_current());
+    results_set_num(&res, "replicas", f->replicas);
     printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - t_program);
     if (plot_loss_curves(f->out, runs, results, n) < 0) return -1;
     if (ch->after && ch->after(f, &res) < 0) return -1;
@@ -404,6 +488,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
 
 int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     ClassifierFlags f = ch->defaults;
+    if (f.replicas < 1) f.replicas = 1;
     char default_out[256];
     snprintf(default_out, sizeof default_out, "out/%s", ch->chapter);
     if (!f.out) f.out = default_out;
@@ -419,6 +504,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
+        {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many copies of the "
+         "model, one thread each (1: one copy, its products split between the threads)", 1,
+         CLASSIFIER_MAX_REPLICAS, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "evaluate this checkpoint (out/.../model_<run>.ckpt) instead of training",
          0, 0, NULL},
