@@ -406,7 +406,11 @@ static void test_vit_program(void **state) {
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");
+    expect_error(p, "--replicas 0", "--replicas");
+    expect_error(p, "--replicas 9", "--replicas");
     char args[2048], path[700];
+    snprintf(args, sizeof args, "--replicas 3 --batch 2 --steps 1 --out %s/x07", tmp_dir);
+    expect_error(p, args, "--replicas 3");
     snprintf(args, sizeof args, "--data %s/no_such_dir --steps 1 --out %s/x07", tmp_dir, tmp_dir);
     expect_error(p, args, "no_such_dir");
     struct stat st;

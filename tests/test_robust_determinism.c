@@ -4,7 +4,9 @@
  *
  * Each program runs with --threads 2 (so the work is split between threads
  * as on this 2-core machine, and a reduction whose order depended on the
- * scheduling would show) and its default backend. The programs are found
+ * scheduling would show) and its default backend; chapter 07's ViT a second
+ * time with --replicas 2 (two copies of the model, one thread each, with
+ * dropout: each copy draws its own masks). The programs are found
  * next to this test's binary: <build>/tests/test_robust_determinism runs
  * <build>/01_rnn_seq2seq and so on. Chapter 07's two programs are skipped when Fashion-MNIST
  * is not installed (tools/deps.sh test installs it). */
@@ -47,6 +49,9 @@ static const Run RUNS[] = {
      "model.ckpt"},
     {"07_vision_transformer", "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 4 --test-size 5 "
                               "--pictures 0",
+     "model_vit_p14.ckpt"},
+    {"07_vision_transformer", "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 5 --test-size 5 "
+                              "--pictures 0 --replicas 2 --dropout 0.1",
      "model_vit_p14.ckpt"},
     {"07_caption", "--model transformer --steps 2 --batch 4 --train-scenes 40 --valid-scenes 4 --test-scenes 6 "
                    "--pictures 0 --samples 0 --dim 16 --heads 2 --ff 16 --layers 1",

@@ -474,6 +474,8 @@ def table_vit(out_dir, readme):
             if d.get("augment_shift") or d.get("augment_flip") else "")
         if "label_smoothing" in d and number(d, "label_smoothing", path) > 0:
             model += ", label smoothing %g" % number(d, "label_smoothing", path)
+        if "replicas" in d and number(d, "replicas", path) > 1:
+            model += ", batch split between %d data-parallel replicas" % number(d, "replicas", path)
         rows.append("| %s | %s | %.1f | %.0f | %s | **%s** |" % (
             how, model, number(d, "steps", path) * number(d, "batch", path) / FASHION_MNIST_TRAIN,
             number(d, h + "_train_seconds", path), "%.2f%%" % (100 * number(d, h + "_valid_acc", path)),

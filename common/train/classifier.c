@@ -42,30 +42,33 @@ static Examples slice_of(const Examples *e, int r, int n) {
     return s;
 }
 
-double classifier_train_step_parallel(Classifier *m, int n_models, Adam *opt, const Examples *e, float clip,
+double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
                                       float lr) {
-    if (n_models <= 1) return classifier_train_step(m, opt, e, clip, lr);
-    if (e->B < n_models) {
-        fail("a batch of %d examples cannot be split between %d copies of the model", e->B, n_models);
+    if (n_replicas <= 1) return classifier_train_step(m, opt, e, clip, lr);
+    if (e->B < n_replicas) {
+        fail("a batch of %d examples cannot be split between %d copies of the model", e->B, n_replicas);
         return NAN;
     }
     Params *p = m[0].params;
     double losses[CLASSIFIER_MAX_REPLICAS];
-    for (int r = 0; r < n_models; r++) {
+    for (int r = 0; r < n_replicas; r++) {
         if (r > 0) memcpy(m[r].params->data, p->data, sizeof(float) * p->size);
         params_zero_grad(m[r].params);
     }
-    /* one copy per thread; inside the region every product runs on its caller's thread (matmul.h) */
-#pragma omp parallel for schedule(static, 1) num_threads(n_models)
-    for (int r = 0; r < n_models; r++) {
-        Examples s = slice_of(e, r, n_models);
+    /* one copy per thread (with fewer threads than copies, a thread takes
+     * copies in turn); inside the region every product runs on its
+     * caller's thread (matmul.h) */
+    const int threads = n_replicas < threads_current() ? n_replicas : threads_current();
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+    for (int r = 0; r < n_replicas; r++) {
+        Examples s = slice_of(e, r, n_replicas);
         losses[r] = m[r].forward(m[r].self, &s);
         m[r].backward(m[r].self, &s);
     }
     /* the whole batch's mean = the slices' means weighted by their shares of the examples */
     double loss = 0.0;
-    for (int r = 0; r < n_models; r++) {
-        const float share = (float)slice_of(e, r, n_models).B / (float)e->B;
+    for (int r = 0; r < n_replicas; r++) {
+        const float share = (float)slice_of(e, r, n_replicas).B / (float)e->B;
         loss += (double)share * losses[r];
         float *g = p->grad;
         const float *g_r = m[r].params->grad;
@@ -80,14 +83,14 @@ double classifier_train_step_parallel(Classifier *m, int n_models, Adam *opt, co
     return loss;
 }
 
-int classifier_train(Classifier *m, int n_models, const ExampleTask *task, int steps, int batch, float lr,
+int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
                      float weight_decay, uint64_t seed, int quiet, ClassifierResult *r) {
-    if (n_models < 1 || n_models > CLASSIFIER_MAX_REPLICAS || n_models > batch)
-        return fail("%d copies of the model: expected 1 to %d, and at most the %d examples of a batch", n_models,
+    if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
+        return fail("%d copies of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
     Adam opt;
     if (adam_init(&opt, m->params, lr, weight_decay) < 0) return -1;
-    for (int k = 0; k < n_models; k++)
+    for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 1);
     Examples e;
     examples_alloc(&e, batch, task->n_in, task->n_out, task->float_inputs);
@@ -100,7 +103,7 @@ int classifier_train(Classifier *m, int n_models, const ExampleTask *task, int s
     r->solved_step = 0;
     for (int step = 0; step < steps; step++) {
         task->train_batch(task->self, &e, batch, &rng);
-        loss = classifier_train_step_parallel(m, n_models, &opt, &e, 1.0f,
+        loss = classifier_train_step_parallel(m, n_replicas, &opt, &e, 1.0f,
                                               lr_schedule(step, steps, steps / 20, lr, 0.05f));
         if (isnan(loss)) {
             progress_end(&pr);
@@ -123,7 +126,7 @@ int classifier_train(Classifier *m, int n_models, const ExampleTask *task, int s
         }
     }
     progress_end(&pr);
-    for (int k = 0; k < n_models; k++)
+    for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 0);
     r->n_curve = point;
     r->seconds = now_seconds() - t0;
@@ -438,8 +441,8 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
 
     printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->steps, f->batch,
            backend_name(backend_current()));
-    if (f->replicas > 1) printf("%d data-parallel copies of the model, one thread each)\n", f->replicas);
-    else printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
+    if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
+    printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
     double total = 0.0;
     for (int i = 0; i < n; i++) {
         if (train_run(ch, f, &runs[i], &results[i], &res) < 0) return -1;
@@ -471,7 +474,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "lr", f->lr);
     results_set_num(&res, "test_n", f->test_size);
     results_set_str(&res, "backend", backend_name(backend_current()));
-    results_set_num(&res, "threads", f->replicas > 1 ? f->replicas : threads_current());
+    results_set_num(&res, "threads", threads_current());
     results_set_num(&res, "replicas", f->replicas);
     printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - t_program);
     if (plot_loss_curves(f->out, runs, results, n) < 0) return -1;
@@ -504,8 +507,8 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
-        {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many copies of the "
-         "model, one thread each (1: one copy, its products split between the threads)", 1,
+        {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many replicas (copies) "
+         "of the model, one thread each, gradients summed (1: one model, its products split between the threads)", 1,
          CLASSIFIER_MAX_REPLICAS, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "evaluate this checkpoint (out/.../model_<run>.ckpt) instead of training",

@@ -57,12 +57,12 @@ typedef struct {
 typedef struct {
     const char *out, *backend, *load, *input;
     int steps, batch, seed, threads, test_size, quiet, plot;
-    int replicas;         /* data parallelism: copies of the model, one thread each (1: one copy) */
+    int replicas;         /* data parallelism: replicas (copies) of the model, one thread each (1: one) */
     float lr;
     float weight_decay;   /* AdamW's decoupled decay (0: plain Adam, the default) */
 } ClassifierFlags;
 
-#define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel copies of a model */
+#define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */
 #define CLASSIFIER_CONFIG_MAX 1024
 typedef struct {
     char key[24];      /* "reverse_sinusoidal": file names, results.json keys */
@@ -88,28 +88,29 @@ typedef struct {
  * the caller stops training there. */
 double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
-/* The same step, data-parallel over n_models copies of one model: m[0] is
- * the model trained, m[1..n_models-1] were built from the same config (each
- * for at least its slice of e). The batch is cut into n_models slices in
+/* The same step, data-parallel over n_replicas copies of one model: m[0] is
+ * the model trained, m[1..n_replicas-1] were built from the same config (each
+ * for at least its slice of e). The batch is cut into n_replicas slices in
  * order (slice r: examples [B r / n, B (r + 1) / n)); m[0]'s parameters are
  * copied into every copy, each copy runs forward and backward on its slice
- * on its own thread (its products then run on that one thread), and the
+ * on its own thread (its products then run on that one thread; with fewer
+ * threads than copies, a thread takes copies in turn), and the
  * copies' gradients, each weighted by its slice's share of the B examples,
  * are summed into m[0]'s; then the check, the clip and the update of
  * classifier_train_step on m[0]. The sum is the gradient of the whole
  * batch's mean loss when every example has the same number of targets (every
- * task here), up to the order of float additions; n_models = 1 is
+ * task here), up to the order of float additions; n_replicas = 1 is
  * classifier_train_step itself. Why: on 2 cores, two copies each working on
  * half the batch keep both cores busier than one copy whose products are
  * split between them (the numbers are in common/README.md). */
-double classifier_train_step_parallel(Classifier *m, int n_models, Adam *opt, const Examples *e, float clip,
+double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
                                       float lr);
 
-/* Train m[0] (with n_models data-parallel copies m[0..n_models-1], or 1)
+/* Train m[0] (with n_replicas data-parallel copies m[0..n_replicas-1], or 1)
  * for steps batches of batch examples of task's training stream (stream 1
  * of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up over
  * steps/20 and cosine decay; fills r's loss curve, final loss and seconds. */
-int classifier_train(Classifier *m, int n_models, const ExampleTask *task, int steps, int batch, float lr,
+int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
                      float weight_decay, uint64_t seed, int quiet, ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
