@@ -46,7 +46,7 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
                                       float lr) {
     if (n_replicas <= 1) return classifier_train_step(m, opt, e, clip, lr);
     if (e->B < n_replicas) {
-        fail("a batch of %d examples cannot be split between %d copies of the model", e->B, n_replicas);
+        fail("a batch of %d examples cannot be split between %d replicas of the model", e->B, n_replicas);
         return NAN;
     }
     Params *p = m[0].params;
@@ -86,7 +86,7 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
                      float weight_decay, uint64_t seed, int quiet, ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
-        return fail("%d copies of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
+        return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
     Adam opt;
     if (adam_init(&opt, m->params, lr, weight_decay) < 0) return -1;
@@ -276,19 +276,25 @@ static int build_from_config(const ClassifierChapter *ch, const char *config, co
     return fail("%s: %s", from, why);
 }
 
-/* The data-parallel copies m[1..n-1] of m[0], each for max_B examples. Copy
- * k is built from seed + k: its parameters are m[0]'s at every step anyway,
- * and its own dropout stream keeps its masks apart from m[0]'s. */
-static int build_copies(const ClassifierChapter *ch, const ClassifierRun *run, Classifier *m, int n, int max_B,
-                        uint64_t seed) {
+/* The data-parallel replicas m[1..n-1] of m[0], each for max_B examples.
+ * Replica k is built from seed + k: its parameters are m[0]'s at every step
+ * anyway, and its own dropout stream keeps its masks apart from m[0]'s. On
+ * error the replicas built so far are destroyed (m[0] is the caller's). */
+static int build_replicas(const ClassifierChapter *ch, const ClassifierRun *run, Classifier *m, int n, int max_B,
+                          uint64_t seed) {
     for (int k = 1; k < n; k++) {
         memset(&m[k], 0, sizeof m[k]);
-        if (ch->build(&m[k], run->config, max_B, seed + (uint64_t)k) < 0 || m[k].params->size != m[0].params->size) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", m[k].params ? "its size differs from the first copy's" : last_error());
-            for (int j = 1; j <= k; j++)
-                if (m[j].destroy) m[j].destroy(m[j].self);
-            return fail("%s: data-parallel copy %d: %s", run->label, k + 1, why);
+        char why[1024] = "";
+        int built = k;                       /* replicas 1..built-1 to destroy */
+        if (ch->build(&m[k], run->config, max_B, seed + (uint64_t)k) < 0) {
+            snprintf(why, sizeof why, "%s", last_error());   /* a failed build cleaned up after itself */
+        } else if (m[k].params->size != m[0].params->size) {
+            snprintf(why, sizeof why, "%zu parameters, the first has %zu", m[k].params->size, m[0].params->size);
+            built = k + 1;
+        }
+        if (why[0]) {
+            for (int j = 1; j < built; j++) m[j].destroy(m[j].self);
+            return fail("%s: data-parallel replica %d: %s", run->label, k + 1, why);
         }
     }
     return 0;
@@ -300,14 +306,13 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     ExampleTask t;
     const int n = f->replicas, max_B = (f->batch + n - 1) / n;   /* each copy holds its slice of a batch */
     if (build_from_config(ch, run->config, run->label, max_B, (uint64_t)f->seed, &m[0], &t) < 0) return -1;
-    if (build_copies(ch, run, m, n, max_B, (uint64_t)f->seed) < 0) {
+    if (build_replicas(ch, run, m, n, max_B, (uint64_t)f->seed) < 0) {
         m[0].destroy(m[0].self);
         return -1;
     }
     printf("  %s: %zu parameters\n", run->label, m[0].params->size);
     int rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, (uint64_t)f->seed, f->quiet, r);
     for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
-    m[1 - 1] = m[0];
     if (rc == 0) {
         classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
         snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
@@ -425,7 +430,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     static ClassifierRun runs[MAX_RUNS];
     static ClassifierResult results[MAX_RUNS];
     if (f->replicas > f->batch)
-        return fail("--replicas %d: more copies of the model than the %d examples of a batch", f->replicas, f->batch);
+        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas, f->batch);
     int headline = 0;
     int n = ch->plan(f, runs, MAX_RUNS, &headline);
     if (n < 0) return -1;
