@@ -1,6 +1,6 @@
 /* bench_data_parallel.c - two ways to use two cores for one training step:
- * split each product between the threads (one copy of the model, the
- * default), or split the batch between two copies of the model, one thread
+ * split each product between the threads (one model, the default), or
+ * split the batch between two replicas (copies) of the model, one thread
  * each (--replicas 2, classifier_train_step_parallel in train/classifier.h).
  *
  *   build/bench/bench_data_parallel [--out DIR] [--reps N]
@@ -10,9 +10,9 @@
  * 128 Fashion-MNIST training images, it times whole training steps (zero
  * the gradients, forward, backward, clip, AdamW) in three configurations:
  *
- *   1 copy, 1 thread     the baseline
- *   1 copy, 2 threads    each product's rows or columns split in two
- *   2 copies             64 images each, one thread each, gradients summed
+ *   1 model, 1 thread    the baseline
+ *   1 model, 2 threads   each product's rows or columns split in two
+ *   2 replicas           64 images each, one thread each, gradients summed
  *
  * The three take turns step by step (this shared machine's speed drifts by
  * tens of percent over minutes); each figure is the median of --reps (31) steps
@@ -31,40 +31,40 @@
 
 enum { BATCH = 128, MAX_REPS = 101, N_WAYS = 3 };
 
-static const char *const WAY_NAMES[N_WAYS] = {"1 copy, 1 thread", "1 copy, 2 threads", "2 copies"};
-static const char *const WAY_KEYS[N_WAYS] = {"one_copy_1_thread", "one_copy_2_threads", "two_copies"};
+static const char *const WAY_NAMES[N_WAYS] = {"1 model, 1 thread", "1 model, 2 threads", "2 replicas"};
+static const char *const WAY_KEYS[N_WAYS] = {"one_model_1_thread", "one_model_2_threads", "two_replicas"};
 
 typedef struct {
     const char *name;
     VitConfig cfg;
 } ModelSize;
 
-/* One way of running the step: its copies of the model and their optimiser. */
+/* One way of running the step: its replicas of the model (1 or 2) and their optimiser. */
 typedef struct {
-    Classifier copies[2];
-    int n_copies, threads;
+    Classifier replicas[2];
+    int n_replicas, threads;
     Adam opt;
 } Way;
 
-static int way_create(Way *w, const char *config, int n_copies, int threads) {
+static int way_create(Way *w, const char *config, int n_replicas, int threads) {
     memset(w, 0, sizeof *w);
-    w->n_copies = n_copies;
+    w->n_replicas = n_replicas;
     w->threads = threads;
-    for (int k = 0; k < n_copies; k++)
-        if (vit_build(&w->copies[k], config, BATCH / n_copies, 1 + (uint64_t)k) < 0) return -1;
-    return adam_init(&w->opt, w->copies[0].params, 1.5e-3f, 0.05f);
+    for (int k = 0; k < n_replicas; k++)
+        if (vit_build(&w->replicas[k], config, BATCH / n_replicas, 1 + (uint64_t)k) < 0) return -1;
+    return adam_init(&w->opt, w->replicas[0].params, 1.5e-3f, 0.05f);
 }
 
 static void way_free(Way *w) {
-    for (int k = 0; k < w->n_copies; k++)
-        if (w->copies[k].destroy) w->copies[k].destroy(w->copies[k].self);
+    for (int k = 0; k < w->n_replicas; k++)
+        if (w->replicas[k].destroy) w->replicas[k].destroy(w->replicas[k].self);
     adam_free(&w->opt);
 }
 
 static double timed_step(Way *w, const Examples *batch) {
     threads_set(w->threads);
     double t0 = bench_now_ms();
-    classifier_train_step_parallel(w->copies, w->n_copies, &w->opt, batch, 1.0f, 1.5e-3f);
+    classifier_train_step_parallel(w->replicas, w->n_replicas, &w->opt, batch, 1.0f, 1.5e-3f);
     return bench_now_ms() - t0;
 }
 
@@ -109,14 +109,14 @@ int main(int argc, char **argv) {
     printf("bench_data_parallel: a ViT training step of %d images, median of %d steps, the three ways taking "
            "turns (backend %s, load average %.2f)\n\n", BATCH, reps, backend_name(backend_current()),
            bench_load_average());
-    printf("  %-18s | %-18s | %9s | %9s | %s\n", "model", "way", "ms/step", "images/s", "against 1 copy, 2 threads");
+    printf("  %-18s | %-18s | %9s | %9s | %s\n", "model", "way", "ms/step", "images/s", "against 1 model, 2 threads");
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         char config[CLASSIFIER_CONFIG_MAX];
         vit_config_text(config, sizeof config, &sizes[s].cfg, 1);
         Way ways[N_WAYS];
-        const int copies[N_WAYS] = {1, 1, 2}, threads[N_WAYS] = {1, 2, 2};
+        const int replicas[N_WAYS] = {1, 1, 2}, threads[N_WAYS] = {1, 2, 2};
         for (int w = 0; w < N_WAYS; w++)
-            if (way_create(&ways[w], config, copies[w], threads[w]) < 0) {
+            if (way_create(&ways[w], config, replicas[w], threads[w]) < 0) {
                 fprintf(stderr, "%s: %s\n", program, last_error());
                 return 1;
             }
@@ -137,7 +137,6 @@ int main(int argc, char **argv) {
         }
         for (int w = 0; w < N_WAYS; w++) way_free(&ways[w]);
     }
-    threads_set(0);
     examples_free(&batch);
     fashion_mnist_free(&data);
     if (bench_close_result(&tsv_file, program) < 0) return 1;

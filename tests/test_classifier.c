@@ -2,9 +2,9 @@
  * (common/train/classifier.h):
  *  - classifier_train_step is zero grad, forward, backward, clip, Adam: the
  *    same parameters as those calls made by hand;
- *  - classifier_train_step_parallel over 2 and 3 copies (3: slices of
- *    unequal size) gives the gradient and the update of the one-copy step,
- *    step after step (the copies get the trained parameters), for chapter
+ *  - classifier_train_step_parallel over 2 and 3 replicas (3: slices
+ *    of unequal size) gives the gradient and the update of the one-model
+ *    step, step after step (the replicas get the trained parameters), for chapter
  *    04's model and chapter 07's ViT;
  *  - classifier_evaluate counts exact matches and per-output accuracy right,
  *    on oracle models that are always right, or wrong at one position;
@@ -77,30 +77,30 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return worst;
 }
 
-/* one[0] trained by the one-copy step, copies[0..n-1] by the data-parallel
+/* one trained by the one-model step, replicas[0..n-1] by the data-parallel
  * step, on the same batches: after each step the loss, the summed gradient
  * (left in params->grad) and the updated parameters agree up to float
- * rounding. The batches change the parameters, so a copy that kept stale
+ * rounding. The batches change the parameters, so a replica that kept stale
  * ones would show from the second step on. */
-static void check_parallel_step(Classifier *one, Classifier *copies, int n, Examples *batches, int n_batches) {
+static void check_parallel_step(Classifier *one, Classifier *replicas, int n, Examples *batches, int n_batches) {
     Adam o1, on;
     assert_int_equal(adam_init(&o1, one->params, 1e-2f, 0.01f), 0);
-    assert_int_equal(adam_init(&on, copies[0].params, 1e-2f, 0.01f), 0);
-    assert_int_equal(one->params->size, copies[0].params->size);
-    assert_memory_equal(one->params->data, copies[0].params->data, sizeof(float) * one->params->size);
+    assert_int_equal(adam_init(&on, replicas[0].params, 1e-2f, 0.01f), 0);
+    assert_int_equal(one->params->size, replicas[0].params->size);
+    assert_memory_equal(one->params->data, replicas[0].params->data, sizeof(float) * one->params->size);
     for (int k = 0; k < n_batches; k++) {
         double l1 = classifier_train_step(one, &o1, &batches[k], 0.0f, 1e-2f);
-        double ln = classifier_train_step_parallel(copies, n, &on, &batches[k], 0.0f, 1e-2f);
-        if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d copies, step %d: loss %.9g, one copy %.9g", n, k, ln, l1);
-        double dg = max_diff(copies[0].params->grad, one->params->grad, one->params->size);
-        double dp = max_diff(copies[0].params->data, one->params->data, one->params->size);
-        if (dg > 1e-5 || dp > 1e-5) fail_msg("%d copies, step %d: gradients differ by %g, parameters by %g", n, k, dg, dp);
+        double ln = classifier_train_step_parallel(replicas, n, &on, &batches[k], 0.0f, 1e-2f);
+        if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d replicas, step %d: loss %.9g, one model %.9g", n, k, ln, l1);
+        double dg = max_diff(replicas[0].params->grad, one->params->grad, one->params->size);
+        double dp = max_diff(replicas[0].params->data, one->params->data, one->params->size);
+        if (dg > 1e-5 || dp > 1e-5) fail_msg("%d replicas, step %d: gradients differ by %g, parameters by %g", n, k, dg, dp);
     }
     adam_free(&o1);
     adam_free(&on);
 }
 
-static void test_parallel_step_is_the_one_copy_step(void **state) {
+static void test_parallel_step_is_the_one_model_step(void **state) {
     (void)state;
     DigitTaskSpec spec = {TASK_REVERSE, N};
     ExampleTask t;
@@ -113,13 +113,13 @@ static void test_parallel_step_is_the_one_copy_step(void **state) {
         t.train_batch(t.self, &batches[k], B, &r);
     }
     for (int n = 2; n <= 3; n++) {
-        Classifier one, copies[3];
+        Classifier one, replicas[3];
         assert_int_equal(build_small(&one, TASK_REVERSE, 5), 0);
-        for (int k = 0; k < n; k++) assert_int_equal(build_small(&copies[k], TASK_REVERSE, 5 + (uint64_t)k), 0);
-        memcpy(copies[0].params->data, one.params->data, sizeof(float) * one.params->size);
-        check_parallel_step(&one, copies, n, batches, 3);
+        for (int k = 0; k < n; k++) assert_int_equal(build_small(&replicas[k], TASK_REVERSE, 5 + (uint64_t)k), 0);
+        memcpy(replicas[0].params->data, one.params->data, sizeof(float) * one.params->size);
+        check_parallel_step(&one, replicas, n, batches, 3);
         one.destroy(one.self);
-        for (int k = 0; k < n; k++) copies[k].destroy(copies[k].self);
+        for (int k = 0; k < n; k++) replicas[k].destroy(replicas[k].self);
     }
     for (int k = 0; k < 3; k++) examples_free(&batches[k]);
 }
@@ -140,14 +140,14 @@ static void test_parallel_step_vit(void **state) {
         for (int i = 0; i < VB * 64; i++) batches[k].values[i] = rng_uniform(&r);
         for (int b = 0; b < VB; b++) batches[k].targets[b] = b % 3;
     }
-    Classifier one, copies[2];
+    Classifier one, replicas[2];
     assert_int_equal(vit_build(&one, config, VB, 3), 0);
-    assert_int_equal(vit_build(&copies[0], config, 4, 3), 0);
-    assert_int_equal(vit_build(&copies[1], config, 4, 4), 0);
-    check_parallel_step(&one, copies, 2, batches, 2);
+    assert_int_equal(vit_build(&replicas[0], config, 4, 3), 0);
+    assert_int_equal(vit_build(&replicas[1], config, 4, 4), 0);
+    check_parallel_step(&one, replicas, 2, batches, 2);
     one.destroy(one.self);
-    copies[0].destroy(copies[0].self);
-    copies[1].destroy(copies[1].self);
+    replicas[0].destroy(replicas[0].self);
+    replicas[1].destroy(replicas[1].self);
     for (int k = 0; k < 2; k++) examples_free(&batches[k]);
 }
 
@@ -222,7 +222,7 @@ static void test_train_learns_reverse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_step_is_the_textbook_step),
-        cmocka_unit_test(test_parallel_step_is_the_one_copy_step),
+        cmocka_unit_test(test_parallel_step_is_the_one_model_step),
         cmocka_unit_test(test_parallel_step_vit),
         cmocka_unit_test(test_evaluate_counts),
         cmocka_unit_test(test_train_learns_reverse),

@@ -13,7 +13,7 @@
 #   - with RESULTS_DIR/transformer_peak.tsv: chapter 06's training step at D = 256, 4 + 4 layers
 #     (bench/bench_transformer.c): GFLOP/s, fraction of the FMA peak, where the time goes;
 #   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels and LayerNorm, naive against AVX2;
-#   - with RESULTS_DIR/data_parallel.tsv: a ViT step on 2 cores, one copy of the model or two (bench_data_parallel).
+#   - with RESULTS_DIR/data_parallel.tsv: a ViT step on 2 cores, one model or two replicas (bench_data_parallel).
 # Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
@@ -188,20 +188,20 @@ parallel=$results/data_parallel.tsv
 if [ -f "$parallel" ]; then
   echo
   echo "Two cores for one ViT training step (\`bench_data_parallel\`): the products split between the threads, or"
-  echo "the batch of 128 split between two copies of the model (\`--replicas 2\`); median of the steps, the three"
+  echo "the batch of 128 split between two replicas of the model (\`--replicas 2\`); median of the steps, the three"
   echo "ways taking turns:"
   echo
   awk -F'\t' '
     NR == 1 { next }
     { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } ms[$1, $2] = $3; ips[$1, $2] = $4 }
     END {
-      print "| model | 1 copy, 1 thread: ms (images/s) | 1 copy, 2 threads | 2 copies, 1 thread each | 2 copies / 1 copy on 2 threads |"
+      print "| model | 1 model, 1 thread: ms (images/s) | 1 model, 2 threads | 2 replicas, 1 thread each | 2 replicas / 1 model on 2 threads |"
       print "|---|---|---|---|---|"
       for (i = 1; i <= n; i++) {
         k = order[i]
-        printf "| %s | %.1f (%.0f) | %.1f (%.0f) | %.1f (%.0f) | %.2fx |\n", k, ms[k, "one_copy_1_thread"],
-               ips[k, "one_copy_1_thread"], ms[k, "one_copy_2_threads"], ips[k, "one_copy_2_threads"],
-               ms[k, "two_copies"], ips[k, "two_copies"], ms[k, "one_copy_2_threads"] / ms[k, "two_copies"]
+        printf "| %s | %.1f (%.0f) | %.1f (%.0f) | %.1f (%.0f) | %.2fx |\n", k, ms[k, "one_model_1_thread"],
+               ips[k, "one_model_1_thread"], ms[k, "one_model_2_threads"], ips[k, "one_model_2_threads"],
+               ms[k, "two_replicas"], ips[k, "two_replicas"], ms[k, "one_model_2_threads"] / ms[k, "two_replicas"]
       }
     }' "$parallel"
 fi

@@ -45,7 +45,7 @@ static struct {
 
 static const ArgSpec MODEL_ARGS[] = {
     {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4, 6 layers, "
-     "D = 96, F = 192, augmented, 30,000 steps, lr 1.5e-3, 2 data-parallel copies (60-85 minutes on 2 "
+     "D = 96, F = 192, augmented, 30,000 steps, lr 1.5e-3, 2 data-parallel replicas (60-85 minutes on 2 "
      "cores); other flags still override", 0, 0,
      "quick,long"},
     {"patch", ARG_STRING, &flags.patch, "patch side P (28 x 28 images: 4, 7, 14 -> 49, 16, 4 patches); a "
@@ -84,15 +84,15 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
     }
     if (!preset || strcmp(preset, "long") != 0) return;
     /* 30,000 steps of 128: 70 epochs of the 55,000 training images, with the
-     * batch split between two copies of the model, one per core (--replicas
-     * 2, classifier.h): 1.39x-1.45x the images per second of one copy whose
+     * batch split between two replicas of the model, one per core
+     * (--replicas 2, classifier.h): 1.39x-1.45x the images per second of one model whose
      * products are split between the cores (200-step trials here, turn about:
      * 38.6 s and 33.2 s against 26.6 s and 23.9 s). The step count is what
      * fits in 90 minutes on the slower days of this shared host: a first start
      * at 34,000 steps ran at 747 images/s, 95 minutes, and was stopped. Earlier presets
      * underfit (training loss as high as the validation loss): D = 64 for
      * 9,000 steps ended at 88.6%, this model for 15,000 steps (35 epochs) at
-     * 91.1%, for 24,000 steps (56 epochs, one copy) at 92.08%; at a fixed
+     * 91.1%, for 24,000 steps (56 epochs, one model) at 92.08%; at a fixed
      * budget the epochs matter more than the depth. Not taken: label
      * smoothing 0.1 (the DeiT recipe's), the whole 24,000-step preset with
      * it: 92.16% validation, 91.92% test (against 92.20% and 92.08%); in

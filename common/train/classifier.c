@@ -55,8 +55,8 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
         if (r > 0) memcpy(m[r].params->data, p->data, sizeof(float) * p->size);
         params_zero_grad(m[r].params);
     }
-    /* one copy per thread (with fewer threads than copies, a thread takes
-     * copies in turn); inside the region every product runs on its
+    /* one replica per thread (with fewer threads than replicas, a thread
+     * takes them in turn); inside the region every product runs on its
      * caller's thread (matmul.h) */
     const int threads = n_replicas < threads_current() ? n_replicas : threads_current();
 #pragma omp parallel for schedule(static, 1) num_threads(threads)
@@ -304,7 +304,7 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
                      ClassifierResult *r, Results *res) {
     Classifier m[CLASSIFIER_MAX_REPLICAS];
     ExampleTask t;
-    const int n = f->replicas, max_B = (f->batch + n - 1) / n;   /* each copy holds its slice of a batch */
+    const int n = f->replicas, max_B = (f->batch + n - 1) / n;   /* each replica holds its slice of a batch */
     if (build_from_config(ch, run->config, run->label, max_B, (uint64_t)f->seed, &m[0], &t) < 0) return -1;
     if (build_replicas(ch, run, m, n, max_B, (uint64_t)f->seed) < 0) {
         m[0].destroy(m[0].self);

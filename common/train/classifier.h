@@ -88,25 +88,25 @@ typedef struct {
  * the caller stops training there. */
 double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
-/* The same step, data-parallel over n_replicas copies of one model: m[0] is
- * the model trained, m[1..n_replicas-1] were built from the same config (each
- * for at least its slice of e). The batch is cut into n_replicas slices in
- * order (slice r: examples [B r / n, B (r + 1) / n)); m[0]'s parameters are
- * copied into every copy, each copy runs forward and backward on its slice
- * on its own thread (its products then run on that one thread; with fewer
- * threads than copies, a thread takes copies in turn), and the
- * copies' gradients, each weighted by its slice's share of the B examples,
+/* The same step, data-parallel over n_replicas replicas of one model: m[0]
+ * is the model trained, m[1..n_replicas-1] were built from the same config
+ * (each for at least its slice of e). The batch is cut into n_replicas slices
+ * in order (slice r: examples [B r / n, B (r + 1) / n)); m[0]'s parameters
+ * are copied into every replica, each replica runs forward and backward on
+ * its slice on its own thread (its products then run on that one thread;
+ * with fewer threads than replicas, a thread takes them in turn), and the
+ * replicas' gradients, each weighted by its slice's share of the B examples,
  * are summed into m[0]'s; then the check, the clip and the update of
  * classifier_train_step on m[0]. The sum is the gradient of the whole
  * batch's mean loss when every example has the same number of targets (every
  * task here), up to the order of float additions; n_replicas = 1 is
- * classifier_train_step itself. Why: on 2 cores, two copies each working on
- * half the batch keep both cores busier than one copy whose products are
+ * classifier_train_step itself. Why: on 2 cores, two replicas each working on
+ * half the batch keep both cores busier than one model whose products are
  * split between them (the numbers are in common/README.md). */
 double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
                                       float lr);
 
-/* Train m[0] (with n_replicas data-parallel copies m[0..n_replicas-1], or 1)
+/* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
  * for steps batches of batch examples of task's training stream (stream 1
  * of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up over
  * steps/20 and cosine decay; fills r's loss curve, final loss and seconds. */
