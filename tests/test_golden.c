@@ -679,12 +679,13 @@ static void check_block(Case *c) {
 
 /* ------------------------------------------------------------ chapter 07 */
 
-/* config = {channels, rows, cols, P}; D from W [D_in, D] */
+/* config = {channels, rows, cols, P, K}; D from W [D_in, D] */
 static void check_patch_embed_once(Case *c) {
     const int *config = i32(c, "config");
     const GoldTensor *W = need(c, "W"), *images = need(c, "images");
+    if (need(c, "config")->count != 5) fail_msg("golden patch_embed/%s: config should hold 5 numbers", c->name);
     const PatchEmbedSpec s = {.channels = config[0], .rows = config[1], .cols = config[2], .P = config[3],
-                              .D = W->dims[1]};
+                              .D = W->dims[1], .K = config[4]};
     const int B = images->dims[0], N = patch_embed_count(&s);
     float *out = buf(c, (size_t)B * N * s.D), *cache = buf(c, patch_embed_cache_floats(&s, B));
     float *scratch = buf(c, patch_embed_scratch_floats(&s, B)), *dimages = buf(c, images->count);
@@ -709,7 +710,9 @@ static void check_vit_once(Case *c) {
     const int *k = i32(c, "config");
     const GoldTensor *images = need(c, "images");
     const int B = images->dims[0];
-    VitConfig cfg = {.patch = {.channels = k[0], .rows = k[1], .cols = k[2], .P = k[3], .D = k[4]}, .layers = k[5],
+    if (need(c, "config")->count != 12) fail_msg("golden vit/%s: config should hold 12 numbers", c->name);
+    VitConfig cfg = {.patch = {.channels = k[0], .rows = k[1], .cols = k[2], .P = k[3], .D = k[4], .K = k[11]},
+                     .layers = k[5],
                      .heads = k[6], .ff = k[7], .dropout = 0.0f, .pool = (VitPool)k[8], .pos = (VitPos)k[9],
                      .classes = k[10]};
     Vit v;

@@ -1,17 +1,23 @@
 /* test_patch_embed.c - chapter 07: the patch embedding (im2col + sgemm).
  *
  *  - forward against two plain loops written from the definitions, for
- *    P = 4, 7, 14 on 28 x 28 grey images and on a 3-channel 12 x 8 image:
- *      a direct convolution with stride = kernel = P, its weights stored as
+ *    P = 4, 7, 14 on 28 x 28 grey images and on a 3-channel 12 x 8 image,
+ *    and with overlapping patches (kernel K > P: 8 and 9 on 28 x 28, 6 on
+ *    the 3-channel image):
+ *      a direct convolution with stride P, kernel K and (K - P) / 2 zeros
+ *        of padding, its weights stored as
  *        PyTorch's Conv2d keeps them, [D, channels, P, P] (this checks the
  *        layout patch_embed.h promises: W = weight.reshape(D, D_in).T);
  *      "flatten each patch and project": walk the patch's pixels into a
  *        vector, multiply by W, add b;
- *  - im2col is a pure reordering: col2im of it gives the images back exactly;
+ *  - im2col is a pure reordering when K = P: col2im of it gives the images
+ *    back exactly; with overlap, col2im of it gives each pixel times the
+ *    number of squares that read it (counted here from the definition);
  *  - backward against central finite differences for W, b and the images
  *    (L = sum_i w_i out_i as in test_layers.c), accumulating (+=) into
  *    gradients that start non-zero, and skipping NULL ones;
- *  - patch_embed_check refuses a patch size that does not divide the image.
+ *  - patch_embed_check refuses a patch size that does not divide the image,
+ *    and a kernel smaller than the patch or one that cannot be centred.
  *
  * Tolerance of the forward comparisons. The references sum in double; sgemm
  * sums D_in float products in float (in some order, depending on the backend),
@@ -64,13 +70,16 @@ static void expect_grad_ok(GradCheckResult res, size_t n, const char *what, int 
 }
 
 /* The shapes tested: 28 x 28 grey with the three patch sizes of the chapter,
- * and a 3-channel, non-square image so rows, cols and channels cannot be mixed up. */
+ * a 3-channel, non-square image so rows, cols and channels cannot be mixed up,
+ * and overlapping patches (the last field, the kernel K; 0 means K = P). */
 static const PatchEmbedSpec SPECS[] = {
-    {1, 28, 28, 4, 5}, {1, 28, 28, 7, 5}, {1, 28, 28, 14, 5}, {3, 12, 8, 4, 3}};
+    {1, 28, 28, 4, 5, 0}, {1, 28, 28, 7, 5, 0}, {1, 28, 28, 14, 5, 0}, {3, 12, 8, 4, 3, 0},
+    {1, 28, 28, 4, 5, 8}, {1, 28, 28, 7, 5, 9}, {3, 12, 8, 4, 3, 6}};
 enum { N_SPECS = sizeof SPECS / sizeof SPECS[0] };
 
-/* An image pixel: images [B, channels, rows, cols]. */
+/* An image pixel: images [B, channels, rows, cols]; 0 past the edge (the padding). */
 static float pixel(const float *images, const PatchEmbedSpec *s, int b, int c, int y, int x) {
+    if (y < 0 || y >= s->rows || x < 0 || x >= s->cols) return 0.0f;
     return images[(((size_t)b * s->channels + c) * s->rows + y) * s->cols + x];
 }
 
@@ -85,8 +94,11 @@ static void test_forward_equals_convolution_and_flatten_project(void **state) {
         const PatchEmbedSpec *s = &SPECS[k];
         assert_int_equal(patch_embed_check(s), 0);
         const int P = s->P, N = patch_embed_count(s), D_in = patch_embed_dim(s), D = s->D, per_row = s->cols / P;
+        const int K = s->K ? s->K : P, pad = (K - P) / 2;
+        assert_int_equal(patch_embed_kernel(s), K);
+        assert_int_equal(patch_embed_padding(s), pad);
         assert_int_equal(N, (s->rows / P) * (s->cols / P));
-        assert_int_equal(D_in, s->channels * P * P);
+        assert_int_equal(D_in, s->channels * K * K);
         const size_t n_img = (size_t)B * s->channels * s->rows * s->cols, n_out = (size_t)B * N * D;
         float *images = alloc_floats(n_img), *conv_weight = alloc_floats((size_t)D * D_in);
         float *W = alloc_floats((size_t)D_in * D), *bias = alloc_floats(D);
@@ -95,7 +107,7 @@ static void test_forward_equals_convolution_and_flatten_project(void **state) {
         fill(images, n_img, 1.0f, &r);
         fill(conv_weight, (size_t)D * D_in, 0.5f, &r);
         fill(bias, D, 0.5f, &r);
-        /* W = weight.reshape(D, D_in).T: W[(c P + i) P + j, d] = weight[d, c, i, j] */
+        /* W = weight.reshape(D, D_in).T: W[(c K + i) K + j, d] = weight[d, c, i, j] */
         for (int d = 0; d < D; d++)
             for (int q = 0; q < D_in; q++) W[(size_t)q * D + d] = conv_weight[(size_t)d * D_in + q];
         for (size_t i = 0; i < n_out; i++) out[i] = NAN;   /* forward must write every output */
@@ -103,19 +115,20 @@ static void test_forward_equals_convolution_and_flatten_project(void **state) {
 
         for (int b = 0; b < B; b++)
             for (int n = 0; n < N; n++) {
-                const int top = (n / per_row) * P, left = (n % per_row) * P;
-                /* flatten the patch: (c, i, j) order */
+                /* the output position's first pixel in the padded image */
+                const int top = (n / per_row) * P - pad, left = (n % per_row) * P - pad;
+                /* flatten the K x K square: (c, i, j) order */
                 for (int c = 0; c < s->channels; c++)
-                    for (int i = 0; i < P; i++)
-                        for (int j = 0; j < P; j++) vec[(c * P + i) * P + j] = pixel(images, s, b, c, top + i, left + j);
+                    for (int i = 0; i < K; i++)
+                        for (int j = 0; j < K; j++) vec[(c * K + i) * K + j] = pixel(images, s, b, c, top + i, left + j);
                 for (int d = 0; d < D; d++) {
-                    /* a direct convolution: filter d at output position (top / P, left / P), stride P */
+                    /* a direct convolution: filter d at output position (n / per_row, n % per_row), stride P */
                     double conv = bias[d], sum_abs = fabs(bias[d]);
                     for (int c = 0; c < s->channels; c++)
-                        for (int i = 0; i < P; i++)
-                            for (int j = 0; j < P; j++) {
+                        for (int i = 0; i < K; i++)
+                            for (int j = 0; j < K; j++) {
                                 const double t = (double)pixel(images, s, b, c, top + i, left + j) *
-                                                 conv_weight[(((size_t)d * s->channels + c) * P + i) * P + j];
+                                                 conv_weight[(((size_t)d * s->channels + c) * K + i) * K + j];
                                 conv += t;
                                 sum_abs += fabs(t);
                             }
@@ -125,8 +138,8 @@ static void test_forward_equals_convolution_and_flatten_project(void **state) {
                     const double got = out[((size_t)b * N + n) * D + d];
                     const double tol = 2.0 * D_in * 0x1p-24 * sum_abs + 1e-6;
                     if (!(fabs(got - conv) <= tol) || !(fabs(got - proj) <= tol))
-                        fail_msg("P = %d, %d x %d x %d: image %d patch %d filter %d: %.8g, convolution %.8g, "
-                                 "flatten-and-project %.8g (tolerance %.2g)", P, s->channels, s->rows, s->cols, b,
+                        fail_msg("P = %d, K = %d, %d x %d x %d: image %d patch %d filter %d: %.8g, convolution %.8g, "
+                                 "flatten-and-project %.8g (tolerance %.2g)", P, K, s->channels, s->rows, s->cols, b,
                                  n, d, got, conv, proj, tol);
                 }
             }
@@ -152,14 +165,35 @@ static void test_im2col_is_a_reordering(void **state) {
         const size_t n_img = (size_t)B * s->channels * s->rows * s->cols;
         float *images = alloc_floats(n_img), *patches = alloc_floats(patch_embed_cache_floats(s, B));
         float *back = alloc_floats(n_img);
-        assert_int_equal(patch_embed_cache_floats(s, B), n_img);   /* stride = kernel: each pixel once */
         fill(images, n_img, 1.0f, &r);
         patch_embed_im2col(patches, images, s, B);
         patch_embed_col2im_add(back, patches, s, B);   /* back starts at 0 */
-        assert_memory_equal(back, images, sizeof(float) * n_img);
-        /* col2im ADDS: a second time doubles (exactly: x + x) */
-        patch_embed_col2im_add(back, patches, s, B);
-        for (size_t i = 0; i < n_img; i++) assert_true(back[i] == 2.0f * images[i]);
+        if (patch_embed_kernel(s) == s->P) {
+            assert_int_equal(patch_embed_cache_floats(s, B), n_img);   /* stride = kernel: each pixel once */
+            assert_memory_equal(back, images, sizeof(float) * n_img);
+            /* col2im ADDS: a second time doubles (exactly: x + x) */
+            patch_embed_col2im_add(back, patches, s, B);
+            for (size_t i = 0; i < n_img; i++) assert_true(back[i] == 2.0f * images[i]);
+        } else {
+            /* overlap: pixel (y, x) comes back once for every K x K square that reads it, the
+             * squares of patch (gr, gc) covering rows gr P - pad .. gr P - pad + K - 1 (columns alike) */
+            const int P = s->P, K = patch_embed_kernel(s), pad = patch_embed_padding(s);
+            int most = 0;
+            for (int b = 0; b < B; b++)
+                for (int c = 0; c < s->channels; c++)
+                    for (int y = 0; y < s->rows; y++)
+                        for (int x = 0; x < s->cols; x++) {
+                            int count = 0;
+                            for (int gr = 0; gr < s->rows / P; gr++)
+                                for (int gc = 0; gc < s->cols / P; gc++)
+                                    count += y >= gr * P - pad && y < gr * P - pad + K && x >= gc * P - pad &&
+                                             x < gc * P - pad + K;
+                            if (count > most) most = count;
+                            const size_t i = (((size_t)b * s->channels + c) * s->rows + y) * s->cols + x;
+                            assert_float_equal(back[i], count * images[i], 1e-6);
+                        }
+            assert_true(most > 1);   /* some pixel really is read by several squares */
+        }
         free(images); free(patches); free(back);
     }
 }
@@ -235,7 +269,7 @@ static void test_gradients(void **state) {
 
 static void test_check_and_init(void **state) {
     (void)state;
-    PatchEmbedSpec s = {1, 28, 28, 5, 64};
+    PatchEmbedSpec s = {1, 28, 28, 5, 64, 0};
     assert_int_equal(patch_embed_check(&s), -1);
     assert_string_equal(last_error(),
                         "patch size 5 does not cut a 28 x 28 image into whole patches: expected one of 1, 2, 4, 7, 14, 28");
@@ -247,6 +281,20 @@ static void test_check_and_init(void **state) {
     assert_non_null(strstr(last_error(), "width D 0"));
     s.D = 64;
     assert_int_equal(patch_embed_check(&s), 0);
+    /* kernels: P itself, or P plus an even number of pixels (centred); not smaller, not lopsided */
+    s.K = 7;
+    assert_int_equal(patch_embed_check(&s), 0);
+    s.K = 11;
+    assert_int_equal(patch_embed_check(&s), 0);
+    assert_int_equal(patch_embed_padding(&s), 2);
+    assert_int_equal(patch_embed_dim(&s), 121);
+    s.K = 8;
+    assert_int_equal(patch_embed_check(&s), -1);
+    assert_string_equal(last_error(), "kernel 8 with patch 7: expected 0 (no overlap) or a kernel of 7, 9, 11, ... (the "
+                                      "patch side plus an even number of pixels, at most the patch plus the image)");
+    s.K = 5;
+    assert_int_equal(patch_embed_check(&s), -1);
+    s.K = 0;
     /* the chapter's three patch sizes: 49, 16 and 4 tokens */
     const int P[3] = {4, 7, 14}, N[3] = {49, 16, 4};
     for (int k = 0; k < 3; k++) {

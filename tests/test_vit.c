@@ -3,7 +3,8 @@
  *  - pooling (class token and mean) against central finite differences;
  *  - the whole model's gradient (every parameter) against central finite
  *    differences, for cls and mean pooling, learned and 2-D sinusoidal
- *    positions, on 8 x 8 images in 4 patches (and a 3-channel image), and
+ *    positions, on 8 x 8 images in 4 patches (and a 3-channel image), with
+ *    overlapping patches (8 x 8 kernels around the 4 x 4 patches), and
  *    with label smoothing (the loss then written from its definition);
  *  - the 2-D sinusoids: the class token's row is 0, patches in one grid row
  *    share their first D/2 numbers (chapter 04's sinusoids of the row), in
@@ -122,10 +123,11 @@ static double model_loss(void *p) {
     return loss / c->B;
 }
 
-static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing) {
+static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
+    cfg.patch.K = kernel;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
     Rng r;
@@ -141,21 +143,23 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     ModelCtx ctx = {&v, images, targets, B};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g: max_rel_err %.3g at %zu (numeric %.6g, "
-                 "analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels, (double)label_smoothing,
-                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
+        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d: max_rel_err %.3g at %zu "
+                 "(numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels,
+                 (double)label_smoothing, kernel, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
     assert_true(res.n_checked >= 500);
     vit_free(&v);
 }
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6);
 }
 
 static void test_positions_2d(void **state) {
@@ -201,6 +205,7 @@ static void test_config_and_errors(void **state) {
     VitConfig cfg = small_config(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1), back;
     cfg.dropout = 0.125f;
     cfg.label_smoothing = 0.25f;
+    cfg.patch.K = 6;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -212,6 +217,17 @@ static void test_config_and_errors(void **state) {
     assert_null(strstr(older, "label_smoothing"));
     assert_int_equal(vit_config_from_text(older, &back), 0);
     assert_true(back.label_smoothing == 0.0f);
+    /* nor from before overlapping patches: no kernel line means kernel = patch */
+    line = strstr(text, "kernel=");
+    assert_non_null(line);
+    snprintf(older, sizeof older, "%.*s%s", (int)(line - text), text, strchr(line, '\n') + 1);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_int_equal(back.patch.K, 0);
+    char kernel_text[1100];
+    snprintf(kernel_text, sizeof kernel_text, "%.*skernel=six%s", (int)(line - text), text, strchr(line, '\n'));
+    assert_int_equal(vit_config_from_text(kernel_text, &back), -1);
+    assert_string_equal(last_error(), "kernel=six: expected a kernel side 0..4096");
+    line = strstr(text, "label_smoothing=");
     /* a value out of [0, 1) is refused, naming the key */
     char wrong[1100];
     snprintf(wrong, sizeof wrong, "%.*slabel_smoothing=1.5%s", (int)(line - text), text, strchr(line, '\n'));
@@ -222,6 +238,11 @@ static void test_config_and_errors(void **state) {
     bad.patch.P = 3;                                   /* does not divide 8 */
     assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
     assert_non_null(strstr(last_error(), "3"));
+    vit_free(&v);
+    bad = cfg;
+    bad.patch.K = 5;                                   /* cannot be centred on a 4 x 4 patch */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "kernel 5 with patch 4"));
     vit_free(&v);
     bad = cfg;
     bad.heads = 3;                                     /* does not divide D = 8 */

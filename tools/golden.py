@@ -1066,23 +1066,24 @@ def gen_decoder_block():
 
 @layer("patch_embed")
 def gen_patch_embed():
-    """patch_embed_forward/backward (chapter 07, patch_embed.h): F.conv2d with stride =
-    kernel = P, its weight [D, channels, P, P] = W^T reshaped (W [D_in, D]); out =
-    conv.flatten(2).transpose(1, 2) [B, N, D]; dimages, dW, db by autograd.
-    config = {channels, rows, cols, P}."""
+    """patch_embed_forward/backward (chapter 07, patch_embed.h): F.conv2d with stride P,
+    kernel K and padding (K - P) / 2 (K = P: the ViT's non-overlapping patches), its weight
+    [D, channels, K, K] = W^T reshaped (W [D_in, D]); out = conv.flatten(2).transpose(1, 2)
+    [B, N, D]; dimages, dW, db by autograd. config = {channels, rows, cols, P, K}."""
     cases = []
-    specs = [(1, 1, 28, 28, 7, 5), (2, 1, 28, 28, 4, 3), (3, 1, 28, 28, 14, 2), (2, 3, 12, 8, 4, 6),
-             (1, 2, 5, 5, 1, 3)]
-    for seed, (B, ch, rows, cols, P, D) in enumerate(specs):
+    specs = [(1, 1, 28, 28, 7, 7, 5), (2, 1, 28, 28, 4, 4, 3), (3, 1, 28, 28, 14, 14, 2), (2, 3, 12, 8, 4, 4, 6),
+             (1, 2, 5, 5, 1, 1, 3), (2, 1, 28, 28, 4, 8, 4), (2, 3, 12, 8, 4, 6, 3), (1, 1, 6, 6, 3, 5, 2)]
+    for seed, (B, ch, rows, cols, P, K, D) in enumerate(specs):
         r = Draw(2100 + seed)
-        D_in = ch * P * P
+        D_in = ch * K * K
         N = (rows // P) * (cols // P)
         images, W, b = r.uniform(B, ch, rows, cols), r.uniform(D_in, D), r.uniform(D)
         dout = r.uniform(B, N, D, grad=False)
-        out = F.conv2d(images, W.t().reshape(D, ch, P, P), b, stride=P).flatten(2).transpose(1, 2)
+        out = F.conv2d(images, W.t().reshape(D, ch, K, K), b, stride=P, padding=(K - P) // 2)
+        out = out.flatten(2).transpose(1, 2)
         backward(out, dout)
-        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_d{D}", OrderedDict(
-            config=np.array([ch, rows, cols, P], np.int32), images=np32(images), W=np32(W), b=np32(b),
+        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_k{K}_d{D}", OrderedDict(
+            config=np.array([ch, rows, cols, P, K], np.int32), images=np32(images), W=np32(W), b=np32(b),
             dout=np32(dout), out=np32(out), dimages=np32(images.grad), dW=np32(W.grad), db=np32(b.grad))))
     return cases
 
@@ -1114,17 +1115,18 @@ def gen_vit():
     (vit_create's params_add order): patch.W, patch.b, cls, pos, enc<l> (block l's whole
     flat buffer in block_weights_view order), enc_norm.gamma/beta, head.W, head.b; the
     gradient of each is d<name>. config = {channels, rows, cols, P, D, layers, heads, F,
-    pool (0 cls, 1 mean), pos (0 learned, 1 sinusoidal2d), classes}."""
+    pool (0 cls, 1 mean), pos (0 learned, 1 sinusoidal2d), classes, K (the patch kernel)}."""
     cases = []
-    specs = [  # B, channels, rows, cols, P, D, L, H, F, pool, pos, C
-        (3, 1, 8, 8, 4, 8, 2, 2, 12, "cls", "learned", 3),
-        (2, 1, 12, 8, 4, 8, 2, 2, 16, "mean", "sinusoidal2d", 4),
-        (2, 3, 8, 8, 2, 12, 1, 3, 10, "cls", "sinusoidal2d", 5),
-        (4, 1, 28, 28, 7, 8, 2, 4, 16, "mean", "learned", 10),
+    specs = [  # B, channels, rows, cols, P, K, D, L, H, F, pool, pos, C
+        (3, 1, 8, 8, 4, 4, 8, 2, 2, 12, "cls", "learned", 3),
+        (2, 1, 12, 8, 4, 4, 8, 2, 2, 16, "mean", "sinusoidal2d", 4),
+        (2, 3, 8, 8, 2, 2, 12, 1, 3, 10, "cls", "sinusoidal2d", 5),
+        (4, 1, 28, 28, 7, 7, 8, 2, 4, 16, "mean", "learned", 10),
+        (3, 1, 12, 12, 4, 8, 8, 2, 2, 12, "cls", "learned", 4),
     ]
-    for seed, (B, ch, rows, cols, P, D, L, H, F_, pool, pos, C) in enumerate(specs):
+    for seed, (B, ch, rows, cols, P, K, D, L, H, F_, pool, pos, C) in enumerate(specs):
         r = Draw(2200 + seed)
-        D_in, g_r, g_c = ch * P * P, rows // P, cols // P
+        D_in, g_r, g_c = ch * K * K, rows // P, cols // P
         N = g_r * g_c
         T = N + (pool == "cls")
         images = r.uniform(B, ch, rows, cols, grad=False)
@@ -1151,7 +1153,8 @@ def gen_vit():
         prm["head.W"] = r.uniform(D, C)
         prm["head.b"] = r.uniform(C, lo=-0.1, hi=0.1)
 
-        x = F.conv2d(images, prm["patch.W"].t().reshape(D, ch, P, P), prm["patch.b"], stride=P)
+        x = F.conv2d(images, prm["patch.W"].t().reshape(D, ch, K, K), prm["patch.b"], stride=P,
+                     padding=(K - P) // 2)
         x = x.flatten(2).transpose(1, 2)                                   # [B, N, D]
         if pool == "cls":
             x = torch.cat([prm["cls"].expand(B, 1, D), x], dim=1)
@@ -1169,7 +1172,7 @@ def gen_vit():
         order = ["W_QKV", "W_O", "b_O", "norm1_gamma", "norm1_beta", "W_1", "b_1", "W_2", "b_2",
                  "norm2_gamma", "norm2_beta"]
         t = OrderedDict(config=np.array([ch, rows, cols, P, D, L, H, F_, ["cls", "mean"].index(pool),
-                                         ["learned", "sinusoidal2d"].index(pos), C], np.int32),
+                                         ["learned", "sinusoidal2d"].index(pos), C, K], np.int32),
                         images=np32(images), targets=targets.numpy().astype(np.int32))
         grads = OrderedDict()
         for name in ["patch.W", "patch.b", "cls", "pos"]:
@@ -1185,7 +1188,7 @@ def gen_vit():
             grads["d" + name] = np32(prm[name].grad)
         t.update(logits=np32(logits), loss=np.array([loss.item()], np.float32))
         t.update(grads)
-        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_d{D}_l{L}_h{H}_{pool}_{pos}", t))
+        cases.append((f"b{B}_c{ch}_{rows}x{cols}_p{P}_k{K}_d{D}_l{L}_h{H}_{pool}_{pos}", t))
     return cases
 
 

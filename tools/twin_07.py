@@ -1,13 +1,14 @@
 """twin_07.py - chapter 07's Vision Transformer, rebuilt from standard PyTorch modules.
 
 The C model (chapters/07_vision_transformer/vit.h):
-    X_0 = [x_cls;] Conv2d(images, kernel = stride = P).flatten(2).transpose(1, 2) + E_pos
+    X_0 = [x_cls;] Conv2d(images, kernel K, stride P, padding (K - P) / 2).flatten(2).transpose(1, 2) + E_pos
+          (K = P: the ViT's own non-overlapping patches; K > P: overlapping ones)
     Z   = LayerNorm(Block_L(.. Block_1(X_0)))      pre-norm blocks (chapter 06), no mask
     u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean);   logits = u W_head + b_head
     loss = mean cross-entropy over the batch (printed); with --label-smoothing eps
            the gradient is that of the smoothed cross-entropy (objective())
-Here: nn.Conv2d(channels, D, P, stride=P) with weight = patch.W^T reshaped to
-[D, channels, P, P] (patch_embed.h's layout promise), the class token and a
+Here: nn.Conv2d(channels, D, K, stride=P, padding=(K - P) // 2) with weight = patch.W^T
+reshaped to [D, channels, K, K] (patch_embed.h's layout promise), the class token and a
 learned E_pos as parameters (the 2-D sinusoids computed in float64 here, from
 chapter 04's twin's 1-D table), nn.TransformerEncoderLayer(norm_first=True,
 activation="gelu", dropout=0) for each block with the C weights mapped by
@@ -33,6 +34,7 @@ RUNS = [
     ("p4 mean sin2d", ["--patch", "4", "--pool", "mean", "--pos", "sinusoidal2d"] + _SMALL),
     ("p14 cls s2d aug ls", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment",
                             "--label-smoothing", "0.2"] + _SMALL),
+    ("p4 kernel 8 cls", ["--patch", "4", "--kernel", "8", "--pool", "cls", "--pos", "learned"] + _SMALL),
 ]
 
 
@@ -54,7 +56,8 @@ class VitTwin(nn.Module):
         self.learned = cfg["pos"] == "learned"
         C = int(cfg["classes"])
         self.eps = float(cfg.get("label_smoothing", 0))   # a checkpoint from before smoothing has no line
-        self.patch = nn.Conv2d(self.ch, D, P, stride=P)
+        K = int(cfg.get("kernel", 0)) or P   # a checkpoint from before overlapping patches has no line
+        self.patch = nn.Conv2d(self.ch, D, K, stride=P, padding=(K - P) // 2)
         T = (self.rows // P) * (self.cols // P) + self.cls_pool
         if self.cls_pool:
             self.cls = nn.Parameter(torch.zeros(D))
@@ -68,7 +71,7 @@ class VitTwin(nn.Module):
         self.head = nn.Linear(D, C)
         self.to(dtype)
 
-        # patch.W [D_in, D] is conv.weight [D, channels, P, P] transposed and reshaped: by hand
+        # patch.W [D_in, D] is conv.weight [D, channels, K, K] transposed and reshaped: by hand
         with torch.no_grad():
             self.patch.weight.copy_(torch.as_tensor(tensors["patch.W"]).t().reshape(self.patch.weight.shape))
         self.layout = [("patch.b", "patch.bias", False, None)]

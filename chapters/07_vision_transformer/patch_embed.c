@@ -19,7 +19,13 @@ int patch_embed_check(const PatchEmbedSpec *s) {
     if (s->channels < 1 || s->rows < 1 || s->cols < 1 || s->D < 1)
         return fail("patch embedding: channels %d, image %d x %d, width D %d: expected each to be at least 1",
                     s->channels, s->rows, s->cols, s->D);
-    if (s->P >= 1 && s->rows % s->P == 0 && s->cols % s->P == 0) return 0;
+    if (s->P >= 1 && s->rows % s->P == 0 && s->cols % s->P == 0) {
+        if (s->K == 0 || (s->K >= s->P && (s->K - s->P) % 2 == 0 && s->K <= s->P + s->rows && s->K <= s->P + s->cols))
+            return 0;
+        return fail("kernel %d with patch %d: expected 0 (no overlap) or a kernel of %d, %d, %d, ... (the patch side "
+                    "plus an even number of pixels, at most the patch plus the image)", s->K, s->P, s->P, s->P + 2,
+                    s->P + 4);
+    }
     /* list the patch sizes that would fit: the common divisors of rows and cols */
     char fits[256] = "";
     size_t used = 0;
@@ -32,7 +38,11 @@ int patch_embed_check(const PatchEmbedSpec *s) {
 
 int patch_embed_count(const PatchEmbedSpec *s) { return (s->rows / s->P) * (s->cols / s->P); }
 
-int patch_embed_dim(const PatchEmbedSpec *s) { return s->channels * s->P * s->P; }
+int patch_embed_kernel(const PatchEmbedSpec *s) { return s->K ? s->K : s->P; }
+
+int patch_embed_padding(const PatchEmbedSpec *s) { return (patch_embed_kernel(s) - s->P) / 2; }
+
+int patch_embed_dim(const PatchEmbedSpec *s) { return s->channels * patch_embed_kernel(s) * patch_embed_kernel(s); }
 
 void patch_embed_init(const PatchEmbedSpec *s, float *W, float *b, Rng *rng) {
     init_xavier(W, patch_embed_dim(s), s->D, rng);
@@ -49,18 +59,29 @@ size_t patch_embed_scratch_floats(const PatchEmbedSpec *s, int B) {
 
 /* images [B, channels, rows, cols] -> patches [B N, D_in] (written) */
 void patch_embed_im2col(float *patches, const float *images, const PatchEmbedSpec *s, int B) {
-    const int P = s->P, per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
+    const int P = s->P, K = patch_embed_kernel(s), pad = patch_embed_padding(s);
+    const int per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
-    /* Exercise 07.patch_embedding (5 points): im2col, every P x P patch of every channel into one row. */
+    /* Exercise 07.patch_embedding (5 points): im2col, the K x K square of patch n in every channel
+     * into one row (K = P: the patch itself), zeros where the square hangs over the image's edge. */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
-            const int top = (n / per_row) * P, left = (n % per_row) * P;   /* the patch's first pixel */
+            /* the kernel's first pixel: the patch's, moved up and left by the padding */
+            const int top = (n / per_row) * P - pad, left = (n % per_row) * P - pad;
             float *p = patches + ((size_t)b * N + n) * D_in;
             for (int c = 0; c < s->channels; c++)
-                for (int i = 0; i < P; i++) {
-                    /* row i of the patch in channel c: P pixels in a row of the image */
-                    const float *src = images + b * image_size + c * plane + (size_t)(top + i) * s->cols + left;
-                    memcpy(p + (c * P + i) * P, src, sizeof(float) * P);
+                for (int i = 0; i < K; i++) {
+                    const int y = top + i;
+                    float *dst = p + (c * K + i) * K;
+                    if (y < 0 || y >= s->rows) {   /* a row of padding */
+                        memset(dst, 0, sizeof(float) * K);
+                        continue;
+                    }
+                    const float *src = images + b * image_size + c * plane + (size_t)y * s->cols;
+                    for (int j = 0; j < K; j++) {
+                        const int x = left + j;
+                        dst[j] = (x >= 0 && x < s->cols) ? src[x] : 0.0f;
+                    }
                 }
         }
     /* End of exercise 07.patch_embedding. */
@@ -68,17 +89,24 @@ void patch_embed_im2col(float *patches, const float *images, const PatchEmbedSpe
 
 /* dpatches [B N, D_in] -> dimages [B, channels, rows, cols] += (the same walk as im2col) */
 void patch_embed_col2im_add(float *dimages, const float *dpatches, const PatchEmbedSpec *s, int B) {
-    const int P = s->P, per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
+    const int P = s->P, K = patch_embed_kernel(s), pad = patch_embed_padding(s);
+    const int per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
-    /* Exercise 07.patch_embedding, continued: col2im, each row of dpatches added back to its pixels. */
+    /* Exercise 07.patch_embedding, continued: col2im, each number of dpatches added back to its pixel
+     * (a pixel in several overlapping squares gets the sum; the padding's zeros get nothing). */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
-            const int top = (n / per_row) * P, left = (n % per_row) * P;
+            const int top = (n / per_row) * P - pad, left = (n % per_row) * P - pad;
             const float *p = dpatches + ((size_t)b * N + n) * D_in;
             for (int c = 0; c < s->channels; c++)
-                for (int i = 0; i < P; i++) {
-                    float *dst = dimages + b * image_size + c * plane + (size_t)(top + i) * s->cols + left;
-                    for (int j = 0; j < P; j++) dst[j] += p[(c * P + i) * P + j];
+                for (int i = 0; i < K; i++) {
+                    const int y = top + i;
+                    if (y < 0 || y >= s->rows) continue;
+                    float *dst = dimages + b * image_size + c * plane + (size_t)y * s->cols;
+                    for (int j = 0; j < K; j++) {
+                        const int x = left + j;
+                        if (x >= 0 && x < s->cols) dst[x] += p[(c * K + i) * K + j];
+                    }
                 }
         }
     /* End of exercise 07.patch_embedding. */

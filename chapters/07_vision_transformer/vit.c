@@ -240,15 +240,16 @@ const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st,
 
 void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
-             "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\ndim=%d\nlayers=%d\n"
+             "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
              "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nseed=%d\n",
-             VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.D, c->layers,
+             VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
+             c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
              (double)c->label_smoothing, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32];
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -262,6 +263,12 @@ int vit_config_from_text(const char *config, VitConfig *c) {
         config_get_int_in(config, "ff", 1, 65536, &c->ff) < 0 ||
         config_get_int_in(config, "classes", 2, 100000, &c->classes) < 0)
         return -1;
+    /* kernel came later too: a checkpoint without the line has non-overlapping patches (kernel = patch) */
+    if (config_get_or(config, "kernel", "0", kernel, sizeof kernel) < 0) return -1;
+    char *kend;
+    long k = strtol(kernel, &kend, 10);
+    if (kend == kernel || *kend || k < 0 || k > 4096) return fail("kernel=%s: expected a kernel side 0..4096", kernel);
+    c->patch.K = (int)k;
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;

@@ -1,8 +1,8 @@
 /* grade_07.c - the coursework grader of chapter 07 (see grade.h): the patch
  * embedding (im2col and col2im), the 2-D sinusoidal positions, the pooling.
  *
- * The patch embedding against PyTorch's conv2d with stride = kernel = P
- * (tests/golden/patch_embed.bin); the positions against chapter 04's 1-D
+ * The patch embedding against PyTorch's conv2d with stride P, kernel K = P
+ * and, for overlapping patches, K > P with padding (tests/golden/patch_embed.bin); the positions against chapter 04's 1-D
  * sinusoids, which they are made of; the pooling against its definition. */
 #include <stdio.h>
 #include <string.h>
@@ -15,9 +15,9 @@
 /* ------------------------------------------------------------ 07.patch_embedding */
 
 static int patch_case(const GoldCase *c, int with_backward) {
-    const int *config = grade_i32(c, "config");   /* channels, rows, cols, P */
+    const int *config = grade_i32(c, "config");   /* channels, rows, cols, P, K */
     const GoldTensor *images = grade_tensor(c, "images"), *W = grade_tensor(c, "W");
-    const PatchEmbedSpec s = {config[0], config[1], config[2], config[3], W->dims[1]};
+    const PatchEmbedSpec s = {config[0], config[1], config[2], config[3], W->dims[1], config[4]};
     const int B = images->dims[0], N = patch_embed_count(&s), D_in = patch_embed_dim(&s);
     float *out = grade_floats((size_t)B * N * s.D), *cache = grade_floats(patch_embed_cache_floats(&s, B));
     patch_embed_forward(out, cache, images->data, W->data, grade_f32(c, "b"), &s, B);
@@ -107,7 +107,7 @@ static int pool_mean_backward(void) { return pool_backward_with(VIT_POOL_MEAN); 
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck PATCH_EMBEDDING[] = {
-    {"the patch embeddings against PyTorch's conv2d (stride = kernel = P)", patch_forward},
+    {"the patch embeddings against PyTorch's conv2d (stride P; kernel P, or larger with padding)", patch_forward},
     {"dimages and dW against PyTorch's autograd", patch_backward},
 };
 static const GradeCheck POSITIONS_2D[] = {
