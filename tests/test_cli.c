@@ -399,16 +399,19 @@ static void write_text_file(const char *path, const char *text, size_t n) {
 static void test_vit_program(void **state) {
     (void)state;
     const char *p = "07_vision_transformer";
+    char args[2048], path[700];
     expect_error(p, "--patch 5", "--patch");
     expect_error(p, "--patch 7,4,14,2", "--patch");
     expect_error(p, "--pool max", "--pool");
     expect_error(p, "--pos sinusoidal", "--pos");
+    expect_error(p, "--kernel 29", "--kernel");
+    snprintf(args, sizeof args, "--patch 4 --kernel 5 --steps 1 --out %s/x07", tmp_dir);
+    expect_error(p, args, "kernel 5 with patch 4");
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");
     expect_error(p, "--replicas 0", "--replicas");
     expect_error(p, "--replicas 9", "--replicas");
-    char args[2048], path[700];
     snprintf(args, sizeof args, "--replicas 3 --batch 2 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "--replicas 3");
     snprintf(args, sizeof args, "--data %s/no_such_dir --steps 1 --out %s/x07", tmp_dir, tmp_dir);

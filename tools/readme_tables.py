@@ -473,7 +473,7 @@ def table_vit(out_dir, readme):
                                           ", flip" if d.get("augment_flip") else "")
             if d.get("augment_shift") or d.get("augment_flip") else "")
         if "kernel" in d and number(d, "kernel", path) > number(d, "patch", path):
-            model = model.replace(" patches),", " patches, each read through a %d x %d kernel)," % (
+            model = model.replace(" patches),", " patches through %d x %d kernels)," % (
                 number(d, "kernel", path), number(d, "kernel", path)), 1)
         if "label_smoothing" in d and number(d, "label_smoothing", path) > 0:
             model += ", label smoothing %g" % number(d, "label_smoothing", path)

@@ -62,8 +62,9 @@ void patch_embed_im2col(float *patches, const float *images, const PatchEmbedSpe
     const int P = s->P, K = patch_embed_kernel(s), pad = patch_embed_padding(s);
     const int per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
-    /* Exercise 07.patch_embedding (5 points): im2col, the K x K square of patch n in every channel
-     * into one row (K = P: the patch itself), zeros where the square hangs over the image's edge. */
+    /* The K x K square of patch n in every channel becomes one row (K = P: the patch itself),
+     * zeros where the square hangs over the image's edge. */
+    /* Exercise 07.patch_embedding (5 points): im2col, every patch's square of every channel into one row. */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
             /* the kernel's first pixel: the patch's, moved up and left by the padding */
@@ -92,8 +93,8 @@ void patch_embed_col2im_add(float *dimages, const float *dpatches, const PatchEm
     const int P = s->P, K = patch_embed_kernel(s), pad = patch_embed_padding(s);
     const int per_row = s->cols / P, N = patch_embed_count(s), D_in = patch_embed_dim(s);
     const size_t image_size = (size_t)s->channels * s->rows * s->cols, plane = (size_t)s->rows * s->cols;
-    /* Exercise 07.patch_embedding, continued: col2im, each number of dpatches added back to its pixel
-     * (a pixel in several overlapping squares gets the sum; the padding's zeros get nothing). */
+    /* A pixel in several overlapping squares gets the sum of their gradients; the padding's zeros get nothing. */
+    /* Exercise 07.patch_embedding, continued: col2im, each number of dpatches added back to its pixel. */
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
             const int top = (n / per_row) * P - pad, left = (n % per_row) * P - pad;
