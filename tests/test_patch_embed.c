@@ -120,7 +120,8 @@ static void test_forward_equals_convolution_and_flatten_project(void **state) {
                 /* flatten the K x K square: (c, i, j) order */
                 for (int c = 0; c < s->channels; c++)
                     for (int i = 0; i < K; i++)
-                        for (int j = 0; j < K; j++) vec[(c * K + i) * K + j] = pixel(images, s, b, c, top + i, left + j);
+                        for (int j = 0; j < K; j++)
+                            vec[(c * K + i) * K + j] = pixel(images, s, b, c, top + i, left + j);
                 for (int d = 0; d < D; d++) {
                     /* a direct convolution: filter d at output position (n / per_row, n % per_row), stride P */
                     double conv = bias[d], sum_abs = fabs(bias[d]);
@@ -290,8 +291,9 @@ static void test_check_and_init(void **state) {
     assert_int_equal(patch_embed_dim(&s), 121);
     s.K = 8;
     assert_int_equal(patch_embed_check(&s), -1);
-    assert_string_equal(last_error(), "kernel 8 with patch 7: expected 0 (no overlap) or a kernel of 7, 9, 11, ... (the "
-                                      "patch side plus an even number of pixels, at most the patch plus the image)");
+    assert_string_equal(last_error(), "kernel 8 with patch 7: expected 0 (no overlap) or a kernel of 7, 9, 11, ... "
+                                      "(the patch side plus an even number of pixels, at most the patch plus the "
+                                      "image)");
     s.K = 5;
     assert_int_equal(patch_embed_check(&s), -1);
     s.K = 0;

@@ -145,7 +145,8 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     if (!(res.max_rel_err < 3e-2))
         fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d: max_rel_err %.3g at %zu "
                  "(numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels,
-                 (double)label_smoothing, kernel, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
+                 (double)label_smoothing, kernel, res.max_rel_err, res.worst_index, res.worst_numeric,
+                 res.worst_analytic);
     assert_true(res.n_checked >= 500);
     vit_free(&v);
 }
@@ -226,7 +227,10 @@ static void test_config_and_errors(void **state) {
     char kernel_text[1100];
     snprintf(kernel_text, sizeof kernel_text, "%.*skernel=six%s", (int)(line - text), text, strchr(line, '\n'));
     assert_int_equal(vit_config_from_text(kernel_text, &back), -1);
-    assert_string_equal(last_error(), "kernel=six: expected a kernel side 0..4096");
+    assert_string_equal(last_error(), "config key 'kernel': expected an integer, got 'six'");
+    snprintf(kernel_text, sizeof kernel_text, "%.*skernel=-2%s", (int)(line - text), text, strchr(line, '\n'));
+    assert_int_equal(vit_config_from_text(kernel_text, &back), -1);
+    assert_string_equal(last_error(), "config key 'kernel': expected 0..4096, got -2");
     line = strstr(text, "label_smoothing=");
     /* a value out of [0, 1) is refused, naming the key */
     char wrong[1100];

@@ -465,16 +465,15 @@ def table_vit(out_dir, readme):
         h = d.get("headline")
         if not isinstance(h, str) or h + "_test_acc" not in d:
             raise Failure("%s: no \"headline\" naming a run with a _test_acc" % path)
-        model = "patch %d (%d patches), %d blocks of D %d, %d heads, F %d, %s pooling, %s positions%s" % (
-            number(d, "patch", path), (number(d, "rows", path) // number(d, "patch", path)) ** 2,
+        P = number(d, "patch", path)
+        K = number(d, "kernel", path) if "kernel" in d else P   # results from before --kernel: K = P
+        model = "patch %d (%d patches%s), %d blocks of D %d, %d heads, F %d, %s pooling, %s positions%s" % (
+            P, (number(d, "rows", path) // P) ** 2, " through %d x %d kernels" % (K, K) if K > P else "",
             number(d, "layers", path), number(d, "dim", path), number(d, "heads", path), number(d, "ff", path),
             d.get("pool"), d.get("pos"),
             ", augmented (shift %d%s)" % (number(d, "augment_shift", path),
                                           ", flip" if d.get("augment_flip") else "")
             if d.get("augment_shift") or d.get("augment_flip") else "")
-        if "kernel" in d and number(d, "kernel", path) > number(d, "patch", path):
-            model = model.replace(" patches),", " patches through %d x %d kernels)," % (
-                number(d, "kernel", path), number(d, "kernel", path)), 1)
         if "label_smoothing" in d and number(d, "label_smoothing", path) > 0:
             model += ", label smoothing %g" % number(d, "label_smoothing", path)
         if "replicas" in d and number(d, "replicas", path) > 1:

@@ -263,12 +263,9 @@ int vit_config_from_text(const char *config, VitConfig *c) {
         config_get_int_in(config, "ff", 1, 65536, &c->ff) < 0 ||
         config_get_int_in(config, "classes", 2, 100000, &c->classes) < 0)
         return -1;
-    /* kernel came later too: a checkpoint without the line has non-overlapping patches (kernel = patch) */
-    if (config_get_or(config, "kernel", "0", kernel, sizeof kernel) < 0) return -1;
-    char *kend;
-    long k = strtol(kernel, &kend, 10);
-    if (kend == kernel || *kend || k < 0 || k > 4096) return fail("kernel=%s: expected a kernel side 0..4096", kernel);
-    c->patch.K = (int)k;
+    /* kernel came later too: a checkpoint without the line has non-overlapping patches (K = 0: kernel = patch) */
+    if (config_get_or(config, "kernel", "", kernel, sizeof kernel) < 0) return -1;
+    if (kernel[0] && config_get_int_in(config, "kernel", 0, 4096, &c->patch.K) < 0) return -1;
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;

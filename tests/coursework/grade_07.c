@@ -2,8 +2,9 @@
  * embedding (im2col and col2im), the 2-D sinusoidal positions, the pooling.
  *
  * The patch embedding against PyTorch's conv2d with stride P, kernel K = P
- * and, for overlapping patches, K > P with padding (tests/golden/patch_embed.bin); the positions against chapter 04's 1-D
- * sinusoids, which they are made of; the pooling against its definition. */
+ * and, for overlapping patches, K > P with padding (tests/golden/patch_embed.bin);
+ * the positions against chapter 04's 1-D sinusoids, which they are made of;
+ * the pooling against its definition. */
 #include <stdio.h>
 #include <string.h>
 
