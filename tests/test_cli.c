@@ -405,6 +405,8 @@ static void test_vit_program(void **state) {
     expect_error(p, "--pool max", "--pool");
     expect_error(p, "--pos sinusoidal", "--pos");
     expect_error(p, "--kernel 29", "--kernel");
+    expect_error(p, "--erase 1.5", "--erase");
+    expect_error(p, "--erase half", "--erase");
     snprintf(args, sizeof args, "--patch 4 --kernel 5 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "kernel 5 with patch 4");
     expect_error(p, "--image shoe.pgm", "--load");
@@ -426,7 +428,8 @@ static void test_vit_program(void **state) {
     snprintf(args, sizeof args, "--pos sinusoidal2d --dim 10 --heads 2 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "divisible by 4");
     const char *ckpt = "n07/model_vit_p7.ckpt";
-    short_run(p, "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 --pictures 1 --quiet", ckpt);
+    short_run(p, "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 --pictures 1 --quiet "
+              "--erase 0.5", ckpt);
     RunResult *r = malloc(sizeof *r);
     snprintf(args, sizeof args, "--load %s/%s --index 3 --out %s/e07", tmp_dir, ckpt, tmp_dir);
     run(r, p, args);

@@ -337,6 +337,7 @@ static void test_loader_on_fake_set(void **state) {
     assert_int_equal(d.test.n, FAKE_TEST);
     assert_int_equal(d.normalized, 0);
     assert_true(d.background == 0.0f);
+    assert_true(d.ink == 1.0f);
     /* the valid split is the END of the training file */
     assert_int_equal(d.valid.labels[0], 3 % 10);
     assert_true(d.valid.images[5] == fake_pixel(3, 5) / 255.0f);
@@ -371,6 +372,34 @@ static void test_loader_on_fake_set(void **state) {
     assert_float_equal(sqrt(sq / (3 * 784)), 1.0, 1e-5);
     assert_float_equal(d.test.images[9], (fake_pixel(0, 9) / 255.0f - d.mean) / d.std, 1e-6);
     assert_float_equal(d.background, -d.mean / d.std, 1e-6);
+    assert_float_equal(d.ink, (1.0f - d.mean) / d.std, 1e-6);
+
+    /* the training stream with erase = 1 and no shift or flip: every image is
+     * the training image of its label (labels are i % 10 here) but for one
+     * rectangle of noise between a blank and a full pixel */
+    FashionMnistTask ft = {.d = &d, .erase = 1.0f};
+    ExampleTask task;
+    fashion_mnist_task(&ft, &task);
+    Examples e;
+    examples_alloc(&e, 16, 784, 1, 1);
+    Rng r;
+    rng_seed(&r, 8, 2);
+    task.train_batch(task.self, &e, 16, &r);
+    for (int b = 0; b < 16; b++) {
+        const float *want = d.train.images + (size_t)e.targets[b] * 784, *got = e.values + (size_t)b * 784;
+        int row_lo = 28, row_hi = -1, col_lo = 28, col_hi = -1, changed = 0;
+        for (int k = 0; k < 784; k++)
+            if (got[k] != want[k]) {
+                assert_true(got[k] >= d.background && got[k] < d.ink);
+                changed++;
+                row_lo = k / 28 < row_lo ? k / 28 : row_lo, row_hi = k / 28 > row_hi ? k / 28 : row_hi;
+                col_lo = k % 28 < col_lo ? k % 28 : col_lo, col_hi = k % 28 > col_hi ? k % 28 : col_hi;
+            }
+        assert_true(changed > 0);   /* (a noise value equal to the pixel it covers is vanishingly rare) */
+        assert_true(changed <= (row_hi - row_lo + 1) * (col_hi - col_lo + 1));   /* inside one rectangle */
+        assert_true(changed * 10 >= 9 * (row_hi - row_lo + 1) * (col_hi - col_lo + 1));
+    }
+    examples_free(&e);
     fashion_mnist_free(&d);
 
     /* the same files gunzip'd, without the .gz in their names */
@@ -457,6 +486,68 @@ static void test_augment(void **state) {
     }
 }
 
+/* Random erasing against its definition: the rectangle the draws of a copy of
+ * the generator describe is exactly the set of changed pixels. The image's
+ * values (>= 1) lie outside the noise range [-1, 0), so every changed pixel
+ * shows. */
+static void test_erase(void **state) {
+    (void)state;
+    float image[784], out[784];
+    for (int k = 0; k < 784; k++) image[k] = (float)(k + 1);
+    Rng r;
+    rng_seed(&r, 5, 3);
+    /* p = 0: nothing changed, nothing drawn */
+    Rng before = r;
+    memcpy(out, image, sizeof out);
+    fashion_mnist_erase(out, 0.0f, -1.0f, 0.0f, &r);
+    assert_memory_equal(out, image, sizeof image);
+    assert_memory_equal(&before, &r, sizeof r);
+
+    int erased = 0, tall = 0, wide = 0;
+    double area_sum = 0.0;
+    const int trials = 2000;
+    for (int t = 0; t < trials; t++) {
+        const float p = t < trials / 2 ? 1.0f : 0.5f;
+        Rng copy = r;
+        int top = -1, left = -1, h = 0, w = 0;
+        if (rng_uniform(&copy) < p)
+            for (int attempt = 0; attempt < 10; attempt++) {
+                /* in float, as the definition is computed */
+                const float area = (0.02f + 0.38f * rng_uniform(&copy)) * 784.0f;
+                const float ratio = expf(logf(0.3f) + (logf(3.3f) - logf(0.3f)) * rng_uniform(&copy));
+                const int hh = (int)lroundf(sqrtf(area * ratio)), ww = (int)lroundf(sqrtf(area / ratio));
+                if (hh < 1 || ww < 1 || hh > 28 || ww > 28) continue;
+                h = hh, w = ww;
+                top = (int)rng_below(&copy, (uint32_t)(28 - h + 1));
+                left = (int)rng_below(&copy, (uint32_t)(28 - w + 1));
+                break;
+            }
+        memcpy(out, image, sizeof out);
+        fashion_mnist_erase(out, p, -1.0f, 0.0f, &r);
+        for (int row = 0; row < 28; row++)
+            for (int col = 0; col < 28; col++) {
+                const float v = out[row * 28 + col];
+                if (row >= top && row < top + h && col >= left && col < left + w)
+                    assert_true(v >= -1.0f && v < 0.0f);   /* noise in [lo, hi) */
+                else
+                    assert_true(v == image[row * 28 + col]);
+            }
+        if (h > 0) {
+            erased += t >= trials / 2;
+            tall += h > w;
+            wide += w > h;
+            area_sum += (double)(h * w) / 784.0;
+            assert_in_range(h * w, 5, 392);   /* 2-40% of 784, give or take the rounding */
+        }
+        if (p == 1.0f) assert_true(h > 0);   /* a fitting rectangle is (nearly) always found */
+    }
+    /* p = 0.5 erases about half the images; both orientations occur; the mean area about 21% */
+    assert_in_range(erased, trials / 4 - 60, trials / 4 + 60);
+    assert_true(tall > trials / 8 && wide > trials / 8);
+    const double mean_area = area_sum / (trials / 2 + erased);
+    assert_true(mean_area > 0.17 && mean_area < 0.24);
+}
+
 /* ---------------------------------------------------- the real data set */
 
 /* The training split's mean and std of pixel / 255, as data/README.md gives
@@ -510,6 +601,7 @@ int main(void) {
         cmocka_unit_test(test_loader_on_fake_set),
         cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_augment),
+        cmocka_unit_test(test_erase),
         cmocka_unit_test(test_real_fashion_mnist),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -474,6 +474,8 @@ def table_vit(out_dir, readme):
             ", augmented (shift %d%s)" % (number(d, "augment_shift", path),
                                           ", flip" if d.get("augment_flip") else "")
             if d.get("augment_shift") or d.get("augment_flip") else "")
+        if "augment_erase" in d and number(d, "augment_erase", path) > 0:
+            model += ", random erasing p %g" % number(d, "augment_erase", path)
         if "label_smoothing" in d and number(d, "label_smoothing", path) > 0:
             model += ", label smoothing %g" % number(d, "label_smoothing", path)
         if "replicas" in d and number(d, "replicas", path) > 1:

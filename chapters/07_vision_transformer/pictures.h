@@ -21,7 +21,9 @@
 /* Everything after the training of run key (label: titles); steps, batch
  * and seconds: the run's budget and training time, for the patch table
  * (steps 0: a loaded model, no row). v is the model behind m, t its task over
- * d; n_pictures test images in the attention picture (0: no pictures, only
+ * d (a FashionMnistTask: when its training flipped images, the accuracies
+ * with each image averaged with its mirror are printed and kept too);
+ * n_pictures test images in the attention picture (0: no pictures, only
  * the accuracies); res (may be NULL) gets the accuracies. Returns 0 or -1
  * with fail(). */
 int vit_pictures_after_training(const char *out, const char *key, const char *label, int steps, int batch,

@@ -132,6 +132,7 @@ int fashion_mnist_load(FashionMnist *d, const char *dir, int normalize) {
 
     d->normalized = normalize ? 1 : 0;
     d->background = 0.0f;
+    d->ink = 1.0f;
     if (d->normalized) {
         if (!(d->std > 0.0f)) {
             fail("'%s': every training pixel has the same value %g: cannot normalise by a standard deviation of 0",
@@ -144,6 +145,7 @@ int fashion_mnist_load(FashionMnist *d, const char *dir, int normalize) {
         standardise(&all_train, d->mean, d->std);
         standardise(&d->test, d->mean, d->std);
         d->background = (0.0f - d->mean) / d->std;
+        d->ink = (1.0f - d->mean) / d->std;
     }
 
     d->train.n = n_train;
@@ -179,6 +181,22 @@ void fashion_mnist_augment(float *out, const float *image, int max_shift, int fl
     }
 }
 
+void fashion_mnist_erase(float *image, float p, float lo, float hi, Rng *rng) {
+    const int R = FASHION_MNIST_ROWS, C = FASHION_MNIST_COLS;
+    if (p <= 0.0f || rng_uniform(rng) >= p) return;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        const float area = (0.02f + 0.38f * rng_uniform(rng)) * (float)(R * C);
+        const float ratio = expf(logf(0.3f) + (logf(3.3f) - logf(0.3f)) * rng_uniform(rng));
+        const int h = (int)lroundf(sqrtf(area * ratio)), w = (int)lroundf(sqrtf(area / ratio));
+        if (h < 1 || w < 1 || h > R || w > C) continue;   /* does not fit: draw again */
+        const int top = (int)rng_below(rng, (uint32_t)(R - h + 1));
+        const int left = (int)rng_below(rng, (uint32_t)(C - w + 1));
+        for (int r = top; r < top + h; r++)
+            for (int c = left; c < left + w; c++) image[r * C + c] = lo + (hi - lo) * rng_uniform(rng);
+        return;
+    }
+}
+
 /* ---------------------------------------------- the driver's ExampleTask */
 
 static void fm_train_batch(void *self, Examples *e, int B, Rng *rng) {
@@ -193,6 +211,7 @@ static void fm_train_batch(void *self, Examples *e, int B, Rng *rng) {
             fashion_mnist_augment(out, image, ft->max_shift, ft->flip, ft->d->background, rng);
         else
             memcpy(out, image, sizeof(float) * FASHION_MNIST_PIXELS);
+        if (ft->erase > 0.0f) fashion_mnist_erase(out, ft->erase, ft->d->background, ft->d->ink, rng);
         e->targets[b] = s->labels[i];
     }
 }

@@ -57,6 +57,7 @@ typedef struct {
     float mean, std;     /* of the training split's pixel / 255 values (population std) */
     int normalized;      /* 1: images hold (pixel / 255 - mean) / std; 0: pixel / 255 */
     float background;    /* the value of a blank (0) pixel: 0, or -mean / std when normalized */
+    float ink;           /* the value of a full (255) pixel: 1, or (1 - mean) / std when normalized */
 } FashionMnist;
 
 /* Load the four files from dir (NULL or "" = FASHION_MNIST_DIR). Each name is
@@ -81,10 +82,23 @@ void fashion_mnist_free(FashionMnist *d);
  * max_shift 0 and flip 0 copy the image. 0 <= max_shift < 28. */
 void fashion_mnist_augment(float *out, const float *image, int max_shift, int flip, float background, Rng *rng);
 
+/* Random erasing (Zhong, Zheng, Kang, Li and Yang 2020), in place on one image
+ * [28, 28]: with probability p, a rectangle of the image is replaced by noise,
+ * so the model cannot lean on any one part of the article. The rectangle's area
+ * is a uniform fraction 0.02..0.4 of the image and its aspect ratio h / w is
+ * log-uniform in 0.3..3.3 (the paper's settings); h = round(sqrt(area * ratio)),
+ * w = round(sqrt(area / ratio)), redrawn (at most 10 times, then no erasing)
+ * until it fits, and placed uniformly. Each of its pixels gets a value uniform in
+ * [lo, hi) (the range of the pixels: lo = background, hi = full ink). The
+ * random numbers come from rng: one for the coin, area and ratio per attempt,
+ * top and left for the one that fits, then one per erased pixel. p = 0 draws nothing. 0 <= p <= 1. */
+void fashion_mnist_erase(float *image, float p, float lo, float hi, Rng *rng);
+
 /* The data set as an ExampleTask (data/examples.h) for the per-example
  * driver (train/classifier.h): n_in = 784 floats, n_out = 1, C = 10.
  *   train_batch  B images drawn at random (with replacement) from the train
- *                split, augmented when max_shift > 0 or flip is 1;
+ *                split, augmented when max_shift > 0 or flip is 1, then
+ *                erased (fashion_mnist_erase) with probability erase;
  *   test_batch   the next B images of the evaluation split, in order (it
  *                wraps around); test_reset starts it again;
  *   parse_input  refuses: images come from a file or an index, which the
@@ -93,6 +107,7 @@ void fashion_mnist_augment(float *out, const float *image, int max_shift, int fl
 typedef struct {
     const FashionMnist *d;
     int max_shift, flip;   /* augmentation of the training images */
+    float erase;           /* probability of random erasing after the shift and flip (0: none) */
     int eval_valid;        /* 1: test_batch reads the validation split */
     int cursor;            /* the next evaluation image */
 } FashionMnistTask;
