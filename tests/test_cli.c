@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 #include <cmocka.h>
 
 #include "program_run.h"
@@ -396,6 +397,24 @@ static void write_text_file(const char *path, const char *text, size_t n) {
     assert_int_equal(fclose(f), 0);
 }
 
+/* A copy of checkpoint `from` with the config text `was` replaced by `now` (the
+ * same length) and the CRC-32 at its end made right again: a checkpoint that
+ * passes the file checks but carries a bad value. */
+static void rewrite_checkpoint_config(const char *from, const char *to, const char *was, const char *now) {
+    FILE *f = fopen(from, "rb");
+    assert_non_null(f);
+    static unsigned char buf[1 << 20];
+    const size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 4 && n < sizeof buf && strlen(was) == strlen(now));
+    unsigned char *at = memmem(buf, n, was, strlen(was));
+    assert_non_null(at);
+    memcpy(at, now, strlen(now));
+    const uLong crc = crc32(0L, buf, (uInt)(n - 4));
+    for (int i = 0; i < 4; i++) buf[n - 4 + i] = (unsigned char)(crc >> (8 * i));   /* little-endian */
+    write_text_file(to, (const char *)buf, n);
+}
+
 static void test_vit_program(void **state) {
     (void)state;
     const char *p = "07_vision_transformer";
@@ -470,6 +489,12 @@ static void test_vit_program(void **state) {
     expect_error(p, args, "--image");
     snprintf(args, sizeof args, "--load %s/%s --steps 3", tmp_dir, ckpt);
     expect_error(p, args, "--steps has no effect with --load");
+    /* a checkpoint whose erasing probability is not one */
+    snprintf(path, sizeof path, "%s/erase.ckpt", tmp_dir);
+    snprintf(args, sizeof args, "%s/%s", tmp_dir, ckpt);
+    rewrite_checkpoint_config(args, path, "augment_erase=0.5", "augment_erase=9.5");
+    snprintf(args, sizeof args, "--load %s --pictures 0 --out %s/e07c", path, tmp_dir);
+    expect_error(p, args, "'augment_erase': expected a probability 0..1, got '9.5'");
     /* --load alone: the accuracies (no pictures asked for) */
     snprintf(args, sizeof args, "--load %s/%s --pictures 0 --out %s/e07b", tmp_dir, ckpt, tmp_dir);
     run(r, p, args);
