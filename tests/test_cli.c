@@ -448,7 +448,7 @@ static void test_vit_program(void **state) {
     expect_error(p, args, "divisible by 4");
     const char *ckpt = "n07/model_vit_p7.ckpt";
     short_run(p, "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 --pictures 1 --quiet "
-              "--erase 0.5", ckpt);
+              "--erase 0.5 --augment", ckpt);
     RunResult *r = malloc(sizeof *r);
     snprintf(args, sizeof args, "--load %s/%s --index 3 --out %s/e07", tmp_dir, ckpt, tmp_dir);
     run(r, p, args);
@@ -500,6 +500,8 @@ static void test_vit_program(void **state) {
     run(r, p, args);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "test accuracy"));
+    /* trained with flips: the accuracies with each image averaged with its mirror too */
+    assert_non_null(strstr(r->out, "each image averaged with its mirror image: validation accuracy "));
     free(r);
 }
 

@@ -493,9 +493,8 @@ def table_vit(out_dir, readme):
     caption = ("From `out/07_vision_transformer/results.json` and `out/07_vision_transformer_long/results.json` "
                "(%s); validation on the 5,000 held-out training images, test on the official 10,000; the last "
                "column averages the class probabilities of each image and of its mirror image (a model trained "
-               "with flips only): a second figure beside the plain one, not instead of it (the published figures are of the "
-               "plain kind); "
-               "`make readme` rewrites this table." % conditions(datas))
+               "with flips only): a second figure beside the plain one, not instead of it (the published figures "
+               "are of the plain kind); `make readme` rewrites this table." % conditions(datas))
     return rows, caption
 
 

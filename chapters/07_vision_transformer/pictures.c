@@ -133,13 +133,24 @@ static int draw_looked(const char *stem, const char *title, const Vit *v, const 
 
 /* Accuracy over the whole evaluation split (valid or test); with confusion
  * [C, C] (true row, predicted column) counted too. The first n_keep images'
- * predictions go to keep. */
-static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, int n_keep) {
+ * predictions go to keep. With flip_acc (may be NULL) also the accuracy of
+ * test-time augmentation with the training's own horizontal flip: each image
+ * classified by the mean of two class distributions, softmax of its logits
+ * and of its mirror image's. */
+static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, int n_keep, double *flip_acc) {
+    const int C = v->C;
     int *pred = xmalloc(sizeof(int) * (size_t)v->max_B);
-    long right = 0;
+    float *mirror = NULL, *p = NULL, *q = NULL;
+    if (flip_acc) {
+        mirror = xmalloc(sizeof(float) * (size_t)v->max_B * PIX);
+        p = xmalloc(sizeof(float) * (size_t)v->max_B * C);
+        q = xmalloc(sizeof(float) * (size_t)v->max_B * C);
+    }
+    long right = 0, right_flip = 0;
     for (int done = 0; done < s->n; done += v->max_B) {
         const int B = s->n - done < v->max_B ? s->n - done : v->max_B;
-        vit_forward(v, s->images + (size_t)done * PIX, NULL, B);
+        const float *images = s->images + (size_t)done * PIX;
+        vit_forward(v, images, NULL, B);
         vit_predict(v, pred);
         for (int b = 0; b < B; b++) {
             const int t = s->labels[done + b];
@@ -147,37 +158,23 @@ static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, 
             if (confusion) confusion[t * FASHION_MNIST_CLASSES + pred[b]]++;
             if (done + b < n_keep) keep[done + b] = pred[b];
         }
-    }
-    free(pred);
-    return (double)right / s->n;
-}
-
-/* Test-time augmentation with the training's own horizontal flip: each image
- * of split s is classified by the mean of two class distributions, softmax
- * of its logits and of its mirror image's. Returns the accuracy. */
-static double evaluate_flip_averaged(Vit *v, const ImageSplit *s) {
-    const int C = v->C;
-    float *mirror = xmalloc(sizeof(float) * (size_t)v->max_B * PIX);
-    float *p = xmalloc(sizeof(float) * (size_t)v->max_B * C), *q = xmalloc(sizeof(float) * (size_t)v->max_B * C);
-    long right = 0;
-    for (int done = 0; done < s->n; done += v->max_B) {
-        const int B = s->n - done < v->max_B ? s->n - done : v->max_B;
-        const float *images = s->images + (size_t)done * PIX;
+        if (!flip_acc) continue;
+        softmax_forward(p, v->logits, B, C);
         for (int b = 0; b < B; b++)
             for (int r = 0; r < SIDE; r++)
                 for (int c = 0; c < SIDE; c++)
                     mirror[(size_t)b * PIX + r * SIDE + c] = images[(size_t)b * PIX + r * SIDE + (SIDE - 1 - c)];
-        vit_forward(v, images, NULL, B);
-        softmax_forward(p, v->logits, B, C);
         vit_forward(v, mirror, NULL, B);
         softmax_forward(q, v->logits, B, C);
         for (int b = 0; b < B; b++) {
             int best = 0;
             for (int c = 1; c < C; c++)
                 if (p[b * C + c] + q[b * C + c] > p[b * C + best] + q[b * C + best]) best = c;
-            right += best == s->labels[done + b];
+            right_flip += best == s->labels[done + b];
         }
     }
+    if (flip_acc) *flip_acc = (double)right_flip / s->n;
+    free(pred);
     free(mirror);
     free(p);
     free(q);
@@ -245,7 +242,13 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
     const int C = FASHION_MNIST_CLASSES, n_grid = 16;
     long confusion[FASHION_MNIST_CLASSES * FASHION_MNIST_CLASSES] = {0};
     int first[16];
-    double valid = evaluate(v, &d->valid, NULL, NULL, 0), test = evaluate(v, &d->test, confusion, first, n_grid);
+    /* a model trained on mirrored images too: also its accuracy with each image's
+     * mirror averaged in, printed beside the plain figure (which stays the
+     * headline: the published figures are of one view) */
+    const int flipped = ((const FashionMnistTask *)t->self)->flip;
+    double valid_flip = 0.0, test_flip = 0.0;
+    const double valid = evaluate(v, &d->valid, NULL, NULL, 0, flipped ? &valid_flip : NULL);
+    const double test = evaluate(v, &d->test, confusion, first, n_grid, flipped ? &test_flip : NULL);
     printf("  %s: validation accuracy %.2f%% (%d images), test accuracy %.2f%% (%d images)\n", label, 100 * valid,
            d->valid.n, 100 * test, d->test.n);
     char k[64];
@@ -255,12 +258,7 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         snprintf(k, sizeof k, "%.24s_test_acc", key);
         results_set_num(res, k, test);
     }
-    /* a model trained on mirrored images too: also its accuracy with each test
-     * image's mirror averaged in, printed beside the plain figure (which stays
-     * the headline: the published figures are of one view) */
-    if (((const FashionMnistTask *)t->self)->flip) {
-        const double valid_flip = evaluate_flip_averaged(v, &d->valid);
-        const double test_flip = evaluate_flip_averaged(v, &d->test);
+    if (flipped) {
         printf("  %s, each image averaged with its mirror image: validation accuracy %.2f%%, test accuracy %.2f%%\n",
                label, 100 * valid_flip, 100 * test_flip);
         if (res) {
