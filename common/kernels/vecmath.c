@@ -1,5 +1,5 @@
-/* vecmath.c - the specification of the element-wise functions (plain libm
- * loops) and the dispatch on the backend (see vecmath.h).
+/* vecmath.c - the specification of the element-wise functions and of softmax
+ * along rows (plain libm loops) and the dispatch on the backend (see vecmath.h).
  * GELU's specification computes in double (see the GELU section). */
 #include "kernels/vecmath.h"
 
@@ -107,6 +107,43 @@ void vec_gelu_tanh_backward_naive(float *dx, const float *dy, const float *x, in
 }
 
 /* ------------------------------------------------------------------------ */
+/* Softmax along rows                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Subtracting the row's max keeps every e^(x - max) <= 1 (no overflow). The
+ * max skips NaN (a NaN entry still makes the whole row NaN through the sum). */
+void vec_softmax_rows_naive(float *y, const float *x, int rows, int C) {
+    for (int n = 0; n < rows; n++) {
+        const float *xr = x + (size_t)n * C;
+        float *yr = y + (size_t)n * C;
+        float max = -INFINITY;
+        for (int c = 0; c < C; c++) if (xr[c] > max) max = xr[c];
+        if (max == -INFINITY) {                 /* fully masked: 0/0, defined as zeros */
+            for (int c = 0; c < C; c++) yr[c] = 0.0f;
+            continue;
+        }
+        for (int c = 0; c < C; c++) yr[c] = expf(xr[c] - max);
+        double sum = 0.0;
+        for (int c = 0; c < C; c++) sum += yr[c];
+        float inv = (float)(1.0 / sum);
+        for (int c = 0; c < C; c++) yr[c] *= inv;
+    }
+}
+
+/* The Jacobian of softmax, dy_i/dx_j = y_i (delta_ij - y_j), applied to dy:
+ * dx_j = y_j (dy_j - sum_i dy_i y_i). Masked entries have y = 0: no gradient. */
+void vec_softmax_backward_rows_naive(float *dx, const float *dy, const float *y, int rows, int C) {
+    for (int n = 0; n < rows; n++) {
+        const float *dyr = dy + (size_t)n * C;
+        const float *yr = y + (size_t)n * C;
+        float *dxr = dx + (size_t)n * C;
+        double dot = 0.0;
+        for (int c = 0; c < C; c++) dot += (double)dyr[c] * yr[c];
+        for (int c = 0; c < C; c++) dxr[c] += yr[c] * (float)(dyr[c] - dot);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Dispatch on the backend                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -194,4 +231,14 @@ void vec_gelu_tanh(float *y, const float *x, int n) {
 void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
     vec_apply_gradient(backend_uses_avx2() ? vec_gelu_tanh_backward_avx2 : vec_gelu_tanh_backward_naive, dx, dy,
                        x, n);
+}
+
+void vec_softmax_rows(float *y, const float *x, int rows, int C) {
+    if (backend_uses_avx2()) vec_softmax_rows_avx2(y, x, rows, C);
+    else vec_softmax_rows_naive(y, x, rows, C);
+}
+
+void vec_softmax_backward_rows(float *dx, const float *dy, const float *y, int rows, int C) {
+    if (backend_uses_avx2()) vec_softmax_backward_rows_avx2(dx, dy, y, rows, C);
+    else vec_softmax_backward_rows_naive(dx, dy, y, rows, C);
 }

@@ -3,8 +3,9 @@
  * Compiled with -mavx2 -mfma (the Makefile rule for *_avx2.c); reached only
  * through vecmath.c when the avx2 backend is selected (CPUID checked).
  *
- * (And ReLU forward and backward, which need no approximation, and GELU
- * with its gradient, both forms, built on exp8: see the end.)
+ * (And ReLU forward and backward, which need no approximation, GELU with
+ * its gradient, both forms, built on exp8, and softmax along rows: see the
+ * end.)
  *
  * One idea carries all three: e^x = 2^k * e^r with k = round(x / ln 2) and
  * r = x - k ln 2, so |r| <= ln(2)/2 = 0.347, where a degree-7 polynomial
@@ -18,6 +19,7 @@
  * y[n-1]). Error bounds are in ulps (units in the last place) of the naive
  * libm result, and are checked by tests/test_vecmath.c. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/vecmath.h"
 
@@ -436,5 +438,106 @@ void vec_gelu_tanh_backward_avx2(float *dx, const float *dy, const float *x, int
         __m256 grad = gelu_tanh_grad8(_mm256_maskload_ps(x + i, mask));
         _mm256_maskstore_ps(dx + i, mask,
                             _mm256_fmadd_ps(_mm256_maskload_ps(dy + i, mask), grad, _mm256_maskload_ps(dx + i, mask)));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax along rows                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Lanes 0..7 of v, added in double into the two accumulators. */
+static void add8_double(__m256 v, __m256d *low, __m256d *high) {
+    *low = _mm256_add_pd(*low, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    *high = _mm256_add_pd(*high, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+static double sum4_double(__m256d v) {
+    __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
+}
+
+/* x[rows, C] -> y[rows, C], each row in three passes: the max (max_ps
+ * returns its second operand when one is NaN, so NaN is skipped as in the
+ * naive loop), y = e^(x - max) with its sum in double, y *= 1 / sum. The
+ * last C mod 8 entries of a row go through masked loads: masked-off lanes
+ * read as 0, so the max starts from -inf in every lane and the tail's
+ * excess lanes are set to -inf before it. */
+void vec_softmax_rows_avx2(float *y, const float *x, int rows, int C) {
+    const int full = C - C % 8;
+    const __m256i mask = tail_mask(C % 8);
+    const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
+    for (int n = 0; n < rows; n++) {
+        const float *xr = x + (size_t)n * C;
+        float *yr = y + (size_t)n * C;
+        __m256 max8 = minus_inf;
+        for (int c = 0; c < full; c += 8) max8 = _mm256_max_ps(_mm256_loadu_ps(xr + c), max8);
+        if (full < C) {
+            __m256 tail = _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(xr + full, mask),
+                                           _mm256_castsi256_ps(mask));
+            max8 = _mm256_max_ps(tail, max8);
+        }
+        __m128 max4 = _mm_max_ps(_mm256_castps256_ps128(max8), _mm256_extractf128_ps(max8, 1));
+        max4 = _mm_max_ps(max4, _mm_movehl_ps(max4, max4));
+        max4 = _mm_max_ss(max4, _mm_shuffle_ps(max4, max4, 1));
+        const float max = _mm_cvtss_f32(max4);
+        if (max == -INFINITY) {                 /* fully masked: 0/0, defined as zeros */
+            for (int c = 0; c < C; c++) yr[c] = 0.0f;
+            continue;
+        }
+        const __m256 shift = _mm256_set1_ps(max);
+        __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
+        for (int c = 0; c < full; c += 8) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(xr + c), shift));
+            _mm256_storeu_ps(yr + c, e);
+            add8_double(e, &sum_low, &sum_high);
+        }
+        if (full < C) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(xr + full, mask), shift));
+            e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));          /* lanes past C add 0 */
+            _mm256_maskstore_ps(yr + full, mask, e);
+            add8_double(e, &sum_low, &sum_high);
+        }
+        const __m256 inv = _mm256_set1_ps((float)(1.0 / sum4_double(_mm256_add_pd(sum_low, sum_high))));
+        for (int c = 0; c < full; c += 8) _mm256_storeu_ps(yr + c, _mm256_mul_ps(_mm256_loadu_ps(yr + c), inv));
+        if (full < C)
+            _mm256_maskstore_ps(yr + full, mask, _mm256_mul_ps(_mm256_maskload_ps(yr + full, mask), inv));
+    }
+}
+
+/* dx_j += y_j (dy_j - dot), dot = sum_i dy_i y_i, as the naive loop: the
+ * products, the dot and dy_j - dot in double, rounded to float before
+ * multiplying by y_j. The dot takes 4 entries at a time (two accumulators),
+ * then the last C mod 4 one by one. */
+static __m256 minus_dot8(__m256 dy, __m256d dot) {
+    __m128 low = _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(dy)), dot));
+    __m128 high = _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(dy, 1)), dot));
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(low), high, 1);
+}
+
+void vec_softmax_backward_rows_avx2(float *dx, const float *dy, const float *y, int rows, int C) {
+    const int full = C - C % 8;
+    const __m256i mask = tail_mask(C % 8);
+    for (int n = 0; n < rows; n++) {
+        const float *dyr = dy + (size_t)n * C;
+        const float *yr = y + (size_t)n * C;
+        float *dxr = dx + (size_t)n * C;
+        __m256d dot_low = _mm256_setzero_pd(), dot_high = _mm256_setzero_pd();
+        for (int c = 0; c <= C - 4; c += 4) {
+            __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(dyr + c)), v = _mm256_cvtps_pd(_mm_loadu_ps(yr + c));
+            if (c % 8 == 0) dot_low = _mm256_fmadd_pd(d, v, dot_low);
+            else dot_high = _mm256_fmadd_pd(d, v, dot_high);
+        }
+        double dot = sum4_double(_mm256_add_pd(dot_low, dot_high));
+        for (int c = C - C % 4; c < C; c++) dot += (double)dyr[c] * yr[c];
+        const __m256d dot4 = _mm256_set1_pd(dot);
+        for (int c = 0; c < full; c += 8) {
+            __m256 g = _mm256_mul_ps(_mm256_loadu_ps(yr + c), minus_dot8(_mm256_loadu_ps(dyr + c), dot4));
+            _mm256_storeu_ps(dxr + c, _mm256_add_ps(_mm256_loadu_ps(dxr + c), g));
+        }
+        if (full < C) {
+            __m256 g = _mm256_mul_ps(_mm256_maskload_ps(yr + full, mask),
+                                     minus_dot8(_mm256_maskload_ps(dyr + full, mask), dot4));
+            _mm256_maskstore_ps(dxr + full, mask, _mm256_add_ps(_mm256_maskload_ps(dxr + full, mask), g));
+        }
     }
 }

@@ -24,6 +24,7 @@ void linear_forward(float *out, const float *in, const float *W, const float *b,
     matmul(out, in, W, N, O, I, 0);
     if (b == NULL) return;
     for (int n = 0; n < N; n++)
+#pragma omp simd   /* vectorised: the compiler cannot prove out and b apart, we can */
         for (int o = 0; o < O; o++) out[(size_t)n * O + o] += b[o];
 }
 
@@ -34,6 +35,7 @@ void linear_backward(float *din, float *dW, float *db, const float *dout,
     if (dW) matmul_tn(dW, in, dout, I, O, N, 1);    /* in [N,I] read as [K=N, M=I] */
     if (db)
         for (int n = 0; n < N; n++)
+#pragma omp simd   /* across o: each db[o] still sums over n in order */
             for (int o = 0; o < O; o++) db[o] += dout[(size_t)n * O + o];
 }
 
@@ -137,72 +139,40 @@ void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dou
 /* Softmax                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* x[N,C] -> y[N,C], each row y_j = e^(x_j - max) / sum_k e^(x_k - max).
- * Subtracting the max keeps exp() <= 1 (no overflow). A masked entry
- * x_j = -INFINITY gives e^-inf = 0 exactly; a fully masked row (max = -inf)
- * would give 0/0, so it is defined as all zeros. */
-/* Rows [n0, n1) of softmax_forward. */
-static void softmax_forward_rows(float *y, const float *x, int n0, int n1, int C) {
-    for (int n = n0; n < n1; n++) {
-        const float *xr = x + (size_t)n * C;
-        float *yr = y + (size_t)n * C;
-        float max = -INFINITY;
-        for (int c = 0; c < C; c++) if (xr[c] > max) max = xr[c];
-        if (max == -INFINITY) {
-            for (int c = 0; c < C; c++) yr[c] = 0.0f;
-            continue;
-        }
-        /* y = e^(x - max): the shift first, then one vec_exp over the row */
-        for (int c = 0; c < C; c++) yr[c] = xr[c] - max;
-        vec_exp(yr, yr, C);
-        double sum = 0.0;
-        for (int c = 0; c < C; c++) sum += yr[c];
-        float inv = (float)(1.0 / sum);
-        for (int c = 0; c < C; c++) yr[c] *= inv;
-    }
-}
-
-/* Rows are independent: one band of rows per thread, or all rows directly on
- * one thread (no OpenMP region: see layernorm_forward). */
+/* x[N,C] -> y[N,C], each row y_j = e^(x_j - max) / sum_k e^(x_k - max)
+ * (vecmath.h's vec_softmax_rows, on the backend's kernel). Subtracting the
+ * max keeps exp() <= 1 (no overflow). A masked entry x_j = -INFINITY gives
+ * e^-inf = 0 exactly; a fully masked row (max = -inf) would give 0/0, so it
+ * is defined as all zeros. */
 void softmax_forward(float *y, const float *x, int N, int C) {
     const int threads = threads_for_elements((size_t)N * C);
     if (threads <= 1) {
-        softmax_forward_rows(y, x, 0, N, C);
+        vec_softmax_rows(y, x, N, C);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
-        softmax_forward_rows(y, x, (int)((long long)N * t / bands),
-                             (int)((long long)N * (t + 1) / bands), C);
+        int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
+        vec_softmax_rows(y + (size_t)n0 * C, x + (size_t)n0 * C, n1 - n0, C);
     }
 }
 
 /* Jacobian of softmax: dy_i/dx_j = y_i (delta_ij - y_j), so
- * dx_j = y_j (dy_j - sum_i dy_i y_i). Masked entries have y = 0: no gradient. */
-/* Rows [n0, n1) of softmax_backward. */
-static void softmax_backward_rows(float *dx, const float *dy, const float *y, int n0, int n1, int C) {
-    for (int n = n0; n < n1; n++) {
-        const float *dyr = dy + (size_t)n * C;
-        const float *yr = y + (size_t)n * C;
-        float *dxr = dx + (size_t)n * C;
-        double dot = 0.0;
-        for (int c = 0; c < C; c++) dot += (double)dyr[c] * yr[c];
-        for (int c = 0; c < C; c++) dxr[c] += yr[c] * (float)(dyr[c] - dot);
-    }
-}
-
+ * dx_j = y_j (dy_j - sum_i dy_i y_i) (vec_softmax_backward_rows). Masked
+ * entries have y = 0: no gradient. */
 void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) {
     const int threads = threads_for_elements((size_t)N * C);   /* as in softmax_forward */
     if (threads <= 1) {
-        softmax_backward_rows(dx, dy, y, 0, N, C);
+        vec_softmax_backward_rows(dx, dy, y, N, C);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
-        softmax_backward_rows(dx, dy, y, (int)((long long)N * t / bands),
-                              (int)((long long)N * (t + 1) / bands), C);
+        int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
+        size_t at = (size_t)n0 * C;
+        vec_softmax_backward_rows(dx + at, dy + at, y + at, n1 - n0, C);
     }
 }
 

@@ -16,14 +16,17 @@
 
 /* out[n] = x[n] + branch[n] */
 void residual_forward(float *out, const float *x, const float *branch, int n) {
+#pragma omp simd   /* vectorised even if out is x or branch (no value carries from i to i + 1) */
     for (int i = 0; i < n; i++) out[i] = x[i] + branch[i];
 }
 
 /* dout[n] -> dx[n] +=, dbranch[n] += */
 void residual_backward(float *dx, float *dbranch, const float *dout, int n) {
     if (dx)
+#pragma omp simd   /* as in residual_forward */
         for (int i = 0; i < n; i++) dx[i] += dout[i];
     if (dbranch)
+#pragma omp simd
         for (int i = 0; i < n; i++) dbranch[i] += dout[i];
 }
 
