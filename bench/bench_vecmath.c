@@ -1,4 +1,5 @@
-/* bench_vecmath.c - nanoseconds per element of the naive and AVX2 element-wise kernels and LayerNorm.
+/* bench_vecmath.c - nanoseconds per element of the naive and AVX2 element-wise kernels, softmax rows and
+ * LayerNorm.
  *
  *   build/bench/bench_vecmath [--out DIR] [--reps R] [--min-ms MS]
  *
@@ -8,6 +9,9 @@
  *    branch of the kernels is taken.
  * 2. LayerNorm (layernorm.h), forward and backward (dx, dgamma, dbeta), at
  *    D = 64, 128, 256, 512 with N = 262144 / D rows (x is 1 MiB).
+ * 3. Softmax along rows (vecmath.h), forward and backward, at C = 50 (the
+ *    attention rows of chapter 07's ViT: 49 patches and the class token)
+ *    and C = 256, over the same 1 MiB, scores as above.
  * Each figure is the median of --reps samples (default 9) taken after a
  * warm-up call (which also touches every page); one sample repeats the call
  * until at least --min-ms milliseconds (default 2) have passed. The naive
@@ -45,7 +49,7 @@ struct Bench {
     /* element-wise */
     void (*forward[2])(float *y, const float *x, int n);
     void (*backward[2])(float *dx, const float *dy, const float *x, int n);
-    /* LayerNorm */
+    /* LayerNorm; softmax: N rows of C = D */
     int N, D;
 };
 
@@ -63,6 +67,14 @@ static void call_layernorm_forward(const Bench *b, int impl) {
 static void call_layernorm_backward(const Bench *b, int impl) {
     if (impl) layernorm_backward_avx2(g_dx, g_dgamma, g_dbeta, g_dy, g_mean, g_rstd, g_x, g_gamma, b->N, b->D);
     else layernorm_backward_naive(g_dx, g_dgamma, g_dbeta, g_dy, g_mean, g_rstd, g_x, g_gamma, b->N, b->D);
+}
+
+static void call_softmax_forward(const Bench *b, int impl) {
+    (impl ? vec_softmax_rows_avx2 : vec_softmax_rows_naive)(g_y, g_x, b->N, b->D);
+}
+
+static void call_softmax_backward(const Bench *b, int impl) {
+    (impl ? vec_softmax_backward_rows_avx2 : vec_softmax_backward_rows_naive)(g_dx, g_dy, g_y, b->N, b->D);
 }
 
 static Bench elementwise(const char *name, void (*naive)(float *, const float *, int),
@@ -83,6 +95,14 @@ static Bench layernorm(int backward, int D) {
     Bench b = {.elements = N_ELEMENTS, .call = backward ? call_layernorm_backward : call_layernorm_forward,
                .N = N_ELEMENTS / D, .D = D};
     snprintf(b.kernel, sizeof b.kernel, "layernorm_%s_D%d", backward ? "bwd" : "fwd", D);
+    return b;
+}
+
+/* Rows of C that fill at most the 1 MiB buffers. */
+static Bench softmax(int backward, int C) {
+    Bench b = {.call = backward ? call_softmax_backward : call_softmax_forward, .N = N_ELEMENTS / C, .D = C};
+    b.elements = (long)b.N * C;
+    snprintf(b.kernel, sizeof b.kernel, "softmax_rows_%s_C%d", backward ? "bwd" : "fwd", C);
     return b;
 }
 
@@ -186,13 +206,18 @@ int main(int argc, char **argv) {
         benches[n_benches++] = layernorm(0, D);
         benches[n_benches++] = layernorm(1, D);
     }
+    static const int softmax_widths[2] = {50, 256};
+    for (int k = 0; k < 2; k++) {
+        benches[n_benches++] = softmax(0, softmax_widths[k]);
+        benches[n_benches++] = softmax(1, softmax_widths[k]);
+    }
 
     const int has_avx2 = cpu_has_avx2_fma();
-    printf("element-wise kernels and LayerNorm: ns per element, 1 thread, median of %d samples of >= %g ms\n"
+    printf("element-wise kernels, LayerNorm and softmax rows: ns per element, 1 thread, median of %d samples of >= %g ms\n"
            "(after a warm-up call); load average %.2f%s\n\n",
            reps, min_ms, bench_load_average(), has_avx2 ? "" : "; no AVX2/FMA on this CPU: naive only");
-    printf("  | kernel              |      n | naive ns | avx2 ns | naive/avx2 |\n");
-    printf("  |---------------------|-------:|---------:|--------:|-----------:|\n");
+    printf("  | kernel                |      n | naive ns | avx2 ns | naive/avx2 |\n");
+    printf("  |-----------------------|-------:|---------:|--------:|-----------:|\n");
     fprintf(tsv, "kernel\timpl\tn\tns_per_elem\n");
     for (int k = 0; k < n_benches; k++) {
         double ns[2] = {0.0, 0.0};
@@ -205,13 +230,13 @@ int main(int argc, char **argv) {
             snprintf(avx2_ns, sizeof avx2_ns, "%.3f", ns[1]);
             snprintf(ratio, sizeof ratio, "%.1fx", ns[0] / ns[1]);
         }
-        printf("  | %-19s | %6ld | %8.3f | %7s | %10s |\n", benches[k].kernel, benches[k].elements, ns[0], avx2_ns,
+        printf("  | %-21s | %6ld | %8.3f | %7s | %10s |\n", benches[k].kernel, benches[k].elements, ns[0], avx2_ns,
                ratio);
         fflush(stdout);
     }
     if (bench_close_result(&tsv_file, "bench_vecmath") != 0) return 1;
-    printf("\nn: elements per call (LayerNorm: N x D, N = %d / D rows). naive/avx2 > 1x: the AVX2 kernel is faster.\n",
-           N_ELEMENTS);
+    printf("\nn: elements per call (LayerNorm: N x D, N = %d / D rows; softmax: N x C likewise). naive/avx2 > 1x:\n"
+           "the AVX2 kernel is faster.\n", N_ELEMENTS);
     printf("wrote %s/vecmath.tsv\n", out_dir);
     free(g_x); free(g_y); free(g_dy); free(g_dx); free(g_gamma); free(g_beta);
     free(g_dgamma); free(g_dbeta); free(g_mean); free(g_rstd);

@@ -12,7 +12,7 @@
 #   - with RESULTS_DIR/train_step_busy.tsv: the steps beside a busy process, 1 and 2 threads;
 #   - with RESULTS_DIR/transformer_peak.tsv: chapter 06's training step at D = 256, 4 + 4 layers
 #     (bench/bench_transformer.c): GFLOP/s, fraction of the FMA peak, where the time goes;
-#   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels and LayerNorm, naive against AVX2;
+#   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels, LayerNorm and softmax rows, naive against AVX2;
 #   - with RESULTS_DIR/data_parallel.tsv: a ViT step on 2 cores, one model or two replicas (bench_data_parallel).
 # Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
@@ -169,7 +169,7 @@ fi
 vecmath=$results/vecmath.tsv
 if [ -f "$vecmath" ]; then
   echo
-  echo "Element-wise kernels and LayerNorm (\`bench_vecmath\`), ns per element, 1 thread, median of 9:"
+  echo "Element-wise kernels, LayerNorm and softmax rows (\`bench_vecmath\`), ns per element, 1 thread, median of 9:"
   echo
   awk -F'\t' '
     NR == 1 { next }
