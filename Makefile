@@ -41,6 +41,10 @@ ifeq ($(FUZZ),1)
 BUILD   := build-fuzz
 CC      := clang-14
 CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# AddressSanitizer's checks on every load and store keep clang from
+# vectorising the `#pragma omp simd` loops (residual, bias), which it reports
+# as -Wpass-failed; a missed speed-up in a checking build, not a defect.
+CFLAGS  += -Wno-pass-failed
 LDLIBS  += -fsanitize=address,undefined
 endif
 
