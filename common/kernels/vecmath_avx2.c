@@ -504,10 +504,15 @@ void vec_softmax_rows_avx2(float *y, const float *x, int rows, int C) {
     }
 }
 
+/* acc + a[0..3] b[0..3], the products and the sum in double. */
+static __m256d fma4_double(const float *a, const float *b, __m256d acc) {
+    return _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(a)), _mm256_cvtps_pd(_mm_loadu_ps(b)), acc);
+}
+
 /* dx_j += y_j (dy_j - dot), dot = sum_i dy_i y_i, as the naive loop: the
  * products, the dot and dy_j - dot in double, rounded to float before
- * multiplying by y_j. The dot takes 4 entries at a time (two accumulators),
- * then the last C mod 4 one by one. */
+ * multiplying by y_j. The dot takes 8 entries at a time (two accumulators of
+ * 4), then 4 if there are, then the last C mod 4 one by one. */
 static __m256 minus_dot8(__m256 dy, __m256d dot) {
     __m128 low = _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(dy)), dot));
     __m128 high = _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(dy, 1)), dot));
@@ -522,13 +527,17 @@ void vec_softmax_backward_rows_avx2(float *dx, const float *dy, const float *y, 
         const float *yr = y + (size_t)n * C;
         float *dxr = dx + (size_t)n * C;
         __m256d dot_low = _mm256_setzero_pd(), dot_high = _mm256_setzero_pd();
-        for (int c = 0; c <= C - 4; c += 4) {
-            __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(dyr + c)), v = _mm256_cvtps_pd(_mm_loadu_ps(yr + c));
-            if (c % 8 == 0) dot_low = _mm256_fmadd_pd(d, v, dot_low);
-            else dot_high = _mm256_fmadd_pd(d, v, dot_high);
+        int c = 0;
+        for (; c + 8 <= C; c += 8) {
+            dot_low = fma4_double(dyr + c, yr + c, dot_low);
+            dot_high = fma4_double(dyr + c + 4, yr + c + 4, dot_high);
+        }
+        if (c + 4 <= C) {
+            dot_low = fma4_double(dyr + c, yr + c, dot_low);
+            c += 4;
         }
         double dot = sum4_double(_mm256_add_pd(dot_low, dot_high));
-        for (int c = C - C % 4; c < C; c++) dot += (double)dyr[c] * yr[c];
+        for (; c < C; c++) dot += (double)dyr[c] * yr[c];
         const __m256d dot4 = _mm256_set1_pd(dot);
         for (int c = 0; c < full; c += 8) {
             __m256 g = _mm256_mul_ps(_mm256_loadu_ps(yr + c), minus_dot8(_mm256_loadu_ps(dyr + c), dot4));
