@@ -12,6 +12,8 @@
  *    gives zeros, not NaN;
  *  - the matrix form equals the loop over single queries;
  *  - mask_key_limit: the causal and key_len rules; mask_allows agrees;
+ *    no_self blocks exactly the diagonal, the same weights as an allowed
+ *    matrix that does (chapter 05's locality self-attention);
  *  - dot_attention_forward/backward on strided blocks give the same bits as
  *    attention_forward/backward on the same blocks copied out dense, and
  *    touch nothing outside their blocks;
@@ -149,7 +151,7 @@ static void test_attention_gradients_with_mask(void **state) {
     int allowed[7 * 5];
     for (int i = 0; i < 7 * 5; i++) allowed[i] = 1;
     allowed[3 * 5 + 1] = 0;
-    AttentionMask mask = {allowed, 1, 4};
+    AttentionMask mask = {allowed, 1, 4, 0};
     for (int t = 0; t < SCORE_N_TYPES; t++) check_attention_gradients((ScoreType)t, shapes[2], &mask, &r);
 }
 
@@ -224,7 +226,7 @@ static void test_cross_attention_gradients(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 5, 0);
-    AttentionMask padding = {NULL, 0, 3};
+    AttentionMask padding = {NULL, 0, 3, 0};
     for (int t = 0; t < SCORE_N_TYPES; t++)
         for (int project_q = 0; project_q <= 1; project_q++) {
             for (int k = 0; k < N_SHAPES; k++)
@@ -242,7 +244,7 @@ static void test_mask_exact_zeros_and_no_gradient(void **state) {
     Rng r;
     rng_seed(&r, 6, 0);
     enum { N_Q = 6, N_X = 7, D = 5, D_V = 3, D_A = 4, KEY_LEN = 5 };
-    AttentionMask mask = {NULL, 1, KEY_LEN};     /* causal, keys 5 and 6 are padding */
+    AttentionMask mask = {NULL, 1, KEY_LEN, 0};     /* causal, keys 5 and 6 are padding */
     for (int t = 0; t < SCORE_N_TYPES; t++) {
         ScoreSpec s = {(ScoreType)t, D, D, D_A};
         float Q[N_Q * D], K[N_X * D], V[N_X * D_V], Y[N_Q * D_V], Y2[N_Q * D_V], A[N_Q * N_X];
@@ -289,7 +291,7 @@ static void test_fully_masked_row_gives_zeros(void **state) {
     ScoreSpec s = {SCORE_SCALED_DOT, D, D, 0};
     ScoreWeights none = {NULL, NULL, NULL, NULL};
     int allowed[N_Q * N_X] = {0, 0, 0, 1, 0, 1};   /* query 0 may look at nothing */
-    AttentionMask mask = {allowed, 0, 0};
+    AttentionMask mask = {allowed, 0, 0, 0};
     float Q[N_Q * D], K[N_X * D], V[N_X * D], Y[N_Q * D], A[N_Q * N_X], E[N_Q * N_X];
     float scratch[2 * N_Q * N_X], dY[N_Q * D], dQ[N_Q * D] = {0}, dK[N_X * D] = {0}, dV[N_X * D] = {0};
     Rng r;
@@ -314,9 +316,10 @@ static void test_matrix_form_equals_single_queries(void **state) {
     enum { N_Q = 7, N_X = 9, D_Q = 6, D_V = 5, D_A = 7 };
     int allowed[N_Q * N_X];
     for (int i = 0; i < N_Q * N_X; i++) allowed[i] = rng_below(&r, 5) != 0;
-    AttentionMask masks[3] = {{NULL, 0, 0}, {NULL, 1, 0}, {allowed, 0, 8}};
+    /* none; causal; allowed and padding; causal, padding and the diagonal (no_self) */
+    AttentionMask masks[4] = {{NULL, 0, 0, 0}, {NULL, 1, 0, 0}, {allowed, 0, 8, 0}, {NULL, 1, 6, 1}};
     for (int t = 0; t < SCORE_N_TYPES; t++)
-        for (int m = 0; m < 3; m++) {
+        for (int m = 0; m < 4; m++) {
             int D_K = (t == SCORE_DOT || t == SCORE_SCALED_DOT) ? D_Q : 4;
             ScoreSpec s = {(ScoreType)t, D_Q, D_K, D_A};
             float Q[N_Q * D_Q], K[N_X * D_Q], V[N_X * D_V], Y[N_Q * D_V], A[N_Q * N_X];
@@ -404,7 +407,7 @@ static void test_additive_equals_chapter_02(void **state) {
     /* chapter 03 */
     ScoreSpec s = {SCORE_ADDITIVE, H, HC, DA};
     ScoreWeights w = {NULL, W_1, W_2, v};
-    AttentionMask padding = {NULL, 0, LEN};
+    AttentionMask padding = {NULL, 0, LEN, 0};
     float Y[HC], A[T];
     float *cache = alloc_floats(attention_cache_floats(&s, 1, T));
     attention_forward(Y, A, cache, s_prev, h, h, &s, &w, &padding, 1, T, HC);
@@ -416,8 +419,8 @@ static void test_additive_equals_chapter_02(void **state) {
 static void test_mask_key_limit(void **state) {
     (void)state;
     assert_int_equal(mask_key_limit(NULL, 3, 7), 7);
-    AttentionMask none = {NULL, 0, 0}, causal = {NULL, 1, 0}, pad = {NULL, 0, 4}, both = {NULL, 1, 4};
-    AttentionMask long_pad = {NULL, 0, 10};
+    AttentionMask none = {NULL, 0, 0, 0}, causal = {NULL, 1, 0, 0}, pad = {NULL, 0, 4, 0}, both = {NULL, 1, 4, 0};
+    AttentionMask long_pad = {NULL, 0, 10, 0};
     assert_int_equal(mask_key_limit(&none, 3, 7), 7);
     assert_int_equal(mask_key_limit(&causal, 0, 7), 1);     /* query 0 sees key 0 */
     assert_int_equal(mask_key_limit(&causal, 2, 7), 3);
@@ -429,11 +432,50 @@ static void test_mask_key_limit(void **state) {
     /* mask_allows = below the limit and allowed */
     int allowed[3 * 5];
     for (int n = 0; n < 3 * 5; n++) allowed[n] = n % 3 != 0;
-    AttentionMask with_allowed = {allowed, 1, 4};
+    AttentionMask with_allowed = {allowed, 1, 4, 0};
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 5; j++)
             assert_int_equal(mask_allows(&with_allowed, i, j, 5),
                              j < mask_key_limit(&with_allowed, i, 5) && allowed[i * 5 + j] != 0);
+    /* no_self blocks the diagonal only (it leaves the limit alone), on top of the other rules */
+    AttentionMask diagonal = {NULL, 0, 0, 1}, all_rules = {allowed, 1, 4, 1};
+    assert_int_equal(mask_key_limit(&diagonal, 2, 5), 5);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++) {
+            assert_int_equal(mask_allows(&diagonal, i, j, 5), i != j);
+            assert_int_equal(mask_allows(&all_rules, i, j, 5), mask_allows(&with_allowed, i, j, 5) && i != j);
+        }
+}
+
+/* The diagonal rule on the matrix form: the same weights as the allowed
+ * matrix that zeroes the diagonal, A's diagonal exactly 0, each row still
+ * summing to 1; and a single key that is the query's own leaves nothing. */
+static void test_no_self_mask(void **state) {
+    (void)state;
+    enum { N = 6, D = 4 };
+    const ScoreSpec s = {SCORE_SCALED_DOT, D, D, 0};
+    const ScoreWeights none = {NULL, NULL, NULL, NULL};
+    int off_diagonal[N * N];
+    for (int n = 0; n < N * N; n++) off_diagonal[n] = n / N != n % N;
+    const AttentionMask no_self = {NULL, 0, 0, 1}, as_allowed = {off_diagonal, 0, 0, 0};
+    float Q[N * D], K[N * D], V[N * D], Y[N * D], Y2[N * D], A[N * N], A2[N * N], E[N * N], E2[N * N];
+    Rng r;
+    rng_seed(&r, 43, 0);
+    fill(Q, N * D, 1, &r); fill(K, N * D, 1, &r); fill(V, N * D, 1, &r);
+    attention_forward(Y, A, E, Q, K, V, &s, &none, &no_self, N, N, D);
+    attention_forward(Y2, A2, E2, Q, K, V, &s, &none, &as_allowed, N, N, D);
+    assert_memory_equal(A, A2, sizeof A);
+    assert_memory_equal(Y, Y2, sizeof Y);
+    for (int i = 0; i < N; i++) {
+        double sum = 0.0;
+        for (int j = 0; j < N; j++) sum += A[i * N + j];
+        assert_true(A[i * N + i] == 0.0f && isinf(E[i * N + i]) && E[i * N + i] < 0);
+        assert_float_equal(sum, 1.0, 1e-6);
+    }
+    /* N = 1: the only key is the query's own, so the row is empty: A = 0, Y = 0 */
+    attention_forward(Y, A, E, Q, K, V, &s, &none, &no_self, 1, 1, D);
+    assert_true(A[0] == 0.0f);
+    for (int d = 0; d < D; d++) assert_true(Y[d] == 0.0f);
 }
 
 /* dot_attention_* on blocks inside wider matrices (as chapter 05 uses them)
@@ -448,7 +490,7 @@ static void test_dot_attention_on_strided_blocks(void **state) {
         const ScoreSpec s = {(ScoreType)type, D_K, D_K, 0};
         const ScoreWeights no_w = {NULL, NULL, NULL, NULL};
         const float alpha = type == SCORE_SCALED_DOT ? 1.0f / sqrtf((float)D_K) : 1.0f;
-        const AttentionMask mask = {NULL, 1, 6};
+        const AttentionMask mask = {NULL, 1, 6, 0};
         float Qw[N_Q * LD], Kw[N_X * LD], Vw[N_X * LD], dYw[N_Q * LD];
         fill(Qw, N_Q * LD, 1.0f, &r); fill(Kw, N_X * LD, 1.0f, &r);
         fill(Vw, N_X * LD, 1.0f, &r); fill(dYw, N_Q * LD, 1.0f, &r);
@@ -521,7 +563,7 @@ static void test_dot_attention_dropout_gradients(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 43, 0);
-    const AttentionMask causal_padded = {NULL, 1, 4};
+    const AttentionMask causal_padded = {NULL, 1, 4, 0};
     int dropped = 0;
     for (int masked = 0; masked < 2; masked++)
         for (int k = 0; k < N_SHAPES; k++) {
@@ -660,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_additive_equals_chapter_02),
         cmocka_unit_test(test_mask_key_limit),
+        cmocka_unit_test(test_no_self_mask),
         cmocka_unit_test(test_dot_attention_on_strided_blocks),
         cmocka_unit_test(test_dot_attention_dropout_gradients),
         cmocka_unit_test(test_dot_attention_dropout_statistics),

@@ -397,7 +397,7 @@ static void check_attention(Case *c) {
     ScoreSpec spec = {(ScoreType)i32(c, "score")[0], Q->dims[1], K->dims[1], W_1 ? W_1->dims[1] : 0};
     ScoreWeights w = score_weights(c, "");
     AttentionMask mask = {maybe(c, "allowed") ? i32(c, "allowed") : NULL, i32(c, "causal")[0],
-                          i32(c, "key_len")[0]};
+                          i32(c, "key_len")[0], 0};
     float *Y = buf(c, (size_t)N_Q * D_V), *A = buf(c, (size_t)N_Q * N_X);
     float *cache = buf(c, attention_cache_floats(&spec, N_Q, N_X));
     float *scratch = buf(c, attention_scratch_floats(&spec, N_Q, N_X));
@@ -430,7 +430,7 @@ static void check_cross_attention(Case *c) {
     CrossAttentionSpec spec = {{(ScoreType)i32(c, "score")[0], D_K, D_K, W_1 ? W_1->dims[1] : 0},
                                Q_in->dims[1], X->dims[1], D_V, project_q};
     CrossAttentionWeights w = {(float *)f32_or_null(c, "W_Q"), W_K->data, W_V->data, score_weights(c, "")};
-    AttentionMask mask = {NULL, 0, i32(c, "key_len")[0]};
+    AttentionMask mask = {NULL, 0, i32(c, "key_len")[0], 0};
     float *Y = buf(c, (size_t)N_Q * D_V), *A = buf(c, (size_t)N_Q * N_X);
     float *cache = buf(c, cross_attention_cache_floats(&spec, N_Q, N_X));
     float *scratch = buf(c, cross_attention_scratch_floats(&spec, N_Q, N_X));
@@ -538,9 +538,9 @@ static void check_multi_head(Case *c) {
     const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
     int HD = W_O->dims[0], D_out = W_O->dims[1];
-    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0};
+    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
-    MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O")};
+    MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O"), NULL};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     float *O = buf(c, (size_t)B * N * D_out), *A = buf(c, multi_head_attention_floats(&s, B, N));
     float *cache = buf(c, multi_head_cache_floats(&s, B, N));
@@ -549,7 +549,7 @@ static void check_multi_head(Case *c) {
     expect_out(c, "O", O);
     expect_out(c, "A", A);
     MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
-                           w.b_O ? buf(c, (size_t)D_out) : NULL};
+                           w.b_O ? buf(c, (size_t)D_out) : NULL, NULL};
     float *dX = buf(c, (size_t)B * N * D);
     for (int times = 1; times <= 2; times++) {
         multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, NULL, cache, X->data, &s, &w,
@@ -619,7 +619,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);

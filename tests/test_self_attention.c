@@ -146,7 +146,7 @@ static void test_self_attention_equals_cross_attention(void **state) {
         linear_forward(Q, L.X, L.w.W_Q, NULL, N, D_IN, D);
         CrossAttentionSpec spec = {{SCORE_SCALED_DOT, D, D, 0}, D, D_IN, D, 0};
         CrossAttentionWeights cw = {NULL, L.w.W_K, L.w.W_V, {NULL, NULL, NULL, NULL}};
-        AttentionMask mask = {NULL, causal, 0};
+        AttentionMask mask = {NULL, causal, 0, 0};
         float *cache = alloc_floats(cross_attention_cache_floats(&spec, N, N));
         cross_attention_forward(Y, A, cache, Q, L.X, &spec, &cw, &mask, N, N);
         for (int i = 0; i < N * D; i++) assert_float_equal(L.Y[i], Y[i], 1e-5f);

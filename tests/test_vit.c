@@ -123,11 +123,12 @@ static double model_loss(void *p) {
     return loss / c->B;
 }
 
-static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel) {
+static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
     cfg.patch.K = kernel;
+    cfg.locality = locality;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
     Rng r;
@@ -143,9 +144,9 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     ModelCtx ctx = {&v, images, targets, B};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d: max_rel_err %.3g at %zu "
-                 "(numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels,
-                 (double)label_smoothing, kernel, res.max_rel_err, res.worst_index, res.worst_numeric,
+        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d: max_rel_err %.3g "
+                 "at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels,
+                 (double)label_smoothing, kernel, locality, res.max_rel_err, res.worst_index, res.worst_numeric,
                  res.worst_analytic);
     assert_true(res.n_checked >= 500);
     vit_free(&v);
@@ -153,14 +154,15 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8);     /* overlapping patches */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1);     /* locality self-attention */
 }
 
 static void test_positions_2d(void **state) {
@@ -207,6 +209,7 @@ static void test_config_and_errors(void **state) {
     cfg.dropout = 0.125f;
     cfg.label_smoothing = 0.25f;
     cfg.patch.K = 6;
+    cfg.locality = 1;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -224,6 +227,15 @@ static void test_config_and_errors(void **state) {
     snprintf(older, sizeof older, "%.*s%s", (int)(line - text), text, strchr(line, '\n') + 1);
     assert_int_equal(vit_config_from_text(older, &back), 0);
     assert_int_equal(back.patch.K, 0);
+    /* nor from before locality attention: no line means the plain attention; a value not 0 or 1 is refused */
+    const char *at = strstr(text, "locality=");
+    assert_non_null(at);
+    snprintf(older, sizeof older, "%.*s%s", (int)(at - text), text, strchr(at, '\n') + 1);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_int_equal(back.locality, 0);
+    snprintf(older, sizeof older, "%.*slocality=2%s", (int)(at - text), text, strchr(at, '\n'));
+    assert_int_equal(vit_config_from_text(older, &back), -1);
+    assert_string_equal(last_error(), "config key 'locality': expected 0..1, got 2");
     char kernel_text[1100];
     snprintf(kernel_text, sizeof kernel_text, "%.*skernel=six%s", (int)(line - text), text, strchr(line, '\n'));
     assert_int_equal(vit_config_from_text(kernel_text, &back), -1);

@@ -14,6 +14,10 @@ chapter 04's twin's 1-D table), nn.TransformerEncoderLayer(norm_first=True,
 activation="gelu", dropout=0) for each block with the C weights mapped by
 twin_06's table, nn.LayerNorm, nn.Linear. The dump's batch is the first B test
 images; "greedy" counts the images whose predicted class agrees.
+With --locality (chapter 05's locality self-attention), each block is twin_06's
+written pre-norm layer whose attention is computed by hand from the same
+nn.MultiheadAttention weights: head h's scores exp(log_scale[h]) q k^T, the diagonal
+masked to -inf before the softmax.
 """
 import numpy as np
 import torch
@@ -35,6 +39,7 @@ RUNS = [
     ("p14 cls s2d aug ls", ["--patch", "14", "--pool", "cls", "--pos", "sinusoidal2d", "--augment",
                             "--label-smoothing", "0.2"] + _SMALL),
     ("p4 kernel 8 cls", ["--patch", "4", "--kernel", "8", "--pool", "cls", "--pos", "learned"] + _SMALL),
+    ("p7 locality", ["--patch", "7", "--pool", "cls", "--pos", "learned", "--locality"] + _SMALL),
 ]
 
 
@@ -43,6 +48,28 @@ def sinusoids_2d(grid_rows, grid_cols, D, has_cls, dtype):
     Pr, Pc = sinusoidal(grid_rows, half, dtype), sinusoidal(grid_cols, half, dtype)
     P = torch.stack([torch.cat([Pr[i // grid_cols], Pc[i % grid_cols]]) for i in range(grid_rows * grid_cols)])
     return torch.cat([torch.zeros(1, D, dtype=dtype), P]) if has_cls else P
+
+
+class LocalityEncoderLayer(twin_06.WrittenEncoderLayer):
+    """A pre-norm GELU block whose self-attention is locality self-attention (multi_head.h):
+    self_attn's in_proj and out_proj, used by hand, and log_scale [H]."""
+
+    def __init__(self, D, H, F_):
+        super().__init__(D, H, F_, "pre", "layernorm", "gelu")
+        self.H = H
+        self.log_scale = nn.Parameter(torch.zeros(H))
+        twinmap.freeze(self.self_attn.in_proj_bias, 0.0)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
+        def locality_attention(U):
+            B, T, D = U.shape
+            q, k, v = (x.reshape(B, T, self.H, D // self.H).transpose(1, 2)
+                       for x in F.linear(U, self.self_attn.in_proj_weight).chunk(3, dim=-1))
+            scores = (q @ k.transpose(-2, -1)) * self.log_scale.exp().view(1, self.H, 1, 1)
+            scores = scores.masked_fill(torch.eye(T, dtype=torch.bool), float("-inf"))
+            Y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
+            return self.self_attn.out_proj(Y)
+        return self.run(src, [locality_attention, self.ff])
 
 
 class VitTwin(nn.Module):
@@ -65,7 +92,9 @@ class VitTwin(nn.Module):
             self.pos = nn.Parameter(torch.zeros(T, D))
         else:
             self.register_buffer("P_fixed", sinusoids_2d(self.rows // P, self.cols // P, D, self.cls_pool, dtype))
-        self.layers = nn.ModuleList(twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
+        self.locality = int(cfg.get("locality", 0))   # a checkpoint from before locality has no line
+        self.layers = nn.ModuleList(LocalityEncoderLayer(D, H, F_) if self.locality else
+                                    twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
                                     for _ in range(L))
         self.norm = nn.LayerNorm(D, eps=twin_06.NORM_EPS)
         self.head = nn.Linear(D, C)
@@ -79,11 +108,16 @@ class VitTwin(nn.Module):
             self.layout.append(("cls", "cls", False, None))
         if self.learned:
             self.layout.append(("pos", "pos", False, None))
-        self.pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", False)
+        pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", False)
+        # locality: the H learned log-scales follow the attention's b_O in the block's tensor
+        at = [name for name, _ in pieces].index("b_O") + 1
+        self.pieces = pieces[:at] + [("log_scale", (H,))] + pieces[at:] if self.locality else pieces
         self.blocks = [f"enc{l}" for l in range(L)]
         pieces_in = dict(tensors)
         for l, c_name in enumerate(self.blocks):
-            self.layout += twin_06.block_layout(c_name, f"layers.{l}", self.pieces, False)
+            self.layout += twin_06.block_layout(c_name, f"layers.{l}", pieces, False)
+            if self.locality:
+                self.layout.append((f"{c_name}.log_scale", f"layers.{l}.log_scale", False, None))
             for piece, value in twin_06.split_block(tensors[c_name], self.pieces).items():
                 pieces_in[f"{c_name}.{piece}"] = value
         self.layout += [("enc_norm.gamma", "norm.weight", False, None), ("enc_norm.beta", "norm.bias", False, None),

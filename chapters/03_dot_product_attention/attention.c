@@ -247,12 +247,13 @@ int mask_key_limit(const AttentionMask *m, int i, int N_X) {
 int mask_allows(const AttentionMask *m, int i, int j, int N_X) {
     if (j >= mask_key_limit(m, i, N_X)) return 0;
     if (m && m->allowed && m->allowed[(size_t)i * N_X + j] == 0) return 0;
+    if (m && m->no_self && i == j) return 0;
     return 1;
 }
 
 /* E [N_Q, N_X]: blocked entries become -INFINITY, so softmax gives them 0.
- * Row by row: the keys from mask_key_limit on, then the allowed matrix
- * (this is mask_allows for every pair, without a call per pair). */
+ * Row by row: the keys from mask_key_limit on, then the allowed matrix, then
+ * the diagonal (this is mask_allows for every pair, without a call per pair). */
 static void apply_mask(float *E, const AttentionMask *mask, int N_Q, int N_X) {
     if (mask == NULL) return;
     for (int i = 0; i < N_Q; i++) {
@@ -262,6 +263,7 @@ static void apply_mask(float *E, const AttentionMask *mask, int N_Q, int N_X) {
         if (mask->allowed)
             for (int j = 0; j < limit; j++)
                 if (mask->allowed[(size_t)i * N_X + j] == 0) e[j] = -INFINITY;
+        if (mask->no_self && i < N_X) e[i] = -INFINITY;
     }
 }
 

@@ -80,6 +80,9 @@ typedef struct {
     const int *allowed;   /* [N_Q, N_X]: 0 = blocked, nonzero = may attend; or NULL */
     int causal;           /* 1: query i may not look at keys j > i */
     int key_len;          /* > 0: keys j >= key_len are padding (blocked); 0 = none */
+    int no_self;          /* 1: query i may not look at key i, its own position (the
+                           * diagonal of a self-attention; chapter 07's locality
+                           * attention, multi_head.h) */
 } AttentionMask;
 
 /* The keys the causal and key_len rules leave to query i: keys
@@ -89,7 +92,7 @@ typedef struct {
  * the masking of E and chapter 05's fused kernel all ask it. */
 int mask_key_limit(const AttentionMask *m, int i, int N_X);
 
-/* 1 when the mask lets query i look at key j. */
+/* 1 when the mask lets query i look at key j (all the rules above). */
 int mask_allows(const AttentionMask *m, int i, int j, int N_X);
 
 /* ------------------------------------------- the attention layer, matrix form */

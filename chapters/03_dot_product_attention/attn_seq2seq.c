@@ -48,7 +48,7 @@ static size_t call_scratch_floats(const AttnSeq2Seq *r, int N_Q, int T) {
  *   or K = X W_K, V = X W_V          (project_kv: the cross-attention layer) */
 static void attend_forward(AttnSeq2Seq *r, float *C, float *A, float *cache, const float *Q,
                            const float *X, int len, int N_Q, int T) {
-    AttentionMask mask = {NULL, 0, len};
+    AttentionMask mask = {NULL, 0, len, 0};
     if (r->project_kv)
         cross_attention_forward(C, A, cache, Q, X, &r->layer, &r->w, &mask, N_Q, T);
     else

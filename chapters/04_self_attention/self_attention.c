@@ -41,7 +41,7 @@ void self_attention_forward(float *Y, float *A, float *cache, const float *X,
     /* End of exercise 04.projections. */
     /* E = Q K^T / sqrt(D), A = softmax(E, dim=1), Y = A V: chapter 03, per sequence */
     for (int b = 0; b < B; b++) {
-        AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};
+        AttentionMask mask = {NULL, causal, lens ? lens[b] : 0, 0};
         attention_forward(Y + b * ND, A + (size_t)b * N * N, attn_cache + b * per_seq_cache,
                           Q + b * ND, K + b * ND, V + b * ND, &s, &no_weights, &mask, N, N, D);
     }

@@ -49,7 +49,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
                              const float *V, int ldv, int N, int D_H,
                              int causal, int key_len, int Bq, int Bk, float *scratch) {
     const float scale = 1.0f / sqrtf((float)D_H);
-    const AttentionMask mask = {NULL, causal, key_len};
+    const AttentionMask mask = {NULL, causal, key_len, 0};
     float *S = scratch;                        /* [bq, bk] scores, then weights */
     float *m = S + (size_t)Bq * Bk;            /* [bq] running maximum */
     float *l = m + Bq;                         /* [bq] running sum of exp(s - m) */
@@ -120,7 +120,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
                               const float *lse, int N, int D_H,
                               int causal, int key_len, int Bq, int Bk, float *scratch) {
     const float scale = 1.0f / sqrtf((float)D_H);
-    const AttentionMask mask = {NULL, causal, key_len};
+    const AttentionMask mask = {NULL, causal, key_len, 0};
     float *P = scratch;                        /* [bq, bk] weights a_ij of the block */
     float *dP = P + (size_t)Bq * Bk;           /* [bq, bk] dL/da_ij, then dL/ds_ij */
     float *Dvec = dP + (size_t)Bq * Bk;        /* [bq] rowsum(dO * O) */

@@ -21,6 +21,9 @@
  * float rounding, O(N) memory instead of N x N per head).
  * With keep masks (dropout on the weights, plain path only), step 3 is
  * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both.
+ * With locality (multi_head.h, plain path only), step 2 scales head h by
+ * exp(t_h) instead of 1/sqrt(D_H) and blocks the diagonal, and after 2'
+ * dt_h += sum(Q_h o dQ_h).
  * The sequences are independent, so the threads share them out in steps
  * 2-3 and 3'-2' (each thread with its own [N, N] scratch); one (sequence,
  * head) is computed by one thread exactly as on one thread, so the bits do
@@ -45,9 +48,16 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out) {
     return 0;
 }
 
+int multi_head_spec_check(const MultiHeadSpec *s) {
+    if (s->locality && s->attention == MULTI_HEAD_FUSED)
+        return fail("locality self-attention needs the plain attention: the fused kernel has neither its "
+                    "diagonal mask nor its learned scales (use attention=plain)");
+    return 0;
+}
+
 size_t multi_head_param_count(const MultiHeadSpec *s) {
     const size_t HD = (size_t)s->H * s->D_H;
-    return (size_t)s->D * 3 * HD + HD * s->D_out + (size_t)s->D_out;
+    return (size_t)s->D * 3 * HD + HD * s->D_out + (size_t)s->D_out + (s->locality ? (size_t)s->H : 0);
 }
 
 MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base) {
@@ -56,6 +66,7 @@ MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base) {
     w.W_QKV = base;
     w.W_O = w.W_QKV + (size_t)s->D * 3 * HD;
     w.b_O = w.W_O + HD * s->D_out;
+    w.log_scale = s->locality ? w.b_O + s->D_out : NULL;
     return w;
 }
 
@@ -65,6 +76,13 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
     init_uniform(w->W_QKV, (size_t)s->D * 3 * HD, sqrtf(6.0f / (float)(s->D + HD)), rng);
     init_xavier(w->W_O, HD, s->D_out, rng);
     if (w->b_O) init_constant(w->b_O, (size_t)s->D_out, 0.0f);
+    if (w->log_scale) init_constant(w->log_scale, (size_t)s->H, -0.5f * logf((float)s->D_H));
+}
+
+/* Head h's scale on Q_h K_h^T: the fixed 1/sqrt(D_H), or exp(log_scale[h])
+ * with locality. */
+static float head_scale(const MultiHeadWeights *w, int h, int D_H) {
+    return w->log_scale ? expf(w->log_scale[h]) : 1.0f / sqrtf((float)D_H);
 }
 
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N) {
@@ -93,16 +111,16 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
  * dropped [threads_slots(B), N, N]: each thread's room for one head's A o keep
  * (when keep is given). */
 static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped_rooms,
-                                    const float *QKV, int H, int D_H, int causal, const int *lens, int B,
-                                    int N) {
+                                    const float *QKV, const MultiHeadWeights *w, int H, int D_H, int causal,
+                                    const int *lens, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
-    const float scale = 1.0f / sqrtf((float)D_H);
 #pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
         float *dropped = dropped_rooms + (size_t)omp_get_thread_num() * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
-        const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0};   /* as in chapter 04 */
+        /* as in chapter 04; with locality also the diagonal */
+        const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0, w->log_scale != NULL};
         /* Exercise 05.heads (4 points): head h's Q_h, K_h, V_h are column blocks of [Q|K|V]; Y_h goes into Y's. */
         for (int h = 0; h < H; h++) {
             const float *Q_h = QKV_b + h * D_H;               /* [N, D_H], row stride 3 H D_H */
@@ -114,7 +132,7 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
              * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H]
              *    (dropout: E in its own room, ending as A o keep; Y_h = (A o keep) V_h) */
             dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, Q_h, ld_qkv, K_h, ld_qkv,
-                                  V_h, ld_qkv, scale, &mask, keep_bh, N, N, D_H, D_H);
+                                  V_h, ld_qkv, head_scale(w, h, D_H), &mask, keep_bh, N, N, D_H, D_H);
         }
         /* End of exercise 05.heads. */
     }
@@ -124,9 +142,9 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
  * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.
  * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE */
 static void plain_attention_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A,
-                                     const float *keep, const float *QKV, int H, int D_H, int B, int N) {
+                                     const float *keep, const float *QKV, const MultiHeadWeights *w, int H,
+                                     int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
-    const float scale = 1.0f / sqrtf((float)D_H);
 #pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
         float *scratch = scratch_rooms + (size_t)omp_get_thread_num() * 2 * N * N;
@@ -146,9 +164,25 @@ static void plain_attention_backward(float *dQKV, float *scratch_rooms, const fl
              *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H)
              *     (dropout: A o keep in place of A, and dA times keep) */
             dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
-                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, scale, N, N, D_H, D_H);
+                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, head_scale(w, h, D_H), N, N,
+                                   D_H, D_H);
         }
         /* End of exercise 05.heads. */
+    }
+}
+
+/* Locality's learned scales: dlog_scale [H] += sum(Q_h o dQ_h) over every
+ * sequence (see multi_head.h), from QKV and the finished dQKV [R, 3 H D_H].
+ * In double, in one fixed order: the same bits at any thread count. */
+static void log_scale_backward(float *dlog_scale, const float *QKV, const float *dQKV, int H, int D_H, int R) {
+    const int ld_qkv = 3 * H * D_H;
+    for (int h = 0; h < H; h++) {
+        double sum = 0.0;
+        for (int r = 0; r < R; r++) {
+            const float *q = QKV + (size_t)r * ld_qkv + h * D_H, *dq = dQKV + (size_t)r * ld_qkv + h * D_H;
+            for (int d = 0; d < D_H; d++) sum += (double)q[d] * dq[d];
+        }
+        dlog_scale[h] += (float)sum;
     }
 }
 
@@ -160,6 +194,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
     float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
+    assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
 
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
     sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
@@ -174,7 +209,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
     } else {
         /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward;
          * with dropout, each head's A o keep is made in the room after Y */
-        plain_attention_forward(Y, A, keep, Y + (size_t)R * HD, QKV, H, D_H, causal, lens, B, N);
+        plain_attention_forward(Y, A, keep, Y + (size_t)R * HD, QKV, w, H, D_H, causal, lens, B, N);
     }
 
     /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
@@ -191,6 +226,7 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
                          int causal, const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
+    assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
@@ -214,7 +250,8 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
                                        FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
         /* plain: chapter 03 on the saved N x N weights A */
-        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, H, D_H, B, N);
+        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
+        if (w->log_scale && dw && dw->log_scale) log_scale_backward(dw->log_scale, QKV, dQKV, H, D_H, R);
     }
 
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */

@@ -65,6 +65,18 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
  * the undropped softmax; the cache has room for one head's dropped weights.
  * Plain path only: the fused kernel never forms A, so there is nothing to
  * drop (keep_masks must be 0 with MULTI_HEAD_FUSED). */
+/* locality = 1 makes it LOCALITY SELF-ATTENTION (Lee, Lee and Song 2021,
+ * "Vision Transformer for Small-Size Datasets"; chapter 07 offers it):
+ *   - no query attends to its own key (chapter 03's no_self rule: the
+ *     diagonal of every E is -inf), so each output is made of the OTHER
+ *     positions, not mostly of itself;
+ *   - each head learns its own scale: E_h = exp(t_h) Q_h K_h^T, t_h starting
+ *     at log(1/sqrt(D_H)), so a head may sharpen (or soften) its softmax.
+ *     backward: dt_h = sum over E_h's entries of dE * E = sum(Q_h o dQ_h),
+ *     since dQ_h = dE_h K_h exp(t_h) is the only gradient d[Q|K|V]'s head-h
+ *     columns receive.
+ * Plain path only (the fused kernel has neither rule), and an encoder's: with
+ * a causal mask the first position would have no key left. */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
@@ -72,20 +84,25 @@ typedef struct {
     int D_out;    /* width of the outputs O (usually D) */
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
     int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
+    int locality;                   /* 1: locality self-attention (above); 0: the plain layer */
 } MultiHeadSpec;
 
 typedef struct {
     float *W_QKV;   /* [D, 3*H*D_H] = [W_Q | W_K | W_V] */
     float *W_O;     /* [H*D_H, D_out] */
     float *b_O;     /* [D_out], or NULL for no bias */
+    float *log_scale;   /* [H] with locality: head h's scores are exp(log_scale[h]) Q_h K_h^T; else NULL */
 } MultiHeadWeights;
 
-/* Parameters of one layer: W_QKV, W_O and b_O. */
+/* Returns 0, or -1 with fail() for a spec the layer cannot run (locality
+ * with the fused kernel). */
+int multi_head_spec_check(const MultiHeadSpec *s);
+/* Parameters of one layer: W_QKV, W_O and b_O (and log_scale with locality). */
 size_t multi_head_param_count(const MultiHeadSpec *s);
-/* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O. */
+/* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O (| log_scale). */
 MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base);
 /* W_Q, W_K, W_V each Xavier-uniform for [D, H*D_H], W_O for [H*D_H, D_out],
- * b_O = 0. */
+ * b_O = 0, log_scale = log(1/sqrt(D_H)) (the fixed scale's value). */
 void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng);
 
 /* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part
@@ -113,7 +130,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
                         const MultiHeadSpec *s, const MultiHeadWeights *w,
                         int causal, const int *lens, int B, int N);
 
-/* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O +=.
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O (, dw->log_scale) +=.
  * dX, dw and any field of dw may be NULL. A, keep, cache, X, w, causal, lens
  * are what forward saw and wrote. (The plain path needs no mask: a blocked
  * pair has A = 0, so no gradient flows through it; the fused path recomputes

@@ -28,7 +28,7 @@ static void multi_head_declare(DigitModel *m, int l) {
 static MultiHeadWeights layer_weights(const DigitModel *m, int l, int grad) {
     Params *p = (Params *)&m->params;
     float *(*get)(Params *, size_t) = grad ? params_grad : params_data;
-    MultiHeadWeights w = {get(p, m->attn[l][0]), get(p, m->attn[l][1]), get(p, m->attn[l][2])};
+    MultiHeadWeights w = {get(p, m->attn[l][0]), get(p, m->attn[l][1]), get(p, m->attn[l][2]), NULL};
     return w;
 }
 
@@ -61,7 +61,7 @@ const DigitAttention DIGIT_MULTI_HEAD_ATTENTION = {
 int mh_model_create(MultiHeadModel *m, const DigitModelSizes *s, int H, int D_H,
                     MultiHeadAttention attention, int max_B, uint64_t seed) {
     if (H < 1 || D_H < 1) return fail("heads and head size must be >= 1, got H = %d, D_H = %d", H, D_H);
-    m->spec = (MultiHeadSpec){s->D, H, D_H, s->D, attention, 0};
+    m->spec = (MultiHeadSpec){s->D, H, D_H, s->D, attention, 0, 0};
     return digit_model_create(&m->model, &DIGIT_MULTI_HEAD_ATTENTION, &m->spec, H, s, max_B, seed);
 }
 

@@ -59,7 +59,7 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
     const int keep_masks = s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_PLAIN;
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks};
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality};
     return a;
 }
 
@@ -72,7 +72,11 @@ int block_spec_check(const BlockSpec *s) {
         return fail("attention dropout %g needs the plain attention: the fused kernel never forms the "
                     "weights it would drop (use attention=plain, or attention dropout 0)",
                     (double)s->attn_dropout);
-    return 0;
+    if (s->locality && (s->causal || s->cross))
+        return fail("locality self-attention is an encoder's: with a causal mask the first position would "
+                    "have no key left (use it with causal = 0 and no cross-attention)");
+    const MultiHeadSpec as = block_attention_spec(s);
+    return multi_head_spec_check(&as);
 }
 
 /* Lays the parameters out from base (or only counts them, base NULL);

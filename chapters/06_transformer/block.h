@@ -74,11 +74,14 @@ typedef struct {
     int causal;                   /* 1: position i attends only to j <= i */
     int cross;                    /* 1: a decoder block, with the cross-attention sublayer */
     float attn_dropout;           /* p on the attention weights in [0, 1): 0 = none; plain attention only */
+    int locality;                 /* 1: locality self-attention (chapter 05's multi_head.h; chapter 07's
+                                   * --locality): encoder blocks, plain attention only */
 } BlockSpec;
 
 /* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
- * outside [0, 1), or attention dropout with fused attention (which never
- * forms the weights it would drop). */
+ * outside [0, 1), attention dropout with fused attention (which never
+ * forms the weights it would drop), or locality self-attention anywhere but
+ * in a plain encoder block. */
 int block_spec_check(const BlockSpec *s);
 
 /* Views into one contiguous block of parameters (block_weights_view).
@@ -108,7 +111,7 @@ typedef struct {
 } BlockMemory;
 
 /* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention,
- * keep_masks = 1 when attn_dropout > 0 (plain attention)} (the
+ * keep_masks = 1 when attn_dropout > 0 (plain attention), locality} (the
  * cross-attention has the same sizes). */
 MultiHeadSpec block_attention_spec(const BlockSpec *s);
 

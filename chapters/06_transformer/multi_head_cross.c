@@ -80,7 +80,7 @@ static void attend_rows(float *Y, float *A, const float *keep, float *dropped_ro
 #pragma omp parallel for schedule(static) num_threads(threads_in_slots(n_rows))
     for (int r = 0; r < n_rows; r++) {
         float *dropped = dropped_rooms ? dropped_rooms + (size_t)omp_get_thread_num() * N_Q * N_M : NULL;
-        const AttentionMask mask = {NULL, 0, lens ? lens[r] : 0};
+        const AttentionMask mask = {NULL, 0, lens ? lens[r] : 0, 0};
         const float *Q_r = Q + (size_t)r * N_Q * HD;
         float *Y_r = Y + (size_t)r * N_Q * HD;
         for (int h = 0; h < H; h++) {

@@ -90,7 +90,8 @@ void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int
 static BlockSpec encoder_spec(const VitConfig *c) {
     return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
                        .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
-                       .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0};
+                       .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0,
+                       .locality = c->locality};
 }
 
 int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
@@ -241,11 +242,12 @@ const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st,
 void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
-             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nseed=%d\n",
+             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
+             "seed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
              c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, seed);
+             (double)c->label_smoothing, c->locality, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
@@ -266,6 +268,10 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     /* kernel came later too: a checkpoint without the line has non-overlapping patches (K = 0: kernel = patch) */
     if (config_get_or(config, "kernel", "", kernel, sizeof kernel) < 0) return -1;
     if (kernel[0] && config_get_int_in(config, "kernel", 0, 4096, &c->patch.K) < 0) return -1;
+    /* and locality: a checkpoint without the line has the plain attention */
+    char locality[8];
+    if (config_get_or(config, "locality", "", locality, sizeof locality) < 0) return -1;
+    if (locality[0] && config_get_int_in(config, "locality", 0, 1, &c->locality) < 0) return -1;
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;

@@ -52,6 +52,7 @@ typedef struct {
     VitPos pos;
     int classes;            /* C */
     float label_smoothing;  /* eps in [0, 1): the training target (1 - eps) onehot + eps / C */
+    int locality;           /* 1: locality self-attention in every block (chapter 05's multi_head.h) */
 } VitConfig;
 
 typedef struct {

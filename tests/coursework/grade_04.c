@@ -105,10 +105,10 @@ static int padded_limit(const AttentionMask *m, int i, int N_X) {
     return m->key_len > 0 && m->key_len < N_X ? m->key_len : N_X;
 }
 
-static int causal_limits(void) { return key_limits("causal", (AttentionMask){NULL, 1, 0}, causal_limit); }
+static int causal_limits(void) { return key_limits("causal", (AttentionMask){NULL, 1, 0, 0}, causal_limit); }
 static int padded_limits(void) {
     for (int key_len = 0; key_len <= 8; key_len += 2)
-        if (key_limits("padding", (AttentionMask){NULL, 0, key_len}, padded_limit)) return -1;
+        if (key_limits("padding", (AttentionMask){NULL, 0, key_len, 0}, padded_limit)) return -1;
     return 0;
 }
 

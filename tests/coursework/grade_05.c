@@ -23,8 +23,8 @@ static int multi_head_case(const GoldCase *c, MultiHeadAttention attention, int 
     const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = grade_i32(c, "heads")[0];
     const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0];
     const int *lens = grade_i32_or_null(c, "lens");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, attention, 0};
-    MultiHeadWeights w = {(float *)grade_f32(c, "W_QKV"), (float *)W_O->data, (float *)grade_f32_or_null(c, "b_O")};
+    const MultiHeadSpec s = {D, H, HD / H, D_out, attention, 0, 0};
+    MultiHeadWeights w = {(float *)grade_f32(c, "W_QKV"), (float *)W_O->data, (float *)grade_f32_or_null(c, "b_O"), NULL};
     float *O = grade_floats((size_t)B * N * D_out), *A = grade_floats(multi_head_attention_floats(&s, B, N));
     float *cache = grade_floats(multi_head_cache_floats(&s, B, N));
     multi_head_forward(O, attention == MULTI_HEAD_PLAIN ? A : NULL, NULL, cache, X->data, &s, &w, causal, lens, B, N);
@@ -33,7 +33,7 @@ static int multi_head_case(const GoldCase *c, MultiHeadAttention attention, int 
     if (!with_backward) return 0;
     float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N)), *dX = grade_floats((size_t)B * N * D);
     MultiHeadWeights dw = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
-                           w.b_O ? grade_floats((size_t)D_out) : NULL};
+                           w.b_O ? grade_floats((size_t)D_out) : NULL, NULL};
     for (int times = 1; times <= 2; times++) {
         multi_head_backward(dX, &dw, scratch, grade_f32(c, "dO"), A, NULL, cache, X->data, &s, &w, causal, lens, B, N);
         if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
@@ -74,7 +74,7 @@ static void head_make(Head *h, int causal, int key_len, unsigned seed) {
     grade_fill(h->V, HEAD_N * HEAD_DH, 1.0f, seed + 2);
     grade_fill(h->dO, HEAD_N * HEAD_DH, 1.0f, seed + 3);
     const float alpha = 1.0f / sqrtf((float)HEAD_DH);
-    const AttentionMask mask = {NULL, causal, key_len};
+    const AttentionMask mask = {NULL, causal, key_len, 0};
     dot_attention_forward(h->Y, HEAD_DH, h->A, h->E, h->Q, HEAD_DH, h->K, HEAD_DH, h->V, HEAD_DH, alpha, &mask, NULL,
                           HEAD_N, HEAD_N, HEAD_DH, HEAD_DH);
     for (int i = 0; i < HEAD_N; i++) {   /* lse_i = log sum_j exp(E_ij), the masked E_ij being -inf */

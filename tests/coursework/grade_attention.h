@@ -20,7 +20,7 @@ static ScoreWeights case_weights(const GoldCase *c) {
 }
 
 static AttentionMask case_mask(const GoldCase *c) {
-    AttentionMask m = {grade_i32_or_null(c, "allowed"), grade_i32(c, "causal")[0], grade_i32(c, "key_len")[0]};
+    AttentionMask m = {grade_i32_or_null(c, "allowed"), grade_i32(c, "causal")[0], grade_i32(c, "key_len")[0], 0};
     return m;
 }
 
