@@ -122,7 +122,7 @@ enum { GPT_V = 6, GPT_N = 8, DRAWS = 3000 };
  * neither flat nor one-hot, and a temperature changes the counts clearly. */
 static int draw(const GptSampling *sampling, int *out, float *logits) {
     const GptConfig cfg = {1,
-                           {8, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f},
+                           {8, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0},
                            POS_LEARNED, GPT_N, GPT_V};
     static Gpt g;
     if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
