@@ -60,8 +60,8 @@ static const ArgSpec MODEL_ARGS[] = {
     {"dim", ARG_INT, &flags.dim, "model width D", 4, 1024, NULL},
     {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL},
     {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL},
-    {"locality", ARG_BOOL, &flags.locality, "locality self-attention (Lee et al. 2021; multi_head.h): no patch "
-     "attends to itself, and each head learns the scale of its scores", 0, 0, NULL},
+    {"locality", ARG_BOOL, &flags.locality, "locality self-attention (Lee et al. 2021; multi_head.h): no token "
+     "(patch or class token) attends to itself, and each head learns the scale of its scores", 0, 0, NULL},
     {"dropout", ARG_FLOAT, &flags.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL},
     {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "eps of label smoothing: the training target is "
      "(1 - eps) on the right class + eps / 10 on each (0 = off; the printed loss stays the plain one)", 0, 0.95,
