@@ -100,6 +100,12 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c $(wildcard common/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -mavx512f -mavx2 -mfma -c $< -o $@
 
+# The bf16 products (VDPBF16PS) likewise: AVX512_BF16 (with the AVX512BW it
+# builds on) on top of the AVX-512 flags, called only after its CPUID check.
+$(BUILD)/obj/%_bf16.o: %_bf16.c $(wildcard common/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -mavx512f -mavx512bw -mavx512bf16 -mavx2 -mfma -c $< -o $@
+
 $(BUILD)/obj/%.o: %.c $(wildcard common/*/*.h) $(wildcard chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@

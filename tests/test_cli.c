@@ -433,6 +433,11 @@ static void test_vit_program(void **state) {
     expect_error(p, "--preset longest", "--preset");
     expect_error(p, "--replicas 0", "--replicas");
     expect_error(p, "--replicas 9", "--replicas");
+    expect_error(p, "--matmul-precision fp8", "--matmul-precision");
+    if (cpu_has_avx2_fma()) { /* bf16 on the avx2 backend: refused, naming both */
+        snprintf(args, sizeof args, "--backend avx2 --matmul-precision bf16 --steps 1 --out %s/x07", tmp_dir);
+        expect_error(p, args, "'bf16' needs the avx512 backend");
+    }
     snprintf(args, sizeof args, "--replicas 3 --batch 2 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "--replicas 3");
     snprintf(args, sizeof args, "--data %s/no_such_dir --steps 1 --out %s/x07", tmp_dir, tmp_dir);
@@ -502,6 +507,20 @@ static void test_vit_program(void **state) {
     assert_non_null(strstr(r->out, "test accuracy"));
     /* trained with flips: the accuracies with each image averaged with its mirror too */
     assert_non_null(strstr(r->out, "each image averaged with its mirror image: validation accuracy "));
+    /* the bf16 precision, on the naive backend (every CPU): said on the training line and in results.json */
+    snprintf(args, sizeof args, "--backend naive --matmul-precision bf16 --steps 2 --dim 32 --heads 2 --ff 32 "
+             "--layers 1 --batch 8 --test-size 10 --pictures 0 --quiet --out %s/bf07", tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "backend naive, bf16 products"));
+    snprintf(path, sizeof path, "%s/bf07/results.json", tmp_dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char json[8192] = "";
+    size_t got = fread(json, 1, sizeof json - 1, f);
+    json[got] = '\0';
+    fclose(f);
+    assert_non_null(strstr(json, "\"matmul_precision\": \"bf16\""));
     free(r);
 }
 

@@ -45,6 +45,25 @@ void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc);
 
+/* The bf16 products (matmul_bf16.c): each input rounded to bf16, float
+ * sums, with the AVX-512 8x32 tile and VDPBF16PS. Only call it when
+ * cpu_has_avx512_bf16() is true. */
+void sgemm_avx512_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc);
+
+/* Their specification: sgemm_naive with every element of A and B rounded
+ * by bf16_round first. */
+void sgemm_naive_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc);
+
+/* x rounded to bf16 (its top 16 bits: sign, 8 exponent bits, 7 fraction
+ * bits) and returned as a float: to nearest, ties to even; NaN stays NaN,
+ * +-inf stay, a value past the largest bf16 becomes +-inf, and a subnormal
+ * float becomes a zero of its sign, as the CPU's VCVTNEPS2BF16 does. */
+float bf16_round(float x);
+
 /* Convenience forms for the common dense case (no strides, alpha = 1):
  *   matmul(C, A, B, M, N, K, accumulate):     C[M,N] (+)= A[M,K]   @ B[K,N]
  *   matmul_nt(C, A, B, M, N, K, accumulate):  C[M,N] (+)= A[M,K]   @ B[N,K]^T
@@ -59,6 +78,9 @@ int cpu_has_avx2_fma(void);
  * and mask registers (XGETBV), else 0. */
 int cpu_has_avx512f(void);
 
+/* 1 when the CPU also has AVX512_BF16 (and AVX512BW), else 0. */
+int cpu_has_avx512_bf16(void);
+
 /* Choose the backend. name is "naive", "avx2", "avx512" or "auto" (NULL =
  * read the environment variable ATTN_BACKEND, default "auto": the widest the
  * CPU has, avx512, else avx2, else naive). Returns 0, or -1 with fail() for
@@ -69,6 +91,25 @@ const char *backend_name(Backend b);
 /* 1 when the current backend may use AVX2 code (avx2 and avx512: the
  * element-wise kernels of vecmath.h have one AVX2 form for both). */
 int backend_uses_avx2(void);
+
+/* The matmul precision: what the products do with their float inputs.
+ *   "float" (the default): the products of the chosen backend, in float.
+ *   "bf16": each element of A and B rounded to bf16 first, the sums in float
+ *           (mixed-precision training: parameters, gradients, optimizer and
+ *           every element-wise pass stay float), for the products where that
+ *           is faster: M N / (M + N) >= 32 (each packed input used in 32
+ *           multiply-adds or more, see matmul.c); the smaller ones (one
+ *           head's attention over 50 tokens, say) stay float. Runs
+ *           sgemm_avx512_bf16 on the avx512 backend and sgemm_naive_bf16 on
+ *           the naive one (slowly: the same numbers, for a CPU without
+ *           AVX512_BF16); refused on avx2.
+ * PyTorch's torch.set_float32_matmul_precision("medium") is the same idea.
+ * Returns 0, or -1 with fail() for an unknown name or a bf16 this backend
+ * and CPU cannot run. Select the backend first. */
+typedef enum { PRECISION_FLOAT = 0, PRECISION_BF16 = 1 } MatmulPrecision;
+int matmul_precision_select(const char *name);
+MatmulPrecision matmul_precision_current(void);
+const char *matmul_precision_name(MatmulPrecision p);
 
 /* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
  * else the number of cores. Results are deterministic for a fixed count. */

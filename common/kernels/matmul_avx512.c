@@ -37,6 +37,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
 #include "kernels/matmul_pack_avx2.h"
+#include "kernels/matmul_store_avx512.h"
 
 #include <immintrin.h>
 
@@ -47,28 +48,6 @@ enum {
     MC = 256, /* used when the CPU reports no cache sizes (gemm_blocking) */
     NC = 4096 /* 128 * NR: 256 x 4096 x 4 B = 4 MiB of packed B, in L3 */
 };
-
-/* c[0..31] = alpha * acc + beta * c in the lanes mask_lo (columns 0..15)
- * and mask_hi (16..31) select, with the same operations, in the same order,
- * as the AVX2 kernel's store_row (so both give the same bits). beta == 0
- * never reads c. */
-static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __mmask16 mask_lo,
-                                 __mmask16 mask_hi, __m512 alpha, float beta) {
-    if (beta == 0.0f) {
-        _mm512_mask_storeu_ps(c, mask_lo, _mm512_mul_ps(alpha, acc0));
-        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_mul_ps(alpha, acc1));
-    } else if (beta == 1.0f) {
-        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0, _mm512_maskz_loadu_ps(mask_lo, c)));
-        _mm512_mask_storeu_ps(c + 16, mask_hi,
-                              _mm512_fmadd_ps(alpha, acc1, _mm512_maskz_loadu_ps(mask_hi, c + 16)));
-    } else {
-        __m512 vbeta = _mm512_set1_ps(beta);
-        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0,
-                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_lo, c))));
-        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_fmadd_ps(alpha, acc1,
-                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_hi, c + 16))));
-    }
-}
 
 /* C tile [8,32] = alpha * a_sliver^T @ b_sliver + beta * C tile.
  * Shapes: a_sliver[kc * 8] (k-major, packed), b_sliver[kc * 32] (k-major,

@@ -303,7 +303,8 @@ static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int tran
     const int MR = kernel->mr, NR = kernel->nr;
     int KC, MC, NC;
     gemm_blocking(kernel, &KC, &MC, &NC);
-    int direct = path == GEMM_DIRECT || (path == GEMM_AUTO && lda <= DIRECT_MAX_LD && N <= DIRECT_MAX_N);
+    int direct = kernel->kernel_direct != NULL &&
+                 (path == GEMM_DIRECT || (path == GEMM_AUTO && lda <= DIRECT_MAX_LD && N <= DIRECT_MAX_N));
     int b_in_place = direct && !trans_b && kernel->b_in_place &&
                      (path == GEMM_DIRECT || ldb <= DIRECT_MAX_LD);
     int kc_max = min_int(K, KC);

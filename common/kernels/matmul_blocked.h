@@ -46,14 +46,16 @@ typedef struct {
      * b_in_place set never reads b's columns >= cols (masked loads), so b may
      * be the caller's own B (not transposed); the others read all nr columns,
      * so b must be a packed, zero-padded sliver (b_row = nr). Each element of
-     * C is the same chain of FMAs as in `kernel`: the same bits. */
+     * C is the same chain of FMAs as in `kernel`: the same bits.
+     * NULL: the kernel has no such variant, and every product packs both
+     * operands (the bf16 kernel, whose packing rounds them). */
     void (*kernel_direct)(int kc, const float *a, size_t a_row, size_t a_col, int rows,
                           const float *b, size_t b_row, int cols, float *c, int ldc, float alpha,
                           float beta);
     int b_in_place;
     /* The whole product without packing or tiles, for the smallest ones (K <= kc
      * and M*N*K up to small_max_work, see matmul_blocked.c): same bits as the
-     * blocked path. */
+     * blocked path. Never called when small_max_work is 0. */
     void (*small)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
     double small_max_work;
@@ -74,6 +76,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
  * benchmarks that call sgemm_blocked_path() with one of them. */
 const GemmKernel *gemm_kernel_avx2(void);
 const GemmKernel *gemm_kernel_avx512(void);
+const GemmKernel *gemm_kernel_avx512_bf16(void); /* matmul_bf16.c */
 
 /* Which loop nest runs. GEMM_AUTO is what sgemm_blocked() does: the small
  * path without tiles for the tiniest products; A read in place (and B too

@@ -446,6 +446,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
 
     printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->steps, f->batch,
            backend_name(backend_current()));
+    if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
     if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
     printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
     double total = 0.0;
@@ -479,6 +480,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "lr", f->lr);
     results_set_num(&res, "test_n", f->test_size);
     results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
     results_set_num(&res, "threads", threads_current());
     results_set_num(&res, "replicas", f->replicas);
     printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - t_program);
@@ -511,6 +513,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
          0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, "the matrix products' inputs: float, or rounded to "
+         "bf16 with float sums (mixed precision: twice the multiply-adds per instruction with AVX512_BF16)", 0, 0,
+         "float,bf16"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many replicas (copies) "
          "of the model, one thread each, gradients summed (1: one model, its products split between the threads)", 1,
@@ -536,7 +541,7 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     }
     if (rc == 0 && f.load) {
         char keep[256];
-        snprintf(keep, sizeof keep, "out,load,input,plot,backend,threads,quiet,test-size,batch,%s",
+        snprintf(keep, sizeof keep, "out,load,input,plot,backend,matmul-precision,threads,quiet,test-size,batch,%s",
                  ch->load_flags ? ch->load_flags : "");
         rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
     }
@@ -552,7 +557,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         rc = results_eval_dir(eval_out, sizeof eval_out, given, default_out, f.load);
         f.out = eval_out;
     }
-    if (rc == 0 && (backend_select(f.backend) < 0 || ((!f.load || f.plot) && make_dirs(f.out) < 0))) rc = -1;
+    if (rc == 0 && (backend_select(f.backend) < 0 || matmul_precision_select(f.matmul_precision) < 0 ||
+                    ((!f.load || f.plot) && make_dirs(f.out) < 0)))
+        rc = -1;
     if (rc == 0) {
         threads_set(f.threads);
         rc = f.load ? run_loaded(ch, &f) : train_all(ch, &f);

@@ -60,6 +60,7 @@ typedef struct {
     int replicas;         /* data parallelism: replicas (copies) of the model, one thread each (1: one) */
     float lr;
     float weight_decay;   /* AdamW's decoupled decay (0: plain Adam, the default) */
+    const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
 } ClassifierFlags;
 
 #define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */

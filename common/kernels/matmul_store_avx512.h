@@ -1,0 +1,35 @@
+/* matmul_store_avx512.h - the store at the end of every AVX-512 micro-kernel
+ * (matmul_avx512.c in float, matmul_bf16.c in bf16): one row of a C tile,
+ *
+ *   c[0..31] = alpha * acc + beta * c        (acc: two zmm of 16 float sums)
+ *
+ * in one place so that both kernels finish their tiles with the same
+ * operations. Include it only from files compiled with -mavx512f. */
+#ifndef MATMUL_STORE_AVX512_H
+#define MATMUL_STORE_AVX512_H
+
+#include <immintrin.h>
+
+/* c[0..31] = alpha * acc + beta * c in the lanes mask_lo (columns 0..15)
+ * and mask_hi (16..31) select, with the same operations, in the same order,
+ * as the AVX2 kernel's store_row (so both give the same bits). beta == 0
+ * never reads c. */
+static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __mmask16 mask_lo,
+                                 __mmask16 mask_hi, __m512 alpha, float beta) {
+    if (beta == 0.0f) {
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_mul_ps(alpha, acc0));
+        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_mul_ps(alpha, acc1));
+    } else if (beta == 1.0f) {
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0, _mm512_maskz_loadu_ps(mask_lo, c)));
+        _mm512_mask_storeu_ps(c + 16, mask_hi,
+                              _mm512_fmadd_ps(alpha, acc1, _mm512_maskz_loadu_ps(mask_hi, c + 16)));
+    } else {
+        __m512 vbeta = _mm512_set1_ps(beta);
+        _mm512_mask_storeu_ps(c, mask_lo, _mm512_fmadd_ps(alpha, acc0,
+                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_lo, c))));
+        _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_fmadd_ps(alpha, acc1,
+                              _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_hi, c + 16))));
+    }
+}
+
+#endif
