@@ -37,7 +37,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
 #include "kernels/matmul_pack_avx2.h"
-#include "kernels/matmul_store_avx512.h"
+#include "kernels/matmul_tile_avx512.h"
 
 #include <immintrin.h>
 
@@ -61,13 +61,7 @@ static void kernel_8x32(int kc, const float *restrict a_sliver,
     __m512 acc_lo[MR], acc_hi[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) acc_lo[i] = acc_hi[i] = _mm512_setzero_ps();
-
-    /* Ask for the C tile now; it arrives while the k loop runs. */
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + (size_t)i * ldc + NR - 1), _MM_HINT_T0);
-    }
+    prefetch_tile_512(c, ldc);
 
     const float *a = a_sliver, *b = b_sliver;
     for (int p = 0; p < kc; p++) {

@@ -40,7 +40,7 @@
  * for *_bf16.c); call it only when cpu_has_avx512_bf16() says so. */
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
-#include "kernels/matmul_store_avx512.h"
+#include "kernels/matmul_tile_avx512.h"
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -172,11 +172,7 @@ static void kernel_8x32_bf16(int kc, const float *a_sliver, const float *b_slive
     __m512 acc_lo[MR], acc_hi[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) acc_lo[i] = acc_hi[i] = _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + (size_t)i * ldc + NR - 1), _MM_HINT_T0);
-    }
+    prefetch_tile_512(c, ldc);
     const int pairs = (kc + 1) / 2;
     for (int q = 0; q < pairs; q++) {
         __m512bh b_lo = (__m512bh)_mm512_load_si512((const void *)b);        /* pairs of columns 0..15  */

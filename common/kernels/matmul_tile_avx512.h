@@ -1,14 +1,25 @@
-/* matmul_store_avx512.h - the store at the end of every AVX-512 micro-kernel
- * (matmul_avx512.c in float, matmul_bf16.c in bf16): one row of a C tile,
+/* matmul_tile_avx512.h - what every AVX-512 8x32 micro-kernel (matmul_avx512.c
+ * in float, matmul_bf16.c in bf16) does around its k loop: ask for the C
+ * tile before the loop, and store it after, one row at a time:
  *
  *   c[0..31] = alpha * acc + beta * c        (acc: two zmm of 16 float sums)
  *
  * in one place so that both kernels finish their tiles with the same
  * operations. Include it only from files compiled with -mavx512f. */
-#ifndef MATMUL_STORE_AVX512_H
-#define MATMUL_STORE_AVX512_H
+#ifndef MATMUL_TILE_AVX512_H
+#define MATMUL_TILE_AVX512_H
 
 #include <immintrin.h>
+
+/* Ask for the C tile [8, 32] (row stride ldc) now: its lines arrive while
+ * the k loop runs, and the store at the end finds them in L1. */
+static inline void prefetch_tile_512(const float *c, int ldc) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 31), _MM_HINT_T0);
+    }
+}
 
 /* c[0..31] = alpha * acc + beta * c in the lanes mask_lo (columns 0..15)
  * and mask_hi (16..31) select, with the same operations, in the same order,
