@@ -70,6 +70,7 @@ static void test_bad_flags(void **state) {
     expect_error(p, "--cell foo", "--cell");
     expect_error(p, "--hidden 99999999999", "--hidden");
     expect_error(p, "--backend gpu", "--backend");
+    expect_error(p, "--matmul-precision half", "--matmul-precision");
     expect_error(p, "stray", "stray");
     expect_error(p, "--translate '1 Jan 2000'", "--load");
     expect_error(p, "--task reverse --min-len 30 --max-len 5", "--min-len");
@@ -340,6 +341,7 @@ static void test_gpt_paths(void **state) {
     expect_error(p, "--context 16 --eval-stride 17", "--eval-stride");
     expect_error(p, "--dim 10 --heads 3", "--dim");
     expect_error(p, "--tokens bytes", "--tokens");
+    expect_error(p, "--matmul-precision fp16", "--matmul-precision");
     expect_error(p, "--final-valid-tokens 1", "--final-valid-tokens");
     expect_error(p, "--eval-max-tokens 1", "--eval-max-tokens");
     snprintf(args, sizeof args, "--load %s/nothing.ckpt", tmp_dir);

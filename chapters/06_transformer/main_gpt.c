@@ -37,6 +37,7 @@
 
 typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
+    const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
     int layers, dim, heads, ff, context, steps, batch, warmup, seed, threads, eval_every, eval_tokens,
         eval_max_tokens, top_k, max_new, no_kv_cache, plot, quiet, eval_stride, final_valid_tokens;
     float lr, dropout, attn_dropout, weight_decay, temperature;
@@ -318,6 +319,7 @@ static int train(const Flags *f) {
     results_set_num(&res, "valid_loss", val_nll);
     results_set_num(&res, "train_seconds", train_seconds);
     results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
     results_set_num(&res, "threads", threads_current());
     if (f->eval_max_tokens > 0) results_set_num(&res, "eval_max_tokens", f->eval_max_tokens);
     results_set_str(&res, "checkpoint", path);
@@ -484,6 +486,7 @@ int main(int argc, char **argv) {
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL},
         {"threads", ARG_INT, &f.threads, "threads (0 = all cores)", 0, 256, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend: naive, avx2, avx512 or auto", 0, 0, "naive,avx2,avx512,auto"},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
         {"eval-every", ARG_INT, &f.eval_every, "steps between validation checks", 0, 1000000, NULL},
         {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check (the final figures use all)", 2, 100000000, NULL},
         {"eval-stride", ARG_INT, &f.eval_stride, "final figures: windows of N moved by this (0 = N/2 for words, N for characters)", 0, 4096, NULL},
@@ -516,10 +519,11 @@ int main(int argc, char **argv) {
     if (rc == 0 && f.load)
         rc = args_refuse_with_load(argc, argv, specs, n_specs,
                                    "load,data,prompt,temperature,top-k,max-new,no-kv-cache,plot,out,seed,threads,"
-                                   "backend,batch,eval-stride");
+                                   "backend,matmul-precision,batch,eval-stride");
     if (rc == 0 && (f.prompt || f.plot) && !f.load)
         rc = fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
     if (rc == 0 && f.backend && backend_select(f.backend) < 0) rc = -1;
+    if (rc == 0 && matmul_precision_select(f.matmul_precision) < 0) rc = -1;
     if (rc == 0 && (f.final_valid_tokens == 1 || f.eval_max_tokens == 1))
         rc = fail("--%s 1: expected 0 (all) or at least 2 tokens (the first one only gives context)",
                   f.final_valid_tokens == 1 ? "final-valid-tokens" : "eval-max-tokens");

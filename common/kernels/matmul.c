@@ -218,6 +218,10 @@ int backend_select(const char *name) {
 static atomic_int chosen_precision = PRECISION_FLOAT;
 static atomic_int bf16_on_cpu;
 
+const char MATMUL_PRECISION_HELP[] =
+    "the matrix products' inputs: float, or rounded to bf16 with float sums where that is faster (mixed "
+    "precision: twice the multiply-adds per instruction with AVX512_BF16; common/README.md, step 7)";
+
 const char *matmul_precision_name(MatmulPrecision p) { return p == PRECISION_BF16 ? "bf16" : "float"; }
 
 MatmulPrecision matmul_precision_current(void) { return (MatmulPrecision)atomic_load(&chosen_precision); }

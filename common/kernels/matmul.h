@@ -107,6 +107,8 @@ int backend_uses_avx2(void);
  * Returns 0, or -1 with fail() for an unknown name or a bf16 this backend
  * and CPU cannot run. Select the backend first. */
 typedef enum { PRECISION_FLOAT = 0, PRECISION_BF16 = 1 } MatmulPrecision;
+/* The help text of every program's --matmul-precision flag. */
+extern const char MATMUL_PRECISION_HELP[];
 int matmul_precision_select(const char *name);
 MatmulPrecision matmul_precision_current(void);
 const char *matmul_precision_name(MatmulPrecision p);

@@ -9,9 +9,9 @@
  * (about 2-3 decimal digits). Rounding an input to bf16 changes it by at
  * most 2^-8 of itself (half a unit in the 8th significant bit). The product
  * of two bf16 numbers has at most 16 significant bits, so it is exact in
- * float, and the sums are kept in float:
- * only the inputs lose precision, which is what mixed-precision training
- * (float weights, optimizer and element-wise passes; bf16 products) accepts.
+ * float, and the sums are kept in float: only the inputs lose precision,
+ * which is what mixed-precision training (float weights, optimizer and
+ * element-wise passes; bf16 products) accepts.
  *
  * Why: one instruction, VDPBF16PS, multiplies 16 PAIRS of bf16 numbers and
  * adds both products of each pair into a float lane,
@@ -32,9 +32,10 @@
  * The rounding is the CPU's (VCVTNEPS2BF16: to nearest, ties to even;
  * subnormal inputs and results are taken as zero), the specification is
  * sgemm_naive_bf16 (matmul.c), and tests/test_sgemm_bf16.c holds the two
- * within the float budget of a sum. Every product goes through this
- * path (no direct or small-product variant): the inputs are always rounded,
- * whatever the size.
+ * within the float budget of a sum. Every product given to this kernel is
+ * packed (it has no direct or small-product variant), so its inputs are
+ * always rounded; which products it is given is sgemm()'s choice (matmul.c:
+ * those where the packing pays).
  *
  * Compiled with -mavx512f -mavx512bf16 -mavx512bw -mavx2 -mfma (Makefile rule
  * for *_bf16.c); call it only when cpu_has_avx512_bf16() says so. */

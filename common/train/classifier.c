@@ -513,9 +513,7 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
          0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, "the matrix products' inputs: float, or rounded to "
-         "bf16 with float sums (mixed precision: twice the multiply-adds per instruction with AVX512_BF16)", 0, 0,
-         "float,bf16"},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many replicas (copies) "
          "of the model, one thread each, gradients summed (1: one model, its products split between the threads)", 1,

@@ -366,6 +366,7 @@ typedef struct {
     float lr, clip, weight_decay;
     int warmup, eval_every, beam, threads, samples, plot, quiet, max_eval;
     const char *out, *load, *translate, *backend, *preset;
+    const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
 } CommonFlags;
 
 /* The task's config lines; string lengths only for reverse, the one task
@@ -517,6 +518,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
         {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
         {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
         {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},
@@ -562,12 +564,12 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     }
     if (rc < 0) goto error;
     char keep[512];
-    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,threads,quiet,beam,max-eval,samples,batch%s%s",
+    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,matmul-precision,threads,quiet,beam,max-eval,samples,batch%s%s",
              spec->load_flags ? "," : "", spec->load_flags ? spec->load_flags : "");
     if (f.load && args_refuse_with_load(argc, argv, specs, n_specs, keep) < 0) goto error;
     if (f.translate && !f.load) { fail("--translate needs --load CHECKPOINT (a model to translate with)"); goto error; }
     if (f.plot && !f.translate) { fail("--plot goes with --load CKPT --translate TEXT"); goto error; }
-    if (backend_select(f.backend) < 0) goto error;
+    if (backend_select(f.backend) < 0 || matmul_precision_select(f.matmul_precision) < 0) goto error;
     threads_set(f.threads);
     snprintf(default_out, sizeof default_out, "out/%s", spec->chapter);
     /* training writes to --out (default out/<chapter>); evaluating a saved
@@ -662,9 +664,10 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     }
 
     if (make_dirs(out_dir) < 0) goto error;
-    printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s, %d thread%s\n",
+    printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s%s, %d thread%s\n",
            spec->chapter, data.task, data.train.n, data.valid.n, data.test.n, model.params->size,
-           backend_name(backend_current()), threads_current(), threads_current() == 1 ? "" : "s");
+           backend_name(backend_current()), matmul_precision_current() == PRECISION_BF16 ? ", bf16 products" : "",
+           threads_current(), threads_current() == 1 ? "" : "s");
 
     double train_seconds = 0;
     int n_points = 0;
@@ -802,6 +805,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     results_set_num(&res, "seed", f.seed);
     results_set_num(&res, "parameters", (double)model.params->size);
     results_set_str(&res, "backend", backend_name(backend_current()));
+    results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
     results_set_num(&res, "threads", threads_current());
     results_set_num(&res, "beam", f.beam);
     results_set_num(&res, "test_n", (double)ev.all.n);
