@@ -6,8 +6,9 @@
  *   sgemm         dispatch to the backend chosen once (naive, avx2, avx512)
  *                 and the matmul precision (float, bf16);
  *   matmul, matmul_nt, matmul_tn   dense convenience wrappers;
- *   cpu_has_avx2_fma, cpu_has_avx512f, backend_select/current/name
+ *   cpu_has_avx2_fma, cpu_has_avx512f, cpu_has_avx512_bf16, backend_select/current/name
  *                 run-time backend choice;
+ *   matmul_precision_select/current/name   float or bf16 products;
  *   threads_set/current            the OpenMP thread count.
  *
  * Backend default: nothing is chosen until the first sgemm() (or
