@@ -77,10 +77,7 @@ static void kernel_8x32(int kc, const float *restrict a_sliver,
         b += NR;
     }
 
-    __m512 valpha = _mm512_set1_ps(alpha);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-        store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], 0xFFFF, 0xFFFF, valpha, beta);
+    store_tile_512(c, ldc, acc_lo, acc_hi, alpha, beta);
 }
 
 /* The same tile reading op(A) and op(B) where they are, for small products

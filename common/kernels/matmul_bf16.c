@@ -187,10 +187,7 @@ static void kernel_8x32_bf16(int kc, const float *a_sliver, const float *b_slive
         a += MR;
         b += NR;
     }
-    __m512 valpha = _mm512_set1_ps(alpha);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++)
-        store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], 0xFFFF, 0xFFFF, valpha, beta);
+    store_tile_512(c, ldc, acc_lo, acc_hi, alpha, beta);
 }
 
 static const GemmKernel BF16_KERNEL = {

@@ -1,6 +1,7 @@
 /* matmul_tile_avx512.h - what every AVX-512 8x32 micro-kernel (matmul_avx512.c
  * in float, matmul_bf16.c in bf16) does around its k loop: ask for the C
- * tile before the loop, and store it after, one row at a time:
+ * tile before the loop, and store it after, one row at a time
+ * (store_tile_512):
  *
  *   c[0..31] = alpha * acc + beta * c        (acc: two zmm of 16 float sums)
  *
@@ -41,6 +42,16 @@ static inline void store_row_512(float *c, __m512 acc0, __m512 acc1, __mmask16 m
         _mm512_mask_storeu_ps(c + 16, mask_hi, _mm512_fmadd_ps(alpha, acc1,
                               _mm512_mul_ps(vbeta, _mm512_maskz_loadu_ps(mask_hi, c + 16))));
     }
+}
+
+/* The whole tile: row i of C (row stride ldc) = alpha * (acc_lo[i],
+ * acc_hi[i]) + beta * row i, each row by store_row_512. */
+static inline void store_tile_512(float *c, int ldc, const __m512 acc_lo[8], const __m512 acc_hi[8], float alpha,
+                                  float beta) {
+    __m512 valpha = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        store_row_512(c + (size_t)i * ldc, acc_lo[i], acc_hi[i], 0xFFFF, 0xFFFF, valpha, beta);
 }
 
 #endif
