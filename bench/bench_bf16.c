@@ -11,6 +11,9 @@
  *    sgemm() with the float precision and with bf16, on 1 thread (a replica's
  *    thread). Products where bf16 does not pay stay float under it (matmul.c),
  *    so their ratio is 1 by construction, and they are marked.
+ * 0. The instruction: a register-only loop of VDPBF16PS against bench_fma.h's
+ *    loop of float FMAs (12 independent accumulators each, 1 thread), in
+ *    GFLOP/s (a VDPBF16PS on zmm = 32 multiply-adds, an FMA 16).
  * 2. The whole training step of that model on one batch of 64 training
  *    images (zero the gradients, forward, backward, AdamW), 1 thread, float
  *    against bf16.
@@ -20,9 +23,11 @@
  * milliseconds (default 20). Needs AVX512_BF16; without it prints why and
  * exits 0 having measured nothing.
  *
- * Writes DIR/bf16.tsv (what M N K op float_ms bf16_ms) and prints a table
+ * Writes DIR/bf16.tsv (what M N K op float_ms bf16_ms; the peak row holds
+ * GFLOP/s in those two columns) and prints a table
  * with the ratio float / bf16 (above 1: bf16 is faster). Never passes or
  * fails. */
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -30,6 +35,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_fma.h"
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "kernels/matmul.h"
@@ -59,6 +65,35 @@ static const Product PRODUCTS[] = {
     {50, 24, 50, 0, 0, "one head's output A V"},
 };
 enum { N_PRODUCTS = sizeof PRODUCTS / sizeof PRODUCTS[0] };
+
+/* The bf16 twin of bench_fma.h's fma_loop_avx512: 12 chains of VDPBF16PS. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static float dpbf16_loop(long iterations) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(1e-7f));
+    for (long it = 0; it < iterations; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, x);
+    }
+    __m512 sum = acc[0];
+    for (int i = 1; i < 12; i++) sum = _mm512_add_ps(sum, acc[i]);
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* GFLOP/s of dpbf16_loop on 1 thread, best of 3 (64 flops per instruction). */
+static double dpbf16_peak(void) {
+    long iterations = 20 * 1000 * 1000;
+    volatile float sink = 0.0f;
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = bench_now_seconds();
+        sink = dpbf16_loop(iterations);
+        double gflops = 12.0 * 64.0 * iterations / (bench_now_seconds() - t0) * 1e-9;
+        if (gflops > best) best = gflops;
+    }
+    (void)sink;
+    return best;
+}
 
 static void product(const Product *p, const float *A, const float *B, float *C) {
     int lda = p->trans_a ? p->M : p->K, ldb = p->trans_b ? p->K : p->N;
@@ -130,6 +165,12 @@ int main(int argc, char **argv) {
     if (!tsv) return 1;
     fprintf(tsv, "what\tM\tN\tK\top\tfloat_ms\tbf16_ms\n");
 
+    /* 0. The instruction. */
+    double fma = fma_peak(1, 16), dp = dpbf16_peak();
+    printf("register-only peak, 1 thread: float FMA %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s (%.2fx)\n\n", fma, dp,
+           dp / fma);
+    fprintf(tsv, "peak (register-only loop)\t0\t0\t0\t-\t%.3f\t%.3f\n", fma, dp);
+
     /* 1. The products. */
     size_t most = 0;
     for (int p = 0; p < N_PRODUCTS; p++) {
@@ -167,7 +208,7 @@ int main(int argc, char **argv) {
         for (int bf16 = 0; bf16 < 2; bf16++) qsort(samples[bf16], reps, sizeof(double), bench_compare_doubles);
         double f = samples[0][reps / 2], h = samples[1][reps / 2];
         const char *op = pr->trans_a ? "tn" : pr->trans_b ? "nt" : "nn";
-        int pays = (double)pr->M * pr->N >= 32.0 * ((double)pr->M + pr->N);
+        int pays = matmul_bf16_pays(pr->M, pr->N);
         char dims[32];
         snprintf(dims, sizeof dims, "%dx%dx%d", pr->M, pr->N, pr->K);
         printf("%-42s %-16s %-3s %10.4f %10.4f %12.2fx%s\n", pr->what, dims, op, f, h, f / h,

@@ -280,14 +280,14 @@ unsigned long long sgemm_multiply_adds(void) { return atomic_load(&multiply_adds
  * bf16 is a permission to round where it is faster, as in PyTorch's
  * set_float32_matmul_precision("medium"), not a promise. */
 static const double BF16_MIN_REUSE = 32.0;
-static int bf16_pays(int M, int N) { return (double)M * N >= BF16_MIN_REUSE * ((double)M + N); }
+int matmul_bf16_pays(int M, int N) { return (double)M * N >= BF16_MIN_REUSE * ((double)M + N); }
 
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
            float *C, int ldc) {
     if (M > 0 && N > 0 && K > 0)
         atomic_fetch_add_explicit(&multiply_adds, (unsigned long long)M * N * K, memory_order_relaxed);
-    if (atomic_load_explicit(&chosen_precision, memory_order_relaxed) == PRECISION_BF16 && bf16_pays(M, N)) {
+    if (atomic_load_explicit(&chosen_precision, memory_order_relaxed) == PRECISION_BF16 && matmul_bf16_pays(M, N)) {
         if (resolve_backend() == BACKEND_AVX512 && bf16_on_cpu)
             sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         else /* the naive backend, or a backend changed after the precision: the specification */

@@ -110,6 +110,8 @@ typedef enum { PRECISION_FLOAT = 0, PRECISION_BF16 = 1 } MatmulPrecision;
 /* The help text of every program's --matmul-precision flag. */
 extern const char MATMUL_PRECISION_HELP[];
 int matmul_precision_select(const char *name);
+/* 1 when the bf16 precision takes an M x N product (M N / (M + N) >= 32). */
+int matmul_bf16_pays(int M, int N);
 MatmulPrecision matmul_precision_current(void);
 const char *matmul_precision_name(MatmulPrecision p);
 
