@@ -430,6 +430,9 @@ static void test_vit_program(void **state) {
     expect_error(p, "--erase half", "--erase");
     snprintf(args, sizeof args, "--patch 4 --kernel 5 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "kernel 5 with patch 4");
+    expect_error(p, "--stem 257", "--stem");
+    snprintf(args, sizeof args, "--stem 8 --patch 7 --steps 1 --out %s/x07", tmp_dir);
+    expect_error(p, args, "the patch side must be even (got 7)");
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");

@@ -4,13 +4,15 @@
  *  - the whole model's gradient (every parameter) against central finite
  *    differences, for cls and mean pooling, learned and 2-D sinusoidal
  *    positions, on 8 x 8 images in 4 patches (and a 3-channel image), with
- *    overlapping patches (8 x 8 kernels around the 4 x 4 patches), and
- *    with label smoothing (the loss then written from its definition);
+ *    overlapping patches (8 x 8 kernels around the 4 x 4 patches), with
+ *    label smoothing (the loss then written from its definition), and with
+ *    the convolutional stem (each of its weights checked, not a sample);
  *  - the 2-D sinusoids: the class token's row is 0, patches in one grid row
  *    share their first D/2 numbers (chapter 04's sinusoids of the row), in
  *    one grid column their last D/2;
  *  - evaluation ignores dropout (the same logits as p = 0), training does not;
- *  - config text round trip, and bad sizes refused with one clear message;
+ *  - config text round trip (older checkpoints' missing lines), and bad sizes
+ *    (the stem's among them) refused with one clear message;
  *  - a few AdamW steps fit a fixed batch (the loss falls);
  *  - chapter 07 against chapter 06: the encoder output Z is, bit for bit,
  *    chapter 06's blocks and final norm (block_forward, block_norm_forward)
@@ -123,12 +125,14 @@ static double model_loss(void *p) {
     return loss / c->B;
 }
 
-static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality) {
+static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality,
+                        int stem) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
     cfg.patch.K = kernel;
     cfg.locality = locality;
+    cfg.stem = stem;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
     Rng r;
@@ -144,25 +148,37 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     ModelCtx ctx = {&v, images, targets, B};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d: max_rel_err %.3g "
-                 "at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos), channels,
-                 (double)label_smoothing, kernel, locality, res.max_rel_err, res.worst_index, res.worst_numeric,
+        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d: "
+                 "max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos),
+                 channels, (double)label_smoothing, kernel, locality, stem, res.max_rel_err, res.worst_index, res.worst_numeric,
                  res.worst_analytic);
     assert_true(res.n_checked >= 500);
+    if (stem) {   /* every one of the stem's weights and biases, the tensors furthest from the loss */
+        float *W = params_data(&v.params, v.stem_W), *dW = params_grad(&v.params, v.stem_W);
+        const size_t count = (size_t)(channels * 16 + 1) * stem;   /* stem.W then stem.b, one after the other */
+        assert_ptr_equal(params_data(&v.params, v.stem_b), W + (size_t)channels * 16 * stem);
+        res = gradcheck(model_loss, &ctx, W, dW, count, 3e-3f, 1000);
+        if (!(res.max_rel_err < 3e-2))
+            fail_msg("ViT stem %d: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", stem, res.max_rel_err,
+                     res.worst_index, res.worst_numeric, res.worst_analytic);
+        assert_true(res.n_checked == count);
+    }
     vit_free(&v);
 }
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0);     /* overlapping patches */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1);     /* locality self-attention */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0);  /* locality self-attention */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3);  /* the convolutional stem */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2);
 }
 
 static void test_positions_2d(void **state) {
@@ -210,6 +226,8 @@ static void test_config_and_errors(void **state) {
     cfg.label_smoothing = 0.25f;
     cfg.patch.K = 6;
     cfg.locality = 1;
+    cfg.stem = 5;
+    cfg.patch.K = 8;                                   /* with the stem: K - P a multiple of 4 */
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -233,6 +251,12 @@ static void test_config_and_errors(void **state) {
     snprintf(older, sizeof older, "%.*s%s", (int)(at - text), text, strchr(at, '\n') + 1);
     assert_int_equal(vit_config_from_text(older, &back), 0);
     assert_int_equal(back.locality, 0);
+    /* nor from before the stem: no line means none */
+    const char *stem_line = strstr(text, "stem=");
+    assert_non_null(stem_line);
+    snprintf(older, sizeof older, "%.*s%s", (int)(stem_line - text), text, strchr(stem_line, '\n') + 1);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_int_equal(back.stem, 0);
     snprintf(older, sizeof older, "%.*slocality=2%s", (int)(at - text), text, strchr(at, '\n'));
     assert_int_equal(vit_config_from_text(older, &back), -1);
     assert_string_equal(last_error(), "config key 'locality': expected 0..1, got 2");
@@ -259,6 +283,33 @@ static void test_config_and_errors(void **state) {
     bad.patch.K = 5;                                   /* cannot be centred on a 4 x 4 patch */
     assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
     assert_non_null(strstr(last_error(), "kernel 5 with patch 4"));
+    vit_free(&v);
+    bad = cfg;
+    bad.patch.K = 6;                                   /* halved by the stem: 3 x 3 around 2 x 2 cells */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(),
+                        "stem=5: the stem halves the kernel too, so kernel - patch must be a multiple of 4 (got 6 - 4)");
+    vit_free(&v);
+    bad = cfg;
+    bad.patch.rows = bad.patch.cols = 6;               /* patch 2 of a 6 x 6 image: halved, 1 of 3 x 3 */
+    bad.patch.P = 2;
+    bad.patch.K = 6;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), 0);  /* (allowed: each size halves) */
+    vit_free(&v);
+    bad.patch.rows = bad.patch.cols = 7;
+    bad.patch.P = 7;
+    bad.patch.K = 0;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(), "stem=5: the stem halves the image, so its rows and cols must be even (got 7 x 7)");
+    vit_free(&v);
+    bad.patch.rows = bad.patch.cols = 14;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(), "stem=5: the stem halves the patch too, so the patch side must be even (got 7)");
+    vit_free(&v);
+    bad = cfg;
+    bad.stem = -1;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "stem=-1"));
     vit_free(&v);
     bad = cfg;
     bad.heads = 3;                                     /* does not divide D = 8 */

@@ -468,7 +468,9 @@ def table_vit(out_dir, readme):
             raise Failure("%s: no \"headline\" naming a run with a _test_acc" % path)
         P = number(d, "patch", path)
         K = number(d, "kernel", path) if "kernel" in d else P   # results from before --kernel: K = P
-        model = "patch %d (%d patches%s), %d blocks of D %d, %d heads, F %d, %s pooling, %s positions%s" % (
+        stem = number(d, "stem", path) if "stem" in d else 0   # results from before --stem: none
+        model = ("a %d-channel convolutional stem, " % stem if stem else "") + \
+            "patch %d (%d patches%s), %d blocks of D %d, %d heads, F %d, %s pooling, %s positions%s" % (
             P, (number(d, "rows", path) // P) ** 2, " through %d x %d kernels" % (K, K) if K > P else "",
             number(d, "layers", path), number(d, "dim", path), number(d, "heads", path), number(d, "ff", path),
             d.get("pool"), d.get("pos"),

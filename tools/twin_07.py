@@ -3,6 +3,8 @@
 The C model (chapters/07_vision_transformer/vit.h):
     X_0 = [x_cls;] Conv2d(images, kernel K, stride P, padding (K - P) / 2).flatten(2).transpose(1, 2) + E_pos
           (K = P: the ViT's own non-overlapping patches; K > P: overlapping ones)
+          with a stem of S channels (--stem S), the patches read GELU(Conv2d(images, S, 4, stride=2, padding=1))
+          with kernel K / 2, stride P / 2, padding (K - P) / 4
     Z   = LayerNorm(Block_L(.. Block_1(X_0)))      pre-norm blocks (chapter 06), no mask
     u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean);   logits = u W_head + b_head
     loss = mean cross-entropy over the batch (printed); with --label-smoothing eps
@@ -40,6 +42,8 @@ RUNS = [
                             "--label-smoothing", "0.2"] + _SMALL),
     ("p4 kernel 8 cls", ["--patch", "4", "--kernel", "8", "--pool", "cls", "--pos", "learned"] + _SMALL),
     ("p7 locality", ["--patch", "7", "--pool", "cls", "--pos", "learned", "--locality"] + _SMALL),
+    ("p4 kernel 8 stem", ["--patch", "4", "--kernel", "8", "--stem", "6", "--pool", "cls", "--pos", "learned"]
+     + _SMALL),
 ]
 
 
@@ -84,7 +88,13 @@ class VitTwin(nn.Module):
         C = int(cfg["classes"])
         self.eps = float(cfg.get("label_smoothing", 0))   # a checkpoint from before smoothing has no line
         K = int(cfg.get("kernel", 0)) or P   # a checkpoint from before overlapping patches has no line
-        self.patch = nn.Conv2d(self.ch, D, K, stride=P, padding=(K - P) // 2)
+        self.stem_S = int(cfg.get("stem", 0))   # nor one from before the stem
+        if self.stem_S:
+            # a 4 x 4 convolution of stride 2 and GELU; the patches then read its map, patch and kernel halved
+            self.stem = nn.Conv2d(self.ch, self.stem_S, 4, stride=2, padding=1)
+            self.patch = nn.Conv2d(self.stem_S, D, K // 2, stride=P // 2, padding=(K - P) // 4)
+        else:
+            self.patch = nn.Conv2d(self.ch, D, K, stride=P, padding=(K - P) // 2)
         T = (self.rows // P) * (self.cols // P) + self.cls_pool
         if self.cls_pool:
             self.cls = nn.Parameter(torch.zeros(D))
@@ -103,7 +113,11 @@ class VitTwin(nn.Module):
         # patch.W [D_in, D] is conv.weight [D, channels, K, K] transposed and reshaped: by hand
         with torch.no_grad():
             self.patch.weight.copy_(torch.as_tensor(tensors["patch.W"]).t().reshape(self.patch.weight.shape))
+            if self.stem_S:
+                self.stem.weight.copy_(torch.as_tensor(tensors["stem.W"]).t().reshape(self.stem.weight.shape))
         self.layout = [("patch.b", "patch.bias", False, None)]
+        if self.stem_S:
+            self.layout.append(("stem.b", "stem.bias", False, None))
         if self.cls_pool:
             self.layout.append(("cls", "cls", False, None))
         if self.learned:
@@ -127,7 +141,10 @@ class VitTwin(nn.Module):
     def forward(self, images):
         """images [B, channels * rows * cols] (as the C Examples hold them) -> logits [B, C]"""
         B = images.shape[0]
-        x = self.patch(images.reshape(B, self.ch, self.rows, self.cols)).flatten(2).transpose(1, 2)
+        x = images.reshape(B, self.ch, self.rows, self.cols)
+        if self.stem_S:
+            x = F.gelu(self.stem(x))
+        x = self.patch(x).flatten(2).transpose(1, 2)
         if self.cls_pool:
             x = torch.cat([self.cls.expand(B, 1, self.D), x], dim=1)
         x = x + (self.pos if self.learned else self.P_fixed)
@@ -148,6 +165,8 @@ class VitTwin(nn.Module):
     def c_grads(self):
         grads = twinmap.c_grads(self, self.layout)
         grads["patch.W"] = self.patch.weight.grad.reshape(self.D, -1).t()
+        if self.stem_S:
+            grads["stem.W"] = self.stem.weight.grad.reshape(self.stem_S, -1).t()
         for c_name in self.blocks:
             grads[c_name] = torch.cat([grads.pop(f"{c_name}.{piece}").reshape(-1) for piece, _ in self.pieces])
         return grads

@@ -109,6 +109,25 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
         return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
     if (max_B < 1) return fail("batch %d: expected at least 1 image", max_B);
+    v->embed = cfg->patch;
+    if (cfg->stem < 0) return fail("stem=%d: expected 0 (no stem) or a number of channels >= 1", cfg->stem);
+    if (cfg->stem > 0) {
+        /* the stem halves the image: the patches then read P / 2 cells of its map through K / 2 kernels */
+        const PatchEmbedSpec *s = &cfg->patch;
+        if (s->rows % 2 || s->cols % 2)
+            return fail("stem=%d: the stem halves the image, so its rows and cols must be even (got %d x %d)",
+                        cfg->stem, s->rows, s->cols);
+        if (s->P % 2)
+            return fail("stem=%d: the stem halves the patch too, so the patch side must be even (got %d)", cfg->stem,
+                        s->P);
+        if (s->K && (s->K - s->P) % 4)
+            return fail("stem=%d: the stem halves the kernel too, so kernel - patch must be a multiple of 4 (got "
+                        "%d - %d)", cfg->stem, s->K, s->P);
+        v->stem_spec = (PatchEmbedSpec){.channels = s->channels, .rows = s->rows, .cols = s->cols, .P = 2,
+                                        .D = cfg->stem, .K = 4};
+        v->embed = (PatchEmbedSpec){.channels = cfg->stem, .rows = s->rows / 2, .cols = s->cols / 2, .P = s->P / 2,
+                                    .D = D, .K = s->K / 2};
+    }
     v->cfg = *cfg;
     v->N = patch_embed_count(&cfg->patch);
     v->T = v->N + (cfg->pool == VIT_POOL_CLS);
@@ -117,9 +136,13 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     v->max_B = max_B;
 
     Params *p = &v->params;
-    const int D_in = patch_embed_dim(&cfg->patch);
+    const int D_in = patch_embed_dim(&v->embed);
     v->patch_W = params_add(p, "patch.W", 2, (int[]){D_in, D});
     v->patch_b = params_add(p, "patch.b", 1, (int[]){D});
+    if (cfg->stem) {
+        v->stem_W = params_add(p, "stem.W", 2, (int[]){patch_embed_dim(&v->stem_spec), cfg->stem});
+        v->stem_b = params_add(p, "stem.b", 1, (int[]){cfg->stem});
+    }
     if (cfg->pool == VIT_POOL_CLS) v->cls = params_add(p, "cls", 1, (int[]){D});
     if (cfg->pos == VIT_POS_LEARNED) v->pos = params_add(p, "pos", 2, (int[]){v->T, D});
     const BlockSpec spec = encoder_spec(cfg);
@@ -132,7 +155,7 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
 
     Rng rng;
     rng_seed(&rng, seed, 1);
-    patch_embed_init(&cfg->patch, params_data(p, v->patch_W), params_data(p, v->patch_b), &rng);
+    patch_embed_init(&v->embed, params_data(p, v->patch_W), params_data(p, v->patch_b), &rng);
     if (v->cls) init_normal(params_data(p, v->cls), (size_t)D, 0.02f, &rng);
     if (v->pos) {
         init_normal(params_data(p, v->pos), (size_t)v->T * D, 0.02f, &rng);
@@ -144,12 +167,24 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     stack_init_weights(&v->st, &rng);
     init_xavier(params_data(p, v->head_W), D, v->C, &rng);
     init_constant(params_data(p, v->head_b), (size_t)v->C, 0.0f);
+    if (cfg->stem) patch_embed_init(&v->stem_spec, params_data(p, v->stem_W), params_data(p, v->stem_b), &rng);
     rng_seed(&v->dropout_rng, seed, 7);
 
     stack_alloc(&v->st, max_B, v->T, 0);
     const size_t BND = (size_t)max_B * v->N * D;
     v->patches = xcalloc(BND, sizeof(float));
-    v->patch_cache = xcalloc(patch_embed_cache_floats(&cfg->patch, max_B), sizeof(float));
+    v->patch_cache = xcalloc(patch_embed_cache_floats(&v->embed, max_B), sizeof(float));
+    if (cfg->stem) {
+        const size_t BRS = (size_t)max_B * patch_embed_count(&v->stem_spec) * cfg->stem;
+        v->stem_pre = xcalloc(BRS, sizeof(float));
+        v->stem_act = xcalloc(BRS, sizeof(float));
+        v->stem_map = xcalloc(BRS, sizeof(float));
+        v->dstem_pre = xcalloc(BRS, sizeof(float));
+        v->dstem_act = xcalloc(BRS, sizeof(float));
+        v->dstem_map = xcalloc(BRS, sizeof(float));
+        v->stem_cache = xcalloc(patch_embed_cache_floats(&v->stem_spec, max_B), sizeof(float));
+        v->embed_scratch = xcalloc(patch_embed_scratch_floats(&v->embed, max_B), sizeof(float));
+    }
     v->pooled = xcalloc((size_t)max_B * D, sizeof(float));
     v->logits = xcalloc((size_t)max_B * v->C, sizeof(float));
     v->probs = xcalloc((size_t)max_B * v->C, sizeof(float));
@@ -165,6 +200,8 @@ void vit_free(Vit *v) {
     params_free(&v->params);
     free(v->P_fixed); free(v->patches); free(v->patch_cache); free(v->pooled); free(v->logits);
     free(v->probs); free(v->dlogits); free(v->dpooled); free(v->dout); free(v->dpatches);
+    free(v->stem_pre); free(v->stem_act); free(v->stem_map); free(v->dstem_pre); free(v->dstem_act);
+    free(v->dstem_map); free(v->stem_cache); free(v->embed_scratch);
     memset(v, 0, sizeof *v);
 }
 
@@ -172,13 +209,59 @@ static const float *positions(const Vit *v) {
     return v->pos ? params_data((Params *)&v->params, v->pos) : v->P_fixed;
 }
 
+/* x [B, R, S] -> y [B, S, R] (to_map) or back: the convolution writes one row of S channels per place,
+ * the next one reads an image of S channels */
+static void stem_transpose(float *y, const float *x, int B, int R, int S, int to_map) {
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < R; r++)
+            for (int s = 0; s < S; s++) {
+                const size_t rows_first = ((size_t)b * R + r) * S + s, map = ((size_t)b * S + s) * R + r;
+                if (to_map) y[map] = x[rows_first];
+                else y[rows_first] = x[map];
+            }
+}
+
+/* images [B, channels, rows, cols] -> (the stem's map [B, S, rows / 2, cols / 2]) -> patches [B, N, D] */
+static void embed_forward(Vit *v, const float *images, int B) {
+    Params *p = &v->params;
+    if (v->cfg.stem) {
+        const int R = patch_embed_count(&v->stem_spec), S = v->cfg.stem;
+        patch_embed_forward(v->stem_pre, v->stem_cache, images, params_data(p, v->stem_W),
+                            params_data(p, v->stem_b), &v->stem_spec, B);
+        gelu_forward(v->stem_act, v->stem_pre, B * R * S);
+        stem_transpose(v->stem_map, v->stem_act, B, R, S, 1);
+        images = v->stem_map;
+    }
+    patch_embed_forward(v->patches, v->patch_cache, images, params_data(p, v->patch_W), params_data(p, v->patch_b),
+                        &v->embed, B);
+}
+
+/* dpatches [B, N, D] -> the embedding's gradients (and the stem's) += */
+static void embed_backward(Vit *v, const float *dpatches, int B) {
+    Params *p = &v->params;
+    if (!v->cfg.stem) {
+        patch_embed_backward(NULL, params_grad(p, v->patch_W), params_grad(p, v->patch_b), NULL, dpatches,
+                             v->patch_cache, params_data(p, v->patch_W), &v->embed, B);
+        return;
+    }
+    const int R = patch_embed_count(&v->stem_spec), S = v->cfg.stem;
+    const size_t BRS = (size_t)B * R * S;
+    memset(v->dstem_map, 0, sizeof(float) * BRS);
+    patch_embed_backward(v->dstem_map, params_grad(p, v->patch_W), params_grad(p, v->patch_b), v->embed_scratch,
+                         dpatches, v->patch_cache, params_data(p, v->patch_W), &v->embed, B);
+    stem_transpose(v->dstem_act, v->dstem_map, B, R, S, 0);
+    memset(v->dstem_pre, 0, sizeof(float) * BRS);
+    gelu_backward(v->dstem_pre, v->dstem_act, v->stem_pre, (int)BRS);
+    patch_embed_backward(NULL, params_grad(p, v->stem_W), params_grad(p, v->stem_b), NULL, v->dstem_pre,
+                         v->stem_cache, params_data(p, v->stem_W), &v->stem_spec, B);
+}
+
 /* images [B, channels, rows, cols] -> X_0 [B, T, D] -> Z -> u [B, D] -> logits [B, C] */
 double vit_forward(Vit *v, const float *images, const int *targets, int B) {
     Params *p = &v->params;
     const int N = v->N, T = v->T, D = v->D, off = T - N;
     v->B = B;
-    patch_embed_forward(v->patches, v->patch_cache, images, params_data(p, v->patch_W), params_data(p, v->patch_b),
-                        &v->cfg.patch, B);
+    embed_forward(v, images, B);
     const float *P = positions(v), *cls = v->cls ? params_data(p, v->cls) : NULL;
     float *X0 = v->st.x[0];
     for (int b = 0; b < B; b++) {
@@ -222,8 +305,7 @@ void vit_backward(Vit *v, const int *targets) {
             memcpy(v->dpatches + (size_t)b * N * D, dX0 + ((size_t)b * T + off) * D, sizeof(float) * (size_t)N * D);
         dpatches = v->dpatches;
     }
-    patch_embed_backward(NULL, params_grad(p, v->patch_W), params_grad(p, v->patch_b), NULL, dpatches,
-                         v->patch_cache, params_data(p, v->patch_W), &v->cfg.patch, B);
+    embed_backward(v, dpatches, B);
 }
 
 void vit_predict(const Vit *v, int *pred) {
@@ -243,11 +325,11 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
              "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
-             "seed=%d\n",
+             "stem=%d\nseed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
              c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, c->locality, seed);
+             (double)c->label_smoothing, c->locality, c->stem, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
@@ -272,6 +354,10 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     char locality[8];
     if (config_get_or(config, "locality", "", locality, sizeof locality) < 0) return -1;
     if (locality[0] && config_get_int_in(config, "locality", 0, 1, &c->locality) < 0) return -1;
+    /* and the stem: a checkpoint without the line has none */
+    char stem[16];
+    if (config_get_or(config, "stem", "", stem, sizeof stem) < 0) return -1;
+    if (stem[0] && config_get_int_in(config, "stem", 0, 256, &c->stem) < 0) return -1;
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;

@@ -27,6 +27,18 @@
  * is free to discover that 2-D structure by itself; its cosine similarity
  * picture shows whether it did.
  *
+ * A CONVOLUTIONAL STEM (--stem S, after Xiao et al. 2021, "Early convolutions
+ * help transformers see better"): before the patch embedding, one 4 x 4
+ * convolution of stride 2 (padding 1: patch_embed.h with P = 2, K = 4) maps
+ * the image to S channels at half its size, followed by GELU:
+ *
+ *   M = GELU(conv_4x4/2(image))                 [S, rows / 2, cols / 2]
+ *   x_n = patch_embed(M, patch P / 2, kernel K / 2)
+ *
+ * Each token still covers the same P x P cell of the image (N is unchanged),
+ * but it is now built from S learned local features instead of raw pixels.
+ * The ViT paper's "hybrid" model does the same with a whole ResNet.
+ *
  * Letters as in common/README.md: B images, N patches, T tokens, D width, H
  * heads, D_H = D / H, F the MLP width, L blocks, C classes. Conventions as in
  * chapter 06: one Params buffer, activations allocated once for max_B
@@ -53,6 +65,7 @@ typedef struct {
     int classes;            /* C */
     float label_smoothing;  /* eps in [0, 1): the training target (1 - eps) onehot + eps / C */
     int locality;           /* 1: locality self-attention in every block (chapter 05's multi_head.h) */
+    int stem;               /* S: channels of the convolutional stem; 0: none (the patches read the pixels) */
 } VitConfig;
 
 typedef struct {
@@ -61,6 +74,9 @@ typedef struct {
     int max_B, B;           /* capacity; images in the last forward */
     Params params;
     size_t patch_W, patch_b, cls, pos, head_W, head_b;   /* tensor offsets (cls, pos: 0 when absent) */
+    size_t stem_W, stem_b;  /* the stem's convolution [channels 4 4, S], [S]; 0 without one */
+    PatchEmbedSpec stem_spec;   /* image -> [B, (rows / 2) (cols / 2), S] (with a stem) */
+    PatchEmbedSpec embed;   /* what the patch embedding reads: cfg.patch, or the stem's map */
     Stack st;               /* chapter 06's stack: X_0 in st.x[0], Z in st.out */
     float *P_fixed;         /* [T, D] the 2-D sinusoids (VIT_POS_SINUSOIDAL_2D), else NULL */
     int training;           /* 1: dropout on */
@@ -71,6 +87,11 @@ typedef struct {
     float *pooled;          /* [B, D] u */
     float *logits, *probs;  /* [B, C] */
     float *dlogits, *dpooled, *dout, *dpatches;   /* [B, C], [B, D], [B, T, D], [B, N, D] */
+    /* the stem's, [B, R, S] with R = (rows / 2) (cols / 2), NULL without one: the convolution's output,
+     * its GELU, that transposed to the map [B, S, rows / 2, cols / 2] the patch embedding reads, their
+     * gradients, and the two convolutions' caches and scratch */
+    float *stem_pre, *stem_act, *stem_map, *dstem_pre, *dstem_act, *dstem_map;
+    float *stem_cache, *embed_scratch;
 } Vit;
 
 const char *vit_pool_name(VitPool p);   /* "cls", "mean" */
