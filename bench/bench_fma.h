@@ -36,8 +36,10 @@ __attribute__((target("avx512f"))) static float fma_loop_avx512(long iterations)
     return _mm512_reduce_add_ps(sum);
 }
 
-/* GFLOP/s of the FMA loop on `threads` threads (each FMA = width * 2 flops). */
-static double fma_peak(int threads, int width) {
+/* GFLOP/s of a register-only `loop` on `threads` threads, best of 3, each
+ * iteration of it doing flops_per_iteration flops on each thread. The call
+ * through the pointer happens once per thread, outside the timed loop's body. */
+static double loop_peak(float (*loop)(long), int threads, double flops_per_iteration) {
     long iterations = 20 * 1000 * 1000;
     volatile float sink = 0.0f; /* keeps the loops' results alive */
     double best = 0.0;
@@ -45,13 +47,18 @@ static double fma_peak(int threads, int width) {
         float total = 0.0f;
         double t0 = bench_now_seconds();
 #pragma omp parallel num_threads(threads) reduction(+ : total)
-        total += width == 16 ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations);
+        total += loop(iterations);
         sink = total;
-        double gflops = threads * 12.0 * width * 2.0 * iterations / (bench_now_seconds() - t0) * 1e-9;
+        double gflops = threads * flops_per_iteration * iterations / (bench_now_seconds() - t0) * 1e-9;
         if (gflops > best) best = gflops;
     }
     (void)sink;
     return best;
+}
+
+/* GFLOP/s of the FMA loop on `threads` threads (12 FMAs an iteration, each = width * 2 flops). */
+static double fma_peak(int threads, int width) {
+    return loop_peak(width == 16 ? fma_loop_avx512 : fma_loop_avx2, threads, 12.0 * width * 2.0);
 }
 
 #endif
