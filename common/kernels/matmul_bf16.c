@@ -41,6 +41,7 @@
  * for *_bf16.c); call it only when cpu_has_avx512_bf16() says so. */
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
+#include "kernels/matmul_pack_avx2.h"   /* transpose_8x8 */
 #include "kernels/matmul_tile_avx512.h"
 
 #include <immintrin.h>
@@ -73,27 +74,6 @@ static __m512i pairs_along_row(const float *row, int n) {
     __m512 x_lo = _mm512_maskz_loadu_ps(lo, row), x_hi = _mm512_maskz_loadu_ps(hi, row + 16);
     /* element e of the 32 bf16 is row[e]: as uint32 lanes, exactly the pairs */
     return (__m512i)_mm512_cvtne2ps_pbh(x_hi, x_lo);
-}
-
-/* Transposes an 8 x 8 block of 32-bit values held in 8 ymm registers
- * (row r in rows[r]): afterwards rows[c] holds what was column c. The
- * textbook three rounds of shuffles: pairs, then quads, then halves. */
-static void transpose_8x8(__m256 rows[8]) {
-    __m256 t[8], s[8];
-    for (int r = 0; r < 8; r += 2) {
-        t[r] = _mm256_unpacklo_ps(rows[r], rows[r + 1]);     /* r0 r1 interleaved, elements 0 1 | 4 5 */
-        t[r + 1] = _mm256_unpackhi_ps(rows[r], rows[r + 1]); /* elements 2 3 | 6 7                    */
-    }
-    for (int r = 0; r < 8; r += 4) {
-        s[r] = _mm256_shuffle_ps(t[r], t[r + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        s[r + 1] = _mm256_shuffle_ps(t[r], t[r + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        s[r + 2] = _mm256_shuffle_ps(t[r + 1], t[r + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        s[r + 3] = _mm256_shuffle_ps(t[r + 1], t[r + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int c = 0; c < 4; c++) {
-        rows[c] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x20);
-        rows[c + 4] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x31);
-    }
 }
 
 /* A sliver or B sliver of `width` (8 or 32) lines, where op(X)[line, p]
