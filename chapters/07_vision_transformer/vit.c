@@ -209,16 +209,16 @@ static const float *positions(const Vit *v) {
     return v->pos ? params_data((Params *)&v->params, v->pos) : v->P_fixed;
 }
 
-/* x [B, R, S] -> y [B, S, R] (to_map) or back: the convolution writes one row of S channels per place,
- * the next one reads an image of S channels */
-static void stem_transpose(float *y, const float *x, int B, int R, int S, int to_map) {
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < R; r++)
-            for (int s = 0; s < S; s++) {
-                const size_t rows_first = ((size_t)b * R + r) * S + s, map = ((size_t)b * S + s) * R + r;
-                if (to_map) y[map] = x[rows_first];
-                else y[rows_first] = x[map];
-            }
+/* x [B, rows, cols] -> y [B, cols, rows], each image's matrix transposed. The stem's
+ * convolution writes one row of S channels per place ([R, S]); the patch embedding reads
+ * S planes of R places ([S, R]); the backward turns the gradient the other way. */
+static void transpose_each(float *y, const float *x, int B, int rows, int cols) {
+    for (int b = 0; b < B; b++) {
+        const float *xb = x + (size_t)b * rows * cols;
+        float *yb = y + (size_t)b * rows * cols;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) yb[(size_t)c * rows + r] = xb[(size_t)r * cols + c];
+    }
 }
 
 /* images [B, channels, rows, cols] -> (the stem's map [B, S, rows / 2, cols / 2]) -> patches [B, N, D] */
@@ -229,7 +229,7 @@ static void embed_forward(Vit *v, const float *images, int B) {
         patch_embed_forward(v->stem_pre, v->stem_cache, images, params_data(p, v->stem_W),
                             params_data(p, v->stem_b), &v->stem_spec, B);
         gelu_forward(v->stem_act, v->stem_pre, B * R * S);
-        stem_transpose(v->stem_map, v->stem_act, B, R, S, 1);
+        transpose_each(v->stem_map, v->stem_act, B, R, S);
         images = v->stem_map;
     }
     patch_embed_forward(v->patches, v->patch_cache, images, params_data(p, v->patch_W), params_data(p, v->patch_b),
@@ -249,7 +249,7 @@ static void embed_backward(Vit *v, const float *dpatches, int B) {
     memset(v->dstem_map, 0, sizeof(float) * BRS);
     patch_embed_backward(v->dstem_map, params_grad(p, v->patch_W), params_grad(p, v->patch_b), v->embed_scratch,
                          dpatches, v->patch_cache, params_data(p, v->patch_W), &v->embed, B);
-    stem_transpose(v->dstem_act, v->dstem_map, B, R, S, 0);
+    transpose_each(v->dstem_act, v->dstem_map, B, S, R);
     memset(v->dstem_pre, 0, sizeof(float) * BRS);
     gelu_backward(v->dstem_pre, v->dstem_act, v->stem_pre, (int)BRS);
     patch_embed_backward(NULL, params_grad(p, v->stem_W), params_grad(p, v->stem_b), NULL, v->dstem_pre,
