@@ -9,7 +9,10 @@
  *  - classifier_evaluate counts exact matches and per-output accuracy right,
  *    on oracle models that are always right, or wrong at one position;
  *  - classifier_train on chapter 04's model learns the reverse task and
- *    fills the loss curve. */
+ *    fills the loss curve;
+ *  - classifier_train with a moving average of the weights trains the same
+ *    weights as without it, and the average is the recurrence written out
+ *    over the steps done by hand. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,7 +211,7 @@ static void test_train_learns_reverse(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, 1, 1, &r), 0);
+    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, NULL, 1, 1, &r), 0);
     assert_int_equal(r.n_curve, CURVE_POINTS);
     assert_true(r.curve_step[CURVE_POINTS - 1] == 300.0f);
     assert_true(r.curve[CURVE_POINTS - 1] < 0.5f * r.curve[0]);
@@ -219,6 +222,53 @@ static void test_train_learns_reverse(void **state) {
     c.destroy(c.self);
 }
 
+static void test_train_keeps_the_average(void **state) {
+    (void)state;
+    enum { STEPS = 40 };
+    const float decay = 0.9f, lr = 1e-2f;
+    Classifier a, b;
+    assert_int_equal(build_small(&a, TASK_REVERSE, 3), 0);
+    assert_int_equal(build_small(&b, TASK_REVERSE, 3), 0);
+    DigitTaskSpec spec = {TASK_REVERSE, N};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    ClassifierResult r;
+    memset(&r, 0, sizeof r);
+    WeightAverage avg;
+    assert_int_equal(weight_average_init(&avg, a.params, decay), 0);
+    assert_int_equal(classifier_train(&a, 1, &t, STEPS, B, lr, 0.01f, &avg, 4, 1, &r), 0);
+    /* by hand: the same batches (stream 1 of seed 4), schedule and clip as classifier_train */
+    const size_t n = b.params->size;
+    double *expect = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) expect[i] = b.params->data[i];
+    Adam opt;
+    assert_int_equal(adam_init(&opt, b.params, lr, 0.01f), 0);
+    Examples e;
+    examples_alloc(&e, B, N, N, 0);
+    Rng rng;
+    rng_seed(&rng, 4, 1);
+    for (int step = 0; step < STEPS; step++) {
+        t.train_batch(t.self, &e, B, &rng);
+        classifier_train_step(&b, &opt, &e, 1.0f, lr_schedule(step, STEPS, STEPS / 20, lr, 0.05f));
+        for (size_t i = 0; i < n; i++) expect[i] = decay * expect[i] + (1.0 - decay) * b.params->data[i];
+    }
+    /* the weights trained are the same bits; the average is the recurrence */
+    assert_memory_equal(a.params->data, b.params->data, sizeof(float) * n);
+    double worst = 0.0, moved = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs(avg.avg[i] - expect[i]));
+        moved = fmax(moved, fabs(avg.avg[i] - a.params->data[i]));
+    }
+    assert_true(worst < 1e-5);
+    assert_true(moved > 1e-3);   /* and it is not the last weights */
+    free(expect);
+    examples_free(&e);
+    adam_free(&opt);
+    weight_average_free(&avg);
+    a.destroy(a.self);
+    b.destroy(b.self);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_step_is_the_textbook_step),
@@ -226,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_step_vit),
         cmocka_unit_test(test_evaluate_counts),
         cmocka_unit_test(test_train_learns_reverse),
+        cmocka_unit_test(test_train_keeps_the_average),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -433,6 +433,8 @@ static void test_vit_program(void **state) {
     expect_error(p, "--stem 257", "--stem");
     snprintf(args, sizeof args, "--stem 8 --patch 7 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "the patch side must be even (got 7)");
+    expect_error(p, "--ema 1", "--ema");
+    expect_error(p, "--ema -0.5", "--ema");
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");
@@ -499,6 +501,8 @@ static void test_vit_program(void **state) {
     expect_error(p, args, "--image");
     snprintf(args, sizeof args, "--load %s/%s --steps 3", tmp_dir, ckpt);
     expect_error(p, args, "--steps has no effect with --load");
+    snprintf(args, sizeof args, "--load %s/%s --ema 0.9", tmp_dir, ckpt);
+    expect_error(p, args, "--ema has no effect with --load");
     /* a checkpoint whose erasing probability is not one */
     snprintf(path, sizeof path, "%s/erase.ckpt", tmp_dir);
     snprintf(args, sizeof args, "%s/%s", tmp_dir, ckpt);
@@ -526,6 +530,22 @@ static void test_vit_program(void **state) {
     json[got] = '\0';
     fclose(f);
     assert_non_null(strstr(json, "\"matmul_precision\": \"bf16\""));
+    /* --ema: the average is the model; the last step's weights are measured and kept beside it */
+    snprintf(args, sizeof args, "--ema 0.5 --steps 3 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 "
+             "--pictures 0 --quiet --out %s/ema07", tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "the last step's weights: exact match "));
+    snprintf(path, sizeof path, "%s/ema07/model_vit_p7_last_weights.ckpt", tmp_dir);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/ema07/results.json", tmp_dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    got = fread(json, 1, sizeof json - 1, f);
+    json[got] = '\0';
+    fclose(f);
+    assert_non_null(strstr(json, "\"ema\": 0.5"));
+    assert_non_null(strstr(json, "\"vit_p7_token_acc_last_weights\": "));
     free(r);
 }
 

@@ -1,6 +1,7 @@
 /* test_optim.c - Adam/AdamW (a hand-computed first and second step, decoupled
  * weight decay, convergence on a quadratic), global gradient-norm clipping,
- * and the warm-up + cosine learning-rate schedule. */
+ * the warm-up + cosine learning-rate schedule, and the moving average of the
+ * weights (hand-computed updates, refused decays). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,41 @@ static void test_lr_schedule(void **state) {
     assert_float_equal(lr_schedule(100, 100, 0, base, 0.0f), 0.0f, 1e-9);
 }
 
+/* decay 0.75: avg starts at w = (1, -2); after w = (3, 2):
+ * avg = 0.75 (1, -2) + 0.25 (3, 2) = (1.5, -1); after w = (3, 2) again:
+ * 0.75 (1.5, -1) + 0.25 (3, 2) = (1.875, -0.25). Training never touches it
+ * except through update, and a decay outside (0, 1) is refused. */
+static void test_weight_average_hand_computed(void **state) {
+    (void)state;
+    Params p;
+    make_params(&p, 2);
+    p.data[0] = 1.0f;
+    p.data[1] = -2.0f;
+    WeightAverage a;
+    assert_int_equal(weight_average_init(&a, &p, 0.75f), 0);
+    assert_true(a.avg != p.data && a.size == 2);
+    assert_true(a.avg[0] == 1.0f && a.avg[1] == -2.0f);
+    p.data[0] = 3.0f;
+    p.data[1] = 2.0f;
+    assert_true(a.avg[0] == 1.0f);              /* a copy, not a view */
+    weight_average_update(&a, &p);
+    assert_float_equal(a.avg[0], 1.5f, 1e-7);
+    assert_float_equal(a.avg[1], -1.0f, 1e-7);
+    weight_average_update(&a, &p);
+    assert_float_equal(a.avg[0], 1.875f, 1e-7);
+    assert_float_equal(a.avg[1], -0.25f, 1e-7);
+    assert_true(p.data[0] == 3.0f && p.data[1] == 2.0f);   /* the weights are left alone */
+    weight_average_free(&a);
+    assert_null(a.avg);
+    const float bad[] = {0.0f, 1.0f, -0.5f, 1.5f, NAN};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(weight_average_init(&a, &p, bad[i]), -1);
+        assert_null(a.avg);
+        weight_average_free(&a);   /* harmless after a refusal */
+    }
+    params_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adam_hand_computed_steps),
@@ -225,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_adam_threads_same_bits),
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_lr_schedule),
+        cmocka_unit_test(test_weight_average_hand_computed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

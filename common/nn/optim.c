@@ -1,5 +1,6 @@
-/* optim.c - Adam / AdamW, global gradient-norm clipping and the learning-rate
- * schedule (see optim.h). All three run over the one flat Params buffer. */
+/* optim.c - Adam / AdamW, global gradient-norm clipping, the learning-rate
+ * schedule and the moving average of the weights (see optim.h). All of them
+ * run over the one flat Params buffer. */
 #include "nn/optim.h"
 #include "kernels/matmul.h"
 #include "util/error.h"
@@ -116,4 +117,28 @@ float lr_schedule(long step, long total, long warmup, float base_lr, float min_r
     if (t > 1.0) t = 1.0;
     double cosine = 0.5 * (1.0 + cos(M_PI * t));
     return (float)(base_lr * (min_ratio + (1.0 - min_ratio) * cosine));
+}
+
+int weight_average_init(WeightAverage *a, const Params *p, float decay) {
+    memset(a, 0, sizeof *a);
+    if (!(decay > 0.0f && decay < 1.0f)) return fail("weight average: decay %g, expected 0 < decay < 1", (double)decay);
+    a->avg = malloc(sizeof(float) * (p->size ? p->size : 1));
+    if (a->avg == NULL) return fail("out of memory allocating the average of %zu parameters", p->size);
+    memcpy(a->avg, p->data, sizeof(float) * p->size);
+    a->decay = decay;
+    a->size = p->size;
+    return 0;
+}
+
+void weight_average_free(WeightAverage *a) {
+    free(a->avg);
+    a->avg = NULL;
+    a->size = 0;
+}
+
+/* avg [size] = decay avg + (1 - decay) w [size] */
+void weight_average_update(WeightAverage *a, const Params *p) {
+    const float keep = a->decay, take = 1.0f - a->decay;
+    const float *w = p->data;
+    for (size_t i = 0; i < a->size; i++) a->avg[i] = keep * a->avg[i] + take * w[i];
 }

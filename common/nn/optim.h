@@ -1,5 +1,6 @@
 /* optim.h - Adam/AdamW over a whole Params buffer, gradient-norm clipping,
- * and a learning-rate schedule (linear warm-up, then cosine decay). */
+ * a learning-rate schedule (linear warm-up, then cosine decay), and an
+ * exponential moving average of the weights. */
 #ifndef OPTIM_H
 #define OPTIM_H
 #include <stddef.h>
@@ -32,5 +33,22 @@ float clip_grad_norm(Params *p, float max_norm);
 /* lr at step (0-based) of total: linear warm-up over warmup steps from 0 to
  * base_lr, then cosine down to min_ratio * base_lr at step total. */
 float lr_schedule(long step, long total, long warmup, float base_lr, float min_ratio);
+
+/* An exponential moving average of the weights (Polyak averaging; the "EMA"
+ * of the DeiT recipe): after each update, avg = decay avg + (1 - decay) w,
+ * starting from the weights it was made from. It averages about the last
+ * 1 / (1 - decay) updates (0.9995: 2,000), and is evaluated in place of w
+ * after training: a smoother point than wherever the last noisy steps left w. */
+typedef struct {
+    float decay;          /* in (0, 1) */
+    float *avg;           /* [size] the averaged weights */
+    size_t size;
+} WeightAverage;
+
+/* avg = a copy of p->data. Returns 0 or -1 (fail). */
+int weight_average_init(WeightAverage *a, const Params *p, float decay);
+void weight_average_free(WeightAverage *a);
+/* avg = decay avg + (1 - decay) p->data, after an update of p. */
+void weight_average_update(WeightAverage *a, const Params *p);
 
 #endif

@@ -84,7 +84,7 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
 }
 
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, uint64_t seed, int quiet, ClassifierResult *r) {
+                     float weight_decay, WeightAverage *average, uint64_t seed, int quiet, ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
         return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
@@ -113,6 +113,7 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int
             adam_free(&opt);
             return -1;
         }
+        if (average) weight_average_update(average, m->params);
         progress_update(&pr, step + 1, (float)loss, (long)(step + 1) * batch, NULL);
         /* curve point k averages the steps that end at (k + 1) * steps / CURVE_POINTS */
         window_sum += loss;
@@ -311,8 +312,26 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
         return -1;
     }
     printf("  %s: %zu parameters\n", run->label, m[0].params->size);
-    int rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, (uint64_t)f->seed, f->quiet, r);
+    WeightAverage average = {0};
+    int rc = f->ema > 0 ? weight_average_init(&average, m[0].params, f->ema) : 0;
+    if (rc == 0)
+        rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, f->ema > 0 ? &average : NULL,
+                              (uint64_t)f->seed, f->quiet, r);
     for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
+    r->checkpoint_last_weights[0] = '\0';
+    if (rc == 0 && f->ema > 0) {
+        /* the last step's weights: measured and saved, then the average takes their place */
+        classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact_last_weights,
+                            &r->token_acc_last_weights);
+        printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%; from here on the model is their "
+               "moving average (--ema %g)\n", 100 * r->exact_last_weights, 100 * r->token_acc_last_weights,
+               (double)f->ema);
+        snprintf(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%.900s/model_%.24s_last_weights.ckpt",
+                 f->out, run->key);
+        rc = checkpoint_save(r->checkpoint_last_weights, run->config, m[0].params);
+        memcpy(m[0].params->data, average.avg, sizeof(float) * m[0].params->size);
+    }
+    weight_average_free(&average);
     if (rc == 0) {
         classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
         snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
@@ -457,7 +476,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     printf("\nResults on %d test examples\n\n", f->test_size);
     print_table(runs, results, n);
     for (int i = 0; i < n; i++) {
-        char key[48];
+        char key[64];
         const char *k = runs[i].key;
         snprintf(key, sizeof key, "%.24s_exact_match", k);
         results_set_num(&res, key, results[i].exact);
@@ -469,6 +488,12 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
         results_set_num(&res, key, results[i].solved_step);
         snprintf(key, sizeof key, "%.24s_train_seconds", k);
         results_set_num(&res, key, results[i].seconds);
+        if (f->ema > 0) {
+            snprintf(key, sizeof key, "%.24s_exact_match_last_weights", k);
+            results_set_num(&res, key, results[i].exact_last_weights);
+            snprintf(key, sizeof key, "%.24s_token_acc_last_weights", k);
+            results_set_num(&res, key, results[i].token_acc_last_weights);
+        }
     }
     results_set_num(&res, "test_exact_match", results[headline].exact);
     results_set_num(&res, "test_token_acc", results[headline].token_acc);
@@ -478,6 +503,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "steps", f->steps);
     results_set_num(&res, "batch", f->batch);
     results_set_num(&res, "lr", f->lr);
+    results_set_num(&res, "ema", f->ema);
     results_set_num(&res, "test_n", f->test_size);
     results_set_str(&res, "backend", backend_name(backend_current()));
     results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
@@ -490,9 +516,12 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     snprintf(path, sizeof path, "%s/results.json", f->out);
     if (results_write(&res, path) < 0) return -1;
     printf("  %s\n", path);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         printf("  %s   (try: --load %s %s)\n", results[i].checkpoint, results[i].checkpoint,
                ch->load_hint ? ch->load_hint : "--input \"...\"");
+        if (results[i].checkpoint_last_weights[0])
+            printf("  %s   (the last step's weights, before the average)\n", results[i].checkpoint_last_weights);
+    }
     return 0;
 }
 
@@ -507,6 +536,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL},
         {"lr", ARG_FLOAT, &f.lr, "Adam learning rate (warm-up, then cosine decay)", 1e-6, 1, NULL},
         {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW's decoupled weight decay (0: plain Adam)", 0, 1, NULL},
+        {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, avg = d avg + (1 - d) w after every step, "
+         "and evaluate and save it in their place (0: the last step's weights; 0.9995 averages about the last 2,000 "
+         "steps); the last step's weights are measured and saved beside it", 0, 0.99999, NULL},
         {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<checkpoint>)", 0,

@@ -61,6 +61,8 @@ typedef struct {
     float lr;
     float weight_decay;   /* AdamW's decoupled decay (0: plain Adam, the default) */
     const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
+    float ema;            /* > 0: evaluate and keep the moving average of the weights with this decay
+                           * (nn/optim.h); 0: the last step's weights, the default */
 } ClassifierFlags;
 
 #define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */
@@ -76,10 +78,13 @@ typedef struct {
 #define SOLVED_LOSS 0.5   /* "solved at step": the first curve point below it */
 typedef struct {
     double exact, token_acc, seconds, final_loss;
+    /* with --ema: the last step's weights' figures (exact, token_acc are the average's) */
+    double exact_last_weights, token_acc_last_weights;
     int solved_step;      /* 0: never */
     int n_curve;
     float curve_step[CURVE_POINTS], curve[CURVE_POINTS];
     char checkpoint[1024];
+    char checkpoint_last_weights[1024];   /* with --ema: the last step's weights; "" without */
 } ClassifierResult;
 
 /* One training step: zero the gradients, forward, backward, clip the
@@ -110,9 +115,11 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
 /* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
  * for steps batches of batch examples of task's training stream (stream 1
  * of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up over
- * steps/20 and cosine decay; fills r's loss curve, final loss and seconds. */
+ * steps/20 and cosine decay; fills r's loss curve, final loss and seconds.
+ * With average (else NULL, made from m[0]'s parameters): updated after every
+ * step; m[0] itself ends with the last step's weights. */
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, uint64_t seed, int quiet, ClassifierResult *r);
+                     float weight_decay, WeightAverage *average, uint64_t seed, int quiet, ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
  * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
