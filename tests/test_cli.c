@@ -522,13 +522,9 @@ static void test_vit_program(void **state) {
     run(r, p, args);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "backend naive, bf16 products"));
+    char json[8192];
     snprintf(path, sizeof path, "%s/bf07/results.json", tmp_dir);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char json[8192] = "";
-    size_t got = fread(json, 1, sizeof json - 1, f);
-    json[got] = '\0';
-    fclose(f);
+    read_text_file(path, json, sizeof json);
     assert_non_null(strstr(json, "\"matmul_precision\": \"bf16\""));
     /* --ema: the average is the model; the last step's weights are measured and kept beside it */
     snprintf(args, sizeof args, "--ema 0.5 --steps 3 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 "
@@ -539,11 +535,7 @@ static void test_vit_program(void **state) {
     snprintf(path, sizeof path, "%s/ema07/model_vit_p7_last_weights.ckpt", tmp_dir);
     assert_int_equal(access(path, F_OK), 0);
     snprintf(path, sizeof path, "%s/ema07/results.json", tmp_dir);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    got = fread(json, 1, sizeof json - 1, f);
-    json[got] = '\0';
-    fclose(f);
+    read_text_file(path, json, sizeof json);
     assert_non_null(strstr(json, "\"ema\": 0.5"));
     assert_non_null(strstr(json, "\"vit_p7_token_acc_last_weights\": "));
     free(r);

@@ -41,7 +41,8 @@ NAME is one of
                attend, transformer;
     vit-07     chapter 07's Vision Transformer: the quick default and the
                long preset, one row each (model, epochs, training seconds,
-               validation and test accuracy), from
+               validation and test accuracy; with --ema, the last step's
+               weights' test accuracy beside the average's), from
                DIR/07_vision_transformer/results.json and
                DIR/07_vision_transformer_long/results.json; without the long
                run's directory the block is kept as it is.
@@ -483,10 +484,15 @@ def table_vit(out_dir, readme):
             model += ", label smoothing %g" % number(d, "label_smoothing", path)
         if "replicas" in d and number(d, "replicas", path) > 1:
             model += ", batch split between %d data-parallel replicas" % number(d, "replicas", path)
-        rows.append("| %s | %s | %.1f | %.0f | %s | **%s** | %s |" % (
+        averaged = "ema" in d and number(d, "ema", path) > 0   # results from before --ema: the last weights
+        if averaged:
+            model += "; evaluated: the moving average of the weights (`--ema %g`)" % number(d, "ema", path)
+        rows.append("| %s | %s | %.1f | %.0f | %s | **%s**%s | %s |" % (
             how, model, number(d, "steps", path) * number(d, "batch", path) / FASHION_MNIST_TRAIN,
             number(d, h + "_train_seconds", path), "%.2f%%" % (100 * number(d, h + "_valid_acc", path)),
             "%.2f%%" % (100 * number(d, h + "_test_acc", path)),
+            " (the last step's weights: %.2f%%)" % (100 * number(d, h + "_token_acc_last_weights", path))
+            if averaged else "",
             "%.2f%% (validation %.2f%%)" % (100 * number(d, h + "_test_acc_flip_averaged", path),
                                             100 * number(d, h + "_valid_acc_flip_averaged", path))
             if h + "_test_acc_flip_averaged" in d
