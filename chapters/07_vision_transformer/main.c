@@ -45,8 +45,8 @@ static struct {
 
 static const ArgSpec MODEL_ARGS[] = {
     {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4 read through "
-     "8 x 8 kernels, 6 layers, D = 96, F = 192, augmented, 33,000 steps, lr 1.5e-3, 2 data-parallel replicas "
-     "(60-85 minutes on 2 cores); other flags still override", 0, 0, "quick,long"},
+     "8 x 8 kernels, 6 layers, D = 96, F = 192, augmented, 33,000 steps, lr 1.5e-3, 2 data-parallel replicas, "
+     "the weights' moving average saved (--ema 0.9995) (60-85 minutes on 2 cores); other flags still override", 0, 0, "quick,long"},
     {"patch", ARG_STRING, &flags.patch, "patch side P (28 x 28 images: 4, 7, 14 -> 49, 16, 4 patches); a "
      "comma-separated list trains one model per size (the patch-size table)", 0, 0, NULL},
     {"kernel", ARG_INT, &flags.kernel, "overlapping patches: each patch reads a K x K square centred on it "
