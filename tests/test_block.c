@@ -4,7 +4,8 @@
  *    through the one parameter buffer) for every combination of norm
  *    placement (post, pre) x norm (LayerNorm, RMSNorm, none) x MLP (GELU,
  *    ReLU, SwiGLU, none), without and with the causal mask, with padding;
- *    with fused attention; and with dropout on (the same mask each time);
+ *    with fused attention; and with dropout and drop path on (the same
+ *    masks each time);
  *  - the decoder block (cross-attention to a memory M with padding): dX,
  *    dM and every parameter, for every placement x norm x MLP;
  *  - the KV cache: block_step, one position at a time, gives the rows of
@@ -13,8 +14,10 @@
  *    NONE the block is chapter 05's multi_head_forward output plus X, bit for
  *    bit on the naive backend and within 1e-6 on the others, and its
  *    backward gives chapter 05's gradients plus dY for dX;
- *  - dropout: evaluation mode with p > 0 gives the same bits as p = 0;
- *    training changes the output; the sizes: absent tensors take no room;
+ *  - dropout and drop path: evaluation mode with p > 0 gives the same bits
+ *    as p = 0; training changes the output; the sizes: absent tensors take
+ *    no room; drop path skips whole examples (a pre-norm block whose two
+ *    branches were dropped for an example returns that example's X);
  *  - dropout on the attention weights (attn_dropout): backward against
  *    finite differences with the masks fixed (encoder and decoder blocks);
  *    evaluation gives the bits of attn_dropout 0 and the kept A is the
@@ -195,7 +198,7 @@ static void test_block_gradients_every_combination(void **state) {
             for (int mlp = 0; mlp < 4; mlp++)
                 for (int causal = 0; causal < 2; causal++) {
                     BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
-                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0};
+                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f};
                     check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
                 }
 }
@@ -206,14 +209,14 @@ static void test_block_gradients_odd_shapes(void **state) {
     rng_seed(&r, 2, 0);
     /* one position, one head of width 1; H D_H != D; fused attention */
     BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                      0.0f, 0};
+                      0.0f, 0, 0.0f};
     check_block_gradients(tiny, 1, 1, NULL, 1, &r);
     BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0,
-                      0.0f, 0};
+                      0.0f, 0, 0.0f};
     check_block_gradients(wide, 1, 7, NULL, 1, &r);
     int lens[2] = {4, 6};
     BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0,
-                       0.0f, 0};
+                       0.0f, 0, 0.0f};
     check_block_gradients(fused, 2, 6, lens, 1, &r);
     fused.norm_place = BLOCK_POST_NORM;
     fused.norm = BLOCK_RMSNORM;
@@ -221,7 +224,7 @@ static void test_block_gradients_odd_shapes(void **state) {
     check_block_gradients(fused, 2, 6, NULL, 1, &r);
     /* locality self-attention (chapter 07's --locality): the learned scales' gradients too */
     BlockSpec locality = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                          0.0f, 1};
+                          0.0f, 1, 0.0f};
     check_block_gradients(locality, 2, 6, lens, 1, &r);
 }
 
@@ -233,8 +236,44 @@ static void test_block_gradients_with_dropout(void **state) {
     rng_seed(&r, 3, 0);
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
-                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0};
+                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
+        /* drop path, alone and after dropout: 4 examples, about half their branches dropped */
+        s.drop_path = 0.5f;
+        check_block_gradients(s, 4, 4, NULL, 1, &r);
+        s.dropout = 0.0f;
+        check_block_gradients(s, 4, 4, NULL, 1, &r);
+    }
+}
+
+/* Drop path drops whole examples' branches: with p = 0.9 and no dropout,
+ * an example whose two branches were both dropped comes out as it went in,
+ * bit for bit (Y_b = X_b + 0 + 0), and one with a branch kept does not. */
+static void test_block_drop_path_skips_whole_examples(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 8, 0);
+    const int B = 16, N = 5;
+    for (int place = 0; place < 2; place++) {
+        BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
+                       1, 0, 0.0f, 0, 0.9f};
+        Block b;
+        block_make(&b, s, B, N, &r);
+        b.train = 1;
+        b.dropout_seed = 21;
+        run_forward(&b);
+        const size_t per = (size_t)N * s.D;
+        int same = 0;
+        for (int e = 0; e < B; e++) same += memcmp(b.Y + e * per, b.X + e * per, sizeof(float) * per) == 0;
+        if (place == BLOCK_PRE_NORM) {
+            /* pre-norm: Y = X + branches, so both dropped is the identity;
+             * 0.81 of the examples expected, at least one of each */
+            assert_in_range(same, 1, B - 1);
+        } else {
+            /* post-norm renormalises after each sum: never the identity */
+            assert_int_equal(same, 0);
+        }
+        block_free(&b);
     }
 }
 
@@ -249,12 +288,12 @@ static void test_decoder_block_gradients(void **state) {
         for (int norm = 0; norm < 3; norm++)
             for (int mlp = 0; mlp < 4; mlp++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0, 0.0f};
                 check_gradients_with_memory(s, 2, 5, lens, 6, mem_lens, 1, &r);
             }
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f, MULTI_HEAD_PLAIN,
-                       1, 1, 0.0f, 0};
+                       1, 1, 0.0f, 0, 0.0f};
         check_gradients_with_memory(s, 2, 4, NULL, 5, mem_lens, 1, &r);
     }
 }
@@ -274,11 +313,11 @@ static void test_block_gradients_with_attention_dropout(void **state) {
             const float p_out = out_drop ? 0.3f : 0.0f;
             for (int causal = 0; causal < 2; causal++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0, 0.0f};
                 check_block_gradients(s, 2, 5, lens, 1, &r);
             }
             BlockSpec dec = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0};
+                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0, 0.0f};
             check_gradients_with_memory(dec, 2, 5, lens, 6, mem_lens, 1, &r);
         }
 }
@@ -297,7 +336,7 @@ static void test_block_step_matches_forward(void **state) {
                 const int B = 2, N = 7, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 9;
                 int mem_lens[2] = {2, 5};
                 BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f};
                 Block b;
                 block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
                 run_forward(&b);
@@ -354,7 +393,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 const int B = 2, N = 9, D = 8;
                 int lens[2] = {5, 0};
                 BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f};
                 Block b;
                 block_make(&b, s, B, N, &r);
                 b.lens = lens;
@@ -409,7 +448,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             rng_seed(&r, 5, 0);
             const int B = 2, N = 6;
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0};
+                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f};
             Block b;
             block_make(&b, s, B, N, &r);
             run_forward(&b);
@@ -419,6 +458,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
 
             BlockSpec s_drop = s;
             s_drop.dropout = 0.5f;
+            s_drop.drop_path = 0.5f;
             assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
             float *cache = alloc_floats(block_cache_floats(&s_drop, B, N, 0)), *Y = alloc_floats(nX);
             Rng rng;
@@ -445,7 +485,7 @@ static void test_block_attention_dropout_off_at_evaluation(void **state) {
             const int B = 2, N = 6, N_M = 5;
             int mem_lens[2] = {3, 0};
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0};
+                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f};
             Block b;
             block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
             run_forward(&b);
@@ -491,7 +531,7 @@ static void test_block_attention_dropout_is_chapter_05_with_keep(void **state) {
     int lens[2] = {5, 0};
     Rng r;
     rng_seed(&r, 12, 0);
-    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0};
+    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0, 0.0f};
     Block b;
     block_make(&b, s, B, N, &r);
     b.lens = lens;
@@ -531,7 +571,7 @@ static void test_block_sizes(void **state) {
     (void)state;
     const int D = 6, H = 2, D_H = 3, F = 10;
     const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
-    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0};
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f};
     assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
     s.norm = BLOCK_RMSNORM;
     s.mlp = BLOCK_MLP_SWIGLU;
@@ -575,6 +615,13 @@ static void test_block_sizes(void **state) {
     s.attn_dropout = 0.0f;
     s.dropout = -0.1f;
     assert_int_equal(block_spec_check(&s), -1);
+    s.dropout = 0.0f;
+    s.drop_path = 1.0f;
+    assert_int_equal(block_spec_check(&s), -1);
+    assert_non_null(strstr(last_error(), "drop path"));
+    s.drop_path = -0.5f;
+    assert_int_equal(block_spec_check(&s), -1);
+    s.drop_path = 0.0f;
     /* locality self-attention: a plain encoder block's only, each refusal naming why */
     s.dropout = 0.0f;
     s.locality = 1;
@@ -597,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_block_gradients_every_combination),
         cmocka_unit_test(test_block_gradients_odd_shapes),
         cmocka_unit_test(test_block_gradients_with_dropout),
+        cmocka_unit_test(test_block_drop_path_skips_whole_examples),
         cmocka_unit_test(test_block_idea_off_is_chapter_05),
         cmocka_unit_test(test_block_dropout_off_at_evaluation),
         cmocka_unit_test(test_decoder_block_gradients),

@@ -2,7 +2,8 @@
  * against central finite differences (gradcheck) on odd shapes, plus the
  * exact properties the headers promise (masked softmax entries are exactly 0,
  * cross-entropy's ignore_id, accumulation with +=; RMSNorm rows of mean
- * square 1, dropout the identity bit for bit at p = 0 or in evaluation). GELU and LayerNorm are checked on both
+ * square 1, dropout and drop path the identity bit for bit at p = 0 or in
+ * evaluation, drop path one draw per example). GELU and LayerNorm are checked on both
  * backends (naive and, when the CPU has it, avx2), since each has its own
  * kernel behind the same call.
  *
@@ -756,6 +757,78 @@ static void test_dropout(void **state) {
     free(x); free(y); free(w); free(mask); free(mask_again);
 }
 
+typedef struct {
+    int B, n;
+    const float *keep;
+    float *x, *y, *w;
+} DropPathCtx;
+
+/* with keep fixed, drop path is y[b, i] = x[b, i] keep[b]: linear again */
+static double drop_path_loss(void *p) {
+    DropPathCtx *c = p;
+    for (int b = 0; b < c->B; b++)
+        for (int i = 0; i < c->n; i++) c->y[b * c->n + i] = c->x[b * c->n + i] * c->keep[b];
+    return weighted_sum(c->y, c->w, c->B * c->n);
+}
+
+/* Drop path: one draw per example, the same for all its entries; the
+ * identity at p = 0 and in evaluation; backward checked with keep fixed. */
+static void test_drop_path(void **state) {
+    (void)state;
+    Rng r, data;
+    rng_seed(&data, 6, 0);
+    enum { B = 2000, n = 12 };
+    float *x = malloc(sizeof(float) * B * n), *y = malloc(sizeof(float) * B * n), *w = malloc(sizeof(float) * B * n);
+    float *keep = malloc(sizeof(float) * B), *keep_again = malloc(sizeof(float) * B);
+    fill(x, B * n, 1.0f, &data);
+    fill(w, B * n, 1.0f, &data);
+
+    /* the identity, bit for bit, at p = 0 and in evaluation mode; no numbers drawn */
+    rng_seed(&r, 4, 0);
+    Rng before = r;
+    drop_path_forward(y, keep, x, B, n, 0.0f, 1, &r);
+    assert_memory_equal(y, x, sizeof(float) * B * n);
+    for (int b = 0; b < B; b++) assert_true(keep[b] == 1.0f);
+    drop_path_forward(y, keep, x, B, n, 0.5f, 0, NULL);
+    assert_memory_equal(y, x, sizeof(float) * B * n);
+    assert_memory_equal(&r, &before, sizeof r);
+
+    /* training: whole examples dropped (about p of them), the rest scaled by 1/(1-p) */
+    const float p = 0.2f;
+    drop_path_forward(y, keep, x, B, n, p, 1, &r);
+    int dropped = 0;
+    for (int b = 0; b < B; b++) {
+        if (keep[b] == 0.0f) dropped++;
+        else assert_true(keep[b] == 1.0f / (1.0f - p));
+        for (int i = 0; i < n; i++) assert_true(y[b * n + i] == x[b * n + i] * keep[b]);
+    }
+    /* binomial(2000, 0.2): standard deviation 17.9; 5 of them */
+    assert_in_range(dropped, 400 - 89, 400 + 89);
+    /* the keep values are dropout_mask's B draws from the same seed */
+    Rng r_again;
+    rng_seed(&r_again, 4, 0);
+    dropout_mask(keep_again, B, p, &r_again);
+    assert_memory_equal(keep_again, keep, sizeof(float) * B);
+    /* in place gives the same bits */
+    float *z = malloc(sizeof(float) * B * n);
+    memcpy(z, x, sizeof(float) * B * n);
+    rng_seed(&r_again, 4, 0);
+    drop_path_forward(z, keep_again, z, B, n, p, 1, &r_again);
+    assert_memory_equal(z, y, sizeof(float) * B * n);
+
+    /* backward: dx += dy keep[b], on the first 5 examples, one of them dropped */
+    enum { M = 5 };
+    keep[1] = 0.0f;
+    keep[0] = keep[2] = keep[3] = keep[4] = 1.0f / (1.0f - p);
+    DropPathCtx c = {M, n, keep, x, y, w};
+    Accum dx = accum_make(M * n, &data);
+    drop_path_backward(dx.grad, w, keep, M, n);
+    expect_grad_ok(gradcheck(drop_path_loss, &c, x, accum_added(&dx), M * n, EPS, MAX_CHECKS), M * n,
+                   "drop path dx");
+    accum_free(&dx);
+    free(x); free(y); free(w); free(keep); free(keep_again); free(z);
+}
+
 /* Softmax, LayerNorm and GELU cut long inputs into one piece per thread
  * (rows, or runs of 64 values): 1 and 2 threads give the same bits, on both
  * backends. The sizes are odd so that pieces end mid-vector and mid-row. */
@@ -824,6 +897,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm_values),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_drop_path),
         cmocka_unit_test(test_threads_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

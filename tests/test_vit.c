@@ -10,7 +10,8 @@
  *  - the 2-D sinusoids: the class token's row is 0, patches in one grid row
  *    share their first D/2 numbers (chapter 04's sinusoids of the row), in
  *    one grid column their last D/2;
- *  - evaluation ignores dropout (the same logits as p = 0), training does not;
+ *  - evaluation ignores dropout and drop path (the same logits as p = 0),
+ *    training does not; the gradient with drop path (the masks fixed);
  *  - config text round trip (older checkpoints' missing lines), and bad sizes
  *    (the stem's among them) refused with one clear message;
  *  - a few AdamW steps fit a fixed batch (the loss falls);
@@ -101,6 +102,7 @@ typedef struct {
     const float *images;
     const int *targets;
     int B;
+    int reseed;   /* 1: the dropout Rng reseeded before each forward (training: the same masks each time) */
 } ModelCtx;
 
 /* The loss backward differentiates, written from its definition: per image,
@@ -108,6 +110,7 @@ typedef struct {
  * batch (eps = 0: vit_forward's plain cross-entropy). */
 static double model_loss(void *p) {
     ModelCtx *c = p;
+    if (c->reseed) rng_seed(&c->v->dropout_rng, 31, 7);
     const double plain = vit_forward(c->v, c->images, c->targets, c->B);
     const float eps = c->v->cfg.label_smoothing;
     const int C = c->v->C;
@@ -145,7 +148,7 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     params_zero_grad(&v.params);
     vit_forward(&v, images, targets, B);
     vit_backward(&v, targets);
-    ModelCtx ctx = {&v, images, targets, B};
+    ModelCtx ctx = {&v, images, targets, B, 0};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
         fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d: "
@@ -163,6 +166,35 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
                      res.worst_index, res.worst_numeric, res.worst_analytic);
         assert_true(res.n_checked == count);
     }
+    vit_free(&v);
+}
+
+/* Training with drop path (2 blocks: rates 0.3 and 0.6), the Rng reseeded
+ * before each forward so each image's branches are dropped the same way each
+ * time: backward must give the gradient of that function, every parameter. */
+static void test_model_gradients_with_drop_path(void **state) {
+    (void)state;
+    const int B = 3;
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    cfg.drop_path = 0.6f;
+    Vit v;
+    assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
+    v.training = 1;
+    Rng r;
+    rng_seed(&r, 12, 0);
+    fill(v.params.data, v.params.size, 0.5f, &r);
+    float images[3 * 64];
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    int targets[3] = {1, 0, 2};
+    ModelCtx ctx = {&v, images, targets, B, 1};
+    params_zero_grad(&v.params);
+    model_loss(&ctx);
+    vit_backward(&v, targets);
+    GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
+    if (!(res.max_rel_err < 3e-2))
+        fail_msg("ViT with drop path: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", res.max_rel_err,
+                 res.worst_index, res.worst_numeric, res.worst_analytic);
+    assert_true(res.n_checked >= 500);
     vit_free(&v);
 }
 
@@ -216,6 +248,16 @@ static void test_dropout_only_in_training(void **state) {
     vit_forward(&v, images, NULL, B);
     assert_true(memcmp(v.logits, w.logits, sizeof(float) * B * 3) != 0);
     vit_free(&v);
+    /* drop path the same way: off in evaluation, on in training */
+    cfg = plain;
+    cfg.drop_path = 0.5f;
+    assert_int_equal(vit_create(&v, &cfg, B, 9), 0);
+    vit_forward(&v, images, NULL, B);
+    assert_memory_equal(v.logits, w.logits, sizeof(float) * B * 3);
+    v.training = 1;
+    vit_forward(&v, images, NULL, B);
+    assert_true(memcmp(v.logits, w.logits, sizeof(float) * B * 3) != 0);
+    vit_free(&v);
     vit_free(&w);
 }
 
@@ -228,6 +270,7 @@ static void test_config_and_errors(void **state) {
     cfg.locality = 1;
     cfg.stem = 5;
     cfg.patch.K = 8;                                   /* with the stem: K - P a multiple of 4 */
+    cfg.drop_path = 0.375f;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -257,6 +300,15 @@ static void test_config_and_errors(void **state) {
     snprintf(older, sizeof older, "%.*s%s", (int)(stem_line - text), text, strchr(stem_line, '\n') + 1);
     assert_int_equal(vit_config_from_text(older, &back), 0);
     assert_int_equal(back.stem, 0);
+    /* nor from before drop path: no line means none; out of [0, 1) is refused */
+    const char *path_line = strstr(text, "drop_path=");
+    assert_non_null(path_line);
+    snprintf(older, sizeof older, "%.*s%s", (int)(path_line - text), text, strchr(path_line, '\n') + 1);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_true(back.drop_path == 0.0f);
+    snprintf(older, sizeof older, "%.*sdrop_path=1%s", (int)(path_line - text), text, strchr(path_line, '\n'));
+    assert_int_equal(vit_config_from_text(older, &back), -1);
+    assert_string_equal(last_error(), "drop_path=1: expected a number in [0, 1)");
     snprintf(older, sizeof older, "%.*slocality=2%s", (int)(at - text), text, strchr(at, '\n'));
     assert_int_equal(vit_config_from_text(older, &back), -1);
     assert_string_equal(last_error(), "config key 'locality': expected 0..1, got 2");
@@ -401,6 +453,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_gradients),
         cmocka_unit_test(test_model_gradients),
+        cmocka_unit_test(test_model_gradients_with_drop_path),
         cmocka_unit_test(test_positions_2d),
         cmocka_unit_test(test_dropout_only_in_training),
         cmocka_unit_test(test_config_and_errors),

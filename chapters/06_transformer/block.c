@@ -66,6 +66,8 @@ MultiHeadSpec block_attention_spec(const BlockSpec *s) {
 int block_spec_check(const BlockSpec *s) {
     if (!(s->dropout >= 0.0f && s->dropout < 1.0f))
         return fail("dropout %g: expected a probability in [0, 1)", (double)s->dropout);
+    if (!(s->drop_path >= 0.0f && s->drop_path < 1.0f))
+        return fail("drop path %g: expected a probability in [0, 1)", (double)s->drop_path);
     if (!(s->attn_dropout >= 0.0f && s->attn_dropout < 1.0f))
         return fail("attention dropout %g: expected a probability in [0, 1)", (double)s->attn_dropout);
     if (s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_FUSED)
@@ -159,6 +161,7 @@ typedef struct {
     float *n;               /* [R, D] pre-norm: Norm(X_k); post-norm: S = X_k + O */
     float *mean, *rstd;     /* [R] the norm's row statistics (mean: LayerNorm only) */
     float *mask;            /* [R, D] dropout on the branch output */
+    float *path_keep;       /* [B] drop path: 0 or 1/(1-p) per example */
     float *out;             /* [R, D] Z_k, the sublayer's output */
 } SublayerCache;
 
@@ -189,6 +192,7 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
         sc->mean = take(base, &used, s->norm == BLOCK_LAYERNORM ? R : 0);
         sc->rstd = take(base, &used, norm ? R : 0);
         sc->mask = take(base, &used, s->dropout > 0.0f ? RD : 0);
+        sc->path_keep = take(base, &used, s->drop_path > 0.0f ? (size_t)B : 0);
         sc->out = take(base, &used, RD);
     }
     const int attn_drop = s->attn_dropout > 0.0f;
@@ -229,6 +233,7 @@ typedef struct {
     float *dsum;            /* [R, D] gradient of S (post-norm) */
     float *dbranch;         /* [R, D] gradient of a branch's output after dropout */
     float *ddrop;           /* [R, D] ... and before dropout */
+    float *dpath;           /* [R, D] ... and before drop path (drop_path > 0) */
     float *din;             /* [R, D] gradient of a branch's input U (pre-norm) */
     float *dhidden, *dpre_act, *dgate;   /* [R, F] */
     float *attn_scratch;    /* chapter 05's scratch */
@@ -246,6 +251,7 @@ static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *b
     k->dsum = take(base, &used, RD);
     k->dbranch = take(base, &used, RD);
     k->ddrop = take(base, &used, RD);
+    k->dpath = take(base, &used, s->drop_path > 0.0f ? RD : 0);
     k->din = take(base, &used, RD);
     k->dhidden = take(base, &used, RF);
     k->dpre_act = take(base, &used, RF);
@@ -387,6 +393,8 @@ static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rn
     float *S = (!pre && norm) ? sc->n : sc->out;   /* without a norm after it, the sum is Z_k */
     branch_forward(S, U, p, k, train, rng);                                    /* O = F(U) */
     if (s->dropout > 0.0f) dropout_forward(S, sc->mask, S, RD, s->dropout, train, rng);
+    if (s->drop_path > 0.0f)                                                   /* whole examples dropped */
+        drop_path_forward(S, sc->path_keep, S, p->B, p->N * s->D, s->drop_path, train, rng);
     residual_forward(S, X, S, RD);                                             /* S = X_k + O */
     if (!pre && norm)                                                          /* Z_k = Norm_k(S) */
         block_norm_forward(sc->out, sc->mean, sc->rstd, S, s, sub_gamma(p->w, k), sub_beta(p->w, k), R);
@@ -411,9 +419,14 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
     memset(k_->dbranch, 0, RD_bytes);
     residual_backward(dX, k_->dbranch, dS, RD);   /* S = X_k + O: dX += dS, dO = dS */
     const float *dO = k_->dbranch;
+    if (s->drop_path > 0.0f) {
+        memset(k_->dpath, 0, RD_bytes);
+        drop_path_backward(k_->dpath, dO, sc->path_keep, p->B, p->N * s->D);
+        dO = k_->dpath;
+    }
     if (s->dropout > 0.0f) {
         memset(k_->ddrop, 0, RD_bytes);
-        dropout_backward(k_->ddrop, k_->dbranch, sc->mask, RD);
+        dropout_backward(k_->ddrop, dO, sc->mask, RD);
         dO = k_->ddrop;
     }
     if (pre && norm) {    /* through O = F(Norm_k(X_k)) */

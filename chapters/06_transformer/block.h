@@ -35,7 +35,12 @@
  * and (probability attn_dropout) to the attention weights, self and cross,
  * after the softmax and before they weight the values: Y = (A o keep) V, as
  * in the paper's reference code and PyTorch's nn.MultiheadAttention(dropout=p).
- * Both are inverted (a kept entry is scaled by 1/(1-p)) and off at
+ * Stochastic depth (drop_path, Huang et al. 2016, as in DeiT and timm)
+ * drops a sublayer's whole branch output for an example, after the dropout:
+ * that example's sublayer is then the identity, X_k + 0, which trains each
+ * block to improve on its input rather than to be needed; one draw per
+ * example and sublayer (transformer_layers.h's drop_path_forward).
+ * All three are inverted (a kept entry is scaled by 1/(1-p)) and off at
  * evaluation, where the block is the one with p = 0, bit for bit.
  *
  * Everything works on B sequences of N positions, [B, N, D] row-major: the
@@ -76,10 +81,12 @@ typedef struct {
     float attn_dropout;           /* p on the attention weights in [0, 1): 0 = none; plain attention only */
     int locality;                 /* 1: locality self-attention (chapter 05's multi_head.h; chapter 07's
                                    * --locality): encoder blocks, plain attention only */
+    float drop_path;              /* stochastic depth: p in [0, 1) of skipping a sublayer's branch for a
+                                   * whole example; 0 = none (a stack spreads it over the layers) */
 } BlockSpec;
 
 /* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
- * outside [0, 1), attention dropout with fused attention (which never
+ * or drop path outside [0, 1), attention dropout with fused attention (which never
  * forms the weights it would drop), or locality self-attention anywhere but
  * in a plain encoder block. */
 int block_spec_check(const BlockSpec *s);
@@ -147,9 +154,10 @@ const float *block_cross_attention_weights(const BlockSpec *s, const float *cach
  * computed, and are the caller's to ignore). mem: a decoder block's memory
  * (NULL for an encoder block). train: 1 applies dropout, drawing the masks
  * from rng sublayer by sublayer, each attention sublayer's keep masks
- * (dropout_mask over all its weights) before its output's mask; 0 is
- * evaluation: no dropout, the same output as p = 0 bit for bit (the masks
- * kept are ones). rng may be NULL when both dropouts are 0 or train is 0. */
+ * (dropout_mask over all its weights) before its output's mask, then its
+ * drop path's B draws; 0 is evaluation: no dropout, the same output as p = 0
+ * bit for bit (the masks kept are ones). rng may be NULL when both dropouts
+ * and drop path are 0 or train is 0. */
 void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 

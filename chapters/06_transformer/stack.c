@@ -27,6 +27,12 @@ int stack_declare(Stack *st, const BlockSpec *s, int L, Params *p, const char *p
     return 0;
 }
 
+BlockSpec stack_layer_spec(const Stack *st, int l) {
+    BlockSpec s = st->spec;
+    s.drop_path = st->spec.drop_path * (float)(l + 1) / (float)st->L;
+    return s;
+}
+
 BlockWeights stack_block_weights(const Stack *st, int l, int grad) {
     float *base = grad ? params_grad(st->params, st->block[l]) : params_data(st->params, st->block[l]);
     return block_weights_view(&st->spec, base);
@@ -45,8 +51,10 @@ void stack_init_weights(Stack *st, Rng *rng) {
 void stack_alloc(Stack *st, int max_B, int max_N, int N_M) {
     const size_t rows = (size_t)max_B * max_N, RD = rows * st->spec.D;
     for (int l = 0; l <= st->L; l++) st->x[l] = xcalloc(RD, sizeof(float));
-    for (int l = 0; l < st->L; l++)
-        st->cache[l] = xcalloc(block_cache_floats(&st->spec, max_B, max_N, N_M), sizeof(float));
+    for (int l = 0; l < st->L; l++) {
+        const BlockSpec s = stack_layer_spec(st, l);
+        st->cache[l] = xcalloc(block_cache_floats(&s, max_B, max_N, N_M), sizeof(float));
+    }
     st->out = xcalloc(RD, sizeof(float));
     st->mean = xcalloc(rows, sizeof(float));
     st->rstd = xcalloc(rows, sizeof(float));
@@ -68,8 +76,9 @@ void stack_free(Stack *st) {
 /* X_0 -> X_1 .. X_L -> out */
 void stack_forward(Stack *st, const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng) {
     for (int l = 0; l < st->L; l++) {
+        const BlockSpec s = stack_layer_spec(st, l);
         BlockWeights w = stack_block_weights(st, l, 0);
-        block_forward(st->x[l + 1], st->cache[l], st->x[l], &st->spec, &w, lens, mem, B, N, train, rng);
+        block_forward(st->x[l + 1], st->cache[l], st->x[l], &s, &w, lens, mem, B, N, train, rng);
     }
     if (stack_has_final_norm(&st->spec))
         block_norm_forward(st->out, st->mean, st->rstd, st->x[st->L], &st->spec, params_data(st->params, st->norm_g),
@@ -91,18 +100,21 @@ float *stack_backward(Stack *st, const float *dout, const int *lens, const Block
     else
         memcpy(dcur, dout, sizeof(float) * n);
     for (int l = st->L - 1; l >= 0; l--) {   /* block l: d X_{l+1} -> d X_l */
+        const BlockSpec s = stack_layer_spec(st, l);
         BlockWeights w = stack_block_weights(st, l, 0), dw = stack_block_weights(st, l, 1);
         memset(dprev, 0, sizeof(float) * n);
-        block_backward(dprev, dM, &dw, st->scratch, dcur, st->cache[l], st->x[l], &st->spec, &w, lens, mem, B, N);
+        block_backward(dprev, dM, &dw, st->scratch, dcur, st->cache[l], st->x[l], &s, &w, lens, mem, B, N);
         float *swap = dcur; dcur = dprev; dprev = swap;
     }
     return dcur;
 }
 
 const float *stack_attention(const Stack *st, int l, int B, int N, int N_M) {
-    return block_attention_weights(&st->spec, st->cache[l], B, N, N_M);
+    const BlockSpec s = stack_layer_spec(st, l);
+    return block_attention_weights(&s, st->cache[l], B, N, N_M);
 }
 
 const float *stack_cross_attention(const Stack *st, int l, int B, int N, int N_M) {
-    return block_cross_attention_weights(&st->spec, st->cache[l], B, N, N_M);
+    const BlockSpec s = stack_layer_spec(st, l);
+    return block_cross_attention_weights(&s, st->cache[l], B, N, N_M);
 }

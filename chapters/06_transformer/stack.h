@@ -13,6 +13,11 @@
  * patches). The stack keeps the activations and caches backward needs; the
  * weights live in the model's Params, the stack knows their offsets.
  *
+ * Stochastic depth: spec.drop_path is the LAST block's rate; block l (0-based)
+ * drops its branches with p_l = drop_path (l + 1) / L, the linear rule of
+ * Huang et al. 2016 (the first blocks, which everything after them reads,
+ * are dropped least). stack_layer_spec gives block l's spec.
+ *
  * Usage (see transformer.c and gpt.c):
  *   Stack st;
  *   stack_declare(&st, &spec, L, &params, "dec");     declares dec0 .. dec<L-1>
@@ -58,6 +63,9 @@ void stack_init_weights(Stack *st, Rng *rng);
  * N_M positions for decoder blocks; 0 otherwise). */
 void stack_alloc(Stack *st, int max_B, int max_N, int N_M);
 void stack_free(Stack *st);
+
+/* Block l's spec: st->spec with drop_path scaled to (l + 1) / L of it. */
+BlockSpec stack_layer_spec(const Stack *st, int l);
 
 /* Block l's weights (grad 0) or their gradients (grad 1). */
 BlockWeights stack_block_weights(const Stack *st, int l, int grad);

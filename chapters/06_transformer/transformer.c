@@ -454,7 +454,7 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
         return fail("attn_dropout=%s: expected a number in [0, 1)", attn_dropout);
     c->label_smoothing = eps;
     c->block = (BlockSpec){D, H, D / H, F, (BlockNormPlace)place_i, (BlockNorm)norm_i, (BlockMlp)mlp_i, p,
-                           MULTI_HEAD_PLAIN, 0, 0, p_attn, 0};
+                           MULTI_HEAD_PLAIN, 0, 0, p_attn, 0, 0.0f};
     return block_spec_check(&c->block);
 }
 

@@ -91,7 +91,7 @@ static BlockSpec encoder_spec(const VitConfig *c) {
     return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
                        .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
                        .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0,
-                       .locality = c->locality};
+                       .locality = c->locality, .drop_path = c->drop_path};
 }
 
 int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
@@ -105,6 +105,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
         return fail("dim=%d: the 2-D sinusoids need a width divisible by 4", D);
     if (cfg->ff < 1) return fail("ff=%d: expected an MLP width >= 1", cfg->ff);
     if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f)) return fail("dropout=%g: expected 0 <= p < 1", cfg->dropout);
+    if (!(cfg->drop_path >= 0.0f && cfg->drop_path < 1.0f))
+        return fail("drop_path=%g: expected 0 <= p < 1", cfg->drop_path);
     if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
         return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
@@ -325,15 +327,15 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
              "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
-             "stem=%d\nseed=%d\n",
+             "stem=%d\ndrop_path=%g\nseed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
              c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, c->locality, c->stem, seed);
+             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32];
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -363,12 +365,17 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;
     /* label_smoothing came later: a checkpoint without the line was trained without it */
     if (config_get_or(config, "label_smoothing", "0", smoothing, sizeof smoothing) < 0) return -1;
+    /* and drop_path: a checkpoint without the line was trained without it */
+    if (config_get_or(config, "drop_path", "0", drop_path, sizeof drop_path) < 0) return -1;
     char *end;
     c->dropout = strtof(dropout, &end);
     if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
     c->label_smoothing = strtof(smoothing, &end);
     if (end == smoothing || *end || !(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
         return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
+    c->drop_path = strtof(drop_path, &end);
+    if (end == drop_path || *end || !(c->drop_path >= 0.0f && c->drop_path < 1.0f))
+        return fail("drop_path=%s: expected a number in [0, 1)", drop_path);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* transformer_layers.c - residual, RMSNorm, SwiGLU and dropout as
+/* transformer_layers.c - residual, RMSNorm, SwiGLU, dropout and drop path as
  * forward/backward pairs (see transformer_layers.h).
  *
  * Plain loops: these layers are element-wise or one pass over a row, cheap
@@ -132,4 +132,23 @@ void dropout_mask(float *mask, int n, float p, Rng *rng) {
 /* dy[n] -> dx[n] += dy mask */
 void dropout_backward(float *dx, const float *dy, const float *mask, int n) {
     for (int i = 0; i < n; i++) dx[i] += dy[i] * mask[i];
+}
+
+/* x[B, n] -> y[B, n] = x[b, i] keep[b], keep[B] = 0 (probability p) or 1/(1-p) */
+void drop_path_forward(float *y, float *keep, const float *x, int B, int n, float p, int train, Rng *rng) {
+    if (!train || p == 0.0f) {   /* the identity: same bits, nothing drawn */
+        if (y != x) memcpy(y, x, sizeof(float) * (size_t)B * n);
+        if (keep)
+            for (int b = 0; b < B; b++) keep[b] = 1.0f;
+        return;
+    }
+    dropout_mask(keep, B, p, rng);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++) y[(size_t)b * n + i] = x[(size_t)b * n + i] * keep[b];
+}
+
+/* dy[B, n] -> dx[B, n] += dy keep[b] */
+void drop_path_backward(float *dx, const float *dy, const float *keep, int B, int n) {
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++) dx[(size_t)b * n + i] += dy[(size_t)b * n + i] * keep[b];
 }

@@ -1,5 +1,6 @@
 /* transformer_layers.h - the small layers a transformer block adds to layers.h:
- * the residual connection, RMSNorm, SwiGLU's gating and dropout.
+ * the residual connection, RMSNorm, SwiGLU's gating, dropout and stochastic
+ * depth (drop path).
  *
  * Same conventions as layers.h: flat row-major float arrays, shapes as int
  * arguments, no allocation, backward ACCUMULATES (+=) into every gradient it
@@ -10,7 +11,8 @@
  *   residual   out = x + branch
  *   RMSNorm    out_d = x_d / sqrt(mean_j(x_j^2) + eps) gamma_d      (no mean, no beta)
  *   SwiGLU     h = silu(a) g,  silu(a) = a sigmoid(a),  a = X W_1, g = X W_3
- *   dropout    y = x mask,  mask = 0 (probability p) or 1/(1-p)      (training only) */
+ *   dropout    y = x mask,  mask = 0 (probability p) or 1/(1-p)      (training only)
+ *   drop path  y_b = x_b keep_b: one mask value per example b, for all its rows (training only) */
 #ifndef TRANSFORMER_LAYERS_H
 #define TRANSFORMER_LAYERS_H
 #include "util/rng.h"
@@ -68,5 +70,17 @@ void dropout_backward(float *dx, const float *dy, const float *mask, int n);
  * dropout_forward draws its mask with it. p == 0: every mask[i] = 1, nothing
  * drawn. 0 <= p < 1. */
 void dropout_mask(float *mask, int n, float p, Rng *rng);
+
+/* Stochastic depth (Huang et al. 2016; "drop path" in timm and DeiT) on a
+ * residual branch x[B, n] (n = N D numbers per example): while training,
+ * each example's whole branch is dropped with probability p or kept and
+ * scaled by 1/(1-p), so that the block is the identity for that example:
+ *   keep[b] = (uniform < p) ? 0 : 1/(1-p),   y[b, i] = x[b, i] keep[b].
+ * Dropout with one mask value per example (dropout_mask draws keep[B]).
+ * When train is 0 or p == 0 it is the identity, bit for bit: y = x, keep =
+ * 1, nothing drawn (rng may be NULL). y may be x (in place). 0 <= p < 1. */
+void drop_path_forward(float *y, float *keep, const float *x, int B, int n, float p, int train, Rng *rng);
+/* dy[B, n] -> dx[B, n] += dy[b, i] keep[b]. */
+void drop_path_backward(float *dx, const float *dy, const float *keep, int B, int n);
 
 #endif
