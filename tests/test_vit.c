@@ -128,16 +128,21 @@ static double model_loss(void *p) {
     return loss / c->B;
 }
 
+/* drop_path > 0: in training, the dropout Rng reseeded before each forward
+ * (the same images' branches dropped each time), so backward must give the
+ * gradient of that function. */
 static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality,
-                        int stem) {
+                        int stem, float drop_path) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
     cfg.patch.K = kernel;
     cfg.locality = locality;
     cfg.stem = stem;
+    cfg.drop_path = drop_path;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
+    v.training = drop_path > 0.0f;
     Rng r;
     rng_seed(&r, 11, 0);
     /* make every parameter matter: positions, class token and head away from their small initial values */
@@ -145,16 +150,16 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     float images[3 * 3 * 64];
     fill(images, (size_t)B * channels * 64, 1.0f, &r);
     int targets[3] = {0, 2, 1};
+    ModelCtx ctx = {&v, images, targets, B, drop_path > 0.0f};
     params_zero_grad(&v.params);
-    vit_forward(&v, images, targets, B);
+    model_loss(&ctx);
     vit_backward(&v, targets);
-    ModelCtx ctx = {&v, images, targets, B, 0};
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d: "
-                 "max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool), vit_pos_name(pos),
-                 channels, (double)label_smoothing, kernel, locality, stem, res.max_rel_err, res.worst_index, res.worst_numeric,
-                 res.worst_analytic);
+        fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d, "
+                 "drop path %g: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool),
+                 vit_pos_name(pos), channels, (double)label_smoothing, kernel, locality, stem, (double)drop_path,
+                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
     assert_true(res.n_checked >= 500);
     if (stem) {   /* every one of the stem's weights and biases, the tensors furthest from the loss */
         float *W = params_data(&v.params, v.stem_W), *dW = params_grad(&v.params, v.stem_W);
@@ -169,48 +174,20 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     vit_free(&v);
 }
 
-/* Training with drop path (2 blocks: rates 0.3 and 0.6), the Rng reseeded
- * before each forward so each image's branches are dropped the same way each
- * time: backward must give the gradient of that function, every parameter. */
-static void test_model_gradients_with_drop_path(void **state) {
-    (void)state;
-    const int B = 3;
-    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
-    cfg.drop_path = 0.6f;
-    Vit v;
-    assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
-    v.training = 1;
-    Rng r;
-    rng_seed(&r, 12, 0);
-    fill(v.params.data, v.params.size, 0.5f, &r);
-    float images[3 * 64];
-    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
-    int targets[3] = {1, 0, 2};
-    ModelCtx ctx = {&v, images, targets, B, 1};
-    params_zero_grad(&v.params);
-    model_loss(&ctx);
-    vit_backward(&v, targets);
-    GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
-    if (!(res.max_rel_err < 3e-2))
-        fail_msg("ViT with drop path: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", res.max_rel_err,
-                 res.worst_index, res.worst_numeric, res.worst_analytic);
-    assert_true(res.n_checked >= 500);
-    vit_free(&v);
-}
-
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0);     /* overlapping patches */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0);  /* locality self-attention */
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3);  /* the convolutional stem */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0, 0.0f);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0, 0.0f);  /* locality self-attention */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3, 0.0f);  /* the convolutional stem */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.6f);  /* drop path (blocks at 0.3, 0.6), training */
 }
 
 static void test_positions_2d(void **state) {
@@ -453,7 +430,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_gradients),
         cmocka_unit_test(test_model_gradients),
-        cmocka_unit_test(test_model_gradients_with_drop_path),
         cmocka_unit_test(test_positions_2d),
         cmocka_unit_test(test_dropout_only_in_training),
         cmocka_unit_test(test_config_and_errors),
