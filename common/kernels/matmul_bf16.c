@@ -56,13 +56,16 @@ enum {
 };
 
 /* Lane j = bf16(r0[j]) | bf16(r1[j]) << 16 for the lanes in `lanes` (0
- * elsewhere); r1 == NULL gives 0 in the high halves (the last pair of an odd K). */
+ * elsewhere); r1 == NULL gives 0 in the high halves (the last pair of an odd K).
+ * One conversion makes the 32 bf16 r0[0..15], r1[0..15] (16-bit elements
+ * 0..15 and 16..31), and one shuffle interleaves them: element 2j takes
+ * element j, element 2j + 1 takes element 16 + j. */
 static __m512i pairs_across_rows(const float *r0, const float *r1, __mmask16 lanes) {
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     __m512 x0 = _mm512_maskz_loadu_ps(lanes, r0);
     __m512 x1 = r1 ? _mm512_maskz_loadu_ps(lanes, r1) : _mm512_setzero_ps();
-    __m512i low = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x0));
-    __m512i high = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x1)), 16);
-    return _mm512_or_si512(low, high);
+    return _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
 }
 
 /* Lane j = bf16(row[2j]) | bf16(row[2j+1]) << 16: 16 pairs from 32
