@@ -14,6 +14,7 @@
 #     (bench/bench_transformer.c): GFLOP/s, fraction of the FMA peak, where the time goes;
 #   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels, LayerNorm and softmax rows, naive against AVX2;
 #   - with RESULTS_DIR/data_parallel.tsv: a ViT step on 2 cores, one model or two replicas (bench_data_parallel).
+#   - with RESULTS_DIR/fetch.tsv: the long ViT step with and without asking for the next block early (bench_fetch).
 # Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
@@ -204,4 +205,16 @@ if [ -f "$parallel" ]; then
                ms[k, "two_replicas"], ips[k, "two_replicas"], ms[k, "one_model_2_threads"] / ms[k, "two_replicas"]
       }
     }' "$parallel"
+fi
+
+fetch=$results/fetch.tsv
+if [ -f "$fetch" ]; then
+  echo
+  echo "Asking for the next block while the kernel computes (\`bench_fetch\`): chapter 07's long ViT training step as it"
+  echo "trains (128 images, two replicas, one thread each), the fetching on and off by turns, median of the steps:"
+  echo
+  awk -F'\t' '
+    NR == 1 { next }
+    { printf "%s| %s | %.1f | %.1f | %.3fx |\n", (n++ ? "" : "| model | on: ms/step | off: ms/step | off / on |\n|---|---|---|---|\n"), $1, $2, $3, $3 / $2 }
+  ' "$fetch"
 fi
