@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "util/error.h"
@@ -54,6 +55,26 @@ static inline int bench_int_arg(const char *program, const char *flag, const cha
         return -1;
     }
     *out = (int)value;
+    return 0;
+}
+
+/* The flags of a benchmark that takes only `--out DIR` and `--reps N`
+ * (1..max_reps): 0, or -1 after one line on stderr naming what was wrong and
+ * the usage (the caller exits 2). *out_dir and *reps keep their defaults
+ * unless given. */
+static inline int bench_out_reps_args(const char *program, int argc, char **argv, const char **out_dir,
+                                      int *reps, int max_reps) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            *out_dir = argv[++i];
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            if (bench_int_arg(program, "--reps", argv[++i], 1, max_reps, reps) < 0) return -1;
+        } else {
+            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [--out DIR] [--reps N (1..%d)]\n", program,
+                    argv[i], program, max_reps);
+            return -1;
+        }
+    }
     return 0;
 }
 

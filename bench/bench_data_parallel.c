@@ -23,11 +23,8 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "07_vision_transformer/vit.h"
-#include "data/fashion_mnist.h"
+#include "bench_vit.h"
 #include "kernels/matmul.h"
-#include "nn/optim.h"
-#include "train/classifier.h"
 
 enum { BATCH = 128, MAX_REPS = 101, N_WAYS = 3 };
 
@@ -39,62 +36,26 @@ typedef struct {
     VitConfig cfg;
 } ModelSize;
 
-/* One way of running the step: its replicas of the model (1 or 2) and their optimiser. */
+/* One way of running the step: its replicas of the model (1 or 2), their optimiser, its threads. */
 typedef struct {
-    Classifier replicas[2];
-    int n_replicas, threads;
-    Adam opt;
+    BenchVit model;
+    int threads;
 } Way;
-
-static int way_create(Way *w, const char *config, int n_replicas, int threads) {
-    memset(w, 0, sizeof *w);
-    w->n_replicas = n_replicas;
-    w->threads = threads;
-    for (int k = 0; k < n_replicas; k++)
-        if (vit_build(&w->replicas[k], config, BATCH / n_replicas, 1 + (uint64_t)k) < 0) return -1;
-    return adam_init(&w->opt, w->replicas[0].params, 1.5e-3f, 0.05f);
-}
-
-static void way_free(Way *w) {
-    for (int k = 0; k < w->n_replicas; k++)
-        if (w->replicas[k].destroy) w->replicas[k].destroy(w->replicas[k].self);
-    adam_free(&w->opt);
-}
 
 static double timed_step(Way *w, const Examples *batch) {
     threads_set(w->threads);
     double t0 = bench_now_ms();
-    classifier_train_step_parallel(w->replicas, w->n_replicas, &w->opt, batch, 1.0f, 1.5e-3f);
+    classifier_train_step_parallel(w->model.replicas, w->model.n, &w->model.opt, batch, 1.0f, 1.5e-3f);
     return bench_now_ms() - t0;
 }
 
 int main(int argc, char **argv) {
     const char *program = "bench_data_parallel", *out_dir = "bench/results";
     int reps = 31;   /* the long model's steps vary by 20% on this shared host: 9 were not enough */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            out_dir = argv[++i];
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            if (bench_int_arg(program, "--reps", argv[++i], 1, MAX_REPS, &reps) < 0) return 2;
-        } else {
-            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [--out DIR] [--reps N (1..%d)]\n", program,
-                    argv[i], program, MAX_REPS);
-            return 2;
-        }
-    }
-    FashionMnist data;
-    if (fashion_mnist_load(&data, NULL, 1) < 0) {
-        fprintf(stderr, "%s: %s\n", program, last_error());
-        return 1;
-    }
-    FashionMnistTask ft = {.d = &data};
-    ExampleTask task;
-    fashion_mnist_task(&ft, &task);
+    if (bench_out_reps_args(program, argc, argv, &out_dir, &reps, MAX_REPS) < 0) return 2;
+    static FashionMnist data;
     Examples batch;
-    examples_alloc(&batch, BATCH, task.n_in, task.n_out, 1);
-    Rng rng;
-    rng_seed(&rng, 1, 1);
-    task.train_batch(task.self, &batch, BATCH, &rng);
+    if (bench_vit_batch(program, &data, &batch, BATCH) < 0) return 1;
 
     const ModelSize sizes[] = {
         {"quick (P7 L2 D64)", {.patch = {1, 28, 28, 7, 64}, .layers = 2, .heads = 4, .ff = 128,
@@ -115,11 +76,13 @@ int main(int argc, char **argv) {
         vit_config_text(config, sizeof config, &sizes[s].cfg, 1);
         Way ways[N_WAYS];
         const int replicas[N_WAYS] = {1, 1, 2}, threads[N_WAYS] = {1, 2, 2};
-        for (int w = 0; w < N_WAYS; w++)
-            if (way_create(&ways[w], config, replicas[w], threads[w]) < 0) {
+        for (int w = 0; w < N_WAYS; w++) {
+            ways[w].threads = threads[w];
+            if (bench_vit_create(&ways[w].model, config, replicas[w], BATCH) < 0) {
                 fprintf(stderr, "%s: %s\n", program, last_error());
                 return 1;
             }
+        }
         static double samples[N_WAYS][MAX_REPS];
         for (int w = 0; w < N_WAYS; w++) timed_step(&ways[w], &batch);   /* warm-up */
         for (int r = 0; r < reps; r++)
@@ -135,7 +98,7 @@ int main(int argc, char **argv) {
                    median[1] / median[w]);
             fprintf(tsv, "%s\t%s\t%.3f\t%.1f\n", sizes[s].name, WAY_KEYS[w], median[w], per_s);
         }
-        for (int w = 0; w < N_WAYS; w++) way_free(&ways[w]);
+        for (int w = 0; w < N_WAYS; w++) bench_vit_free(&ways[w].model);
     }
     examples_free(&batch);
     fashion_mnist_free(&data);

@@ -22,12 +22,9 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "07_vision_transformer/vit.h"
-#include "data/fashion_mnist.h"
+#include "bench_vit.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_blocked.h"
-#include "nn/optim.h"
-#include "train/classifier.h"
 
 enum { BATCH = 128, REPLICAS = 2, MAX_REPS = 101 };
 
@@ -37,65 +34,24 @@ typedef struct {
     int bf16;
 } ModelSize;
 
-/* Two replicas of one model size and their optimiser, as classifier_train builds them. */
-typedef struct {
-    Classifier replicas[REPLICAS];
-    Adam opt;
-} Model;
-
-static int model_create(Model *m, const ModelSize *size) {
-    memset(m, 0, sizeof *m);
-    char config[CLASSIFIER_CONFIG_MAX];
-    vit_config_text(config, sizeof config, &size->cfg, 1);
-    for (int k = 0; k < REPLICAS; k++)
-        if (vit_build(&m->replicas[k], config, BATCH / REPLICAS, 1 + (uint64_t)k) < 0) return -1;
-    return adam_init(&m->opt, m->replicas[0].params, 1.5e-3f, 0.05f);
-}
-
-static void model_free(Model *m) {
-    for (int k = 0; k < REPLICAS; k++)
-        if (m->replicas[k].destroy) m->replicas[k].destroy(m->replicas[k].self);
-    adam_free(&m->opt);
-}
-
 /* One step from the same weights every time (saved before, restored after),
  * so that the two ways compute the same thing; its loss in *loss. */
-static double timed_step(Model *m, const Examples *batch, int fetch, const float *weights, double *loss) {
+static double timed_step(BenchVit *m, const Examples *batch, int fetch, const float *weights, double *loss) {
     Params *p = m->replicas[0].params;
     memcpy(p->data, weights, sizeof(float) * p->size);
     gemm_set_fetch_next(fetch);
     double t0 = bench_now_ms();
-    *loss = classifier_train_step_parallel(m->replicas, REPLICAS, &m->opt, batch, 1.0f, 1e-4f);
+    *loss = classifier_train_step_parallel(m->replicas, m->n, &m->opt, batch, 1.0f, 1e-4f);
     return bench_now_ms() - t0;
 }
 
 int main(int argc, char **argv) {
     const char *program = "bench_fetch", *out_dir = "bench/results";
     int reps = 21;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            out_dir = argv[++i];
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            if (bench_int_arg(program, "--reps", argv[++i], 1, MAX_REPS, &reps) < 0) return 2;
-        } else {
-            fprintf(stderr, "%s: unknown argument '%s'; usage: %s [--out DIR] [--reps N (1..%d)]\n", program,
-                    argv[i], program, MAX_REPS);
-            return 2;
-        }
-    }
+    if (bench_out_reps_args(program, argc, argv, &out_dir, &reps, MAX_REPS) < 0) return 2;
     static FashionMnist data;
-    if (fashion_mnist_load(&data, NULL, 1) < 0) {
-        fprintf(stderr, "%s: %s\n", program, last_error());
-        return 1;
-    }
-    FashionMnistTask ft = {.d = &data};
-    ExampleTask task;
-    fashion_mnist_task(&ft, &task);
     Examples batch;
-    examples_alloc(&batch, BATCH, task.n_in, task.n_out, 1);
-    Rng rng;
-    rng_seed(&rng, 1, 1);
-    task.train_batch(task.self, &batch, BATCH, &rng);
+    if (bench_vit_batch(program, &data, &batch, BATCH) < 0) return 1;
     threads_set(REPLICAS);
 
     const ModelSize sizes[] = {
@@ -125,8 +81,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s\n", program, last_error());
             return 1;
         }
-        Model m;
-        if (model_create(&m, &sizes[s]) < 0) {
+        char config[CLASSIFIER_CONFIG_MAX];
+        vit_config_text(config, sizeof config, &sizes[s].cfg, 1);
+        BenchVit m;
+        if (bench_vit_create(&m, config, REPLICAS, BATCH) < 0) {
             fprintf(stderr, "%s: %s\n", program, last_error());
             return 1;
         }
@@ -151,7 +109,7 @@ int main(int argc, char **argv) {
         printf("  %-40s | %11.2f | %12.2f | %.3fx\n", sizes[s].name, median[1], median[0], median[0] / median[1]);
         fprintf(tsv, "%s\t%.3f\t%.3f\n", sizes[s].name, median[1], median[0]);
         free(weights);
-        model_free(&m);
+        bench_vit_free(&m);
     }
     gemm_set_fetch_next(1);
     matmul_precision_select("float");
