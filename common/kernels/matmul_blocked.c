@@ -307,7 +307,7 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc) {
  * Only what will be packed is fetched. Measured on chapter 07's long ViT
  * (bench/bench_fetch.c, its training step on two replicas, the fetching on
  * and off by turns): the wider model's step with bf16 products, which packs
- * every operand, 1.05-1.09x as fast with it (five runs on this shared
+ * every operand, 1.05-1.09x as fast with it (six runs on this shared
  * host, whose memory is faster some hours than others); the float D 96
  * step, whose products read their operands in place (the direct path),
  * 0.96-0.97x when the direct path's next blocks were fetched too, and
