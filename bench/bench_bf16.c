@@ -36,6 +36,7 @@
 
 #include "bench_common.h"
 #include "bench_fma.h"
+#include "bench_vit.h"
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "kernels/matmul.h"
@@ -211,16 +212,13 @@ int main(int argc, char **argv) {
     set_precision(0);
     static FashionMnist data;
     Classifier model;
-    if (fashion_mnist_load(&data, NULL, 1) < 0 || build_long_vit(&model) < 0) {
+    Examples batch;
+    if (bench_vit_batch("bench_bf16", &data, &batch, BATCH) < 0) {
+        fprintf(stderr, "bench_bf16: the ViT step is skipped\n");
+    } else if (build_long_vit(&model) < 0) {
         fprintf(stderr, "bench_bf16: the ViT step is skipped: %s\n", last_error());
+        examples_free(&batch);
     } else {
-        FashionMnistTask ft = {.d = &data};
-        ExampleTask task;
-        fashion_mnist_task(&ft, &task);
-        Examples batch;
-        examples_alloc(&batch, BATCH, task.n_in, task.n_out, 1);
-        rng_seed(&rng, 1, 1);
-        task.train_batch(task.self, &batch, BATCH, &rng);
         Adam opt;
         if (adam_init(&opt, model.params, 1e-4f, 0.05f) == 0) {
             double samples[2][MAX_REPS], loss = 0.0;

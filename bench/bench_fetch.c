@@ -12,7 +12,10 @@
  * bf16 products, when the CPU has AVX512_BF16). Each step runs with the
  * fetching on and off by turns (gemm_set_fetch_next; the bits are the same
  * either way, which this program checks on the loss); each figure is the
- * median of --reps steps (default 21) after one warm-up step of each.
+ * median of --reps steps (default 21) after one warm-up step of each. Only
+ * the bf16 kernel fetches (GemmKernel.fetch_next), so the float model's two
+ * columns run the same code: their ratio shows how far apart two equal
+ * things are measured on this machine.
  *
  * Writes DIR/fetch.tsv (model fetch_on_ms fetch_off_ms) and prints the
  * ratio off / on (above 1: fetching is faster). Never passes or fails. */
@@ -34,8 +37,9 @@ typedef struct {
     int bf16;
 } ModelSize;
 
-/* One step from the same weights every time (saved before, restored after),
- * so that the two ways compute the same thing; its loss in *loss. */
+/* One step from the same weights every time (replica 0's are reset to
+ * `weights` first), so that the two ways compute the same thing; its loss
+ * in *loss. */
 static double timed_step(BenchVit *m, const Examples *batch, int fetch, const float *weights, double *loss) {
     Params *p = m->replicas[0].params;
     memcpy(p->data, weights, sizeof(float) * p->size);

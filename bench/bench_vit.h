@@ -1,5 +1,5 @@
 /* bench_vit.h - what the benchmarks of chapter 07's ViT training step share
- * (bench_data_parallel.c, bench_fetch.c): one batch of Fashion-MNIST training
+ * (bench_data_parallel.c, bench_fetch.c, bench_bf16.c): one batch of Fashion-MNIST training
  * images, and a model built as classifier_train builds it, in replicas that
  * split the batch, with their AdamW. Static inline, as in bench_common.h. */
 #ifndef BENCH_VIT_H

@@ -180,6 +180,7 @@ static const GemmKernel BF16_KERNEL = {
     .kernel_direct = NULL, /* both operands are always packed: the packing rounds them */
     .b_in_place = 0,
     .small = NULL, .small_max_work = 0.0, /* no float shortcut for small products */
+    .fetch_next = 1, /* its packing of cold operands took as long as the kernel: matmul_blocked.c */
 };
 
 const GemmKernel *gemm_kernel_avx512_bf16(void) { return &BF16_KERNEL; }

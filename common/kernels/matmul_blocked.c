@@ -304,15 +304,21 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc) {
  * spread evenly over the block's tiles: by the time that block is packed,
  * it is read from L2. A prefetch is a hint: the bits do not change.
  *
- * Only what will be packed is fetched. Measured on chapter 07's long ViT
+ * Only what will be packed is fetched, and only for the kernel that asks
+ * (GemmKernel.fetch_next: the bf16 one). Measured on chapter 07's long ViT
  * (bench/bench_fetch.c, its training step on two replicas, the fetching on
  * and off by turns): the wider model's step with bf16 products, which packs
- * every operand, 1.05-1.09x as fast with it (six runs on this shared
- * host, whose memory is faster some hours than others); the float D 96
- * step, whose products read their operands in place (the direct path),
- * 0.96-0.97x when the direct path's next blocks were fetched too, and
- * 0.99-1.01x without that (the hardware's own prefetcher already streams a
- * block read in place, and the extra requests only competed with it).
+ * every operand, 1.05-1.09x as fast with it (seven runs on this shared host,
+ * whose memory is faster some hours than others). The float D 96 step,
+ * whose products read their operands in place (the direct path), was
+ * 0.96-0.97x when the direct path's next blocks were fetched too (the
+ * hardware's own prefetcher already streams a block read in place, and the
+ * extra requests only competed with it), and 0.99-1.01x without that. The
+ * float kernels' big packed products, timed warm (the same operands again
+ * and again, as bench_sgemm does) in a throwaway probe, were 0.95-1.02x
+ * with it: their packed A block fills half of L2, and the next one fetched
+ * beside it leaves little room for the rest. So the float kernels do not
+ * fetch.
  *
  * A Region is the part of an operand a block reads: `rows` runs of
  * `row_bytes` bytes, `stride` bytes apart. */
@@ -331,7 +337,8 @@ typedef struct {
 
 enum { CACHE_LINE = 64 };
 
-/* On unless a benchmark turns it off (gemm_set_fetch_next, matmul_blocked.h). */
+/* For the kernels that ask for it (GemmKernel.fetch_next), on unless a
+ * benchmark turns it off (gemm_set_fetch_next, matmul_blocked.h). */
 static atomic_int fetch_next_on = 1;
 
 void gemm_set_fetch_next(int on) { atomic_store(&fetch_next_on, on != 0); }
@@ -415,7 +422,7 @@ static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int tran
                  * B panel and first A block; nothing after the last, and
                  * nothing of an operand the kernel reads in place. */
                 Fetch next_a = {0}, next_b = {0};
-                if (!atomic_load_explicit(&fetch_next_on, memory_order_relaxed)) {
+                if (!kernel->fetch_next || !atomic_load_explicit(&fetch_next_on, memory_order_relaxed)) {
                     /* leave both empty */
                 } else if (ic + MC < M) {
                     if (!direct) next_a.region = region_of(A, lda, trans_a, ic + MC, min_int(MC, M - ic - MC), pc, kc);

@@ -59,6 +59,11 @@ typedef struct {
     void (*small)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
     double small_max_work;
+    /* 1: while the kernel computes on a block, the driver asks the cache for
+     * the rows of the next block to pack (matmul_blocked.c, "Fetching the
+     * next block"). Set for the kernel whose packing costs as much as its
+     * arithmetic (bf16); the float kernels are better without it. */
+    int fetch_next;
 } GemmKernel;
 
 /* The small-product path of matmul_avx2.c (both SIMD kernels use it). */
