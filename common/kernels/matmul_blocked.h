@@ -99,9 +99,10 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
  * and L3 sizes the CPU reports (sysconf), see matmul_blocked.c. */
 void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc);
 
-/* Whether the driver asks the cache for the next block's rows while the
- * kernel computes on this one (on by default; see matmul_blocked.c). For
- * benchmarks, which time the products both ways: the bits are the same. */
+/* Whether the driver asks the cache for the next block's rows while a
+ * kernel with fetch_next set computes on this one (on by default; see
+ * matmul_blocked.c). For benchmarks, which time the products both ways: the
+ * bits are the same. */
 void gemm_set_fetch_next(int on);
 /* How many times a thread of ours was found switched out by another program
  * (two late waits for a partner thread less than 0.1 s apart: over 1 ms and
