@@ -15,6 +15,8 @@
 #   - with RESULTS_DIR/vecmath.tsv: the element-wise kernels, LayerNorm and softmax rows, naive against AVX2;
 #   - with RESULTS_DIR/data_parallel.tsv: a ViT step on 2 cores, one model or two replicas (bench_data_parallel).
 #   - with RESULTS_DIR/fetch.tsv: the long ViT step with and without asking for the next block early (bench_fetch).
+#   - with RESULTS_DIR/direct.tsv: A read in place or packed, per product, and which the rule picks (bench_direct),
+#     under the machine that file names (it may come from another machine than the rest).
 # Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
@@ -217,4 +219,19 @@ if [ -f "$fetch" ]; then
     NR == 1 { next }
     { printf "%s| %s | %.1f | %.1f | %.3fx |\n", (n++ ? "" : "| model | on: ms/step | off: ms/step | off / on |\n|---|---|---|---|\n"), $1, $2, $3, $3 / $2 }
   ' "$fetch"
+fi
+
+direct=$results/direct.tsv
+if [ -f "$direct" ]; then
+  echo
+  echo "Reading A in place or packing it (\`bench_direct\`, 1 thread, the two paths taking turns, median of the samples;"
+  echo "GFLOP/s; packed/direct above 1: packing is faster; auto: the path the driver's rule takes) on"
+  echo "$(sed -n '1s/^# machine: //p' "$direct"):"
+  echo
+  awk -F'\t' '
+    /^#/ || $1 == "op" { next }
+    { right = ($8 == "direct") ? ($6 >= $7) : ($7 >= $6)
+      printf "%s| %s %dx%dx%d | %s | %.1f | %.1f | %.2fx | %s%s |\n", (n++ ? "" : "| op, M x N x K | kernel | direct | packed | packed/direct | auto |\n|---|---|---|---|---|---|\n"),
+             $1, $2, $3, $4, $5, $6, $7, $7 / $6, $8, right ? "" : " (the slower here)" }
+  ' "$direct"
 fi
