@@ -81,12 +81,12 @@ static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
  *    (3200 rows: 64 images of 50 tokens), whose training step is where the
  *    rule was settled: 60 steps of `--preset long`, taking turns, took
  *    20.3, 23.1 and 23.8 s of training with the rule, 25.9, 26.9 and 27.1 s
- *    without (1.16x, medians). (Keeping
- *    the direct path for N <= 128 whatever the size of C, as warm products
- *    alone suggested, was slower in the step: 27.0 and 26.0 s against 24.5
- *    and 25.1.) Of the Zen 5 measurements above (1 MiB of L2) the rule
- *    changes only 2048x128x128 (C 1 MiB, 1.09x for direct with AVX2), and
- *    the AVX-512 kernel, never measured on a Zen 3, keeps the plain rule.
+ *    without (1.16x, medians). (Keeping the direct path for N <= 128
+ *    whatever the size of C, as warm products alone suggested, was slower
+ *    in the step: 27.0 and 26.0 s against 24.5 and 25.1.) On the Zen 5 above
+ *    (1 MiB of L2: C under 2 MiB stays direct) the rule changes none of the
+ *    products measured, and the AVX-512 kernel, never measured on a Zen 3,
+ *    keeps the plain rule.
  *
  * 3. Otherwise, the GotoBLAS loops with both operands packed. */
 enum { DIRECT_MAX_LD = 512, DIRECT_MAX_N = 512 };
