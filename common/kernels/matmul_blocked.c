@@ -330,16 +330,20 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc) {
  * (bench/bench_fetch.c, its training step on two replicas, the fetching on
  * and off by turns): the wider model's step with bf16 products, which packs
  * every operand, 1.05-1.09x as fast with it (seven runs on this shared host,
- * whose memory is faster some hours than others). The float D 96 step,
- * whose products read their operands in place (the direct path), was
+ * whose memory is faster some hours than others). The float D 96 step on
+ * the AVX-512 kernel, whose products read their operands in place (the
+ * direct path), was
  * 0.96-0.97x when the direct path's next blocks were fetched too (the
  * hardware's own prefetcher already streams a block read in place, and the
  * extra requests only competed with it), and 0.99-1.01x without that. The
  * float kernels' big packed products, timed warm (the same operands again
  * and again, as bench_sgemm does) in a throwaway probe, were 0.95-1.02x
  * with it: their packed A block fills half of L2, and the next one fetched
- * beside it leaves little room for the rest. So the float kernels do not
- * fetch.
+ * beside it leaves little room for the rest. On the Zen 3 of "2." above,
+ * where the AVX2 kernel packs the step's tall products, the same step with
+ * that kernel fetching (fetch_next set for the trial) was 1.036x and 1.020x,
+ * against 1.008x for the same code on both sides: within that host's noise.
+ * So the float kernels do not fetch.
  *
  * A Region is the part of an operand a block reads: `rows` runs of
  * `row_bytes` bytes, `stride` bytes apart. */
@@ -419,8 +423,8 @@ static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int tran
     const int MR = kernel->mr, NR = kernel->nr;
     int KC, MC, NC;
     gemm_blocking(kernel, &KC, &MC, &NC);
-    int direct = kernel->kernel_direct != NULL &&
-                 (path == GEMM_DIRECT || (path == GEMM_AUTO && gemm_reads_a_in_place(kernel, M, N, lda)));
+    int direct = path == GEMM_DIRECT ? kernel->kernel_direct != NULL
+                                     : path == GEMM_AUTO && gemm_reads_a_in_place(kernel, M, N, lda);
     int b_in_place = direct && !trans_b && kernel->b_in_place &&
                      (path == GEMM_DIRECT || ldb <= DIRECT_MAX_LD);
     int kc_max = min_int(K, KC);

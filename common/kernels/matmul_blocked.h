@@ -99,11 +99,12 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
                         int N, int K, float alpha, const float *A, int lda, const float *B,
                         int ldb, float beta, float *C, int ldc);
 
-/* 1 when GEMM_AUTO would read op(A) in place (the direct path) for a
- * thread's block of M x N with A's rows lda floats apart, 0 when it would
- * pack A; products small enough for the small path skip both (K <= kc and
- * M N K <= small_max_work). For benchmarks (bench/bench_direct.c): which of
- * the two the rule picks, beside the time of each. */
+/* 1 when GEMM_AUTO reads op(A) in place (the direct path) for a thread's
+ * block of M x N with A's rows lda floats apart, 0 when it packs A (0 too
+ * for a kernel without a direct form); products small enough for the small
+ * path skip both (K <= kc and M N K <= small_max_work). The driver's rule
+ * (matmul_blocked.c, "2."), public so that bench/bench_direct.c can print
+ * which path it picks beside the time of each, and the tests can check it. */
 int gemm_reads_a_in_place(const GemmKernel *kernel, int M, int N, int lda);
 
 /* The cache blocks sgemm_blocked uses with `kernel` on this CPU: KC is the
@@ -116,6 +117,7 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc);
  * matmul_blocked.c). For benchmarks, which time the products both ways: the
  * bits are the same. */
 void gemm_set_fetch_next(int on);
+
 /* How many times a thread of ours was found switched out by another program
  * (two late waits for a partner thread less than 0.1 s apart: over 1 ms and
  * over the caller's own share), each time sending the next quarter second of
