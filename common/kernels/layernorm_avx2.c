@@ -18,19 +18,14 @@
  * roundoff), are stated at each function with how they arise, and checked
  * by tests/test_layernorm.c on many shapes, constant rows and rows far from
  * 0. Row tails (D not a multiple of 8): the sums take the last D mod 8
- * floats one at a time, the writing passes use a masked load and store
- * (nothing read or written past the row). */
+ * floats one at a time, the writing passes a masked load and a store of
+ * only those lanes (lanes_avx2.h: nothing read or written past the row). */
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/lanes_avx2.h"
 #include "kernels/layernorm.h"
-
-/* Lane i of the mask is on when i < count (count 0..8). */
-static __m256i tail_mask(int count) {
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
-}
 
 /* The sum of the 4 lanes of a double vector. */
 static double sum4(__m256d v) {
@@ -107,12 +102,13 @@ void layernorm_forward_avx2(float *out, float *mean, float *rstd, const float *x
             _mm256_storeu_ps(out_row + d, _mm256_fmadd_ps(xhat, _mm256_loadu_ps(gamma + d), _mm256_loadu_ps(beta + d)));
         }
         if (d < D) {
-            __m256i mask = tail_mask(D - d);
+            __m256i mask = first_lanes(D - d);
             __m256 centered = _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x_row + d, mask), mean_high), mean_low);
             __m256 xhat = _mm256_mul_ps(centered, rstd8);
-            _mm256_maskstore_ps(out_row + d, mask,
-                                _mm256_fmadd_ps(xhat, _mm256_maskload_ps(gamma + d, mask),
-                                                _mm256_maskload_ps(beta + d, mask)));
+            store_first_lanes(out_row + d,
+                              _mm256_fmadd_ps(xhat, _mm256_maskload_ps(gamma + d, mask),
+                                              _mm256_maskload_ps(beta + d, mask)),
+                              D - d);
         }
         if (mean) mean[n] = mean_high_f;
         if (rstd) rstd[n] = (float)row_rstd;
@@ -177,11 +173,12 @@ void layernorm_backward_avx2(float *dx, float *dgamma, float *dbeta, const float
             _mm256_storeu_ps(dx_row + d, _mm256_fmadd_ps(rstd8, inner, _mm256_loadu_ps(dx_row + d)));
         }
         if (d < D) {
-            __m256i mask = tail_mask(D - d);
+            __m256i mask = first_lanes(D - d);
             __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x_row + d, mask), mean8), rstd8);
             __m256 g = _mm256_mul_ps(_mm256_maskload_ps(dout_row + d, mask), _mm256_maskload_ps(gamma + d, mask));
             __m256 inner = _mm256_fnmadd_ps(xhat, mean_g_xhat, _mm256_sub_ps(g, mean_g));
-            _mm256_maskstore_ps(dx_row + d, mask, _mm256_fmadd_ps(rstd8, inner, _mm256_maskload_ps(dx_row + d, mask)));
+            store_first_lanes(dx_row + d, _mm256_fmadd_ps(rstd8, inner, _mm256_maskload_ps(dx_row + d, mask)),
+                              D - d);
         }
     }
 }

@@ -63,29 +63,33 @@ enum {
 
 /* ---- Micro-kernel ------------------------------------------------------------- */
 
-/* Write one row of up to 16 results: c = alpha * acc + beta * c, in the
- * lanes that mask0 (columns 0..7) and mask1 (8..15) select; the full tiles of
- * the blocked kernel pass all lanes, the small-product path its ragged right
- * edge. beta == 0 never reads c (it may hold NaN); beta == 1 is the
- * accumulate of a backward pass. A full-lane masked load or store is an
- * ordinary one, and this runs once per tile, after thousands of FMAs. */
-static inline void store_row(float *c, __m256 acc0, __m256 acc1, __m256i mask0, __m256i mask1,
-                             __m256 alpha, float beta) {
+/* Write one row of up to 16 results: c[0..cols) = alpha * acc + beta * c,
+ * columns 0..7 from acc0 and 8..15 from acc1; the full tiles of the blocked
+ * kernel pass cols = 16, the direct and small-product paths their ragged
+ * right edge. beta == 0 never reads c (it may hold NaN); beta == 1 is the
+ * accumulate of a backward pass. Only the edge's lanes use a masked load,
+ * and no lane a masked store (store_first_lanes in lanes_avx2.h: slow on
+ * AMD); this runs once per tile, after hundreds of FMAs. */
+static inline __m256 load_first_lanes(const float *c, int n) {
+    return n == 8 ? _mm256_loadu_ps(c) : _mm256_maskload_ps(c, first_lanes(n));
+}
+
+static inline void store_row(float *c, __m256 acc0, __m256 acc1, int cols, __m256 alpha, float beta) {
+    int n0 = cols < 8 ? cols : 8, n1 = cols > 8 ? cols - 8 : 0;
+    __m256 r0, r1;
     if (beta == 0.0f) {
-        _mm256_maskstore_ps(c, mask0, _mm256_mul_ps(alpha, acc0));
-        _mm256_maskstore_ps(c + 8, mask1, _mm256_mul_ps(alpha, acc1));
+        r0 = _mm256_mul_ps(alpha, acc0);
+        r1 = _mm256_mul_ps(alpha, acc1);
     } else if (beta == 1.0f) {
-        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0, _mm256_maskload_ps(c, mask0)));
-        _mm256_maskstore_ps(c + 8, mask1,
-                            _mm256_fmadd_ps(alpha, acc1, _mm256_maskload_ps(c + 8, mask1)));
+        r0 = _mm256_fmadd_ps(alpha, acc0, load_first_lanes(c, n0));
+        r1 = _mm256_fmadd_ps(alpha, acc1, load_first_lanes(c + 8, n1));
     } else {
         __m256 vbeta = _mm256_set1_ps(beta);
-        _mm256_maskstore_ps(c, mask0, _mm256_fmadd_ps(alpha, acc0,
-                                                      _mm256_mul_ps(vbeta, _mm256_maskload_ps(c, mask0))));
-        _mm256_maskstore_ps(c + 8, mask1,
-                            _mm256_fmadd_ps(alpha, acc1,
-                                            _mm256_mul_ps(vbeta, _mm256_maskload_ps(c + 8, mask1))));
+        r0 = _mm256_fmadd_ps(alpha, acc0, _mm256_mul_ps(vbeta, load_first_lanes(c, n0)));
+        r1 = _mm256_fmadd_ps(alpha, acc1, _mm256_mul_ps(vbeta, load_first_lanes(c + 8, n1)));
     }
+    store_first_lanes(c, r0, n0);
+    store_first_lanes(c + 8, r1, n1);
 }
 
 /* C tile [6,16] = alpha * a_sliver^T @ b_sliver + beta * C tile.
@@ -138,13 +142,12 @@ static void kernel_6x16(int kc, const float *restrict a_sliver, const float *res
     }
 
     __m256 valpha = _mm256_set1_ps(alpha);
-    __m256i all = first_lanes(8);
-    store_row(c + 0 * (size_t)ldc, c00, c01, all, all, valpha, beta);
-    store_row(c + 1 * (size_t)ldc, c10, c11, all, all, valpha, beta);
-    store_row(c + 2 * (size_t)ldc, c20, c21, all, all, valpha, beta);
-    store_row(c + 3 * (size_t)ldc, c30, c31, all, all, valpha, beta);
-    store_row(c + 4 * (size_t)ldc, c40, c41, all, all, valpha, beta);
-    store_row(c + 5 * (size_t)ldc, c50, c51, all, all, valpha, beta);
+    store_row(c + 0 * (size_t)ldc, c00, c01, NR, valpha, beta);
+    store_row(c + 1 * (size_t)ldc, c10, c11, NR, valpha, beta);
+    store_row(c + 2 * (size_t)ldc, c20, c21, NR, valpha, beta);
+    store_row(c + 3 * (size_t)ldc, c30, c31, NR, valpha, beta);
+    store_row(c + 4 * (size_t)ldc, c40, c41, NR, valpha, beta);
+    store_row(c + 5 * (size_t)ldc, c50, c51, NR, valpha, beta);
 }
 
 /* The same tile reading op(A) where it is, for small products
@@ -190,10 +193,9 @@ static void kernel_6x16_direct(int kc, const float *a, size_t a_row, size_t a_co
         }
     }
     __m256 valpha = _mm256_set1_ps(alpha);
-    __m256i mask0 = first_lanes(cols < 8 ? cols : 8), mask1 = first_lanes(cols > 8 ? cols - 8 : 0);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; i++)
-        if (i < rows) store_row(c + (size_t)i * ldc, acc0[i], acc1[i], mask0, mask1, valpha, beta);
+        if (i < rows) store_row(c + (size_t)i * ldc, acc0[i], acc1[i], cols, valpha, beta);
 }
 
 /* The packing of matmul_pack_avx2.h, for this file's tile. */
@@ -213,7 +215,7 @@ static void pack_b_16(float *sliver, const float *B, int ldb, int trans_b, int p
  * a 6x16 tile of which 8x8 is used wastes most of the kernel. So products
  * with K <= KC and few multiply-adds (small_max_work, matmul_blocked.c) take
  * this path: the same register-tile idea (4 rows x 16 columns in 8 ymm
- * accumulators) reading A and B where they are, with masked loads and stores
+ * accumulators) reading A and B where they are, with masked loads and partial stores
  * at the right edge instead of padding.
  *
  * Each C element is the same chain of FMAs, in the same k order, from the
@@ -269,8 +271,7 @@ void sgemm_small_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha
                 }
             }
             for (int r = 0; r < rows; r++)
-                store_row(C + (size_t)(i0 + r) * ldc + j0, acc0[r], acc1[r], mask0, mask1, valpha,
-                          beta);
+                store_row(C + (size_t)(i0 + r) * ldc + j0, acc0[r], acc1[r], cols, valpha, beta);
         }
     }
 }

@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #include <stddef.h>
 
+#include "kernels/lanes_avx2.h"
+
 /* One element of op(A) (M x K) and of op(B) (K x N) as the caller stored them. */
 static inline float packed_op_a(const float *A, int lda, int trans_a, int i, int p) {
     return trans_a ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
@@ -54,11 +56,6 @@ static inline void transpose_8x8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* A mask selecting the first n of 8 lanes (n <= 8), for masked loads/stores. */
-static inline __m256i first_lanes(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* Pack rows [i0, i0+rows) x depth [p0, p0+kc) of op(A) into an mr-row sliver.
  * Shape: A as stored, sliver[kc * mr]. */
 static inline void pack_a_sliver_avx2(int mr, float *sliver, const float *A, int lda,
@@ -80,8 +77,7 @@ static inline void pack_a_sliver_avx2(int mr, float *sliver, const float *A, int
                 if (lanes == 8) {
                     for (int q = 0; q < 8; q++) _mm256_storeu_ps(sliver + (p + q) * mr + g, r[q]);
                 } else {
-                    __m256i mask = first_lanes(lanes);
-                    for (int q = 0; q < 8; q++) _mm256_maskstore_ps(sliver + (p + q) * mr + g, mask, r[q]);
+                    for (int q = 0; q < 8; q++) store_first_lanes(sliver + (p + q) * mr + g, r[q], lanes);
                 }
             }
         }
@@ -90,8 +86,8 @@ static inline void pack_a_sliver_avx2(int mr, float *sliver, const float *A, int
         for (; p < kc; p++) {
             const float *src = A + (size_t)(p0 + p) * lda + i0;
             for (int g = 0; g < mr; g += 8) {
-                __m256i mask = first_lanes(mr - g < 8 ? mr - g : 8);
-                _mm256_maskstore_ps(sliver + p * mr + g, mask, _mm256_maskload_ps(src + g, mask));
+                int lanes = mr - g < 8 ? mr - g : 8;
+                store_first_lanes(sliver + p * mr + g, _mm256_maskload_ps(src + g, first_lanes(lanes)), lanes);
             }
         }
     }

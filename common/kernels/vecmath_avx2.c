@@ -15,19 +15,14 @@
  * the e^x form would lose digits to cancellation).
  *
  * Arrays of any length: full vectors of 8, then the 0..7 leftover floats
- * through a masked load and store (nothing read or written past x[n-1],
- * y[n-1]). Error bounds are in ulps (units in the last place) of the naive
+ * through a masked load and a store of only those lanes (lanes_avx2.h:
+ * nothing read or written past x[n-1], y[n-1]). Error bounds are in ulps (units in the last place) of the naive
  * libm result, and are checked by tests/test_vecmath.c. */
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/lanes_avx2.h"
 #include "kernels/vecmath.h"
-
-/* Lane i of the mask is on when i < count (count 0..8). */
-static __m256i tail_mask(int count) {
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
-}
 
 /* e^x for 8 floats, as p * scale1 * scale2 (exp8 below multiplies them out).
  * Error: <= 2 ulp of expf(x) for every x (1 measured), where an ulp is never
@@ -125,13 +120,13 @@ static __m256 sigmoid8(__m256 x) {
     return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-/* The three array loops: 8 at a time, then the masked tail. */
+/* The three array loops: 8 at a time, then the tail of 1..7 (lanes_avx2.h). */
 void vec_exp_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, exp8(_mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, exp8(_mm256_maskload_ps(x + i, mask)), n - i);
     }
 }
 
@@ -139,8 +134,8 @@ void vec_tanh_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, tanh8(_mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, tanh8(_mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, tanh8(_mm256_maskload_ps(x + i, mask)), n - i);
     }
 }
 
@@ -148,8 +143,8 @@ void vec_sigmoid_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid8(_mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, sigmoid8(_mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, sigmoid8(_mm256_maskload_ps(x + i, mask)), n - i);
     }
 }
 
@@ -160,8 +155,8 @@ void vec_relu_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_max_ps(_mm256_loadu_ps(x + i), zero));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, _mm256_max_ps(_mm256_maskload_ps(x + i, mask), zero));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, _mm256_max_ps(_mm256_maskload_ps(x + i, mask), zero), n - i);
     }
 }
 
@@ -178,10 +173,11 @@ void vec_relu_backward_avx2(float *dx, const float *dy, const float *x, int n) {
         _mm256_storeu_ps(dx + i, relu_backward8(_mm256_loadu_ps(dx + i), _mm256_loadu_ps(dy + i),
                                                 _mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(dx + i, mask,
-                            relu_backward8(_mm256_maskload_ps(dx + i, mask), _mm256_maskload_ps(dy + i, mask),
-                                           _mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(dx + i,
+                          relu_backward8(_mm256_maskload_ps(dx + i, mask), _mm256_maskload_ps(dy + i, mask),
+                                         _mm256_maskload_ps(x + i, mask)),
+                          n - i);
     }
 }
 
@@ -398,8 +394,8 @@ void vec_gelu_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, gelu8(_mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, gelu8(_mm256_maskload_ps(x + i, mask)), n - i);
     }
 }
 
@@ -407,8 +403,8 @@ void vec_gelu_tanh_avx2(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_tanh8(_mm256_loadu_ps(x + i)));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, gelu_tanh8(_mm256_maskload_ps(x + i, mask)));
+        __m256i mask = first_lanes(n - i);
+        store_first_lanes(y + i, gelu_tanh8(_mm256_maskload_ps(x + i, mask)), n - i);
     }
 }
 
@@ -420,10 +416,11 @@ void vec_gelu_backward_avx2(float *dx, const float *dy, const float *x, int n) {
         _mm256_storeu_ps(dx + i, _mm256_fmadd_ps(_mm256_loadu_ps(dy + i), grad, _mm256_loadu_ps(dx + i)));
     }
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = first_lanes(n - i);
         __m256 grad = gelu_grad8(_mm256_maskload_ps(x + i, mask));
-        _mm256_maskstore_ps(dx + i, mask,
-                            _mm256_fmadd_ps(_mm256_maskload_ps(dy + i, mask), grad, _mm256_maskload_ps(dx + i, mask)));
+        store_first_lanes(dx + i,
+                          _mm256_fmadd_ps(_mm256_maskload_ps(dy + i, mask), grad, _mm256_maskload_ps(dx + i, mask)),
+                          n - i);
     }
 }
 
@@ -434,10 +431,11 @@ void vec_gelu_tanh_backward_avx2(float *dx, const float *dy, const float *x, int
         _mm256_storeu_ps(dx + i, _mm256_fmadd_ps(_mm256_loadu_ps(dy + i), grad, _mm256_loadu_ps(dx + i)));
     }
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = first_lanes(n - i);
         __m256 grad = gelu_tanh_grad8(_mm256_maskload_ps(x + i, mask));
-        _mm256_maskstore_ps(dx + i, mask,
-                            _mm256_fmadd_ps(_mm256_maskload_ps(dy + i, mask), grad, _mm256_maskload_ps(dx + i, mask)));
+        store_first_lanes(dx + i,
+                          _mm256_fmadd_ps(_mm256_maskload_ps(dy + i, mask), grad, _mm256_maskload_ps(dx + i, mask)),
+                          n - i);
     }
 }
 
@@ -464,7 +462,7 @@ static double sum4_double(__m256d v) {
  * excess lanes are set to -inf before it. */
 void vec_softmax_rows_avx2(float *y, const float *x, int rows, int C) {
     const int full = C - C % 8;
-    const __m256i mask = tail_mask(C % 8);
+    const __m256i mask = first_lanes(C % 8);
     const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
     for (int n = 0; n < rows; n++) {
         const float *xr = x + (size_t)n * C;
@@ -494,13 +492,13 @@ void vec_softmax_rows_avx2(float *y, const float *x, int rows, int C) {
         if (full < C) {
             __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(xr + full, mask), shift));
             e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));          /* lanes past C add 0 */
-            _mm256_maskstore_ps(yr + full, mask, e);
+            store_first_lanes(yr + full, e, C % 8);
             add8_double(e, &sum_low, &sum_high);
         }
         const __m256 inv = _mm256_set1_ps((float)(1.0 / sum4_double(_mm256_add_pd(sum_low, sum_high))));
         for (int c = 0; c < full; c += 8) _mm256_storeu_ps(yr + c, _mm256_mul_ps(_mm256_loadu_ps(yr + c), inv));
         if (full < C)
-            _mm256_maskstore_ps(yr + full, mask, _mm256_mul_ps(_mm256_maskload_ps(yr + full, mask), inv));
+            store_first_lanes(yr + full, _mm256_mul_ps(_mm256_maskload_ps(yr + full, mask), inv), C % 8);
     }
 }
 
@@ -521,7 +519,7 @@ static __m256 minus_dot8(__m256 dy, __m256d dot) {
 
 void vec_softmax_backward_rows_avx2(float *dx, const float *dy, const float *y, int rows, int C) {
     const int full = C - C % 8;
-    const __m256i mask = tail_mask(C % 8);
+    const __m256i mask = first_lanes(C % 8);
     for (int n = 0; n < rows; n++) {
         const float *dyr = dy + (size_t)n * C;
         const float *yr = y + (size_t)n * C;
@@ -546,7 +544,7 @@ void vec_softmax_backward_rows_avx2(float *dx, const float *dy, const float *y, 
         if (full < C) {
             __m256 g = _mm256_mul_ps(_mm256_maskload_ps(yr + full, mask),
                                      minus_dot8(_mm256_maskload_ps(dyr + full, mask), dot4));
-            _mm256_maskstore_ps(dxr + full, mask, _mm256_add_ps(_mm256_maskload_ps(dxr + full, mask), g));
+            store_first_lanes(dxr + full, _mm256_add_ps(_mm256_maskload_ps(dxr + full, mask), g), C % 8);
         }
     }
 }
