@@ -97,30 +97,42 @@ static inline void pack_a_sliver_avx2(int mr, float *sliver, const float *A, int
 }
 
 /* Pack depth [p0, p0+kc) x columns [j0, j0+cols) of op(B) into an nr-column
- * sliver. Shape: B as stored, sliver[kc * nr] (32-byte aligned). */
+ * sliver. Shape: B as stored, sliver[kc * nr] (32-byte aligned).
+ * A ragged last sliver (cols < nr) takes the same vector path as a full one,
+ * its missing columns read as zeros: attention's products have such an edge
+ * in every other sliver (N = 50 tokens is 3 slivers of 16 and one of 2), and
+ * element by element its packing took a tenth of chapter 07's training step. */
 static inline void pack_b_sliver_avx2(int nr, float *sliver, const float *B, int ldb,
                                       int trans_b, int p0, int kc, int j0, int cols) {
     int p = 0;
-    if (!trans_b && cols == nr) {
+    if (!trans_b) {
         /* B stored [K, N]: rows are contiguous in n, a straight copy. */
         for (; p < kc; p++) {
             const float *src = B + (size_t)(p0 + p) * ldb + j0;
-            for (int j = 0; j < nr; j += 8) _mm256_store_ps(sliver + p * nr + j, _mm256_loadu_ps(src + j));
+            for (int j = 0; j < nr; j += 8) {
+                int lanes = cols - j < 0 ? 0 : cols - j < 8 ? cols - j : 8;
+                __m256 v = lanes == 8 ? _mm256_loadu_ps(src + j)
+                         : lanes > 0  ? _mm256_maskload_ps(src + j, first_lanes(lanes))
+                                      : _mm256_setzero_ps();
+                _mm256_store_ps(sliver + p * nr + j, v);
+            }
         }
-    } else if (trans_b && cols == nr) {
+    } else {
         /* B stored [N, K]: column j of op(B) is row j of B, contiguous in k.
-         * Transpose 8x8 blocks: 8 rows of B x 8 k -> 8 k x 8 columns. */
+         * Transpose 8x8 blocks: 8 rows of B x 8 k -> 8 k x 8 columns (rows
+         * past cols are zeros). */
         for (; p + 8 <= kc; p += 8) {
             for (int j = 0; j < nr; j += 8) {
                 const float *src = B + (size_t)(j0 + j) * ldb + p0 + p;
                 __m256 r[8];
-                for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(src + (size_t)q * ldb);
+                for (int q = 0; q < 8; q++)
+                    r[q] = j + q < cols ? _mm256_loadu_ps(src + (size_t)q * ldb) : _mm256_setzero_ps();
                 transpose_8x8(r);
                 for (int q = 0; q < 8; q++) _mm256_store_ps(sliver + (p + q) * nr + j, r[q]);
             }
         }
     }
-    for (; p < kc; p++) /* what is left: the k remainder, or a ragged last sliver */
+    for (; p < kc; p++) /* what is left: the k remainder of a transposed B */
         for (int j = 0; j < nr; j++)
             sliver[p * nr + j] = j < cols ? packed_op_b(B, ldb, trans_b, p0 + p, j0 + j) : 0.0f;
 }
