@@ -14,12 +14,13 @@
  * of 50 tokens: 3200 rows; D 96, F 192: the projections [Q|K|V] and O, the
  * MLP's two layers, their input gradients (nt) and a weight gradient (tn),
  * which add to C as the backward pass does, beta = 1), then tall products
- * around the edge of the rule (C near twice a 512 KiB L2).
+ * of 1024-1600 rows (C of 1-1.8 MiB: where an earlier rule of the AVX2
+ * kernel changed paths, matmul_blocked.c, "2.").
  *
  * The two paths must give the same bits (the same chain of FMAs per
  * element); the program checks that on every product and fails if not.
  * Writes DIR/direct.tsv: a first line "# machine: ..." (the CPU's name and
- * family, the L2 the rule reads: the figures differ most between CPUs, and
+ * family and L2 size: the figures differ most between CPUs, and
  * tools/perf_table.sh prints it above the table), then op M N K kernel
  * direct_gflops packed_gflops auto_path. Never passes or fails on a time. */
 #include <math.h>
@@ -55,9 +56,9 @@ static const Product PRODUCTS[] = {
     {0, 1, 3200, 96, 288, 1, "ViT long: dX of [Q|K|V]"},
     {0, 1, 3200, 192, 96, 1, "ViT long: dH of MLP out"},
     {1, 0, 96, 288, 3200, 1, "ViT long: dW_QKV"},
-    {0, 0, 1024, 256, 96, 0, "edge: C 1 MiB"},
-    {0, 0, 1024, 288, 96, 0, "edge: C 1.1 MiB"},
-    {0, 0, 1600, 288, 96, 0, "edge: C 1.8 MiB"},
+    {0, 0, 1024, 256, 96, 0, "tall: C 1 MiB"},
+    {0, 0, 1024, 288, 96, 0, "tall: C 1.1 MiB"},
+    {0, 0, 1600, 288, 96, 0, "tall: C 1.8 MiB"},
 };
 
 /* One product `count` times down `path`; milliseconds. */
@@ -159,7 +160,7 @@ int main(int argc, char **argv) {
             }
             double t_direct = median(samples[0], reps), t_packed = median(samples[1], reps);
             int lda = p->trans_a ? p->M : p->K;
-            int in_place = gemm_reads_a_in_place(kernel, p->M, p->N, lda);
+            int in_place = gemm_reads_a_in_place(kernel, p->N, lda);
             int right = in_place ? t_direct <= t_packed : t_packed <= t_direct;
             char op[3] = {p->trans_a ? 't' : 'n', p->trans_b ? 't' : 'n', '\0'}, shape[32];
             snprintf(shape, sizeof shape, "%dx%dx%d", p->M, p->N, p->K);

@@ -282,7 +282,6 @@ static const GemmKernel AVX2_KERNEL = {
     .pack_a = pack_a_6, .pack_b = pack_b_16, .kernel = kernel_6x16,
     .kernel_direct = kernel_6x16_direct, .b_in_place = 0,
     .small = sgemm_small_avx2, .small_max_work = 16384.0, /* 2^14: matmul_blocked.c */
-    .direct_c_in_l2 = 1, /* measured on a Zen 3: matmul_blocked.c */
 };
 
 const GemmKernel *gemm_kernel_avx2(void) { return &AVX2_KERNEL; }

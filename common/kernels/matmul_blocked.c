@@ -66,27 +66,17 @@ static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
  *    rows 4 KiB apart: 512x1024x1024 0.74x (0.91x); 1024 columns with
  *    rows 1 KiB apart, 1024x1024x256: 0.81x (1.02x). The choice is made per
  *    thread's block and does not change the bits.
- *    A kernel with direct_c_in_l2 set (the AVX2 one) reads A in place only
- *    while its C block (M x N floats) is smaller than twice the L2. On an AMD
- *    EPYC of the Zen 3 generation (family 25, AVX2 only, 512 KiB of L2 per
- *    core), 1 thread, tall products read A in place up to 2x slower than
- *    packed: packed against direct in time, C += op(A) op(B), medians of 7
- *    interleaved samples, 3200x192x96 1.7x faster, 3200x288x96 2.1x,
- *    1600x288x96 1.3x, 4096x256x64 1.8x, 512^3 1.1x; at the edge (K 96)
- *    1024x256 (C 1 MiB) 0.99x, 1024x288 1.15x, 1280x288 1.43x; below it the
- *    direct path stays ahead (512x288x96 0.91x, 256^3 0.91x, tn 128x384x2048
- *    0.86x). The machine is shared and these figures move from run to run
- *    (bench/bench_direct.c measures them again), but the tall products lost
- *    in every run. They are one replica's products in chapter 07's long ViT
- *    (3200 rows: 64 images of 50 tokens), whose training step is where the
- *    rule was settled: 60 steps of `--preset long`, taking turns, took
- *    20.3, 23.1 and 23.8 s of training with the rule, 25.9, 26.9 and 27.1 s
- *    without (1.16x, medians). (Keeping the direct path for N <= 128
- *    whatever the size of C, as warm products alone suggested, was slower
- *    in the step: 27.0 and 26.0 s against 24.5 and 25.1.) On the Zen 5 above
- *    (1 MiB of L2: C under 2 MiB stays direct) the rule changes none of the
- *    products measured, and the AVX-512 kernel, never measured on a Zen 3,
- *    keeps the plain rule.
+ *    On an AMD EPYC of the Zen 3 generation (AVX2 only, 512 KiB of L2 per
+ *    core) tall products once ran up to 2x slower with A in place
+ *    (3200x288x96, one replica's [Q|K|V] = X W_QKV in chapter 07's long ViT),
+ *    and for a day the AVX2 kernel read A in place only while C was under
+ *    twice the L2. Then AVX2's masked stores went (lanes_avx2.h: AMD's
+ *    cores run them as microcode, and every tile ended in 12 of them), and
+ *    both paths ran those products at 67-84 GFLOP/s there (one core's FMA
+ *    peak is 92.6), within 14% of each other, either way from run to run
+ *    (bench/bench_direct.c); the long ViT's step took the same time with
+ *    the rule and without it (60 steps taking turns, 3 each: 16.4, 19.1,
+ *    17.2 s against 16.8, 17.1, 18.4 s of training), so the rule went.
  *
  * 3. Otherwise, the GotoBLAS loops with both operands packed. */
 enum { DIRECT_MAX_LD = 512, DIRECT_MAX_N = 512 };
@@ -401,12 +391,8 @@ static void fetch_lines(Fetch *f, size_t lines) {
 }
 
 /* The rule of "2." above, for a thread's block (matmul_blocked.h). */
-int gemm_reads_a_in_place(const GemmKernel *kernel, int M, int N, int lda) {
-    if (kernel->kernel_direct == NULL || lda > DIRECT_MAX_LD || N > DIRECT_MAX_N) return 0;
-    if (!kernel->direct_c_in_l2) return 1;
-    pthread_once(&cache_sizes_once, read_cache_sizes);
-    long l2 = cache_l2_bytes > 0 ? cache_l2_bytes : 512L << 10; /* not reported: assume 512 KiB */
-    return (double)M * N * sizeof(float) < 2.0 * (double)l2;
+int gemm_reads_a_in_place(const GemmKernel *kernel, int N, int lda) {
+    return kernel->kernel_direct != NULL && lda <= DIRECT_MAX_LD && N <= DIRECT_MAX_N;
 }
 
 /* One thread's share: the five loops over C[M, N] (all of the caller's C, or
@@ -424,7 +410,7 @@ static void blocked_one_thread(const GemmKernel *kernel, GemmPath path, int tran
     int KC, MC, NC;
     gemm_blocking(kernel, &KC, &MC, &NC);
     int direct = path == GEMM_DIRECT ? kernel->kernel_direct != NULL
-                                     : path == GEMM_AUTO && gemm_reads_a_in_place(kernel, M, N, lda);
+                                     : path == GEMM_AUTO && gemm_reads_a_in_place(kernel, N, lda);
     int b_in_place = direct && !trans_b && kernel->b_in_place &&
                      (path == GEMM_DIRECT || ldb <= DIRECT_MAX_LD);
     int kc_max = min_int(K, KC);

@@ -64,11 +64,6 @@ typedef struct {
      * next block"). Set for the kernel whose packing costs as much as its
      * arithmetic (bf16); the float kernels are better without it. */
     int fetch_next;
-    /* 1: the direct path is taken only while the thread's C block (M x N
-     * floats) is smaller than twice the L2; beyond that, on the CPU this was
-     * measured on, reading A in place lost to packing it by up to 2x
-     * (matmul_blocked.c, "2."). Set for the AVX2 kernel. */
-    int direct_c_in_l2;
 } GemmKernel;
 
 /* The small-product path of matmul_avx2.c (both SIMD kernels use it). */
@@ -100,12 +95,12 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
                         int ldb, float beta, float *C, int ldc);
 
 /* 1 when GEMM_AUTO reads op(A) in place (the direct path) for a thread's
- * block of M x N with A's rows lda floats apart, 0 when it packs A (0 too
+ * block of N columns with A's rows lda floats apart, 0 when it packs A (0 too
  * for a kernel without a direct form); products small enough for the small
  * path skip both (K <= kc and M N K <= small_max_work). The driver's rule
  * (matmul_blocked.c, "2."), public so that bench/bench_direct.c can print
  * which path it picks beside the time of each, and the tests can check it. */
-int gemm_reads_a_in_place(const GemmKernel *kernel, int M, int N, int lda);
+int gemm_reads_a_in_place(const GemmKernel *kernel, int N, int lda);
 
 /* The cache blocks sgemm_blocked uses with `kernel` on this CPU: KC is the
  * kernel's (fixed, see matmul_avx512.c), MC and NC are derived from the L2
