@@ -72,7 +72,7 @@ static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
  *    and for a day the AVX2 kernel read A in place only while C was under
  *    twice the L2. Then AVX2's masked stores went (lanes_avx2.h: AMD's
  *    cores run them as microcode, and every tile ended in 12 of them), and
- *    both paths ran those products at 67-84 GFLOP/s there (one core's FMA
+ *    both paths ran those products at 58-84 GFLOP/s there (one core's FMA
  *    peak is 92.6), within 14% of each other, either way from run to run
  *    (bench/bench_direct.c); the long ViT's step took the same time with
  *    the rule and without it (60 steps taking turns, 3 each: 16.4, 19.1,
