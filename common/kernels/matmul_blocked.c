@@ -330,9 +330,10 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc) {
  * and again, as bench_sgemm does) in a throwaway probe, were 0.95-1.02x
  * with it: their packed A block fills half of L2, and the next one fetched
  * beside it leaves little room for the rest. On the Zen 3 of "2." above,
- * where the AVX2 kernel packs the step's tall products, the same step with
- * that kernel fetching (fetch_next set for the trial) was 1.036x and 1.020x,
- * against 1.008x for the same code on both sides: within that host's noise.
+ * while the AVX2 kernel still packed the step's tall products (the rule of
+ * that day, since gone), the same step with that kernel fetching
+ * (fetch_next set for the trial) was 1.036x and 1.020x, against 1.008x for
+ * the same code on both sides: within that host's noise.
  * So the float kernels do not fetch.
  *
  * A Region is the part of an operand a block reads: `rows` runs of
