@@ -132,7 +132,7 @@ static double model_loss(void *p) {
  * (the same images' branches dropped each time), so backward must give the
  * gradient of that function. */
 static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality,
-                        int stem, float drop_path) {
+                        int stem, float drop_path, float keep) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
@@ -140,9 +140,11 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     cfg.locality = locality;
     cfg.stem = stem;
     cfg.drop_path = drop_path;
+    cfg.keep = keep;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
-    v.training = drop_path > 0.0f;
+    const int random = drop_path > 0.0f || (keep > 0.0f && keep < 1.0f);
+    v.training = random;
     Rng r;
     rng_seed(&r, 11, 0);
     /* make every parameter matter: positions, class token and head away from their small initial values */
@@ -150,16 +152,16 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     float images[3 * 3 * 64];
     fill(images, (size_t)B * channels * 64, 1.0f, &r);
     int targets[3] = {0, 2, 1};
-    ModelCtx ctx = {&v, images, targets, B, drop_path > 0.0f};
+    ModelCtx ctx = {&v, images, targets, B, random};
     params_zero_grad(&v.params);
     model_loss(&ctx);
     vit_backward(&v, targets);
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
         fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d, "
-                 "drop path %g: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool),
+                 "drop path %g, keep %g: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool),
                  vit_pos_name(pos), channels, (double)label_smoothing, kernel, locality, stem, (double)drop_path,
-                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
+                 (double)keep, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
     assert_true(res.n_checked >= 500);
     if (stem) {   /* every one of the stem's weights and biases, the tensors furthest from the loss */
         float *W = params_data(&v.params, v.stem_W), *dW = params_grad(&v.params, v.stem_W);
@@ -176,18 +178,22 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0, 0.0f);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f);     /* overlapping patches */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0, 0.0f);  /* locality self-attention */
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3, 0.0f);  /* the convolutional stem */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.6f);  /* drop path (blocks at 0.3, 0.6), training */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0, 0.0f, 0.0f);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.0f);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0, 0.0f, 0.0f);  /* locality self-attention */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3, 0.0f, 0.0f);  /* the convolutional stem */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2, 0.0f, 0.0f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.6f, 0.0f);  /* drop path (blocks at 0.3, 0.6), training */
+    /* patch dropout, training: 2 of the 4 patches kept, then 3, the same ones each time (the Rng reseeded) */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.5f);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.75f);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 2, 0.0f, 0.5f);
 }
 
 static void test_positions_2d(void **state) {
@@ -235,6 +241,32 @@ static void test_dropout_only_in_training(void **state) {
     vit_forward(&v, images, NULL, B);
     assert_true(memcmp(v.logits, w.logits, sizeof(float) * B * 3) != 0);
     vit_free(&v);
+    /* patch dropout: evaluation reads all 4 patches (the same logits); training runs 1 + 2 tokens, each
+     * image's 2 patches distinct and in order, and over many draws all 6 pairs come up about equally */
+    cfg = plain;
+    cfg.keep = 0.5f;
+    assert_int_equal(vit_create(&v, &cfg, B, 9), 0);
+    vit_forward(&v, images, NULL, B);
+    assert_int_equal(v.T_run, v.T);
+    assert_memory_equal(v.logits, w.logits, sizeof(float) * B * 3);
+    v.training = 1;
+    assert_int_equal(vit_kept_patches(&v), 2);
+    int pairs[4][4] = {{0}};
+    for (int i = 0; i < 600; i++) {
+        vit_forward(&v, images, NULL, B);
+        assert_int_equal(v.T_run, 3);
+        for (int b = 0; b < B; b++) {
+            const int *k = v.kept + 2 * b;
+            assert_true(0 <= k[0] && k[0] < k[1] && k[1] < 4);
+            pairs[k[0]][k[1]]++;
+        }
+    }
+    for (int a = 0; a < 4; a++)
+        for (int c = a + 1; c < 4; c++) assert_in_range(pairs[a][c], 150, 250);   /* 200 expected, sd 13 */
+    v.training = 0;
+    vit_forward(&v, images, NULL, B);
+    assert_int_equal(v.T_run, v.T);
+    vit_free(&v);
     vit_free(&w);
 }
 
@@ -248,6 +280,7 @@ static void test_config_and_errors(void **state) {
     cfg.stem = 5;
     cfg.patch.K = 8;                                   /* with the stem: K - P a multiple of 4 */
     cfg.drop_path = 0.375f;
+    cfg.keep = 0.625f;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -286,6 +319,15 @@ static void test_config_and_errors(void **state) {
     snprintf(older, sizeof older, "%.*sdrop_path=1%s", (int)(path_line - text), text, strchr(path_line, '\n'));
     assert_int_equal(vit_config_from_text(older, &back), -1);
     assert_string_equal(last_error(), "drop_path=1: expected a number in [0, 1)");
+    /* nor from before patch dropout: no line means every patch; out of [0, 1] is refused */
+    const char *keep_line = strstr(text, "keep=");
+    assert_non_null(keep_line);
+    snprintf(older, sizeof older, "%.*s%s", (int)(keep_line - text), text, strchr(keep_line, '\n') + 1);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_true(back.keep == 0.0f);
+    snprintf(older, sizeof older, "%.*skeep=1.5%s", (int)(keep_line - text), text, strchr(keep_line, '\n'));
+    assert_int_equal(vit_config_from_text(older, &back), -1);
+    assert_string_equal(last_error(), "keep=1.5: expected a number in [0, 1]");
     snprintf(older, sizeof older, "%.*slocality=2%s", (int)(at - text), text, strchr(at, '\n'));
     assert_int_equal(vit_config_from_text(older, &back), -1);
     assert_string_equal(last_error(), "config key 'locality': expected 0..1, got 2");

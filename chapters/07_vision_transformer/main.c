@@ -34,8 +34,8 @@
 static struct {
     const char *patch, *pool, *pos, *data, *preset, *image;
     int kernel, layers, dim, heads, ff, augment, shift, index, n_pictures, locality, stem;
-    float dropout, label_smoothing, erase, drop_path;
-} flags = {"7", "cls", "learned", NULL, "quick", NULL, 0, 2, 64, 4, 128, 0, 2, -1, 4, 0, 0, 0.0f, 0.0f, 0.0f, 0.0f};
+    float dropout, label_smoothing, erase, drop_path, keep;
+} flags = {"7", "cls", "learned", NULL, "quick", NULL, 0, 2, 64, 4, 128, 0, 2, -1, 4, 0, 0, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f};
 
 /* The quick default (make run-07): patch 7, 2 blocks of D 64, 5,000 steps of
  * 128 images (11.6 epochs). Measured here: 4 blocks for 1,500 steps reached
@@ -69,6 +69,9 @@ static const ArgSpec MODEL_ARGS[] = {
     {"drop-path", ARG_FLOAT, &flags.drop_path, "stochastic depth while training: each image skips the last "
      "block's attention and MLP branches, each with probability p, block l's with (l + 1) / L of p (chapter 06's "
      "stack.h)", 0, 0.9, NULL},
+    {"keep", ARG_FLOAT, &flags.keep, "patch dropout while training (vit.h): each image keeps this fraction of its "
+     "patches, drawn at random, so the encoder runs on fewer tokens and a step costs about that fraction of one "
+     "with every patch; evaluation reads every patch (1 = off)", 0.05, 1, NULL},
     {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "eps of label smoothing: the training target is "
      "(1 - eps) on the right class + eps / 10 on each (0 = off; the printed loss stays the plain one)", 0, 0.95,
      NULL},
@@ -161,6 +164,7 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
                                .K = flags.kernel},
                      .layers = flags.layers, .heads = flags.heads, .ff = flags.ff, .dropout = flags.dropout,
                      .drop_path = flags.drop_path,
+                     .keep = flags.keep,
                      .classes = FASHION_MNIST_CLASSES, .label_smoothing = flags.label_smoothing,
                      .locality = flags.locality, .stem = flags.stem};
     if (vit_pool_from_name(flags.pool, &cfg.pool) < 0 || vit_pos_from_name(flags.pos, &cfg.pos) < 0) return -1;

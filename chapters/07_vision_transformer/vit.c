@@ -107,6 +107,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f)) return fail("dropout=%g: expected 0 <= p < 1", cfg->dropout);
     if (!(cfg->drop_path >= 0.0f && cfg->drop_path < 1.0f))
         return fail("drop_path=%g: expected 0 <= p < 1", cfg->drop_path);
+    if (!(cfg->keep >= 0.0f && cfg->keep <= 1.0f))
+        return fail("keep=%g: expected a fraction of the patches in (0, 1] (0: all)", cfg->keep);
     if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
         return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
@@ -194,6 +196,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     v->dpooled = xcalloc((size_t)max_B * D, sizeof(float));
     v->dout = xcalloc((size_t)max_B * v->T * D, sizeof(float));
     v->dpatches = xcalloc(BND, sizeof(float));
+    if (vit_kept_patches(v) < v->N) v->kept = xcalloc((size_t)max_B * v->N, sizeof(int));
+    v->T_run = v->T;
     return 0;
 }
 
@@ -203,7 +207,7 @@ void vit_free(Vit *v) {
     free(v->P_fixed); free(v->patches); free(v->patch_cache); free(v->pooled); free(v->logits);
     free(v->probs); free(v->dlogits); free(v->dpooled); free(v->dout); free(v->dpatches);
     free(v->stem_pre); free(v->stem_act); free(v->stem_map); free(v->dstem_pre); free(v->dstem_act);
-    free(v->dstem_map); free(v->stem_cache); free(v->embed_scratch);
+    free(v->dstem_map); free(v->stem_cache); free(v->embed_scratch); free(v->kept);
     memset(v, 0, sizeof *v);
 }
 
@@ -258,11 +262,30 @@ static void embed_backward(Vit *v, const float *dpatches, int B) {
                          v->stem_cache, params_data(p, v->stem_W), &v->stem_spec, B);
 }
 
-/* images [B, channels, rows, cols] -> X_0 [B, T, D] -> Z -> u [B, D] -> logits [B, C] */
+int vit_kept_patches(const Vit *v) {
+    const float k = v->cfg.keep;
+    if (k <= 0.0f || k >= 1.0f) return v->N;
+    const int K = (int)lroundf(k * (float)v->N);
+    return K < 1 ? 1 : K;
+}
+
+/* kept [K]: K of the N patches drawn without replacement, in increasing order */
+static void draw_kept(int *kept, int K, int N, Rng *rng) {
+    int chosen = 0;
+    /* selection sampling (Knuth's algorithm S): patch n is taken with probability
+     * (still to take) / (still to look at), which keeps every K-subset equally likely */
+    for (int n = 0; n < N && chosen < K; n++)
+        if (rng_below(rng, (uint32_t)(N - n)) < (uint32_t)(K - chosen)) kept[chosen++] = n;
+}
+
+/* images [B, channels, rows, cols] -> X_0 [B, T', D] -> Z -> u [B, D] -> logits [B, C]
+ * (T' = T, or off + K while training with patch dropout) */
 double vit_forward(Vit *v, const float *images, const int *targets, int B) {
     Params *p = &v->params;
-    const int N = v->N, T = v->T, D = v->D, off = T - N;
+    const int N = v->N, D = v->D, off = v->T - N;
+    const int K = v->training && v->kept ? vit_kept_patches(v) : N, T = off + K;
     v->B = B;
+    v->T_run = T;
     embed_forward(v, images, B);
     const float *P = positions(v), *cls = v->cls ? params_data(p, v->cls) : NULL;
     float *X0 = v->st.x[0];
@@ -271,7 +294,17 @@ double vit_forward(Vit *v, const float *images, const int *targets, int B) {
         if (cls)
             for (int d = 0; d < D; d++) x[d] = cls[d] + P[d];
         const float *e = v->patches + (size_t)b * N * D;
-        for (size_t i = 0; i < (size_t)N * D; i++) x[(size_t)off * D + i] = e[i] + P[(size_t)off * D + i];
+        if (K == N) {
+            for (size_t i = 0; i < (size_t)N * D; i++) x[(size_t)off * D + i] = e[i] + P[(size_t)off * D + i];
+            continue;
+        }
+        int *kept = v->kept + (size_t)b * K;
+        draw_kept(kept, K, N, &v->dropout_rng);
+        for (int j = 0; j < K; j++) {   /* token off + j is patch kept[j], with patch kept[j]'s position */
+            const float *ej = e + (size_t)kept[j] * D, *Pj = P + (size_t)(off + kept[j]) * D;
+            float *xj = x + (size_t)(off + j) * D;
+            for (int d = 0; d < D; d++) xj[d] = ej[d] + Pj[d];
+        }
     }
     stack_forward(&v->st, NULL, NULL, B, T, v->training, &v->dropout_rng);
     vit_pool_forward(v->pooled, v->st.out, v->cfg.pool, B, T, D);
@@ -284,7 +317,7 @@ double vit_forward(Vit *v, const float *images, const int *targets, int B) {
 
 void vit_backward(Vit *v, const int *targets) {
     Params *p = &v->params;
-    const int B = v->B, N = v->N, T = v->T, D = v->D, C = v->C, off = T - N;
+    const int B = v->B, N = v->N, T = v->T_run, D = v->D, C = v->C, off = v->T - N, K = T - off;
     memset(v->dlogits, 0, sizeof(float) * (size_t)B * C);
     cross_entropy_smoothed_backward(v->dlogits, v->probs, targets, B, C, -1, v->cfg.label_smoothing,
                                     1.0f / (float)B);
@@ -294,6 +327,31 @@ void vit_backward(Vit *v, const int *targets) {
     memset(v->dout, 0, sizeof(float) * (size_t)B * T * D);
     vit_pool_backward(v->dout, v->dpooled, v->cfg.pool, B, T, D);
     const float *dX0 = stack_backward(&v->st, v->dout, NULL, NULL, NULL, B, T);
+    if (K < N) {   /* patch dropout: each kept row's gradient goes back to its patch and its position */
+        float *dP = v->pos ? params_grad(p, v->pos) : NULL;
+        memset(v->dpatches, 0, sizeof(float) * (size_t)B * N * D);
+        for (int b = 0; b < B; b++) {
+            const int *kept = v->kept + (size_t)b * K;
+            const float *g = dX0 + (size_t)b * T * D;
+            if (dP)
+                for (int t = 0; t < off; t++)   /* the class token's position */
+                    for (int d = 0; d < D; d++) dP[(size_t)t * D + d] += g[(size_t)t * D + d];
+            for (int j = 0; j < K; j++) {
+                const float *gj = g + (size_t)(off + j) * D;
+                float *dj = v->dpatches + ((size_t)b * N + kept[j]) * D;
+                memcpy(dj, gj, sizeof(float) * (size_t)D);
+                if (dP)
+                    for (int d = 0; d < D; d++) dP[(size_t)(off + kept[j]) * D + d] += gj[d];
+            }
+        }
+        if (v->cls) {
+            float *dcls = params_grad(p, v->cls);
+            for (int b = 0; b < B; b++)
+                for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
+        }
+        embed_backward(v, v->dpatches, B);
+        return;
+    }
     /* X_0 = [cls; patches] + P: each gets the gradient of its rows */
     if (v->pos) add_positional_encoding_backward(params_grad(p, v->pos), dX0, B, T, D);
     if (v->cls) {
@@ -319,7 +377,7 @@ void vit_predict(const Vit *v, int *pred) {
     }
 }
 
-const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st, l, v->B, v->T, 0); }
+const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st, l, v->B, v->T_run, 0); }
 
 /* ------------------------------------------------------------ config text */
 
@@ -327,15 +385,15 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
              "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
-             "stem=%d\ndrop_path=%g\nseed=%d\n",
+             "stem=%d\ndrop_path=%g\nkeep=%g\nseed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
              c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, seed);
+             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, (double)c->keep, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32];
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32], keep[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -367,6 +425,8 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (config_get_or(config, "label_smoothing", "0", smoothing, sizeof smoothing) < 0) return -1;
     /* and drop_path: a checkpoint without the line was trained without it */
     if (config_get_or(config, "drop_path", "0", drop_path, sizeof drop_path) < 0) return -1;
+    /* and keep (patch dropout): a checkpoint without the line kept every patch */
+    if (config_get_or(config, "keep", "0", keep, sizeof keep) < 0) return -1;
     char *end;
     c->dropout = strtof(dropout, &end);
     if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
@@ -376,6 +436,9 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     c->drop_path = strtof(drop_path, &end);
     if (end == drop_path || *end || !(c->drop_path >= 0.0f && c->drop_path < 1.0f))
         return fail("drop_path=%s: expected a number in [0, 1)", drop_path);
+    c->keep = strtof(keep, &end);
+    if (end == keep || *end || !(c->keep >= 0.0f && c->keep <= 1.0f))
+        return fail("keep=%s: expected a number in [0, 1]", keep);
     return 0;
 }
 

@@ -39,6 +39,18 @@
  * but it is now built from S learned local features instead of raw pixels.
  * The ViT paper's "hybrid" model does the same with a whole ResNet.
  *
+ * PATCH DROPOUT (--keep k, after Liu et al. 2023, "PatchDropout"): while
+ * training, each image keeps only K = round(k N) of its N patches, chosen at
+ * random, each with its own position added (so the model still knows where
+ * each kept patch sits), and the class token:
+ *
+ *   X_0 = [x_cls; x_{n_1}; ..; x_{n_K}] + [E_pos[0]; E_pos[n_1]; ..; E_pos[n_K]]
+ *
+ * The encoder runs on T' = 1 + K tokens instead of T: its products shrink in
+ * proportion and attention's T^2 by k^2, so a step costs about k of one with
+ * every patch. Evaluation always reads every patch. The dropped patches get
+ * no gradient that step, like dropout's zeros.
+ *
  * Letters as in common/README.md: B images, N patches, T tokens, D width, H
  * heads, D_H = D / H, F the MLP width, L blocks, C classes. Conventions as in
  * chapter 06: one Params buffer, activations allocated once for max_B
@@ -68,12 +80,14 @@ typedef struct {
     int stem;               /* S: channels of the convolutional stem; 0: none (the patches read the pixels) */
     float drop_path;        /* stochastic depth, the last block's rate (chapter 06's stack.h: block l's is
                              * (l + 1) / L of it), training only; 0: none */
+    float keep;             /* patch dropout: the fraction of patches a training image keeps, (0, 1]; 0 or 1: all */
 } VitConfig;
 
 typedef struct {
     VitConfig cfg;
     int N, T, D, C;         /* patches, tokens (N or N + 1), width, classes */
     int max_B, B;           /* capacity; images in the last forward */
+    int T_run;              /* tokens of the last forward: T, or 1 + K while training with patch dropout */
     Params params;
     size_t patch_W, patch_b, cls, pos, head_W, head_b;   /* tensor offsets (cls, pos: 0 when absent) */
     size_t stem_W, stem_b;  /* the stem's convolution [channels 4 4, S], [S]; 0 without one */
@@ -89,6 +103,7 @@ typedef struct {
     float *pooled;          /* [B, D] u */
     float *logits, *probs;  /* [B, C] */
     float *dlogits, *dpooled, *dout, *dpatches;   /* [B, C], [B, D], [B, T, D], [B, N, D] */
+    int *kept;              /* [B, K] with patch dropout: the patches each image kept, in order; else NULL */
     /* the stem's, [B, R, S] with R = (rows / 2) (cols / 2), NULL without one: the convolution's output,
      * its GELU, that transposed to the map [B, S, rows / 2, cols / 2] the patch embedding reads, their
      * gradients, and the two convolutions' caches and scratch */
@@ -105,6 +120,9 @@ int vit_pos_from_name(const char *name, VitPos *p);
 /* The fixed 2-D positions: P [T, D] for a grid of grid_rows x grid_cols
  * patches, row 0 zeros when has_cls (then patch n is row n + 1). D % 4 == 0. */
 void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls);
+
+/* K: the patches a training image keeps (N without patch dropout). */
+int vit_kept_patches(const Vit *v);
 
 /* Pooling, shape [B, T, D] -> [B, D]:
  *   cls:  pooled[b] = Z[b, 0]          mean: pooled[b] = (1/T) sum_t Z[b, t]
