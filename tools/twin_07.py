@@ -83,6 +83,8 @@ class VitTwin(nn.Module):
             raise ValueError("dropout must be 0: twin_dump's pass is a training pass, its masks are not dumped")
         if float(cfg.get("drop_path", 0)) != 0.0:   # (a checkpoint from before drop path has no line)
             raise ValueError("drop_path must be 0: twin_dump's pass is a training pass, its masks are not dumped")
+        if float(cfg.get("keep", 0)) not in (0.0, 1.0):   # patch dropout; a checkpoint from before it has no line
+            raise ValueError("keep must be 0 or 1: twin_dump's pass is a training pass, its kept patches are not dumped")
         self.ch, self.rows, self.cols, P = (int(cfg[k]) for k in ("channels", "rows", "cols", "patch"))
         D, L, H, F_ = (int(cfg[k]) for k in ("dim", "layers", "heads", "ff"))
         self.P, self.D, self.cls_pool = P, D, cfg["pool"] == "cls"

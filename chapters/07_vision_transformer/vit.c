@@ -327,6 +327,12 @@ void vit_backward(Vit *v, const int *targets) {
     memset(v->dout, 0, sizeof(float) * (size_t)B * T * D);
     vit_pool_backward(v->dout, v->dpooled, v->cfg.pool, B, T, D);
     const float *dX0 = stack_backward(&v->st, v->dout, NULL, NULL, NULL, B, T);
+    /* X_0 = [cls; patches] + P: each gets the gradient of its rows */
+    if (v->cls) {
+        float *dcls = params_grad(p, v->cls);
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
+    }
     if (K < N) {   /* patch dropout: each kept row's gradient goes back to its patch and its position */
         float *dP = v->pos ? params_grad(p, v->pos) : NULL;
         memset(v->dpatches, 0, sizeof(float) * (size_t)B * N * D);
@@ -344,21 +350,10 @@ void vit_backward(Vit *v, const int *targets) {
                     for (int d = 0; d < D; d++) dP[(size_t)(off + kept[j]) * D + d] += gj[d];
             }
         }
-        if (v->cls) {
-            float *dcls = params_grad(p, v->cls);
-            for (int b = 0; b < B; b++)
-                for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
-        }
         embed_backward(v, v->dpatches, B);
         return;
     }
-    /* X_0 = [cls; patches] + P: each gets the gradient of its rows */
     if (v->pos) add_positional_encoding_backward(params_grad(p, v->pos), dX0, B, T, D);
-    if (v->cls) {
-        float *dcls = params_grad(p, v->cls);
-        for (int b = 0; b < B; b++)
-            for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
-    }
     const float *dpatches = dX0;
     if (off) {
         for (int b = 0; b < B; b++)
