@@ -270,12 +270,41 @@ static void test_dropout_only_in_training(void **state) {
     vit_free(&w);
 }
 
+/* out = text with the line "key=..." left out (value NULL) or set to "key=value" */
+static void edit_line(char *out, size_t cap, const char *text, const char *key, const char *value) {
+    char head[64];
+    snprintf(head, sizeof head, "%s=", key);
+    const char *line = strstr(text, head);
+    assert_non_null(line);
+    assert_true(line == text || line[-1] == '\n');   /* the key itself, not the end of a longer one */
+    const char *next = strchr(line, '\n') + 1;
+    if (value) snprintf(out, cap, "%.*s%s%s\n%s", (int)(line - text), text, head, value, next);
+    else snprintf(out, cap, "%.*s%s", (int)(line - text), text, next);
+}
+
+/* A config text with that line left out parses (a checkpoint from before the key existed) */
+static VitConfig parse_without(const char *text, const char *key) {
+    char older[1100];
+    VitConfig back;
+    edit_line(older, sizeof older, text, key, NULL);
+    assert_int_equal(vit_config_from_text(older, &back), 0);
+    return back;
+}
+
+/* ... and with the line set to value it is refused with this error */
+static void refused_with(const char *text, const char *key, const char *value, const char *error) {
+    char wrong[1100];
+    VitConfig back;
+    edit_line(wrong, sizeof wrong, text, key, value);
+    assert_int_equal(vit_config_from_text(wrong, &back), -1);
+    assert_string_equal(last_error(), error);
+}
+
 static void test_config_and_errors(void **state) {
     (void)state;
     VitConfig cfg = small_config(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1), back;
     cfg.dropout = 0.125f;
     cfg.label_smoothing = 0.25f;
-    cfg.patch.K = 6;
     cfg.locality = 1;
     cfg.stem = 5;
     cfg.patch.K = 8;                                   /* with the stem: K - P a multiple of 4 */
@@ -285,65 +314,20 @@ static void test_config_and_errors(void **state) {
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
     assert_memory_equal(&cfg, &back, sizeof cfg);
-    /* a checkpoint from before label smoothing (no such line) was trained without it */
-    char older[1024], *line = strstr(text, "label_smoothing=");
-    assert_non_null(line);
-    snprintf(older, sizeof older, "%.*s%s", (int)(line - text), text, strchr(line, '\n') + 1);
-    assert_null(strstr(older, "label_smoothing"));
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_true(back.label_smoothing == 0.0f);
-    /* nor from before overlapping patches: no kernel line means kernel = patch */
-    line = strstr(text, "kernel=");
-    assert_non_null(line);
-    snprintf(older, sizeof older, "%.*s%s", (int)(line - text), text, strchr(line, '\n') + 1);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_int_equal(back.patch.K, 0);
-    /* nor from before locality attention: no line means the plain attention; a value not 0 or 1 is refused */
-    const char *at = strstr(text, "locality=");
-    assert_non_null(at);
-    snprintf(older, sizeof older, "%.*s%s", (int)(at - text), text, strchr(at, '\n') + 1);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_int_equal(back.locality, 0);
-    /* nor from before the stem: no line means none */
-    const char *stem_line = strstr(text, "stem=");
-    assert_non_null(stem_line);
-    snprintf(older, sizeof older, "%.*s%s", (int)(stem_line - text), text, strchr(stem_line, '\n') + 1);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_int_equal(back.stem, 0);
-    /* nor from before drop path: no line means none; out of [0, 1) is refused */
-    const char *path_line = strstr(text, "drop_path=");
-    assert_non_null(path_line);
-    snprintf(older, sizeof older, "%.*s%s", (int)(path_line - text), text, strchr(path_line, '\n') + 1);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_true(back.drop_path == 0.0f);
-    snprintf(older, sizeof older, "%.*sdrop_path=1%s", (int)(path_line - text), text, strchr(path_line, '\n'));
-    assert_int_equal(vit_config_from_text(older, &back), -1);
-    assert_string_equal(last_error(), "drop_path=1: expected a number in [0, 1)");
-    /* nor from before patch dropout: no line means every patch; out of [0, 1] is refused */
-    const char *keep_line = strstr(text, "keep=");
-    assert_non_null(keep_line);
-    snprintf(older, sizeof older, "%.*s%s", (int)(keep_line - text), text, strchr(keep_line, '\n') + 1);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
-    assert_true(back.keep == 0.0f);
-    snprintf(older, sizeof older, "%.*skeep=1.5%s", (int)(keep_line - text), text, strchr(keep_line, '\n'));
-    assert_int_equal(vit_config_from_text(older, &back), -1);
-    assert_string_equal(last_error(), "keep=1.5: expected a number in [0, 1]");
-    snprintf(older, sizeof older, "%.*slocality=2%s", (int)(at - text), text, strchr(at, '\n'));
-    assert_int_equal(vit_config_from_text(older, &back), -1);
-    assert_string_equal(last_error(), "config key 'locality': expected 0..1, got 2");
-    char kernel_text[1100];
-    snprintf(kernel_text, sizeof kernel_text, "%.*skernel=six%s", (int)(line - text), text, strchr(line, '\n'));
-    assert_int_equal(vit_config_from_text(kernel_text, &back), -1);
-    assert_string_equal(last_error(), "config key 'kernel': expected an integer, got 'six'");
-    snprintf(kernel_text, sizeof kernel_text, "%.*skernel=-2%s", (int)(line - text), text, strchr(line, '\n'));
-    assert_int_equal(vit_config_from_text(kernel_text, &back), -1);
-    assert_string_equal(last_error(), "config key 'kernel': expected 0..4096, got -2");
-    line = strstr(text, "label_smoothing=");
-    /* a value out of [0, 1) is refused, naming the key */
-    char wrong[1100];
-    snprintf(wrong, sizeof wrong, "%.*slabel_smoothing=1.5%s", (int)(line - text), text, strchr(line, '\n'));
-    assert_int_equal(vit_config_from_text(wrong, &back), -1);
-    assert_non_null(strstr(last_error(), "label_smoothing=1.5"));
+    /* checkpoints from before each later option have no line for it, and were trained without it */
+    assert_true(parse_without(text, "label_smoothing").label_smoothing == 0.0f);
+    assert_int_equal(parse_without(text, "kernel").patch.K, 0);     /* kernel = patch */
+    assert_int_equal(parse_without(text, "locality").locality, 0);  /* the plain attention */
+    assert_int_equal(parse_without(text, "stem").stem, 0);
+    assert_true(parse_without(text, "drop_path").drop_path == 0.0f);
+    assert_true(parse_without(text, "keep").keep == 0.0f);          /* every patch */
+    /* a value out of its range is refused, naming the key */
+    refused_with(text, "drop_path", "1", "drop_path=1: expected a number in [0, 1)");
+    refused_with(text, "keep", "1.5", "keep=1.5: expected a number in [0, 1]");
+    refused_with(text, "locality", "2", "config key 'locality': expected 0..1, got 2");
+    refused_with(text, "kernel", "six", "config key 'kernel': expected an integer, got 'six'");
+    refused_with(text, "kernel", "-2", "config key 'kernel': expected 0..4096, got -2");
+    refused_with(text, "label_smoothing", "1.5", "label_smoothing=1.5: expected a number in [0, 1)");
     Vit v;
     VitConfig bad = cfg;
     bad.patch.P = 3;                                   /* does not divide 8 */
