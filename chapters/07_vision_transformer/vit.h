@@ -46,7 +46,8 @@
  *
  *   X_0 = [x_cls; x_{n_1}; ..; x_{n_K}] + [E_pos[0]; E_pos[n_1]; ..; E_pos[n_K]]
  *
- * The encoder runs on T' = 1 + K tokens instead of T: its products shrink in
+ * The encoder runs on T' = 1 + K tokens instead of T (K with mean pooling,
+ * which has no class token): its products shrink in
  * proportion and attention's T^2 by k^2, so a step costs about k of one with
  * every patch. Evaluation always reads every patch. The dropped patches get
  * no gradient that step, like dropout's zeros.
