@@ -128,9 +128,10 @@ static double model_loss(void *p) {
     return loss / c->B;
 }
 
-/* drop_path > 0: in training, the dropout Rng reseeded before each forward
- * (the same images' branches dropped each time), so backward must give the
- * gradient of that function. */
+/* drop_path > 0 or 0 < keep < 1: in training, the dropout Rng reseeded
+ * before each forward (the same images' branches dropped and the same
+ * patches kept each time), so backward must give the gradient of that
+ * function. */
 static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality,
                         int stem, float drop_path, float keep) {
     const int B = 3;

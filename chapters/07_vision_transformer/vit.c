@@ -196,7 +196,7 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     v->dpooled = xcalloc((size_t)max_B * D, sizeof(float));
     v->dout = xcalloc((size_t)max_B * v->T * D, sizeof(float));
     v->dpatches = xcalloc(BND, sizeof(float));
-    if (vit_kept_patches(v) < v->N) v->kept = xcalloc((size_t)max_B * v->N, sizeof(int));
+    if (vit_kept_patches(v) < v->N) v->kept = xcalloc((size_t)max_B * vit_kept_patches(v), sizeof(int));
     v->T_run = v->T;
     return 0;
 }
@@ -298,12 +298,15 @@ double vit_forward(Vit *v, const float *images, const int *targets, int B) {
             for (size_t i = 0; i < (size_t)N * D; i++) x[(size_t)off * D + i] = e[i] + P[(size_t)off * D + i];
             continue;
         }
+        /* token off + j is patch kept[j] with patch kept[j]'s position: a lookup
+         * of rows by index, as an embedding looks up tokens (layers.h) */
         int *kept = v->kept + (size_t)b * K;
         draw_kept(kept, K, N, &v->dropout_rng);
-        for (int j = 0; j < K; j++) {   /* token off + j is patch kept[j], with patch kept[j]'s position */
-            const float *ej = e + (size_t)kept[j] * D, *Pj = P + (size_t)(off + kept[j]) * D;
-            float *xj = x + (size_t)(off + j) * D;
-            for (int d = 0; d < D; d++) xj[d] = ej[d] + Pj[d];
+        float *xp = x + (size_t)off * D;
+        embedding_forward(xp, kept, e, K, D);
+        for (int j = 0; j < K; j++) {
+            const float *Pj = P + (size_t)(off + kept[j]) * D;
+            for (int d = 0; d < D; d++) xp[(size_t)j * D + d] += Pj[d];
         }
     }
     stack_forward(&v->st, NULL, NULL, B, T, v->training, &v->dropout_rng);
@@ -333,22 +336,17 @@ void vit_backward(Vit *v, const int *targets) {
         for (int b = 0; b < B; b++)
             for (int d = 0; d < D; d++) dcls[d] += dX0[(size_t)b * T * D + d];
     }
-    if (K < N) {   /* patch dropout: each kept row's gradient goes back to its patch and its position */
+    if (K < N) {   /* patch dropout: each kept row's gradient goes back to its patch and its position,
+                    * the embedding's backward (a scatter-add by index); dropped patches get zeros */
         float *dP = v->pos ? params_grad(p, v->pos) : NULL;
         memset(v->dpatches, 0, sizeof(float) * (size_t)B * N * D);
         for (int b = 0; b < B; b++) {
             const int *kept = v->kept + (size_t)b * K;
             const float *g = dX0 + (size_t)b * T * D;
-            if (dP)
-                for (int t = 0; t < off; t++)   /* the class token's position */
-                    for (int d = 0; d < D; d++) dP[(size_t)t * D + d] += g[(size_t)t * D + d];
-            for (int j = 0; j < K; j++) {
-                const float *gj = g + (size_t)(off + j) * D;
-                float *dj = v->dpatches + ((size_t)b * N + kept[j]) * D;
-                memcpy(dj, gj, sizeof(float) * (size_t)D);
-                if (dP)
-                    for (int d = 0; d < D; d++) dP[(size_t)(off + kept[j]) * D + d] += gj[d];
-            }
+            embedding_backward(v->dpatches + (size_t)b * N * D, g + (size_t)off * D, kept, K, D);
+            if (!dP) continue;
+            for (int i = 0; i < off * D; i++) dP[i] += g[i];   /* the class token's position */
+            embedding_backward(dP + (size_t)off * D, g + (size_t)off * D, kept, K, D);
         }
         embed_backward(v, v->dpatches, B);
         return;

@@ -112,8 +112,8 @@ static inline void pack_b_sliver_avx2(int nr, float *sliver, const float *B, int
         for (; p < kc; p++) {
             const float *src = B + (size_t)(p0 + p) * ldb + j0;
             for (int j = 0; j < nr; j += 8) {
-                int lanes = cols - j < 0 ? 0 : cols - j < 8 ? cols - j : 8;
-                __m256 v = lanes == 8 ? _mm256_loadu_ps(src + j)
+                int lanes = cols - j;   /* columns of these 8 that exist: 8 or more, some, or none */
+                __m256 v = lanes >= 8 ? _mm256_loadu_ps(src + j)
                          : lanes > 0  ? _mm256_maskload_ps(src + j, first_lanes(lanes))
                                       : _mm256_setzero_ps();
                 _mm256_store_ps(sliver + p * nr + j, v);
