@@ -12,7 +12,9 @@
  *    fills the loss curve;
  *  - classifier_train with a moving average of the weights trains the same
  *    weights as without it, and the average is the recurrence written out
- *    over the steps done by hand. */
+ *    over the steps done by hand;
+ *  - classifier_train tells each replica each step before it is taken
+ *    (set_progress, which chapter 07's patch dropout reads). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +224,50 @@ static void test_train_learns_reverse(void **state) {
     c.destroy(c.self);
 }
 
+/* set_progress of replicas 0 and 1 (their models' self pointers in
+ * replica_self) records each call's (self, step, steps) here */
+static void *replica_self[2];
+static struct {
+    void *self[2][8];
+    int step[2][8], steps[2][8], calls[2];
+} told;
+
+static void record_progress(void *self, int step, int steps) {
+    const int r = self == replica_self[0] ? 0 : 1, k = told.calls[r]++;
+    if (k >= 8) return;
+    told.self[r][k] = self;
+    told.step[r][k] = step;
+    told.steps[r][k] = steps;
+}
+
+static void test_train_tells_the_step(void **state) {
+    (void)state;
+    enum { STEPS = 5 };
+    Classifier m[2];
+    assert_int_equal(build_small(&m[0], TASK_REVERSE, 3), 0);
+    assert_int_equal(build_small(&m[1], TASK_REVERSE, 3), 0);
+    for (int k = 0; k < 2; k++) {
+        m[k].set_progress = record_progress;
+        replica_self[k] = m[k].self;
+    }
+    memset(&told, 0, sizeof told);
+    DigitTaskSpec spec = {TASK_REVERSE, N};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    ClassifierResult r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(classifier_train(m, 2, &t, STEPS, B, 1e-2f, 0.0f, NULL, 1, 1, &r), 0);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(told.calls[k], STEPS);   /* once a step, each replica */
+        for (int i = 0; i < STEPS; i++) {
+            assert_ptr_equal(told.self[k][i], m[k].self);
+            assert_int_equal(told.step[k][i], i);
+            assert_int_equal(told.steps[k][i], STEPS);
+        }
+    }
+    for (int k = 0; k < 2; k++) m[k].destroy(m[k].self);
+}
+
 static void test_train_keeps_the_average(void **state) {
     (void)state;
     enum { STEPS = 40 };
@@ -277,6 +323,7 @@ int main(void) {
         cmocka_unit_test(test_evaluate_counts),
         cmocka_unit_test(test_train_learns_reverse),
         cmocka_unit_test(test_train_keeps_the_average),
+        cmocka_unit_test(test_train_tells_the_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

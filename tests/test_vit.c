@@ -12,6 +12,9 @@
  *    one grid column their last D/2;
  *  - evaluation ignores dropout and drop path (the same logits as p = 0),
  *    training does not; the gradient with drop path (the masks fixed);
+ *  - patch dropout: evaluation reads every patch, training the kept ones
+ *    (each K-subset about equally often), and with keep_until it stops at
+ *    that fraction of the driver's steps (then the logits of evaluation);
  *  - config text round trip (older checkpoints' missing lines), and bad sizes
  *    (the stem's among them) refused with one clear message;
  *  - a few AdamW steps fit a fixed batch (the loss falls);
@@ -271,6 +274,48 @@ static void test_dropout_only_in_training(void **state) {
     vit_free(&w);
 }
 
+/* --keep-until: patch dropout for the first keep_until of the training steps
+ * (the driver tells the model each step, classifier.h), then every patch: the
+ * same logits as evaluation (no other randomness in this model) */
+static void test_patch_dropout_stops(void **state) {
+    (void)state;
+    enum { B = 2, STEPS = 8 };
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    cfg.keep = 0.5f;
+    cfg.keep_until = 0.75f;                            /* steps 0..5 drop patches, 6 and 7 read all */
+    char config[1024];
+    vit_config_text(config, sizeof config, &cfg, 9);
+    Classifier c;
+    assert_int_equal(vit_build(&c, config, B, 9), 0);
+    Vit *v = vit_of(&c);
+    float images[B * 64], eval_logits[B * 3];
+    Rng r;
+    rng_seed(&r, 2, 0);
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    vit_forward(v, images, NULL, B);
+    memcpy(eval_logits, v->logits, sizeof eval_logits);
+    c.set_training(c.self, 1);
+    for (int step = 0; step < STEPS; step++) {
+        c.set_progress(c.self, step, STEPS);
+        vit_forward(v, images, NULL, B);
+        if (step < 6) {
+            assert_int_equal(v->T_run, 1 + 2);
+        } else {
+            assert_int_equal(v->T_run, v->T);
+            assert_memory_equal(v->logits, eval_logits, sizeof eval_logits);
+        }
+    }
+    /* keep_until 1 (or 0, a config from before the key): patch dropout to the last step */
+    const float to_the_end[2] = {0.0f, 1.0f};
+    for (int i = 0; i < 2; i++) {
+        v->cfg.keep_until = to_the_end[i];
+        c.set_progress(c.self, STEPS - 1, STEPS);
+        vit_forward(v, images, NULL, B);
+        assert_int_equal(v->T_run, 1 + 2);
+    }
+    c.destroy(c.self);
+}
+
 /* out = text with the line "key=..." left out (value NULL) or set to "key=value" */
 static void edit_line(char *out, size_t cap, const char *text, const char *key, const char *value) {
     char head[64];
@@ -311,6 +356,7 @@ static void test_config_and_errors(void **state) {
     cfg.patch.K = 8;                                   /* with the stem: K - P a multiple of 4 */
     cfg.drop_path = 0.375f;
     cfg.keep = 0.625f;
+    cfg.keep_until = 0.875f;
     char text[1024];
     vit_config_text(text, sizeof text, &cfg, 4);
     assert_int_equal(vit_config_from_text(text, &back), 0);
@@ -322,9 +368,12 @@ static void test_config_and_errors(void **state) {
     assert_int_equal(parse_without(text, "stem").stem, 0);
     assert_true(parse_without(text, "drop_path").drop_path == 0.0f);
     assert_true(parse_without(text, "keep").keep == 0.0f);          /* every patch */
+    assert_true(parse_without(text, "keep_until").keep_until == 1.0f);   /* to the end */
     /* a value out of its range is refused, naming the key */
     refused_with(text, "drop_path", "1", "drop_path=1: expected a number in [0, 1)");
     refused_with(text, "keep", "1.5", "keep=1.5: expected a number in [0, 1]");
+    refused_with(text, "keep_until", "-0.5", "keep_until=-0.5: expected a number in [0, 1]");
+    refused_with(text, "keep_until", "most", "keep_until=most: expected a number in [0, 1]");
     refused_with(text, "locality", "2", "config key 'locality': expected 0..1, got 2");
     refused_with(text, "kernel", "six", "config key 'kernel': expected an integer, got 'six'");
     refused_with(text, "kernel", "-2", "config key 'kernel': expected 0..4096, got -2");
@@ -459,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_positions_2d),
         cmocka_unit_test(test_dropout_only_in_training),
+        cmocka_unit_test(test_patch_dropout_stops),
         cmocka_unit_test(test_config_and_errors),
         cmocka_unit_test(test_fits_a_batch),
         cmocka_unit_test(test_encoder_is_chapter_06),

@@ -34,8 +34,9 @@
 static struct {
     const char *patch, *pool, *pos, *data, *preset, *image;
     int kernel, layers, dim, heads, ff, augment, shift, index, n_pictures, locality, stem;
-    float dropout, label_smoothing, erase, drop_path, keep;
-} flags = {"7", "cls", "learned", NULL, "quick", NULL, 0, 2, 64, 4, 128, 0, 2, -1, 4, 0, 0, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f};
+    float dropout, label_smoothing, erase, drop_path, keep, keep_until;
+} flags = {"7", "cls", "learned", NULL, "quick", NULL, 0, 2, 64, 4, 128, 0, 2, -1, 4, 0, 0, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f,
+           1.0f};
 
 /* The quick default (make run-07): patch 7, 2 blocks of D 64, 5,000 steps of
  * 128 images (11.6 epochs). Measured here: 4 blocks for 1,500 steps reached
@@ -72,6 +73,8 @@ static const ArgSpec MODEL_ARGS[] = {
     {"keep", ARG_FLOAT, &flags.keep, "patch dropout while training (vit.h): each image keeps this fraction of its "
      "patches, drawn at random, so the encoder runs on fewer tokens and a step costs about that fraction of one "
      "with every patch; evaluation reads every patch (1 = off)", 0.05, 1, NULL},
+    {"keep-until", ARG_FLOAT, &flags.keep_until, "with --keep: patch dropout for this fraction of the training "
+     "steps only; the rest read every patch, as evaluation does (1 = to the end)", 0.05, 1, NULL},
     {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "eps of label smoothing: the training target is "
      "(1 - eps) on the right class + eps / 10 on each (0 = off; the printed loss stays the plain one)", 0, 0.95,
      NULL},
@@ -166,7 +169,7 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
                                .K = flags.kernel},
                      .layers = flags.layers, .heads = flags.heads, .ff = flags.ff, .dropout = flags.dropout,
                      .drop_path = flags.drop_path,
-                     .keep = flags.keep,
+                     .keep = flags.keep, .keep_until = flags.keep_until,
                      .classes = FASHION_MNIST_CLASSES, .label_smoothing = flags.label_smoothing,
                      .locality = flags.locality, .stem = flags.stem};
     if (vit_pool_from_name(flags.pool, &cfg.pool) < 0 || vit_pos_from_name(flags.pos, &cfg.pos) < 0) return -1;
@@ -180,8 +183,12 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
             snprintf(through, sizeof through, " read through %d x %d kernels", flags.kernel, flags.kernel);
         char stem[32] = "";      /* " with a 32-channel stem" */
         if (flags.stem) snprintf(stem, sizeof stem, " with a %d-channel stem", flags.stem);
-        char keep[48] = "";      /* ", patch dropout (keep 0.5)" */
-        if (flags.keep < 1.0f) snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)flags.keep);
+        char keep[96] = "";      /* ", patch dropout (keep 0.5 for 90% of the steps)" */
+        if (flags.keep < 1.0f && flags.keep_until < 1.0f)
+            snprintf(keep, sizeof keep, ", patch dropout (keep %g for %g%% of the steps)", (double)flags.keep,
+                     100.0 * flags.keep_until);
+        else if (flags.keep < 1.0f)
+            snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)flags.keep);
         snprintf(runs[i].label, sizeof runs[i].label, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P[i],
                  N, through, flags.pool, flags.locality ? ", locality attention" : "", keep);
         vit_config_text(runs[i].config, sizeof runs[i].config, &cfg, f->seed);

@@ -109,6 +109,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
         return fail("drop_path=%g: expected 0 <= p < 1", cfg->drop_path);
     if (!(cfg->keep >= 0.0f && cfg->keep <= 1.0f))
         return fail("keep=%g: expected a fraction of the patches in (0, 1] (0: all)", cfg->keep);
+    if (!(cfg->keep_until >= 0.0f && cfg->keep_until <= 1.0f))
+        return fail("keep_until=%g: expected a fraction of the training steps in (0, 1] (0: all)", cfg->keep_until);
     if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
         return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
@@ -262,6 +264,11 @@ static void embed_backward(Vit *v, const float *dpatches, int B) {
                          v->stem_cache, params_data(p, v->stem_W), &v->stem_spec, B);
 }
 
+void vit_set_progress(Vit *v, int step, int steps) {
+    const float u = v->cfg.keep_until;
+    v->unmasked = u > 0.0f && u < 1.0f && (double)step >= (double)u * steps;
+}
+
 int vit_kept_patches(const Vit *v) {
     const float k = v->cfg.keep;
     if (k <= 0.0f || k >= 1.0f) return v->N;
@@ -283,7 +290,7 @@ static void draw_kept(int *kept, int K, int N, Rng *rng) {
 double vit_forward(Vit *v, const float *images, const int *targets, int B) {
     Params *p = &v->params;
     const int N = v->N, D = v->D, off = v->T - N;
-    const int K = v->training && v->kept ? vit_kept_patches(v) : N, T = off + K;
+    const int K = v->training && v->kept && !v->unmasked ? vit_kept_patches(v) : N, T = off + K;
     v->B = B;
     v->T_run = T;
     embed_forward(v, images, B);
@@ -378,15 +385,17 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
     snprintf(out, (size_t)cap,
              "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
              "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
-             "stem=%d\ndrop_path=%g\nkeep=%g\nseed=%d\n",
+             "stem=%d\ndrop_path=%g\nkeep=%g\nkeep_until=%g\nseed=%d\n",
              VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
              c->layers,
              c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, (double)c->keep, seed);
+             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, (double)c->keep,
+             (double)c->keep_until, seed);
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32], keep[32];
+    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32], keep[32],
+        keep_until[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -420,6 +429,8 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (config_get_or(config, "drop_path", "0", drop_path, sizeof drop_path) < 0) return -1;
     /* and keep (patch dropout): a checkpoint without the line kept every patch */
     if (config_get_or(config, "keep", "0", keep, sizeof keep) < 0) return -1;
+    /* and keep_until: a checkpoint without the line had patch dropout to the end */
+    if (config_get_or(config, "keep_until", "1", keep_until, sizeof keep_until) < 0) return -1;
     char *end;
     c->dropout = strtof(dropout, &end);
     if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
@@ -432,6 +443,9 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     c->keep = strtof(keep, &end);
     if (end == keep || *end || !(c->keep >= 0.0f && c->keep <= 1.0f))
         return fail("keep=%s: expected a number in [0, 1]", keep);
+    c->keep_until = strtof(keep_until, &end);
+    if (end == keep_until || *end || !(c->keep_until >= 0.0f && c->keep_until <= 1.0f))
+        return fail("keep_until=%s: expected a number in [0, 1]", keep_until);
     return 0;
 }
 
@@ -442,6 +456,7 @@ static void face_backward(void *self, const Examples *e) { vit_backward(self, e-
 static void face_predict(void *self, int *pred) { vit_predict(self, pred); }
 static const float *face_logits(void *self) { return ((Vit *)self)->logits; }
 static void face_set_training(void *self, int on) { ((Vit *)self)->training = on; }
+static void face_set_progress(void *self, int step, int steps) { vit_set_progress(self, step, steps); }
 static void face_destroy(void *self) {
     vit_free(self);
     free(self);
@@ -471,6 +486,7 @@ int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
     c->attention = NULL;
     c->destroy = face_destroy;
     c->set_training = face_set_training;
+    c->set_progress = face_set_progress;
     return 0;
 }
 

@@ -50,7 +50,10 @@
  * which has no class token): its products shrink in
  * proportion and attention's T^2 by k^2, so a step costs about k of one with
  * every patch. Evaluation always reads every patch. The dropped patches get
- * no gradient that step, like dropout's zeros.
+ * no gradient that step, like dropout's zeros. With --keep-until u, patch
+ * dropout stops after the first u of the training steps and the rest see
+ * every patch (the "unmasked tuning" of Li et al. 2023, FLIP), so the
+ * model ends its training on the inputs it will be tested on.
  *
  * Letters as in common/README.md: B images, N patches, T tokens, D width, H
  * heads, D_H = D / H, F the MLP width, L blocks, C classes. Conventions as in
@@ -82,6 +85,7 @@ typedef struct {
     float drop_path;        /* stochastic depth, the last block's rate (chapter 06's stack.h: block l's is
                              * (l + 1) / L of it), training only; 0: none */
     float keep;             /* patch dropout: the fraction of patches a training image keeps, (0, 1]; 0 or 1: all */
+    float keep_until;       /* patch dropout for the first keep_until of the training steps, (0, 1]; 0 or 1: all */
 } VitConfig;
 
 typedef struct {
@@ -97,6 +101,7 @@ typedef struct {
     Stack st;               /* chapter 06's stack: X_0 in st.x[0], Z in st.out */
     float *P_fixed;         /* [T, D] the 2-D sinusoids (VIT_POS_SINUSOIDAL_2D), else NULL */
     int training;           /* 1: dropout on */
+    int unmasked;           /* 1: past keep_until of the training steps: every patch again (vit_set_progress) */
     Rng dropout_rng;
     /* activations and gradients, for max_B images */
     float *patches;         /* [B, N, D] the patch embeddings */
@@ -121,6 +126,10 @@ int vit_pos_from_name(const char *name, VitPos *p);
 /* The fixed 2-D positions: P [T, D] for a grid of grid_rows x grid_cols
  * patches, row 0 zeros when has_cls (then patch n is row n + 1). D % 4 == 0. */
 void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls);
+
+/* The driver's step of steps (classifier.h): from step keep_until x steps on,
+ * training forwards read every patch. */
+void vit_set_progress(Vit *v, int step, int steps);
 
 /* K: the patches a training image keeps (N without patch dropout). */
 int vit_kept_patches(const Vit *v);

@@ -102,6 +102,8 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int
     int window_len = 0, point = 0;
     r->solved_step = 0;
     for (int step = 0; step < steps; step++) {
+        for (int k = 0; k < n_replicas; k++)
+            if (m[k].set_progress) m[k].set_progress(m[k].self, step, steps);
         task->train_batch(task->self, &e, batch, &rng);
         loss = classifier_train_step_parallel(m, n_replicas, &opt, &e, 1.0f,
                                               lr_schedule(step, steps, steps / 20, lr, 0.05f));

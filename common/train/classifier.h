@@ -51,6 +51,10 @@ typedef struct {
      * with dropout. classifier_train turns it on for its steps and off
      * after; a model starts with it off. */
     void (*set_training)(void *self, int on);
+    /* Optional (may be NULL): classifier_train calls it before each of its
+     * steps with step (0-based) and steps, for models whose training changes
+     * along the run (chapter 07's patch dropout stops at a chosen step). */
+    void (*set_progress)(void *self, int step, int steps);
 } Classifier;
 
 /* The common flags every such chapter has (the chapter adds its own). */
@@ -69,7 +73,7 @@ typedef struct {
 #define CLASSIFIER_CONFIG_MAX 1024
 typedef struct {
     char key[24];      /* "reverse_sinusoidal": file names, results.json keys */
-    char label[96];    /* "reverse, sinusoidal positions": the table, titles */
+    char label[128];   /* "reverse, sinusoidal positions": the table, titles */
     char config[CLASSIFIER_CONFIG_MAX];   /* "model=...\ntask=...\n...seed=1\n" */
 } ClassifierRun;
 
