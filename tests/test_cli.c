@@ -428,6 +428,8 @@ static void test_vit_program(void **state) {
     expect_error(p, "--kernel 29", "--kernel");
     expect_error(p, "--erase 1.5", "--erase");
     expect_error(p, "--erase half", "--erase");
+    expect_error(p, "--keep-until 0.9", "--keep-until 0.9: it ends patch dropout, which is off");
+    expect_error(p, "--keep 0.5 --keep-until 1.5", "--keep-until");
     snprintf(args, sizeof args, "--patch 4 --kernel 5 --steps 1 --out %s/x07", tmp_dir);
     expect_error(p, args, "kernel 5 with patch 4");
     expect_error(p, "--stem 257", "--stem");

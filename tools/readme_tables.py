@@ -483,7 +483,9 @@ def table_vit(out_dir, readme):
         if "label_smoothing" in d and number(d, "label_smoothing", path) > 0:
             model += ", label smoothing %g" % number(d, "label_smoothing", path)
         if "keep" in d and 0 < number(d, "keep", path) < 1:   # results from before --keep: every patch
-            model += ", patch dropout (training keeps %g of the patches)" % number(d, "keep", path)
+            until = number(d, "keep_until", path) if "keep_until" in d else 1   # from before --keep-until: to the end
+            model += ", patch dropout (training keeps %g of the patches%s)" % (
+                number(d, "keep", path), " for the first %g%% of the steps" % (100 * until) if 0 < until < 1 else "")
         if "replicas" in d and number(d, "replicas", path) > 1:
             model += ", batch split between %d data-parallel replicas" % number(d, "replicas", path)
         averaged = "ema" in d and number(d, "ema", path) > 0   # results from before --ema: the last weights

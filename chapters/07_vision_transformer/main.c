@@ -165,6 +165,9 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
     if (flags.image || flags.index >= 0) return fail("--image and --index go with --load CHECKPOINT");
     int P[MAX_PATCHES], n = parse_patches(flags.patch, P);
     if (n < 0) return -1;
+    if (flags.keep_until < 1.0f && flags.keep >= 1.0f)
+        return fail("--keep-until %g: it ends patch dropout, which is off: give --keep below 1 too",
+                    (double)flags.keep_until);
     VitConfig cfg = {.patch = {.channels = 1, .rows = FASHION_MNIST_ROWS, .cols = FASHION_MNIST_COLS, .D = flags.dim,
                                .K = flags.kernel},
                      .layers = flags.layers, .heads = flags.heads, .ff = flags.ff, .dropout = flags.dropout,
