@@ -115,7 +115,8 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * self-attention, a convolutional stem, a wider model (D 128, F 256,
      * bf16 products) with and without stochastic depth, patch dropout
      * (--keep 0.5, 27,000 steps: the run that fits 90 minutes on a machine
-     * without AVX-512, where this preset takes about 2.6 hours). The chapter's
+     * without AVX-512, where this preset takes about 2.6 hours), and patch
+     * dropout ended on whole images (--keep-until 0.9, 26,000 steps). The chapter's
      * README ("The long preset") gives each run's command and figures. */
     flags.patch = "4";
     flags.kernel = 8;
