@@ -360,6 +360,26 @@ static void test_config_helpers(void **state) {
     assert_non_null(strstr(last_error(), "'task'"));
     assert_int_equal(config_get_or(text, "layers", "a fallback too long", value, 8), -1);
 
+    /* config_get_float_in: a number in range, the fallback without the line, else one error naming all */
+    const char *numbers = "p=0.25\nq=1\nwords=most\nempty=\nminus=-0.5\n";
+    float x = 0.0f;
+    assert_int_equal(config_get_float_in(numbers, "p", NULL, 0.0f, 1.0f, 1, &x), 0);
+    assert_true(x == 0.25f);
+    assert_int_equal(config_get_float_in(numbers, "q", NULL, 0.0f, 1.0f, 0, &x), 0);   /* [0, 1]: 1 is in */
+    assert_true(x == 1.0f);
+    assert_int_equal(config_get_float_in(numbers, "r", "0.5", 0.0f, 1.0f, 0, &x), 0);   /* no line: fallback */
+    assert_true(x == 0.5f);
+    assert_int_equal(config_get_float_in(numbers, "q", NULL, 0.0f, 1.0f, 1, &x), -1);   /* [0, 1): 1 is out */
+    assert_string_equal(last_error(), "q=1: expected a number in [0, 1)");
+    assert_int_equal(config_get_float_in(numbers, "minus", NULL, 0.0f, 1.0f, 0, &x), -1);
+    assert_string_equal(last_error(), "minus=-0.5: expected a number in [0, 1]");
+    assert_int_equal(config_get_float_in(numbers, "words", NULL, 0.0f, 1.0f, 0, &x), -1);
+    assert_string_equal(last_error(), "words=most: expected a number in [0, 1]");
+    assert_int_equal(config_get_float_in(numbers, "empty", "0", 0.0f, 1.0f, 0, &x), -1);   /* an empty value is no 0 */
+    assert_string_equal(last_error(), "empty=: expected a number in [0, 1]");
+    assert_int_equal(config_get_float_in(numbers, "r", NULL, 0.0f, 1.0f, 0, &x), -1);   /* required, missing */
+    assert_non_null(strstr(last_error(), "missing key 'r'"));
+
     assert_int_equal(config_get(text, "hid", value, sizeof value), -1);   /* a prefix is not a key */
     assert_non_null(strstr(last_error(), "missing key 'hid'"));
     assert_int_equal(config_get_int(text, "layers", &n), -1);

@@ -425,7 +425,8 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
     static const char *const places[] = {"post", "pre"};
     static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
     static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
-    char place[16], norm[16], mlp[16], pos[16], dropout[32], smoothing[32], attn_dropout[32];
+    char place[16], norm[16], mlp[16], pos[16];
+    float p, eps, p_attn;
     int D, H, F, place_i = 0, norm_i = 0, mlp_i = 0;
     memset(c, 0, sizeof *c);
     if (config_get_int_in(config, "layers", 1, TRANSFORMER_MAX_LAYERS, &c->layers) < 0 ||
@@ -434,24 +435,17 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
         config_get_int_in(config, "kv_cache", 0, 1, &c->kv_cache) < 0 ||
         config_get(config, "norm", place, sizeof place) < 0 ||
         config_get(config, "norm_type", norm, sizeof norm) < 0 || config_get(config, "mlp", mlp, sizeof mlp) < 0 ||
-        config_get(config, "pos", pos, sizeof pos) < 0 || config_get(config, "dropout", dropout, sizeof dropout) < 0 ||
-        config_get(config, "label_smoothing", smoothing, sizeof smoothing) < 0)
+        config_get(config, "pos", pos, sizeof pos) < 0 ||
+        config_get_float_in(config, "dropout", NULL, 0.0f, 1.0f, 1, &p) < 0 ||
+        config_get_float_in(config, "label_smoothing", NULL, 0.0f, 1.0f, 1, &eps) < 0 ||
+        /* attn_dropout came later: a checkpoint without the line means 0 */
+        config_get_float_in(config, "attn_dropout", "0", 0.0f, 1.0f, 1, &p_attn) < 0)
         return -1;
-    /* attn_dropout came later: a checkpoint without the line means 0 */
-    if (config_get_or(config, "attn_dropout", "0", attn_dropout, sizeof attn_dropout) < 0) return -1;
     if (D % H != 0) return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", D, H);
     if (name_index("norm", place, places, 2, &place_i) < 0 || name_index("norm_type", norm, norms, 3, &norm_i) < 0 ||
         name_index("mlp", mlp, mlps, 4, &mlp_i) < 0 || pos_type_from_name(pos, &c->pos) < 0)
         return -1;
     if (c->pos == POS_NONE) return fail("pos=none: the transformer needs positions (sinusoidal or learned)");
-    char *end;
-    float p = strtof(dropout, &end);
-    if (*end || !(p >= 0.0f && p < 1.0f)) return fail("dropout=%s: expected a number in [0, 1)", dropout);
-    float eps = strtof(smoothing, &end);
-    if (*end || !(eps >= 0.0f && eps < 1.0f)) return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
-    float p_attn = strtof(attn_dropout, &end);
-    if (*end || !(p_attn >= 0.0f && p_attn < 1.0f))
-        return fail("attn_dropout=%s: expected a number in [0, 1)", attn_dropout);
     c->label_smoothing = eps;
     c->block = (BlockSpec){D, H, D / H, F, (BlockNormPlace)place_i, (BlockNorm)norm_i, (BlockMlp)mlp_i, p,
                            MULTI_HEAD_PLAIN, 0, 0, p_attn, 0, 0.0f};

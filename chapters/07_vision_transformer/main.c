@@ -116,8 +116,9 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * bf16 products) with and without stochastic depth, patch dropout
      * (--keep 0.5, 27,000 steps: the run that fits 90 minutes on a machine
      * without AVX-512, where this preset takes about 2.6 hours), and patch
-     * dropout ended on whole images (--keep-until 0.9, 26,000 steps). The chapter's
-     * README ("The long preset") gives each run's command and figures. */
+     * dropout ended on whole images (--keep-until 0.9, 26,000 steps). The
+     * chapter's README ("The long preset") gives each run's command and
+     * figures. */
     flags.patch = "4";
     flags.kernel = 8;
     flags.layers = 6;
@@ -207,15 +208,11 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
 static int task_of(const char *config, ExampleTask *t) {
     static FashionMnistTask ft;
     int shift = 0, flip = 0;
-    char erase_text[32];   /* optional: checkpoints from before --erase have no such line */
+    float erase = 0.0f;   /* optional: checkpoints from before --erase have no such line */
     if (config_get_int_in(config, "augment_shift", 0, 8, &shift) < 0 ||
         config_get_int_in(config, "augment_flip", 0, 1, &flip) < 0 ||
-        config_get_or(config, "augment_erase", "0", erase_text, sizeof erase_text) < 0)
+        config_get_float_in(config, "augment_erase", "0", 0.0f, 1.0f, 0, &erase) < 0)
         return -1;
-    char *end;
-    const float erase = strtof(erase_text, &end);
-    if (end == erase_text || *end || !(erase >= 0.0f && erase <= 1.0f))
-        return fail("config key 'augment_erase': expected a probability 0..1, got '%s'", erase_text);
     if (load_data() < 0) return -1;
     ft = (FashionMnistTask){.d = &data, .max_shift = shift, .flip = flip, .erase = erase};
     fashion_mnist_task(&ft, t);

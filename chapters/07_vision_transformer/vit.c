@@ -110,7 +110,8 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (!(cfg->keep >= 0.0f && cfg->keep <= 1.0f))
         return fail("keep=%g: expected a fraction of the patches in (0, 1] (0: all)", cfg->keep);
     if (!(cfg->keep_until >= 0.0f && cfg->keep_until <= 1.0f))
-        return fail("keep_until=%g: expected a fraction of the training steps in (0, 1] (0: all)", cfg->keep_until);
+        return fail("keep_until=%g: expected a fraction of the training steps in (0, 1] (0: to the last step)",
+                    cfg->keep_until);
     if (cfg->classes < 2) return fail("classes=%d: expected at least 2", cfg->classes);
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f))
         return fail("label_smoothing=%g: expected 0 <= eps < 1", cfg->label_smoothing);
@@ -394,8 +395,7 @@ void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
 }
 
 int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], dropout[32], smoothing[32], kernel[32], drop_path[32], keep[32],
-        keep_until[32];
+    char model[64], pool[32], pos[32], kernel[32];
     memset(c, 0, sizeof *c);
     if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
         return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
@@ -422,30 +422,14 @@ int vit_config_from_text(const char *config, VitConfig *c) {
     if (stem[0] && config_get_int_in(config, "stem", 0, 256, &c->stem) < 0) return -1;
     if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
     if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
-    if (config_get(config, "dropout", dropout, sizeof dropout) < 0) return -1;
-    /* label_smoothing came later: a checkpoint without the line was trained without it */
-    if (config_get_or(config, "label_smoothing", "0", smoothing, sizeof smoothing) < 0) return -1;
-    /* and drop_path: a checkpoint without the line was trained without it */
-    if (config_get_or(config, "drop_path", "0", drop_path, sizeof drop_path) < 0) return -1;
-    /* and keep (patch dropout): a checkpoint without the line kept every patch */
-    if (config_get_or(config, "keep", "0", keep, sizeof keep) < 0) return -1;
-    /* and keep_until: a checkpoint without the line had patch dropout to the end */
-    if (config_get_or(config, "keep_until", "1", keep_until, sizeof keep_until) < 0) return -1;
-    char *end;
-    c->dropout = strtof(dropout, &end);
-    if (end == dropout || *end) return fail("dropout=%s: expected a number", dropout);
-    c->label_smoothing = strtof(smoothing, &end);
-    if (end == smoothing || *end || !(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
-        return fail("label_smoothing=%s: expected a number in [0, 1)", smoothing);
-    c->drop_path = strtof(drop_path, &end);
-    if (end == drop_path || *end || !(c->drop_path >= 0.0f && c->drop_path < 1.0f))
-        return fail("drop_path=%s: expected a number in [0, 1)", drop_path);
-    c->keep = strtof(keep, &end);
-    if (end == keep || *end || !(c->keep >= 0.0f && c->keep <= 1.0f))
-        return fail("keep=%s: expected a number in [0, 1]", keep);
-    c->keep_until = strtof(keep_until, &end);
-    if (end == keep_until || *end || !(c->keep_until >= 0.0f && c->keep_until <= 1.0f))
-        return fail("keep_until=%s: expected a number in [0, 1]", keep_until);
+    /* the later keys' lines are optional: a checkpoint saved before label_smoothing, drop_path or keep
+     * (patch dropout) was trained without it, one saved before keep_until had patch dropout to the end */
+    if (config_get_float_in(config, "dropout", NULL, 0.0f, 1.0f, 1, &c->dropout) < 0 ||
+        config_get_float_in(config, "label_smoothing", "0", 0.0f, 1.0f, 1, &c->label_smoothing) < 0 ||
+        config_get_float_in(config, "drop_path", "0", 0.0f, 1.0f, 1, &c->drop_path) < 0 ||
+        config_get_float_in(config, "keep", "0", 0.0f, 1.0f, 0, &c->keep) < 0 ||
+        config_get_float_in(config, "keep_until", "1", 0.0f, 1.0f, 0, &c->keep_until) < 0)
+        return -1;
     return 0;
 }
 

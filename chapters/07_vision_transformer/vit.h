@@ -85,7 +85,8 @@ typedef struct {
     float drop_path;        /* stochastic depth, the last block's rate (chapter 06's stack.h: block l's is
                              * (l + 1) / L of it), training only; 0: none */
     float keep;             /* patch dropout: the fraction of patches a training image keeps, (0, 1]; 0 or 1: all */
-    float keep_until;       /* patch dropout for the first keep_until of the training steps, (0, 1]; 0 or 1: all */
+    float keep_until;       /* patch dropout for the first keep_until of the training steps, (0, 1]; 0 or 1: to
+                             * the last step */
 } VitConfig;
 
 typedef struct {

@@ -434,6 +434,18 @@ int config_get_int_in(const char *config_text, const char *key, int lo, int hi, 
     return 0;
 }
 
+int config_get_float_in(const char *config_text, const char *key, const char *fallback, float lo, float hi,
+                        int hi_open, float *out) {
+    char text[64], *end;
+    if ((fallback ? config_get_or(config_text, key, fallback, text, sizeof text)
+                  : config_get(config_text, key, text, sizeof text)) < 0)
+        return -1;
+    *out = strtof(text, &end);
+    if (end == text || *end || !(*out >= lo && (hi_open ? *out < hi : *out <= hi)))
+        return fail("%s=%s: expected a number in [%g, %g%c", key, text, (double)lo, (double)hi, hi_open ? ')' : ']');
+    return 0;
+}
+
 /* The model names the chapters write, and the chapter that writes each
  * (a new chapter adds its line), so a wrong checkpoint can be named. */
 static const char *const MODEL_CHAPTERS[][2] = {

@@ -57,5 +57,11 @@ int config_get_or(const char *config_text, const char *key, const char *fallback
 int config_get_int(const char *config_text, const char *key, int *out);
 /* An integer in [lo, hi]; -1 with fail() naming the key and the range otherwise. */
 int config_get_int_in(const char *config_text, const char *key, int lo, int hi, int *out);
+/* A number in [lo, hi] (in [lo, hi) when hi_open), as "dropout=0.1" or
+ * "keep=0.5"; fallback as config_get_or's, or NULL when the line is required.
+ * Returns 0, or -1 with fail() naming the key, its value and the range:
+ * "keep=1.5: expected a number in [0, 1]". */
+int config_get_float_in(const char *config_text, const char *key, const char *fallback, float lo, float hi,
+                        int hi_open, float *out);
 
 #endif
