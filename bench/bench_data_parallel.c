@@ -45,7 +45,7 @@ typedef struct {
 static double timed_step(Way *w, const Examples *batch) {
     threads_set(w->threads);
     double t0 = bench_now_ms();
-    classifier_train_step_parallel(w->model.replicas, w->model.n, &w->model.opt, batch, 1.0f, 1.5e-3f);
+    classifier_train_step_parallel(w->model.replicas, w->model.n, &w->model.opt, batch, 1.0f, 1.5e-3f, 0.0f);
     return bench_now_ms() - t0;
 }
 

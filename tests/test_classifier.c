@@ -14,7 +14,10 @@
  *    weights as without it, and the average is the recurrence written out
  *    over the steps done by hand;
  *  - classifier_train tells each replica each step before it is taken
- *    (set_progress, which chapter 07's patch dropout reads). */
+ *    (set_progress, which chapter 07's patch dropout reads);
+ *  - the sharpness-aware step (sam > 0) over 1 and 2 replicas leaves the
+ *    gradient each slice has at its own w + rho g / |g|, summed by the
+ *    slices' shares, not the plain one, and puts the weights back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +98,7 @@ static void check_parallel_step(Classifier *one, Classifier *replicas, int n, Ex
     assert_memory_equal(one->params->data, replicas[0].params->data, sizeof(float) * one->params->size);
     for (int k = 0; k < n_batches; k++) {
         double l1 = classifier_train_step(one, &o1, &batches[k], 0.0f, 1e-2f);
-        double ln = classifier_train_step_parallel(replicas, n, &on, &batches[k], 0.0f, 1e-2f);
+        double ln = classifier_train_step_parallel(replicas, n, &on, &batches[k], 0.0f, 1e-2f, 0.0f);
         if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d replicas, step %d: loss %.9g, one model %.9g", n, k, ln, l1);
         double dg = max_diff(replicas[0].params->grad, one->params->grad, one->params->size);
         double dp = max_diff(replicas[0].params->data, one->params->data, one->params->size);
@@ -156,6 +159,78 @@ static void test_parallel_step_vit(void **state) {
     for (int k = 0; k < 2; k++) examples_free(&batches[k]);
 }
 
+/* The sharpness-aware gradient of one slice s at the weights w of model c,
+ * added times share into sum: the gradient g at w, then the plain gradient at
+ * w + rho g / |g|; c's weights are put back to w. */
+static void sam_gradient_by_hand(Classifier *c, const Examples *s, float rho, float share, float *sum) {
+    Params *p = c->params;
+    float *w = malloc(sizeof(float) * p->size);
+    memcpy(w, p->data, sizeof(float) * p->size);
+    params_zero_grad(p);
+    c->forward(c->self, s);
+    c->backward(c->self, s);
+    double sq = 0.0;
+    for (size_t i = 0; i < p->size; i++) sq += (double)p->grad[i] * p->grad[i];
+    for (size_t i = 0; i < p->size; i++) p->data[i] += (float)(rho / sqrt(sq)) * p->grad[i];
+    params_zero_grad(p);
+    c->forward(c->self, s);
+    c->backward(c->self, s);
+    for (size_t i = 0; i < p->size; i++) sum[i] += share * p->grad[i];
+    memcpy(p->data, w, sizeof(float) * p->size);
+    free(w);
+}
+
+static void test_sam_step(void **state) {
+    (void)state;
+    const float rho = 0.05f;
+    DigitTaskSpec spec = {TASK_REVERSE, N};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    Examples e;
+    examples_alloc(&e, B, N, N, 0);
+    Rng r;
+    rng_seed(&r, 6, 1);
+    t.train_batch(t.self, &e, B, &r);
+    for (int n = 1; n <= 2; n++) {
+        Classifier ref, plain, replicas[2];
+        assert_int_equal(build_small(&ref, TASK_REVERSE, 5), 0);
+        assert_int_equal(build_small(&plain, TASK_REVERSE, 5), 0);
+        for (int k = 0; k < n; k++) assert_int_equal(build_small(&replicas[k], TASK_REVERSE, 5), 0);
+        const size_t P = ref.params->size;
+        float *w = malloc(sizeof(float) * P), *want = calloc(P, sizeof(float));
+        memcpy(w, ref.params->data, sizeof(float) * P);
+        for (int k = 0; k < n; k++) {   /* slice k of n: the first and second half of the batch */
+            Examples s = e;
+            s.B = B / n;
+            s.tokens += (size_t)k * (B / n) * N;
+            s.targets += (size_t)k * (B / n) * N;
+            sam_gradient_by_hand(&ref, &s, rho, 1.0f / n, want);
+        }
+        Adam opt, opt_plain;   /* lr 0: the update leaves the weights as they were */
+        assert_int_equal(adam_init(&opt, replicas[0].params, 0.0f, 0.0f), 0);
+        assert_int_equal(adam_init(&opt_plain, plain.params, 0.0f, 0.0f), 0);
+        double loss = classifier_train_step_parallel(replicas, n, &opt, &e, 0.0f, 0.0f, rho);
+        double plain_loss = classifier_train_step_parallel(&plain, 1, &opt_plain, &e, 0.0f, 0.0f, 0.0f);
+        double d = max_diff(replicas[0].params->grad, want, P);
+        if (d > 1e-5) fail_msg("%d replicas: the sharpness-aware gradient differs from the one by hand by %g", n, d);
+        /* not the plain gradient: the climbed weights' gradient differs */
+        d = max_diff(replicas[0].params->grad, plain.params->grad, P);
+        if (!(d > 1e-4)) fail_msg("%d replicas: the sharpness-aware gradient is the plain one (%g apart)", n, d);
+        /* the loss reported is the one at w, and w is back */
+        if (!(fabs(loss - plain_loss) < 1e-5 * (1.0 + fabs(plain_loss))))
+            fail_msg("%d replicas: loss %.9g, at the weights %.9g", n, loss, plain_loss);
+        assert_memory_equal(replicas[0].params->data, w, sizeof(float) * P);
+        adam_free(&opt);
+        adam_free(&opt_plain);
+        free(w);
+        free(want);
+        ref.destroy(ref.self);
+        plain.destroy(plain.self);
+        for (int k = 0; k < n; k++) replicas[k].destroy(replicas[k].self);
+    }
+    examples_free(&e);
+}
+
 /* An oracle for the reverse task: right everywhere, except (when wrong_at
  * >= 0) at one position. It looks at the tokens of the last forward. */
 typedef struct {
@@ -213,7 +288,7 @@ static void test_train_learns_reverse(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, NULL, 1, 1, &r), 0);
+    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, 0.0f, NULL, 1, 1, &r), 0);
     assert_int_equal(r.n_curve, CURVE_POINTS);
     assert_true(r.curve_step[CURVE_POINTS - 1] == 300.0f);
     assert_true(r.curve[CURVE_POINTS - 1] < 0.5f * r.curve[0]);
@@ -256,7 +331,7 @@ static void test_train_tells_the_step(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(m, 2, &t, STEPS, B, 1e-2f, 0.0f, NULL, 1, 1, &r), 0);
+    assert_int_equal(classifier_train(m, 2, &t, STEPS, B, 1e-2f, 0.0f, 0.0f, NULL, 1, 1, &r), 0);
     for (int k = 0; k < 2; k++) {
         assert_int_equal(told.calls[k], STEPS);   /* once a step, each replica */
         for (int i = 0; i < STEPS; i++) {
@@ -282,7 +357,7 @@ static void test_train_keeps_the_average(void **state) {
     memset(&r, 0, sizeof r);
     WeightAverage avg;
     assert_int_equal(weight_average_init(&avg, a.params, decay), 0);
-    assert_int_equal(classifier_train(&a, 1, &t, STEPS, B, lr, 0.01f, &avg, 4, 1, &r), 0);
+    assert_int_equal(classifier_train(&a, 1, &t, STEPS, B, lr, 0.01f, 0.0f, &avg, 4, 1, &r), 0);
     /* by hand: the same batches (stream 1 of seed 4), schedule and clip as classifier_train */
     const size_t n = b.params->size;
     double *expect = malloc(sizeof(double) * n);
@@ -320,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_train_step_is_the_textbook_step),
         cmocka_unit_test(test_parallel_step_is_the_one_model_step),
         cmocka_unit_test(test_parallel_step_vit),
+        cmocka_unit_test(test_sam_step),
         cmocka_unit_test(test_evaluate_counts),
         cmocka_unit_test(test_train_learns_reverse),
         cmocka_unit_test(test_train_keeps_the_average),

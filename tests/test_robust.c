@@ -113,7 +113,7 @@ static void test_absurd_learning_rate_stops_training(void **state) {
     ClassifierResult r;
     memset(&r, 0, sizeof r);
     clear_error();
-    int rc = classifier_train(&m, 1, &t, 200, B, 1e30f, 0.0f, NULL, 1, 1, &r);
+    int rc = classifier_train(&m, 1, &t, 200, B, 1e30f, 0.0f, 0.0f, NULL, 1, 1, &r);
     if (rc != -1) print_error("classifier_train at lr 1e30 returned %d (message '%s')\n", rc, last_error());
     assert_int_equal(rc, -1);
     const char *msg = last_error();

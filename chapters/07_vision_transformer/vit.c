@@ -176,6 +176,7 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     init_constant(params_data(p, v->head_b), (size_t)v->C, 0.0f);
     if (cfg->stem) patch_embed_init(&v->stem_spec, params_data(p, v->stem_W), params_data(p, v->stem_b), &rng);
     rng_seed(&v->dropout_rng, seed, 7);
+    v->rng_at_forward = v->dropout_rng;
 
     stack_alloc(&v->st, max_B, v->T, 0);
     const size_t BND = (size_t)max_B * v->N * D;
@@ -270,6 +271,8 @@ void vit_set_progress(Vit *v, int step, int steps) {
     v->unmasked = u > 0.0f && u < 1.0f && (double)step >= (double)u * steps;
 }
 
+void vit_replay(Vit *v) { v->dropout_rng = v->rng_at_forward; }
+
 int vit_kept_patches(const Vit *v) {
     const float k = v->cfg.keep;
     if (k <= 0.0f || k >= 1.0f) return v->N;
@@ -294,6 +297,7 @@ double vit_forward(Vit *v, const float *images, const int *targets, int B) {
     const int K = v->training && v->kept && !v->unmasked ? vit_kept_patches(v) : N, T = off + K;
     v->B = B;
     v->T_run = T;
+    v->rng_at_forward = v->dropout_rng;
     embed_forward(v, images, B);
     const float *P = positions(v), *cls = v->cls ? params_data(p, v->cls) : NULL;
     float *X0 = v->st.x[0];
@@ -441,6 +445,7 @@ static void face_predict(void *self, int *pred) { vit_predict(self, pred); }
 static const float *face_logits(void *self) { return ((Vit *)self)->logits; }
 static void face_set_training(void *self, int on) { ((Vit *)self)->training = on; }
 static void face_set_progress(void *self, int step, int steps) { vit_set_progress(self, step, steps); }
+static void face_replay(void *self) { vit_replay(self); }
 static void face_destroy(void *self) {
     vit_free(self);
     free(self);
@@ -471,6 +476,7 @@ int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
     c->destroy = face_destroy;
     c->set_training = face_set_training;
     c->set_progress = face_set_progress;
+    c->replay = face_replay;
     return 0;
 }
 

@@ -104,6 +104,7 @@ typedef struct {
     int training;           /* 1: dropout on */
     int unmasked;           /* 1: past keep_until of the training steps: every patch again (vit_set_progress) */
     Rng dropout_rng;
+    Rng rng_at_forward;     /* dropout_rng as the last forward found it (vit_replay) */
     /* activations and gradients, for max_B images */
     float *patches;         /* [B, N, D] the patch embeddings */
     float *patch_cache;     /* patch_embed_cache_floats */
@@ -131,6 +132,10 @@ void vit_positions_2d(float *P, int grid_rows, int grid_cols, int D, int has_cls
 /* The driver's step of steps (classifier.h): from step keep_until x steps on,
  * training forwards read every patch. */
 void vit_set_progress(Vit *v, int step, int steps);
+
+/* The next forward drops the same patches and draws the same dropout masks
+ * as the last one (the second pass of a sharpness-aware step, classifier.h). */
+void vit_replay(Vit *v);
 
 /* K: the patches a training image keeps (N without patch dropout). */
 int vit_kept_patches(const Vit *v);

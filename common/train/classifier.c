@@ -42,9 +42,33 @@ static Examples slice_of(const Examples *e, int r, int n) {
     return s;
 }
 
+/* One replica's gradient on its slice s, left in m->params->grad; returns
+ * the slice's loss at the weights. With sam > 0 the sharpness-aware gradient
+ * (classifier.h); the replica's weights are then left at w + sam g / |g|
+ * and the caller puts them back. */
+static double replica_gradient(Classifier *m, const Examples *s, float sam) {
+    const double loss = m->forward(m->self, s);
+    m->backward(m->self, s);
+    if (sam <= 0) return loss;
+    Params *p = m->params;
+    double sq = 0.0;
+    for (size_t i = 0; i < p->size; i++) sq += (double)p->grad[i] * p->grad[i];
+    /* a zero gradient has no direction to climb; one that is not finite is
+     * caught by the check after the sum (no update is made) */
+    if (!(sq > 0.0) || !isfinite(sq)) return loss;
+    const float step = (float)(sam / sqrt(sq));
+    for (size_t i = 0; i < p->size; i++) p->data[i] += step * p->grad[i];
+    params_zero_grad(p);
+    if (m->replay) m->replay(m->self);   /* the same dropped patches and masks as the first pass */
+    m->forward(m->self, s);
+    m->backward(m->self, s);
+    return loss;
+}
+
 double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
-                                      float lr) {
-    if (n_replicas <= 1) return classifier_train_step(m, opt, e, clip, lr);
+                                      float lr, float sam) {
+    if (n_replicas <= 1 && sam <= 0) return classifier_train_step(m, opt, e, clip, lr);
+    if (n_replicas < 1) n_replicas = 1;
     if (e->B < n_replicas) {
         fail("a batch of %d examples cannot be split between %d replicas of the model", e->B, n_replicas);
         return NAN;
@@ -55,15 +79,29 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
         if (r > 0) memcpy(m[r].params->data, p->data, sizeof(float) * p->size);
         params_zero_grad(m[r].params);
     }
-    /* one replica per thread (with fewer threads than replicas, a thread
-     * takes them in turn); inside the region every product runs on its
-     * caller's thread (matmul.h) */
-    const int threads = n_replicas < threads_current() ? n_replicas : threads_current();
+    /* sam moves m[0]'s weights: a copy to put back (the other replicas get
+     * m[0]'s at the next step) */
+    float *w = NULL;
+    if (sam > 0) {
+        w = xmalloc(sizeof(float) * p->size);
+        memcpy(w, p->data, sizeof(float) * p->size);
+    }
+    if (n_replicas == 1) {
+        losses[0] = replica_gradient(&m[0], e, sam);   /* one model: its products split between the threads */
+    } else {
+        /* one replica per thread (with fewer threads than replicas, a thread
+         * takes them in turn); inside the region every product runs on its
+         * caller's thread (matmul.h) */
+        const int threads = n_replicas < threads_current() ? n_replicas : threads_current();
 #pragma omp parallel for schedule(static, 1) num_threads(threads)
-    for (int r = 0; r < n_replicas; r++) {
-        Examples s = slice_of(e, r, n_replicas);
-        losses[r] = m[r].forward(m[r].self, &s);
-        m[r].backward(m[r].self, &s);
+        for (int r = 0; r < n_replicas; r++) {
+            Examples s = slice_of(e, r, n_replicas);
+            losses[r] = replica_gradient(&m[r], &s, sam);
+        }
+    }
+    if (w) {
+        memcpy(p->data, w, sizeof(float) * p->size);
+        free(w);
     }
     /* the whole batch's mean = the slices' means weighted by their shares of the examples */
     double loss = 0.0;
@@ -84,7 +122,8 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
 }
 
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, WeightAverage *average, uint64_t seed, int quiet, ClassifierResult *r) {
+                     float weight_decay, float sam, WeightAverage *average, uint64_t seed, int quiet,
+                     ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
         return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
@@ -106,7 +145,7 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int
             if (m[k].set_progress) m[k].set_progress(m[k].self, step, steps);
         task->train_batch(task->self, &e, batch, &rng);
         loss = classifier_train_step_parallel(m, n_replicas, &opt, &e, 1.0f,
-                                              lr_schedule(step, steps, steps / 20, lr, 0.05f));
+                                              lr_schedule(step, steps, steps / 20, lr, 0.05f), sam);
         if (isnan(loss)) {
             progress_end(&pr);
             fail("training diverged at step %d: %s; no update was made and no checkpoint written: try a lower --lr",
@@ -317,7 +356,8 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     WeightAverage average = {0};
     int rc = f->ema > 0 ? weight_average_init(&average, m[0].params, f->ema) : 0;
     if (rc == 0)
-        rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, f->ema > 0 ? &average : NULL,
+        rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, f->sam,
+                              f->ema > 0 ? &average : NULL,
                               (uint64_t)f->seed, f->quiet, r);
     for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
     r->checkpoint_last_weights[0] = '\0';
@@ -506,6 +546,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "batch", f->batch);
     results_set_num(&res, "lr", f->lr);
     results_set_num(&res, "ema", f->ema);
+    results_set_num(&res, "sam", f->sam);
     results_set_num(&res, "test_n", f->test_size);
     results_set_str(&res, "backend", backend_name(backend_current()));
     results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
@@ -541,6 +582,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, avg = d avg + (1 - d) w after every step, "
          "and evaluate and save it in their place (0: the last step's weights; 0.9995 averages about the last 2,000 "
          "steps); the last step's weights are measured and saved beside it", 0, 0.99999, NULL},
+        {"sam", ARG_FLOAT, &f.sam, "sharpness-aware steps (SAM) of this radius rho, e.g. 0.05: each step takes the "
+         "gradient at the weights moved by rho along their gradient, a second forward and backward (0: plain steps)",
+         0, 1, NULL},
         {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
         {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<checkpoint>)", 0,

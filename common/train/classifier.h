@@ -55,6 +55,11 @@ typedef struct {
      * steps with step (0-based) and steps, for models whose training changes
      * along the run (chapter 07's patch dropout stops at a chosen step). */
     void (*set_progress)(void *self, int step, int steps);
+    /* Optional (may be NULL): the next forward draws the same random choices
+     * (dropout masks, dropped patches) as the last one did, for the second
+     * pass of a sharpness-aware step (--sam, below) over the same batch.
+     * Without it that pass draws new ones. */
+    void (*replay)(void *self);
 } Classifier;
 
 /* The common flags every such chapter has (the chapter adds its own). */
@@ -67,6 +72,8 @@ typedef struct {
     const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
     float ema;            /* > 0: evaluate and keep the moving average of the weights with this decay
                            * (nn/optim.h); 0: the last step's weights, the default */
+    float sam;            /* > 0: sharpness-aware steps with this radius rho (classifier_train_step_parallel);
+                           * 0: plain steps, the default */
 } ClassifierFlags;
 
 #define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */
@@ -112,18 +119,33 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
  * task here), up to the order of float additions; n_replicas = 1 is
  * classifier_train_step itself. Why: on 2 cores, two replicas each working on
  * half the batch keep both cores busier than one model whose products are
- * split between them (the numbers are in common/README.md). */
+ * split between them (the numbers are in common/README.md).
+ *
+ * With sam = rho > 0, each replica's gradient is the sharpness-aware one
+ * (SAM, Foret et al. 2021): with g the gradient of its slice's loss L at the
+ * weights w, it steps to the nearby point w + rho g / |g| (|g|: the L2 norm
+ * over all its parameters), where to first order L rises the most within
+ * radius rho, and takes the gradient there on the same slice (the same
+ * random choices when the model has replay); w is then put back and that
+ * gradient is the one summed and applied. The update so favours weights
+ * whose whole neighbourhood has a low loss, a flat minimum, which tends to
+ * generalise better. Each replica finds its own w + rho g / |g| from its own
+ * slice (the paper's "m-sharpness" with m the slice's size). It costs a
+ * second forward and backward; the loss returned is the first pass's, at w.
+ * sam = 0 is the plain step. */
 double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
-                                      float lr);
+                                      float lr, float sam);
 
 /* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
  * for steps batches of batch examples of task's training stream (stream 1
  * of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up over
- * steps/20 and cosine decay; fills r's loss curve, final loss and seconds.
+ * steps/20 and cosine decay, sharpness-aware steps of radius sam (> 0; 0:
+ * plain, classifier_train_step_parallel); fills r's loss curve, final loss and seconds.
  * With average (else NULL, made from m[0]'s parameters): updated after every
  * step; m[0] itself ends with the last step's weights. */
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, WeightAverage *average, uint64_t seed, int quiet, ClassifierResult *r);
+                     float weight_decay, float sam, WeightAverage *average, uint64_t seed, int quiet,
+                     ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
  * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
