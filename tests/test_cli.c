@@ -437,6 +437,8 @@ static void test_vit_program(void **state) {
     expect_error(p, args, "the patch side must be even (got 7)");
     expect_error(p, "--ema 1", "--ema");
     expect_error(p, "--ema -0.5", "--ema");
+    expect_error(p, "--sam -0.05", "--sam");
+    expect_error(p, "--sam 2", "--sam");
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");
@@ -505,6 +507,8 @@ static void test_vit_program(void **state) {
     expect_error(p, args, "--steps has no effect with --load");
     snprintf(args, sizeof args, "--load %s/%s --ema 0.9", tmp_dir, ckpt);
     expect_error(p, args, "--ema has no effect with --load");
+    snprintf(args, sizeof args, "--load %s/%s --sam 0.05", tmp_dir, ckpt);
+    expect_error(p, args, "--sam has no effect with --load");
     /* a checkpoint whose erasing probability is not one */
     snprintf(path, sizeof path, "%s/erase.ckpt", tmp_dir);
     snprintf(args, sizeof args, "%s/%s", tmp_dir, ckpt);
@@ -528,8 +532,9 @@ static void test_vit_program(void **state) {
     snprintf(path, sizeof path, "%s/bf07/results.json", tmp_dir);
     read_text_file(path, json, sizeof json);
     assert_non_null(strstr(json, "\"matmul_precision\": \"bf16\""));
-    /* --ema: the average is the model; the last step's weights are measured and kept beside it */
-    snprintf(args, sizeof args, "--ema 0.5 --steps 3 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 "
+    /* --ema: the average is the model; the last step's weights are measured and kept beside it
+     * (with sharpness-aware steps, --sam, named in results.json) */
+    snprintf(args, sizeof args, "--ema 0.5 --sam 0.05 --steps 3 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 "
              "--pictures 0 --quiet --out %s/ema07", tmp_dir);
     run(r, p, args);
     assert_int_equal(r->code, 0);
@@ -539,6 +544,7 @@ static void test_vit_program(void **state) {
     snprintf(path, sizeof path, "%s/ema07/results.json", tmp_dir);
     read_text_file(path, json, sizeof json);
     assert_non_null(strstr(json, "\"ema\": 0.5"));
+    assert_non_null(strstr(json, "\"sam\": 0.05"));
     assert_non_null(strstr(json, "\"vit_p7_token_acc_last_weights\": "));
     free(r);
 }

@@ -15,6 +15,8 @@
  *  - patch dropout: evaluation reads every patch, training the kept ones
  *    (each K-subset about equally often), and with keep_until it stops at
  *    that fraction of the driver's steps (then the logits of evaluation);
+ *    replay (the second pass of a sharpness-aware step) drops the same
+ *    patches and dropout masks again, a plain second forward new ones;
  *  - config text round trip (older checkpoints' missing lines), and bad sizes
  *    (the stem's among them) refused with one clear message;
  *  - a few AdamW steps fit a fixed batch (the loss falls);
@@ -316,6 +318,41 @@ static void test_patch_dropout_stops(void **state) {
     c.destroy(c.self);
 }
 
+/* replay: the next training forward draws what the last one drew (the kept
+ * patches, the dropout and drop path masks), so at the same weights it gives
+ * the same logits; without it the next forward draws anew */
+static void test_replay_draws_the_same(void **state) {
+    (void)state;
+    enum { B = 3 };
+    VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
+    cfg.keep = 0.5f;
+    cfg.dropout = 0.2f;
+    cfg.drop_path = 0.2f;
+    char config[1024];
+    vit_config_text(config, sizeof config, &cfg, 9);
+    Classifier c;
+    assert_int_equal(vit_build(&c, config, B, 9), 0);
+    Vit *v = vit_of(&c);
+    float images[B * 64], first[B * 3];
+    int kept[B * 2];
+    Rng r;
+    rng_seed(&r, 3, 0);
+    fill(images, sizeof images / sizeof images[0], 1.0f, &r);
+    c.set_training(c.self, 1);
+    for (int trial = 0; trial < 3; trial++) {
+        vit_forward(v, images, NULL, B);
+        memcpy(first, v->logits, sizeof first);
+        memcpy(kept, v->kept, sizeof kept);
+        c.replay(c.self);
+        vit_forward(v, images, NULL, B);
+        assert_memory_equal(v->logits, first, sizeof first);
+        assert_memory_equal(v->kept, kept, sizeof kept);
+        vit_forward(v, images, NULL, B);                 /* no replay: new draws */
+        assert_true(memcmp(v->logits, first, sizeof first) != 0);
+    }
+    c.destroy(c.self);
+}
+
 /* out = text with the line "key=..." left out (value NULL) or set to "key=value" */
 static void edit_line(char *out, size_t cap, const char *text, const char *key, const char *value) {
     char head[64];
@@ -509,6 +546,7 @@ int main(void) {
         cmocka_unit_test(test_positions_2d),
         cmocka_unit_test(test_dropout_only_in_training),
         cmocka_unit_test(test_patch_dropout_stops),
+        cmocka_unit_test(test_replay_draws_the_same),
         cmocka_unit_test(test_config_and_errors),
         cmocka_unit_test(test_fits_a_batch),
         cmocka_unit_test(test_encoder_is_chapter_06),
