@@ -488,6 +488,8 @@ def table_vit(out_dir, readme):
                 number(d, "keep", path), " for the first %g%% of the steps" % (100 * until) if 0 < until < 1 else "")
         if "replicas" in d and number(d, "replicas", path) > 1:
             model += ", batch split between %d data-parallel replicas" % number(d, "replicas", path)
+        if "sam" in d and number(d, "sam", path) > 0:   # results from before --sam: plain steps
+            model += ", sharpness-aware steps (`--sam %g`)" % number(d, "sam", path)
         averaged = "ema" in d and number(d, "ema", path) > 0   # results from before --ema: the last weights
         if averaged:
             model += "; evaluated: the moving average of the weights (`--ema %g`)" % number(d, "ema", path)

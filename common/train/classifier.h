@@ -116,7 +116,7 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
  * are summed into m[0]'s; then the check, the clip and the update of
  * classifier_train_step on m[0]. The sum is the gradient of the whole
  * batch's mean loss when every example has the same number of targets (every
- * task here), up to the order of float additions; n_replicas = 1 is
+ * task here), up to the order of float additions; n_replicas = 1 (sam = 0) is
  * classifier_train_step itself. Why: on 2 cores, two replicas each working on
  * half the batch keep both cores busier than one model whose products are
  * split between them (the numbers are in common/README.md).
