@@ -116,9 +116,10 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * bf16 products) with and without stochastic depth, patch dropout
      * (--keep 0.5, 27,000 steps: the run that fits 90 minutes on a machine
      * without AVX-512, where this preset takes about 2.6 hours), and patch
-     * dropout ended on whole images (--keep-until 0.9, 26,000 steps). The
-     * chapter's README ("The long preset") gives each run's command and
-     * figures. */
+     * dropout ended on whole images (--keep-until 0.9, 26,000 steps), and
+     * patch dropout with sharpness-aware steps (--sam 0.05, 14,000 steps of
+     * two passes each). The chapter's README ("The long preset") gives each
+     * run's command and figures. */
     flags.patch = "4";
     flags.kernel = 8;
     flags.layers = 6;
