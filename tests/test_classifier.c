@@ -42,6 +42,16 @@ static int build_small(Classifier *c, DigitTask task, uint64_t seed) {
     return digit_model_build(c, config, B, seed);
 }
 
+/* t: the reverse task of length N; e: B of its training examples, drawn with seed */
+static void reverse_batch(ExampleTask *t, Examples *e, uint64_t seed) {
+    static DigitTaskSpec spec = {TASK_REVERSE, N};   /* static: the task points at it (t->self) */
+    digit_example_task(t, &spec);
+    examples_alloc(e, B, N, N, 0);
+    Rng r;
+    rng_seed(&r, seed, 1);
+    t->train_batch(t->self, e, B, &r);
+}
+
 static void test_train_step_is_the_textbook_step(void **state) {
     (void)state;
     Classifier a, b;
@@ -183,14 +193,9 @@ static void sam_gradient_by_hand(Classifier *c, const Examples *s, float rho, fl
 static void test_sam_step(void **state) {
     (void)state;
     const float rho = 0.05f;
-    DigitTaskSpec spec = {TASK_REVERSE, N};
     ExampleTask t;
-    digit_example_task(&t, &spec);
     Examples e;
-    examples_alloc(&e, B, N, N, 0);
-    Rng r;
-    rng_seed(&r, 6, 1);
-    t.train_batch(t.self, &e, B, &r);
+    reverse_batch(&t, &e, 6);
     for (int n = 1; n <= 2; n++) {
         Classifier ref, plain, replicas[2];
         assert_int_equal(build_small(&ref, TASK_REVERSE, 5), 0);

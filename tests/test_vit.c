@@ -276,6 +276,15 @@ static void test_dropout_only_in_training(void **state) {
     vit_free(&w);
 }
 
+/* c: the ViT of cfg as the driver's Classifier (vit_build from its config
+ * text, seed 9), for batches of up to max_B; returns its Vit */
+static Vit *build_classifier(Classifier *c, const VitConfig *cfg, int max_B) {
+    char config[1024];
+    vit_config_text(config, sizeof config, cfg, 9);
+    assert_int_equal(vit_build(c, config, max_B, 9), 0);
+    return vit_of(c);
+}
+
 /* --keep-until: patch dropout for the first keep_until of the training steps
  * (the driver tells the model each step, classifier.h), then every patch: the
  * same logits as evaluation (no other randomness in this model) */
@@ -285,11 +294,8 @@ static void test_patch_dropout_stops(void **state) {
     VitConfig cfg = small_config(VIT_POOL_CLS, VIT_POS_LEARNED, 1);
     cfg.keep = 0.5f;
     cfg.keep_until = 0.75f;                            /* steps 0..5 drop patches, 6 and 7 read all */
-    char config[1024];
-    vit_config_text(config, sizeof config, &cfg, 9);
     Classifier c;
-    assert_int_equal(vit_build(&c, config, B, 9), 0);
-    Vit *v = vit_of(&c);
+    Vit *v = build_classifier(&c, &cfg, B);
     float images[B * 64], eval_logits[B * 3];
     Rng r;
     rng_seed(&r, 2, 0);
@@ -328,11 +334,8 @@ static void test_replay_draws_the_same(void **state) {
     cfg.keep = 0.5f;
     cfg.dropout = 0.2f;
     cfg.drop_path = 0.2f;
-    char config[1024];
-    vit_config_text(config, sizeof config, &cfg, 9);
     Classifier c;
-    assert_int_equal(vit_build(&c, config, B, 9), 0);
-    Vit *v = vit_of(&c);
+    Vit *v = build_classifier(&c, &cfg, B);
     float images[B * 64], first[B * 3];
     int kept[B * 2];
     Rng r;
