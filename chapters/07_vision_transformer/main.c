@@ -115,7 +115,7 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * self-attention, a convolutional stem, a wider model (D 128, F 256,
      * bf16 products) with and without stochastic depth, patch dropout
      * (--keep 0.5, 27,000 steps: the run that fits 90 minutes on a machine
-     * without AVX-512, where this preset takes about 2.6 hours), and patch
+     * without AVX-512, where this preset takes about 2.6 hours), patch
      * dropout ended on whole images (--keep-until 0.9, 26,000 steps), and
      * patch dropout with sharpness-aware steps (--sam 0.05, 14,000 steps of
      * two passes each). The chapter's README ("The long preset") gives each
