@@ -1,7 +1,7 @@
 /* main.c - chapter 07: the Vision Transformer on Fashion-MNIST.
  *
  *   ./build/07_vision_transformer                      the quick default (make run-07)
- *   ./build/07_vision_transformer --preset long        the long run (60-85 minutes)
+ *   ./build/07_vision_transformer --preset long        the long run (60-85 minutes with AVX-512, ~2.6 h with AVX2 only)
  *   ./build/07_vision_transformer --patch 14,7,4 --steps 600   the patch-size table
  *   ./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt
  *                                  evaluate a saved model (validation and test) and draw its
@@ -47,7 +47,8 @@ static struct {
 static const ArgSpec MODEL_ARGS[] = {
     {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4 read through "
      "8 x 8 kernels, 6 layers, D = 96, F = 192, augmented, 33,000 steps, lr 1.5e-3, 2 data-parallel replicas, "
-     "the weights' moving average saved (--ema 0.9995) (60-85 minutes on 2 cores); other flags still override", 0, 0, "quick,long"},
+     "the weights' moving average saved (--ema 0.9995) (60-85 minutes on 2 cores with AVX-512, about 2.6 hours "
+     "with AVX2 only); other flags still override", 0, 0, "quick,long"},
     {"patch", ARG_STRING, &flags.patch, "patch side P (28 x 28 images: 4, 7, 14 -> 49, 16, 4 patches); a "
      "comma-separated list trains one model per size (the patch-size table)", 0, 0, NULL},
     {"kernel", ARG_INT, &flags.kernel, "overlapping patches: each patch reads a K x K square centred on it "
@@ -116,9 +117,10 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * bf16 products) with and without stochastic depth, patch dropout
      * (--keep 0.5, 27,000 steps: the run that fits 90 minutes on a machine
      * without AVX-512, where this preset takes about 2.6 hours), patch
-     * dropout ended on whole images (--keep-until 0.9, 26,000 steps), and
+     * dropout ended on whole images (--keep-until 0.9, 26,000 steps),
      * patch dropout with sharpness-aware steps (--sam 0.05, 14,000 steps of
-     * two passes each). The chapter's README ("The long preset") gives each
+     * two passes each), and patch dropout with a milder shift (--shift 1,
+     * 27,000 steps). The chapter's README ("The long preset") gives each
      * run's command and figures. */
     flags.patch = "4";
     flags.kernel = 8;
