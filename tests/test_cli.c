@@ -522,6 +522,14 @@ static void test_vit_program(void **state) {
     assert_non_null(strstr(r->out, "test accuracy"));
     /* trained with flips: the accuracies with each image averaged with its mirror too */
     assert_non_null(strstr(r->out, "each image averaged with its mirror image: validation accuracy "));
+    /* attention pooling: its query saved and loaded, and "where it looked" drawn through its weights */
+    short_run(p, "--pool attention --steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --batch 8 --test-size 10 "
+              "--pictures 1 --quiet", "a07/model_vit_p7.ckpt");
+    snprintf(args, sizeof args, "--load %s/a07/model_vit_p7.ckpt --index 3 --out %s/e07a", tmp_dir, tmp_dir);
+    run(r, p, args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "pool=attention"));
+    assert_non_null(strstr(r->out, "true class: "));
     /* the bf16 precision, on the naive backend (every CPU): said on the training line and in results.json */
     snprintf(args, sizeof args, "--backend naive --matmul-precision bf16 --steps 2 --dim 32 --heads 2 --ff 32 "
              "--layers 1 --batch 8 --test-size 10 --pictures 0 --quiet --out %s/bf07", tmp_dir);

@@ -1,8 +1,11 @@
 /* test_vit.c - chapter 07: the Vision Transformer (vit.h).
  *
  *  - pooling (class token and mean) against central finite differences;
+ *    attention pooling's gradients (the outputs and the query w) too, its
+ *    weights and output against loops written from the definition, and
+ *    w = 0 giving mean pooling;
  *  - the whole model's gradient (every parameter) against central finite
- *    differences, for cls and mean pooling, learned and 2-D sinusoidal
+ *    differences, for cls, mean and attention pooling, learned and 2-D sinusoidal
  *    positions, on 8 x 8 images in 4 patches (and a 3-channel image), with
  *    overlapping patches (8 x 8 kernels around the 4 x 4 patches), with
  *    label smoothing (the loss then written from its definition), and with
@@ -98,6 +101,67 @@ static void test_pool_gradients(void **state) {
                 assert_true(fabs(pooled[b * D + d] - want) < 1e-6);
             }
     }
+}
+
+typedef struct {
+    float *Z, *q, *pooled, *a;
+    const float *g;   /* the loss is sum g . pooled */
+    int B, T, D;
+} AttentionPoolCtx;
+
+static double attention_pool_loss(void *p) {
+    AttentionPoolCtx *c = p;
+    vit_attention_pool_forward(c->pooled, c->a, c->Z, c->q, c->B, c->T, c->D);
+    double s = 0.0;
+    for (int i = 0; i < c->B * c->D; i++) s += (double)c->g[i] * c->pooled[i];
+    return s;
+}
+
+static void test_attention_pool(void **state) {
+    (void)state;
+    enum { B = 3, T = 5, D = 7 };
+    Rng r;
+    rng_seed(&r, 4, 0);
+    float Z[B * T * D], q[D], pooled[B * D], a[B * T], g[B * D], dZ[B * T * D], dq[D], scratch[2 * T];
+    fill(Z, B * T * D, 1.0f, &r);
+    fill(q, D, 1.0f, &r);
+    fill(g, B * D, 1.0f, &r);
+    /* the definition, as loops: e_t = q . Z[t], a = softmax(e), u = sum_t a_t Z[t] */
+    vit_attention_pool_forward(pooled, a, Z, q, B, T, D);
+    for (int b = 0; b < B; b++) {
+        double e[T], top = -1e300, sum = 0.0;
+        for (int t = 0; t < T; t++) {
+            e[t] = 0.0;
+            for (int d = 0; d < D; d++) e[t] += (double)q[d] * Z[((size_t)b * T + t) * D + d];
+            if (e[t] > top) top = e[t];
+        }
+        for (int t = 0; t < T; t++) sum += exp(e[t] - top);
+        for (int t = 0; t < T; t++) assert_true(fabs(a[b * T + t] - exp(e[t] - top) / sum) < 1e-6);
+        for (int d = 0; d < D; d++) {
+            double u = 0.0;
+            for (int t = 0; t < T; t++) u += exp(e[t] - top) / sum * Z[((size_t)b * T + t) * D + d];
+            assert_true(fabs(pooled[b * D + d] - u) < 1e-5);
+        }
+    }
+    /* gradients: dZ (Z as keys and as values) and dq, each added to what was there */
+    for (int i = 0; i < B * T * D; i++) dZ[i] = 0.5f;
+    for (int i = 0; i < D; i++) dq[i] = 0.25f;
+    vit_attention_pool_backward(dZ, dq, scratch, g, a, Z, q, B, T, D);
+    for (int i = 0; i < B * T * D; i++) dZ[i] -= 0.5f;
+    for (int i = 0; i < D; i++) dq[i] -= 0.25f;
+    AttentionPoolCtx ctx = {Z, q, pooled, a, g, B, T, D};
+    GradCheckResult res = gradcheck(attention_pool_loss, &ctx, Z, dZ, B * T * D, 1e-2f, 1000);
+    if (!(res.max_rel_err < 1e-3)) fail_msg("attention pool, dZ: max_rel_err %.3g", res.max_rel_err);
+    res = gradcheck(attention_pool_loss, &ctx, q, dq, D, 1e-2f, 1000);
+    if (!(res.max_rel_err < 1e-3)) fail_msg("attention pool, dw: max_rel_err %.3g", res.max_rel_err);
+    assert_int_equal(res.n_checked, D);
+    /* w = 0 (its initial value): every weight 1/T, the output mean pooling's */
+    float mean[B * D];
+    for (int d = 0; d < D; d++) q[d] = 0.0f;
+    vit_attention_pool_forward(pooled, a, Z, q, B, T, D);
+    vit_pool_forward(mean, Z, VIT_POOL_MEAN, B, T, D);
+    for (int i = 0; i < B * T; i++) assert_true(fabs(a[i] - 1.0 / T) < 1e-7);
+    for (int i = 0; i < B * D; i++) assert_true(fabs(pooled[i] - mean[i]) < 1e-6);
 }
 
 /* ------------------------------------------------------- the whole model */
@@ -200,6 +264,10 @@ static void test_model_gradients(void **state) {
     check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.5f);
     check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.75f);
     check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 2, 0.0f, 0.5f);
+    /* attention pooling: its query w among the parameters; with overlap, and with patch dropout */
+    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_ATTENTION, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f);
+    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.5f);
 }
 
 static void test_positions_2d(void **state) {
@@ -545,6 +613,7 @@ static void test_encoder_is_chapter_06(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_gradients),
+        cmocka_unit_test(test_attention_pool),
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_positions_2d),
         cmocka_unit_test(test_dropout_only_in_training),

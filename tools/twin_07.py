@@ -6,7 +6,9 @@ The C model (chapters/07_vision_transformer/vit.h):
           with a stem of S channels (--stem S), the patches read GELU(Conv2d(images, S, 4, stride=2, padding=1))
           with kernel K / 2, stride P / 2, padding (K - P) / 4
     Z   = LayerNorm(Block_L(.. Block_1(X_0)))      pre-norm blocks (chapter 06), no mask
-    u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean);   logits = u W_head + b_head
+    u   = Z[:, 0] (pool cls) or Z.mean(1) (pool mean)
+          or softmax(Z w, dim=1)-weighted sum of Z (pool attention, one learned query w);
+    logits = u W_head + b_head
     loss = mean cross-entropy over the batch (printed); with --label-smoothing eps
            the gradient is that of the smoothed cross-entropy (objective())
 Here: nn.Conv2d(channels, D, K, stride=P, padding=(K - P) // 2) with weight = patch.W^T
@@ -43,6 +45,8 @@ RUNS = [
     ("p4 kernel 8 cls", ["--patch", "4", "--kernel", "8", "--pool", "cls", "--pos", "learned"] + _SMALL),
     ("p7 locality", ["--patch", "7", "--pool", "cls", "--pos", "learned", "--locality"] + _SMALL),
     ("p4 kernel 8 stem", ["--patch", "4", "--kernel", "8", "--stem", "6", "--pool", "cls", "--pos", "learned"]
+     + _SMALL),
+    ("p4 k8 attention", ["--patch", "4", "--kernel", "8", "--pool", "attention", "--pos", "learned"]
      + _SMALL),
 ]
 
@@ -88,6 +92,7 @@ class VitTwin(nn.Module):
         self.ch, self.rows, self.cols, P = (int(cfg[k]) for k in ("channels", "rows", "cols", "patch"))
         D, L, H, F_ = (int(cfg[k]) for k in ("dim", "layers", "heads", "ff"))
         self.P, self.D, self.cls_pool = P, D, cfg["pool"] == "cls"
+        self.attention_pool = cfg["pool"] == "attention"
         self.learned = cfg["pos"] == "learned"
         C = int(cfg["classes"])
         self.eps = float(cfg.get("label_smoothing", 0))   # a checkpoint from before smoothing has no line
@@ -104,6 +109,8 @@ class VitTwin(nn.Module):
             self.cls = nn.Parameter(torch.zeros(D))
         if self.learned:
             self.pos = nn.Parameter(torch.zeros(T, D))
+        if self.attention_pool:
+            self.pool_w = nn.Parameter(torch.zeros(D))
         else:
             self.register_buffer("P_fixed", sinusoids_2d(self.rows // P, self.cols // P, D, self.cls_pool, dtype))
         self.locality = int(cfg.get("locality", 0))   # a checkpoint from before locality has no line
@@ -126,6 +133,8 @@ class VitTwin(nn.Module):
             self.layout.append(("cls", "cls", False, None))
         if self.learned:
             self.layout.append(("pos", "pos", False, None))
+        if self.attention_pool:
+            self.layout.append(("pool.w", "pool_w", False, None))
         pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", False)
         # locality: the H learned log-scales follow the attention's b_O in the block's tensor
         at = [name for name, _ in pieces].index("b_O") + 1
@@ -155,6 +164,9 @@ class VitTwin(nn.Module):
         for layer in self.layers:
             x = layer(x)
         z = self.norm(x)
+        if self.attention_pool:   # one query w over the outputs: a = softmax(Z w) over the tokens, u = a Z
+            a = torch.softmax(z @ self.pool_w, dim=1)
+            return self.head(torch.einsum("bt,btd->bd", a, z))
         return self.head(z[:, 0] if self.cls_pool else z.mean(dim=1))
 
     @staticmethod

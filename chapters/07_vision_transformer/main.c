@@ -57,8 +57,8 @@ static const ArgSpec MODEL_ARGS[] = {
     {"stem", ARG_INT, &flags.stem, "a convolutional stem of S channels (vit.h): a 4 x 4 convolution of stride 2 "
      "and GELU, whose map the patches then read (patch and kernel halved; both even, kernel - patch a multiple "
      "of 4); 0: the patches read the pixels", 0, 256, NULL},
-    {"pool", ARG_STRING, &flags.pool, "what the head reads: the class token's output, or the mean of all outputs",
-     0, 0, "cls,mean"},
+    {"pool", ARG_STRING, &flags.pool, "what the head reads: the class token's output, the mean of all outputs, "
+     "or their mean weighted by attention with one learned query (vit.h)", 0, 0, "cls,mean,attention"},
     {"pos", ARG_STRING, &flags.pos, "position embeddings: a learned table, or fixed 2-D sinusoids", 0, 0,
      "learned,sinusoidal2d"},
     {"layers", ARG_INT, &flags.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL},

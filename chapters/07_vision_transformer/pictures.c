@@ -45,12 +45,14 @@ static const char *const *no_ticks(void) {
 
 /* For image b of v's last forward, grid [L + 1, g, g] (g = patches per side):
  * panel l < L: what layer l's output reads from each patch, averaged over
- * the heads: the class token's row of A (cls pooling) or the mean of all
- * rows (mean pooling, whose output is the mean of all tokens);
+ * the heads: the class token's row of A (cls pooling), the mean of all
+ * rows (mean pooling, whose output is the mean of all tokens) or the rows
+ * weighted by attention pooling's a (its output is that weighted mean);
  * panel L: the rollout, R = Abar_L .. Abar_1 with Abar = (A + I) / 2 (the
  * residual stream carries half of each token through), read the same way. */
 static void looked(const Vit *v, int b, float *grid) {
     const int L = v->cfg.layers, H = v->cfg.heads, T = v->T, N = v->N, off = T - N;
+    const float *a = v->pool_a ? v->pool_a + (size_t)b * T : NULL;   /* attention pooling's weights */
     double *Abar = xcalloc((size_t)T * T, sizeof(double)), *R = xcalloc((size_t)T * T, sizeof(double));
     double *tmp = xcalloc((size_t)T * T, sizeof(double));
     for (int i = 0; i < T; i++) R[(size_t)i * T + i] = 1.0;
@@ -70,6 +72,7 @@ static void looked(const Vit *v, int b, float *grid) {
         for (int n = 0; n < N; n++) {
             double s = 0.0;
             if (v->cfg.pool == VIT_POOL_CLS) s = M[off + n];
+            else if (a) for (int i = 0; i < T; i++) s += M[(size_t)i * T + off + n] * a[i];
             else for (int i = 0; i < T; i++) s += M[(size_t)i * T + off + n] / T;
             panel[n] = (float)s;
             total += s;
@@ -306,7 +309,8 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         vit_predict(v, pred);
         snprintf(stem, sizeof stem, "%.900s/attention_%.24s", out, key);
         snprintf(title, sizeof title, "%s: what %s reads from each patch, per layer (mean over heads) and rolled out",
-                 label, v->cfg.pool == VIT_POOL_CLS ? "the class token" : "the mean of the outputs");
+                 label, v->cfg.pool == VIT_POOL_CLS ? "the class token" : v->pool_a ? "attention pooling"
+                 : "the mean of the outputs");
         rc = draw_looked(stem, title, v, inks, pred, d->test.labels, n_pictures);
     }
     if (rc == 0) rc = draw_positions(out, key, v);

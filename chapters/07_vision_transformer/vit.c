@@ -8,19 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"
 #include "io/checkpoint.h"
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
 
-const char *vit_pool_name(VitPool p) { return p == VIT_POOL_MEAN ? "mean" : "cls"; }
+const char *vit_pool_name(VitPool p) {
+    return p == VIT_POOL_MEAN ? "mean" : p == VIT_POOL_ATTENTION ? "attention" : "cls";
+}
 const char *vit_pos_name(VitPos p) { return p == VIT_POS_SINUSOIDAL_2D ? "sinusoidal2d" : "learned"; }
 
 int vit_pool_from_name(const char *name, VitPool *p) {
     if (strcmp(name, "cls") == 0) *p = VIT_POOL_CLS;
     else if (strcmp(name, "mean") == 0) *p = VIT_POOL_MEAN;
-    else return fail("pool: expected cls or mean, got '%s'", name);
+    else if (strcmp(name, "attention") == 0) *p = VIT_POOL_ATTENTION;
+    else return fail("pool: expected cls, mean or attention, got '%s'", name);
     return 0;
 }
 
@@ -85,6 +89,28 @@ void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int
             for (int d = 0; d < D; d++) dz[(size_t)t * D + d] += du[d] * scale;
     }
     /* End of exercise 07.pooling. */
+}
+
+/* Z [B, T, D], w [D] -> pooled [B, D], a [B, T]: for each image, chapter
+ * 03's steps with the one query w, keys and values Z[b] (alpha 1: the plain
+ * dot score e_t = w . Z[t]; the scale is w's to learn). */
+void vit_attention_pool_forward(float *pooled, float *a, const float *Z, const float *w, int B, int T, int D) {
+    for (int b = 0; b < B; b++) {
+        const float *z = Z + (size_t)b * T * D;
+        dot_attention_forward(pooled + (size_t)b * D, D, a + (size_t)b * T, a + (size_t)b * T, w, D, z, D, z, D,
+                              1.0f, NULL, NULL, 1, T, D, D);
+    }
+}
+
+/* dpooled [B, D] -> dZ [B, T, D] += (as keys and as values), dw [D] += */
+void vit_attention_pool_backward(float *dZ, float *dw, float *scratch, const float *dpooled, const float *a,
+                                 const float *Z, const float *w, int B, int T, int D) {
+    for (int b = 0; b < B; b++) {
+        const float *z = Z + (size_t)b * T * D;
+        float *dz = dZ + (size_t)b * T * D;
+        dot_attention_backward(dw, D, dz, D, dz, D, scratch, dpooled + (size_t)b * D, D, a + (size_t)b * T, NULL,
+                               w, D, z, D, z, D, 1.0f, 1, T, D, D);
+    }
 }
 
 static BlockSpec encoder_spec(const VitConfig *c) {
@@ -152,6 +178,7 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     }
     if (cfg->pool == VIT_POOL_CLS) v->cls = params_add(p, "cls", 1, (int[]){D});
     if (cfg->pos == VIT_POS_LEARNED) v->pos = params_add(p, "pos", 2, (int[]){v->T, D});
+    if (cfg->pool == VIT_POOL_ATTENTION) v->pool_w = params_add(p, "pool.w", 1, (int[]){D});
     const BlockSpec spec = encoder_spec(cfg);
     if (stack_declare(&v->st, &spec, cfg->layers, p, "enc") < 0) return -1;
     v->st.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
@@ -172,6 +199,7 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
                          cfg->pool == VIT_POOL_CLS);
     }
     stack_init_weights(&v->st, &rng);
+    if (v->pool_w) init_constant(params_data(p, v->pool_w), (size_t)D, 0.0f);   /* a uniform: mean pooling */
     init_xavier(params_data(p, v->head_W), D, v->C, &rng);
     init_constant(params_data(p, v->head_b), (size_t)v->C, 0.0f);
     if (cfg->stem) patch_embed_init(&v->stem_spec, params_data(p, v->stem_W), params_data(p, v->stem_b), &rng);
@@ -194,6 +222,10 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
         v->embed_scratch = xcalloc(patch_embed_scratch_floats(&v->embed, max_B), sizeof(float));
     }
     v->pooled = xcalloc((size_t)max_B * D, sizeof(float));
+    if (v->pool_w) {
+        v->pool_a = xcalloc((size_t)max_B * v->T, sizeof(float));
+        v->pool_scratch = xcalloc((size_t)2 * v->T, sizeof(float));
+    }
     v->logits = xcalloc((size_t)max_B * v->C, sizeof(float));
     v->probs = xcalloc((size_t)max_B * v->C, sizeof(float));
     v->dlogits = xcalloc((size_t)max_B * v->C, sizeof(float));
@@ -212,6 +244,7 @@ void vit_free(Vit *v) {
     free(v->probs); free(v->dlogits); free(v->dpooled); free(v->dout); free(v->dpatches);
     free(v->stem_pre); free(v->stem_act); free(v->stem_map); free(v->dstem_pre); free(v->dstem_act);
     free(v->dstem_map); free(v->stem_cache); free(v->embed_scratch); free(v->kept);
+    free(v->pool_a); free(v->pool_scratch);
     memset(v, 0, sizeof *v);
 }
 
@@ -322,7 +355,10 @@ double vit_forward(Vit *v, const float *images, const int *targets, int B) {
         }
     }
     stack_forward(&v->st, NULL, NULL, B, T, v->training, &v->dropout_rng);
-    vit_pool_forward(v->pooled, v->st.out, v->cfg.pool, B, T, D);
+    if (v->pool_w)
+        vit_attention_pool_forward(v->pooled, v->pool_a, v->st.out, params_data(p, v->pool_w), B, T, D);
+    else
+        vit_pool_forward(v->pooled, v->st.out, v->cfg.pool, B, T, D);
     linear_forward(v->logits, v->pooled, params_data(p, v->head_W), params_data(p, v->head_b), B, D, v->C);
     if (!targets) return 0.0;
     int counted = 0;
@@ -340,7 +376,11 @@ void vit_backward(Vit *v, const int *targets) {
     linear_backward(v->dpooled, params_grad(p, v->head_W), params_grad(p, v->head_b), v->dlogits, v->pooled,
                     params_data(p, v->head_W), B, D, C);
     memset(v->dout, 0, sizeof(float) * (size_t)B * T * D);
-    vit_pool_backward(v->dout, v->dpooled, v->cfg.pool, B, T, D);
+    if (v->pool_w)
+        vit_attention_pool_backward(v->dout, params_grad(p, v->pool_w), v->pool_scratch, v->dpooled, v->pool_a,
+                                    v->st.out, params_data(p, v->pool_w), B, T, D);
+    else
+        vit_pool_backward(v->dout, v->dpooled, v->cfg.pool, B, T, D);
     const float *dX0 = stack_backward(&v->st, v->dout, NULL, NULL, NULL, B, T);
     /* X_0 = [cls; patches] + P: each gets the gradient of its rows */
     if (v->cls) {

@@ -13,7 +13,20 @@
  *   Z   = Norm(Block_L(..Block_1(X_0)))     chapter 06's pre-norm stack (stack.h)
  *   u   = Z[0]             (--pool cls)     the class token's output row
  *   u   = (1/T) sum_t Z[t] (--pool mean)    or the mean of all outputs
+ *   u   = sum_t a_t Z[t]   (--pool attention) or a weighted mean, below
  *   logits = u W_head + b_head              [C]; loss = cross-entropy
+ *
+ * ATTENTION POOLING (--pool attention; the "sequence pooling" of Hassani et
+ * al. 2021, "Escaping the big data paradigm with compact transformers"): no
+ * class token, and the head reads a weighted mean of the outputs whose
+ * weights the model learns to choose per image. It is chapter 03's dot-
+ * product attention with ONE learned query w [D] and the outputs as keys
+ * and values:
+ *
+ *   e_t = w . Z[t],   a = softmax(e) over the T tokens,   u = sum_t a_t Z[t]
+ *
+ * w starts at zero, where a is uniform and u is mean pooling's; a is a
+ * picture of which patches the head read.
  *
  * With label smoothing eps (--label-smoothing, Szegedy et al. 2016) the
  * training target of an image of class t is (1 - eps) onehot(t) + eps / C
@@ -69,7 +82,7 @@
 
 #define VIT_MODEL_NAME "ch07_vit"
 
-typedef enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1 } VitPool;
+typedef enum { VIT_POOL_CLS = 0, VIT_POOL_MEAN = 1, VIT_POOL_ATTENTION = 2 } VitPool;
 typedef enum { VIT_POS_LEARNED = 0, VIT_POS_SINUSOIDAL_2D = 1 } VitPos;
 
 typedef struct {
@@ -96,6 +109,7 @@ typedef struct {
     int T_run;              /* tokens of the last forward: T, or 1 + K while training with patch dropout */
     Params params;
     size_t patch_W, patch_b, cls, pos, head_W, head_b;   /* tensor offsets (cls, pos: 0 when absent) */
+    size_t pool_w;          /* attention pooling's query w [D]; 0 with cls or mean pooling */
     size_t stem_W, stem_b;  /* the stem's convolution [channels 4 4, S], [S]; 0 without one */
     PatchEmbedSpec stem_spec;   /* image -> [B, (rows / 2) (cols / 2), S] (with a stem) */
     PatchEmbedSpec embed;   /* what the patch embedding reads: cfg.patch, or the stem's map */
@@ -109,6 +123,8 @@ typedef struct {
     float *patches;         /* [B, N, D] the patch embeddings */
     float *patch_cache;     /* patch_embed_cache_floats */
     float *pooled;          /* [B, D] u */
+    float *pool_a;          /* [B, T] attention pooling's weights a (NULL with cls or mean pooling) */
+    float *pool_scratch;    /* [2 T] its backward's scratch */
     float *logits, *probs;  /* [B, C] */
     float *dlogits, *dpooled, *dout, *dpatches;   /* [B, C], [B, D], [B, T, D], [B, N, D] */
     int *kept;              /* [B, K] with patch dropout: the patches each image kept, in order; else NULL */
@@ -119,7 +135,7 @@ typedef struct {
     float *stem_cache, *embed_scratch;
 } Vit;
 
-const char *vit_pool_name(VitPool p);   /* "cls", "mean" */
+const char *vit_pool_name(VitPool p);   /* "cls", "mean", "attention" */
 const char *vit_pos_name(VitPos p);     /* "learned", "sinusoidal2d" */
 /* Returns 0, or -1 with fail() listing the choices. */
 int vit_pool_from_name(const char *name, VitPool *p);
@@ -145,6 +161,15 @@ int vit_kept_patches(const Vit *v);
  * backward: dZ [B, T, D] += the gradient of pooled spread back. */
 void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T, int D);
 void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int T, int D);
+
+/* Attention pooling, one learned query w over each image's outputs (chapter
+ * 03's dot_attention_forward with N_Q = 1 and keys = values = Z):
+ *   forward:  Z [B, T, D], w [D] -> pooled [B, D], a [B, T] (the weights)
+ *   backward: dpooled [B, D] -> dZ [B, T, D] +=, dw [D] +=; a, Z, w as forward
+ *             saw and wrote them; scratch [2 T]. */
+void vit_attention_pool_forward(float *pooled, float *a, const float *Z, const float *w, int B, int T, int D);
+void vit_attention_pool_backward(float *dZ, float *dw, float *scratch, const float *dpooled, const float *a,
+                                 const float *Z, const float *w, int B, int T, int D);
 
 /* Checks the sizes (patch divides the image, heads divide D, D % 4 == 0
  * for the sinusoids, layers 1..STACK_MAX_LAYERS), declares and initialises
