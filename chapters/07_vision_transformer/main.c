@@ -124,7 +124,9 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
      * validation lead over the preset, 0.06 points with --seed 1, was gone
      * with --seed 2), and the wider model with more patch dropout (D 128,
      * F 256, --keep 0.4, 25,000 steps: level with the preset on
-     * validation). The chapter's README ("The long preset") gives each
+     * validation), and attention pooling (--pool attention with --keep
+     * 0.5 --shift 1, 27,000 steps: between the two seeds of mean
+     * pooling). The chapter's README ("The long preset") gives each
      * run's command and figures. */
     flags.patch = "4";
     flags.kernel = 8;
