@@ -48,6 +48,7 @@ RUNS = [
      + _SMALL),
     ("p4 k8 attention", ["--patch", "4", "--kernel", "8", "--pool", "attention", "--pos", "learned"]
      + _SMALL),
+    ("p7 attention s2d", ["--patch", "7", "--pool", "attention", "--pos", "sinusoidal2d"] + _SMALL),
 ]
 
 
@@ -109,10 +110,10 @@ class VitTwin(nn.Module):
             self.cls = nn.Parameter(torch.zeros(D))
         if self.learned:
             self.pos = nn.Parameter(torch.zeros(T, D))
-        if self.attention_pool:
-            self.pool_w = nn.Parameter(torch.zeros(D))
         else:
             self.register_buffer("P_fixed", sinusoids_2d(self.rows // P, self.cols // P, D, self.cls_pool, dtype))
+        if self.attention_pool:
+            self.pool_w = nn.Parameter(torch.zeros(D))
         self.locality = int(cfg.get("locality", 0))   # a checkpoint from before locality has no line
         self.layers = nn.ModuleList(LocalityEncoderLayer(D, H, F_) if self.locality else
                                     twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
