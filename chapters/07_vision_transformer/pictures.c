@@ -139,8 +139,13 @@ static int draw_looked(const char *stem, const char *title, const Vit *v, const 
  * predictions go to keep. With flip_acc (may be NULL) also the accuracy of
  * test-time augmentation with the training's own horizontal flip: each image
  * classified by the mean of two class distributions, softmax of its logits
- * and of its mirror image's. */
-static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, int n_keep, double *flip_acc) {
+ * and of its mirror image's. With pool_spread (may be NULL; attention
+ * pooling only) also how its weights a spread over the T outputs, as means
+ * over the images: [0] the largest weight, [1] exp(entropy of a), the
+ * number of outputs an even spread with the same entropy would read (T when
+ * a is uniform, as mean pooling's weights are; 1 when it reads one). */
+static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, int n_keep, double *flip_acc,
+                       double *pool_spread) {
     const int C = v->C;
     int *pred = xmalloc(sizeof(int) * (size_t)v->max_B);
     float *mirror = NULL, *p = NULL, *q = NULL;
@@ -150,11 +155,22 @@ static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, 
         q = xmalloc(sizeof(float) * (size_t)v->max_B * C);
     }
     long right = 0, right_flip = 0;
+    double top_sum = 0.0, spread_sum = 0.0;
     for (int done = 0; done < s->n; done += v->max_B) {
         const int B = s->n - done < v->max_B ? s->n - done : v->max_B;
         const float *images = s->images + (size_t)done * PIX;
         vit_forward(v, images, NULL, B);
         vit_predict(v, pred);
+        for (int b = 0; pool_spread && v->pool_a && b < B; b++) {
+            const float *a = v->pool_a + (size_t)b * v->T;
+            double top = 0.0, entropy = 0.0;
+            for (int t = 0; t < v->T; t++) {
+                if (a[t] > top) top = a[t];
+                if (a[t] > 0.0f) entropy -= (double)a[t] * log((double)a[t]);
+            }
+            top_sum += top;
+            spread_sum += exp(entropy);
+        }
         for (int b = 0; b < B; b++) {
             const int t = s->labels[done + b];
             right += pred[b] == t;
@@ -177,6 +193,10 @@ static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, 
         }
     }
     if (flip_acc) *flip_acc = (double)right_flip / s->n;
+    if (pool_spread) {
+        pool_spread[0] = top_sum / s->n;
+        pool_spread[1] = spread_sum / s->n;
+    }
     free(pred);
     free(mirror);
     free(p);
@@ -250,10 +270,16 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
      * headline: the published figures are of one view) */
     const int flipped = ((const FashionMnistTask *)t->self)->flip;
     double valid_flip = 0.0, test_flip = 0.0;
-    const double valid = evaluate(v, &d->valid, NULL, NULL, 0, flipped ? &valid_flip : NULL);
-    const double test = evaluate(v, &d->test, confusion, first, n_grid, flipped ? &test_flip : NULL);
+    double spread[2] = {0.0, 0.0};   /* attention pooling's weights on the test images: largest, exp(entropy) */
+    const double valid = evaluate(v, &d->valid, NULL, NULL, 0, flipped ? &valid_flip : NULL, NULL);
+    const double test = evaluate(v, &d->test, confusion, first, n_grid, flipped ? &test_flip : NULL,
+                                 v->pool_a ? spread : NULL);
     printf("  %s: validation accuracy %.2f%% (%d images), test accuracy %.2f%% (%d images)\n", label, 100 * valid,
            d->valid.n, 100 * test, d->test.n);
+    if (v->pool_a)
+        printf("  attention pooling's weights a over the %d outputs (test images, mean): the largest %.3f (uniform: "
+               "%.3f); exp(entropy) %.1f, as many outputs as an even spread of the same entropy reads\n", v->T,
+               spread[0], 1.0 / v->T, spread[1]);
     char k[64];
     if (res) {
         snprintf(k, sizeof k, "%.24s_valid_acc", key);
