@@ -533,7 +533,9 @@ static void test_vit_program(void **state) {
     snprintf(args, sizeof args, "--load %s/a07/model_vit_p7.ckpt --pictures 0 --out %s/e07a", tmp_dir, tmp_dir);
     run(r, p, args);
     assert_int_equal(r->code, 0);
+    /* after 2 steps from w = 0 the weights are still all but uniform: exp(entropy) = T = 16 */
     assert_non_null(strstr(r->out, "attention pooling's weights a over the 16 outputs (test images, mean): "));
+    assert_non_null(strstr(r->out, "exp(entropy) 16.0, "));
     /* the bf16 precision, on the naive backend (every CPU): said on the training line and in results.json */
     snprintf(args, sizeof args, "--backend naive --matmul-precision bf16 --steps 2 --dim 32 --heads 2 --ff 32 "
              "--layers 1 --batch 8 --test-size 10 --pictures 0 --quiet --out %s/bf07", tmp_dir);
