@@ -339,6 +339,17 @@ void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV,
     if (dK) sgemm(1, 0, N_X, D_K, N_Q, alpha, dE, N_X, Q, ldq, 1.0f, dK, lddk);
 }
 
+/* a [N_X] -> its entropy (returned) and its largest weight */
+double attention_row_entropy(const float *a, int N_X, double *max_weight) {
+    double entropy = 0.0, top = 0.0;
+    for (int j = 0; j < N_X; j++) {
+        if (a[j] > 0) entropy -= a[j] * log(a[j]);
+        if (a[j] > top) top = a[j];
+    }
+    *max_weight = top;
+    return entropy;
+}
+
 /* ------------------------------------------- the attention layer, matrix form */
 
 /* Q [N_Q, D_Q], K [N_X, D_K], V [N_X, D_V] -> Y [N_Q, D_V], A [N_Q, N_X], cache */

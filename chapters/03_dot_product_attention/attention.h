@@ -164,6 +164,11 @@ void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV,
                             const float *V, int ldv, float alpha,
                             int N_Q, int N_X, int D_K, int D_V);
 
+/* How one row of attention weights a [N_X] (summing to 1) spreads: returns
+ * its entropy in nats, -sum_j a_j log a_j (log N_X when uniform, 0 when one
+ * weight is 1), and writes its largest weight to *max_weight. */
+double attention_row_entropy(const float *a, int N_X, double *max_weight);
+
 /* ------------------------------------------- one query, written as loops */
 /* The lesson's picture, one query q [D_Q] over the data: for each j,
  * e_j = score(q, k_j); a = softmax(e); y = sum_j a_j v_j. Writes e [N_X]

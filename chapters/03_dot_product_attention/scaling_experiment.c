@@ -52,11 +52,10 @@ int scaling_experiment(ScalingCurves *out, const int *dims, int n_dims, int n_qu
             for (int i = 0; i < N_Q; i++) {
                 const float *a = A + (size_t)i * N_X, *e = E + (size_t)i * N_X, *g = dE + (size_t)i * N_X;
                 double row_max = 0, row_grad = 0;
+                entropy += attention_row_entropy(a, N_X, &row_max);
                 for (int j = 0; j < N_X; j++) {
                     sum_e += e[j];
                     sum_e2 += (double)e[j] * e[j];
-                    if (a[j] > 0) entropy -= a[j] * log(a[j]);
-                    if (a[j] > row_max) row_max = a[j];
                     row_grad += (double)g[j] * g[j];
                 }
                 max_w += row_max;

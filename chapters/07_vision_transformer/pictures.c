@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "03_dot_product_attention/attention.h"
 #include "io/pgm.h"
 #include "io/plot.h"
 #include "nn/layers.h"
@@ -161,16 +162,12 @@ static double evaluate(Vit *v, const ImageSplit *s, long *confusion, int *keep, 
         const float *images = s->images + (size_t)done * PIX;
         vit_forward(v, images, NULL, B);
         vit_predict(v, pred);
-        for (int b = 0; pool_spread && v->pool_a && b < B; b++) {
-            const float *a = v->pool_a + (size_t)b * v->T;
-            double top = 0.0, entropy = 0.0;
-            for (int t = 0; t < v->T; t++) {
-                if (a[t] > top) top = a[t];
-                if (a[t] > 0.0f) entropy -= (double)a[t] * log((double)a[t]);
+        if (pool_spread && v->pool_a)
+            for (int b = 0; b < B; b++) {   /* chapter 03's measure of one row of attention weights */
+                double top = 0.0;
+                spread_sum += exp(attention_row_entropy(v->pool_a + (size_t)b * v->T, v->T, &top));
+                top_sum += top;
             }
-            top_sum += top;
-            spread_sum += exp(entropy);
-        }
         for (int b = 0; b < B; b++) {
             const int t = s->labels[done + b];
             right += pred[b] == t;

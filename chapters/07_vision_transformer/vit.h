@@ -156,7 +156,8 @@ void vit_replay(Vit *v);
 /* K: the patches a training image keeps (N without patch dropout). */
 int vit_kept_patches(const Vit *v);
 
-/* Pooling, shape [B, T, D] -> [B, D]:
+/* Pooling, shape [B, T, D] -> [B, D], cls or mean (attention pooling has its
+ * own pair below, for it has a parameter and keeps its weights):
  *   cls:  pooled[b] = Z[b, 0]          mean: pooled[b] = (1/T) sum_t Z[b, t]
  * backward: dZ [B, T, D] += the gradient of pooled spread back. */
 void vit_pool_forward(float *pooled, const float *Z, VitPool pool, int B, int T, int D);
