@@ -4,7 +4,7 @@
  *
  *   build/bench/bench_bf16 [--out DIR] [--reps N] [--min-ms MS]
  *
- * 1. The products of one replica's step of `--preset long` (64 images, 50
+ * 1. The products of one replica's step of `--preset long-d96` (64 images, 50
  *    tokens: 3200 rows; D 96, F 192, 4 heads of 24; weights stored [in, out],
  *    so forward is nn, dX is nt, dW is tn; one head's attention over one
  *    image's 50 tokens; the patch embedding's 3136 x 64 -> 96), each through
@@ -103,7 +103,7 @@ static double time_product(const Product *p, const float *A, const float *B, flo
     return (bench_now_ms() - t0) / (double)calls;
 }
 
-/* The long preset's model (chapters/07_vision_transformer/main.c) for one
+/* The D 96 long preset's model (`--preset long-d96`, chapters/07_vision_transformer/main.c) for one
  * replica's 64 images. */
 static int build_long_vit(Classifier *model) {
     const VitConfig cfg = {.patch = {.channels = 1, .rows = 28, .cols = 28, .P = 4, .K = 8, .D = 96}, .layers = 6,

@@ -6,7 +6,7 @@
  *   build/bench/bench_data_parallel [--out DIR] [--reps N]
  *
  * For chapter 07's ViT at two sizes (the quick default: patch 7, 2 blocks of
- * D 64; the long preset: patch 4, 6 blocks of D 96, F 192), on a batch of
+ * D 64; the D 96 long preset, --preset long-d96: patch 4, 6 blocks of D 96, F 192), on a batch of
  * 128 Fashion-MNIST training images, it times whole training steps (zero
  * the gradients, forward, backward, clip, AdamW) in three configurations:
  *

@@ -10,7 +10,7 @@
  * the median of --reps samples (default 7) of at least 20 ms. Beside them,
  * which path GEMM_AUTO takes (gemm_reads_a_in_place) and whether that was
  * the faster one here. The products: square ones, the shapes of the sgemm
- * benchmark, and one replica's products in chapter 07's long ViT (64 images
+ * benchmark, and one replica's products in chapter 07's D 96 long ViT (64 images
  * of 50 tokens: 3200 rows; D 96, F 192: the projections [Q|K|V] and O, the
  * MLP's two layers, their input gradients (nt) and a weight gradient (tn),
  * which add to C as the backward pass does, beta = 1), then tall products

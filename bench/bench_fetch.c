@@ -4,10 +4,10 @@
  *
  *   build/bench/bench_fetch [--out DIR] [--reps N]
  *
- * The training step of `--preset long` as it trains (a batch of 128
+ * The training step of `--preset long-d96` as it trains (a batch of 128
  * Fashion-MNIST training images split between two replicas of the model, one
  * thread each: zero the gradients, forward, backward, sum, clip, AdamW), at
- * two sizes: the preset (patch 4 through 8 x 8 kernels, 6 blocks of D 96,
+ * two sizes: that preset (patch 4 through 8 x 8 kernels, 6 blocks of D 96,
  * F 192, float products) and the wider model of its README (D 128, F 256,
  * bf16 products, when the CPU has AVX512_BF16). Each step runs with the
  * fetching on and off by turns (gemm_set_fetch_next; the bits are the same
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     threads_set(REPLICAS);
 
     const ModelSize sizes[] = {
-        {"long preset (P4 K8 L6 D96 F192, float)",
+        {"long-d96 preset (P4 K8 L6 D96 F192, float)",
          {.patch = {.channels = 1, .rows = 28, .cols = 28, .P = 4, .K = 8, .D = 96}, .layers = 6, .heads = 4,
           .ff = 192, .classes = FASHION_MNIST_CLASSES},
          0},

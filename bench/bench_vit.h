@@ -36,7 +36,7 @@ static inline int bench_vit_batch(const char *program, FashionMnist *data, Examp
 }
 
 /* n replicas of the ViT of `config`, each for B / n images, and the AdamW of
- * replica 0's parameters (the long preset's lr and weight decay). */
+ * replica 0's parameters (the long presets' lr and weight decay). */
 typedef struct {
     Classifier replicas[BENCH_VIT_MAX_REPLICAS];
     int n;

@@ -39,13 +39,13 @@ NAME is one of
                number of items, training seconds, the command; from
                DIR/caption_compare/g2_MODEL/results.json, MODEL one of pool,
                attend, transformer;
-    vit-07     chapter 07's Vision Transformer: the quick default and the
-               long preset, one row each (model, epochs, training seconds,
-               validation and test accuracy; with --ema, the last step's
-               weights' test accuracy beside the average's), from
-               DIR/07_vision_transformer/results.json and
-               DIR/07_vision_transformer_long/results.json; without the long
-               run's directory the block is kept as it is.
+    vit-07     chapter 07's Vision Transformer: the quick default and each
+               run of the long preset found, one row each (model, epochs,
+               training seconds, validation and test accuracy; with --ema,
+               the last step's weights' test accuracy beside the average's),
+               from DIR/07_vision_transformer/results.json and the
+               directories of LONG_RUNS; without any of those the block is
+               kept as it is.
 
 Everything outside the markers stays byte-identical. Every table is made
 before any file is written, so a missing or broken results.json stops the
@@ -452,11 +452,28 @@ def table_caption(out_dir, readme):
 FASHION_MNIST_TRAIN = 55000    # the training images the ViT samples its batches from (the last 5,000 validate)
 
 
+# The runs of chapter 07's --preset long, as (directory under DIR, command):
+# the README's own command, and the two seeds of the chapter's README (the
+# first was run before the preset had these values, with each value spelled
+# out; the same training, step for step).
+LONG_RUNS = [("07_vision_transformer_long",
+              "`./build/07_vision_transformer --preset long --out out/07_vision_transformer_long`"),
+             ("07_vit_d128_keep04_shift1_mean_zen3",
+              "`./build/07_vision_transformer --preset long` (seed 1), run as `--preset long-d96 --dim 128 --ff 256 "
+              "--keep 0.4 --shift 1 --pool mean --steps 25000 --out out/07_vit_d128_keep04_shift1_mean_zen3`, the "
+              "same training"),
+             ("07_vision_transformer_long_seed2",
+              "`./build/07_vision_transformer --preset long --seed 2 --out out/07_vision_transformer_long_seed2`")]
+
+
+def long_runs_found(out_dir):
+    """The runs of LONG_RUNS that have finished (a run still training has its directory, no results.json)."""
+    return [(run, how) for run, how in LONG_RUNS if os.path.isfile(os.path.join(out_dir, run, "results.json"))]
+
+
 def table_vit(out_dir, readme):
-    """Chapter 07's ViT: the quick default and --preset long, one row each."""
-    runs = [("07_vision_transformer", "`make run-07` (the quick default)"),
-            ("07_vision_transformer_long", "`./build/07_vision_transformer --preset long "
-                                           "--out out/07_vision_transformer_long`")]
+    """Chapter 07's ViT: the quick default and each run of --preset long found, one row each."""
+    runs = [("07_vision_transformer", "`make run-07` (the quick default)")] + long_runs_found(out_dir)
     rows = ["| run | model | epochs | train s | validation acc. | test acc. | test acc., each image averaged with "
             "its mirror image |",
             "|---|---|---|---|---|---|---|"]
@@ -504,7 +521,7 @@ def table_vit(out_dir, readme):
             if h + "_test_acc_flip_averaged" in d
             else "- (not in this run's results: see below)" if d.get("augment_flip")
             else "- (not trained on mirror images)"))
-    caption = ("From `out/07_vision_transformer/results.json` and `out/07_vision_transformer_long/results.json` "
+    caption = ("From the `results.json` of each run's `--out` directory "
                "(%s); validation on the 5,000 held-out training images, test on the official 10,000; the last "
                "column averages the class probabilities of each image and of its mirror image (a model trained "
                "with flips only): a second figure beside the plain one, not instead of it (the published figures "
@@ -566,10 +583,10 @@ def rewrite(text, out_dir, readme):
             i += 1
             names.append(m.group(1) + " (kept)")
             continue
-        if m.group(1) == "vit-07" and not os.path.isdir(os.path.join(out_dir, "07_vision_transformer_long")):
+        if m.group(1) == "vit-07" and not long_runs_found(out_dir):
             # the long preset is an 80-minute run of its own
-            print("readme_tables: %s: %s/07_vision_transformer_long not found (--preset long): <!-- results:%s --> "
-                  "kept as it is" % (readme, out_dir.rstrip("/"), m.group(1)))
+            print("readme_tables: %s: no run of --preset long in %s (%s): <!-- results:%s --> kept as it is"
+                  % (readme, out_dir.rstrip("/"), ", ".join(run for run, _ in LONG_RUNS), m.group(1)))
             out.extend(lines[start:i + 1])
             i += 1
             names.append(m.group(1) + " (kept)")
