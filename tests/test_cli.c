@@ -442,6 +442,8 @@ static void test_vit_program(void **state) {
     expect_error(p, "--image shoe.pgm", "--load");
     expect_error(p, "--index 3", "--load");
     expect_error(p, "--preset longest", "--preset");
+    /* the D 96 preset reads every patch (the long one keeps 0.4 of them) */
+    expect_error(p, "--preset long-d96 --keep-until 0.9", "--keep-until 0.9: it ends patch dropout, which is off");
     expect_error(p, "--replicas 0", "--replicas");
     expect_error(p, "--replicas 9", "--replicas");
     expect_error(p, "--matmul-precision fp8", "--matmul-precision");
