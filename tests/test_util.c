@@ -1,8 +1,8 @@
 /* test_util.c - the small helpers: mkdir -p, atomic writes (the old file
  * survives an abandoned write, no temporary file is left behind),
  * read_whole_file on plain and gzip files, aligned allocation, results.json
- * (JSON escaping, %.6g numbers, null for NaN/inf, replacing a key), and the
- * plain-log mode of the progress line. */
+ * (JSON escaping, %.6g numbers, null for NaN/inf, replacing a key), where an
+ * evaluation (--load) writes, and the plain-log mode of the progress line. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -316,6 +316,50 @@ static void test_results_json(void **state) {
     assert_non_null(strstr(last_error(), "results.json"));
 }
 
+/* --load without --out: out/<chapter>/eval_<folder>_<file>, so two runs'
+ * models of the same file name go to two places; a training run's
+ * directory is refused. */
+static void test_results_eval_dir(void **state) {
+    (void)state;
+    char out[512];
+    const char *chapter = "out/07_vision_transformer";
+    struct { const char *checkpoint, *expected; } cases[] = {
+        {"out/07_vision_transformer_long/model_vit_p4.ckpt", "out/07_vision_transformer/eval_07_vision_transformer_long_model_vit_p4"},
+        {"out/seed2/model_vit_p4.ckpt", "out/07_vision_transformer/eval_seed2_model_vit_p4"},
+        {"/abs/path/run/m.ckpt", "out/07_vision_transformer/eval_run_m"},
+        {"out/07_vision_transformer/model_vit_p7.ckpt", "out/07_vision_transformer/eval_model_vit_p7"},
+        {"model.ckpt", "out/07_vision_transformer/eval_model"},
+        {"./model.ckpt", "out/07_vision_transformer/eval_model"},
+        {"../model.ckpt", "out/07_vision_transformer/eval_model"},
+        {"weights", "out/07_vision_transformer/eval_weights"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(results_eval_dir(out, sizeof out, NULL, chapter, cases[i].checkpoint), 0);
+        assert_string_equal(out, cases[i].expected);
+    }
+    assert_int_equal(results_eval_dir(out, sizeof out, "mine", chapter, "out/a/model.ckpt"), 0);
+    assert_string_equal(out, "mine");
+
+    /* too long for the buffer: refused, not cut */
+    char small[24];
+    assert_int_equal(results_eval_dir(small, sizeof small, NULL, chapter, "out/a/model.ckpt"), -1);
+    assert_non_null(strstr(last_error(), "longer than 23"));
+
+    /* a training run's directory (steps > 0) is refused; an evaluation's is not */
+    Results r;
+    results_init(&r);
+    results_set_num(&r, "steps", 10);
+    char path[600];
+    path_in_tmp(path, sizeof path, "results.json");
+    assert_int_equal(results_write(&r, path), 0);
+    assert_int_equal(results_eval_dir(out, sizeof out, tmp_dir, chapter, "out/a/model.ckpt"), -1);
+    assert_non_null(strstr(last_error(), "holds a training run's results"));
+    results_set_num(&r, "steps", 0);
+    assert_int_equal(results_write(&r, path), 0);
+    assert_int_equal(results_eval_dir(out, sizeof out, tmp_dir, chapter, "out/a/model.ckpt"), 0);
+    unlink(path);
+}
+
 static void test_results_long_value_is_cut_cleanly(void **state) {
     (void)state;
     /* 300 two-byte characters do not fit in 256 bytes: the value is cut on a
@@ -409,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_aligned_allocation),
         cmocka_unit_test(test_results_json),
         cmocka_unit_test(test_results_long_value_is_cut_cleanly),
+        cmocka_unit_test(test_results_eval_dir),
         cmocka_unit_test(test_progress_plain_lines),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -113,16 +113,36 @@ void results_set_config(Results *r, const char *config) {
     }
 }
 
+/* The last name in the first len characters of path: "out/run" -> "run"
+ * (its length in *name_len). */
+static const char *last_name(const char *path, int len, int *name_len) {
+    int start = len;
+    while (start > 0 && path[start - 1] != '/') start--;
+    *name_len = len - start;
+    return path + start;
+}
+
 int results_eval_dir(char *out, int cap, const char *given, const char *default_dir, const char *checkpoint) {
+    int n;
     if (given) {
-        snprintf(out, (size_t)cap, "%s", given);
+        n = snprintf(out, (size_t)cap, "%s", given);
     } else {
-        const char *name = strrchr(checkpoint, '/');
-        name = name ? name + 1 : checkpoint;
-        int len = (int)strlen(name);
-        if (len > 5 && strcmp(name + len - 5, ".ckpt") == 0) len -= 5;
-        snprintf(out, (size_t)cap, "%s/eval_%.*s", default_dir, len, name);
+        /* the file's name without .ckpt, after the name of the folder it is
+         * in, so that out/a/model.ckpt and out/b/model.ckpt get two places */
+        int file_len, folder_len = 0, default_len;
+        const char *slash = strrchr(checkpoint, '/');
+        const char *file = last_name(checkpoint, (int)strlen(checkpoint), &file_len);
+        const char *folder = slash ? last_name(checkpoint, (int)(slash - checkpoint), &folder_len) : checkpoint;
+        const char *default_name = last_name(default_dir, (int)strlen(default_dir), &default_len);
+        if (file_len > 5 && strncmp(file + file_len - 5, ".ckpt", 5) == 0) file_len -= 5;
+        int is_default = folder_len == default_len && strncmp(folder, default_name, (size_t)folder_len) == 0;
+        int is_dots = (folder_len == 1 && folder[0] == '.') || (folder_len == 2 && strncmp(folder, "..", 2) == 0);
+        if (folder_len > 0 && !is_default && !is_dots)
+            n = snprintf(out, (size_t)cap, "%s/eval_%.*s_%.*s", default_dir, folder_len, folder, file_len, file);
+        else
+            n = snprintf(out, (size_t)cap, "%s/eval_%.*s", default_dir, file_len, file);
     }
+    if (n >= cap) return fail("the evaluation's output directory %.40s... is longer than %d characters", out, cap - 1);
     /* a training run's results.json says how many steps it trained */
     char path[1100];
     snprintf(path, sizeof path, "%s/results.json", out);
@@ -137,6 +157,6 @@ int results_eval_dir(char *out, int cap, const char *given, const char *default_
     free(json);
     if (trained)
         return fail("--out %s holds a training run's results (%s); an evaluation with --load writes "
-                    "elsewhere: give another --out, or none (then %s/eval_<checkpoint>)", out, path, default_dir);
+                    "elsewhere: give another --out, or none (then %s/eval_<folder>_<checkpoint>)", out, path, default_dir);
     return 0;
 }

@@ -25,7 +25,11 @@ int results_write(const Results *r, const char *path);
 
 /* Where an evaluation of a saved model (--load) writes its outputs: out
  * (cap bytes) gets given (the user's --out) or, when given is NULL,
- * <default_dir>/eval_<checkpoint file name without .ckpt>. A directory
+ * <default_dir>/eval_<directory>_<checkpoint file name without .ckpt>, where
+ * <directory> is the name of the folder the checkpoint is in (left out when
+ * that is default_dir's own folder, "." or "..", or the path has none), so
+ * two models saved under the same file name in two runs' folders are
+ * evaluated into two places. A directory
  * holding the results.json of a training run ("steps" above 0) is refused,
  * so evaluating never overwrites what training wrote. Returns 0, or -1 with
  * fail() naming the directory and what to do. */

@@ -587,7 +587,7 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
          0, 1, NULL},
         {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
         {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
-        {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<checkpoint>)", 0,
+        {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<folder>_<checkpoint>)", 0,
          0, NULL},
         {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
          "auto,naive,avx2,avx512"},

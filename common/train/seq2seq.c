@@ -513,7 +513,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647, NULL},
         {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL},
         {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL},
-        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint: out/<chapter> when training, out/<chapter>/eval_<checkpoint> with --load", 0, 0, NULL},
+        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint: out/<chapter> when training, out/<chapter>/eval_<folder>_<checkpoint> with --load", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
         {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
         {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
