@@ -453,17 +453,17 @@ FASHION_MNIST_TRAIN = 55000    # the training images the ViT samples its batches
 
 
 # The runs of chapter 07's --preset long, as (directory under DIR, command):
-# the README's own command, and the two seeds of the chapter's README (the
-# first was run before the preset had these values, with each value spelled
-# out; the same training, step for step).
+# the README's own command, and the two seeds of the chapter's README (run
+# while the preset had 25,000 steps, with --steps 45000: the same training,
+# step for step, as the preset now).
 LONG_RUNS = [("07_vision_transformer_long",
               "`./build/07_vision_transformer --preset long --out out/07_vision_transformer_long`"),
-             ("07_vit_d128_keep04_shift1_mean_zen3",
-              "`./build/07_vision_transformer --preset long` (seed 1), run as `--preset long-d96 --dim 128 --ff 256 "
-              "--keep 0.4 --shift 1 --pool mean --steps 25000 --out out/07_vit_d128_keep04_shift1_mean_zen3`, the "
-              "same training"),
-             ("07_vision_transformer_long_seed2",
-              "`./build/07_vision_transformer --preset long --seed 2 --out out/07_vision_transformer_long_seed2`")]
+             ("07_vit_long_45k_avx512",
+              "`./build/07_vision_transformer --preset long` (seed 1), run as `--preset long --steps 45000 --out "
+              "out/07_vit_long_45k_avx512` when the preset had 25,000 steps, the same training"),
+             ("07_vit_long_45k_avx512_seed2",
+              "`./build/07_vision_transformer --preset long --seed 2` (seed 2), run as `--preset long --steps 45000 "
+              "--seed 2 --out out/07_vit_long_45k_avx512_seed2` when the preset had 25,000 steps, the same training")]
 
 
 def long_runs_found(out_dir):
