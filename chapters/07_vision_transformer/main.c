@@ -148,10 +148,9 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
          * 0.4 of one on whole images), the milder shift and mean pooling of
          * the patch-dropout runs, and 45,000 steps (105 epochs): 68-70
          * minutes with AVX-512 (two seeds: 94.22% and 94.28% validation,
-         * 93.82% and 93.68% test). With 25,000 steps
-         * (58 epochs), which fit 90 minutes with AVX2 only (77 and 82
-         * minutes), two seeds gave 93.44% and 93.30% validation, 92.93% and
-         * 92.98% test. */
+         * 93.82% and 93.68% test). With 25,000 steps (58 epochs), which fit
+         * 90 minutes with AVX2 only (77 and 82 minutes), two seeds gave
+         * 93.44% and 93.30% validation, 92.93% and 92.98% test. */
         flags.dim = 128;
         flags.ff = 256;
         flags.pool = "mean";
