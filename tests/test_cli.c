@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -390,6 +391,41 @@ static void test_gpt_paths(void **state) {
     free(r2);
 }
 
+/* The GPT's README commands after make run: a training run into the default
+ * out/06_gpt, then --load of its checkpoint without --out (plain, and with
+ * --prompt --plot). The evaluation goes to out/06_gpt/eval_model, and the
+ * training run's results stay as they were; the old code took its own default
+ * --out for the user's and refused both. Run in a scratch working directory. */
+static void test_gpt_load_default_out(void **state) {
+    (void)state;
+    char cwd[1024], dir[700], data[1100], saved[16384], now[16384];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(dir, sizeof dir, "%s/gpt_default", tmp_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(chdir(dir), 0);
+    snprintf(data, sizeof data, "%s/data", cwd);          /* the corpus at its default path, data/brown.txt.gz */
+    assert_int_equal(symlink(data, "data"), 0);
+    RunResult *r = malloc(sizeof *r);
+    run(r, "06_gpt", "--steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --context 16 --batch 2 --eval-every 0 "
+                     "--eval-max-tokens 300 --max-new 5 --quiet");
+    if (r->code != 0) print_error("06_gpt training into out/06_gpt: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    read_text_file("out/06_gpt/results.json", saved, sizeof saved);
+    assert_non_null(strstr(saved, "\"steps\": 2"));
+    run(r, "06_gpt", "--load out/06_gpt/model.ckpt");
+    if (r->code != 0) print_error("06_gpt --load out/06_gpt/model.ckpt: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_int_equal(access("out/06_gpt/eval_model/results.json", F_OK), 0);
+    run(r, "06_gpt", "--load out/06_gpt/model.ckpt --prompt 'The jury said' --max-new 5 --plot");
+    if (r->code != 0) print_error("06_gpt --load ... --prompt ... --plot: %s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_int_equal(access("out/06_gpt/eval_model/prompt_attention.gp", F_OK), 0);
+    read_text_file("out/06_gpt/results.json", now, sizeof now);
+    assert_string_equal(now, saved);
+    free(r);
+    assert_int_equal(chdir(cwd), 0);
+}
+
 /* ------------------------------------------------------- chapter 07 */
 
 static void write_text_file(const char *path, const char *text, size_t n) {
@@ -569,6 +605,9 @@ int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_cli */
     program_build_dir(build_dir, sizeof build_dir, argv[0]);
+    /* absolute, so that a test may run a program from another working directory */
+    char absolute[PATH_MAX];
+    if (realpath(build_dir, absolute) && strlen(absolute) < sizeof build_dir) strcpy(build_dir, absolute);
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/attn_test_cli.XXXXXX");
     if (!mkdtemp(tmp_dir)) return 1;
     const struct CMUnitTest tests[] = {
@@ -579,6 +618,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_digit_checkpoints),
         cmocka_unit_test(test_newcomer_paths),
         cmocka_unit_test(test_gpt_paths),
+        cmocka_unit_test(test_gpt_load_default_out),
         cmocka_unit_test(test_vit_program),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);

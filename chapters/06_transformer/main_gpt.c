@@ -457,7 +457,7 @@ done:
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    Flags f = {.tokens = "char", .data = NULL, .out = "out/06_gpt", .load = NULL, .prompt = NULL, .norm = "pre",
+    Flags f = {.tokens = "char", .data = NULL, .out = NULL, .load = NULL, .prompt = NULL, .norm = "pre",
                .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .backend = NULL, .preset = "none",
                .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .steps = 600, .batch = 16,
                .warmup = 60, .seed = 42, .threads = 0, .eval_every = 100, .eval_tokens = 20000, .eval_max_tokens = 0,
@@ -492,7 +492,7 @@ int main(int argc, char **argv) {
         {"eval-stride", ARG_INT, &f.eval_stride, "final figures: windows of N moved by this (0 = N/2 for words, N for characters)", 0, 4096, NULL},
         {"final-valid-tokens", ARG_INT, &f.final_valid_tokens, "final validation figure over the first this many tokens (0 = all for words, 100000 for characters)", 0, 100000000, NULL},
         {"eval-max-tokens", ARG_INT, &f.eval_max_tokens, "final figures over only the first N tokens of the validation and test parts (0 = all; quick checks)", 0, 100000000, NULL},
-        {"out", ARG_STRING, &f.out, "output directory", 0, 0, NULL},
+        {"out", ARG_STRING, &f.out, "output directory: out/06_gpt when training, out/06_gpt/eval_<folder>_<checkpoint> with --load", 0, 0, NULL},
         {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL},
         {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart, as in the corpus: \"The jury said .\")", 0, 0, NULL},
         {"temperature", ARG_FLOAT, &f.temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL},
@@ -530,6 +530,8 @@ int main(int argc, char **argv) {
     if (rc == 0 && !f.load && f.eval_stride > f.context)
         rc = fail("--eval-stride %d is longer than --context %d: windows would skip tokens", f.eval_stride, f.context);
     if (rc == 0) {
+        /* only a training run has a default --out; --load without --out picks its own (results_eval_dir) */
+        if (!f.load && !f.out) f.out = "out/06_gpt";
         if (f.threads > 0) threads_set(f.threads);
         const int words = strcmp(f.tokens, "word") == 0;
         if (f.eval_stride == 0 && !f.load) f.eval_stride = words ? (f.context / 2 > 0 ? f.context / 2 : 1) : f.context;
