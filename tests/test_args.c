@@ -23,15 +23,19 @@
 /* The flags of a typical chapter program, reset before every test. */
 static int steps, seed, verbose;
 static float lr;
-static const char *cell, *out_dir;
+static const char *cell, *out_dir, *note;
 
 static ArgSpec specs[] = {
-    {"steps",   ARG_INT,    &steps,   "training steps",        1, 1000000, NULL},
-    {"seed",    ARG_INT,    &seed,    "random seed",           0, 0, NULL},       /* no range */
-    {"lr",      ARG_FLOAT,  &lr,      "learning rate",         1e-6, 1, NULL},
-    {"cell",    ARG_STRING, &cell,    "recurrent cell",        0, 0, "rnn,gru,lstm"},
-    {"out",     ARG_STRING, &out_dir, "output directory",      0, 0, NULL},
-    {"verbose", ARG_BOOL,   &verbose, "print more",            0, 0, NULL},
+    {"steps",   ARG_INT,    &steps,   "training steps",        1, 1000000, NULL, ARG_TRAINING},
+    {"seed",    ARG_INT,    &seed,    "random seed",           0, 0, NULL, ARG_SHARED},       /* no range */
+    {"lr",      ARG_FLOAT,  &lr,      "learning rate",         1e-6, 1, NULL, ARG_TRAINING},
+    {"cell",    ARG_STRING, &cell,    "recurrent cell",        0, 0, "rnn,gru,lstm", ARG_MODEL},
+    {"out",     ARG_STRING, &out_dir, "output directory",      0, 0, NULL, ARG_OUTPUT},
+    {"verbose", ARG_BOOL,   &verbose, "print more",            0, 0, NULL, ARG_OUTPUT},
+    {"plot",    ARG_REFUSED, NULL,    "this model has no attention weights to draw", 0, 0, NULL, ARG_OUTPUT},
+    {"note",    ARG_STRING, &note,    "a long help text that goes on and on, naming what the flag does, what it "
+                                      "does not do, and why a user would give it, until it needs more than one "
+                                      "line of the terminal", 0, 0, NULL, ARG_MODEL},
 };
 static const int n_specs = sizeof specs / sizeof specs[0];
 
@@ -43,6 +47,7 @@ static int reset(void **state) {
     lr = 0.001f;
     cell = "gru";
     out_dir = "out";
+    note = NULL;
     clear_error();
     return 0;
 }
@@ -235,7 +240,7 @@ static void capture_help(char *text, size_t size) {
     fflush(stdout);
     int saved = dup(1);
     dup2(fd, 1);
-    args_print_help("prog", "Train a model.", specs, n_specs);
+    args_print_help("prog", "Train a model.", specs, n_specs, "prog --steps 10\nprog --cell lstm");
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
@@ -254,11 +259,42 @@ static void test_help_text(void **state) {
     char text[4096];
     capture_help(text, sizeof text);
     const char *expected[] = {"usage: prog", "Train a model.", "--steps N", "training steps",
-                              "default 2000", "1..1000000", "--lr X", "default 0.001", "1e-06..1",
-                              "--cell S", "one of rnn, gru, lstm", "default gru", "--verbose",
-                              "default off", "--help"};
+                              "default 2000", "--lr X", "default 0.001",
+                              "--cell S", "(default gru; rnn|gru|lstm)", "--verbose",
+                              "--help", "\nexamples:\n  prog --steps 10\n  prog --cell lstm\n"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         if (strstr(text, expected[i]) == NULL) fail_msg("help lacks '%s':\n%s", expected[i], text);
+    /* the groups in their order: the program's own (model, training, output), then the shared ones */
+    const char *model = strstr(text, "\nmodel:\n"), *training = strstr(text, "\ntraining:\n"),
+               *output = strstr(text, "\nevaluation and output:\n"), *shared = strstr(text, "\nshared:\n");
+    assert_non_null(strstr(text, "Train a model.\n\nmodel:\n"));
+    assert_non_null(model);
+    assert_non_null(training);
+    assert_non_null(output);
+    assert_non_null(shared);
+    assert_true(model < training && training < output && output < shared);
+    assert_true(strstr(text, "--cell") < training && strstr(text, "--steps") > training);
+    assert_true(strstr(text, "--seed") > shared && strstr(text, "--help") > shared);
+    assert_null(strstr(text, "\ndata:"));                 /* an empty group has no heading */
+    /* a refused flag is not listed */
+    assert_null(strstr(text, "--plot"));
+    /* long help is wrapped: no line over 100 columns, and the text is whole */
+    int column = 0;
+    for (const char *c = text; *c; c++) {
+        column = *c == '\n' ? 0 : column + 1;
+        if (column > 100) fail_msg("a help line is longer than 100 columns:\n%s", text);
+    }
+    assert_non_null(strstr(text, "more than one"));
+}
+
+/* A flag the program knows but that has no effect in it: refused with the
+ * reason, in both forms. */
+static void test_refused_flag(void **state) {
+    (void)state;
+    assert_int_equal(parse("--plot", NULL), -1);
+    expect_message("--plot has no effect in this program: this model has no attention weights to draw");
+    assert_int_equal(parse("--steps", "5", "--plot", NULL), -1);
+    expect_error_naming("--plot has no effect in this program");
 }
 
 /* A string flag without a default (NULL) prints no "(default (none))": its
@@ -280,7 +316,7 @@ static void test_help_without_default(void **state) {
         fail_msg("--out line shows a default: '%s'", out_line);
     assert_non_null(strstr(out_line, "output directory"));
     assert_null(strstr(text, "(none)"));
-    if (strstr(text, "recurrent cell (one of rnn, gru, lstm)\n") == NULL)
+    if (strstr(text, "recurrent cell (rnn|gru|lstm)\n") == NULL)
         fail_msg("--cell line without a default lacks its choices:\n%s", text);
 }
 
@@ -301,6 +337,7 @@ int main(void) {
         cmocka_unit_test_setup(test_positional_and_malformed, reset),
         cmocka_unit_test_setup(test_help_text, reset),
         cmocka_unit_test_setup(test_help_without_default, reset),
+        cmocka_unit_test_setup(test_refused_flag, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,86 @@ static void test_help(void **state) {
     free(r);
 }
 
+/* Every program's --help: at most 60 lines (two screens), the program's own
+ * flags before the shared ones, and no flag listed that the program refuses:
+ * each listed flag, given with a value of its type, gets past the parser
+ * (then --help stops the program). The flags a program has no use for are
+ * not listed, and given they are refused with one line saying so. */
+static void test_help_every_program(void **state) {
+    (void)state;
+    static const char *const programs[] = {"01_rnn_seq2seq", "02_bahdanau_attention", "03_dot_product_attention",
+                                           "04_self_attention", "05_multi_head_attention", "06_transformer",
+                                           "06_gpt", "07_vision_transformer", "07_caption"};
+    RunResult *r = malloc(sizeof *r), *flag_run = malloc(sizeof *flag_run);
+    for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
+        run(r, programs[p], "--help");
+        assert_int_equal(r->code, 0);
+        int lines = 0;
+        for (const char *c = r->out; *c; c++) lines += *c == '\n';
+        if (lines > 60) print_error("%s --help: %d lines (at most 60)\n%s", programs[p], lines, r->out);
+        assert_true(lines <= 60);
+        const char *shared = strstr(r->out, "\nshared:\n"), *examples = strstr(r->out, "\nexamples:\n");
+        assert_non_null(shared);
+        assert_non_null(examples);
+        assert_true(strstr(r->out, "--threads") > shared);
+        /* each listed flag: "  --name T  help", T one of N, X, S or nothing */
+        int listed = 0;
+        for (const char *line = r->out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            if (strncmp(line, "  --", 4) != 0 || line > examples) continue;
+            char name[64], type[4] = "";
+            if (sscanf(line + 4, "%63[a-z0-9-] %3[NXS ]", name, type) < 1) continue;
+            if (strcmp(name, "help") == 0) continue;
+            const char *value = type[0] == 'N' ? "1" : type[0] == 'X' ? "0.1" : type[0] == 'S' ? "x" : "";
+            /* a string flag with choices takes the first of them: "(default a; a|b|c)" or "(a|b|c)" */
+            char choice[64] = "", args[256];
+            /* the flag's entry ends where a line starts with anything but its continuation's spaces */
+            const char *end = line + 1;
+            while ((end = strchr(end, '\n')) && end[1] == ' ' && end[2] == ' ' && end[3] == ' ') end++;
+            if (!end) end = line + strlen(line);
+            const char *bar = strchr(line, '|');
+            /* a number takes its default, "(default 64" */
+            const char *dflt = strstr(line, "(default ");
+            if ((type[0] == 'N' || type[0] == 'X') && dflt && dflt < end) {
+                sscanf(dflt + strlen("(default "), "%63[^;) \n]", choice);
+                value = choice;
+            }
+            if (type[0] == 'S' && bar && bar < end) {
+                const char *start = bar;
+                while (start > line && start[-1] != ' ' && start[-1] != '(') start--;
+                snprintf(choice, sizeof choice, "%.*s", (int)(bar - start), start);
+                value = choice;
+            }
+            snprintf(args, sizeof args, "--%s %s --help", name, value);
+            run(flag_run, programs[p], args);
+            if (flag_run->code != 0)
+                print_error("%s %s: listed in --help but refused: %s\n", programs[p], args, flag_run->err);
+            assert_int_equal(flag_run->code, 0);
+            listed++;
+        }
+        assert_true(listed >= 10);
+    }
+    /* flags a program has no use for: not listed, and refused saying so */
+    static const struct { const char *program, *flag; } unused[] = {
+        {"01_rnn_seq2seq", "--plot"},        {"07_caption", "--preset long"},       {"07_caption", "--task dates"},
+        {"04_self_attention", "--ema 0.5"}, {"05_multi_head_attention", "--sam 0.1"},
+        {"07_vision_transformer", "--input 3"},
+    };
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        char name[64];
+        sscanf(unused[i].flag, "%63s", name);
+        run(r, unused[i].program, "--help");
+        char listed[80];
+        snprintf(listed, sizeof listed, "  %s ", name);
+        if (strstr(r->out, listed)) print_error("%s --help lists %s\n", unused[i].program, name);
+        assert_null(strstr(r->out, listed));
+        char expect[96];
+        snprintf(expect, sizeof expect, "%s has no effect in this program", name);
+        expect_error(unused[i].program, unused[i].flag, expect);
+    }
+    free(r);
+    free(flag_run);
+}
+
 static void test_bad_flags(void **state) {
     (void)state;
     const char *p = "01_rnn_seq2seq";
@@ -540,7 +620,7 @@ static void test_vit_program(void **state) {
     snprintf(args, sizeof args, "--load %s/%s --index 2 --image %s", tmp_dir, ckpt, path);
     expect_error(p, args, "one of them");
     snprintf(args, sizeof args, "--load %s/%s --input 'a shoe'", tmp_dir, ckpt);
-    expect_error(p, args, "--image");
+    expect_error(p, args, "--input has no effect in this program");
     snprintf(args, sizeof args, "--load %s/%s --steps 3", tmp_dir, ckpt);
     expect_error(p, args, "--steps has no effect with --load");
     snprintf(args, sizeof args, "--load %s/%s --ema 0.9", tmp_dir, ckpt);
@@ -612,6 +692,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmp_dir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
+        cmocka_unit_test(test_help_every_program),
         cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_backend_environment),
         cmocka_unit_test(test_bad_checkpoints),

@@ -399,19 +399,19 @@ static void test_progress_plain_lines(void **state) {
     dup2(fileno(log), 1);                             /* stdout is now a file, not a terminal */
 
     Progress pr;
-    progress_start(&pr, 10, 4, 0);
-    for (long step = 1; step <= 10; step++) progress_update(&pr, step, 2.5f / (float)step, step * 32, "lr 1e-3");
+    progress_start(&pr, 10, 4, "tokens", 0);
+    for (long step = 1; step <= 10; step++) progress_update(&pr, step, 2.5f / (float)step, step * 32, "valid loss 1.5");
     progress_end(&pr);
     /* A long run's log: step 3 is no multiple of 1000, but the last line
      * (here: the start) was over a minute ago, so it is printed; step 4,
      * right after it, is not. */
     Progress slow;
-    progress_start(&slow, 10000, 1000, 0);
+    progress_start(&slow, 10000, 1000, NULL, 0);
     slow.t_start -= 61.0;
     progress_update(&slow, 3, 1.0f, 96, NULL);
     progress_update(&slow, 4, 1.0f, 128, NULL);
     Progress quiet;
-    progress_start(&quiet, 10, 1, 1);
+    progress_start(&quiet, 10, 1, NULL, 1);
     progress_update(&quiet, 5, 1.0f, 10, NULL);
     progress_end(&quiet);
 
@@ -429,10 +429,12 @@ static void test_progress_plain_lines(void **state) {
     assert_int_equal(lines, 5);
     assert_non_null(strstr(text, "step      3/10000"));
     assert_null(strstr(text, "step      4/10000"));
-    assert_non_null(strstr(text, "step    4/10  loss 0.6250"));
+    /* every number labelled: the training loss, the extra figure, the rate and its unit */
+    assert_non_null(strstr(text, "step    4/10  train loss 0.6250  valid loss 1.5  "));
     assert_non_null(strstr(text, "step    8/10"));
-    assert_non_null(strstr(text, "step   10/10  loss 0.2500"));
-    assert_non_null(strstr(text, "lr 1e-3"));
+    assert_non_null(strstr(text, "step   10/10  train loss 0.2500"));
+    assert_non_null(strstr(text, " tokens/s  ETA "));
+    assert_non_null(strstr(text, " examples/s  ETA "));  /* the default unit */
     assert_non_null(strstr(text, "done in"));
     assert_null(strchr(text, '\r'));                  /* no terminal control in a log */
     free(text);

@@ -26,15 +26,19 @@ static int write_config(char *config, int cap) {
 
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
-        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size S (the context c has this size)", 1, 4096, NULL},
+        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S (the context c has this size)", 1, 4096, NULL, ARG_MODEL},
     };
     ChapterSpec spec = {
         .chapter = "01_rnn_seq2seq",
         .model_name = "rnn_seq2seq",
-        .summary = "Chapter 01: an RNN encoder-decoder. The encoder's last state is the only thing the\n"
-                   "decoder knows about the input (the context c), which becomes a bottleneck as inputs grow.",
+        .summary = "Chapter 01: an RNN encoder-decoder. The encoder's last state (the context c) is all the\n"
+                   "decoder knows about the input, a bottleneck that shows as inputs grow.",
+        .examples = "./build/01_rnn_seq2seq\n"
+                    "./build/01_rnn_seq2seq --task reverse --cell lstm\n"
+                    "./build/01_rnn_seq2seq --load out/01_rnn_seq2seq/model.ckpt --translate \"12th of Feb. 2042\"",
+        .no_attention = 1,
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,

@@ -31,20 +31,22 @@ static int write_config(char *config, int cap) {
 
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
-        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size S of encoder and decoder", 1, 4096, NULL},
-        {"attn", ARG_INT, &attn_flag, "attention size D_A (columns of W_1, W_2; length of v)", 1, 4096, NULL},
+        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S of encoder and decoder", 1, 4096, NULL, ARG_MODEL},
+        {"attn", ARG_INT, &attn_flag, "attention size D_A (columns of W_1, W_2; length of v)", 1, 4096, NULL, ARG_MODEL},
         {"bidirectional", ARG_BOOL, &bidirectional_flag,
-         "add an encoder reading right to left: h_i = [h_fwd_i ; h_bwd_i] (2S)", 0, 0, NULL},
+         "add an encoder reading right to left: h_i = [h_fwd_i ; h_bwd_i] (2S)", 0, 0, NULL, ARG_MODEL},
     };
     ChapterSpec spec = {
         .chapter = "02_bahdanau_attention",
         .model_name = "bahdanau",
-        .summary = "Chapter 02: the encoder-decoder of chapter 01 with additive (Bahdanau) attention.\n"
-                   "At every output step the decoder scores every encoder state,\n"
-                   "e_{t,i} = v^T tanh(W_1 h_i + W_2 s_{t-1}), and reads a fresh context\n"
-                   "c_t = sum_i softmax(e_t)_i h_i, so no single vector has to hold the whole input.",
+        .summary = "Chapter 02: chapter 01's encoder-decoder with additive (Bahdanau) attention: at every step\n"
+                   "e_{t,i} = v^T tanh(W_1 h_i + W_2 s_{t-1}), a_t = softmax(e_t), c_t = sum_i a_{t,i} h_i.",
+        .examples = "./build/02_bahdanau_attention\n"
+                    "./build/02_bahdanau_attention --task reverse --bidirectional\n"
+                    "./build/02_bahdanau_attention --load out/02_bahdanau_attention/model.ckpt "
+                    "--translate \"12th of Feb. 2042\" --plot",
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,

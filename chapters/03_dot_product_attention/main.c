@@ -93,19 +93,19 @@ static int write_config(char *config, int cap) {
 
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
-        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm"},
-        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &hidden_flag, "state size S (queries, keys and values have this size)", 1, 4096, NULL},
-        {"score", ARG_STRING, &score_flag, "score function of the attention layer", 0, 0,
-         "dot,scaled_dot,multiplicative,additive"},
+        {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
+        {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
+        {"hidden", ARG_INT, &hidden_flag, "state size S (queries, keys and values have this size)", 1, 4096, NULL, ARG_MODEL},
+        {"score", ARG_STRING, &score_flag, "score function", 0, 0,
+         "dot,scaled_dot,multiplicative,additive", ARG_MODEL},
         {"placement", ARG_STRING, &placement_flag,
-         "luong: query s_t, output tanh([c_t;s_t] W_c); bahdanau: query s_{t-1}, c_t into the cell", 0, 0,
-         "luong,bahdanau"},
-        {"attn", ARG_INT, &attn_flag, "additive score only: hidden size D_A of v^T tanh(W_1 k + W_2 q)", 1, 4096, NULL},
+         "where attention sits (luong: after the cell, bahdanau: before)", 0, 0,
+         "luong,bahdanau", ARG_MODEL},
+        {"attn", ARG_INT, &attn_flag, "additive score only: hidden size D_A of v^T tanh(W_1 k + W_2 q)", 1, 4096, NULL, ARG_MODEL},
         {"project-kv", ARG_BOOL, &project_kv_flag,
-         "keys K = X W_K and values V = X W_V (cross-attention) instead of K = V = X", 0, 0, NULL},
+         "keys K = X W_K and values V = X W_V (cross-attention) instead of K = V = X", 0, 0, NULL, ARG_MODEL},
         {"scaling-experiment", ARG_BOOL, &scaling_only_flag,
-         "only run the scaling experiment (softmax entropy and gradient against D), then exit", 0, 0, NULL},
+         "only run the scaling experiment (softmax entropy against D)", 0, 0, NULL, ARG_OUTPUT},
     };
     /* Look ahead at two flags (seq2seq_main parses and checks them all):
      * --scaling-experiment runs only the experiment; --out is where it writes. */
@@ -125,11 +125,13 @@ int main(int argc, char **argv) {
     ChapterSpec spec = {
         .chapter = "03_dot_product_attention",
         .model_name = "attn_seq2seq",
-        .summary = "Chapter 03: the general attention layer. Queries Q attend over data X through keys K\n"
-                   "and values V: E = score(Q, K), A = softmax(E, dim=1), Y = A V, with the score\n"
-                   "dot, scaled dot (/ sqrt(D)), multiplicative (q^T W k) or additive (v^T tanh(W_1 k + W_2 q)).\n"
-                   "Here the layer sits in chapter 01's encoder-decoder: queries are decoder states, the\n"
-                   "data are the encoder states. A training run first prints the scaling experiment.",
+        .summary = "Chapter 03: the attention layer E = score(Q, K), A = softmax(E, dim=1), Y = A V (dot, scaled\n"
+                   "dot, multiplicative or additive score) in chapter 01's encoder-decoder; first, the scaling test.",
+        .examples = "./build/03_dot_product_attention\n"
+                    "./build/03_dot_product_attention --score additive --placement bahdanau\n"
+                    "./build/03_dot_product_attention --scaling-experiment\n"
+                    "./build/03_dot_product_attention --load out/03_dot_product_attention/model.ckpt "
+                    "--translate \"12th of Feb. 2042\" --plot",
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,

@@ -33,13 +33,13 @@ static struct {
 } model_flags = {"all", "all", 8, 64, 128, 2, 0};
 
 static const ArgSpec MODEL_ARGS[] = {
-    {"task", ARG_STRING, &model_flags.task, "which task(s) to train", 0, 0, "all,reverse,sort,count"},
-    {"pos", ARG_STRING, &model_flags.pos, "positional encoding(s)", 0, 0, "all,none,sinusoidal,learned"},
-    {"len", ARG_INT, &model_flags.len, "sequence length N", 2, 64, NULL},
-    {"dim", ARG_INT, &model_flags.dim, "model width D (= D_in = D_out of every layer)", 2, 1024, NULL},
-    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL},
-    {"layers", ARG_INT, &model_flags.layers, "self-attention layers", 1, DIGIT_MAX_LAYERS, NULL},
-    {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL},
+    {"pos", ARG_STRING, &model_flags.pos, "positional encoding(s)", 0, 0, "all,none,sinusoidal,learned", ARG_MODEL},
+    {"dim", ARG_INT, &model_flags.dim, "model width D (= D_in = D_out of every layer)", 2, 1024, NULL, ARG_MODEL},
+    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"layers", ARG_INT, &model_flags.layers, "self-attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
+    {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
+    {"task", ARG_STRING, &model_flags.task, "which task(s) to train", 0, 0, "all,reverse,sort,count", ARG_DATA},
+    {"len", ARG_INT, &model_flags.len, "sequence length N", 2, 64, NULL, ARG_DATA},
 };
 
 /* Every chapter-04 task the flags ask for, with every positional encoding
@@ -88,10 +88,13 @@ int main(int argc, char **argv) {
     const ClassifierChapter chapter = {
         .model_name = DIGIT_MODEL_NAME,
         .chapter = "04_self_attention",
-        .summary = "Chapter 04: self-attention. Q, K, V all come from one input X; the layer is\n"
-                   "permutation equivariant, so positional encodings are what tell it the order.\n"
-                   "Trains a small self-attention model on reverse, sort and count of digit\n"
-                   "sequences, without and with positional encodings.",
+        .summary = "Chapter 04: self-attention (Q, K, V from one input X) on reverse, sort and count of digits,\n"
+                   "without and with positional encodings: without them the layer cannot tell the order.",
+        .examples = "./build/04_self_attention\n"
+                    "./build/04_self_attention --task sort --pos sinusoidal --layers 1\n"
+                    "./build/04_self_attention --load out/04_self_attention/model_reverse_sinusoidal.ckpt "
+                    "--input \"3 1 4 1 5 9 2 6\" --plot",
+        .typed_input = 1,
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .defaults = {.steps = 600, .batch = 64, .lr = 3e-3f, .seed = 1, .test_size = 2000},

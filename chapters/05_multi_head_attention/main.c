@@ -39,23 +39,24 @@ static struct {
 } model_flags = {"count_next", "learned", "1,2,4", "plain", 8, 64, 128, 1, 0, 2048, 64, 4, 5};
 
 static const ArgSpec MODEL_ARGS[] = {
-    {"task", ARG_STRING, &model_flags.task, "digit task: count_next (y_i = 10 count(x_i) + x_{i+1}), neighbours "
-     "(y_i = 10 x_{i-1} + x_{i+1}), or chapter 04's", 0, 0, "count_next,neighbours,reverse,sort,count"},
-    {"heads", ARG_STRING, &model_flags.heads, "head counts to compare, at equal width H*D_H = --dim", 0, 0, NULL},
-    {"pos", ARG_STRING, &model_flags.pos, "positional encoding", 0, 0, "none,sinusoidal,learned"},
-    {"len", ARG_INT, &model_flags.len, "sequence length N of the digit task", 3, 64, NULL},
-    {"dim", ARG_INT, &model_flags.dim, "model width D = H*D_H", 2, 1024, NULL},
-    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL},
-    {"layers", ARG_INT, &model_flags.layers, "multi-head attention layers", 1, DIGIT_MAX_LAYERS, NULL},
-    {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL},
-    {"attention", ARG_STRING, &model_flags.attention, "softmax(Q K^T / sqrt(D_H)) V as plain (keeps the N x N "
-     "weights: heatmaps) or fused (online softmax, O(N) memory, no heatmaps)", 0, 0, "plain,fused"},
-    {"scale-max-len", ARG_INT, &model_flags.scale_max_len,
-     "largest N of the cost table (64, 128, ... up to it); 0 skips it", 0, 16384, NULL},
-    {"scale-dim", ARG_INT, &model_flags.scale_dim, "width D of the cost table's layer", 1, 4096, NULL},
-    {"scale-heads", ARG_INT, &model_flags.scale_heads, "heads of the cost table's layer (divides --scale-dim)", 1,
-     256, NULL},
-    {"scale-repeats", ARG_INT, &model_flags.scale_repeats, "timed runs per N (the median is printed)", 1, 15, NULL},
+    {"heads", ARG_STRING, &model_flags.heads, "head counts to compare, at equal width H*D_H = --dim", 0, 0, NULL,
+     ARG_MODEL},
+    {"dim", ARG_INT, &model_flags.dim, "model width D = H*D_H", 2, 1024, NULL, ARG_MODEL},
+    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"layers", ARG_INT, &model_flags.layers, "multi-head attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
+    {"pos", ARG_STRING, &model_flags.pos, "positional encoding", 0, 0, "none,sinusoidal,learned", ARG_MODEL},
+    {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
+    {"attention", ARG_STRING, &model_flags.attention, "plain (N x N weights) or fused (online softmax)", 0,
+     0, "plain,fused", ARG_MODEL},
+    {"task", ARG_STRING, &model_flags.task, "digit task (see the README)", 0, 0,
+     "count_next,neighbours,reverse,sort,count", ARG_DATA},
+    {"len", ARG_INT, &model_flags.len, "sequence length N of the digit task", 3, 64, NULL, ARG_DATA},
+    {"scale-max-len", ARG_INT, &model_flags.scale_max_len, "largest N of the cost table (0 skips it)", 0, 16384, NULL,
+     ARG_OUTPUT},
+    {"scale-dim", ARG_INT, &model_flags.scale_dim, "width D of the cost table's layer", 1, 4096, NULL, ARG_OUTPUT},
+    {"scale-heads", ARG_INT, &model_flags.scale_heads, "heads of the cost table's layer", 1, 256, NULL, ARG_OUTPUT},
+    {"scale-repeats", ARG_INT, &model_flags.scale_repeats, "timed runs per N (the median is printed)", 1, 15, NULL,
+     ARG_OUTPUT},
 };
 
 /* "1,2,4" -> heads[] = {1, 2, 4}; every count must divide dim. */
@@ -131,10 +132,14 @@ int main(int argc, char **argv) {
     const ClassifierChapter chapter = {
         .model_name = MH_MODEL_NAME,
         .chapter = "05_multi_head_attention",
-        .summary = "Chapter 05: multi-head attention. H heads of size D_H computed with 4 big\n"
-                   "matmuls; the fused layer checked against H separate chapter-04 heads; its cost\n"
-                   "as N grows (O(N^2)); and chapter 04's digit model trained with 1, 2 and 4 heads\n"
-                   "at equal width on a task that needs two kinds of lookup per output.",
+        .summary = "Chapter 05: multi-head attention, H heads in 4 big matmuls, its cost as N grows, and\n"
+                   "chapter 04's digit model with 1, 2 and 4 heads at equal width on a two-lookup task.",
+        .examples = "./build/05_multi_head_attention\n"
+                    "./build/05_multi_head_attention --heads 1,8 --task neighbours\n"
+                    "./build/05_multi_head_attention --attention fused --scale-max-len 0\n"
+                    "./build/05_multi_head_attention --load out/05_multi_head_attention/model_count_next_h2.ckpt "
+                    "--input \"3 1 4 1 5 9 2 6\" --plot",
+        .typed_input = 1,
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "attention",

@@ -49,23 +49,23 @@ static int write_config(char *config, int cap) {
 
 int main(int argc, char **argv) {
     const ArgSpec model_args[] = {
-        {"layers", ARG_INT, &layers_flag, "blocks in the encoder, and in the decoder", 1, TRANSFORMER_MAX_LAYERS, NULL},
-        {"dim", ARG_INT, &dim_flag, "model width D (a multiple of --heads)", 1, 4096, NULL},
-        {"heads", ARG_INT, &heads_flag, "attention heads H (each of width D / H)", 1, 256, NULL},
-        {"ff", ARG_INT, &ff_flag, "hidden width F of the position-wise MLP", 1, 65536, NULL},
-        {"norm", ARG_STRING, &norm_flag, "where the norms sit: post (2017 paper) or pre (GPT-2)", 0, 0, "post,pre"},
-        {"norm-type", ARG_STRING, &norm_type_flag, "which norm", 0, 0, "layernorm,rmsnorm,none"},
-        {"mlp", ARG_STRING, &mlp_flag, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none"},
+        {"layers", ARG_INT, &layers_flag, "blocks in the encoder, and in the decoder", 1, TRANSFORMER_MAX_LAYERS, NULL, ARG_MODEL},
+        {"dim", ARG_INT, &dim_flag, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
+        {"heads", ARG_INT, &heads_flag, "attention heads H (each of width D / H)", 1, 256, NULL, ARG_MODEL},
+        {"ff", ARG_INT, &ff_flag, "hidden width F of the position-wise MLP", 1, 65536, NULL, ARG_MODEL},
+        {"norm", ARG_STRING, &norm_flag, "norms after (2017) or before (GPT-2) each sublayer", 0, 0, "post,pre", ARG_MODEL},
+        {"norm-type", ARG_STRING, &norm_type_flag, "which norm", 0, 0, "layernorm,rmsnorm,none", ARG_MODEL},
+        {"mlp", ARG_STRING, &mlp_flag, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL},
         {"dropout", ARG_FLOAT, &dropout_flag, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95,
-         NULL},
+         NULL, ARG_TRAINING},
         {"attn-dropout", ARG_FLOAT, &attn_dropout_flag,
-         "dropout on the attention weights, after the softmax (training only)", 0, 0.95, NULL},
-        {"pos", ARG_STRING, &pos_flag, "positions (chapter 04)", 0, 0, "sinusoidal,learned"},
-        {"label-smoothing", ARG_FLOAT, &label_smoothing_flag, "eps of label smoothing (0 = off)", 0, 0.95, NULL},
+         "dropout on the attention weights (training only)", 0, 0.95, NULL, ARG_TRAINING},
+        {"pos", ARG_STRING, &pos_flag, "positions (chapter 04)", 0, 0, "sinusoidal,learned", ARG_MODEL},
+        {"label-smoothing", ARG_FLOAT, &label_smoothing_flag, "eps of label smoothing (0 = off)", 0, 0.95, NULL, ARG_TRAINING},
         {"no-kv-cache", ARG_BOOL, &no_kv_cache_flag,
-         "decode by recomputing the whole prefix at every step (slower; same outputs)", 0, 0, NULL},
+         "decode by recomputing the whole prefix at every step (slower; same outputs)", 0, 0, NULL, ARG_OUTPUT},
         {"norm-experiment", ARG_BOOL, &norm_experiment_flag,
-         "only run the post-LN vs pre-LN experiment (depth 2, 6, 12, no warm-up), then exit", 0, 0, NULL},
+         "only run the post-LN vs pre-LN experiment (depth 2, 6, 12)", 0, 0, NULL, ARG_OUTPUT},
     };
     /* --norm-experiment is a program of its own: it takes only --out and
      * --threads, parsed and checked like every flag. */
@@ -73,9 +73,9 @@ int main(int argc, char **argv) {
         const char *out_dir = "out/06_transformer";
         int threads = 0;
         const ArgSpec experiment_args[] = {
-            {"norm-experiment", ARG_BOOL, &norm_experiment_flag, "run the post-LN vs pre-LN experiment", 0, 0, NULL},
-            {"out", ARG_STRING, &out_dir, "directory for its table and plot", 0, 0, NULL},
-            {"threads", ARG_INT, &threads, "threads (0 = all cores)", 0, 256, NULL},
+            {"norm-experiment", ARG_BOOL, &norm_experiment_flag, "run the post-LN vs pre-LN experiment", 0, 0, NULL, ARG_OUTPUT},
+            {"out", ARG_STRING, &out_dir, "directory for its table and plot", 0, 0, NULL, ARG_OUTPUT},
+            {"threads", ARG_INT, &threads, "threads (0 = all cores)", 0, 256, NULL, ARG_SHARED},
         };
         int rc = args_parse(argc, argv, experiment_args, 3);
         if (rc < 0) {
@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
             return 1;
         }
         if (rc == 1) {
-            args_print_help(argv[0], "The post-LN vs pre-LN experiment of chapter 06.", experiment_args, 3);
+            args_print_help(argv[0], "The post-LN vs pre-LN experiment of chapter 06.", experiment_args, 3,
+                            "./build/06_transformer --norm-experiment");
             return 0;
         }
         if (threads > 0) threads_set(threads);
@@ -97,10 +98,12 @@ int main(int argc, char **argv) {
     ChapterSpec spec = {
         .chapter = "06_transformer",
         .model_name = "transformer",
-        .summary = "Chapter 06: the transformer. Encoder blocks (self-attention, MLP, each wrapped in a\n"
-                   "residual connection and a norm) read the source; decoder blocks (causal self-attention,\n"
-                   "cross-attention to the encoder's outputs, MLP) write the target. No recurrence: every\n"
-                   "position is computed at once in training; decoding keeps a KV cache.",
+        .summary = "Chapter 06: the transformer encoder-decoder. Blocks of attention and MLP, each with a residual\n"
+                   "and a norm; the decoder adds causal self-attention and cross-attention, and a KV cache.",
+        .examples = "./build/06_transformer\n"
+                    "./build/06_transformer --task reverse --layers 2 --norm post\n"
+                    "./build/06_transformer --norm-experiment\n"
+                    "./build/06_transformer --load out/06_transformer/model.ckpt --translate \"12th of Feb. 2042\" --plot",
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,

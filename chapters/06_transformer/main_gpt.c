@@ -237,7 +237,7 @@ static int train(const Flags *f) {
     int n_curve = 0;
     const int every = f->eval_every > 0 ? f->eval_every : f->steps;
     Progress pr;
-    progress_start(&pr, f->steps, every, f->quiet);
+    progress_start(&pr, f->steps, every, "tokens", f->quiet);
     double t0 = now_seconds(), window = 0.0, last_loss = 0.0;
     int window_n = 0;
     for (int step = 0; step < f->steps; step++) {
@@ -256,8 +256,8 @@ static int train(const Flags *f) {
         if ((step + 1) % every == 0 || step + 1 == f->steps) {
             /* the first eval_n validation tokens, windows moved by N (cheap; the final figures use N/2) */
             double val = part_nll(g, c.valid.ids, 1, eval_n, f->context);
-            snprintf(extra, sizeof extra, "val loss %.3f (%s %.3f)", val, kind == BROWN_WORDS ? "ppl" : "bpc",
-                     metric(kind, val));
+            snprintf(extra, sizeof extra, "valid loss %.3f (%s %.3f)", val,
+                     kind == BROWN_WORDS ? "perplexity" : "bits/char", metric(kind, val));
             if (n_curve < MAX_CURVE) {
                 curve_x[n_curve] = (float)(step + 1);
                 curve_train[n_curve] = (float)(window / window_n);
@@ -465,43 +465,43 @@ int main(int argc, char **argv) {
                .max_new = 0, .no_kv_cache = 0, .plot = 0, .quiet = 0, .lr = 2e-3f, .dropout = 0.0f,
                .weight_decay = 0.1f, .temperature = 0.8f};
     const ArgSpec specs[] = {
-        {"tokens", ARG_STRING, &f.tokens, "what a token is: char (the quick default) or word (Bengio et al.'s setting)", 0, 0, "char,word"},
-        {"data", ARG_STRING, &f.data, "the Brown corpus file (default data/brown.txt.gz)", 0, 0, NULL},
-        {"layers", ARG_INT, &f.layers, "blocks L", 1, STACK_MAX_LAYERS, NULL},
-        {"dim", ARG_INT, &f.dim, "model width D (a multiple of --heads)", 1, 4096, NULL},
-        {"heads", ARG_INT, &f.heads, "attention heads H", 1, 256, NULL},
-        {"ff", ARG_INT, &f.ff, "hidden width F of the MLP", 1, 65536, NULL},
-        {"context", ARG_INT, &f.context, "positions per window N", 2, 4096, NULL},
-        {"norm", ARG_STRING, &f.norm, "where the norms sit", 0, 0, "post,pre"},
-        {"norm-type", ARG_STRING, &f.norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none"},
-        {"mlp", ARG_STRING, &f.mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none"},
-        {"pos", ARG_STRING, &f.pos, "positions (chapter 04)", 0, 0, "learned,sinusoidal"},
-        {"dropout", ARG_FLOAT, &f.dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95, NULL},
-        {"attn-dropout", ARG_FLOAT, &f.attn_dropout, "dropout on the attention weights (training only)", 0, 0.95, NULL},
-        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL},
-        {"batch", ARG_INT, &f.batch, "windows per batch", 1, 4096, NULL},
-        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (AdamW)", 1e-6, 1, NULL},
-        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps (then cosine decay to lr/10)", 0, 1000000, NULL},
-        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL},
-        {"seed", ARG_INT, &f.seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL},
-        {"threads", ARG_INT, &f.threads, "threads (0 = all cores)", 0, 256, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend: naive, avx2, avx512 or auto", 0, 0, "naive,avx2,avx512,auto"},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
-        {"eval-every", ARG_INT, &f.eval_every, "steps between validation checks", 0, 1000000, NULL},
-        {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check (the final figures use all)", 2, 100000000, NULL},
-        {"eval-stride", ARG_INT, &f.eval_stride, "final figures: windows of N moved by this (0 = N/2 for words, N for characters)", 0, 4096, NULL},
-        {"final-valid-tokens", ARG_INT, &f.final_valid_tokens, "final validation figure over the first this many tokens (0 = all for words, 100000 for characters)", 0, 100000000, NULL},
-        {"eval-max-tokens", ARG_INT, &f.eval_max_tokens, "final figures over only the first N tokens of the validation and test parts (0 = all; quick checks)", 0, 100000000, NULL},
-        {"out", ARG_STRING, &f.out, "output directory: out/06_gpt when training, out/06_gpt/eval_<folder>_<checkpoint> with --load", 0, 0, NULL},
-        {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL},
-        {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart, as in the corpus: \"The jury said .\")", 0, 0, NULL},
-        {"temperature", ARG_FLOAT, &f.temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL},
-        {"top-k", ARG_INT, &f.top_k, "sample among the k most likely tokens (0 = all)", 0, 1000000, NULL},
-        {"max-new", ARG_INT, &f.max_new, "tokens to generate (0 = 40 words or 300 characters)", 0, 100000, NULL},
-        {"no-kv-cache", ARG_BOOL, &f.no_kv_cache, "generate by running the whole window for every token (slower; same tokens)", 0, 0, NULL},
-        {"plot", ARG_BOOL, &f.plot, "with --load and --prompt: draw every layer's and head's attention over the prompt", 0, 0, NULL},
-        {"quiet", ARG_BOOL, &f.quiet, "no progress bar", 0, 0, NULL},
-        {"preset", ARG_STRING, &f.preset, "long: " PRESET_LONG, 0, 0, "none,long"},
+        {"tokens", ARG_STRING, &f.tokens, "what a token is: a character or a word", 0, 0, "char,word", ARG_DATA},
+        {"data", ARG_STRING, &f.data, "the Brown corpus file (default data/brown.txt.gz)", 0, 0, NULL, ARG_DATA},
+        {"layers", ARG_INT, &f.layers, "blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"dim", ARG_INT, &f.dim, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
+        {"heads", ARG_INT, &f.heads, "attention heads H", 1, 256, NULL, ARG_MODEL},
+        {"ff", ARG_INT, &f.ff, "hidden width F of the MLP", 1, 65536, NULL, ARG_MODEL},
+        {"context", ARG_INT, &f.context, "positions per window N", 2, 4096, NULL, ARG_MODEL},
+        {"norm", ARG_STRING, &f.norm, "where the norms sit", 0, 0, "post,pre", ARG_MODEL},
+        {"norm-type", ARG_STRING, &f.norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none", ARG_MODEL},
+        {"mlp", ARG_STRING, &f.mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL},
+        {"pos", ARG_STRING, &f.pos, "positions (chapter 04)", 0, 0, "learned,sinusoidal", ARG_MODEL},
+        {"dropout", ARG_FLOAT, &f.dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95, NULL, ARG_TRAINING},
+        {"attn-dropout", ARG_FLOAT, &f.attn_dropout, "dropout on the attention weights (training only)", 0, 0.95, NULL, ARG_TRAINING},
+        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &f.batch, "windows per batch", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (AdamW)", 1e-6, 1, NULL, ARG_TRAINING},
+        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps (then cosine decay to lr/10)", 0, 1000000, NULL, ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"seed", ARG_INT, &f.seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL, ARG_TRAINING},
+        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
+        {"backend", ARG_STRING, &f.backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0, "auto,naive,avx2,avx512", ARG_SHARED},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
+        {"eval-every", ARG_INT, &f.eval_every, "steps between validation checks", 0, 1000000, NULL, ARG_TRAINING},
+        {"eval-tokens", ARG_INT, &f.eval_tokens, "validation tokens of each check", 2, 100000000, NULL, ARG_TRAINING},
+        {"eval-stride", ARG_INT, &f.eval_stride, "final figures: step between windows (0: N/2 words, N chars)", 0, 4096, NULL, ARG_OUTPUT},
+        {"final-valid-tokens", ARG_INT, &f.final_valid_tokens, "final validation tokens (0: all words, 100000 chars)", 0, 100000000, NULL, ARG_OUTPUT},
+        {"eval-max-tokens", ARG_INT, &f.eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0, 100000000, NULL, ARG_OUTPUT},
+        {"out", ARG_STRING, &f.out, "output directory (default out/06_gpt; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
+        {"load", ARG_STRING, &f.load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL, ARG_OUTPUT},
+        {"prompt", ARG_STRING, &f.prompt, "text to continue (words: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
+        {"temperature", ARG_FLOAT, &f.temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL, ARG_OUTPUT},
+        {"top-k", ARG_INT, &f.top_k, "sample among the k most likely tokens (0 = all)", 0, 1000000, NULL, ARG_OUTPUT},
+        {"max-new", ARG_INT, &f.max_new, "tokens to generate (0 = 40 words or 300 characters)", 0, 100000, NULL, ARG_OUTPUT},
+        {"no-kv-cache", ARG_BOOL, &f.no_kv_cache, "generate by running the whole window for every token (slower; same tokens)", 0, 0, NULL, ARG_OUTPUT},
+        {"plot", ARG_BOOL, &f.plot, "with --prompt: draw each layer's and head's attention", 0, 0, NULL, ARG_OUTPUT},
+        {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
+        {"preset", ARG_STRING, &f.preset, "long: the README's word-level run (flags still override)", 0, 0, "none,long", ARG_TRAINING},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -512,7 +512,11 @@ int main(int argc, char **argv) {
         args_print_help(argv[0],
                         "Chapter 06, part 2: a decoder-only transformer (GPT) on the Brown corpus, beside a\n"
                         "unigram and a Kneser-Ney trigram model on the same split; sampling with a KV cache.",
-                        specs, n_specs);
+                        specs, n_specs,
+                        "./build/06_gpt\n"
+                        "./build/06_gpt --tokens word --preset long\n"
+                        "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --temperature 0.8\n"
+                        "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --plot");
         free(preset_argv);
         return 0;
     }

@@ -46,55 +46,44 @@ static struct {
  * epochs matter more than the depth. */
 
 static const ArgSpec MODEL_ARGS[] = {
-    {"preset", ARG_STRING, &flags.preset, "quick: the defaults below (make run-07); long: patch 4 read through "
-     "8 x 8 kernels, 6 layers, D = 128, F = 256, mean pooling, patch dropout (keep 0.4), augmented (shift 1), "
-     "45,000 steps, lr 1.5e-3, 2 data-parallel replicas, the weights' moving average saved (--ema 0.9995) "
-     "(70 minutes on 2 cores with AVX-512, about 2.3 hours with AVX2 only, where --steps 25000 takes 77-82 "
-     "minutes); long-d96: the previous long preset, D = 96, F = 192, class "
-     "token, every patch, shift 2, 33,000 steps (70 minutes with AVX-512, about 2.6 hours with AVX2 only); other "
-     "flags still override", 0, 0, "quick,long,long-d96"},
-    {"patch", ARG_STRING, &flags.patch, "patch side P (28 x 28 images: 4, 7, 14 -> 49, 16, 4 patches); a "
-     "comma-separated list trains one model per size (the patch-size table)", 0, 0, NULL},
-    {"kernel", ARG_INT, &flags.kernel, "overlapping patches: each patch reads a K x K square centred on it "
-     "(patch_embed.h; K - P even, zeros past the edge); 0: K = P, the ViT's own non-overlapping patches", 0, 28,
-     NULL},
-    {"stem", ARG_INT, &flags.stem, "a convolutional stem of S channels (vit.h): a 4 x 4 convolution of stride 2 "
-     "and GELU, whose map the patches then read (patch and kernel halved; both even, kernel - patch a multiple "
-     "of 4); 0: the patches read the pixels", 0, 256, NULL},
-    {"pool", ARG_STRING, &flags.pool, "what the head reads: the class token's output, the mean of all outputs, "
-     "or their mean weighted by attention with one learned query (vit.h)", 0, 0, "cls,mean,attention"},
-    {"pos", ARG_STRING, &flags.pos, "position embeddings: a learned table, or fixed 2-D sinusoids", 0, 0,
-     "learned,sinusoidal2d"},
-    {"layers", ARG_INT, &flags.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL},
-    {"dim", ARG_INT, &flags.dim, "model width D", 4, 1024, NULL},
-    {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL},
-    {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL},
-    {"locality", ARG_BOOL, &flags.locality, "locality self-attention (Lee et al. 2021; multi_head.h): no token "
-     "(patch or class token) attends to itself, and each head learns the scale of its scores", 0, 0, NULL},
-    {"dropout", ARG_FLOAT, &flags.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL},
-    {"drop-path", ARG_FLOAT, &flags.drop_path, "stochastic depth while training: each image skips the last "
-     "block's attention and MLP branches, each with probability p, block l's with (l + 1) / L of p (chapter 06's "
-     "stack.h)", 0, 0.9, NULL},
-    {"keep", ARG_FLOAT, &flags.keep, "patch dropout while training (vit.h): each image keeps this fraction of its "
-     "patches, drawn at random, so the encoder runs on fewer tokens and a step costs about that fraction of one "
-     "with every patch; evaluation reads every patch (1 = off)", 0.05, 1, NULL},
-    {"keep-until", ARG_FLOAT, &flags.keep_until, "with --keep: patch dropout for this fraction of the training "
-     "steps only; the rest read every patch, as evaluation does (1 = to the end)", 0.05, 1, NULL},
-    {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "eps of label smoothing: the training target is "
-     "(1 - eps) on the right class + eps / 10 on each (0 = off; the printed loss stays the plain one)", 0, 0.95,
-     NULL},
-    {"augment", ARG_BOOL, &flags.augment, "augment the training images: a random shift by up to --shift pixels "
-     "and a horizontal flip", 0, 0, NULL},
-    {"shift", ARG_INT, &flags.shift, "largest shift of --augment, in pixels", 0, 8, NULL},
-    {"erase", ARG_FLOAT, &flags.erase, "random erasing: the probability that a training image has a rectangle "
-     "(2-40% of it) replaced by noise (fashion_mnist.h; 0 = off)", 0, 1, NULL},
-    {"data", ARG_STRING, &flags.data, "directory of the four Fashion-MNIST files (default " FASHION_MNIST_DIR ")",
-     0, 0, NULL},
-    {"pictures", ARG_INT, &flags.n_pictures, "test images in the attention picture (0: no pictures at all)", 0, 16,
-     NULL},
-    {"image", ARG_STRING, &flags.image, "with --load: classify this PGM image (P2 or P5, any size; scaled to "
-     "28 x 28 grey), print the top 3 classes and draw where the model looked", 0, 0, NULL},
-    {"index", ARG_INT, &flags.index, "with --load: the same for test image N (0..9999)", -1, 9999, NULL},
+    {"patch", ARG_STRING, &flags.patch, "patch side P (4, 7, 14); a list 4,7 trains a model per size", 0, 0, NULL, ARG_MODEL},
+    {"kernel", ARG_INT, &flags.kernel, "overlapping patches: each reads K x K pixels (0: K = P)",
+     0, 28, NULL, ARG_MODEL},
+    {"stem", ARG_INT, &flags.stem, "a convolutional stem of this many channels (0: none)", 0, 256,
+     NULL, ARG_MODEL},
+    {"pool", ARG_STRING, &flags.pool, "what the head reads", 0, 0,
+     "cls,mean,attention", ARG_MODEL},
+    {"pos", ARG_STRING, &flags.pos, "position embeddings", 0, 0,
+     "learned,sinusoidal2d", ARG_MODEL},
+    {"layers", ARG_INT, &flags.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+    {"dim", ARG_INT, &flags.dim, "model width D", 4, 1024, NULL, ARG_MODEL},
+    {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
+    {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
+    {"locality", ARG_BOOL, &flags.locality, "locality self-attention: no token attends to itself, learned scale",
+     0, 0, NULL, ARG_MODEL},
+    {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0,
+     NULL, ARG_DATA},
+    {"augment", ARG_BOOL, &flags.augment, "random shifts (up to --shift pixels) and mirror images while training",
+     0, 0, NULL, ARG_DATA},
+    {"shift", ARG_INT, &flags.shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA},
+    {"erase", ARG_FLOAT, &flags.erase, "random erasing: chance of a noise patch per image", 0, 1,
+     NULL, ARG_DATA},
+    {"preset", ARG_STRING, &flags.preset, "quick: make run-07; long, long-d96: the README's long runs", 0, 0, "quick,long,long-d96", ARG_TRAINING},
+    {"dropout", ARG_FLOAT, &flags.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL,
+     ARG_TRAINING},
+    {"drop-path", ARG_FLOAT, &flags.drop_path, "stochastic depth: chance to skip the last block",
+     0, 0.9, NULL, ARG_TRAINING},
+    {"keep", ARG_FLOAT, &flags.keep, "patch dropout: share of patches kept (1: off)",
+     0.05, 1, NULL, ARG_TRAINING},
+    {"keep-until", ARG_FLOAT, &flags.keep_until, "with --keep: for this share of the steps only",
+     0.05, 1, NULL, ARG_TRAINING},
+    {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "label smoothing eps (0: off)",
+     0, 0.95, NULL, ARG_TRAINING},
+    {"pictures", ARG_INT, &flags.n_pictures, "test images in the attention picture (0: no pictures)", 0, 16, NULL,
+     ARG_OUTPUT},
+    {"image", ARG_STRING, &flags.image, "with --load: classify this PGM image and draw where the model looked", 0, 0,
+     NULL, ARG_OUTPUT},
+    {"index", ARG_INT, &flags.index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT},
 };
 
 /* The quick default and the two long presets: their values replace the
@@ -270,11 +259,14 @@ int main(int argc, char **argv) {
     ClassifierChapter chapter = {
         .chapter = "07_vision_transformer",
         .model_name = VIT_MODEL_NAME,
-        .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST. Each 28 x 28 image is cut\n"
-                   "into P x P patches, each mapped to D numbers (a convolution with stride = kernel),\n"
-                   "plus a class token and positions, through chapter 06's pre-norm encoder, and a\n"
-                   "linear head reads the class token (or the mean of the outputs). Trained with\n"
-                   "AdamW, tested on the official 10,000 test images.",
+        .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST: P x P patches (a strided convolution),\n"
+                   "positions and a class token through chapter 06's encoder; tested on the 10,000 test images.",
+        .examples = "./build/07_vision_transformer\n"
+                    "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
+                    "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
+                    "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
+                    "--image chapters/07_vision_transformer/img/example_box.pgm",
+        .vit_recipe = 1,
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "image,index,data,pictures",

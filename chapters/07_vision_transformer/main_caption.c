@@ -108,14 +108,15 @@ static int use_loaded(Seq2Seq *m, const Dataset *d, const char *out_dir) {
 /* --compose I,J,..: a scene PGM of test images (ink white on black, as the data set). */
 static int compose(int argc, char **argv) {
     const ArgSpec specs[] = {
-        {"compose", ARG_STRING, &flags.compose, "test-image indices in reading order, - for an empty cell", 0, 0, NULL},
-        {"to", ARG_STRING, &flags.to, "the PGM file to write", 0, 0, NULL},
-        {"grid", ARG_INT, &flags.grid, "cells per side", 2, SCENE_MAX_GRID, NULL},
-        {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0, NULL},
+        {"compose", ARG_STRING, &flags.compose, "test-image indices in reading order, - for an empty cell", 0, 0, NULL, ARG_OUTPUT},
+        {"to", ARG_STRING, &flags.to, "the PGM file to write", 0, 0, NULL, ARG_OUTPUT},
+        {"grid", ARG_INT, &flags.grid, "cells per side", 2, SCENE_MAX_GRID, NULL, ARG_OUTPUT},
+        {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA},
     };
     int rc = args_parse(argc, argv, specs, 4);
     if (rc == 1) {
-        args_print_help(argv[0], "Compose a scene PGM from Fashion-MNIST test images.", specs, 4);
+        args_print_help(argv[0], "Compose a scene PGM from Fashion-MNIST test images.", specs, 4,
+                        "./build/07_caption --compose 1,2,-,4 --to scene.pgm");
         return 0;
     }
     if (rc < 0) goto error;
@@ -172,39 +173,36 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--compose") == 0 || strncmp(argv[i], "--compose=", 10) == 0) return compose(argc, argv);
     const ArgSpec model_args[] = {
-        {"model", ARG_STRING, &flags.model, "the captioner: pool (chapter 01's decoder on the pooled grid, no "
-         "attention), attend (chapter 02's additive attention over the grid: Show-Attend-Tell), transformer "
-         "(chapter 06's decoder, cross-attention)", 0, 0, "pool,attend,transformer"},
-        {"grid", ARG_INT, &flags.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL},
-        {"patch", ARG_INT, &flags.patch, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL},
-        {"dim", ARG_INT, &flags.dim, "encoder width D (and model 3's decoder's)", 4, 1024, NULL},
-        {"layers", ARG_INT, &flags.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL},
-        {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL},
-        {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL},
-        {"dec-layers", ARG_INT, &flags.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL},
-        {"embed", ARG_INT, &flags.embed, "models 1-2: word embedding D_E", 1, 4096, NULL},
-        {"hidden", ARG_INT, &flags.hidden, "models 1-2: GRU state S", 1, 4096, NULL},
-        {"attn", ARG_INT, &flags.attn, "model 2: additive attention width D_A", 1, 4096, NULL},
-        {"train-scenes", ARG_INT, &flags.train_scenes, "training scenes (from the 55,000 training images)", 1, 1000000, NULL},
-        {"valid-scenes", ARG_INT, &flags.valid_scenes, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL},
-        {"test-scenes", ARG_INT, &flags.test_scenes, "test scenes (from the 10,000 test images)", 1, 1000000, NULL},
-        {"data-seed", ARG_INT, &flags.data_seed, "seed of the scenes", 0, 2147483647, NULL},
-        {"data", ARG_STRING, &flags.data, "directory of the four Fashion-MNIST files (default " FASHION_MNIST_DIR ")", 0, 0, NULL},
-        {"pictures", ARG_INT, &flags.pictures, "test scenes drawn with one panel per word", 0, 50, NULL},
-        {"image", ARG_STRING, &flags.image, "with --load: caption this PGM scene (any size, scaled to the model's; "
-         "light items on black, as --compose writes) and draw where the model looked", 0, 0, NULL},
-        {"compose", ARG_STRING, &flags.compose, "write a scene of test images I,J,.. (reading order, - empty) to "
-         "--to FILE.pgm, and stop (no model)", 0, 0, NULL},
-        {"to", ARG_STRING, &flags.to, "with --compose: the PGM file to write", 0, 0, NULL},
+        {"model", ARG_STRING, &flags.model, "decoder: pool (no attention), attend (ch. 02), transformer (ch. 06)", 0, 0, "pool,attend,transformer", ARG_MODEL},
+        {"grid", ARG_INT, &flags.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL, ARG_DATA},
+        {"patch", ARG_INT, &flags.patch, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL, ARG_MODEL},
+        {"dim", ARG_INT, &flags.dim, "encoder width D (and model 3's decoder's)", 4, 1024, NULL, ARG_MODEL},
+        {"layers", ARG_INT, &flags.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
+        {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
+        {"dec-layers", ARG_INT, &flags.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"embed", ARG_INT, &flags.embed, "models 1-2: word embedding D_E", 1, 4096, NULL, ARG_MODEL},
+        {"hidden", ARG_INT, &flags.hidden, "models 1-2: GRU state S", 1, 4096, NULL, ARG_MODEL},
+        {"attn", ARG_INT, &flags.attn, "model 2: additive attention width D_A", 1, 4096, NULL, ARG_MODEL},
+        {"train-scenes", ARG_INT, &flags.train_scenes, "training scenes (from the 55,000 training images)", 1, 1000000, NULL, ARG_DATA},
+        {"valid-scenes", ARG_INT, &flags.valid_scenes, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL, ARG_DATA},
+        {"test-scenes", ARG_INT, &flags.test_scenes, "test scenes (from the 10,000 test images)", 1, 1000000, NULL, ARG_DATA},
+        {"data-seed", ARG_INT, &flags.data_seed, "seed of the scenes", 0, 2147483647, NULL, ARG_DATA},
+        {"data", ARG_STRING, &flags.data, "Fashion-MNIST directory (default " FASHION_MNIST_DIR ")", 0, 0, NULL, ARG_DATA},
+        {"pictures", ARG_INT, &flags.pictures, "test scenes drawn with one panel per word", 0, 50, NULL, ARG_OUTPUT},
+        {"image", ARG_STRING, &flags.image, "with --load: caption this PGM scene (light items on black)", 0, 0, NULL, ARG_OUTPUT},
+        {"compose", ARG_STRING, &flags.compose, "write a scene of test images I,J,.. (- empty) and stop", 0, 0, NULL, ARG_OUTPUT},
+        {"to", ARG_STRING, &flags.to, "with --compose: the PGM file to write", 0, 0, NULL, ARG_OUTPUT},
     };
     ChapterSpec spec = {
         .chapter = "07_caption",
         .model_name = CAPTION_MODEL_NAME,
-        .summary = "Chapter 07, captioning: scenes of 2 x 2 or 3 x 3 Fashion-MNIST items, captioned in reading\n"
-                   "order (\"bag sneaker coat\"). The ViT's encoder turns the scene into a grid of patch vectors;\n"
-                   "the decoder reads it pooled to one vector (pool), with additive attention (attend: Show,\n"
-                   "Attend and Tell) or with cross-attention (transformer), and the pictures show, for every word,\n"
-                   "where it looked.",
+        .summary = "Chapter 07, captioning: scenes of Fashion-MNIST items captioned in reading order (\"bag coat\"):\n"
+                   "a ViT encoder, and a decoder that pools, attends (chapter 02) or cross-attends (chapter 06).",
+        .examples = "./build/07_caption\n"
+                    "./build/07_caption --model transformer --grid 3\n"
+                    "./build/07_caption --compose 1,2,-,4 --to scene.pgm\n"
+                    "./build/07_caption --load out/07_caption/model.ckpt --image scene.pgm",
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,

@@ -112,6 +112,8 @@ int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs) {
             return fail("unknown flag '%s' (see --help)", arg);
         }
 
+        if (s->type == ARG_REFUSED)
+            return fail("--%s has no effect in this program: %s", s->name, s->help ? s->help : "it is not used here");
         if (s->type == ARG_BOOL) {
             if (equals) return fail("--%s: takes no value, got '%s'", s->name, equals + 1);
             *(int *)s->dest = 1;
@@ -141,62 +143,112 @@ int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs) {
     return 0;
 }
 
-void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs) {
+/* Print text from column `column` on, breaking lines at spaces before
+ * column HELP_COLUMNS; continuation lines start at column `indent`. */
+enum { HELP_COLUMNS = 100 };
+static void print_wrapped(const char *text, int column, int indent) {
+    int line_empty = 1;                         /* no word of text on this line yet */
+    for (const char *p = text; *p;) {
+        int word = (int)strcspn(p, " ");
+        if (!line_empty && column + 1 + word > HELP_COLUMNS) {
+            printf("\n%*s", indent, "");
+            column = indent;
+            line_empty = 1;
+        }
+        if (!line_empty) {
+            putchar(' ');
+            column++;
+        }
+        printf("%.*s", word, p);
+        column += word;
+        line_empty = 0;
+        p += word;
+        while (*p == ' ') p++;
+    }
+    putchar('\n');
+}
+
+/* "--name N" (or X, S; nothing for a switch) into out. */
+static void flag_column(char *out, size_t cap, const ArgSpec *s) {
+    const char *type = s->type == ARG_INT ? " N" : s->type == ARG_FLOAT ? " X" : s->type == ARG_STRING ? " S" : "";
+    snprintf(out, cap, "--%s%s", s->name, type);
+}
+
+/* One flag: its column, then help, default and choices, wrapped. A number's
+ * range is left to the message that refuses a value outside it. */
+static void print_flag(const ArgSpec *s, int width) {
+    char first[128], range[96] = "", dflt[256] = "", text[1024];
+    flag_column(first, sizeof first, s);
+    switch (s->type) {
+    case ARG_INT:
+        snprintf(dflt, sizeof dflt, "%d", *(const int *)s->dest);   /* the range is in the error message */
+        break;
+    case ARG_FLOAT:
+        snprintf(dflt, sizeof dflt, "%g", (double)*(const float *)s->dest);
+        break;
+    case ARG_STRING: {
+        const char *v = *(const char *const *)s->dest;
+        /* No default (NULL): nothing printed, the help text says what
+         * happens without the flag ("default out/<chapter>"). */
+        if (v != NULL) snprintf(dflt, sizeof dflt, "%s", v);
+        if (s->choices) {                               /* "rnn,gru,lstm" -> "; rnn|gru|lstm" */
+            snprintf(range, sizeof range, "; %s", s->choices);
+            for (char *c = range; *c; c++)
+                if (*c == ',') *c = '|';
+        }
+        break;
+    }
+    default:                                           /* a switch: off unless given */
+        break;
+    }
+    const char *help = s->help ? s->help : "";
+    if (dflt[0] != '\0')
+        snprintf(text, sizeof text, "%s (default %s%s)", help, dflt, range);
+    else if (range[0] != '\0')
+        snprintf(text, sizeof text, "%s (%s)", help, range + 2);   /* without the "; " */
+    else
+        snprintf(text, sizeof text, "%s", help);
+    printf("  %-*s  ", width, first);
+    print_wrapped(text, 2 + width + 2, 2 + width + 2);
+}
+
+void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs,
+                     const char *examples) {
+    static const ArgGroup order[] = {ARG_MODEL, ARG_DATA, ARG_TRAINING, ARG_OUTPUT, ARG_NO_GROUP, ARG_SHARED};
+    static const char *const heading[] = {"", "model", "data", "training", "evaluation and output", "shared"};
     printf("usage: %s [flags]\n", prog);
     if (summary != NULL && summary[0] != '\0') printf("\n%s\n", summary);
-    printf("\nflags:\n");
+    printf("\n");
 
     /* First column: "--name TYPE", padded to the widest one. */
     char first[128];
     int width = (int)strlen("--help");
     for (int i = 0; i < n_specs; i++) {
-        const char *type = specs[i].type == ARG_INT ? " N" : specs[i].type == ARG_FLOAT ? " X"
-                         : specs[i].type == ARG_STRING ? " S" : "";
-        int n = snprintf(first, sizeof first, "--%s%s", specs[i].name, type);
-        if (n > width) width = n;
+        if (specs[i].type == ARG_REFUSED) continue;
+        flag_column(first, sizeof first, &specs[i]);
+        if ((int)strlen(first) > width) width = (int)strlen(first);
     }
-
-    for (int i = 0; i < n_specs; i++) {
-        const ArgSpec *s = &specs[i];
-        char range[96] = "", dflt[256] = "";
-        switch (s->type) {
-        case ARG_INT:
-            snprintf(first, sizeof first, "--%s N", s->name);
-            snprintf(dflt, sizeof dflt, "%d", *(const int *)s->dest);
-            if (has_range(s)) snprintf(range, sizeof range, ", %.0f..%.0f", s->min, s->max);
-            break;
-        case ARG_FLOAT:
-            snprintf(first, sizeof first, "--%s X", s->name);
-            snprintf(dflt, sizeof dflt, "%g", (double)*(const float *)s->dest);
-            if (has_range(s)) snprintf(range, sizeof range, ", %g..%g", s->min, s->max);
-            break;
-        case ARG_STRING: {
-            const char *v = *(const char *const *)s->dest;
-            snprintf(first, sizeof first, "--%s S", s->name);
-            /* No default (NULL): nothing printed, the help text says what
-             * happens without the flag ("default out/<chapter>"). */
-            if (v != NULL) snprintf(dflt, sizeof dflt, "%s", v);
-            if (s->choices) {
-                char list[80];
-                format_choices(list, sizeof list, s->choices);
-                snprintf(range, sizeof range, ", one of %s", list);
-            }
-            break;
+    for (size_t g = 0; g < sizeof order / sizeof order[0]; g++) {
+        int printed = 0;
+        for (int i = 0; i < n_specs; i++) {
+            if (specs[i].group != order[g] || specs[i].type == ARG_REFUSED) continue;
+            if (!printed++) printf("%s:\n", order[g] == ARG_NO_GROUP ? "flags" : heading[order[g]]);
+            print_flag(&specs[i], width);
         }
-        default:
-            snprintf(first, sizeof first, "--%s", s->name);
-            snprintf(dflt, sizeof dflt, "%s", *(const int *)s->dest ? "on" : "off");
-            break;
+        if (order[g] == ARG_SHARED) {
+            if (!printed) printf("shared:\n");
+            printf("  %-*s  %s\n", width, "--help", "print this help and exit");
         }
-        const char *help = s->help ? s->help : "";
-        if (dflt[0] != '\0')
-            printf("  %-*s  %s (default %s%s)\n", width, first, help, dflt, range);
-        else if (range[0] != '\0')
-            printf("  %-*s  %s (%s)\n", width, first, help, range + 2);   /* without the ", " */
-        else
-            printf("  %-*s  %s\n", width, first, help);
     }
-    printf("  %-*s  %s\n", width, "--help", "print this help and exit");
+    if (examples != NULL && examples[0] != '\0') {
+        printf("\nexamples:\n");
+        for (const char *line = examples; *line;) {
+            const char *nl = strchr(line, '\n');
+            int len = nl ? (int)(nl - line) : (int)strlen(line);
+            printf("  %.*s\n", len, line);
+            line += len + (nl != NULL);
+        }
+    }
 }
 
 int args_given(int argc, char **argv, const char *name) {
@@ -222,7 +274,7 @@ static int in_list(const char *list, const char *name) {
 
 int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep) {
     for (int i = 0; i < n_specs; i++)
-        if (!in_list(keep, specs[i].name) && args_given(argc, argv, specs[i].name))
+        if (specs[i].type != ARG_REFUSED && !in_list(keep, specs[i].name) && args_given(argc, argv, specs[i].name))
             return fail("--%s has no effect with --load: the checkpoint's config decides the model, its task "
                         "and its training; drop --%s (or train a new model without --load)", specs[i].name,
                         specs[i].name);

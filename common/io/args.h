@@ -11,7 +11,16 @@
 #ifndef ARGS_H
 #define ARGS_H
 
-typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_BOOL } ArgType;
+/* ARG_REFUSED: a flag this program knows but that has no effect in it
+ * (chapter 01's --plot: its RNN has no attention to draw). It is not listed
+ * in --help; given, args_parse fails with "--NAME has no effect in this
+ * program: HELP", the spec's help text saying why. */
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_BOOL, ARG_REFUSED } ArgType;
+
+/* Where --help lists a flag: the program's own flags first, in these groups
+ * and this order, then the flags every program shares (backend, threads ...).
+ * ARG_NO_GROUP (0, a spec that names none) is listed after ARG_OUTPUT. */
+typedef enum { ARG_NO_GROUP, ARG_MODEL, ARG_DATA, ARG_TRAINING, ARG_OUTPUT, ARG_SHARED } ArgGroup;
 
 typedef struct {
     const char *name;        /* without the leading "--" */
@@ -20,6 +29,7 @@ typedef struct {
     const char *help;
     double min, max;         /* ranges for ARG_INT / ARG_FLOAT (inclusive) */
     const char *choices;     /* ARG_STRING: comma-separated allowed values, or NULL */
+    ArgGroup group;          /* where --help lists it */
 } ArgSpec;
 
 /* Returns 0 on success, 1 when --help/-h was given (caller prints help and
@@ -27,11 +37,14 @@ typedef struct {
  * value. Positional arguments are errors. */
 int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
 
-/* Print usage: one line per flag with its type, help text, default (current
- * value of dest) and range or choices. A string flag whose dest is NULL has
- * no default to show, so none is printed: its help text says what happens
- * without it. */
-void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs);
+/* Print usage: the summary, then the flags by group (model, data, training,
+ * output, then the shared ones), each with its type, help text, default
+ * (current value of dest) and choices, wrapped at 100 columns; then
+ * the examples (lines separated by '\n', or NULL for none). A string flag
+ * whose dest is NULL has no default to show, so none is printed: its help
+ * text says what happens without it. ARG_REFUSED flags are not listed. */
+void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs,
+                     const char *examples);
 
 /* 1 when the command line names flag `name` ("--name" or "--name=..."). */
 int args_given(int argc, char **argv, const char *name);

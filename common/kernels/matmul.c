@@ -220,8 +220,7 @@ static atomic_int chosen_precision = PRECISION_FLOAT;
 static atomic_int bf16_on_cpu;
 
 const char MATMUL_PRECISION_HELP[] =
-    "the matrix products' inputs: float, or rounded to bf16 with float sums where that is faster (mixed "
-    "precision: twice the multiply-adds per instruction with AVX512_BF16; common/README.md, step 7)";
+    "matmul inputs: float, or bf16 with float sums where faster";
 
 const char *matmul_precision_name(MatmulPrecision p) { return p == PRECISION_BF16 ? "bf16" : "float"; }
 

@@ -136,7 +136,7 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int
     Rng rng;
     rng_seed(&rng, seed, 1);                        /* the training stream */
     Progress pr;
-    progress_start(&pr, steps, steps / 4, quiet);
+    progress_start(&pr, steps, steps / 4, "examples", quiet);
     double t0 = now_seconds(), loss = 0.0, window_sum = 0.0;
     int window_len = 0, point = 0;
     r->solved_step = 0;
@@ -568,50 +568,60 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     return 0;
 }
 
+/* A flag that has no effect in this program (args.h, ARG_REFUSED). */
+static ArgSpec refused(const char *name, const char *why) {
+    return (ArgSpec){.name = name, .type = ARG_REFUSED, .help = why, .group = ARG_OUTPUT};
+}
+
 int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     ClassifierFlags f = ch->defaults;
     if (f.replicas < 1) f.replicas = 1;
     char default_out[256];
     snprintf(default_out, sizeof default_out, "out/%s", ch->chapter);
     if (!f.out) f.out = default_out;
-    const ArgSpec common[] = {
-        {"steps", ARG_INT, &f.steps, "training steps per model", 1, 1000000, NULL},
-        {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL},
-        {"lr", ARG_FLOAT, &f.lr, "Adam learning rate (warm-up, then cosine decay)", 1e-6, 1, NULL},
-        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW's decoupled weight decay (0: plain Adam)", 0, 1, NULL},
-        {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, avg = d avg + (1 - d) w after every step, "
-         "and evaluate and save it in their place (0: the last step's weights; 0.9995 averages about the last 2,000 "
-         "steps); the last step's weights are measured and saved beside it", 0, 0.99999, NULL},
-        {"sam", ARG_FLOAT, &f.sam, "sharpness-aware steps (SAM) of this radius rho, e.g. 0.05: each step takes the "
-         "gradient at the weights moved by rho along their gradient, a second forward and backward (0: plain steps)",
-         0, 1, NULL},
-        {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL},
-        {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL},
-        {"out", ARG_STRING, &f.out, "output directory (out/<chapter>; with --load out/<chapter>/eval_<folder>_<checkpoint>)", 0,
-         0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0,
-         "auto,naive,avx2,avx512"},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
-        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
-        {"replicas", ARG_INT, &f.replicas, "data parallelism: each batch is split between this many replicas (copies) "
-         "of the model, one thread each, gradients summed (1: one model, its products split between the threads)", 1,
-         CLASSIFIER_MAX_REPLICAS, NULL},
-        {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL},
-        {"load", ARG_STRING, &f.load, "evaluate this checkpoint (out/.../model_<run>.ckpt) instead of training",
-         0, 0, NULL},
-        {"input", ARG_STRING, &f.input, "with --load: an input to run the model on, e.g. \"3 1 4 1 5 9 2 6\"", 0,
-         0, NULL},
-        {"plot", ARG_BOOL, &f.plot, "with --load and --input: write the attention heatmaps of that input", 0, 0,
-         NULL},
+    ArgSpec common[] = {
+        {"steps", ARG_INT, &f.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL, ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, this decay (0: off)", 0,
+         0.99999, NULL, ARG_TRAINING},
+        {"sam", ARG_FLOAT, &f.sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
+         ARG_TRAINING},
+        {"replicas", ARG_INT, &f.replicas, "data parallelism: copies of the model, one thread each", 1,
+         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING},
+        {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL, ARG_TRAINING},
+        {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT},
+        {"out", ARG_STRING, &f.out, "output directory (--load: eval_* in it)", 0, 0,
+         NULL, ARG_OUTPUT},
+        {"load", ARG_STRING, &f.load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"input", ARG_STRING, &f.input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
+         NULL, ARG_OUTPUT},
+        {"plot", ARG_BOOL, &f.plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
+         ARG_OUTPUT},
+        {"backend", ARG_STRING, &f.backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+         "auto,naive,avx2,avx512", ARG_SHARED},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
+        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
+        {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
     };
     const int n_common = (int)(sizeof common / sizeof common[0]), n_specs = ch->n_model_args + n_common;
+    /* flags this chapter has no use for: not listed, refused with the reason */
+    for (int i = 0; i < n_common; i++) {
+        const char *name = common[i].name;
+        int images = !ch->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0);
+        int recipe = !ch->vit_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 ||
+                                         strcmp(name, "replicas") == 0);
+        if (images) common[i] = refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
+        if (recipe) common[i] = refused(name, "it belongs to chapter 07's long training recipe");
+    }
     ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
     if (ch->n_model_args) memcpy(specs, ch->model_args, sizeof(ArgSpec) * (size_t)ch->n_model_args);
     memcpy(specs + ch->n_model_args, common, sizeof common);
 
     int rc = args_parse(argc, argv, specs, n_specs);
     if (rc == 1) {
-        args_print_help(argv[0], ch->summary, specs, n_specs);
+        args_print_help(argv[0], ch->summary, specs, n_specs, ch->examples);
         free(specs);
         return 0;
     }

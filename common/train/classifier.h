@@ -161,6 +161,10 @@ typedef struct {
     int n_model_args;
     const char *load_flags;       /* those of them that still act with --load ("attention"), or NULL */
     const char *load_hint;        /* what to try with a saved model, printed after "--load CKPT"; NULL: --input "..." */
+    const char *examples;         /* --help's example lines, '\n' between them */
+    int typed_input;              /* 1: --load CKPT --input "3 1 4" runs the model on typed digits (--plot draws it);
+                                   * 0: those two flags are refused */
+    int vit_recipe;               /* 1: offer --ema, --sam and --replicas (chapter 07's long recipe); 0: refuse them */
     ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
     /* The runs the parsed flags ask for, written to runs (room for max);
      * returns how many, or -1 with fail(). *headline: the run whose figures

@@ -18,7 +18,8 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void progress_start(Progress *pr, long total_steps, long every, int quiet) {
+void progress_start(Progress *pr, long total_steps, long every, const char *unit, int quiet) {
+    pr->unit = unit ? unit : "examples";
     pr->total_steps = total_steps;
     pr->every = every > 0 ? every : 1;
     pr->is_tty = isatty(1);
@@ -72,9 +73,9 @@ void progress_update(Progress *pr, long step, float loss, long examples_done, co
     else format_duration(eta, sizeof eta, -1.0);
 
     if (pr->is_tty) fputs("\r", stdout);
-    printf("step %*ld/%ld  loss %.4f  %s ex/s  ETA %s", pr->total_steps >= 10000 ? 6 : 4, step,
-           pr->total_steps, (double)loss, rate, eta);
+    printf("step %*ld/%ld  train loss %.4f", pr->total_steps >= 10000 ? 6 : 4, step, pr->total_steps, (double)loss);
     if (extra != NULL && extra[0] != '\0') printf("  %s", extra);
+    printf("  %s %s/s  ETA %s", rate, pr->unit, eta);
     if (pr->is_tty) fputs("\033[K", stdout);    /* clear the rest of the old line */
     else fputc('\n', stdout);
     fflush(stdout);

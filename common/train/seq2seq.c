@@ -498,44 +498,58 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         .out = NULL, .load = NULL, .translate = NULL, .backend = NULL, .preset = "none",
     };
     const ArgSpec common[] = {
-        {"task", ARG_STRING, &f.task, "task: dates (human dates -> ISO), reverse (reverse a string), g2p (CMUdict spelling -> phonemes)", 0, 0, "dates,reverse,g2p"},
-        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL},
-        {"batch", ARG_INT, &f.batch, "examples per batch", 1, 4096, NULL},
-        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (Adam)", 1e-6, 1, NULL},
-        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps", 0, 1000000, NULL},
-        {"clip", ARG_FLOAT, &f.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL},
-        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL},
-        {"seed", ARG_INT, &f.seed, "random seed for the model and batches", 0, 2147483647, NULL},
-        {"n-train", ARG_INT, &f.n_train, "training examples for generated tasks (0 = task default)", 0, 10000000, NULL},
-        {"min-len", ARG_INT, &f.min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL},
-        {"max-len", ARG_INT, &f.max_len, "reverse: longest string (0 = task default)", 0, 100, NULL},
-        {"eval-every", ARG_INT, &f.eval_every, "steps between validation-loss checks", 1, 1000000, NULL},
-        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647, NULL},
-        {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL},
-        {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL},
-        {"out", ARG_STRING, &f.out, "directory for results, plots and the checkpoint: out/<chapter> when training, out/<chapter>/eval_<folder>_<checkpoint> with --load", 0, 0, NULL},
-        {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL},
-        {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL},
-        {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL},
-        {"backend", ARG_STRING, &f.backend, "matmul backend; without the flag: $ATTN_BACKEND, else auto", 0, 0, "auto,naive,avx2,avx512"},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16"},
-        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL},
-        {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL},
-        {"preset", ARG_STRING, &f.preset, "long: the chapter's longer run on g2p (see its README); other flags still apply", 0, 0, "none,long"},
+        {"task", ARG_STRING, &f.task, "the task to learn (see the chapter's README)", 0,
+         0, "dates,reverse,g2p", ARG_DATA},
+        {"n-train", ARG_INT, &f.n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
+         ARG_DATA},
+        {"min-len", ARG_INT, &f.min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL, ARG_DATA},
+        {"max-len", ARG_INT, &f.max_len, "reverse: longest string (0 = task default)", 0, 100, NULL, ARG_DATA},
+        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &f.batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
+        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps", 0, 1000000, NULL, ARG_TRAINING},
+        {"clip", ARG_FLOAT, &f.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL, ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"seed", ARG_INT, &f.seed, "random seed for the model and batches", 0, 2147483647, NULL, ARG_TRAINING},
+        {"eval-every", ARG_INT, &f.eval_every, "steps between validation-loss checks", 1, 1000000, NULL, ARG_TRAINING},
+        {"preset", ARG_STRING, &f.preset, "long: the README's longer run on g2p", 0, 0, "none,long", ARG_TRAINING},
+        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647, NULL,
+         ARG_OUTPUT},
+        {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT},
+        {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL, ARG_OUTPUT},
+        {"out", ARG_STRING, &f.out, "output directory (default out/<chapter>; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
+        {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL,
+         ARG_OUTPUT},
+        {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
+         ARG_OUTPUT},
+        {"backend", ARG_STRING, &f.backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+         "auto,naive,avx2,avx512", ARG_SHARED},
+        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
+        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
+        {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
     };
-    int n_common = 0;
-    ArgSpec *specs = xcalloc(sizeof common / sizeof common[0] + (size_t)spec->n_model_args, sizeof(ArgSpec));
-    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) {
+    const int n_common = (int)(sizeof common / sizeof common[0]);
+    /* The chapter's own flags first, then the common ones; a common flag
+     * this chapter has no use for is not listed and is refused with why. */
+    int n_specs = spec->n_model_args + n_common;
+    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
+    if (spec->n_model_args) memcpy(specs, spec->model_args, sizeof(ArgSpec) * (size_t)spec->n_model_args);
+    for (int i = 0; i < n_common; i++) {
+        ArgSpec *s = &specs[spec->n_model_args + i];
+        *s = common[i];
         /* an image chapter's own flags choose its data, and it has no text to translate */
         static const char *const token_only[] = {"task", "n-train", "min-len", "max-len", "translate", "plot"};
-        int skip = 0;
         for (size_t k = 0; spec->load_data && k < sizeof token_only / sizeof token_only[0]; k++)
-            skip |= strcmp(common[i].name, token_only[k]) == 0;
-        if (!skip) specs[n_common++] = common[i];
+            if (strcmp(s->name, token_only[k]) == 0)
+                *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED,
+                               .help = "this chapter's inputs are images, chosen by its own flags (see --help)"};
+        if (strcmp(s->name, "plot") == 0 && spec->no_attention)
+            *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED,
+                           .help = "this chapter's model has no attention weights to draw"};
+        if (strcmp(s->name, "preset") == 0 && !spec->preset_long)
+            *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED, .help = "this chapter has no long preset"};
     }
-    int n_specs = n_common + spec->n_model_args;
-    if (spec->n_model_args)
-        memcpy(specs + n_common, spec->model_args, sizeof(ArgSpec) * (size_t)spec->n_model_args);
 
     int exit_code = 1;
     Dataset data;
@@ -549,16 +563,11 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     int rc = args_parse(argc, argv, specs, n_specs);
     char **preset_argv = NULL;
     if (rc == 0 && strcmp(f.preset, "long") == 0) {
-        if (!spec->preset_long) {
-            fail("--preset long: this chapter has no long preset");
-            rc = -1;
-        } else {
-            rc = args_parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
-            if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
-        }
+        rc = args_parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
+        if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
     }
     if (rc == 1) {
-        args_print_help(argv[0], spec->summary, specs, n_specs);
+        args_print_help(argv[0], spec->summary, specs, n_specs, spec->examples);
         free(specs);
         return 0;
     }
@@ -689,7 +698,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         curve_train = xcalloc((size_t)max_points, sizeof(float));
         curve_valid = xcalloc((size_t)max_points, sizeof(float));
         Progress pr;
-        progress_start(&pr, f.steps, f.eval_every, f.quiet);
+        progress_start(&pr, f.steps, f.eval_every, "examples", f.quiet);
         int cursor = 0;
         long examples = 0;
         double loss_sum = 0;
@@ -725,7 +734,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
                 curve_valid[n_points] = (float)valid;
                 n_points++;
                 char extra[64];
-                snprintf(extra, sizeof extra, "valid %.4f", valid);
+                snprintf(extra, sizeof extra, "valid loss %.4f", valid);
                 progress_update(&pr, step + 1, (float)(loss_sum / loss_count), examples, extra);
                 loss_sum = 0;
                 loss_count = 0;

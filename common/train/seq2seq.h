@@ -92,6 +92,8 @@ typedef struct {
     const char *chapter;        /* "01_rnn_seq2seq" */
     const char *model_name;     /* the "model=" its checkpoints carry: "rnn_seq2seq" */
     const char *summary;        /* one paragraph for --help */
+    const char *examples;       /* --help's example lines, '\n' between them */
+    int no_attention;           /* 1: the model has no attention weights, so --plot is refused */
     const ArgSpec *model_args;  /* the chapter's own flags (model hyper-parameters) */
     int n_model_args;
     /* Append the model's hyper-parameters (from its parsed flags) as

@@ -39,15 +39,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float lr = 3e-3f, clip = 1.0f, ls = 0.0f;
     const char *task = "dates", *out = NULL, *cell = "gru";
     const ArgSpec specs[] = {
-        {"steps", ARG_INT, &steps, "training steps", 0, 1000000, NULL},
-        {"batch", ARG_INT, &batch, "batch", 1, 4096, NULL},
-        {"lr", ARG_FLOAT, &lr, "learning rate", 1e-6, 1, NULL},
-        {"clip", ARG_FLOAT, &clip, "clip", 0, 1e6, NULL},
-        {"label-smoothing", ARG_FLOAT, &ls, "eps", 0, 0, NULL},
-        {"task", ARG_STRING, &task, "task", 0, 0, "dates,reverse,g2p"},
-        {"cell", ARG_STRING, &cell, "cell", 0, 0, "rnn,gru,lstm"},
-        {"out", ARG_STRING, &out, "output directory", 0, 0, NULL},
-        {"quiet", ARG_BOOL, &quiet, "no progress", 0, 0, NULL},
+        {"steps", ARG_INT, &steps, "training steps", 0, 1000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &batch, "batch", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &lr, "learning rate", 1e-6, 1, NULL, ARG_TRAINING},
+        {"clip", ARG_FLOAT, &clip, "clip", 0, 1e6, NULL, ARG_TRAINING},
+        {"label-smoothing", ARG_FLOAT, &ls, "eps", 0, 0, NULL, ARG_TRAINING},
+        {"task", ARG_STRING, &task, "task", 0, 0, "dates,reverse,g2p", ARG_TRAINING},
+        {"cell", ARG_STRING, &cell, "cell", 0, 0, "rnn,gru,lstm", ARG_TRAINING},
+        {"out", ARG_STRING, &out, "output directory", 0, 0, NULL, ARG_TRAINING},
+        {"quiet", ARG_BOOL, &quiet, "no progress", 0, 0, NULL, ARG_TRAINING},
+        {"plot", ARG_REFUSED, NULL, "this model has no attention to draw", 0, 0, NULL, ARG_OUTPUT},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     char **storage = NULL;
