@@ -235,8 +235,17 @@ static void class_labels(Labels *l, const ExampleTask *t, const int *classes, in
     }
 }
 
-/* Input, prediction and truth of example 0 of e, one row each. */
+/* Input, prediction and truth of example 0 of e, one row each; one line for
+ * a task with one output per example (a class for an image). */
 static void print_example(const ExampleTask *t, const Examples *e, const int *pred) {
+    if (t->n_out == 1) {
+        char predicted[64], truth[64];
+        t->class_text(t->self, pred[0], predicted, sizeof predicted);
+        t->class_text(t->self, e->targets[0], truth, sizeof truth);
+        printf("  first test example: predicted %s, true class %s (%s)\n", predicted, truth,
+               pred[0] == e->targets[0] ? "right" : "wrong");
+        return;
+    }
     Labels in, out, truth;
     input_labels(&in, t, e, 0);
     class_labels(&out, t, pred, t->n_out);
@@ -290,7 +299,7 @@ static int show_first_test_example(Classifier *m, const ExampleTask *t, const Cl
     t->test_batch(t->self, &e, 1, &rng);
     m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
     m->predict(m->self, pred);
-    printf("  first test example:\n");
+    if (t->n_out > 1) printf("  first test example:\n");
     print_example(t, &e, pred);
     char stem[1100];
     snprintf(stem, sizeof stem, "%.900s/attn_%.24s", out, run->key);
@@ -365,9 +374,12 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
         /* the last step's weights: measured and saved, then the average takes their place */
         classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact_last_weights,
                             &r->token_acc_last_weights);
-        printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%; from here on the model is their "
-               "moving average (--ema %g)\n", 100 * r->exact_last_weights, 100 * r->token_acc_last_weights,
-               (double)f->ema);
+        if (t.n_out == 1)
+            printf("  the last step's weights: test accuracy %.2f%%", 100 * r->exact_last_weights);
+        else
+            printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%", 100 * r->exact_last_weights,
+                   100 * r->token_acc_last_weights);
+        printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
         snprintf(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%.900s/model_%.24s_last_weights.ckpt",
                  f->out, run->key);
         rc = checkpoint_save(r->checkpoint_last_weights, run->config, m[0].params);
@@ -376,6 +388,7 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     weight_average_free(&average);
     if (rc == 0) {
         classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
+        r->n_out = t.n_out;
         snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
         rc = checkpoint_save(r->checkpoint, run->config, m[0].params);
     }
@@ -454,9 +467,21 @@ static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
 
 /* ---------------------------------------------------------- the program */
 
+/* One row per run. A task of one output per example (a class per image) has
+ * one figure, its accuracy; a task of n outputs has two (every output right,
+ * and the share of outputs right) and the step its loss fell below 0.5. */
 static void print_table(const ClassifierRun *runs, const ClassifierResult *r, int n) {
     int w = 3;
     for (int i = 0; i < n; i++) if ((int)strlen(runs[i].label) > w) w = (int)strlen(runs[i].label);
+    if (r[0].n_out == 1) {
+        printf("  | %-*s | test accuracy | final loss | train s |\n  |-", w, "run");
+        for (int i = 0; i < w; i++) printf("-");
+        printf("-|---------------|------------|---------|\n");
+        for (int i = 0; i < n; i++)
+            printf("  | %-*s | %12.2f%% | %10.3f | %7.1f |\n", w, runs[i].label, 100 * r[i].exact, r[i].final_loss,
+                   r[i].seconds);
+        return;
+    }
     printf("  | %-*s | exact match | token acc. | final loss | loss < %.1f at step | train s |\n", w, "run",
            SOLVED_LOSS);
     printf("  |-");
@@ -515,7 +540,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
         if (train_run(ch, f, &runs[i], &results[i], &res) < 0) return -1;
         total += results[i].seconds;
     }
-    printf("\nResults on %d test examples\n\n", f->test_size);
+    printf("\nResults on the test set (%d examples)\n\n", f->test_size);
     print_table(runs, results, n);
     for (int i = 0; i < n; i++) {
         char key[64];

@@ -92,6 +92,7 @@ typedef struct {
     /* with --ema: the last step's weights' figures (exact, token_acc are the average's) */
     double exact_last_weights, token_acc_last_weights;
     int solved_step;      /* 0: never */
+    int n_out;            /* outputs per example: 1 for a classifier of whole inputs (chapter 07's images) */
     int n_curve;
     float curve_step[CURVE_POINTS], curve[CURVE_POINTS];
     char checkpoint[1024];
