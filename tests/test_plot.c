@@ -80,7 +80,7 @@ static void test_heatmap_files(void **state) {
     snprintf(stem, sizeof stem, "%s/plots/attn_0", tmp_dir);   /* the directory is created */
 
     assert_int_equal(plot_heatmap(stem, "Attention \"weights\"", m, ROWS, COLS, x_labels, y_labels,
-                                  "source", "output", 0.0f, 1.0f), 0);
+                                  "source", "output", "attention weight", 0.0f, 1.0f), 0);
 
     char *dat = read_text(stem, ".dat");
     expect_in(dat, "NaN");
@@ -98,8 +98,61 @@ static void test_heatmap_files(void **state) {
     expect_in(gp, "set yrange [2.5:-0.5]");          /* reversed: row 0 on top */
     expect_in(gp, "set xrange [-0.5:3.5]");
     expect_in(gp, "set cbrange [0:1]");
+    expect_in(gp, "set cblabel \"attention weight\"");     /* the colour scale says what it shows */
     expect_in(gp, "set colorbox");
     expect_in(gp, "plot \"attn_0.dat\" matrix with image");
+    free(gp);
+}
+
+/* The width of the picture a script draws: "size W,H" of its terminal line. */
+static int picture_width(const char *gp) {
+    const char *size = strstr(gp, " size ");
+    assert_non_null(size);
+    return atoi(size + strlen(" size "));
+}
+
+/* A big matrix or many panels still make a picture at most 1,200 pixels
+ * wide (a README's width): the cells shrink, or the panels take more rows. */
+static void test_pictures_fit_a_page(void **state) {
+    (void)state;
+    enum { R = 30, C = 150, PANELS = 8 };
+    float *m = calloc((size_t)PANELS * R * C, sizeof(float));
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/wide", tmp_dir);
+    assert_int_equal(plot_heatmap(stem, "wide", m, R, C, NULL, NULL, NULL, NULL, "w", 0.0f, 1.0f), 0);
+    char *gp = read_text(stem, ".gp");
+    assert_true(picture_width(gp) <= 1200);
+    free(gp);
+    snprintf(stem, sizeof stem, "%s/wide_grid", tmp_dir);
+    assert_int_equal(plot_heatmap_grid(stem, "grid", m, PANELS, 8, NULL, R, C, NULL, NULL, NULL, NULL, "w", 0.0f,
+                                       1.0f), 0);
+    gp = read_text(stem, ".gp");
+    assert_true(picture_width(gp) <= 1200);
+    free(gp);
+    free(m);
+}
+
+/* An overlay: the image in grey under the map in orange, each panel's map
+ * scaled to its own largest value (said on the colour bar), no tick labels. */
+static void test_overlay_grid(void **state) {
+    (void)state;
+    enum { R = 2, C = 2 };
+    const float inks[2 * R * C] = {0, 1, 0.5f, 1, /* panel 1 */ 0, 1, 0.5f, 1};
+    const float maps[2 * R * C] = {0, 0, 0, 0, /* panel 1 */ 0, 0.2f, 0, 0.1f};
+    const char *titles[2] = {"image", "layer 1"};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/overlay", tmp_dir);
+    assert_int_equal(plot_overlay_grid(stem, "where it looked", inks, maps, 2, 2, titles, R, C), 0);
+    char *dat = read_text(stem, ".dat");
+    /* panel 0 (no map): grey 0.7 of the ink; panel 1: its largest value (0.2 at x 1, y 0) is 0.85 orange */
+    expect_in(dat, "1 0 179 179 179\n");
+    expect_in(dat, "1 1 179 179 179\n");
+    expect_in(dat, "1 0 244 135 27\n");
+    free(dat);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "with rgbimage");
+    expect_in(gp, "set cblabel \"attention / the panel's largest\"");
+    expect_in(gp, "unset xtics");
     free(gp);
 }
 
@@ -108,7 +161,7 @@ static void test_heatmap_without_labels(void **state) {
     float m[2 * 5] = {0};
     char stem[512];
     snprintf(stem, sizeof stem, "%s/plain", tmp_dir);
-    assert_int_equal(plot_heatmap(stem, "scores", m, 2, 5, NULL, NULL, NULL, NULL, 0.0f, 0.0f), 0);
+    assert_int_equal(plot_heatmap(stem, "scores", m, 2, 5, NULL, NULL, NULL, NULL, NULL, 0.0f, 0.0f), 0);
     char *gp = read_text(stem, ".gp");
     assert_null(strstr(gp, "set xtics ("));
     assert_null(strstr(gp, "set cbrange"));           /* vmin == vmax: automatic range */
@@ -123,7 +176,7 @@ static void test_heatmap_errors(void **state) {
     float m[1] = {0};
     char stem[512];
     snprintf(stem, sizeof stem, "%s/empty", tmp_dir);
-    assert_int_equal(plot_heatmap(stem, "t", m, 0, 3, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap(stem, "t", m, 0, 3, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "empty"));
 
     /* A path that cannot be created: a file stands where a directory should. */
@@ -131,7 +184,7 @@ static void test_heatmap_errors(void **state) {
     snprintf(file_path, sizeof file_path, "%s/not_a_dir", tmp_dir);
     assert_int_equal(write_file_atomic(file_path, "x", 1), 0);
     snprintf(stem, sizeof stem, "%s/not_a_dir/attn", tmp_dir);
-    assert_int_equal(plot_heatmap(stem, "t", m, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap(stem, "t", m, 1, 1, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "not_a_dir"));
 }
 
@@ -191,7 +244,7 @@ static void test_heatmap_grid_files(void **state) {
     snprintf(stem, sizeof stem, "%s/grid/cross", tmp_dir);
     assert_int_equal(plot_heatmap_grid(stem, "cross-attention", maps, PANELS, HEADS, panel_titles,
                                        ROWS, COLS, x_labels, y_labels, "source", "output",
-                                       0.0f, 1.0f), 0);
+                                       "attention weight", 0.0f, 1.0f), 0);
 
     char *dat = read_text(stem, ".dat");
     assert_int_equal(count_in(dat, "\n\n\n"), PANELS - 1);   /* 8 blocks, 7 separators */
@@ -245,7 +298,7 @@ static void test_heatmap_grid_auto_range(void **state) {
     char stem[512];
     snprintf(stem, sizeof stem, "%s/grid_auto", tmp_dir);
     assert_int_equal(plot_heatmap_grid(stem, NULL, maps, PANELS, 8, NULL, ROWS, COLS,
-                                       NULL, NULL, NULL, NULL, 0.0f, 0.0f), 0);
+                                       NULL, NULL, NULL, NULL, NULL, 0.0f, 0.0f), 0);
     char *gp = read_text(stem, ".gp");
     expect_in(gp, "set cbrange [-2:7]");            /* min and max over every panel, NaN skipped */
     expect_in(gp, "set multiplot layout 1,3 ");
@@ -264,13 +317,13 @@ static void test_heatmap_grid_errors(void **state) {
     char stem[512];
     snprintf(stem, sizeof stem, "%s/grid_bad", tmp_dir);
     clear_error();
-    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 0, 4, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 0, 4, NULL, 1, 1, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "0 panels"));
     clear_error();
-    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 0, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 0, NULL, 1, 1, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "0 per row"));
     clear_error();
-    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 0, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 0, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "empty"));
     char dat_path[600];
     snprintf(dat_path, sizeof dat_path, "%s.dat", stem);
@@ -282,7 +335,7 @@ static void test_heatmap_grid_errors(void **state) {
     assert_int_equal(write_file_atomic(file_path, "x", 1), 0);
     snprintf(stem, sizeof stem, "%s/grid_file/attn", tmp_dir);
     clear_error();
-    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 1, NULL, NULL, NULL, NULL, 0, 0), -1);
+    assert_int_equal(plot_heatmap_grid(stem, "t", maps, 4, 2, NULL, 1, 1, NULL, NULL, NULL, NULL, NULL, 0, 0), -1);
     assert_non_null(strstr(last_error(), "grid_file"));
 }
 
@@ -378,6 +431,8 @@ int main(void) {
         cmocka_unit_test(test_heatmap_grid_files),
         cmocka_unit_test(test_heatmap_grid_auto_range),
         cmocka_unit_test(test_heatmap_grid_errors),
+        cmocka_unit_test(test_pictures_fit_a_page),
+        cmocka_unit_test(test_overlay_grid),
         cmocka_unit_test(test_line_plot_files),
         cmocka_unit_test(test_line_plot_fixed_range),
     };

@@ -74,11 +74,11 @@ int plot_sinusoids(const char *out, int D) {
     snprintf(stem, sizeof stem, "%s/pos_encoding", out);
     rc |= plot_heatmap(stem, "Sinusoidal positional encoding P[t, :]", P, N_POS, D, NULL, NULL,
                        "dimension (sin, cos pairs; frequency falls to the right)", "position t",
-                       -1.0f, 1.0f);
+                       "P[t, i]", -1.0f, 1.0f);
     printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     snprintf(stem, sizeof stem, "%s/pos_dot_products", out);
     rc |= plot_heatmap(stem, "Dot products P_s . P_t of sinusoidal encodings", PP, N_POS, N_POS, NULL,
-                       NULL, "position t", "position s", 0.0f, 0.0f);
+                       NULL, "position t", "position s", "P_s . P_t", 0.0f, 0.0f);
     printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     free(P); free(PP);
     return rc ? -1 : 0;

@@ -348,7 +348,7 @@ int transformer_plot_grid(const char *stem, const char *what, const float *maps,
             title_ptrs[l * H + h] = titles[l * H + h];
         }
     int rc = plot_heatmap_grid(stem, what, maps, L * H, H, title_ptrs, rows, cols, x_labels, y_labels, x_title,
-                               y_title, 0.0f, 1.0f);
+                               y_title, "attention weight", 0.0f, 1.0f);
     free(titles);
     free(title_ptrs);
     return rc;

@@ -62,21 +62,16 @@ int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side,
     int words = n < max_out ? n + 1 : n;
     if (words > MAX_WORDS) words = MAX_WORDS;
     const int panels = 1 + (m->has_attention ? words : 0);
-    float *maps = xcalloc((size_t)panels * pix, sizeof(float)), *ink = maps, *up = xmalloc(sizeof(float) * pix);
+    float *maps = xcalloc((size_t)panels * pix, sizeof(float));            /* panel 0: no attention */
+    float *inks = xcalloc((size_t)panels * pix, sizeof(float)), *ink = inks; /* the scene under every panel */
     char (*titles)[48] = xcalloc((size_t)panels, 48);
     const char **tp = xcalloc((size_t)panels, sizeof(char *));
-    const char **blank = xcalloc((size_t)side, sizeof(char *));
-    for (int i = 0; i < side; i++) blank[i] = "";
     caption_ink(ink, image, side, normalized, mean, std);
+    for (int k = 1; k < panels; k++) memcpy(inks + (size_t)k * pix, ink, sizeof(float) * pix);
     snprintf(titles[0], 48, "%s", truth ? "the scene" : "the image");
     for (int k = 1; k < panels; k++) {
-        const float *a = attn + (size_t)(k - 1) * N;
-        float top = 1e-12f;
-        for (int j = 0; j < N; j++) if (a[j] > top) top = a[j];
-        caption_upsample(up, a, g, side);
-        float *panel = maps + (size_t)k * pix;
-        /* 0.35 ink + 0.65 attention (scaled so the step's largest weight is 1), as pictures.c */
-        for (size_t i = 0; i < pix; i++) panel[i] = 0.35f * ink[i] + 0.65f * up[i] / top;
+        /* the step's attention over the grid, on the scene's pixels (plot_overlay_grid scales it) */
+        caption_upsample(maps + (size_t)k * pix, attn + (size_t)(k - 1) * N, g, side);
         snprintf(titles[k], 48, "%d. %s", k, k - 1 < n ? vocab_token(&d->tgt_vocab, out[k - 1]) : "<eos>");
     }
     for (int k = 0; k < panels; k++) tp[k] = titles[k];
@@ -84,8 +79,8 @@ int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side,
     snprintf(title, sizeof title, "%.100s: %.400s%s", label, caption,
              m->has_attention ? " -- where the model looked for each word" : " (no attention to draw)");
     const int cols = panels < 6 ? panels : 6;
-    int rc = plot_heatmap_grid(stem, title, maps, panels, cols, tp, side, side, blank, blank, NULL, NULL, 0.0f, 1.0f);
+    int rc = plot_overlay_grid(stem, title, inks, maps, panels, cols, tp, side, side);
     if (rc == 0) printf("    %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    free(src); free(out); free(attn); free(maps); free(up); free(titles); free(tp); free(blank);
+    free(src); free(out); free(attn); free(maps); free(inks); free(titles); free(tp);
     return rc;
 }

@@ -92,44 +92,41 @@ static void looked(const Vit *v, int b, float *grid) {
     free(Abar); free(R); free(tmp);
 }
 
-/* out [28, 28]: the patch map [g, g] (scaled so its largest patch is 1)
- * laid over the image's ink [28, 28], each patch painted over its pixels:
- * out = 0.35 ink + 0.65 attention. */
-static void overlay(float *out, const float *map, int P, const float *ink28) {
+/* out [28, 28]: the patch map [g, g], each patch's value over its P x P pixels. */
+static void upsample(float *out, const float *map, int P) {
     const int g = SIDE / P;
-    float top = 1e-12f;
-    for (int n = 0; n < g * g; n++) if (map[n] > top) top = map[n];
     for (int r = 0; r < SIDE; r++)
-        for (int c = 0; c < SIDE; c++)
-            out[r * SIDE + c] = 0.35f * ink28[r * SIDE + c] + 0.65f * map[(r / P) * g + c / P] / top;
+        for (int c = 0; c < SIDE; c++) out[r * SIDE + c] = map[(r / P) * g + c / P];
 }
 
-/* One row per image: the image, then every layer over it, then the rollout. */
+/* One row per image: the image, then every layer's attention over it (in
+ * colour, the image in grey), then the rollout. */
 static int draw_looked(const char *stem, const char *title, const Vit *v, const float *inks, const int *pred,
                        const int *truth, int n) {
     const int L = v->cfg.layers, cols = L + 2, N = v->N;
     float *panels = xcalloc((size_t)n * cols * PIX, sizeof(float)), *grid = xcalloc((size_t)(L + 1) * N, sizeof(float));
+    float *images = xcalloc((size_t)n * cols * PIX, sizeof(float));   /* the image under every panel */
     char (*titles)[64] = xcalloc((size_t)n * cols, 64);
     const char **tp = xcalloc((size_t)n * cols, sizeof(char *));
     for (int b = 0; b < n; b++) {
         looked(v, b, grid);
-        float *row = panels + (size_t)b * cols * PIX;
-        memcpy(row, inks + (size_t)b * PIX, sizeof(float) * PIX);
+        float *row = panels + (size_t)b * cols * PIX;            /* panel 0: no attention, the image alone */
+        for (int k = 0; k < cols; k++)
+            memcpy(images + ((size_t)b * cols + k) * PIX, inks + (size_t)b * PIX, sizeof(float) * PIX);
         if (truth && truth[b] >= 0)
             snprintf(titles[b * cols], 64, "%s (true %s)", class_name(pred[b]), class_name(truth[b]));
         else
             snprintf(titles[b * cols], 64, "%s", class_name(pred[b]));
         for (int l = 0; l <= L; l++) {
-            overlay(row + (size_t)(l + 1) * PIX, grid + (size_t)l * N, v->cfg.patch.P, inks + (size_t)b * PIX);
+            upsample(row + (size_t)(l + 1) * PIX, grid + (size_t)l * N, v->cfg.patch.P);
             if (l < L) snprintf(titles[b * cols + l + 1], 64, "layer %d", l + 1);
             else snprintf(titles[b * cols + l + 1], 64, "rollout");
         }
     }
     for (int k = 0; k < n * cols; k++) tp[k] = titles[k];
-    int rc = plot_heatmap_grid(stem, title, panels, n * cols, cols, tp, SIDE, SIDE, no_ticks(), no_ticks(), NULL, NULL,
-                               0.0f, 1.0f);
+    int rc = plot_overlay_grid(stem, title, images, panels, n * cols, cols, tp, SIDE, SIDE);
     if (rc == 0) print_wrote(stem);
-    free(panels); free(grid); free(titles); free(tp);
+    free(panels); free(images); free(grid); free(titles); free(tp);
     return rc;
 }
 
@@ -221,7 +218,7 @@ static int draw_confusion(const char *out, const char *key, const char *label, c
     snprintf(stem, sizeof stem, "%.900s/confusion_%.24s", out, key);
     snprintf(title, sizeof title, "%.120s: test images of each true class (row) by predicted class", label);
     if (plot_heatmap(stem, title, m, C, C, labels, labels, "predicted",
-                     "true class", 0.0f, 1.0f) < 0)
+                     "true class", "share of the true class's test images", 0.0f, 1.0f) < 0)
         return -1;
     print_wrote(stem);
     printf("  per class (test): ");
@@ -249,7 +246,8 @@ static int draw_positions(const char *out, const char *key, const Vit *v) {
     snprintf(stem, sizeof stem, "%.900s/pos_similarity_%.24s", out, key);
     snprintf(title, sizeof title, "Cosine similarity of each patch's %s position embedding (panel = patch at that "
              "place) with every other patch's", vit_pos_name(v->cfg.pos));
-    int rc = plot_heatmap_grid(stem, title, sim, N, g, NULL, g, g, NULL, NULL, NULL, NULL, -1.0f, 1.0f);
+    int rc = plot_heatmap_grid(stem, title, sim, N, g, NULL, g, g, NULL, NULL, NULL, NULL, "cosine similarity", -1.0f,
+                               1.0f);
     if (rc == 0) print_wrote(stem);
     free(sim);
     return rc;
@@ -321,7 +319,7 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
     snprintf(stem, sizeof stem, "%.900s/test_images_%.24s", out, key);
     snprintf(title, sizeof title, "The first 16 test images: predicted / true class (%.120s)", label);
     int rc = plot_heatmap_grid(stem, title, inks, n_grid, 4, titles, SIDE, SIDE, no_ticks(), no_ticks(), NULL, NULL,
-                               0.0f, 1.0f);
+                               "ink", 0.0f, 1.0f);
     if (rc == 0) print_wrote(stem);
 
     /* where the first n_pictures test images were looked at */
@@ -331,8 +329,8 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         int pred[16];
         vit_predict(v, pred);
         snprintf(stem, sizeof stem, "%.900s/attention_%.24s", out, key);
-        snprintf(title, sizeof title, "%s: what %s reads from each patch, per layer (mean over heads) and rolled out",
-                 label, v->cfg.pool == VIT_POOL_CLS ? "the class token" : v->pool_a ? "attention pooling"
+        snprintf(title, sizeof title, "Where %s looks: each layer (mean over heads), then the rollout",
+                 v->cfg.pool == VIT_POOL_CLS ? "the class token" : v->pool_a ? "attention pooling"
                  : "the mean of the outputs");
         rc = draw_looked(stem, title, v, inks, pred, d->test.labels, n_pictures);
     }

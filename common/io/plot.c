@@ -282,6 +282,10 @@ static void write_matrix_rows(FILE *f, const float *m, int rows, int cols) {
     }
 }
 
+/* The widest picture: a README (or a laptop's screen) shows it whole at
+ * this width; a bigger figure is split into more rows of panels. */
+enum { PLOT_MAX_WIDTH = 1200 };
+
 /* How many pixels a cell gets so it stays readable: about 24, shrinking for
  * big matrices (never below 8). */
 static int heatmap_cell_px(int rows, int cols) {
@@ -321,7 +325,7 @@ static void write_heatmap_axes(FILE *f, int rows, int cols, int cell,
 int plot_heatmap(const char *path_stem, const char *title,
                  const float *m, int rows, int cols,
                  const char *const *x_labels, const char *const *y_labels,
-                 const char *x_title, const char *y_title, float vmin, float vmax) {
+                 const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax) {
     if (rows <= 0 || cols <= 0)
         return fail("plot_heatmap '%s': the matrix is empty (%d x %d)", path_stem, rows, cols);
     char dir[1024], base[1024];
@@ -336,7 +340,10 @@ int plot_heatmap(const char *path_stem, const char *title,
     /* Size the picture so every cell stays readable; labels that no longer
      * fit are thinned out (write_heatmap_axes). */
     int cell = heatmap_cell_px(rows, cols);
-    int width = clamp_int(cols * cell + y_label_px(y_labels, rows) + 220, 480, 4000);
+    /* at most PLOT_MAX_WIDTH pixels wide: a README shows it at its width */
+    int room = PLOT_MAX_WIDTH - y_label_px(y_labels, rows) - 220;
+    if (cell * cols > room) cell = room / cols > 4 ? room / cols : 4;
+    int width = clamp_int(cols * cell + y_label_px(y_labels, rows) + 220, 480, PLOT_MAX_WIDTH);
     int height = clamp_int(rows * cell + x_label_px(x_labels, cols) + 160, 360, 4000);
 
     FILE *f = gp.f;
@@ -347,6 +354,7 @@ int plot_heatmap(const char *path_stem, const char *title,
     write_set_string(f, "title", title);
     write_set_string(f, "xlabel", x_title);
     write_set_string(f, "ylabel", y_title);
+    write_set_string(f, "cblabel", cb_title);
     write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
     if (vmin != vmax && isfinite(vmin) && isfinite(vmax)) {
         write_cbrange(f, vmin, vmax);
@@ -382,10 +390,27 @@ static void finite_range(const float *v, size_t n, double *lo, double *hi) {
     if (*hi <= *lo) *hi = *lo + 1.0;
 }
 
-int plot_heatmap_grid(const char *path_stem, const char *title, const float *maps, int n_panels,
-                      int grid_cols, const char *const *panel_titles, int rows, int cols,
-                      const char *const *x_labels, const char *const *y_labels,
-                      const char *x_title, const char *y_title, float vmin, float vmax) {
+/* One panel of an overlay (plot_overlay_grid) as gnuplot rgbimage rows
+ * "x y r g b": the image in grey, dimmed to 0.7 so that colour stands out,
+ * blended with orange by the map scaled to its own largest value:
+ * alpha = 0.85 map / max(map), rgb = (1 - alpha) grey + alpha orange. */
+static void write_overlay_rows(FILE *f, const float *ink, const float *map, int rows, int cols) {
+    float top = 0.0f;
+    for (int i = 0; i < rows * cols; i++) if (map[i] > top) top = map[i];
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            float v = ink[r * cols + c], grey = 0.7f * 255.0f * (v < 0 ? 0 : v > 1 ? 1 : v);
+            float alpha = top > 0 ? 0.85f * map[r * cols + c] / top : 0.0f;
+            fprintf(f, "%d %d %d %d %d\n", c, r, (int)((1 - alpha) * grey + alpha * 255.0f + 0.5f),
+                    (int)((1 - alpha) * grey + alpha * 127.0f + 0.5f), (int)((1 - alpha) * grey + 0.5f));
+        }
+}
+
+/* plot_heatmap_grid, and with inks (not NULL) plot_overlay_grid. */
+static int heatmap_grid(const char *path_stem, const char *title, const float *maps, const float *inks,
+                        int n_panels, int grid_cols, const char *const *panel_titles, int rows, int cols,
+                        const char *const *x_labels, const char *const *y_labels,
+                        const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax) {
     if (rows <= 0 || cols <= 0)
         return fail("plot_heatmap_grid '%s': the matrix is empty (%d x %d)", path_stem, rows, cols);
     if (n_panels < 1 || grid_cols < 1)
@@ -410,7 +435,8 @@ int plot_heatmap_grid(const char *path_stem, const char *title, const float *map
         fprintf(dat.f, "# panel %d: ", p);
         write_comment_text(dat.f, panel_titles ? panel_titles[p] : NULL);
         fputc('\n', dat.f);
-        write_matrix_rows(dat.f, maps + p * panel_size, rows, cols);
+        if (inks) write_overlay_rows(dat.f, inks + p * panel_size, maps + p * panel_size, rows, cols);
+        else write_matrix_rows(dat.f, maps + p * panel_size, rows, cols);
     }
 
     /* The picture, in pixels. Every panel is the same box:
@@ -427,14 +453,28 @@ int plot_heatmap_grid(const char *path_stem, const char *title, const float *map
     int cell = heatmap_cell_px(rows, cols);
     int longest = rows > cols ? rows : cols;
     if (longest * cell < 160) cell = 160 / longest;   /* a tiny matrix: not a postage stamp */
-    int room_w = (4000 - colorbar) / grid_cols - left - right;
+    /* Cells too narrow for the width (labelled ones under 12 pixels lose
+     * every other label; any under 4 are specks): take fewer panels per row,
+     * more rows, until they fit or one panel is left per row. */
+    int narrowest = (x_labels || y_labels) ? 12 : 4;
+    if (narrowest > cell) narrowest = cell;
+    while (grid_cols > 1 && ((PLOT_MAX_WIDTH - colorbar) / grid_cols - left - right) / cols < narrowest)
+        grid_cols = (grid_cols + 1) / 2;
+    grid_rows = (n_panels + grid_cols - 1) / grid_cols;
+    int room_w = (PLOT_MAX_WIDTH - colorbar) / grid_cols - left - right;
     int room_h = (4000 - fig_top) / grid_rows - top - bottom;
     if (cell * cols > room_w) cell = room_w / cols;
     if (cell * rows > room_h) cell = room_h / rows;
     if (cell < 1) cell = 1;
     /* A panel title wider than its cells hangs out on both sides: widen the
-     * gap between panels so two neighbouring titles do not touch. */
+     * gap between panels so two neighbouring titles do not touch (and cut
+     * the cells to keep the picture within PLOT_MAX_WIDTH). */
     int title_px = 7 * max_label_width(panel_titles, n_panels);
+    int gap = title_px - cols * cell + 16 - left;
+    if (gap > right && grid_cols * (left + cols * cell + gap) + colorbar > PLOT_MAX_WIDTH) {
+        int fit = ((PLOT_MAX_WIDTH - colorbar) / grid_cols - 16) / cols;
+        if (fit < cell) cell = fit > 1 ? fit : 1;
+    }
     if (left + right < title_px - cols * cell + 16) right = title_px - cols * cell + 16 - left;
     int panel_w = left + cols * cell + right, panel_h = top + rows * cell + bottom;
     int grid_w = grid_cols * panel_w + colorbar, grid_h = fig_top + grid_rows * panel_h;
@@ -449,8 +489,17 @@ int plot_heatmap_grid(const char *path_stem, const char *title, const float *map
     write_terminal(f, clamp_int(width, 480, 4000), clamp_int(height, 360, 4000), base);
     write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
     double lo = vmin, hi = vmax;
-    if (vmin == vmax || !isfinite(vmin) || !isfinite(vmax))
-        finite_range(maps, (size_t)n_panels * panel_size, &lo, &hi);
+    if (inks) {
+        /* the colour bar of an overlay: the blend over the darkest pixel */
+        fputs("unset xtics\nunset ytics\n", f);
+        fputs("set palette defined (0 \"black\", 1 \"#d96c00\")\n", f);
+        fputs("set cblabel \"attention / the panel's largest\"\n", f);
+        lo = 0.0;
+        hi = 1.0;
+    } else {
+        write_set_string(f, "cblabel", cb_title);
+        if (vmin == vmax || !isfinite(vmin) || !isfinite(vmax)) finite_range(maps, (size_t)n_panels * panel_size, &lo, &hi);
+    }
     write_cbrange(f, lo, hi);
     fputs("   # one colour range for every panel\n", f);
 
@@ -483,7 +532,12 @@ int plot_heatmap_grid(const char *path_stem, const char *title, const float *map
         write_set_string(f, "ylabel", is_left ? y_title : NULL);
         fputs("plot ", f);
         write_data_name(f, base);
-        fprintf(f, " index %d matrix with image\n", p);
+        if (inks && p == 0)    /* a point outside the axes in palette colour: it makes the colour bar */
+            fprintf(f, " index %d using 1:2:3:4:5 with rgbimage, '+' using (-10):(-10):(0.5) with points palette\n", p);
+        else if (inks)
+            fprintf(f, " index %d using 1:2:3:4:5 with rgbimage\n", p);
+        else
+            fprintf(f, " index %d matrix with image\n", p);
         if (p == 0) fputs("unset colorbox              # drawn once, with the first panel\n", f);
     }
     fputs("unset multiplot\n", f);
@@ -491,6 +545,20 @@ int plot_heatmap_grid(const char *path_stem, const char *title, const float *map
     if (close_outputs(&dat, &gp) != 0) return -1;
     render(dir, base);
     return 0;
+}
+
+int plot_heatmap_grid(const char *path_stem, const char *title, const float *maps, int n_panels,
+                      int grid_cols, const char *const *panel_titles, int rows, int cols,
+                      const char *const *x_labels, const char *const *y_labels,
+                      const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax) {
+    return heatmap_grid(path_stem, title, maps, NULL, n_panels, grid_cols, panel_titles, rows, cols, x_labels,
+                        y_labels, x_title, y_title, cb_title, vmin, vmax);
+}
+
+int plot_overlay_grid(const char *path_stem, const char *title, const float *inks, const float *maps, int n_panels,
+                      int grid_cols, const char *const *panel_titles, int rows, int cols) {
+    return heatmap_grid(path_stem, title, maps, inks, n_panels, grid_cols, panel_titles, rows, cols, NULL, NULL,
+                        NULL, NULL, NULL, 0.0f, 1.0f);
 }
 
 /* ---------------------------------------------------------------- line plot */

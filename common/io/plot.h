@@ -10,12 +10,13 @@
 /* Heatmap of matrix m[rows, cols] (row-major), rows drawn top to bottom.
  * x_labels[cols] label the columns (e.g. source tokens), y_labels[rows] the
  * rows (output tokens); either may be NULL for numeric ticks. Has a colour
- * bar; cell values are in [vmin, vmax] (vmin == vmax: auto range).
+ * bar titled cb_title (what a colour stands for, e.g. "attention weight";
+ * NULL: none); cell values are in [vmin, vmax] (vmin == vmax: auto range).
  * Returns 0, or -1 with fail() when a file cannot be written. */
 int plot_heatmap(const char *path_stem, const char *title,
                  const float *m, int rows, int cols,
                  const char *const *x_labels, const char *const *y_labels,
-                 const char *x_title, const char *y_title, float vmin, float vmax);
+                 const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax);
 
 /* A grid of heatmaps in one picture: n_panels matrices of the same shape
  * [rows, cols], stored one after another in maps (panel p at
@@ -29,7 +30,16 @@ int plot_heatmap(const char *path_stem, const char *title,
 int plot_heatmap_grid(const char *path_stem, const char *title, const float *maps, int n_panels,
                       int grid_cols, const char *const *panel_titles, int rows, int cols,
                       const char *const *x_labels, const char *const *y_labels,
-                      const char *x_title, const char *y_title, float vmin, float vmax);
+                      const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax);
+
+/* Where a model looked, over the image it looked at: n_panels images
+ * inks[rows, cols] (grey levels in [0, 1]) each with a map maps[rows, cols]
+ * (>= 0, e.g. attention upsampled to pixels) drawn over it in orange, every
+ * map scaled to its own largest value (an all-zero map: the image alone).
+ * Layout as plot_heatmap_grid, without tick labels; the colour bar says that
+ * each panel has its own scale. */
+int plot_overlay_grid(const char *path_stem, const char *title, const float *inks, const float *maps, int n_panels,
+                      int grid_cols, const char *const *panel_titles, int rows, int cols);
 
 /* Line plot of n_series curves sharing the x values x[n_points];
  * ys[s] points at n_points values of series s, named names[s].
