@@ -15,6 +15,7 @@
 #   make coursework student trees with TODO stubs (CHAPTER=NN: one chapter; out/coursework/)
 #   make grade      run the coursework graders (in a student tree: its score table)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
+#   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
@@ -82,7 +83,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework grade \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -260,6 +261,12 @@ golden: deps-twin
 OUT ?= out
 readme:
 	@/usr/bin/python3 tools/readme_tables.py --out $(OUT)
+
+# Every ./build/... and make line of the READMEs' code blocks (tools/doc_check.py):
+# --help, --compose and --load commands run against make run's checkpoints, a
+# training command's flags checked (with --help appended), make targets listed.
+doc-check: all $(TOOL_BINS)
+	@/usr/bin/python3 tools/doc_check.py --build $(BUILD) --list
 
 clean:
 	rm -rf build build-san build-fuzz

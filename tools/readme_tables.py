@@ -47,14 +47,29 @@ NAME is one of
                directories of LONG_RUNS; without any of those the block is
                kept as it is.
 
-Everything outside the markers stays byte-identical. Every table is made
-before any file is written, so a missing or broken results.json stops the
-script with a message naming it and no README changes; each README is written
-to a temporary file next to it and renamed over it. With --check nothing is
-written: the exit status is 1 when a README would change (its name printed).
+    vit-07-long  --preset long's runs (LONG_RUNS), one row each;
+    gpt-long   the GPT's --preset long (DIR/06_gpt_long);
+    01-reverse chapter 01 on reverse 5-50 (DIR/01_reverse): exact match by
+               input length;
+    01-g2p     chapter 01 on g2p, greedy and beam 5 (DIR/01_g2p, 01_g2p_beam5);
+    g2p-02     chapters 01 and 02 on g2p at about equal parameters
+               (DIR/01_g2p_2500, 02_g2p_bi and their _beam5 re-decodes);
+    scores-03  chapter 03's four scores on dates (DIR/03_dot,
+               03_dot_product_attention, 03_multiplicative, 03_additive);
+    norm-06    chapter 06's post-LN vs pre-LN experiment
+               (DIR/06_transformer/norm_experiment.json).
+
+Everything outside the markers stays byte-identical. The tables of `make
+run` (make-run, NN, vit-07, gpt) must have their results.json: a missing or
+broken one stops the script with a message naming it and no README changes.
+The other tables come from runs of their own (the commands beside them in the
+READMEs): without their results the block is kept as it is, and the script
+says so. Each README is written to a temporary file next to it and renamed
+over it. With --check nothing is written: the exit status is 1 when a README
+would change (its name printed).
 
 Standard library only; DIR defaults to out, the READMEs to README.md and
-chapters/*/README.md.
+chapters/*/*.md.
 """
 import glob
 import json
@@ -72,6 +87,14 @@ CLOSE = re.compile(r"^[ \t]*<!--[ \t]*/results[ \t]*-->[ \t]*$")
 
 class Failure(Exception):
     """One clear line for the user; the script exits 1 without writing."""
+
+
+class Missing(Failure):
+    """A results.json that is not there (yet): for a table of an optional run, the block is kept."""
+
+
+# The tables that `make run` alone fills: their results must be there.
+MAKE_RUN_TABLES = ("make-run", "vit-07", "gpt")
 
 
 def chapters():
@@ -101,7 +124,7 @@ def load_results(out_dir, chapter, block, readme):
 def read_results(path, block, readme, how):
     """One flat results.json; `how` tells the user how to make it."""
     if not os.path.isfile(path):
-        raise Failure("%s not found (needed by <!-- results:%s --> in %s): %s, or pass --out DIR"
+        raise Missing("%s not found (needed by <!-- results:%s --> in %s): %s, or pass --out DIR"
                       % (path, block, readme, how))
     try:
         with open(path, encoding="utf-8") as f:
@@ -358,14 +381,15 @@ def table_compare_length(out_dir, readme):
     return lines, caption
 
 
-def table_gpt(out_dir, readme):
-    """Chapter 06's GPT: the quick default (DIR/06_gpt) and --preset long
-    (DIR/06_gpt_long), each beside the counting baselines on the same split."""
+def table_gpt(out_dir, readme, long=False):
+    """Chapter 06's GPT: the quick default (DIR/06_gpt) or --preset long
+    (DIR/06_gpt_long), beside the counting baselines on the same split."""
     rows = ["| run | tokens | model | parameters | tokens trained | train s | unigram | Kneser-Ney trigram | GPT validation | GPT test |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     datas = []
-    for run, how in (("06_gpt", "`./build/06_gpt` (make run-06)"),
-                     ("06_gpt_long", "`./build/06_gpt --preset long --threads 1 --out out/06_gpt_long`")):
+    runs = [("06_gpt_long", "`./build/06_gpt --preset long --threads 1 --out out/06_gpt_long`")] if long else \
+        [("06_gpt", "`./build/06_gpt` (make run-06)")]
+    for run, how in runs:
         path, d = read_results(os.path.join(out_dir, run, "results.json"), "gpt", readme,
                                "run %s first" % how)
         datas.append(d)
@@ -385,8 +409,8 @@ def table_gpt(out_dir, readme):
             (fmt % number(d, "kn_trigram_test", path)) + " " + unit,
             (fmt % number(d, "valid_" + key, path)) + " " + unit,
             "**" + (fmt % number(d, "test_" + key, path)) + " " + unit + "**"))
-    caption = ("From `out/06_gpt/results.json` and `out/06_gpt_long/results.json` (%s); baselines and GPT on the "
-               "same split, test part; `make readme` rewrites this table." % conditions(datas))
+    caption = ("From `out/%s/results.json` (%s); baselines and GPT on the same split, test part; `make readme` "
+               "rewrites this table." % (runs[0][0], conditions(datas)))
     return rows, caption
 
 
@@ -449,21 +473,110 @@ def table_caption(out_dir, readme):
     return rows, caption
 
 
+def length_buckets(d):
+    """The (lo, hi) of every test_exact_len_LO_HI key, in order."""
+    return sorted((int(m.group(1)), int(m.group(2))) for m in
+                  (re.fullmatch(r"test_exact_len_([0-9]+)_([0-9]+)", k) for k in d) if m)
+
+
+def table_01_reverse(out_dir, readme):
+    path, d = read_results(os.path.join(out_dir, "01_reverse", "results.json"), "01-reverse", readme,
+                           "run chapter 01's reverse command (its README) first")
+    lines = ["| input length | exact match |", "|---|---|"]
+    for lo, hi in length_buckets(d):
+        lines.append("| %d - %d | %.2f%% |" % (lo, hi, 100 * number(d, "test_exact_len_%d_%d" % (lo, hi), path)))
+    lines.append("| **all** | **%.2f%%** (token accuracy %.2f%%) |" % (100 * number(d, "test_exact_match", path),
+                                                                    100 * number(d, "test_token_acc", path)))
+    caption = "From `out/01_reverse/results.json` (%s). `make readme` rewrites this table." % conditions([d])
+    return lines, caption
+
+
+def table_01_g2p(out_dir, readme):
+    lines = ["| decoding | test words | WER | PER |", "|---|---|---|---|"]
+    datas = []
+    for run, label in (("01_g2p", "greedy"), ("01_g2p_beam5", "beam 5")):
+        path, d = read_results(os.path.join(out_dir, run, "results.json"), "01-g2p", readme,
+                               "run chapter 01's g2p commands (its README) first")
+        datas.append(d)
+        lines.append("| %s | {:,} | %.2f%% | %.2f%% |".format(int(number(d, "test_n", path)))
+                     % (label, 100 * number(d, "test_wer", path), 100 * number(d, "test_per", path)))
+    caption = ("From `out/01_g2p/results.json` and `out/01_g2p_beam5/results.json` (%s). `make readme` rewrites "
+               "this table." % conditions(datas))
+    return lines, caption
+
+
+def table_g2p_02(out_dir, readme):
+    rows = [("01_g2p_2500", "chapter 01, `S = 128` (first command)"),
+            ("02_g2p_bi", "chapter 02, bidirectional, `S = 96` (second command)")]
+    lines = ["| model | parameters | test words | WER greedy | PER greedy | WER beam 5 | PER beam 5 |",
+             "|---|---|---|---|---|---|---|"]
+    datas = []
+    for run, label in rows:
+        cells = []
+        for r in (run, run + "_beam5"):
+            path, d = read_results(os.path.join(out_dir, r, "results.json"), "g2p-02", readme,
+                                   "run chapter 02's g2p commands (its README) first")
+            datas.append(d)
+            cells += ["%.2f%%" % (100 * number(d, "test_wer", path)), "%.2f%%" % (100 * number(d, "test_per", path))]
+        path, d = read_results(os.path.join(out_dir, run, "results.json"), "g2p-02", readme, "")
+        lines.append("| %s | {:,} | {:,} | %s |".format(int(number(d, "parameters", path)),
+                                                       int(number(d, "test_n", path))) % (label, " | ".join(cells)))
+    caption = ("From `out/{01_g2p_2500,02_g2p_bi}{,_beam5}/results.json` (%s). `make readme` rewrites this table."
+               % conditions(datas))
+    return lines, caption
+
+
+def table_scores_03(out_dir, readme):
+    runs = [("03_dot", "`dot`"), ("03_dot_product_attention", "`scaled_dot` (the default, `make run`)"),
+            ("03_multiplicative", "`multiplicative`"), ("03_additive", "`additive`")]
+    found = []
+    for run, label in runs:
+        path, d = read_results(os.path.join(out_dir, run, "results.json"), "scores-03", readme,
+                               "run chapter 03's --score commands (its README) first")
+        found.append((label, path, d))
+    exact = [round(100 * number(d, "test_exact_match", p), 2) for _, p, d in found]
+    lines = ["| `--score` | parameters | exact match | token accuracy | train s |", "|---|---|---|---|---|"]
+    cells = ["%.2f%%" % e for e in exact]
+    bold_best(cells, exact)
+    for (label, path, d), e in zip(found, cells):
+        lines.append("| %s | {:,} | %s | %.2f%% | %.0f |".format(int(number(d, "parameters", path)))
+                     % (label, e, 100 * number(d, "test_token_acc", path), number(d, "train_seconds", path)))
+    d0 = found[1][2]
+    caption = ("From `out/03_*/results.json` (%s): %d test dates, %d steps of %d, seed %d. `make readme` rewrites "
+               "this table." % (conditions([f[2] for f in found]), number(d0, "test_n", found[1][1]),
+                                number(d0, "steps", found[1][1]), number(d0, "batch", found[1][1]),
+                                number(d0, "seed", found[1][1])))
+    return lines, caption
+
+
+def table_norm_06(out_dir, readme):
+    path, d = read_results(os.path.join(out_dir, "06_transformer", "norm_experiment.json"), "norm-06", readme,
+                           "run `./build/06_transformer --norm-experiment` first")
+    lines = ["| norm | depth 2 | depth 6 | depth 12 |", "|---|---|---|---|"]
+    for place in ("post", "pre"):
+        cells = []
+        for depth in (2, 6, 12):
+            key = "%s_%d_final_loss" % (place, depth)
+            v = d.get(key)
+            if v is None:
+                cells.append("diverged")
+            else:
+                v = number(d, key, path)
+                cells.append("%.3f%s" % (v, " (stalled)" if v > 1.0 else ""))
+        lines.append("| %s-LN | %s |" % (place, " | ".join(cells)))
+    caption = ("From `out/06_transformer/norm_experiment.json`: training loss at the end (mean of the last 10 "
+               "steps). `make readme` rewrites this table.")
+    return lines, caption
+
+
 FASHION_MNIST_TRAIN = 55000    # the training images the ViT samples its batches from (the last 5,000 validate)
 
 
-# The runs of chapter 07's --preset long, as (directory under DIR, command):
-# the README's own command, and the two seeds of the chapter's README (run
-# while the preset had 25,000 steps, with --steps 45000: the same training,
-# step for step, as the preset now).
+# The runs of chapter 07's --preset long, as (directory under DIR, command).
 LONG_RUNS = [("07_vision_transformer_long",
-              "`./build/07_vision_transformer --preset long --out out/07_vision_transformer_long`"),
-             ("07_vit_long_45k_avx512",
-              "`./build/07_vision_transformer --preset long` (seed 1), run as `--preset long --steps 45000 --out "
-              "out/07_vit_long_45k_avx512` when the preset had 25,000 steps, the same training"),
-             ("07_vit_long_45k_avx512_seed2",
-              "`./build/07_vision_transformer --preset long --seed 2` (seed 2), run as `--preset long --steps 45000 "
-              "--seed 2 --out out/07_vit_long_45k_avx512_seed2` when the preset had 25,000 steps, the same training")]
+              "`./build/07_vision_transformer --preset long --out out/07_vision_transformer_long` (seed 1)"),
+             ("07_vision_transformer_long_seed2",
+              "`./build/07_vision_transformer --preset long --seed 2 --out out/07_vision_transformer_long_seed2`")]
 
 
 def long_runs_found(out_dir):
@@ -471,9 +584,11 @@ def long_runs_found(out_dir):
     return [(run, how) for run, how in LONG_RUNS if os.path.isfile(os.path.join(out_dir, run, "results.json"))]
 
 
-def table_vit(out_dir, readme):
-    """Chapter 07's ViT: the quick default and each run of --preset long found, one row each."""
-    runs = [("07_vision_transformer", "`make run-07` (the quick default)")] + long_runs_found(out_dir)
+def table_vit(out_dir, readme, long=False):
+    """Chapter 07's ViT: the quick default, or each run of --preset long found, one row each."""
+    runs = long_runs_found(out_dir) if long else [("07_vision_transformer", "`make run-07` (the quick default)")]
+    if not runs:
+        raise Missing("no run of --preset long in %s (%s)" % (out_dir.rstrip("/"), ", ".join(r for r, _ in LONG_RUNS)))
     rows = ["| run | model | epochs | train s | validation acc. | test acc. | test acc., each image averaged with "
             "its mirror image |",
             "|---|---|---|---|---|---|---|"]
@@ -529,7 +644,8 @@ def table_vit(out_dir, readme):
     return rows, caption
 
 
-TABLES = "make-run, compare-06, compare-06-length, gpt, gpt-variants, caption-07, vit-07, or a chapter number like 04"
+TABLES = ("make-run, compare-06, compare-06-length, gpt, gpt-long, gpt-variants, caption-07, vit-07, vit-07-long, "
+          "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
 def make_table(name, out_dir, readme):
@@ -541,6 +657,20 @@ def make_table(name, out_dir, readme):
         return table_compare_length(out_dir, readme)
     if name == "gpt":
         return table_gpt(out_dir, readme)
+    if name == "gpt-long":
+        return table_gpt(out_dir, readme, long=True)
+    if name == "vit-07-long":
+        return table_vit(out_dir, readme, long=True)
+    if name == "01-reverse":
+        return table_01_reverse(out_dir, readme)
+    if name == "01-g2p":
+        return table_01_g2p(out_dir, readme)
+    if name == "g2p-02":
+        return table_g2p_02(out_dir, readme)
+    if name == "scores-03":
+        return table_scores_03(out_dir, readme)
+    if name == "norm-06":
+        return table_norm_06(out_dir, readme)
     if name == "gpt-variants":
         return table_gpt_variants(out_dir, readme)
     if name == "caption-07":
@@ -575,32 +705,24 @@ def rewrite(text, out_dir, readme):
             raise Failure("%s:%d: <!-- results:%s --> is never closed by <!-- /results -->"
                           % (readme, start, m.group(1)))
         eol = "\r\n" if line.endswith("\r\n") else "\n"
-        if m.group(1) == "caption-07" and not os.path.isdir(os.path.join(out_dir, "caption_compare")):
-            # likewise the captioning comparison (make caption-compare)
-            print("readme_tables: %s: %s/caption_compare not found (make caption-compare): <!-- results:%s --> "
-                  "kept as it is" % (readme, out_dir.rstrip("/"), m.group(1)))
-            out.extend(lines[start:i + 1])
-            i += 1
-            names.append(m.group(1) + " (kept)")
-            continue
-        if m.group(1) == "vit-07" and not long_runs_found(out_dir):
-            # the long preset is an 80-minute run of its own
-            print("readme_tables: %s: no run of --preset long in %s (%s): <!-- results:%s --> kept as it is"
-                  % (readme, out_dir.rstrip("/"), ", ".join(run for run, _ in LONG_RUNS), m.group(1)))
-            out.extend(lines[start:i + 1])
-            i += 1
-            names.append(m.group(1) + " (kept)")
-            continue
         if m.group(1).startswith("compare-") and not os.path.isdir(os.path.join(out_dir, "compare")):
-            # the comparison is a separate 30-minute run (make compare): without
-            # its outputs the block keeps the table it has
-            print("readme_tables: %s: %s/compare not found (make compare): <!-- results:%s --> kept as it is"
-                  % (readme, out_dir.rstrip("/"), m.group(1)))
+            # the comparison is a separate 30-minute run (make compare)
+            keep = "%s/compare not found (make compare)" % out_dir.rstrip("/")
+        else:
+            keep = None
+            try:
+                table, caption = make_table(m.group(1), out_dir, readme)
+            except Missing as e:
+                if m.group(1) in MAKE_RUN_TABLES or re.fullmatch(r"[0-9][0-9]", m.group(1)):
+                    raise
+                keep = str(e).split(" (needed by")[0]
+        if keep:
+            # a run of its own, not made yet: the block keeps the table it has
+            print("readme_tables: %s: %s: <!-- results:%s --> kept as it is" % (readme, keep, m.group(1)))
             out.extend(lines[start:i + 1])
             i += 1
             names.append(m.group(1) + " (kept)")
             continue
-        table, caption = make_table(m.group(1), out_dir, readme)
         body = [""] + table + ["", caption, ""]
         out.extend(b + eol for b in body)
         out.append(lines[i])          # the closing marker, as it was
@@ -653,7 +775,7 @@ def main(argv):
         return 0
     if not readmes:
         readmes = [os.path.relpath(p) for p in
-                   [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "README.md")))]
+                   [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "*.md")))]
 
     updates = []                  # every README is rewritten in memory first
     for readme in readmes:
