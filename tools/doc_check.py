@@ -12,7 +12,8 @@ Each is one of:
            order the READMEs give them: --help, --compose (07_caption's scene
            files), and --load CHECKPOINT (evaluating, translating, generating
            or plotting a saved model: --translate, --input, --prompt, --index,
-           --image, --plot, --beam ...). Each must exit 0;
+           --image, --plot, --beam ...), and the helpers in build/tools/.
+           Each must exit 0;
   flags    a training run: it is not run, but its flags are checked, by
            running it with --help appended (the parser reads every flag
            before it stops at --help, so a misspelt flag or a bad value
@@ -92,7 +93,7 @@ def kind(cmd):
         return "bad", "cannot split it into words (%s)" % e
     if any(w in (">", ">>", "&", "|", "&&") or w.startswith((">", "&")) for w in words):
         return "bad", "a shell redirection or background job: a README shows the command alone"
-    if "--help" in words or "-h" in words or "--compose" in words:
+    if "--help" in words or "-h" in words or "--compose" in words or words[0].startswith("./build/tools/"):
         return "run", ""
     if "--load" in words:
         i = words.index("--load")
