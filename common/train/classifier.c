@@ -280,7 +280,7 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
                 snprintf(title, sizeof title, "%.120s: layer %d, head %d of %d", title_prefix, l + 1, h + 1, m->heads);
             }
             if (plot_heatmap(stem, title, m->attention(m->self, l, h, 0), t->n_in, t->n_in, x_labels.ptr,
-                             y_labels.ptr, "input (key j)", y_title, 0.0f, 1.0f) < 0)
+                             y_labels.ptr, "input (key j)", y_title, "attention weight", 0.0f, 1.0f) < 0)
                 return -1;
             printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
         }

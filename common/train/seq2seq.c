@@ -480,7 +480,7 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
         y_labels[t] = yl[t];
     }
     int rc = plot_heatmap(stem, title, attn, rows, src_len, x_labels, y_labels,
-                          "source", "output", 0.0f, 1.0f);
+                          "source", "output", "attention weight a_{t,i}", 0.0f, 1.0f);
     if (rc == 0 && m->plot_layers) rc = m->plot_layers(m->self, d, src, src_len, pred, n, stem);
     free(pred); free(attn); free(xl); free(yl); free(x_labels); free(y_labels);
     return rc;
