@@ -8,7 +8,8 @@
  * source alphabet and no two (date, style) pairs give the same string;
  * weekdays are right; the CMU dictionary loads completely with stress removed
  * and alternates grouped; and every bad input (task name, sizes, missing or
- * malformed dictionary, typed text) gets a clear error.
+ * malformed dictionary, a word or pronunciation over the length limit,
+ * typed text) gets a clear error.
  *
  * Run from the repository root (the g2p tests read data/cmudict.dict.gz). */
 /* Project headers before cmocka.h: cmocka defines a macro fail() that
@@ -803,6 +804,47 @@ static void test_g2p_malformed_lines(void **state) {
     remove_dictionary(dir);
 }
 
+/* Words and pronunciations longer than G2P_MAX_LEN (100) are refused, naming
+ * the file, the line and the limit: a dictionary entry of 600 letters or 600
+ * phonemes overflowed the --translate path's buffers of 512 (test_robust.c);
+ * 100 of each still load. */
+static void test_g2p_length_limits(void **state) {
+    (void)state;
+    char word[601], *text = malloc(8000);
+    assert_non_null(text);
+    memset(word, 'B', 600);
+    word[600] = '\0';
+    struct { int letters, phonemes; const char *detail; } cases[] = {
+        {600, 1, "600 characters"}, {101, 1, "101 characters"},
+        {3, 600, "600 phonemes"}, {3, 101, "101 phonemes"}, {100, 100, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int n = snprintf(text, 8000, "ABOUT  AH0 B AW1 T\n%.*s ", cases[c].letters, word);
+        for (int i = 0; i < cases[c].phonemes; i++) n += snprintf(text + n, 8000 - (size_t)n, " AH0");
+        snprintf(text + n, 8000 - (size_t)n, "\n");
+        char dir[64];
+        write_dictionary(dir, sizeof dir, text);
+        TaskConfig cfg;
+        task_defaults(&cfg, "g2p");
+        cfg.data_dir = dir;
+        Dataset d;
+        clear_error();
+        if (cases[c].detail == NULL) {
+            if (dataset_load(&d, &cfg) != 0) fail_msg("%s", last_error());
+            assert_int_equal(d.max_src_len, 100);
+            assert_int_equal(d.max_tgt_len, 100);
+            dataset_free(&d);
+        } else {
+            assert_int_equal(dataset_load(&d, &cfg), -1);
+            assert_error_mentions("cmudict.dict.gz line 2");
+            assert_error_mentions(cases[c].detail);
+            assert_error_mentions("at most 100");
+        }
+        remove_dictionary(dir);
+    }
+    free(text);
+}
+
 static void test_g2p_missing_file(void **state) {
     (void)state;
     char dir[64];
@@ -911,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_g2p_split_by_key),
         cmocka_unit_test(test_g2p_small_file),
         cmocka_unit_test(test_g2p_malformed_lines),
+        cmocka_unit_test(test_g2p_length_limits),
         cmocka_unit_test(test_g2p_missing_file),
         cmocka_unit_test(test_encode_source),
         cmocka_unit_test(test_dataset_split_names),

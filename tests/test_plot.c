@@ -4,12 +4,19 @@
  * and a colour bar; a line plot's .dat has one column per series, and its
  * .gp a fixed y range when one is asked for (0-100% accuracy); a grid of
  * heatmaps has one data block per panel and one multiplot script drawing
- * them all. Nothing here needs gnuplot: when it is installed a PNG appears
- * as a bonus (and for the grid we check that it does). */
+ * them all. Nothing planted in a file name, a title, an axis title, a tick
+ * label or a panel title (backquotes, quotes and system(), a newline,
+ * $(...), a file name starting with < or |) runs when the script is drawn
+ * or re-run by hand. Nothing here needs gnuplot: when it is installed a PNG
+ * appears as a bonus (and for the grid and the planted strings we check
+ * that it does). */
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -75,11 +82,11 @@ static void test_heatmap_files(void **state) {
     for (int i = 0; i < ROWS * COLS; i++) m[i] = (float)i / 11.0f;
     m[5] = NAN;
     const char *x_labels[COLS] = {"say", "\"hi\"", "a\\b", " "};
-    const char *y_labels[ROWS] = {"<bos>", "x y", "<eos>"};
+    const char *y_labels[ROWS] = {"<bos>", "x y", "``"};     /* Brown's opening quote mark */
     char stem[512];
     snprintf(stem, sizeof stem, "%s/plots/attn_0", tmp_dir);   /* the directory is created */
 
-    assert_int_equal(plot_heatmap(stem, "Attention \"weights\"", m, ROWS, COLS, x_labels, y_labels,
+    assert_int_equal(plot_heatmap(stem, "Attention \"weights\" `x`", m, ROWS, COLS, x_labels, y_labels,
                                   "source", "output", "attention weight", 0.0f, 1.0f), 0);
 
     char *dat = read_text(stem, ".dat");
@@ -90,10 +97,11 @@ static void test_heatmap_files(void **state) {
     char *gp = read_text(stem, ".gp");
     expect_in(gp, "set terminal png");
     expect_in(gp, "set output \"attn_0.png\"");
-    expect_in(gp, "set title \"Attention \\\"weights\\\"\"");
-    /* Labels: a quote and a backslash escaped, a space made visible. */
+    /* A quote and a backslash escaped, a backquote written \140 (gnuplot
+     * would run `...` as a command), a space in a label made visible. */
+    expect_in(gp, "set title \"Attention \\\"weights\\\" \\140x\\140\"");
     expect_in(gp, "set xtics (\"say\" 0, \"\\\"hi\\\"\" 1, \"a\\\\b\" 2, \"\xe2\x90\xa3\" 3)");
-    expect_in(gp, "set ytics (\"<bos>\" 0, \"x\xe2\x90\xa3y\" 1, \"<eos>\" 2)");
+    expect_in(gp, "set ytics (\"<bos>\" 0, \"x\xe2\x90\xa3y\" 1, \"\\140\\140\" 2)");
     expect_in(gp, "set xtics rotate");
     expect_in(gp, "set yrange [2.5:-0.5]");          /* reversed: row 0 on top */
     expect_in(gp, "set xrange [-0.5:3.5]");
@@ -423,6 +431,199 @@ static void test_line_plot_fixed_range(void **state) {
     free(gp);
 }
 
+/* ------------------------------------------------ strings that run nothing */
+
+/* gnuplot runs `cmd` inside a double-quoted string, pipes a file name that
+ * starts with < or | through the shell, and ends a command at a newline or a
+ * ;, and the strings of a script come from the user: an image's or a
+ * checkpoint's file name in a path stem or a title, a GPT prompt (Brown's ``
+ * quote marks) in tick labels. Each kind of planted text below would create
+ * a file MARK_<where>_<kind> in the plot's directory if it ran. */
+enum { PLANTED_KINDS = 5 };
+
+static void plant(char *out, size_t cap, int kind, const char *dir, const char *where) {
+    char mark[300];
+    snprintf(mark, sizeof mark, "%s/MARK_%s_%d", dir, where, kind);
+    switch (kind) {
+    case 0: snprintf(out, cap, "a `touch %s` b", mark); break;                      /* command substitution */
+    case 1: snprintf(out, cap, "\" . system(\"touch %s\") . \"", mark); break;     /* ends a "string" */
+    case 2: snprintf(out, cap, "' . system('touch %s') . '", mark); break;         /* ends a 'string' */
+    case 3: snprintf(out, cap, "x\nsystem('touch %s')\n", mark); break;             /* ends the command */
+    default: snprintf(out, cap, "$(touch %s); system(\"touch %s\") \\", mark, mark); /* shell, ;, a trailing \ */
+    }
+}
+
+/* A file name (no '/', no control character) planted the same way; gnuplot
+ * runs in the plot's directory, so a relative MARK lands there too. */
+static void plant_stem(char *out, size_t cap, int kind, const char *dir, const char *plot) {
+    char mark[64];
+    snprintf(mark, sizeof mark, "MARK_%s_stem_%d", plot, kind);
+    switch (kind) {
+    case 0: snprintf(out, cap, "%s/s `touch %s` x", dir, mark); break;
+    case 1: snprintf(out, cap, "%s/s\" . system(\"touch %s\") . \"", dir, mark); break;
+    case 2: snprintf(out, cap, "%s/s' . system('touch %s') . '", dir, mark); break;
+    case 3: snprintf(out, cap, "%s/<touch %s;x", dir, mark); break;     /* 'plot "<cmd"' reads a command's output */
+    default: snprintf(out, cap, "%s/|touch %s;x", dir, mark); break;    /* 'set output "|cmd"' writes into one */
+    }
+}
+
+/* Fails when a planted command ran: a MARK_ file in dir. */
+static void expect_no_marks(const char *dir, const char *after) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        if (strncmp(e->d_name, "MARK_", 5) == 0) {
+            closedir(d);
+            fail_msg("a command planted in a plot's strings ran (it created %s/%s) %s", dir, e->d_name, after);
+        }
+    }
+    closedir(d);
+}
+
+/* The script read the way gnuplot reads it, without gnuplot: outside
+ * comments and strings no ` and no "system"; every string ends on its own
+ * line; no ` inside a double-quoted string; no comment ends in a backslash
+ * (it would go on to the next line); no file name starts with < or |. */
+static void expect_inert_script(const char *gp) {
+    for (const char *p = gp; *p;) {
+        if (*p == '#') {
+            const char *end = strchr(p, '\n');
+            if (end == NULL) break;
+            if (end[-1] == '\\') fail_msg("a comment line goes on to the next line:\n%s", gp);
+            p = end + 1;
+        } else if (*p == '\'') {
+            for (p++; !(*p == '\'' && p[1] != '\''); p += *p == '\'' ? 2 : 1)
+                if (*p == '\0' || *p == '\n') fail_msg("a single-quoted string runs past its line:\n%s", gp);
+            p++;
+        } else if (*p == '"') {
+            for (p++; *p != '"'; p += *p == '\\' && p[1] ? 2 : 1) {
+                if (*p == '\0' || *p == '\n') fail_msg("a double-quoted string runs past its line:\n%s", gp);
+                if (*p == '`') fail_msg("a ` inside a double-quoted string:\n%s", gp);
+            }
+            p++;
+        } else {
+            if (*p == '`' || strncmp(p, "system", 6) == 0) fail_msg("'%.20s' outside a string:\n%s", p, gp);
+            p++;
+        }
+    }
+    /* where a file name goes: set output NAME, plot NAME, and plot_lines' continued plot lines */
+    const char *before_names[] = {"set output ", "plot ", "\n     "};
+    for (size_t i = 0; i < sizeof before_names / sizeof before_names[0]; i++)
+        for (const char *p = strstr(gp, before_names[i]); p != NULL; p = strstr(p + 1, before_names[i])) {
+            const char *name = p + strlen(before_names[i]);
+            if ((name[0] == '"' || name[0] == '\'') && (name[1] == '<' || name[1] == '|'))
+                fail_msg("a file name gnuplot runs as a command (%.20s):\n%s", name, gp);
+        }
+}
+
+/* Run "gnuplot script" in dir, as a reader re-running it by hand; its exit status. */
+static int run_gnuplot(const char *dir, const char *script) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (chdir(dir) != 0) _exit(126);
+        int null_fd = open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) {
+            dup2(null_fd, 1);
+            dup2(null_fd, 2);
+        }
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* After a plot with planted strings: nothing ran while it was drawn, the
+ * script is inert, and (with gnuplot) it runs cleanly by hand too, still
+ * running nothing. */
+static void check_planted_plot(const char *dir, const char *stem, int kind) {
+    char after[64];
+    snprintf(after, sizeof after, "(planted text of kind %d)", kind);
+    expect_no_marks(dir, after);
+    char *gp = read_text(stem, ".gp");
+    expect_inert_script(gp);
+    free(gp);
+    if (gnuplot_available()) {
+        char script[600];
+        snprintf(script, sizeof script, "./%s.gp", strrchr(stem, '/') + 1);   /* gnuplot "<x.gp" runs x */
+        char log[600];
+        snprintf(log, sizeof log, "%s.gnuplot.log", stem);       /* kept when drawing it failed */
+        if (access(log, F_OK) == 0) fail_msg("gnuplot failed on %s.gp (see %s)", stem, log);
+        if (run_gnuplot(dir, script) != 0) fail_msg("gnuplot failed on %s.gp (run it by hand to see why)", stem);
+        char png[600];
+        snprintf(png, sizeof png, "%s.png", stem);
+        if (access(png, F_OK) != 0) fail_msg("gnuplot wrote no %s", png);
+        expect_no_marks(dir, after);
+    }
+}
+
+static void test_planted_strings_run_nothing(void **state) {
+    (void)state;
+    enum { R = 2, C = 3, PANELS = 2 };
+    const float m[PANELS * R * C] = {0, 0.5f, 1, 0.25f, 0.75f, 0.1f, /* panel 1 */ 1, 0, 0.5f, 0.2f, 0.4f, 0.6f};
+    const float x[C] = {1, 2, 3};
+    const float *ys[2] = {m, m + C};
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/planted", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    for (int kind = 0; kind < PLANTED_KINDS; kind++) {
+        char stem[700], title[700], x_title[700], y_title[700], cb_title[700], xt[700], yt[700], p0[700], p1[700];
+        plant(title, sizeof title, kind, dir, "title");
+        plant(x_title, sizeof x_title, kind, dir, "xlabel");
+        plant(y_title, sizeof y_title, kind, dir, "ylabel");
+        plant(cb_title, sizeof cb_title, kind, dir, "cblabel");
+        plant(xt, sizeof xt, kind, dir, "xtic");
+        plant(yt, sizeof yt, kind, dir, "ytic");
+        plant(p0, sizeof p0, kind, dir, "panel0");
+        plant(p1, sizeof p1, kind, dir, "panel1");
+        const char *x_labels[C] = {"a", xt, "c"}, *y_labels[R] = {yt, "b"}, *panels[PANELS] = {p0, p1};
+
+        plant_stem(stem, sizeof stem, kind, dir, "heatmap");
+        assert_int_equal(plot_heatmap(stem, title, m, R, C, x_labels, y_labels, x_title, y_title, cb_title,
+                                      0.0f, 1.0f), 0);
+        check_planted_plot(dir, stem, kind);
+        char *gp = read_text(stem, ".gp");        /* the text as it shows, escaped */
+        if (kind == 0) expect_in(gp, "set title \"a \\140touch ");
+        if (kind == 1) expect_in(gp, "set title \"\\\" . system(\\\"touch ");
+        if (kind == 3) expect_in(gp, "set title \"x\\\\nsystem('touch ");
+        free(gp);
+
+        plant_stem(stem, sizeof stem, kind, dir, "grid");
+        assert_int_equal(plot_heatmap_grid(stem, title, m, PANELS, 2, panels, R, C, x_labels, y_labels, x_title,
+                                           y_title, cb_title, 0.0f, 1.0f), 0);
+        check_planted_plot(dir, stem, kind);
+
+        plant_stem(stem, sizeof stem, kind, dir, "overlay");
+        assert_int_equal(plot_overlay_grid(stem, title, m, m, PANELS, 2, panels, R, C), 0);
+        check_planted_plot(dir, stem, kind);
+
+        plant_stem(stem, sizeof stem, kind, dir, "lines");
+        assert_int_equal(plot_lines(stem, title, x_title, y_title, x, ys, panels, 2, C, 0), 0);
+        check_planted_plot(dir, stem, kind);
+    }
+}
+
+/* A file name with a newline (and a command after it) is named exactly in
+ * the script, with an octal escape, and its comment lines stay comments. */
+static void test_control_characters_in_file_names(void **state) {
+    (void)state;
+    float m[4] = {0, 1, 0.5f, 0.25f};
+    char dir[400], stem[600];
+    snprintf(dir, sizeof dir, "%s/newline", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    snprintf(stem, sizeof stem, "%s/a\nsystem('touch MARK_newline')\nb", dir);
+    assert_int_equal(plot_heatmap(stem, "t", m, 2, 2, NULL, NULL, NULL, NULL, NULL, 0, 0), 0);
+    check_planted_plot(dir, stem, 3);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set output \"a\\012system('touch MARK_newline')\\012b.png\"\n");
+    expect_in(gp, "# a system('touch MARK_newline') b.gp - heatmap");
+    free(gp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heatmap_files),
@@ -435,6 +636,8 @@ int main(void) {
         cmocka_unit_test(test_overlay_grid),
         cmocka_unit_test(test_line_plot_files),
         cmocka_unit_test(test_line_plot_fixed_range),
+        cmocka_unit_test(test_planted_strings_run_nothing),
+        cmocka_unit_test(test_control_characters_in_file_names),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -8,6 +8,10 @@
  *    04's model, seq2seq_main with chapter 06's transformer), run at that
  *    rate over a good run's output directory, exits 1 with that message and
  *    leaves the good run's checkpoint as it was;
+ *  - long data: a dictionary entry longer than chapter 01's --translate
+ *    buffers (a 600-letter word, a 600-phoneme pronunciation) is refused
+ *    with one line naming the file, the line and the limit, where it
+ *    overflowed int ids[512] of seq2seq_main;
  *  - failing disks: checkpoints, results, plots and PGM images written to
  *    /dev/full (no space left) or into a read-only directory give one clear
  *    error naming the path, and leave the previous files as they were (no
@@ -37,6 +41,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
@@ -217,6 +222,80 @@ static void test_brown_refuses_a_nul_byte(void **state) {
     assert_int_equal(brown_load_config(&c, &cfg), -1);
     assert_non_null(strstr(last_error(), "line 4: contains a NUL byte"));
     brown_free(&c);
+}
+
+/* A dictionary entry longer than the --translate path's fixed buffers (int
+ * ids[512], out_ids[512] in seq2seq_main) overflowed them: a data file with
+ * a word of 600 letters and a pronunciation of 600 phonemes, then chapter
+ * 01's program with --load of a g2p checkpoint and --translate of a 600-letter
+ * word (the checkpoint holds no lengths, so it still loads). Now the
+ * dictionary is refused with one line naming the file, the line and the
+ * limit, and the buffers are sized by the data. Run in a scratch working
+ * directory: g2p reads data/cmudict.dict.gz from there. */
+static int rnn_config(char *config, int cap) {
+    size_t used = strlen(config);
+    snprintf(config + used, (size_t)cap - used, "model=rnn_seq2seq\ncell=gru\nembed=8\nhidden=8\n");
+    return 0;
+}
+
+static void write_g2p_dictionary(const char *path, const char *extra_lines) {
+    gzFile gz = gzopen(path, "wb");
+    assert_non_null(gz);
+    for (int i = 0; i < 100; i++)                 /* 100 short words: every split has some */
+        gzprintf(gz, "%c%cAT  K AE1 T\n", 'A' + i % 26, 'A' + i / 26);
+    gzputs(gz, extra_lines);
+    assert_int_equal(gzclose(gz), Z_OK);
+}
+
+static void test_long_dictionary_entry_is_refused(void **state) {
+    (void)state;
+    char cwd[1024], dir[600], out[700], ckpt[800], long_word[601];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(dir, sizeof dir, "%s/g2p_long", tmp_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(chdir(dir), 0);
+    assert_int_equal(mkdir("data", 0755), 0);
+    write_g2p_dictionary("data/cmudict.dict.gz", "");
+    ChapterSpec spec = {
+        .chapter = "robust_g2p",
+        .model_name = "rnn_seq2seq",
+        .summary = "",
+        .no_attention = 1,
+        .write_config = rnn_config,
+        .build = rnn_seq2seq_build,
+        .default_steps = 1,
+        .default_batch = 4,
+        .default_lr = 3e-3f,
+    };
+    snprintf(out, sizeof out, "%s/model", dir);
+    char *train_argv[] = {"robust_g2p", "--task", "g2p", "--out", out, "--quiet", "--samples", "0",
+                          "--max-eval", "4", NULL};
+    if (seq2seq_main(10, train_argv, &spec) != 0) print_error("training on the small dictionary: %s\n", last_error());
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
+    assert_int_equal(access(ckpt, F_OK), 0);
+
+    /* the dictionary grows an entry of 600 letters and one of 600 phonemes */
+    memset(long_word, 'A', 600);
+    long_word[600] = '\0';
+    size_t cap = 600 * 4 + 1000;
+    char *extra = malloc(cap);
+    assert_non_null(extra);
+    int n = snprintf(extra, cap, "%s  AH0\nLONG ", long_word);
+    for (int i = 0; i < 600; i++) n += snprintf(extra + n, cap - (size_t)n, " AH0");
+    snprintf(extra + n, cap - (size_t)n, "\n");
+    write_g2p_dictionary("data/cmudict.dict.gz", extra);
+    free(extra);
+    snprintf(out, sizeof out, "%s/translate", dir);
+    char *translate_argv[] = {"robust_g2p", "--load", ckpt, "--translate", long_word, "--out", out, NULL};
+    clear_error();
+    int rc = seq2seq_main(7, translate_argv, &spec);
+    print_message("--load --translate with a 600-letter entry: exit %d, %s\n", rc, last_error());
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(last_error(), "data/cmudict.dict.gz line 101"));
+    assert_non_null(strstr(last_error(), "600 characters"));
+    assert_non_null(strstr(last_error(), "at most 100"));
+    assert_null(strchr(last_error(), '\n'));              /* one line */
 }
 
 /* ---------------------------------------------------------- failing disks */
@@ -638,6 +717,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_config_data_seed_must_be_a_number),
         cmocka_unit_test(test_brown_refuses_a_nul_byte),
+        cmocka_unit_test(test_long_dictionary_entry_is_refused),
         cmocka_unit_test(test_dev_full_gives_one_clear_error),
         cmocka_unit_test(test_read_only_directory_keeps_previous_files),
         cmocka_unit_test(test_programs_into_a_read_only_directory),

@@ -10,8 +10,11 @@
  *
  * Loading:
  *   1. Every line is checked: a word, then one or more of the 39 phonemes,
- *      each with an optional stress digit 0-2. Anything else is an error
- *      naming the file and the line. Blank lines and "# comments" are ignored.
+ *      each with an optional stress digit 0-2; at most G2P_MAX_LEN (100)
+ *      characters in a word and phonemes in a pronunciation (CMUdict's
+ *      longest: 34 and 32), as in the reverse task. Anything else is an
+ *      error naming the file, the line (and the limit). Blank lines and
+ *      "# comments" are ignored.
  *   2. The stress digits are dropped (AH0, AH1 -> AH): 39 phoneme tokens.
  *   3. "WORD(1)" lines join WORD's list of pronunciations (a hash table maps a
  *      word to its entry). A pronunciation that is identical to one the word
@@ -41,6 +44,7 @@
 #include <string.h>
 
 #define N_PHONEMES 39
+#define G2P_MAX_LEN 100   /* characters in a word, phonemes in a pronunciation */
 
 /* The ARPAbet phonemes of CMUdict, without stress, alphabetical. */
 static const char *const phonemes[N_PHONEMES] = {
@@ -168,6 +172,10 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
         return fail("%s line %d: \"%s\": an alternative pronunciation is marked WORD(n) with a "
                     "number n", path, line_number, word);
     }
+    if (strlen(word) > G2P_MAX_LEN) {
+        return fail("%s line %d: the word \"%.24s...\" has %zu characters; at most %d fit (G2P_MAX_LEN)",
+                    path, line_number, word, strlen(word), G2P_MAX_LEN);
+    }
 
     int start = dict->n_phones, count = 0;
     for (;;) {
@@ -188,6 +196,12 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
         dict->phones = grow(dict->phones, &dict->cap_phones, dict->n_phones + 1, sizeof(int));
         dict->phones[dict->n_phones++] = id;
         count++;
+    }
+    if (count > G2P_MAX_LEN) {
+        dict->n_phones = start;
+        char quoted[96];
+        return fail("%s line %d: the pronunciation of \"%s\" has %d phonemes; at most %d fit (G2P_MAX_LEN)",
+                    path, line_number, error_excerpt(word, quoted, sizeof quoted), count, G2P_MAX_LEN);
     }
     if (count == 0) {
         return fail("%s line %d: \"%s\" has no phonemes (expected a word, spaces, then phonemes "

@@ -9,13 +9,25 @@
  * The script refers to its files by their base names, so a reader can tweak
  * it and re-run it by hand:  cd out/02 && gnuplot attn_0.gp
  *
- * Labels (tokens) go into the script as gnuplot double-quoted strings, so a
- * backslash or a double quote in a token is escaped, a space is drawn as a
- * visible "␣", and control characters are spelled out ("\n"). */
+ * Every string in a script (titles, axis titles, tick labels, series names,
+ * file names) is a gnuplot double-quoted string, and those come from the
+ * user: an image's or a checkpoint's file name, a GPT prompt with Brown's ``
+ * quote marks. gnuplot runs `...` inside a double-quoted string as a shell
+ * command, so a backquote is written as the octal escape \140; a double
+ * quote and a backslash are escaped too. In text, a space in a tick label is
+ * drawn as a visible "␣" and control characters are spelled out (a newline
+ * shows as the two characters \n), so no string can end its line; a file
+ * name keeps its exact bytes (a control character as an octal escape). A
+ * file name that gnuplot would read as a command ("<cmd", "|cmd") is written
+ * as "./<cmd", and the comment lines that repeat it have its control
+ * characters made spaces. (Single-quoted strings do no substitution either,
+ * but gnuplot 5.4 cannot read one that starts with a quote or holds two
+ * quotes in a row, such as Brown's closing quote mark: '''''' is an error.) */
 #include "io/plot.h"
 #include "util/error.h"
 #include "util/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -87,24 +99,57 @@ static int split_stem(const char *stem, char *dir, size_t dirlen, char *base, si
 
 /* ---------------------------------------------------------- gnuplot strings */
 
-/* Write s as a gnuplot double-quoted string. With visible_spaces, a space is
- * drawn as "␣" (U+2423) so a space token is not an invisible tick label. */
-static void write_gp_string(FILE *f, const char *s, int visible_spaces) {
+/* How write_gp_string writes a string. */
+enum {
+    GP_TEXT,        /* a title: control characters spelled out ("\n" shows as \n) */
+    GP_LABEL,       /* a tick label: as GP_TEXT, and a space drawn as "␣" (U+2423), so a space
+                     * token is not an invisible label */
+    GP_FILE_NAME    /* a file name: its exact bytes (a control character as an octal escape) */
+};
+
+/* Write s as a gnuplot double-quoted string that runs nothing: a backquote
+ * as \140 (gnuplot would run `...` as a command), a double quote and a
+ * backslash escaped, and no raw control character (a newline would end the
+ * command). */
+static void write_gp_string(FILE *f, const char *s, int how) {
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        switch (*c) {
-        case '"':  fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\\\n", f); break;    /* shows as the two characters \n */
-        case '\t': fputs("\\\\t", f); break;
-        case '\r': fputs("\\\\r", f); break;
-        case ' ':  fputs(visible_spaces ? "\xe2\x90\xa3" : " ", f); break;
-        default:
-            if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\\\x%02x", *c);
-            else fputc(*c, f);
-        }
+        if (*c == '"') fputs("\\\"", f);
+        else if (*c == '\\') fputs("\\\\", f);
+        else if (*c == '`') fputs("\\140", f);
+        else if (*c == ' ' && how == GP_LABEL) fputs("\xe2\x90\xa3", f);
+        else if ((*c < 0x20 || *c == 0x7f) && how == GP_FILE_NAME) fprintf(f, "\\%03o", *c);
+        else if (*c == '\n') fputs("\\\\n", f);    /* shows as the two characters \n */
+        else if (*c == '\t') fputs("\\\\t", f);
+        else if (*c == '\r') fputs("\\\\r", f);
+        else if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\\\x%02x", *c);
+        else fputc(*c, f);
     }
     fputc('"', f);
+}
+
+/* A file name for "set output" or "plot": gnuplot pipes "|cmd" and "<cmd"
+ * through the shell and reads "-", "+" and "$name" as special inputs, so a
+ * name that starts with anything but a letter, a digit, '_', '.' or a
+ * non-ASCII byte is written as "./name" (the same file). */
+static void write_gp_file_name(FILE *f, const char *name) {
+    unsigned char first = (unsigned char)name[0];
+    char safe[1100];
+    if (!(isalnum(first) || first == '_' || first == '.' || first >= 0x80)) {
+        snprintf(safe, sizeof safe, "./%s", name);
+        name = safe;
+    }
+    write_gp_string(f, name, GP_FILE_NAME);
+}
+
+/* The file name in the script's comment lines: one line, whatever the name
+ * holds (a newline would end the comment and start a command). */
+static const char *comment_safe(const char *s, char *buf, size_t len) {
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c && n + 1 < len; c++)
+        buf[n++] = (char)(*c < 0x20 || *c == 0x7f ? ' ' : *c);
+    buf[n] = '\0';
+    return buf;
 }
 
 /* Width of a label in characters (UTF-8 continuation bytes do not count). */
@@ -136,7 +181,7 @@ static void write_terminal(FILE *f, int width, int height, const char *base) {
     char png[1100];
     snprintf(png, sizeof png, "%s.png", base);
     fputs("set output ", f);
-    write_gp_string(f, png, 0);
+    write_gp_file_name(f, png);
     fputc('\n', f);
 }
 
@@ -146,7 +191,7 @@ static void write_tic_labels(FILE *f, const char *axis, const char *const *label
     int written = 0;
     for (int i = 0; i < n; i += step) {
         if (written > 0) fputs(written % 8 == 0 ? ", \\\n    " : ", ", f);
-        write_gp_string(f, labels[i], 1);
+        write_gp_string(f, labels[i], GP_LABEL);
         fprintf(f, " %d", i);
         written++;
     }
@@ -182,7 +227,10 @@ static void render(const char *dir, const char *base) {
             dup2(log_fd, 2);
             close(log_fd);
         }
-        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        /* "./": gnuplot runs a script named "<cmd..." as a shell command */
+        char path[1200];
+        snprintf(path, sizeof path, "./%s", script);
+        execlp("gnuplot", "gnuplot", path, (char *)NULL);
         _exit(127);
     }
     int status = 0;
@@ -249,7 +297,7 @@ static int begin_plot(const char *path_stem, char *dir, char *base, size_t len,
 /* "set <what> "<text>"" on one line, e.g. set title "loss". */
 static void write_set_string(FILE *f, const char *what, const char *text) {
     fprintf(f, "set %s ", what);
-    write_gp_string(f, text, 0);
+    write_gp_string(f, text, GP_TEXT);
     fputc('\n', f);
 }
 
@@ -257,7 +305,7 @@ static void write_set_string(FILE *f, const char *what, const char *text) {
 static void write_data_name(FILE *f, const char *base) {
     char data_name[1100];
     snprintf(data_name, sizeof data_name, "%s.dat", base);
-    write_gp_string(f, data_name, 0);
+    write_gp_file_name(f, data_name);
 }
 
 /* "set cbrange [lo:hi]", the values the palette's two ends stand for. */
@@ -347,9 +395,11 @@ int plot_heatmap(const char *path_stem, const char *title,
     int height = clamp_int(rows * cell + x_label_px(x_labels, cols) + 160, 360, 4000);
 
     FILE *f = gp.f;
-    fprintf(f, "# %s.gp - heatmap written by plot_heatmap (common/io/plot.c).\n", base);
-    fprintf(f, "# Data: %s.dat (%d rows x %d columns). Render from this directory:\n", base, rows, cols);
-    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
+    char shown[1024];
+    comment_safe(base, shown, sizeof shown);
+    fprintf(f, "# %s.gp - heatmap written by plot_heatmap (common/io/plot.c).\n", shown);
+    fprintf(f, "# Data: %s.dat (%d rows x %d columns). Render from this directory:\n", shown, rows, cols);
+    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
     write_terminal(f, width, height, base);
     write_set_string(f, "title", title);
     write_set_string(f, "xlabel", x_title);
@@ -482,10 +532,12 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
     int pad_x = (width - grid_w) / 2, pad_y = height - grid_h;   /* a tiny grid: centred, on the top */
 
     FILE *f = gp.f;
-    fprintf(f, "# %s.gp - grid of heatmaps written by plot_heatmap_grid (common/io/plot.c).\n", base);
+    char shown[1024];
+    comment_safe(base, shown, sizeof shown);
+    fprintf(f, "# %s.gp - grid of heatmaps written by plot_heatmap_grid (common/io/plot.c).\n", shown);
     fprintf(f, "# Data: %s.dat, %d blocks (panels) of %d rows x %d columns. Render from this directory:\n",
-            base, n_panels, rows, cols);
-    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
+            shown, n_panels, rows, cols);
+    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
     write_terminal(f, clamp_int(width, 480, 4000), clamp_int(height, 360, 4000), base);
     write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
     double lo = vmin, hi = vmax;
@@ -518,7 +570,7 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
                "# spacing = the room between two panels for their labels and titles\n",
             grid_rows, grid_cols);
     fprintf(f, "set multiplot layout %d,%d rowsfirst title ", grid_rows, grid_cols);
-    write_gp_string(f, title, 0);
+    write_gp_string(f, title, GP_TEXT);
     fprintf(f, " font \",13\" \\\n    margins %.4f, %.4f, %.4f, %.4f spacing %.4f, %.4f\n",
             cells_left, cells_right, cells_bottom, cells_top,
             (double)(right + left) / width, (double)(bottom + top) / height);
@@ -610,9 +662,11 @@ int plot_lines_range(const char *path_stem, const char *title,
     }
 
     FILE *f = gp.f;
-    fprintf(f, "# %s.gp - line plot written by plot_lines (common/io/plot.c).\n", base);
-    fprintf(f, "# Data: %s.dat (column 1 = x, then one column per series). Render from this directory:\n", base);
-    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", base, base);
+    char shown[1024];
+    comment_safe(base, shown, sizeof shown);
+    fprintf(f, "# %s.gp - line plot written by plot_lines (common/io/plot.c).\n", shown);
+    fprintf(f, "# Data: %s.dat (column 1 = x, then one column per series). Render from this directory:\n", shown);
+    fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
     write_terminal(f, 900, 560, base);
     write_set_string(f, "title", title);
     write_set_string(f, "xlabel", x_title);
@@ -634,7 +688,7 @@ int plot_lines_range(const char *path_stem, const char *title,
         if (s > 0) fputs(", \\\n     ", f);
         write_data_name(f, base);
         fprintf(f, " using 1:%d with lines linewidth 2 title ", s + 2);
-        write_gp_string(f, names && names[s] ? names[s] : "", 0);
+        write_gp_string(f, names && names[s] ? names[s] : "", GP_TEXT);
     }
     fputc('\n', f);
 

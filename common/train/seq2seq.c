@@ -558,6 +558,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     memset(&model, 0, sizeof model);
     char *config = NULL;
     float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;   /* freed at done: */
+    int *ids = NULL, *out_ids = NULL;                                      /* --translate's, too */
     char default_out[256];
 
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -641,8 +642,11 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
 
     /* --translate: decode what the user typed, and stop. */
     if (f.translate) {
-        int ids[512], len = 0, max_out = data.max_tgt_len + 10;
-        int out_ids[512];
+        /* sized by the data: the longest source the model reads, the longest
+         * output the decoder may write (a dictionary entry can be long) */
+        int len = 0, max_out = data.max_tgt_len + 10;
+        ids = xmalloc(sizeof(int) * (size_t)(data.max_src_len > 0 ? data.max_src_len : 1));
+        out_ids = xmalloc(sizeof(int) * (size_t)max_out);
         if (dataset_encode_source(&data, f.translate, ids, data.max_src_len, &len) < 0) goto error;
         int n = decode_beam(&model, ids, len, max_out, f.beam, out_ids);
         char text[1024];
@@ -844,6 +848,8 @@ error:
     fprintf(stderr, "%s: error: %s\n", spec->chapter, last_error());
     exit_code = 1;
 done:
+    free(ids);
+    free(out_ids);
     free(curve_step);
     free(curve_train);
     free(curve_valid);
