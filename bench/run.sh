@@ -11,8 +11,8 @@
 # training step at D = 256, 4 + 4 layers against the FMA peak), then BUILD/bench/bench_flash
 # (plain against fused attention), then BUILD/bench/bench_generate (chapter 06's GPT
 # generating with and without its KV cache), then any other BUILD/bench/bench_* binaries;
-# results go to bench/results/. tools/perf_table.sh turns them into the
-# README's Markdown tables. Benchmarks print figures and ratios,
+# results go to bench/results/. tools/bench_tables.py rewrites bench/README.md's
+# tables from them (tools/perf_table.sh prints them). Benchmarks print figures and ratios,
 # they never pass or fail, so a benchmark that errors is reported and skipped.
 # gnuplot renders bench/results/*.gp to PNG when it is installed.
 set -u

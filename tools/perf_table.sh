@@ -17,7 +17,8 @@
 #   - with RESULTS_DIR/fetch.tsv: the long ViT step with and without asking for the next block early (bench_fetch).
 #   - with RESULTS_DIR/direct.tsv: A read in place or packed, per product, and which the rule picks (bench_direct),
 #     under the machine that file names (it may come from another machine than the rest).
-# Paste the output into bench/README.md ("The figures"). Plain bash + awk: no Python needed.
+# bench/README.md's tables are rewritten from the same files by tools/bench_tables.py; this script prints
+# them on a terminal. Plain bash + awk: no Python needed.
 set -u
 results=${1:-bench/results}
 sgemm=$results/sgemm.tsv

@@ -120,7 +120,7 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
  * task here), up to the order of float additions; n_replicas = 1 (sam = 0) is
  * classifier_train_step itself. Why: on 2 cores, two replicas each working on
  * half the batch keep both cores busier than one model whose products are
- * split between them (the numbers are in common/README.md).
+ * split between them (the numbers are in bench/README.md).
  *
  * With sam = rho > 0, each replica's gradient is the sharpness-aware one
  * (SAM, Foret et al. 2021): with g the gradient of its slice's loss L at the
