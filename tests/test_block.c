@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "06_transformer/block.h"
+#include "06_transformer/prenorm_block.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "nn/gradcheck.h"
 #include "nn/transformer_layers.h"
@@ -472,6 +473,54 @@ static void test_block_dropout_off_at_evaluation(void **state) {
         }
 }
 
+/* The straight-line block of prenorm_block.c (what a student reads first) is
+ * the configurable block in its setting (pre-norm, LayerNorm, GELU, no
+ * dropout), bit for bit: the output, dX and every weight gradient, causal or
+ * not, with padded sequences; and it refuses any other spec. */
+static void test_prenorm_block_is_the_block(void **state) {
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        Rng r;
+        rng_seed(&r, 17, 0);
+        const int B = 3, N = 7, lens[3] = {7, 4, 0};
+        BlockSpec s = {.D = 16, .H = 2, .D_H = 8, .F = 40, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
+                       .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN, .causal = causal};
+        assert_int_equal(prenorm_block_check(&s), 0);
+        Block b;
+        block_make(&b, s, B, N, &r);
+        b.lens = lens;
+        run_forward(&b);
+        const size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s);
+        /* forward: the same Y */
+        PrenormBlockActs a;
+        prenorm_block_acts_alloc(&a, &s, B, N);
+        float *Y = alloc_floats(nX);
+        prenorm_block_forward(Y, &a, b.X, &s, &b.w, lens, B, N);
+        assert_memory_equal(Y, b.Y, sizeof(float) * nX);
+        /* backward: the same dX and weight gradients (both accumulate onto the same start) */
+        float *dX0 = alloc_floats(nX), *dX1 = alloc_floats(nX), *g0 = alloc_floats(nP), *g1 = alloc_floats(nP);
+        fill(dX0, nX, 0.1f, &r);
+        memcpy(dX1, dX0, sizeof(float) * nX);
+        BlockWeights dw0 = block_weights_view(&s, g0), dw1 = block_weights_view(&s, g1);
+        float *scratch = alloc_floats(block_scratch_floats(&s, B, N, 0));
+        block_backward(dX0, NULL, &dw0, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
+        prenorm_block_backward(dX1, &dw1, &a, b.wY, b.X, &s, &b.w, lens, B, N);
+        assert_memory_equal(dX1, dX0, sizeof(float) * nX);
+        assert_memory_equal(g1, g0, sizeof(float) * nP);
+        free(Y); free(dX0); free(dX1); free(g0); free(g1); free(scratch);
+        prenorm_block_acts_free(&a);
+        block_free(&b);
+    }
+    const BlockSpec other[] = {
+        {.D = 16, .H = 2, .D_H = 8, .F = 40, .norm_place = BLOCK_POST_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU},
+        {.D = 16, .H = 2, .D_H = 8, .F = 40, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_RMSNORM, .mlp = BLOCK_MLP_GELU},
+        {.D = 16, .H = 2, .D_H = 8, .F = 40, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_SWIGLU},
+        {.D = 16, .H = 2, .D_H = 8, .F = 40, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
+         .dropout = 0.1f},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) assert_int_equal(prenorm_block_check(&other[i]), -1);
+}
+
 /* Attention dropout at evaluation is the block with attn_dropout 0, bit for
  * bit (output and the kept weights), for encoder and decoder blocks, and
  * draws nothing; in training the output changes but the kept weights A
@@ -641,6 +690,7 @@ static void test_block_sizes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_sizes),
+        cmocka_unit_test(test_prenorm_block_is_the_block),
         cmocka_unit_test(test_block_gradients_every_combination),
         cmocka_unit_test(test_block_gradients_odd_shapes),
         cmocka_unit_test(test_block_gradients_with_dropout),
