@@ -36,7 +36,8 @@ static int train_one(Run *run, const Dataset *d, BlockNormPlace place, int depth
     TransformerConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.layers = depth;
-    cfg.block = (BlockSpec){64, 4, 16, 256, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f};
+    cfg.block = (BlockSpec){.D = 64, .H = 4, .D_H = 16, .F = 256, .norm_place = place, .norm = BLOCK_LAYERNORM,
+                            .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN};
     cfg.pos = POS_SINUSOIDAL;
     cfg.kv_cache = 1;
     Transformer t;

@@ -447,8 +447,9 @@ int transformer_config_read(const char *config, TransformerConfig *c) {
         return -1;
     if (c->pos == POS_NONE) return fail("pos=none: the transformer needs positions (sinusoidal or learned)");
     c->label_smoothing = eps;
-    c->block = (BlockSpec){D, H, D / H, F, (BlockNormPlace)place_i, (BlockNorm)norm_i, (BlockMlp)mlp_i, p,
-                           MULTI_HEAD_PLAIN, 0, 0, p_attn, 0, 0.0f};
+    c->block = (BlockSpec){.D = D, .H = H, .D_H = D / H, .F = F, .norm_place = (BlockNormPlace)place_i,
+                           .norm = (BlockNorm)norm_i, .mlp = (BlockMlp)mlp_i, .dropout = p,
+                           .attention = MULTI_HEAD_PLAIN, .attn_dropout = p_attn};
     return block_spec_check(&c->block);
 }
 
