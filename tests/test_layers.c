@@ -520,6 +520,44 @@ static void test_gradcheck_catches_wrong_gradient(void **state) {
     assert_int_equal(sub.n_checked, 3);
 }
 
+/* A small parameter, checked at its own scale: a linear layer whose outputs
+ * the loss weighs by about 3e-5 (the upstream gradient of a small late term)
+ * has bias gradients of about 1e-4. One of them planted 50% wrong is an error
+ * of about 5e-5: under the old fixed floor of 1e-2 that was a relative error
+ * of 5e-3 < TOL, and the check passed it. At the tensor's scale it is caught;
+ * the right gradients (bias and weights) still pass. */
+static void test_gradcheck_sees_a_small_error_in_a_small_parameter(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 11, 0);
+    enum { N = 5, I = 7, O = 6 };
+    float in[N * I], W[I * O], b[O], out[N * O], w[N * O], dW[I * O] = {0}, db[O] = {0};
+    LinearCtx c = {N, I, O, in, W, b, out, w};
+    fill(in, N * I, 1.0f, &r);
+    fill(W, I * O, 0.5f, &r);
+    fill(b, O, 0.5f, &r);
+    fill(w, N * O, 3e-5f, &r);
+    linear_backward(NULL, dW, db, w, in, W, N, I, O);
+    GradCheckResult ok_b = gradcheck(linear_loss, &c, b, db, O, EPS, 0);
+    GradCheckResult ok_W = gradcheck(linear_loss, &c, W, dW, I * O, EPS, 0);
+    int k = 0;
+    for (int o = 1; o < O; o++)
+        if (fabsf(db[o]) > fabsf(db[k])) k = o;
+    print_message("right gradients (|db| at most %.3g): max_rel_err db %.3g, dW %.3g\n", (double)fabsf(db[k]),
+                  ok_b.max_rel_err, ok_W.max_rel_err);
+    assert_true(fabsf(db[k]) < 1e-3f);              /* a small parameter indeed */
+    assert_true(ok_b.max_rel_err < TOL);
+    assert_true(ok_W.max_rel_err < TOL);
+    const float right = db[k];
+    db[k] = 1.5f * right;                           /* 50% wrong, an error of |right| / 2 */
+    GradCheckResult bad = gradcheck(linear_loss, &c, b, db, O, EPS, 0);
+    print_message("db[%d] = %.3g planted as %.3g: max_rel_err %.3g (the old floor: %.3g)\n", k, (double)right,
+                  (double)db[k], bad.max_rel_err, fabs((double)db[k] - right) / 1e-2);
+    assert_true(fabs((double)db[k] - right) / 1e-2 < TOL);   /* what the fixed floor of 1e-2 let pass */
+    assert_true(bad.max_rel_err > TOL);
+    assert_int_equal(bad.worst_index, k);
+}
+
 /* ======================================================================== */
 /* The transformer block's layers (nn/transformer_layers.h)                   */
 /* ======================================================================== */
@@ -883,6 +921,7 @@ static void test_threads_same_bits(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradcheck_catches_wrong_gradient),
+        cmocka_unit_test(test_gradcheck_sees_a_small_error_in_a_small_parameter),
         cmocka_unit_test(test_linear_gradients),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_activations),

@@ -21,9 +21,19 @@
  *    one line naming the file and keep the earlier run's checkpoint;
  *  - kills: a process saving checkpoints in a loop is killed with SIGKILL at
  *    random moments; each time, the checkpoint on disk still loads and holds
- *    one of the two complete sets of values that were saved.
+ *    one of the two complete sets of values that were saved;
+ *  - where outputs go (issue "a hostile user"): a --out too long for the
+ *    path buffers is refused before anything is written, never cut (a cut
+ *    path wrote into its parent, over another run's checkpoint), and one of
+ *    OUT_DIR_MAX characters gets every file whole; an --out that cannot be
+ *    written is refused before training; a file-size limit (ulimit -f) is an
+ *    error with a message, not a SIGXFSZ death; SIGINT/SIGTERM during a save
+ *    and a killed writer's next save leave no "*.tmp.<pid>"; a PNG replaces
+ *    the earlier one only when complete; a run into another configuration's
+ *    --out says so.
  * Chapter determinism (byte-identical checkpoints) is test_robust_determinism.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -706,6 +716,445 @@ static void test_sigkill_during_save_leaves_a_loadable_checkpoint(void **state) 
     params_free(&loaded);
 }
 
+/* ------------------------------------------------------ where outputs go */
+
+/* Every directory and file under root, one line each, sorted: the path
+ * below root and, for a file, its size and CRC-32. skip (may be NULL): a
+ * subtree left out. A snapshot to compare: "no file outside --out changed". */
+typedef struct {
+    char **lines;
+    int n, cap;
+} Lines;
+
+static void lines_add(Lines *l, const char *text) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->lines = realloc(l->lines, sizeof(char *) * (size_t)l->cap);
+        assert_non_null(l->lines);
+    }
+    l->lines[l->n] = strdup(text);
+    assert_non_null(l->lines[l->n]);
+    l->n++;
+}
+
+static void snapshot_walk(Lines *l, const char *path, size_t root_len, const char *skip) {
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char child[4096], line[4200];
+        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+        if (skip && strcmp(child, skip) == 0) continue;
+        struct stat st;
+        assert_int_equal(lstat(child, &st), 0);
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(line, sizeof line, "%s/", child + root_len);
+            lines_add(l, line);
+            snapshot_walk(l, child, root_len, skip);
+        } else {
+            size_t len = 0;
+            char *bytes = read_whole_file(child, &len);
+            assert_non_null(bytes);
+            snprintf(line, sizeof line, "%s %zu %08lx", child + root_len, len,
+                     crc32(0L, (const Bytef *)bytes, (uInt)len));
+            free(bytes);
+            lines_add(l, line);
+        }
+    }
+    closedir(d);
+}
+
+static int compare_lines(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *tree_snapshot(const char *root, const char *skip) {
+    Lines l = {0};
+    snapshot_walk(&l, root, strlen(root), skip);
+    if (l.n > 1) qsort(l.lines, (size_t)l.n, sizeof(char *), compare_lines);
+    size_t total = 1;
+    for (int i = 0; i < l.n; i++) total += strlen(l.lines[i]) + 1;
+    char *text = calloc(total, 1);
+    assert_non_null(text);
+    for (int i = 0; i < l.n; i++) {
+        strcat(text, l.lines[i]);
+        strcat(text, "\n");
+        free(l.lines[i]);
+    }
+    free(l.lines);
+    return text;
+}
+
+/* base, then "/" and runs of `fill` (directories of at most 200 characters)
+ * up to exactly len characters. */
+static void long_path(char *out, size_t cap, const char *base, size_t len, char fill) {
+    size_t n = (size_t)snprintf(out, cap, "%s", base);
+    assert_true(len > n + 1 && len < cap);
+    while (n < len) {
+        size_t room = len - n - 1, piece = room > 200 ? 200 : room;   /* after the '/' */
+        if (room - piece == 1) piece--;                                /* no empty last name */
+        out[n++] = '/';
+        memset(out + n, fill, piece);
+        n += piece;
+    }
+    out[n] = '\0';
+}
+
+static RunResult run_result;   /* 48 KB: not on the stack */
+
+/* A run that must be refused for its --out: exit 1, one line naming --out and
+ * the limit, and nothing under root changed (not even --out created). */
+static void expect_out_refused(const char *root, const char *program, const char *args, const char *out) {
+    char *before = tree_snapshot(root, NULL);
+    char cmd[4096], limit[16];
+    snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --out %s", args, out);
+    snprintf(limit, sizeof limit, "%d", OUT_DIR_MAX);
+    program_run(&run_result, build_dir, program, cmd, tmp_dir);
+    int ok = program_failed_cleanly(&run_result, "--out") && strstr(run_result.err, limit) != NULL;
+    if (!ok)
+        print_error("%s with a %zu-character --out: exit %d, stderr:\n%s\n(expected exit 1 and one line naming --out "
+                    "and its limit %s)\n", program, strlen(out), run_result.code, run_result.err, limit);
+    assert_true(ok);
+    char *after = tree_snapshot(root, NULL);
+    if (strcmp(before, after) != 0)
+        print_error("%s with a %zu-character --out changed files outside it:\nbefore:\n%s\nafter:\n%s\n", program,
+                    strlen(out), before, after);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+static const char *const QUICK_04 =
+    "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 --test-size 5";
+static const char *const QUICK_01 = "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0";
+static const char *const QUICK_CAPTION =
+    "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 1";
+static const char *const QUICK_GPT = "--layers 1 --dim 8 --heads 1 --ff 8 --context 8 --steps 1 --batch 2 "
+                                     "--eval-tokens 20 --eval-max-tokens 50 --max-new 5";
+
+/* A long --out was cut at a fixed width (%.900s, %.500s, a 1024-byte
+ * buffer): chapter 04 with --out P/run2 under a 900-character P wrote its
+ * checkpoint and pictures into P, over P's own model_*.ckpt; 07_caption with
+ * a 1,000-character --out wrote into a directory named after its first 500
+ * characters and exited 0; chapter 01 at 1,017 characters, 03's experiment at
+ * 1,015 and 06_gpt at 1,017 cut file names or failed after training. Now each
+ * is refused before anything is written, and a --out of OUT_DIR_MAX
+ * characters gets every file whole, inside it. */
+static void test_long_out_is_refused_never_cut(void **state) {
+    (void)state;
+    char root[600], parent[1100], out[1100];
+    snprintf(root, sizeof root, "%s/long", tmp_dir);
+    long_path(parent, sizeof parent, root, 900, 'p');
+    assert_int_equal(make_dirs(parent), 0);
+    /* an earlier run's files in P, which a cut path would overwrite */
+    const char *names[] = {"model_reverse_learned.ckpt", "model.ckpt", "results.json", "loss.png",
+                           "attn_reverse_learned_layer1.dat"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", parent, names[i]);
+        assert_int_equal(write_file_atomic(path, "the earlier run's file\n", 23), 0);
+    }
+    long_path(out, sizeof out, parent, 905, 'r');                        /* P/rrrr */
+    expect_out_refused(root, "04_self_attention", QUICK_04, out);
+    expect_out_refused(root, "06_gpt", QUICK_GPT, out);
+    long_path(out, sizeof out, parent, 1000, 'c');
+    expect_out_refused(root, "07_caption", QUICK_CAPTION, out);
+    long_path(out, sizeof out, parent, 1017, 's');
+    expect_out_refused(root, "01_rnn_seq2seq", QUICK_01, out);
+    expect_out_refused(root, "06_gpt", QUICK_GPT, out);
+    long_path(out, sizeof out, parent, 1015, 'e');
+    expect_out_refused(root, "03_dot_product_attention", "--scaling-experiment", out);
+
+    /* the longest --out accepted: every file whole, inside it */
+    char fit_root[600], fit[1100], ckpt[1200], args[4096];
+    snprintf(fit_root, sizeof fit_root, "%s/fit", tmp_dir);
+    long_path(fit, sizeof fit, fit_root, OUT_DIR_MAX, 'f');
+    *strrchr(fit, '/') = '\0';
+    assert_int_equal(make_dirs(fit), 0);             /* its parent, with nothing else in it */
+    fit[strlen(fit)] = '/';
+    char *before = tree_snapshot(fit_root, fit);
+    snprintf(args, sizeof args, "%s --quiet --threads 1 --out %s", QUICK_04, fit);
+    program_run(&run_result, build_dir, "04_self_attention", args, tmp_dir);
+    if (run_result.code != 0) print_error("04 with a %d-character --out: %s\n", OUT_DIR_MAX, run_result.err);
+    assert_int_equal(run_result.code, 0);
+    snprintf(ckpt, sizeof ckpt, "%s/model_reverse_learned.ckpt", fit);
+    Params loaded;
+    params_init(&loaded);
+    char *config = NULL;
+    assert_int_equal(checkpoint_read_config(ckpt, &config), 0);
+    free(config);
+    snprintf(ckpt, sizeof ckpt, "%s/results.json", fit);
+    assert_int_equal(access(ckpt, F_OK), 0);
+    char *after = tree_snapshot(fit_root, fit);
+    assert_string_equal(before, after);              /* nothing beside --out, only inside it */
+    free(before);
+    free(after);
+
+    /* an evaluation (--load) into a --out too long: refused the same way */
+    snprintf(ckpt, sizeof ckpt, "%s/model_reverse_learned.ckpt", fit);
+    snprintf(args, sizeof args, "--load %s", ckpt);
+    long_path(out, sizeof out, parent, 905, 'l');
+    expect_out_refused(root, "04_self_attention", args, out);
+}
+
+/* Run "<program> <args> --out dir" as "nobody" (who cannot write into a
+ * read-only dir); stdout and stderr into out_log and err_log (made writable
+ * for it). Returns the exit code (-1: killed). */
+static int run_as_nobody(const char *program, const char *args, const char *dir, const char *out_log,
+                         const char *err_log) {
+    assert_int_equal(write_file_atomic(out_log, "", 0), 0);
+    assert_int_equal(write_file_atomic(err_log, "", 0), 0);
+    assert_int_equal(chmod(out_log, 0666), 0);
+    assert_int_equal(chmod(err_log, 0666), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        drop_root();
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "%s/%s %s --quiet --threads 1 --out %s >%s 2>%s </dev/null", build_dir, program,
+                 args, dir, out_log, err_log);
+        int status = system(cmd);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) && WEXITSTATUS(status) != 99 ? WEXITSTATUS(status) : -1;
+}
+
+/* An --out that cannot be written was found only when the results were
+ * saved, after the training: the trained weights were lost. Now each
+ * training driver (seq2seq_main, classifier_main, 06_gpt's) refuses it
+ * before training: exit 1, one line naming the directory and the reason,
+ * and nothing trained (no "trained ..." or "Training: ..." line). */
+static void test_unwritable_out_is_refused_before_training(void **state) {
+    (void)state;
+    char dir[400], out_log[500], err_log[500];
+    snprintf(dir, sizeof dir, "%s/locked", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    assert_int_equal(chmod(dir, 0555), 0);
+    snprintf(out_log, sizeof out_log, "%s/locked.out", tmp_dir);
+    snprintf(err_log, sizeof err_log, "%s/locked.err", tmp_dir);
+    const char *programs[][2] = {{"01_rnn_seq2seq", QUICK_01}, {"04_self_attention", QUICK_04},
+                                 {"06_gpt", QUICK_GPT}};
+    for (int i = 0; i < 3; i++) {
+        int code = run_as_nobody(programs[i][0], programs[i][1], dir, out_log, err_log);
+        size_t len;
+        char *out = read_whole_file(out_log, &len), *err = read_whole_file(err_log, &len);
+        assert_non_null(out);
+        assert_non_null(err);
+        int lines = 0;
+        for (const char *c = err; *c; c++) lines += *c == '\n';
+        int ok = code == 1 && strstr(err, dir) && strstr(err, strerror(EACCES)) && lines == 1 &&
+                 !strstr(out, "trained") && !strstr(out, "Training");
+        if (!ok)
+            print_error("%s into a read-only --out: exit %d\nstdout:\n%s\nstderr:\n%s\n(expected exit 1, one line "
+                        "naming %s, before any training)\n", programs[i][0], code, out, err, dir);
+        assert_true(ok);
+        free(out);
+        free(err);
+    }
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+/* A file-size limit (ulimit -f) killed a save with SIGXFSZ: no message, exit
+ * 153, and <ckpt>.tmp.<pid> left behind. SIGXFSZ is ignored now, so the
+ * write fails with EFBIG: exit 1, one line naming the file, no temporary. */
+static void test_file_size_limit_fails_with_a_message(void **state) {
+    (void)state;
+    char dir[400], err_log[500], cmd[4096];
+    snprintf(dir, sizeof dir, "%s/fsize", tmp_dir);
+    snprintf(err_log, sizeof err_log, "%s/fsize.err", tmp_dir);
+    /* 2 blocks: the checkpoint of a 32-wide RNN is bigger */
+    snprintf(cmd, sizeof cmd,
+             "ulimit -f 2; %s/01_rnn_seq2seq --steps 2 --hidden 32 --embed 16 --n-train 50 --max-eval 5 --samples 0 "
+             "--quiet --threads 1 --out %s >/dev/null 2>%s </dev/null", build_dir, dir, err_log);
+    int status = system(cmd);
+    size_t len;
+    char *err = read_whole_file(err_log, &len);
+    assert_non_null(err);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int ok = code == 1 && strstr(err, "model.ckpt") && strstr(err, strerror(EFBIG));
+    if (!ok) print_error("under ulimit -f 2: exit %d, stderr:\n%s\n", code, err);
+    assert_true(ok);
+    free(err);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+/* Ctrl-C or a kill (SIGINT, SIGTERM) in the middle of a save left its
+ * "<file>.tmp.<pid>" behind. A writer stopped by the signal between creating
+ * its temporary and renaming it leaves nothing now, and still dies of that
+ * signal (as the shell and the user expect). */
+static void test_signal_during_save_removes_its_temporary(void **state) {
+    (void)state;
+    char dir[400], path[500];
+    snprintf(dir, sizeof dir, "%s/signals", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    snprintf(path, sizeof path, "%s/model.ckpt", dir);
+    assert_int_equal(write_file_atomic(path, "the earlier checkpoint", 22), 0);
+    const int signals[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            AtomicFile af;
+            if (atomic_open(&af, path) != 0) _exit(10);
+            fputs("half a checkpoint", af.f);
+            fflush(af.f);
+            if (access(af.tmp, F_OK) != 0) _exit(11);
+            kill(getpid(), signals[i]);
+            _exit(12);                               /* not reached: the signal ends the process */
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status)) print_error("the writer exited %d instead of dying of the signal\n",
+                                              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), signals[i]);
+        assert_int_equal(temporaries_in(dir), 0);
+        size_t len;
+        char *now = slurp(path, &len);
+        assert_int_equal(len, 22);                   /* the earlier file, as it was */
+        free(now);
+    }
+}
+
+/* A SIGKILL cannot be caught: the next save of the same file removes the
+ * temporary a dead writer left ("<file>.tmp.<pid>" of a pid that no longer
+ * runs), and leaves a running process's, and other names, alone. */
+static void test_next_save_removes_a_killed_writers_temporary(void **state) {
+    (void)state;
+    char dir[400], path[500], dead[600], alive[600], other[600], odd[600];
+    snprintf(dir, sizeof dir, "%s/stale", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    snprintf(path, sizeof path, "%s/model.ckpt", dir);
+    fflush(NULL);
+    pid_t pid = fork();                              /* a pid that ran and is gone */
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    snprintf(dead, sizeof dead, "%s.tmp.%ld", path, (long)pid);
+    snprintf(alive, sizeof alive, "%s.tmp.%ld", path, (long)getppid());
+    snprintf(other, sizeof other, "%s/loss.dat.tmp.%ld", dir, (long)pid);
+    snprintf(odd, sizeof odd, "%s.tmp.12x", path);
+    const char *files[4] = {dead, alive, other, odd};
+    for (int i = 0; i < 4; i++) assert_int_equal(write_file_atomic(files[i], "left over", 9), 0);
+    Params p;
+    filled(&p, 10, 1.0f);
+    assert_int_equal(checkpoint_save(path, "model=x\n", &p), 0);
+    params_free(&p);
+    assert_int_equal(access(dead, F_OK), -1);        /* the dead writer's: removed */
+    assert_int_equal(access(alive, F_OK), 0);        /* a running process's: kept */
+    assert_int_equal(access(other, F_OK), 0);        /* another file's: not this save's business */
+    assert_int_equal(access(odd, F_OK), 0);
+    for (int i = 1; i < 4; i++) unlink(files[i]);
+}
+
+/* gnuplot wrote each PNG in place: a full disk left a 0-byte (or cut)
+ * picture over the earlier one. Now it draws into a temporary that is
+ * renamed only when complete: under a file-size limit that the .dat and .gp
+ * files fit and the picture does not, the earlier picture stays as it was and
+ * no temporary is left. */
+static void test_png_replaced_only_when_complete(void **state) {
+    (void)state;
+    if (!gnuplot_available()) skip();
+    char dir[400], stem[500], png[600];
+    snprintf(dir, sizeof dir, "%s/pictures", tmp_dir);
+    assert_int_equal(make_dirs(dir), 0);
+    snprintf(stem, sizeof stem, "%s/loss", dir);
+    snprintf(png, sizeof png, "%s.png", stem);
+    float x[3] = {1, 2, 3}, y[3] = {3, 2, 1};
+    const float *ys[1] = {y};
+    const char *names[1] = {"loss"};
+    assert_int_equal(plot_lines(stem, "loss", "step", "loss", x, ys, names, 1, 3, 0), 0);
+    Kept k;
+    keep(&k, dir, "loss.png");
+    assert_true(k.len > 4000);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {3000, 3000};            /* the .dat and .gp fit, the picture does not */
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(31);
+        int devnull = open("/dev/null", O_WRONLY);   /* the warning is expected */
+        if (devnull >= 0) dup2(devnull, 2);
+        y[0] = 7;
+        _exit(plot_lines(stem, "loss", "step", "loss", x, ys, names, 1, 3, 0) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);        /* the .dat and .gp were written */
+    assert_unchanged(&k);                            /* the picture: the earlier one, whole */
+    free(k.bytes);
+    assert_int_equal(temporaries_in(dir), 0);
+}
+
+/* Two training runs into one --out mixed their files without a word (run A's
+ * checkpoint beside run B's results.json). A run into a directory that holds
+ * the results of a training run with another configuration says so in one
+ * note on stdout; a run of the same configuration says nothing. */
+static void test_second_run_into_one_out_is_noted(void **state) {
+    (void)state;
+    char dir[400], args[4096];
+    snprintf(dir, sizeof dir, "%s/shared_out", tmp_dir);
+    const char *dims[3] = {"8", "16", "16"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args,
+                 "--task reverse --pos learned --steps 2 --dim %s --hidden 8 --layers 1 --batch 8 --test-size 5 "
+                 "--quiet --threads 1 --out %s", dims[i], dir);
+        program_run(&run_result, build_dir, "04_self_attention", args, tmp_dir);
+        assert_int_equal(run_result.code, 0);
+        const char *note = strstr(run_result.out, "note: ");
+        int notes = 0;
+        for (const char *c = run_result.out; (c = strstr(c, "note: ")) != NULL; c++) notes++;
+        if (i == 1 && (notes != 1 || !strstr(note, dir) || !strstr(note, "another configuration")))
+            print_error("a run of --dim 16 over a run of --dim 8: expected one note naming %s, stdout:\n%s\n", dir,
+                        run_result.out);
+        if (i != 1 && notes != 0) print_error("run %d: an unexpected note:\n%s\n", i, run_result.out);
+        assert_int_equal(notes, i == 1 ? 1 : 0);
+    }
+}
+
+/* The two helpers under the above: path_format refuses (and empties) a path
+ * that does not fit its buffer instead of cutting it; out_dir_prepare
+ * refuses a directory longer than OUT_DIR_MAX without creating anything,
+ * creates one that fits and leaves it empty, and names --out when a file is
+ * in the way. */
+static void test_path_helpers_refuse_never_cut(void **state) {
+    (void)state;
+    char buf[16];
+    assert_int_equal(path_format(buf, sizeof buf, "%s/%s", "abc", "def"), 0);
+    assert_string_equal(buf, "abc/def");
+    assert_int_equal(path_format(buf, sizeof buf, "%s/%s", "abcdefgh", "ijklmnop"), -1);
+    assert_string_equal(buf, "");
+    assert_non_null(strstr(last_error(), "17 characters"));
+
+    char base[400], dir[OUT_DIR_MAX + 100], limit[16];
+    snprintf(base, sizeof base, "%s/prepare", tmp_dir);
+    snprintf(limit, sizeof limit, "%d", OUT_DIR_MAX);
+    long_path(dir, sizeof dir, base, OUT_DIR_MAX + 1, 'x');
+    assert_int_equal(out_dir_prepare("--out", dir), -1);
+    assert_non_null(strstr(last_error(), "--out"));
+    assert_non_null(strstr(last_error(), limit));
+    assert_int_equal(access(base, F_OK), -1);                /* nothing created */
+    dir[OUT_DIR_MAX] = '\0';                                 /* exactly OUT_DIR_MAX */
+    if (dir[OUT_DIR_MAX - 1] == '/') dir[OUT_DIR_MAX - 1] = 'x';
+    assert_int_equal(out_dir_prepare("--out", dir), 0);
+    char *listing = tree_snapshot(dir, NULL);
+    assert_string_equal(listing, "");                        /* the probe file is gone */
+    free(listing);
+    char file[500];
+    snprintf(file, sizeof file, "%s/a_file", tmp_dir);
+    assert_int_equal(write_file_atomic(file, "x", 1), 0);
+    assert_int_equal(out_dir_prepare("--out", file), -1);
+    assert_non_null(strstr(last_error(), "--out"));
+    assert_non_null(strstr(last_error(), "a file with that name exists"));
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_robust */
@@ -723,6 +1172,14 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_programs_into_a_read_only_directory),
         cmocka_unit_test(test_disk_full_mid_write_keeps_previous_files),
         cmocka_unit_test(test_sigkill_during_save_leaves_a_loadable_checkpoint),
+        cmocka_unit_test(test_long_out_is_refused_never_cut),
+        cmocka_unit_test(test_unwritable_out_is_refused_before_training),
+        cmocka_unit_test(test_file_size_limit_fails_with_a_message),
+        cmocka_unit_test(test_signal_during_save_removes_its_temporary),
+        cmocka_unit_test(test_next_save_removes_a_killed_writers_temporary),
+        cmocka_unit_test(test_png_replaced_only_when_complete),
+        cmocka_unit_test(test_second_run_into_one_out_is_noted),
+        cmocka_unit_test(test_path_helpers_refuse_never_cut),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "util/error.h"
+#include "util/output.h"
 
 static const char *cell_flag = "gru";
 static int embed_flag = 32;
@@ -25,6 +26,7 @@ static int write_config(char *config, int cap) {
 }
 
 int main(int argc, char **argv) {
+    output_guard();
     const ArgSpec model_args[] = {
         {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
         {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
@@ -48,5 +50,5 @@ int main(int argc, char **argv) {
         .default_lr = 3e-3f,
         .preset_long = "--task g2p --steps 30000 --hidden 512 --embed 64 --beam 5",
     };
-    return seq2seq_main(argc, argv, &spec);
+    return output_exit_status("01_rnn_seq2seq", seq2seq_main(argc, argv, &spec));
 }

@@ -21,6 +21,7 @@
 #include "util/error.h"
 #include "io/plot.h"
 #include "util/util.h"
+#include "util/output.h"
 
 static const char *cell_flag = "gru";
 static int embed_flag = 64;
@@ -56,17 +57,17 @@ static int run_scaling_experiment(const char *out_dir) {
         log2_dim[d] = log2f((float)dims[d]);
         uniform[d] = logf((float)N_KEYS);
     }
-    if (make_dirs(out_dir) < 0) return -1;
+    if (out_dir_prepare("--out", out_dir) < 0) return -1;
     char stem[1024];
     const char *names[3] = {"dot  q.k", "scaled dot  q.k / sqrt(D)", "uniform weights (log N)"};
     const float *entropy[3] = {c.entropy[0], c.entropy[1], uniform};
-    snprintf(stem, sizeof stem, "%s/scaling_entropy", out_dir);
+    if (path_format(stem, sizeof stem, "%s/scaling_entropy", out_dir) < 0) return -1;
     if (plot_lines(stem, "Entropy of softmax(scores) for random q, k in R^D", "log2 D", "entropy (nats)",
                    log2_dim, entropy, names, 3, N_DIMS, 0) < 0)
         return -1;
     printf("  plot: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     const float *grad[2] = {c.grad_norm[0], c.grad_norm[1]};
-    snprintf(stem, sizeof stem, "%s/scaling_grad", out_dir);
+    if (path_format(stem, sizeof stem, "%s/scaling_grad", out_dir) < 0) return -1;
     if (plot_lines(stem, "Gradient reaching the scores, ||dE_i||, for dA_i ~ N(0, I)", "log2 D",
                    "mean ||dE_i||", log2_dim, grad, names, 2, N_DIMS, 1) < 0)
         return -1;
@@ -91,7 +92,8 @@ static int write_config(char *config, int cap) {
     return n < cap - (int)used ? 0 : fail("configuration text too long");
 }
 
-int main(int argc, char **argv) {
+/* The program; main() below adds the check that its output was written. */
+static int run(int argc, char **argv) {
     const ArgSpec model_args[] = {
         {"cell", ARG_STRING, &cell_flag, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
         {"embed", ARG_INT, &embed_flag, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
@@ -142,4 +144,9 @@ int main(int argc, char **argv) {
         .preset_long = "--task g2p --steps 30000 --hidden 256 --embed 64 --beam 5",
     };
     return seq2seq_main(argc, argv, &spec);
+}
+
+int main(int argc, char **argv) {
+    output_guard();
+    return output_exit_status("03_dot_product_attention", run(argc, argv));
 }

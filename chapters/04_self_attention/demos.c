@@ -70,16 +70,17 @@ int plot_sinusoids(const char *out, int D) {
     positional_encoding_sinusoidal(P, N_POS, D);
     matmul_nt(PP, P, P, N_POS, N_POS, D, 0);         /* PP[s, t] = P_s . P_t */
     char stem[1024];
-    int rc = 0;
-    snprintf(stem, sizeof stem, "%s/pos_encoding", out);
-    rc |= plot_heatmap(stem, "Sinusoidal positional encoding P[t, :]", P, N_POS, D, NULL, NULL,
-                       "dimension (sin, cos pairs; frequency falls to the right)", "position t",
-                       "P[t, i]", -1.0f, 1.0f);
-    printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    snprintf(stem, sizeof stem, "%s/pos_dot_products", out);
-    rc |= plot_heatmap(stem, "Dot products P_s . P_t of sinusoidal encodings", PP, N_POS, N_POS, NULL,
-                       NULL, "position t", "position s", "P_s . P_t", 0.0f, 0.0f);
-    printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    int rc = path_format(stem, sizeof stem, "%s/pos_encoding", out);
+    if (rc == 0)
+        rc = plot_heatmap(stem, "Sinusoidal positional encoding P[t, :]", P, N_POS, D, NULL, NULL,
+                          "dimension (sin, cos pairs; frequency falls to the right)", "position t",
+                          "P[t, i]", -1.0f, 1.0f);
+    if (rc == 0) printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    if (rc == 0) rc = path_format(stem, sizeof stem, "%s/pos_dot_products", out);
+    if (rc == 0)
+        rc = plot_heatmap(stem, "Dot products P_s . P_t of sinusoidal encodings", PP, N_POS, N_POS, NULL,
+                          NULL, "position t", "position s", "P_s . P_t", 0.0f, 0.0f);
+    if (rc == 0) printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     free(P); free(PP);
     return rc ? -1 : 0;
 }

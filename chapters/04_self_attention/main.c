@@ -26,6 +26,7 @@
 #include "04_self_attention/digit_model.h"
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
+#include "util/output.h"
 
 static struct {
     const char *task, *pos;
@@ -85,6 +86,7 @@ static int after(const ClassifierFlags *f, Results *res) {
 }
 
 int main(int argc, char **argv) {
+    output_guard();
     const ClassifierChapter chapter = {
         .model_name = DIGIT_MODEL_NAME,
         .chapter = "04_self_attention",
@@ -104,5 +106,5 @@ int main(int argc, char **argv) {
         .before = before,
         .after = after,
     };
-    return classifier_main(argc, argv, &chapter);
+    return output_exit_status("04_self_attention", classifier_main(argc, argv, &chapter));
 }

@@ -264,7 +264,7 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
         m_lin[i] = (float)(sc->linear_bytes[i] / (1 << 20));
     }
     char stem[1024], title[160];
-    snprintf(stem, sizeof stem, "%s/scaling_time", f->out);
+    if (path_format(stem, sizeof stem, "%s/scaling_time", f->out) < 0) return -1;
     snprintf(title, sizeof title, "Multi-head attention, forward + backward (D = %d, H = %d)", D, H);
     const float *ys_t[3] = {t_cpu, t, t_ref};
     const char *names_t[3] = {"CPU time", "wall-clock time (shared machine)", "c N^2 (through the last CPU point)"};
@@ -272,7 +272,7 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
                    2) < 0)
         return -1;
     printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    snprintf(stem, sizeof stem, "%s/scaling_memory", f->out);
+    if (path_format(stem, sizeof stem, "%s/scaling_memory", f->out) < 0) return -1;
     snprintf(title, sizeof title, "Memory for one sequence (D = %d, H = %d, float32)", D, H);
     const float *ys_m[2] = {m_attn, m_lin};
     const char *names_m[2] = {"attention weights A [H, N, N]: slope 2", "[Q|K|V], Y and their gradients: slope 1"};

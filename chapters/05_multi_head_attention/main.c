@@ -20,6 +20,7 @@
  * head of every trained model, the loss curves and the scaling plots.
  * Flags, training, evaluation, plots and --load are the driver's
  * (common/train/classifier.h); this file says which models to train. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
 #include "util/error.h"
+#include "util/output.h"
 
 #define MAX_VARIANTS 8
 
@@ -63,14 +65,18 @@ static const ArgSpec MODEL_ARGS[] = {
 static int parse_heads(const char *text, int dim, int *heads) {
     int n = 0;
     const char *p = text;
-    while (*p) {
-        char *end;
-        long h = strtol(p, &end, 10);
+    for (;;) {   /* one item per turn, the one after a last comma too ("1,2," ends in an empty one) */
+        if (*p == ',' || *p == '\0')
+            return fail("--heads '%s': item %d is empty (expected head counts separated by single commas, "
+                        "e.g. 1,2,4)", text, n + 1);
+        char *end = (char *)p;
+        long h = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
         if (end == p || (*end != ',' && *end != '\0') || h < 1 || h > dim || dim % h != 0 || n == MAX_VARIANTS)
             return fail("--heads: expected up to %d comma-separated head counts that divide --dim %d "
                         "(e.g. 1,2,4), got '%s'", MAX_VARIANTS, dim, text);
         heads[n++] = (int)h;
-        p = *end == ',' ? end + 1 : end;
+        if (*end == '\0') break;
+        p = end + 1;
     }
     if (n == 0) return fail("--heads: expected at least one head count, got '%s'", text);
     return n;
@@ -129,6 +135,7 @@ static int before(const ClassifierFlags *f, Results *res) {
 }
 
 int main(int argc, char **argv) {
+    output_guard();
     const ClassifierChapter chapter = {
         .model_name = MH_MODEL_NAME,
         .chapter = "05_multi_head_attention",
@@ -149,5 +156,5 @@ int main(int argc, char **argv) {
         .task = task_of,
         .before = before,
     };
-    return classifier_main(argc, argv, &chapter);
+    return output_exit_status("05_multi_head_attention", classifier_main(argc, argv, &chapter));
 }

@@ -18,6 +18,7 @@
 #include "io/args.h"
 #include "kernels/matmul.h"
 #include "util/error.h"
+#include "util/output.h"
 
 static int layers_flag = 2;
 static int dim_flag = 64;
@@ -47,7 +48,8 @@ static int write_config(char *config, int cap) {
     return n < cap - (int)used ? 0 : fail("configuration text too long");
 }
 
-int main(int argc, char **argv) {
+/* The program; main() below adds the check that its output was written. */
+static int run(int argc, char **argv) {
     const ArgSpec model_args[] = {
         {"layers", ARG_INT, &layers_flag, "blocks in the encoder, and in the decoder", 1, TRANSFORMER_MAX_LAYERS, NULL, ARG_MODEL},
         {"dim", ARG_INT, &dim_flag, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
@@ -115,4 +117,9 @@ int main(int argc, char **argv) {
                        "--lr 1e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 --beam 5",
     };
     return seq2seq_main(argc, argv, &spec);
+}
+
+int main(int argc, char **argv) {
+    output_guard();
+    return output_exit_status("06_transformer", run(argc, argv));
 }

@@ -30,6 +30,7 @@
 #include "train/progress.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "util/output.h"
 
 #define PRESET_LONG "--tokens word --layers 4 --dim 192 --heads 4 --ff 768 --context 64 --batch 32 " \
                     "--steps 3000 --lr 1.5e-3 --warmup 200 --dropout 0.2 --attn-dropout 0.1 --weight-decay 0.1"
@@ -188,6 +189,9 @@ static const char *const SAMPLE_PROMPTS[] = {"The jury said", "In the morning", 
 /* ------------------------------------------------------------- training */
 
 static int train(const Flags *f) {
+    /* a path too long or a directory that cannot be written: said now, not
+     * after the training whose model would be lost (util.h) */
+    if (out_dir_prepare("--out", f->out) < 0) return -1;
     const BrownTokens kind = strcmp(f->tokens, "word") == 0 ? BROWN_WORDS : BROWN_CHARS;
     BrownCorpus c;
     if (brown_load(&c, f->data, kind) < 0) return -1;
@@ -218,6 +222,7 @@ static int train(const Flags *f) {
     char config[2048];
     if (gpt_config_write(&cfg, config, sizeof config - 64) < 0) goto fail_model;
     snprintf(config + strlen(config), 64, "tokens=%s\n", f->tokens);
+    results_note_other_run(f->out, config);   /* another model's files there? say so once */
     const size_t n_params = g->params.size;
     printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "
            "%zu parameters (%zu in the tied embedding)\n",
@@ -301,7 +306,7 @@ static int train(const Flags *f) {
     /* outputs: checkpoint, results.json, the loss curves, samples */
     char path[1200];
     if (make_dirs(f->out) < 0) goto fail_train;
-    snprintf(path, sizeof path, "%s/model.ckpt", f->out);
+    if (path_format(path, sizeof path, "%s/model.ckpt", f->out) < 0) goto fail_train;
     if (checkpoint_save(path, config, &g->params) < 0) goto fail_train;
     printf("checkpoint: %s\n", path);
     results_set_config(&res, config);
@@ -326,13 +331,13 @@ static int train(const Flags *f) {
     if (n_curve > 0) {
         const float *ys[2] = {curve_train, curve_val};
         const char *names[2] = {"training loss (mean since the last point)", "validation loss"};
-        snprintf(path, sizeof path, "%s/loss", f->out);
+        if (path_format(path, sizeof path, "%s/loss", f->out) < 0) goto fail_train;
         if (plot_lines(path, "GPT on the Brown corpus: cross-entropy per token (nats)", "step", "loss", curve_x, ys,
                        names, 2, n_curve, 0) < 0)
             goto fail_train;
         printf("loss curves: %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }
-    snprintf(path, sizeof path, "%s/results.json", f->out);
+    if (path_format(path, sizeof path, "%s/results.json", f->out) < 0) goto fail_train;
     if (results_write(&res, path) < 0) goto fail_train;
     printf("results: %s\n\nsamples (temperature %g, top-k %d, seed %d):\n", path, (double)f->temperature, f->top_k,
            f->seed);
@@ -367,6 +372,13 @@ static int run_loaded(const Flags *f) {
     char tokens[16];
     GptConfig cfg;
     if (config_get(config, "tokens", tokens, sizeof tokens) < 0 || gpt_config_read(config, &cfg) < 0) {
+        free(config);
+        return -1;
+    }
+    if (strcmp(tokens, "word") != 0 && strcmp(tokens, "char") != 0) {
+        char quoted[96];
+        fail("%s: tokens=%s in its config: expected char or word", f->load,
+             error_excerpt(tokens, quoted, sizeof quoted));
         free(config);
         return -1;
     }
@@ -415,8 +427,8 @@ static int run_loaded(const Flags *f) {
                 free(ids);
                 goto done;
             }
-            snprintf(stem, sizeof stem, "%s/prompt_attention", dir);
-            if (plot_prompt(g, &c, ids, n, stem) < 0) {
+            if (path_format(stem, sizeof stem, "%s/prompt_attention", dir) < 0 ||
+                plot_prompt(g, &c, ids, n, stem) < 0) {
                 free(ids);
                 goto done;
             }
@@ -442,8 +454,7 @@ static int run_loaded(const Flags *f) {
         results_set_config(&res, config);
         results_set_str(&res, "checkpoint", f->load);
         results_set_num(&res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, test_nll));
-        snprintf(path, sizeof path, "%s/results.json", dir);
-        if (results_write(&res, path) < 0) goto done;
+        if (path_format(path, sizeof path, "%s/results.json", dir) < 0 || results_write(&res, path) < 0) goto done;
         printf("results: %s\n", path);
         rc = 0;
     }
@@ -455,7 +466,8 @@ done:
     return rc;
 }
 
-int main(int argc, char **argv) {
+/* The program; main() below adds the check that its output was written. */
+static int run(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     Flags f = {.tokens = "char", .data = NULL, .out = NULL, .load = NULL, .prompt = NULL, .norm = "pre",
                .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .backend = NULL, .preset = "none",
@@ -526,7 +538,11 @@ int main(int argc, char **argv) {
                                    "backend,matmul-precision,batch,eval-stride");
     if (rc == 0 && (f.prompt || f.plot) && !f.load)
         rc = fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
-    if (rc == 0 && f.backend && backend_select(f.backend) < 0) rc = -1;
+    if (rc == 0 && f.plot && !f.prompt)
+        rc = fail("--plot draws the attention over the text of --prompt: add --prompt TEXT (without it, --load "
+                  "measures the model's test figures and draws nothing)");
+    /* no --backend: $ATTN_BACKEND, else auto; a bad value is an error here, as in every program */
+    if (rc == 0 && backend_select(f.backend) < 0) rc = -1;
     if (rc == 0 && matmul_precision_select(f.matmul_precision) < 0) rc = -1;
     if (rc == 0 && (f.final_valid_tokens == 1 || f.eval_max_tokens == 1))
         rc = fail("--%s 1: expected 0 (all) or at least 2 tokens (the first one only gives context)",
@@ -558,4 +574,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     return 0;
+}
+
+int main(int argc, char **argv) {
+    output_guard();
+    return output_exit_status("06_gpt", run(argc, argv));
 }

@@ -83,6 +83,8 @@ static int train_one(Run *run, const Dataset *d, BlockNormPlace place, int depth
 }
 
 int norm_experiment_run(const char *out_dir) {
+    /* before the runs: a path too long or a directory that cannot be written (util.h) */
+    if (out_dir_prepare("--out", out_dir) < 0) return -1;
     TaskConfig tc;
     Dataset d;
     if (task_defaults(&tc, "dates") < 0 || dataset_load(&d, &tc) < 0) return -1;
@@ -133,14 +135,13 @@ int norm_experiment_run(const char *out_dir) {
         results_set_num(&res, key, runs[r].diverged_at >= 0 ? NAN : runs[r].curve[STEPS / WINDOW - 1]);
     }
     char stem[1024];
-    snprintf(stem, sizeof stem, "%s/norm_experiment", out_dir);
-    if (make_dirs(out_dir) < 0 ||
+    if (path_format(stem, sizeof stem, "%s/norm_experiment", out_dir) < 0 || make_dirs(out_dir) < 0 ||
         plot_lines(stem, "Post-LN vs pre-LN without warm-up: training loss (mean of 10 steps)", "step",
                    "cross-entropy per token", xs, ys, name_ptrs, N_RUNS, STEPS / WINDOW, 1) < 0)
         return -1;
     printf("\n  plot: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    snprintf(stem, sizeof stem, "%s/norm_experiment.json", out_dir);
-    if (results_write(&res, stem) < 0) return -1;
+    if (path_format(stem, sizeof stem, "%s/norm_experiment.json", out_dir) < 0 || results_write(&res, stem) < 0)
+        return -1;
     printf("  %s\n", stem);
     return 0;
 }

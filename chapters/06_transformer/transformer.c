@@ -388,14 +388,17 @@ int transformer_plot_layers(void *self, const Dataset *d, const int *src, int sr
         if (A) memcpy(self_maps + (size_t)l * H * T * T, A, sizeof(float) * (size_t)H * T * T);
     }
     char path[1100];
-    snprintf(path, sizeof path, "%s_cross", stem);
-    int rc = transformer_plot_grid(path, "Cross-attention: each output token (row) over the source, every layer and head",
-                       cross, L, H, Tt, T, x_labels, y_labels, "source", "output");
+    int rc = path_format(path, sizeof path, "%s_cross", stem);
+    if (rc == 0)
+        rc = transformer_plot_grid(path,
+                                   "Cross-attention: each output token (row) over the source, every layer and head",
+                                   cross, L, H, Tt, T, x_labels, y_labels, "source", "output");
     if (rc == 0) {
         printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
-        snprintf(path, sizeof path, "%s_encoder", stem);
-        rc = transformer_plot_grid(path, "Encoder self-attention: each source position (row) over the source", self_maps, L,
-                       H, T, T, x_labels, x_labels, "key", "query");
+        rc = path_format(path, sizeof path, "%s_encoder", stem);
+        if (rc == 0)
+            rc = transformer_plot_grid(path, "Encoder self-attention: each source position (row) over the source",
+                                       self_maps, L, H, T, T, x_labels, x_labels, "key", "query");
         if (rc == 0) printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }
     free(tgt_in); free(src_tok); free(out_tok); free(x_labels); free(y_labels); free(cross); free(self_maps);

@@ -19,6 +19,7 @@
  * the attention rollout, the cosine similarity of the learned positions, the
  * confusion matrix. Flags, training, evaluation and --load are the driver's
  * (common/train/classifier.h). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "io/checkpoint.h"
 #include "train/classifier.h"
 #include "util/error.h"
+#include "util/output.h"
 
 #define MAX_PATCHES 3
 
@@ -163,14 +165,18 @@ static int load_data(void) {
 static int parse_patches(const char *text, int *P) {
     int n = 0;
     const char *p = text;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
+    for (;;) {   /* one item per turn, the one after a last comma too ("7," ends in an empty one) */
+        if (*p == ',' || *p == '\0')
+            return fail("--patch '%s': item %d is empty (expected patch sides separated by single commas, "
+                        "e.g. 14,7,4)", text, n + 1);
+        char *end = (char *)p;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
         if (end == p || (*end != ',' && *end != '\0') || v < 1 || v > 28 || 28 % v != 0 || n == MAX_PATCHES)
             return fail("--patch: expected up to %d comma-separated patch sides that divide 28 (1, 2, 4, 7, 14, "
                         "28), got '%s'", MAX_PATCHES, text);
         P[n++] = (int)v;
-        p = *end == ',' ? end + 1 : end;
+        if (*end == '\0') break;
+        p = end + 1;
     }
     if (n == 0) return fail("--patch: expected a patch side, got '%s'", text);
     return n;
@@ -222,6 +228,10 @@ static int task_of(const char *config, ExampleTask *t) {
     static FashionMnistTask ft;
     int shift = 0, flip = 0;
     float erase = 0.0f;   /* optional: checkpoints from before --erase have no such line */
+    char task[64];
+    if (config_get(config, "task", task, sizeof task) < 0) return -1;
+    if (strcmp(task, "fashion_mnist") != 0)
+        return fail("task=%s: expected fashion_mnist, the one data set of this chapter", task);
     if (config_get_int_in(config, "augment_shift", 0, 8, &shift) < 0 ||
         config_get_int_in(config, "augment_flip", 0, 1, &flip) < 0 ||
         config_get_float_in(config, "augment_erase", "0", 0.0f, 1.0f, 0, &erase) < 0)
@@ -256,6 +266,7 @@ static int loaded(const ClassifierFlags *f, Classifier *m, const ExampleTask *t)
 }
 
 int main(int argc, char **argv) {
+    output_guard();
     ClassifierChapter chapter = {
         .chapter = "07_vision_transformer",
         .model_name = VIT_MODEL_NAME,
@@ -281,5 +292,5 @@ int main(int argc, char **argv) {
         .loaded = loaded,
     };
     apply_preset(argc, argv, &chapter.defaults);
-    return classifier_main(argc, argv, &chapter);
+    return output_exit_status("07_vision_transformer", classifier_main(argc, argv, &chapter));
 }

@@ -16,6 +16,7 @@
  * number of items), the checkpoint and --load are the seq2seq driver's
  * (common/train/seq2seq.h), which reads images here instead of tokens; the
  * pictures are caption_pictures.c. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "io/pgm.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "util/output.h"
 
 static struct {
     const char *model, *data, *image, *compose, *to;
@@ -67,8 +69,8 @@ static int after_eval(Seq2Seq *m, const Dataset *d, const char *out_dir, Results
     if (flags.pictures > 0) printf("\nTest scenes, captioned (one panel per word):\n");
     for (int i = 0; i < flags.pictures && i < d->test.n; i++) {
         const Example *e = &d->test.ex[i];
-        char stem[600], label[64], truth[256];
-        snprintf(stem, sizeof stem, "%.500s/caption_test%d", out_dir, i);
+        char stem[1024], label[64], truth[256];
+        if (path_format(stem, sizeof stem, "%s/caption_test%d", out_dir, i) < 0) return -1;
         snprintf(label, sizeof label, "test scene %d", i);
         truth_text(d, e, truth, sizeof truth);
         if (caption_draw_one(m, d, e->values, c->cfg.side, c->cfg.P, scale.normalized, scale.mean, scale.std, stem,
@@ -92,12 +94,12 @@ static int use_loaded(Seq2Seq *m, const Dataset *d, const char *out_dir) {
     pgm_free(&pgm);
     for (int i = 0; i < side * side; i++) image[i] = scale.normalized ? (ink[i] - scale.mean) / scale.std : ink[i];
     const char *base = strrchr(flags.image, '/');
-    char name[200], stem[800];
-    snprintf(name, sizeof name, "%s", base ? base + 1 : flags.image);
+    char name[200], stem[1024];
+    snprintf(name, sizeof name, "%s", base ? base + 1 : flags.image);   /* (a long name: its first 199 bytes) */
     char *dot = strrchr(name, '.');
     if (dot) *dot = '\0';
     int rc = make_dirs(out_dir);
-    snprintf(stem, sizeof stem, "%.500s/caption_%.200s", out_dir, name);
+    if (rc == 0) rc = path_format(stem, sizeof stem, "%s/caption_%s", out_dir, name);
     if (rc == 0) rc = caption_draw_one(m, d, image, side, c->cfg.P, scale.normalized, scale.mean, scale.std, stem,
                                        name, NULL);
     free(ink);
@@ -123,22 +125,28 @@ static int compose(int argc, char **argv) {
     if (!flags.to) { fail("--compose needs --to FILE.pgm (where to write the scene)"); goto error; }
     const int cells = flags.grid * flags.grid;
     int index[SCENE_MAX_CELLS], n = 0;
-    for (const char *s = flags.compose; *s && n <= cells;) {
+    /* every item between commas, the last one too: "1,2,3,4," ends in an empty item */
+    for (const char *s = flags.compose; n <= cells;) {
         const char *comma = strchr(s, ',');
         size_t len = comma ? (size_t)(comma - s) : strlen(s);
         char item[32];
-        if (len == 0 || len >= sizeof item) { fail("--compose '%s': an empty or overlong item", flags.compose); goto error; }
+        if (len == 0 || len >= sizeof item) {
+            fail("--compose '%s': item %d is %s (expected test-image indices or -, separated by single commas)",
+                 flags.compose, n + 1, len == 0 ? "empty" : "too long");
+            goto error;
+        }
         memcpy(item, s, len);
         item[len] = '\0';
-        char *end;
-        long v = strcmp(item, "-") == 0 ? -1 : strtol(item, &end, 10);
-        if (strcmp(item, "-") != 0 && (*end || v < 0 || v > 9999)) {
+        char *end = item;
+        long v = strcmp(item, "-") == 0 ? -1 : isdigit((unsigned char)item[0]) ? strtol(item, &end, 10) : -1;
+        if (strcmp(item, "-") != 0 && (end == item || *end || v < 0 || v > 9999)) {
             fail("--compose: '%s' is not a test-image index 0..9999 or - (an empty cell)", item);
             goto error;
         }
         if (n < cells) index[n] = (int)v;
         n++;
-        s = comma ? comma + 1 : s + len;
+        if (!comma) break;
+        s = comma + 1;
     }
     if (n != cells) {
         fail("--compose '%s': %d cells for --grid %d, expected %d", flags.compose, n, flags.grid, cells);
@@ -146,6 +154,13 @@ static int compose(int argc, char **argv) {
     }
     FashionMnist fm;
     if (fashion_mnist_load(&fm, flags.data, 0) < 0) goto error;
+    for (int k = 0; k < cells; k++)
+        if (index[k] >= fm.test.n) {
+            fail("--compose: there is no test image %d: the test set in %s holds %d images (0 to %d)", index[k],
+                 flags.data ? flags.data : FASHION_MNIST_DIR, fm.test.n, fm.test.n - 1);
+            fashion_mnist_free(&fm);
+            goto error;
+        }
     const float *images[SCENE_MAX_CELLS];
     int labels[SCENE_MAX_CELLS], words[SCENE_MAX_CELLS];
     for (int k = 0; k < cells; k++) {
@@ -169,7 +184,8 @@ error:
     return 1;
 }
 
-int main(int argc, char **argv) {
+/* The program; main() below adds the check that its output was written. */
+static int run(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--compose") == 0 || strncmp(argv[i], "--compose=", 10) == 0) return compose(argc, argv);
     const ArgSpec model_args[] = {
@@ -216,4 +232,9 @@ int main(int argc, char **argv) {
         .after_eval = after_eval,
     };
     return seq2seq_main(argc, argv, &spec);
+}
+
+int main(int argc, char **argv) {
+    output_guard();
+    return output_exit_status("07_caption", run(argc, argv));
 }

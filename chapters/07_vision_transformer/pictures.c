@@ -215,7 +215,7 @@ static int draw_confusion(const char *out, const char *key, const char *label, c
         labels[i] = names[i];
     }
     char stem[1100], title[200];
-    snprintf(stem, sizeof stem, "%.900s/confusion_%.24s", out, key);
+    if (path_format(stem, sizeof stem, "%s/confusion_%.24s", out, key) < 0) return -1;
     snprintf(title, sizeof title, "%.120s: test images of each true class (row) by predicted class", label);
     if (plot_heatmap(stem, title, m, C, C, labels, labels, "predicted",
                      "true class", "share of the true class's test images", 0.0f, 1.0f) < 0)
@@ -243,7 +243,10 @@ static int draw_positions(const char *out, const char *key, const Vit *v) {
             sim[(size_t)i * N + j] = aa > 0 && bb > 0 ? (float)(ab / sqrt(aa * bb)) : 0.0f;
         }
     char stem[1100], title[200];
-    snprintf(stem, sizeof stem, "%.900s/pos_similarity_%.24s", out, key);
+    if (path_format(stem, sizeof stem, "%s/pos_similarity_%.24s", out, key) < 0) {
+        free(sim);
+        return -1;
+    }
     snprintf(title, sizeof title, "Cosine similarity of each patch's %s position embedding (panel = patch at that "
              "place) with every other patch's", vit_pos_name(v->cfg.pos));
     int rc = plot_heatmap_grid(stem, title, sim, N, g, NULL, g, g, NULL, NULL, NULL, NULL, "cosine similarity", -1.0f,
@@ -316,7 +319,10 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         titles[i] = text[i];
     }
     char stem[1100], title[200];
-    snprintf(stem, sizeof stem, "%.900s/test_images_%.24s", out, key);
+    if (path_format(stem, sizeof stem, "%s/test_images_%.24s", out, key) < 0) {
+        free(inks);
+        return -1;
+    }
     snprintf(title, sizeof title, "The first 16 test images: predicted / true class (%.120s)", label);
     int rc = plot_heatmap_grid(stem, title, inks, n_grid, 4, titles, SIDE, SIDE, no_ticks(), no_ticks(), NULL, NULL,
                                "ink", 0.0f, 1.0f);
@@ -328,11 +334,11 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
         vit_forward(v, d->test.images, NULL, n_pictures);
         int pred[16];
         vit_predict(v, pred);
-        snprintf(stem, sizeof stem, "%.900s/attention_%.24s", out, key);
+        rc = path_format(stem, sizeof stem, "%s/attention_%.24s", out, key);
         snprintf(title, sizeof title, "Where %s looks: each layer (mean over heads), then the rollout",
                  v->cfg.pool == VIT_POOL_CLS ? "the class token" : v->pool_a ? "attention pooling"
                  : "the mean of the outputs");
-        rc = draw_looked(stem, title, v, inks, pred, d->test.labels, n_pictures);
+        if (rc == 0) rc = draw_looked(stem, title, v, inks, pred, d->test.labels, n_pictures);
     }
     if (rc == 0) rc = draw_positions(out, key, v);
     if (rc == 0) rc = draw_confusion(out, key, label, confusion, &d->test);
@@ -344,7 +350,7 @@ int vit_pictures_after_training(const char *out, const char *key, const char *la
 int vit_patch_table_print(const char *out) {
     if (n_table < 2) return 0;
     char path[1100], line[512];
-    snprintf(path, sizeof path, "%.900s/patch_table.md", out);
+    if (path_format(path, sizeof path, "%s/patch_table.md", out) < 0) return -1;
     AtomicFile f;
     if (atomic_open(&f, path) < 0) return -1;
     printf("\nThe patch size (%d steps of %d images each):\n\n", table_steps, table_batch);
@@ -416,12 +422,12 @@ int vit_classify_one(const char *out, Vit *v, const FashionMnist *d, const char 
     for (int i = 0; i < 3; i++) printf("    %d. %-12s %5.1f%%\n", i + 1, class_name(order[i]), 100.0 * probs[order[i]]);
     if (make_dirs(out) < 0) return -1;
     char stem[1100], title[300];
-    snprintf(stem, sizeof stem, "%.900s/looked_%.100s", out, name);
+    if (path_format(stem, sizeof stem, "%s/looked_%.100s", out, name) < 0) return -1;
     snprintf(title, sizeof title, "%.100s: where the model looked (per layer, and rolled out)", name);
     int pred = order[0];
     printf("Wrote:\n");
     int rc = draw_looked(stem, title, v, ink28, &pred, truth >= 0 ? &truth : NULL, 1);
-    snprintf(stem, sizeof stem, "%.900s/input_%.100s.pgm", out, name);
+    if (rc == 0) rc = path_format(stem, sizeof stem, "%s/input_%.100s.pgm", out, name);
     if (rc == 0) rc = pgm_write(stem, ink28, SIDE, SIDE);
     if (rc == 0) printf("  %s   (the 28 x 28 image the model saw, ink white on black)\n", stem);
     return rc;

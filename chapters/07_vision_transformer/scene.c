@@ -135,10 +135,24 @@ int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int
     return 0;
 }
 
+int scene_config_grid(const char *config, int *grid) {
+    char task[64], expected[32], side[32];
+    if (config_get_int_in(config, "grid", 2, SCENE_MAX_GRID, grid) < 0 ||
+        config_get(config, "task", task, sizeof task) < 0 || config_get_or(config, "side", "", side, sizeof side) < 0)
+        return -1;
+    snprintf(expected, sizeof expected, "scenes%dx%d", *grid, *grid);
+    if (strcmp(task, expected) != 0)
+        return fail("task=%s: expected %s (grid=%d), the scenes this program captions", task, expected, *grid);
+    int side_px;
+    if (side[0] && (config_get_int(config, "side", &side_px) < 0 || side_px != SCENE_CELL * *grid))
+        return fail("side=%s: expected %d (grid=%d cells of %d pixels)", side, SCENE_CELL * *grid, *grid, SCENE_CELL);
+    return 0;
+}
+
 int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale) {
     int grid, n_train, n_valid, n_test, seed;
     memset(d, 0, sizeof *d);
-    if (config_get_int_in(config, "grid", 2, SCENE_MAX_GRID, &grid) < 0 ||
+    if (scene_config_grid(config, &grid) < 0 ||
         config_get_int_in(config, "train_scenes", 1, 1000000, &n_train) < 0 ||
         config_get_int_in(config, "valid_scenes", 1, 1000000, &n_valid) < 0 ||
         config_get_int_in(config, "test_scenes", 1, 1000000, &n_test) < 0 ||

@@ -85,4 +85,10 @@ typedef struct {
 } SceneScale;
 int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale);
 
+/* The grid a config text names (grid=2 or 3), checked against its other
+ * lines about the scenes: task=scenesGxG, and side=28 G when the line is
+ * there. Returns 0, or -1 with fail() naming the line and what was expected:
+ * "task=scenes3x3: expected scenes2x2 (grid=2)". */
+int scene_config_grid(const char *config, int *grid);
+
 #endif

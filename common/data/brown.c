@@ -17,6 +17,7 @@
  * memory (a resource problem, not a problem of the file). */
 #include "data/brown.h"
 #include "util/error.h"
+#include "util/reader.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -57,29 +58,42 @@ static int *new_table(int n, int *mask) {
 
 /* ------------------------------------------------------------ reading */
 
-/* Check the file exists and starts with the gzip magic bytes 1f 8b (gzopen
- * alone would read a plain file as if it were decompressed text). */
-static int check_gzip_magic(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return fail("cannot open '%s': %s (the Brown corpus ships in the repository as %s "
-                    "and is read relative to the current directory: run from the repository "
-                    "root, or give its path)", path, strerror(errno), BROWN_DEFAULT_PATH);
-    unsigned char magic[2] = {0, 0};
-    size_t got = fread(magic, 1, 2, f);
-    fclose(f);
-    if (got == 0) return fail("'%s' is empty: expected the gzip-compressed Brown corpus", path);
-    if (got < 2 || magic[0] != 0x1f || magic[1] != 0x8b)
-        return fail("'%s' is not a gzip file: it starts with the bytes 0x%02x 0x%02x, a gzip "
-                    "file with 0x1f 0x8b", path, magic[0], got < 2 ? 0 : magic[1]);
-    return 0;
-}
+/* The longest decompressed corpus read (the Brown corpus is 10 MB): a file
+ * that decompresses to more, such as a gzip bomb, is refused when it passes
+ * this mark instead of being read whole. */
+#define BROWN_MAX_BYTES ((size_t)256 << 20)
 
 /* The whole decompressed text, NUL-terminated (*len bytes before the NUL).
+ * The file is opened once (a FIFO or a pipe is read like a file) and must
+ * start with the gzip magic bytes 1f 8b (gzip would read a plain file as
+ * if it were decompressed text); truncated or damaged data is an error.
  * NULL with fail() on any error. */
 static char *read_gzip(const char *path, size_t *len) {
-    if (check_gzip_magic(path) != 0) return NULL;
-    return read_gzip_file(path, len);   /* util.h: truncated or damaged data is an error */
+    FileReader r;
+    if (reader_open(&r, path, READ_GZIP, BROWN_MAX_BYTES, "corpus") < 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", last_error());
+        fail("%s (the Brown corpus ships in the repository as %s and is read relative to the current directory: "
+             "run from the repository root, or give its path)", why, BROWN_DEFAULT_PATH);
+        return NULL;
+    }
+    unsigned char magic[2] = {0, 0};
+    size_t got = 0;
+    if (reader_raw_prefix(&r, magic, 2, &got) < 0) goto error;
+    if (got == 0) {
+        fail("'%s' is empty: expected the gzip-compressed Brown corpus", path);
+        goto error;
+    }
+    if (got < 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
+        fail("'%s' is not a gzip file: it starts with the bytes 0x%02x 0x%02x, a gzip "
+             "file with 0x1f 0x8b", path, magic[0], got < 2 ? 0 : magic[1]);
+        goto error;
+    }
+    if (reader_rest(&r) < 0) goto error;
+    return (char *)reader_take(&r, len);
+error:
+    reader_close(&r);
+    return NULL;
 }
 
 /* ------------------------------------------------------------ parsing */

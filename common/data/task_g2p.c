@@ -38,6 +38,7 @@
 #include "data/dataset.h"
 #include "data/dataset_tasks.h"
 #include "util/error.h"
+#include "util/reader.h"
 #include "util/util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,14 @@
 
 #define N_PHONEMES 39
 #define G2P_MAX_LEN 100   /* characters in a word, phonemes in a pronunciation */
+/* Characters in a line: room for the longest entry G2P_MAX_LEN allows
+ * (100 letters, "(9)", 100 phonemes of up to 4 characters) and a comment;
+ * CMUdict's longest line has 129. A longer line is refused before it is
+ * parsed (an 8 MB line once asked for 8 GB). */
+#define G2P_MAX_LINE 4096
+/* The longest dictionary read (CMUdict is 3.7 MB): a file that decompresses
+ * to more, such as a gzip bomb, is refused when it passes this mark. */
+#define G2P_MAX_BYTES ((size_t)64 << 20)
 
 /* The ARPAbet phonemes of CMUdict, without stress, alphabetical. */
 static const char *const phonemes[N_PHONEMES] = {
@@ -163,14 +172,15 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
 
     char *word = p;
     while (*p != '\0' && !is_space(*p)) p++;
+    char quoted[96];
     if (*p == '\0') {
         return fail("%s line %d: \"%s\" has no phonemes (expected a word, spaces, then phonemes "
-                    "like \"AH0 B AW1 T\")", path, line_number, word);
+                    "like \"AH0 B AW1 T\")", path, line_number, error_excerpt(word, quoted, sizeof quoted));
     }
     *p++ = '\0';
     if (strip_alternate_suffix(word) != 0) {
         return fail("%s line %d: \"%s\": an alternative pronunciation is marked WORD(n) with a "
-                    "number n", path, line_number, word);
+                    "number n", path, line_number, error_excerpt(word, quoted, sizeof quoted));
     }
     if (strlen(word) > G2P_MAX_LEN) {
         return fail("%s line %d: the word \"%.24s...\" has %zu characters; at most %d fit (G2P_MAX_LEN)",
@@ -189,9 +199,9 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
         int id = phoneme_id(symbol, base_len);
         if (id < 0) {
             dict->n_phones = start;
-            return fail("%s line %d: unknown phoneme \"%.*s\" (expected one of the 39 ARPAbet "
+            return fail("%s line %d: unknown phoneme \"%.*s%s\" (expected one of the 39 ARPAbet "
                         "phonemes such as AH or K, with an optional stress digit 0-2)",
-                        path, line_number, len, symbol);
+                        path, line_number, len > 40 ? 40 : len, symbol, len > 40 ? "..." : "");
         }
         dict->phones = grow(dict->phones, &dict->cap_phones, dict->n_phones + 1, sizeof(int));
         dict->phones[dict->n_phones++] = id;
@@ -199,7 +209,6 @@ static int parse_line(Dictionary *dict, char *line, const char *path, int line_n
     }
     if (count > G2P_MAX_LEN) {
         dict->n_phones = start;
-        char quoted[96];
         return fail("%s line %d: the pronunciation of \"%s\" has %d phonemes; at most %d fit (G2P_MAX_LEN)",
                     path, line_number, error_excerpt(word, quoted, sizeof quoted), count, G2P_MAX_LEN);
     }
@@ -301,7 +310,7 @@ int g2p_load(Dataset *d, const TaskConfig *cfg) {
     char path[1024];
     snprintf(path, sizeof path, "%s/cmudict.dict.gz", cfg->data_dir ? cfg->data_dir : "data");
     size_t size;
-    char *text = read_whole_file(path, &size);
+    char *text = read_file_at_most(path, READ_GZIP_BY_NAME, G2P_MAX_BYTES, "pronouncing dictionary", &size);
     if (text == NULL) {
         char why[512];
         snprintf(why, sizeof why, "%s", last_error());
@@ -328,6 +337,13 @@ int g2p_load(Dataset *d, const TaskConfig *cfg) {
         if (end == NULL) end = text + size;
         *end = '\0';
         line_number++;
+        if ((size_t)(end - line) > G2P_MAX_LINE) {
+            char quoted[96];
+            rc = fail("%s line %d: a line of %zu characters (\"%s\"); at most %d fit (a word of at most %d "
+                      "letters and its phonemes)", path, line_number, (size_t)(end - line),
+                      error_excerpt(line, quoted, sizeof quoted), G2P_MAX_LINE, G2P_MAX_LEN);
+            break;
+        }
         if (strlen(line) != (size_t)(end - line)) {
             rc = fail("%s line %d: contains a NUL byte (expected text)", path, line_number);
             break;

@@ -8,20 +8,28 @@
  * that is renamed over the target only when complete (util.h, atomic_open),
  * so an interrupted save never destroys the previous checkpoint.
  *
- * Loading reads the whole file into memory first and checks it completely -
+ * Loading reads the file into memory first, once and in the order of its
+ * format (the magic before anything else, then each part only as far as the
+ * lengths before it say, at most CKPT_MAX_BYTES), and checks it completely -
  * magic, version, every length against the bytes that are actually there,
- * the CRC - before a single parameter is touched. So a bad file produces one
- * clear message and leaves the model exactly as it was. */
+ * the CRC, finite values - before a single parameter is touched. So a bad
+ * file produces one clear message and leaves the model exactly as it was,
+ * and /dev/zero or a pipe that never ends is refused after its first bytes.
+ * A pipe (--load /dev/stdin) is read once: its bytes are kept between the
+ * config read and the load (`kept` below). */
 #include "io/checkpoint.h"
 #include "util/error.h"
+#include "util/reader.h"
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 /* ------------------------------------------------------ byte-order helpers */
@@ -211,89 +219,206 @@ static int read_tensor_entry(Cursor *c, int index, FileTensor *t) {
     return 0;
 }
 
-/* Read path into memory and check everything except the match with a model.
- * On success ck->bytes is allocated (free it); on error nothing is left. */
-static int open_checkpoint(const char *path, CheckpointFile *ck) {
-    size_t size = 0;
-    unsigned char *bytes = (unsigned char *)read_whole_file(path, &size);
-    if (bytes == NULL) {
+/* ------------------------------------------------ reading the file once */
+
+/* The bytes of the file, read in the order of its format and each part only
+ * after what comes before it was found sound: the magic first (so /dev/zero,
+ * /dev/urandom or a gzip bomb is refused after 8 bytes), then each length
+ * the header gives, read only as far as it says (and at most CKPT_MAX_BYTES
+ * in all). Wherever a length is impossible, or the file ends, reading stops
+ * and parse_checkpoint names the problem from the bytes read so far. After
+ * the CRC at most TRAILING_PEEK more bytes are read: *more_after is 1 when
+ * the file went on past them. Returns 0 with *bytes (malloc'd) and *size,
+ * or -1 with fail(). */
+enum { TRAILING_PEEK = 65536 };
+
+static int read_checkpoint_bytes(const char *path, unsigned char **bytes, size_t *size, int *more_after) {
+    *bytes = NULL;
+    *size = 0;
+    *more_after = 0;
+    FileReader r;
+    if (reader_open(&r, path, READ_GZIP_BY_NAME, CKPT_MAX_BYTES, "checkpoint") < 0) goto unreadable;
+    const size_t magic_len = strlen(CKPT_MAGIC);
+    if (reader_need(&r, magic_len) < 0) goto unreadable;
+    if (r.len == 0 || memcmp(r.data, CKPT_MAGIC, r.len < magic_len ? r.len : magic_len) != 0) {
+        reader_close(&r);
+        return fail("'%s' is not a checkpoint: it does not start with \"%s\"", path, CKPT_MAGIC);
+    }
+    /* each step: read up to `at`; stop (the parse says why) when the file is shorter */
+#define READ_TO(n)                                  \
+    do {                                            \
+        if (reader_need(&r, (n)) < 0) goto unreadable; \
+        if (r.len < (n)) goto done;                 \
+    } while (0)
+    size_t at = magic_len + 8;
+    READ_TO(at);
+    if (decode_u32(r.data + magic_len) != CKPT_VERSION) goto done;
+    const uint32_t config_len = decode_u32(r.data + magic_len + 4);
+    if (config_len > CKPT_CONFIG_MAX) goto done;
+    at += (size_t)config_len + 4;
+    READ_TO(at);
+    const uint32_t n_tensors = decode_u32(r.data + at - 4);
+    if (n_tensors > PARAMS_MAX_TENSORS) goto done;
+    for (uint32_t i = 0; i < n_tensors; i++) {
+        READ_TO(at + 4);
+        const uint32_t name_len = decode_u32(r.data + at);
+        if (name_len == 0 || name_len >= PARAMS_NAME_LEN) goto done;
+        at += 4 + (size_t)name_len + 4;
+        READ_TO(at);
+        const uint32_t ndim = decode_u32(r.data + at - 4);
+        if (ndim > PARAMS_MAX_DIMS) goto done;
+        READ_TO(at + 4 * (size_t)ndim);
+        size_t count = 1;
+        for (uint32_t d = 0; d < ndim; d++) {
+            const uint32_t dim = decode_u32(r.data + at + 4 * d);
+            if (dim > INT_MAX || (dim != 0 && count > SIZE_MAX / 4 / dim)) goto done;
+            count *= dim;
+        }
+        at += 4 * (size_t)ndim;
+        if (count * 4 > SIZE_MAX - at - 4) goto done;
+        at += count * 4;
+        READ_TO(at);    /* the values: beyond CKPT_MAX_BYTES, refused here */
+    }
+    READ_TO(at + 4);    /* the CRC */
+    at += 4;
+    if (reader_need(&r, at + TRAILING_PEEK) < 0) goto unreadable;
+    *more_after = r.len == at + TRAILING_PEEK && !r.eof;
+#undef READ_TO
+done:
+    *bytes = reader_take(&r, size);
+    return 0;
+
+unreadable: {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", last_error());   /* fail() overwrites it */
+        reader_close(&r);
         return fail("cannot load checkpoint: %s", reason);
     }
+}
+
+/* Check the bytes of a checkpoint (all of the file, or as much as
+ * read_checkpoint_bytes read) completely, except the match with a model,
+ * and note where everything is in ck. ck->bytes is left to the caller. */
+static int parse_checkpoint(const char *path, const unsigned char *bytes, size_t size, int more_after,
+                            CheckpointFile *ck) {
     Cursor c = { path, bytes, size, 0 };
 
     /* Magic: a file that does not start with it is something else entirely. */
     size_t magic_len = strlen(CKPT_MAGIC);
     size_t compare = size < magic_len ? size : magic_len;
-    if (size == 0 || memcmp(bytes, CKPT_MAGIC, compare) != 0) {
-        free(bytes);
+    if (size == 0 || memcmp(bytes, CKPT_MAGIC, compare) != 0)
         return fail("'%s' is not a checkpoint: it does not start with \"%s\"", path, CKPT_MAGIC);
-    }
-    if (need_bytes(&c, magic_len, "the magic \"" CKPT_MAGIC "\"") != 0) goto bad;
+    if (need_bytes(&c, magic_len, "the magic \"" CKPT_MAGIC "\"") != 0) return -1;
     c.pos = magic_len;
 
     uint32_t version, config_len, n_tensors;
-    if (read_u32(&c, "the format version", &version) != 0) goto bad;
-    if (version != CKPT_VERSION) {
-        fail("checkpoint '%s' has format version %u; this program reads version %u",
-             path, version, CKPT_VERSION);
-        goto bad;
-    }
+    if (read_u32(&c, "the format version", &version) != 0) return -1;
+    if (version != CKPT_VERSION)
+        return fail("checkpoint '%s' has format version %u; this program reads version %u",
+                    path, version, CKPT_VERSION);
 
-    if (read_u32(&c, "the config length", &config_len) != 0) goto bad;
-    if (config_len > CKPT_CONFIG_MAX) {
-        fail("checkpoint '%s' is corrupted: at byte offset %zu the config length is %u, "
-             "expected at most %d",
-             path, c.pos - 4, config_len, CKPT_CONFIG_MAX);
-        goto bad;
-    }
-    if (need_bytes(&c, config_len, "the config text") != 0) goto bad;
+    if (read_u32(&c, "the config length", &config_len) != 0) return -1;
+    if (config_len > CKPT_CONFIG_MAX)
+        return fail("checkpoint '%s' is corrupted: at byte offset %zu the config length is %u, "
+                    "expected at most %d",
+                    path, c.pos - 4, config_len, CKPT_CONFIG_MAX);
+    if (need_bytes(&c, config_len, "the config text") != 0) return -1;
     ck->config_at = c.pos;
     ck->config_len = config_len;
     c.pos += config_len;
 
-    if (read_u32(&c, "the tensor count", &n_tensors) != 0) goto bad;
-    if (n_tensors > PARAMS_MAX_TENSORS) {
-        fail("checkpoint '%s' is corrupted: at byte offset %zu the tensor count is %u, "
-             "expected at most %d",
-             path, c.pos - 4, n_tensors, PARAMS_MAX_TENSORS);
-        goto bad;
-    }
+    if (read_u32(&c, "the tensor count", &n_tensors) != 0) return -1;
+    if (n_tensors > PARAMS_MAX_TENSORS)
+        return fail("checkpoint '%s' is corrupted: at byte offset %zu the tensor count is %u, "
+                    "expected at most %d",
+                    path, c.pos - 4, n_tensors, PARAMS_MAX_TENSORS);
     ck->n_tensors = (int)n_tensors;
     for (int i = 0; i < ck->n_tensors; i++)
-        if (read_tensor_entry(&c, i, &ck->tensors[i]) != 0) goto bad;
+        if (read_tensor_entry(&c, i, &ck->tensors[i]) != 0) return -1;
 
     /* Exactly the 4-byte CRC must remain. */
     size_t crc_at = c.pos;
     uint32_t stored_crc;
-    if (read_u32(&c, "the CRC-32", &stored_crc) != 0) goto bad;
-    if (c.pos != size) {
-        fail("checkpoint '%s' is corrupted: %zu unexpected bytes after the CRC at byte offset %zu",
-             path, size - c.pos, crc_at);
-        goto bad;
-    }
+    if (read_u32(&c, "the CRC-32", &stored_crc) != 0) return -1;
+    if (c.pos != size || more_after)
+        return fail("checkpoint '%s' is corrupted: %s%zu unexpected bytes after the CRC at byte offset %zu",
+                    path, more_after ? "more than " : "", size - c.pos, crc_at);
     uint32_t computed_crc = (uint32_t)crc_update(crc32(0L, Z_NULL, 0), bytes, crc_at);
-    if (computed_crc != stored_crc) {
-        fail("checkpoint '%s' is corrupted: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)",
-             path, stored_crc, computed_crc);
-        goto bad;
-    }
+    if (computed_crc != stored_crc)
+        return fail("checkpoint '%s' is corrupted: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)",
+                    path, stored_crc, computed_crc);
+    return 0;
+}
 
+/* A checkpoint that is not a plain file (a pipe: --load /dev/stdin or
+ * --load <(...), a FIFO) can be read only once, but a program reads its
+ * config (checkpoint_read_config) before it builds the model and loads the
+ * tensors (checkpoint_load). So the bytes of such a file, once read and found
+ * sound, are kept here until checkpoint_load of the same path takes them. A
+ * plain file is read afresh each time (it may have changed in between). */
+static struct {
+    char *path;
+    unsigned char *bytes;
+    size_t size;
+} kept;
+
+static void kept_clear(void) {
+    free(kept.path);
+    free(kept.bytes);
+    memset(&kept, 0, sizeof kept);
+}
+
+static int is_plain_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Read and check path (or take the bytes kept for it) into ck: ck->bytes is
+ * then the caller's to free. keep: a config read, which the tensors' load of
+ * the same file follows (see `kept`). On error nothing is left. */
+static int open_checkpoint(const char *path, CheckpointFile *ck, int keep) {
+    unsigned char *bytes;
+    size_t size;
+    int more_after = 0;
+    if (kept.path && strcmp(kept.path, path) == 0) {
+        size = kept.size;
+        if (keep) {
+            bytes = malloc(size ? size : 1);
+            if (bytes == NULL) return fail("cannot load checkpoint '%s': out of memory", path);
+            memcpy(bytes, kept.bytes, size);
+        } else {
+            bytes = kept.bytes;
+            kept.bytes = NULL;
+            kept_clear();
+        }
+    } else if (read_checkpoint_bytes(path, &bytes, &size, &more_after) < 0) {
+        return -1;
+    }
+    if (parse_checkpoint(path, bytes, size, more_after, ck) < 0) {
+        free(bytes);
+        return -1;
+    }
+    if (keep && !is_plain_file(path) && !(kept.path && strcmp(kept.path, path) == 0)) {
+        kept_clear();
+        kept.path = strdup(path);
+        kept.bytes = malloc(size ? size : 1);
+        if (kept.path && kept.bytes) {
+            memcpy(kept.bytes, bytes, size);
+            kept.size = size;
+        } else {
+            kept_clear();
+        }
+    }
     ck->bytes = bytes;
     ck->size = size;
     return 0;
-
-bad:
-    free(bytes);
-    return -1;
 }
 
 int checkpoint_read_config(const char *path, char **config_out) {
     *config_out = NULL;
     CheckpointFile *ck = calloc(1, sizeof *ck);
     if (ck == NULL) return fail("cannot load checkpoint '%s': out of memory", path);
-    if (open_checkpoint(path, ck) != 0) {
+    if (open_checkpoint(path, ck, 1) != 0) {
         free(ck);
         return -1;
     }
@@ -344,13 +469,36 @@ static int check_layout(const char *path, const CheckpointFile *ck, const Params
     return 0;
 }
 
+/* Every value a finite number? A model saved after its training diverged
+ * (NaN or infinite weights) would load and then answer nonsense - empty
+ * captions, 0% for every class - without a word; it is refused instead,
+ * naming the first tensor and element. */
+static int check_finite(const char *path, const CheckpointFile *ck) {
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const FileTensor *ft = &ck->tensors[i];
+        const unsigned char *src = ck->bytes + ft->values_at;
+        for (size_t k = 0; k < ft->count; k++) {
+            /* all exponent bits set: an infinity or a NaN (IEEE-754 single) */
+            if ((decode_u32(src + 4 * k) & 0x7f800000u) == 0x7f800000u) {
+                float v;
+                uint32_t bits = decode_u32(src + 4 * k);
+                memcpy(&v, &bits, 4);
+                return fail("checkpoint '%s': tensor %d '%s' holds %s at element %zu (of %zu): the weights of a "
+                            "run that diverged, not a model to use; expected finite numbers",
+                            path, i, ft->name, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", k, ft->count);
+            }
+        }
+    }
+    return 0;
+}
+
 int checkpoint_load(const char *path, Params *p) {
     if (p->data == NULL && p->size > 0)
         return fail("cannot load checkpoint '%s': the model's parameters are not allocated "
                     "(call params_alloc first)", path);
     CheckpointFile *ck = calloc(1, sizeof *ck);
     if (ck == NULL) return fail("cannot load checkpoint '%s': out of memory", path);
-    if (open_checkpoint(path, ck) != 0 || check_layout(path, ck, p) != 0) {
+    if (open_checkpoint(path, ck, 0) != 0 || check_layout(path, ck, p) != 0 || check_finite(path, ck) != 0) {
         free(ck->bytes);
         free(ck);
         return -1;
@@ -457,6 +605,7 @@ static const char *const MODEL_CHAPTERS[][2] = {
     {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},
     {"ch07_vit", "07_vision_transformer"},
+    {"ch07_caption", "07_caption"},
 };
 
 int checkpoint_check_model(const char *path, const char *config, const char *expected_model,

@@ -21,6 +21,10 @@
 #define CKPT_MAGIC "ATTNCKPT"
 #define CKPT_VERSION 1u
 #define CKPT_CONFIG_MAX 65536
+/* The longest checkpoint a load reads (8 GiB: two billion floats, far more
+ * than any model of these chapters): a longer file, or a header that
+ * promises more, is refused rather than read. */
+#define CKPT_MAX_BYTES ((size_t)8 << 30)
 
 /* Returns 0, or -1 with fail() naming the path and the OS error. */
 int checkpoint_save(const char *path, const char *config_text, const Params *p);
@@ -28,13 +32,16 @@ int checkpoint_save(const char *path, const char *config_text, const Params *p);
 /* Read only the config text (so the caller can build the matching model).
  * config_out gets a malloc'd NUL-terminated string the caller frees.
  * Returns 0, or -1 with fail(): missing file, wrong magic, unsupported
- * version, truncated file, bad CRC. */
+ * version, truncated file, bad CRC. The file is read once even when it is a
+ * pipe or a FIFO (--load /dev/stdin): checkpoint_load of the same path then
+ * takes the bytes this call read. */
 int checkpoint_read_config(const char *path, char **config_out);
 
 /* Load tensors into an allocated Params whose layout must match the file:
  * same tensor names, order and dims. Returns 0, or -1 with fail() naming the
  * first mismatch (e.g. "tensor 3 'enc.W_h' has dims [64,192], model expects
- * [128,384]"), truncation, or a CRC mismatch. p is left unchanged on error. */
+ * [128,384]"), truncation, a CRC mismatch, or a value that is NaN or
+ * infinite (the weights of a diverged run). p is left unchanged on error. */
 int checkpoint_load(const char *path, Params *p);
 
 /* Before building a model from a checkpoint: its config's "model=" must be

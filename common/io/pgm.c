@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "util/error.h"
+#include "util/reader.h"
 #include "util/util.h"
 
 /* Skip whitespace and comments ("#" to the end of the line) of the header. */
@@ -41,32 +42,71 @@ static int read_number(const char *path, const unsigned char *s, size_t n, size_
     return 0;
 }
 
+/* The largest legal file: a P2 image of PGM_MAX_SIDE^2 values of up to 6
+ * characters, plus a header. */
+static const size_t PGM_MAX_BYTES = (size_t)PGM_MAX_SIDE * PGM_MAX_SIDE * 6 + 4096;
+/* How much of the file is read to find the header (its magic, sizes and
+ * maxval, with any comments) before the rest. */
+enum { PGM_HEAD_BYTES = 65536 };
+
+/* The header: magic, width, height, maxval; *i is left on the byte after maxval. */
+static int parse_header(const char *path, const unsigned char *s, size_t n, size_t *i, long *w, long *h,
+                        long *maxval) {
+    *i = 2;
+    if (n < 2 || s[0] != 'P' || (s[1] != '2' && s[1] != '5'))
+        return fail("%s: not a PGM image: expected the magic number P2 or P5 at byte 0", path);
+    if (read_number(path, s, n, i, "width", 1000000000L, w) < 0 ||
+        read_number(path, s, n, i, "height", 1000000000L, h) < 0 ||
+        read_number(path, s, n, i, "maxval", 1000000000L, maxval) < 0)
+        return -1;
+    if (*w < 1 || *h < 1 || *w > PGM_MAX_SIDE || *h > PGM_MAX_SIDE)
+        return fail("%s: a %ld x %ld image: expected a width and height of 1 to %d pixels", path, *w, *h, PGM_MAX_SIDE);
+    if (*maxval < 1 || *maxval > 65535) return fail("%s: maxval %ld: expected 1 to 65535", path, *maxval);
+    return 0;
+}
+
+/* The bytes of the file, read once (a pipe or a device is read like a file)
+ * and no further than needed: the magic number first (so /dev/zero or
+ * /dev/urandom is refused after 2 bytes), then the header, then for a P5
+ * image exactly the raster it announces (and one byte more, to find a file
+ * longer than its header says); a P2 image to its end, at most PGM_MAX_BYTES. */
+static unsigned char *read_pgm_bytes(const char *path, size_t *n) {
+    FileReader r;
+    if (reader_open(&r, path, READ_GZIP_BY_NAME, PGM_MAX_BYTES, "PGM image") < 0) return NULL;
+    size_t i;
+    long w, h, maxval;
+    if (reader_need(&r, 2) < 0) goto error;
+    if (r.len < 2 || r.data[0] != 'P' || (r.data[1] != '2' && r.data[1] != '5')) {
+        fail("%s: not a PGM image: expected the magic number P2 or P5 at byte 0", path);
+        goto error;
+    }
+    if (reader_need(&r, PGM_HEAD_BYTES) < 0) goto error;
+    if (r.data[1] == '5' && parse_header(path, r.data, r.len, &i, &w, &h, &maxval) == 0 && i < r.len) {
+        const size_t raster = (size_t)w * (size_t)h * (maxval < 256 ? 1 : 2);
+        if (reader_need(&r, i + 1 + raster + 1) < 0) goto error;
+    } else if (reader_rest(&r) < 0) {
+        goto error;
+    }
+    return reader_take(&r, n);
+error:
+    reader_close(&r);
+    return NULL;
+}
+
 int pgm_read(PgmImage *img, const char *path) {
     memset(img, 0, sizeof *img);
     struct stat st;
     if (stat(path, &st) != 0) return fail("%s: cannot open: %s", path, strerror(errno));
-    /* the largest legal file: a P2 image of PGM_MAX_SIDE^2 values of up to 6 characters, plus a header */
-    if ((double)st.st_size > (double)PGM_MAX_SIDE * PGM_MAX_SIDE * 6 + 4096)
+    if (S_ISREG(st.st_mode) && (unsigned long long)st.st_size > PGM_MAX_BYTES)
         return fail("%s: %lld bytes is larger than any PGM image of at most %d x %d pixels", path,
                     (long long)st.st_size, PGM_MAX_SIDE, PGM_MAX_SIDE);
     size_t n;
-    unsigned char *s = (unsigned char *)read_whole_file(path, &n);
+    unsigned char *s = read_pgm_bytes(path, &n);
     if (!s) return -1;
     int rc = 0;
     long w = 0, h = 0, maxval = 0;
     size_t i = 2;
-    if (n < 2 || s[0] != 'P' || (s[1] != '2' && s[1] != '5')) {
-        rc = fail("%s: not a PGM image: expected the magic number P2 or P5 at byte 0", path);
-    } else if (read_number(path, s, n, &i, "width", 1000000000L, &w) < 0 ||
-               read_number(path, s, n, &i, "height", 1000000000L, &h) < 0 ||
-               read_number(path, s, n, &i, "maxval", 1000000000L, &maxval) < 0) {
-        rc = -1;
-    } else if (w < 1 || h < 1 || w > PGM_MAX_SIDE || h > PGM_MAX_SIDE) {
-        rc = fail("%s: a %ld x %ld image: expected a width and height of 1 to %d pixels", path, w, h, PGM_MAX_SIDE);
-    } else if (maxval < 1 || maxval > 65535) {
-        rc = fail("%s: maxval %ld: expected 1 to 65535", path, maxval);
-    }
-    if (rc < 0) {
+    if (parse_header(path, s, n, &i, &w, &h, &maxval) < 0) {
         free(s);
         return -1;
     }

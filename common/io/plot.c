@@ -180,9 +180,12 @@ static void write_terminal(FILE *f, int width, int height, const char *base) {
             width, height, width, height);
     char png[1100];
     snprintf(png, sizeof png, "%s.png", base);
-    fputs("set output ", f);
+    /* the programs run "gnuplot -c NAME.gp FILE" and rename FILE to NAME.png
+     * once it is complete (render); by hand, the picture is NAME.png */
+    fputs("# gnuplot -c this.gp FILE draws into FILE instead of the .png below\n", f);
+    fputs("if (ARGC > 0) {\n    set output ARG1\n} else {\n    set output ", f);
     write_gp_file_name(f, png);
-    fputc('\n', f);
+    fputs("\n}\n", f);
 }
 
 /* "set xtics (...)" with explicit labels, every step-th one, a few per line. */
@@ -200,19 +203,44 @@ static void write_tic_labels(FILE *f, const char *axis, const char *const *label
 
 /* ---------------------------------------------------------------- rendering */
 
-/* Run "gnuplot base.gp" inside dir. A failure is reported on stderr but is
- * not an error of the run: the .dat and .gp files are already written. */
+/* A complete PNG file: its signature first and its IEND chunk last. gnuplot
+ * may exit 0 after writes that failed (a full disk left a 0-byte picture). */
+static int png_complete(const char *path) {
+    static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    unsigned char head[8], tail[12];
+    int ok = fread(head, 1, 8, f) == 8 && memcmp(head, signature, 8) == 0 && fseek(f, -12, SEEK_END) == 0 &&
+             fread(tail, 1, 12, f) == 12 && memcmp(tail, iend, 12) == 0;
+    fclose(f);
+    return ok;
+}
+
+/* Run "gnuplot -c base.gp TEMP" inside dir: the script draws into the
+ * temporary file TEMP = base.png.tmp.<pid>, renamed to base.png only when
+ * gnuplot succeeded and the picture is complete, so a failed drawing never
+ * replaces an earlier picture with a broken one (and a Ctrl-C meanwhile
+ * removes TEMP, util.h). A failure is reported on stderr but is not an
+ * error of the run: the .dat and .gp files are already written. */
 static void render(const char *dir, const char *base) {
     if (!gnuplot_available()) {
         hint_missing_gnuplot_once();
         return;
     }
-    char script[1100];
+    char script[1100], png_tmp[1200], tmp_path[2300], png_path[2300];
     snprintf(script, sizeof script, "%s.gp", base);
+    snprintf(png_tmp, sizeof png_tmp, "%s.png.tmp.%ld", base, (long)getpid());
+    snprintf(tmp_path, sizeof tmp_path, "%s/%s", dir, png_tmp);
+    snprintf(png_path, sizeof png_path, "%s/%s.png", dir, base);
+    write_signals_install();
+    temp_remove_stale(png_path);
     fflush(stdout);
     fflush(stderr);
+    int slot = temp_register(tmp_path);
     pid_t child = fork();
     if (child < 0) {
+        temp_forget(slot);
         fprintf(stderr, "warning: cannot run gnuplot for '%s/%s': fork failed\n", dir, script);
         return;
     }
@@ -227,33 +255,46 @@ static void render(const char *dir, const char *base) {
             dup2(log_fd, 2);
             close(log_fd);
         }
-        /* "./": gnuplot runs a script named "<cmd..." as a shell command */
-        char path[1200];
+        /* "./": gnuplot runs a script named "<cmd..." as a shell command, and
+         * writes into a command for an output named "|cmd..." */
+        char path[1200], output[1300];
         snprintf(path, sizeof path, "./%s", script);
-        execlp("gnuplot", "gnuplot", path, (char *)NULL);
+        snprintf(output, sizeof output, "./%s", png_tmp);
+        execlp("gnuplot", "gnuplot", "-c", path, output, (char *)NULL);
         _exit(127);
     }
     int status = 0;
     while (waitpid(child, &status, 0) < 0) {
         if (errno == EINTR) continue;
-        return;
+        status = -1;
+        break;
     }
     char log_path[2300];
     snprintf(log_path, sizeof log_path, "%s/%s", dir, log_name);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "warning: gnuplot failed on '%s/%s' (its messages are in %s); "
                         "the .dat and .gp files are still there\n", dir, script, log_path);
-    else
+        unlink(tmp_path);
+    } else if (!png_complete(tmp_path)) {
+        fprintf(stderr, "warning: gnuplot wrote an incomplete picture for '%s/%s' (a full disk? its messages are "
+                        "in %s); an earlier %s, if any, is left as it was\n", dir, script, log_path, png_path);
+        unlink(tmp_path);
+    } else if (rename(tmp_path, png_path) != 0) {
+        fprintf(stderr, "warning: cannot write '%s': rename from '%s' failed: %s\n", png_path, tmp_path,
+                strerror(errno));
+        unlink(tmp_path);
+    } else {
         unlink(log_path);
+    }
+    temp_forget(slot);
 }
 
 /* Open stem.dat and stem.gp for writing (atomically, see util.h). */
 static int open_outputs(const char *stem, AtomicFile *dat, AtomicFile *gp) {
     char path[1100];
-    snprintf(path, sizeof path, "%s.dat", stem);
+    if (path_format(path, sizeof path, "%s.dat", stem) != 0) return -1;
     if (atomic_open(dat, path) != 0) return -1;
-    snprintf(path, sizeof path, "%s.gp", stem);
-    if (atomic_open(gp, path) != 0) {
+    if (path_format(path, sizeof path, "%s.gp", stem) != 0 || atomic_open(gp, path) != 0) {
         atomic_close(dat, 0);
         return -1;
     }

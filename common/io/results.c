@@ -113,6 +113,53 @@ void results_set_config(Results *r, const char *config) {
     }
 }
 
+/* The value of "key" in a results.json as results_write wrote it (a line
+ * `  "key": VALUE,`): a pointer to VALUE and its length in *len; NULL when
+ * the key is not there. */
+static const char *json_value(const char *json, const char *key, int *len) {
+    char pattern[80];
+    snprintf(pattern, sizeof pattern, "\n  \"%s\": ", key);
+    const char *at = strstr(json, pattern);
+    if (at == NULL) return NULL;
+    const char *value = at + strlen(pattern), *end = strchr(value, '\n');
+    if (end == NULL) end = value + strlen(value);
+    if (end > value && end[-1] == ',') end--;
+    *len = (int)(end - value);
+    return value;
+}
+
+int results_note_other_run(const char *out_dir, const char *config) {
+    char path[OUT_DIR_MAX + 64];
+    if (snprintf(path, sizeof path, "%s/results.json", out_dir) >= (int)sizeof path) return 0;
+    FILE *exists = fopen(path, "rb");
+    if (exists == NULL) return 0;
+    fclose(exists);
+    size_t len;
+    char *json = read_whole_file(path, &len);
+    if (json == NULL) {
+        clear_error();                              /* unreadable: nothing to say, not an error */
+        return 0;
+    }
+    int steps_len, noted = 0;
+    const char *steps = json_value(json, "steps", &steps_len);
+    static Results mine;                            /* 38 KB: not on the stack */
+    results_init(&mine);
+    results_set_config(&mine, config);
+    for (int i = 0; steps && atof(steps) > 0 && i < mine.n && !noted; i++) {
+        int old_len = 0;
+        const char *old = json_value(json, mine.keys[i], &old_len);
+        if (old && old_len == (int)strlen(mine.values[i]) && strncmp(old, mine.values[i], (size_t)old_len) == 0)
+            continue;
+        printf("note: %s holds the results of a training run with another configuration (%s: %.*s there, %s "
+               "now): this run replaces its files of the same names, and its other files stay beside them\n",
+               out_dir, mine.keys[i], old ? (old_len > 60 ? 60 : old_len) : 7, old ? old : "missing",
+               mine.values[i]);
+        noted = 1;
+    }
+    free(json);
+    return noted;
+}
+
 /* The last name in the first len characters of path: "out/run" -> "run"
  * (its length in *name_len). */
 static const char *last_name(const char *path, int len, int *name_len) {
@@ -142,9 +189,20 @@ int results_eval_dir(char *out, int cap, const char *given, const char *default_
         else
             n = snprintf(out, (size_t)cap, "%s/eval_%.*s", default_dir, file_len, file);
     }
-    if (n >= cap) return fail("the evaluation's output directory %.40s... is longer than %d characters", out, cap - 1);
+    /* never cut (a cut path is another directory): at most OUT_DIR_MAX, so
+     * every file written there fits its path buffer (util.h) */
+    int limit = cap - 1 < OUT_DIR_MAX ? cap - 1 : OUT_DIR_MAX;
+    if (n < 0 || n > limit) {
+        char quoted[96];
+        if (given)
+            return fail("--out %s: longer than %d characters, the most an output directory may have (a path is "
+                        "never cut: a cut one names another place); give a shorter one",
+                        error_excerpt(given, quoted, sizeof quoted), limit);
+        return fail("--load %s: the evaluation's output directory named after it would have %d characters, longer "
+                    "than %d: give a shorter --out", error_excerpt(checkpoint, quoted, sizeof quoted), n, limit);
+    }
     /* a training run's results.json says how many steps it trained */
-    char path[1100];
+    char path[OUT_DIR_MAX + 64];
     snprintf(path, sizeof path, "%s/results.json", out);
     FILE *exists = fopen(path, "rb");
     if (!exists) return 0;

@@ -23,6 +23,15 @@ void results_set_config(Results *r, const char *config);
 /* Atomic write. Returns 0 or -1 with fail(). */
 int results_write(const Results *r, const char *path);
 
+/* Before a training run writes into out_dir: when out_dir holds the
+ * results.json of a training run ("steps" above 0) whose configuration
+ * differs from config (a "key=value" line of config with another value
+ * there, or missing), print one note on stdout saying so: this run's files
+ * replace that run's files of the same names, and its others stay beside
+ * them (a checkpoint of one model next to the results of another). Returns
+ * 1 when it printed the note, else 0; never an error. */
+int results_note_other_run(const char *out_dir, const char *config);
+
 /* Where an evaluation of a saved model (--load) writes its outputs: out
  * (cap bytes) gets given (the user's --out) or, when given is NULL,
  * <default_dir>/eval_<directory>_<checkpoint file name without .ckpt>, where
@@ -31,8 +40,9 @@ int results_write(const Results *r, const char *path);
  * two models saved under the same file name in two runs' folders are
  * evaluated into two places. A directory
  * holding the results.json of a training run ("steps" above 0) is refused,
- * so evaluating never overwrites what training wrote. Returns 0, or -1 with
- * fail() naming the directory and what to do. */
+ * so evaluating never overwrites what training wrote; so is a directory
+ * longer than OUT_DIR_MAX (util.h) or cap - 1 bytes, never cut. Returns 0,
+ * or -1 with fail() naming the directory (and the flag) and what to do. */
 int results_eval_dir(char *out, int cap, const char *given, const char *default_dir, const char *checkpoint);
 
 #endif

@@ -331,10 +331,18 @@ void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, in
 void threads_set(int n) {
     if (n <= 0) {
         const char *env = getenv("OMP_NUM_THREADS");
-        n = env ? atoi(env) : 0;   /* "4" or "4,2" (nested lists): first number */
+        long v = env ? strtol(env, NULL, 10) : 0;   /* "4" or "4,2" (nested lists): first number */
+        n = v > THREADS_MAX ? THREADS_MAX : v > 0 ? (int)v : 0;
         if (n <= 0) n = omp_get_num_procs();
     }
-    omp_set_num_threads(n);
+    omp_set_num_threads(n < THREADS_MAX ? n : THREADS_MAX);
+}
+
+/* OpenMP reads OMP_NUM_THREADS itself, at start-up, for every parallel
+ * region that names no count: capped here before main() runs, so a program
+ * or test that never calls threads_set is as safe (matmul.h). */
+__attribute__((constructor)) static void threads_cap_environment(void) {
+    if (omp_get_max_threads() > THREADS_MAX) omp_set_num_threads(THREADS_MAX);
 }
 
 int threads_current(void) { return omp_get_max_threads(); }

@@ -116,7 +116,13 @@ MatmulPrecision matmul_precision_current(void);
 const char *matmul_precision_name(MatmulPrecision p);
 
 /* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
- * else the number of cores. Results are deterministic for a fixed count. */
+ * else the number of cores. Results are deterministic for a fixed count.
+ * Never more than THREADS_MAX, whatever n or OMP_NUM_THREADS asks (the
+ * programs' --threads stops there too): OMP_NUM_THREADS=99999999 would make
+ * the first big product start that many threads, after a search of the grid
+ * that takes time quadratic in the count. A program that never calls
+ * threads_set starts with OpenMP's count capped the same way. */
+#define THREADS_MAX 256
 void threads_set(int n);
 int threads_current(void);
 /* Loops over `items` independent pieces of work that give each thread a

@@ -273,10 +273,10 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
         for (int h = 0; h < m->heads; h++) {
             char stem[1100], title[200];
             if (m->heads == 1) {
-                snprintf(stem, sizeof stem, "%.1000s_layer%d", stem_prefix, l + 1);
+                if (path_format(stem, sizeof stem, "%s_layer%d", stem_prefix, l + 1) < 0) return -1;
                 snprintf(title, sizeof title, "%.120s: layer %d attention A", title_prefix, l + 1);
             } else {
-                snprintf(stem, sizeof stem, "%.1000s_layer%d_head%d", stem_prefix, l + 1, h + 1);
+                if (path_format(stem, sizeof stem, "%s_layer%d_head%d", stem_prefix, l + 1, h + 1) < 0) return -1;
                 snprintf(title, sizeof title, "%.120s: layer %d, head %d of %d", title_prefix, l + 1, h + 1, m->heads);
             }
             if (plot_heatmap(stem, title, m->attention(m->self, l, h, 0), t->n_in, t->n_in, x_labels.ptr,
@@ -302,8 +302,8 @@ static int show_first_test_example(Classifier *m, const ExampleTask *t, const Cl
     if (t->n_out > 1) printf("  first test example:\n");
     print_example(t, &e, pred);
     char stem[1100];
-    snprintf(stem, sizeof stem, "%.900s/attn_%.24s", out, run->key);
-    int rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
+    int rc = path_format(stem, sizeof stem, "%s/attn_%.24s", out, run->key);
+    if (rc == 0) rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
     examples_free(&e);
     free(pred);
     return rc;
@@ -380,17 +380,17 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
             printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%", 100 * r->exact_last_weights,
                    100 * r->token_acc_last_weights);
         printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
-        snprintf(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%.900s/model_%.24s_last_weights.ckpt",
-                 f->out, run->key);
-        rc = checkpoint_save(r->checkpoint_last_weights, run->config, m[0].params);
+        rc = path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights,
+                         "%s/model_%.24s_last_weights.ckpt", f->out, run->key);
+        if (rc == 0) rc = checkpoint_save(r->checkpoint_last_weights, run->config, m[0].params);
         memcpy(m[0].params->data, average.avg, sizeof(float) * m[0].params->size);
     }
     weight_average_free(&average);
     if (rc == 0) {
         classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
         r->n_out = t.n_out;
-        snprintf(r->checkpoint, sizeof r->checkpoint, "%.900s/model_%.24s.ckpt", f->out, run->key);
-        rc = checkpoint_save(r->checkpoint, run->config, m[0].params);
+        rc = path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", f->out, run->key);
+        if (rc == 0) rc = checkpoint_save(r->checkpoint, run->config, m[0].params);
     }
     if (rc == 0) rc = show_first_test_example(&m[0], &t, run, (uint64_t)f->seed, f->out);
     if (rc == 0 && ch->trained) rc = ch->trained(f, run, r, &m[0], &t, res);
@@ -398,10 +398,14 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     return rc;
 }
 
-/* The config text on one line: "model=x task=y ...". */
+/* The config text on one line: "model=x task=y ...". It comes from a file:
+ * any other control character (an ESC that would drive the terminal) is
+ * shown as '?'. */
 static void config_one_line(const char *config, char *out, int cap) {
     snprintf(out, (size_t)cap, "%s", config);
-    for (char *c = out; *c; c++) if (*c == '\n') *c = ' ';
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ' ';
+        else if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
 
 /* --load: evaluate a saved model on its task's test set or, with --input,
@@ -453,9 +457,9 @@ static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
                           "load it with the plain attention");
             } else {
                 char stem[1100];
-                snprintf(stem, sizeof stem, "%s/input_attn", f->out);
-                printf("Wrote:\n");
-                rc = plot_attention(&m, &t, &e, pred, stem, "your input", "output at i (query i)");
+                rc = path_format(stem, sizeof stem, "%s/input_attn", f->out);
+                if (rc == 0) printf("Wrote:\n");
+                if (rc == 0) rc = plot_attention(&m, &t, &e, pred, stem, "your input", "output at i (query i)");
             }
         }
         examples_free(&e);
@@ -503,7 +507,7 @@ static int plot_loss_curves(const char *out, const ClassifierRun *runs, const Cl
         names[i] = runs[i].label;
     }
     char stem[1100];
-    snprintf(stem, sizeof stem, "%s/loss", out);
+    if (path_format(stem, sizeof stem, "%s/loss", out) < 0) return -1;
     /* every run has the same steps, so the same curve_step */
     if (plot_lines(stem, "Training loss, one curve per run", "step", "cross-entropy (mean over the window)",
                    r[0].curve_step, ys, names, n, r[0].n_curve, 1) < 0)
@@ -528,6 +532,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "test_exact_match", 0.0);
     results_set_num(&res, "test_token_acc", 0.0);
     results_set_num(&res, "train_seconds", 0.0);
+    results_note_other_run(f->out, runs[headline].config);   /* another model's files there? say so once */
     if (ch->before && ch->before(f, &res) < 0) return -1;
 
     printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->steps, f->batch,
@@ -581,7 +586,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     if (plot_loss_curves(f->out, runs, results, n) < 0) return -1;
     if (ch->after && ch->after(f, &res) < 0) return -1;
     char path[1100];
-    snprintf(path, sizeof path, "%s/results.json", f->out);
+    if (path_format(path, sizeof path, "%s/results.json", f->out) < 0) return -1;
     if (results_write(&res, path) < 0) return -1;
     printf("  %s\n", path);
     for (int i = 0; i < n; i++) {
@@ -662,14 +667,16 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     /* training writes to --out (default out/<chapter>); evaluating a saved
      * model never over a training run's files (results.h). f.out still
      * pointing at default_out means the user gave no --out. */
-    char eval_out[512];
+    char eval_out[OUT_DIR_MAX + 1];
     if (rc == 0 && f.load) {
         const char *given = f.out == default_out ? NULL : f.out;
         rc = results_eval_dir(eval_out, sizeof eval_out, given, default_out, f.load);
         f.out = eval_out;
     }
+    /* before training: a path too long or a directory that cannot be written
+     * is said now, not after the training whose models would be lost */
     if (rc == 0 && (backend_select(f.backend) < 0 || matmul_precision_select(f.matmul_precision) < 0 ||
-                    ((!f.load || f.plot) && make_dirs(f.out) < 0)))
+                    (!f.load && out_dir_prepare("--out", f.out) < 0) || (f.load && f.plot && make_dirs(f.out) < 0)))
         rc = -1;
     if (rc == 0) {
         threads_set(f.threads);

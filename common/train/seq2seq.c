@@ -584,9 +584,12 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     snprintf(default_out, sizeof default_out, "out/%s", spec->chapter);
     /* training writes to --out (default out/<chapter>); evaluating a saved
      * model never over a training run's files (results.h) */
-    char eval_out[512];
+    char eval_out[OUT_DIR_MAX + 1];
     if (f.load && results_eval_dir(eval_out, sizeof eval_out, f.out, default_out, f.load) < 0) goto error;
     const char *out_dir = f.load ? eval_out : f.out ? f.out : default_out;
+    /* a path too long or a directory that cannot be written: said now, not
+     * after the training whose model would be lost (util.h) */
+    if (!f.load && out_dir_prepare("--out", out_dir) < 0) goto error;
 
     TaskConfig tc;
     char task_buf[32];
@@ -657,9 +660,9 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
                 fail("--plot: this chapter's model has no attention weights to draw");
                 goto error;
             }
-            char stem[600];
-            snprintf(stem, sizeof stem, "%s/translate_attention", out_dir);
-            if (make_dirs(out_dir) < 0 || plot_attention(&model, &data, ids, len, stem, f.translate) < 0)
+            char stem[1024];
+            if (path_format(stem, sizeof stem, "%s/translate_attention", out_dir) < 0 || make_dirs(out_dir) < 0 ||
+                plot_attention(&model, &data, ids, len, stem, f.translate) < 0)
                 goto error;
             printf("attention map: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
         }
@@ -677,6 +680,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     }
 
     if (make_dirs(out_dir) < 0) goto error;
+    if (!f.load) results_note_other_run(out_dir, config);   /* another model's files there? say so once */
     printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s%s, %d thread%s\n",
            spec->chapter, data.task, data.train.n, data.valid.n, data.test.n, model.params->size,
            backend_name(backend_current()), matmul_precision_current() == PRECISION_BF16 ? ", bf16 products" : "",
@@ -765,7 +769,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     printf("\nWrote:\n");
     char path[1024];
     if (!f.load) {
-        snprintf(path, sizeof path, "%s/model.ckpt", out_dir);
+        if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) goto error;
         if (checkpoint_save(path, config, model.params) < 0) goto error;
         if (data.value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
         else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
@@ -773,7 +777,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     if (n_points > 0) {
         const float *ys[2] = {curve_train, curve_valid};
         const char *names[2] = {"train loss", "validation loss"};
-        snprintf(path, sizeof path, "%s/loss", out_dir);
+        if (path_format(path, sizeof path, "%s/loss", out_dir) < 0) goto error;
         if (plot_lines(path, "Cross-entropy per token", "step", "loss", curve_step, ys, names, 2,
                        n_points, 1) < 0)
             goto error;
@@ -790,7 +794,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         }
         const float *ys[1] = {acc};
         const char *names[1] = {"exact match (%)"};
-        snprintf(path, sizeof path, "%s/acc_by_len", out_dir);
+        if (path_format(path, sizeof path, "%s/acc_by_len", out_dir) < 0) goto error;
         /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
         const char *len_name = data.src_len_name ? data.src_len_name : "input length";
         char title[128];
@@ -803,7 +807,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     if (model.has_attention && !data.value_size) {   /* image tasks draw their own (after_eval) */
         for (int i = 0; i < 3 && i < data.test.n; i++) {
             const Example *e = &data.test.ex[i * (data.test.n / 3)];
-            snprintf(path, sizeof path, "%s/attention_%d", out_dir, i);
+            if (path_format(path, sizeof path, "%s/attention_%d", out_dir, i) < 0) goto error;
             if (plot_attention(&model, &data, e->src, e->src_len, path, e->src_text) < 0) goto error;
             printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
         }
@@ -838,7 +842,7 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         results_set_num(&res, key, scores_exact(&ev.by_len[k]));
     }
     if (spec->after_eval && spec->after_eval(&model, &data, out_dir, &res) < 0) goto error;
-    snprintf(path, sizeof path, "%s/results.json", out_dir);
+    if (path_format(path, sizeof path, "%s/results.json", out_dir) < 0) goto error;
     if (results_write(&res, path) < 0) goto error;
     printf("  %s\n", path);
     exit_code = 0;

@@ -10,7 +10,10 @@
 /* Format the message (printf style), remember it, and return -1. The
  * arguments may include last_error() itself, to add context to the message
  * a callee left: fail("%s: %s", path, last_error()). Messages are kept up
- * to 4 KiB. */
+ * to 4 KiB. A byte that could act on a terminal - a control character such
+ * as ESC or a newline, DEL, a byte that is not printable UTF-8 - is kept as
+ * the text \xNN, so quoting a bad file's bytes cannot colour, move or clear
+ * the user's terminal, and a message stays one line. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A short quote of text a user typed, for a message: the text itself when

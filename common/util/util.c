@@ -4,6 +4,10 @@
  *   write_file_atomic  write to "<path>.tmp.<pid>", fsync, rename over path,
  *   atomic_open/close  so a crash never leaves a half-written file behind
  *                      (a device such as /dev/null is written in place)
+ *   out_dir_prepare    an output directory checked (length, writable) before training
+ *   path_format        snprintf for a path, refusing one that does not fit
+ *   write_signals_install, temp_register: a Ctrl-C during a save removes its
+ *                      temporary; SIGXFSZ ignored (a file-size limit is an error)
  *   read_whole_file    read a file into memory, gunzipping "*.gz" with zlib
  *   xmalloc/xcalloc    64-byte aligned allocation that aborts on out-of-memory
  *
@@ -12,8 +16,12 @@
 #include "util/util.h"
 #include "util/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +60,143 @@ int make_dirs(const char *path) {
         if (rc != 0) return -1;
     }
     return make_one_dir(buf);
+}
+
+/* ------------------------------------------------------ output directories */
+
+int path_format(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return 0;
+    char start[48];
+    snprintf(start, sizeof start, "%.40s", cap > 0 ? buf : "");
+    if (cap > 0) buf[0] = '\0';
+    return fail("the path %s... would have %d characters, more than the %zu that fit (a path is never cut): "
+                "give a shorter --out", start, n, cap > 0 ? cap - 1 : 0);
+}
+
+int out_dir_prepare(const char *flag, const char *dir) {
+    write_signals_install();
+    char quoted[96];
+    if (strlen(dir) > OUT_DIR_MAX)
+        return fail("%s %s: longer than %d characters, the most an output directory may have (a path is never "
+                    "cut: a cut one names another place); give a shorter one", flag,
+                    error_excerpt(dir, quoted, sizeof quoted), OUT_DIR_MAX);
+    if (make_dirs(dir) != 0) return fail("%s: %s", flag, last_error());
+    /* a file created and removed: the directory takes this program's files */
+    char probe[OUT_DIR_MAX + 64];
+    snprintf(probe, sizeof probe, "%s/.write_probe", dir);
+    temp_remove_stale(probe);                           /* one a killed run left */
+    snprintf(probe, sizeof probe, "%s/.write_probe.tmp.%ld", dir, (long)getpid());
+    int slot = temp_register(probe);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        int saved = errno;
+        temp_forget(slot);
+        return fail("%s %s: cannot write files there (checked before training): %s", flag, dir, strerror(saved));
+    }
+    close(fd);
+    unlink(probe);
+    temp_forget(slot);
+    return 0;
+}
+
+/* ------------------------------------------------- signals and temporaries */
+
+/* The temporary files of writes in progress (at most TEMP_SLOTS at once: a
+ * plot writes two), for the signal handler to remove. A slot is filled
+ * before its file is created and emptied after the file is renamed or
+ * removed; the handler reads only slots marked in use. */
+enum { TEMP_SLOTS = 8, TEMP_PATH = 2400 };
+static char temp_paths[TEMP_SLOTS][TEMP_PATH];
+static volatile sig_atomic_t temp_in_use[TEMP_SLOTS];
+
+/* What the signal handler does before the signal acts (async-signal-safe). */
+static void temp_remove_registered(void) {
+    for (int i = 0; i < TEMP_SLOTS; i++)
+        if (temp_in_use[i]) unlink(temp_paths[i]);     /* unlink is async-signal-safe */
+}
+
+int temp_register(const char *tmp) {
+    size_t len = strlen(tmp);
+    if (len >= TEMP_PATH) return -1;
+    for (int i = 0; i < TEMP_SLOTS; i++) {
+        if (temp_in_use[i]) continue;
+        memcpy(temp_paths[i], tmp, len + 1);
+        atomic_signal_fence(memory_order_seq_cst);     /* the name is complete before the slot counts */
+        temp_in_use[i] = 1;
+        return i;
+    }
+    return -1;
+}
+
+void temp_forget(int slot) {
+    if (slot >= 0 && slot < TEMP_SLOTS) temp_in_use[slot] = 0;
+}
+
+/* SIGINT, SIGTERM, SIGHUP: remove the temporaries, then let the signal do
+ * what it does by default (SA_RESETHAND restored that on entry; the signal
+ * raised here is delivered when the handler returns). */
+static void on_stop_signal(int sig) {
+    int saved = errno;
+    temp_remove_registered();
+    raise(sig);
+    errno = saved;
+}
+
+void write_signals_install(void) {
+    static int installed = 0;
+    if (installed) return;
+    installed = 1;
+    const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction old;
+        if (sigaction(stops[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+            continue;                                   /* ignored, or the program's own handler */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        sigaction(stops[i], &sa, NULL);
+    }
+    struct sigaction old;
+    if (sigaction(SIGXFSZ, NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+        signal(SIGXFSZ, SIG_IGN);
+}
+
+void temp_remove_stale(const char *path) {
+    char dir[1100];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash == NULL) {
+        strcpy(dir, ".");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0) n = 1;
+        if (n >= sizeof dir) return;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    size_t base_len = strlen(base);
+    DIR *d = opendir(dir);
+    if (d == NULL) return;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        /* exactly "<base>.tmp.<digits>" */
+        const char *name = e->d_name;
+        if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0) continue;
+        const char *digits = name + base_len + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (*digits < '0' || *digits > '9' || *end != '\0' || errno != 0 || pid <= 0 || pid > INT32_MAX) continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* still running */
+        char stale[2200];
+        if (snprintf(stale, sizeof stale, "%s/%s", dir, name) < (int)sizeof stale) unlink(stale);
+    }
+    closedir(d);
 }
 
 /* ---------------------------------------------------------- atomic writes */
@@ -128,19 +273,28 @@ int write_file_atomic(const char *path, const void *data, size_t len) {
     }
     char tmp[1100];
     if (temp_name(tmp, sizeof tmp, path) != 0) return -1;
+    write_signals_install();
+    temp_remove_stale(path);
+    int slot = temp_register(tmp);
 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return fail("cannot write '%s': cannot create '%s': %s", path, tmp, strerror(errno));
-
+    if (fd < 0) {
+        int saved = errno;
+        temp_forget(slot);
+        return fail("cannot write '%s': cannot create '%s': %s", path, tmp, strerror(saved));
+    }
     if (write_all(fd, data, len) != 0) {
         int saved = errno;
         close(fd);
         unlink(tmp);
+        temp_forget(slot);
         return fail("cannot write '%s': %s", path, strerror(saved));
     }
-    if (sync_and_rename(fd, tmp, path) != 0) {
+    int renamed = sync_and_rename(fd, tmp, path);
+    if (renamed != 0) unlink(tmp);
+    temp_forget(slot);
+    if (renamed != 0) {
         close(fd);
-        unlink(tmp);
         return -1;
     }
     if (close(fd) != 0) return fail("cannot write '%s': close failed: %s", path, strerror(errno));
@@ -149,6 +303,7 @@ int write_file_atomic(const char *path, const void *data, size_t len) {
 
 int atomic_open(AtomicFile *af, const char *path) {
     af->f = NULL;
+    af->slot = -1;
     size_t len = strlen(path);
     if (len >= sizeof af->path) return fail("path too long (%zu bytes): '%s'", len, path);
     memcpy(af->path, path, len + 1);
@@ -159,10 +314,17 @@ int atomic_open(AtomicFile *af, const char *path) {
         return 0;
     }
     if (temp_name(af->tmp, sizeof af->tmp, path) != 0) return -1;
+    write_signals_install();
+    temp_remove_stale(path);
+    af->slot = temp_register(af->tmp);
 
     af->f = fopen(af->tmp, "wb");
-    if (af->f == NULL)
-        return fail("cannot write '%s': cannot create '%s': %s", path, af->tmp, strerror(errno));
+    if (af->f == NULL) {
+        int saved = errno;
+        temp_forget(af->slot);
+        af->slot = -1;
+        return fail("cannot write '%s': cannot create '%s': %s", path, af->tmp, strerror(saved));
+    }
     return 0;
 }
 
@@ -172,9 +334,12 @@ int atomic_close(AtomicFile *af, int ok) {
     af->f = NULL;
 
     const int in_place = af->tmp[0] == '\0';   /* a device or pipe (is_special_file) */
+    const int slot = af->slot;
+    af->slot = -1;
     if (!ok) {                      /* the caller gave up: leave no trace */
         fclose(f);
         if (!in_place) unlink(af->tmp);
+        temp_forget(slot);
         return 0;
     }
     int write_error = ferror(f);
@@ -184,15 +349,18 @@ int atomic_close(AtomicFile *af, int ok) {
     if (write_error) {
         fclose(f);
         if (!in_place) unlink(af->tmp);
+        temp_forget(slot);
         return fail("cannot write '%s': %s", af->path, saved ? strerror(saved) : "write error");
     }
     if (in_place) {
         if (fclose(f) != 0) return fail("cannot write '%s': %s", af->path, strerror(errno));
         return 0;
     }
-    if (sync_and_rename(fileno(f), af->tmp, af->path) != 0) {
+    int renamed = sync_and_rename(fileno(f), af->tmp, af->path);
+    if (renamed != 0) unlink(af->tmp);
+    temp_forget(slot);
+    if (renamed != 0) {
         fclose(f);
-        unlink(af->tmp);
         return -1;
     }
     if (fclose(f) != 0) return fail("cannot write '%s': close failed: %s", af->path, strerror(errno));

@@ -14,7 +14,9 @@
  *     chapters (01, 02, 03, 06) rebuild their task's data set from the
  *     config (kept between inputs while the task lines stay the same), check
  *     its vocabulary sizes, build the model and checkpoint_load it; chapters
- *     04, 05, 07 and the GPT build their model and load it. Only models small
+ *     04, 05, 07 and the GPT build their model and load it; chapter 07's
+ *     captioner checks its scenes' lines (grid, task, side), its vocabulary
+ *     sizes against the scenes' words, builds and loads. Only models small
  *     enough for a fuzzing loop are built (a real checkpoint of a huge model
  *     is not a bug). */
 #include <stdint.h>
@@ -28,6 +30,8 @@
 #include "05_multi_head_attention/multi_head_model.h"
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
+#include "07_vision_transformer/caption.h"
+#include "07_vision_transformer/scene.h"
 #include "07_vision_transformer/vit.h"
 #include "data/dataset.h"
 #include "data/digit_tasks.h"
@@ -40,6 +44,7 @@ static const char *const MODELS[][2] = {
     {"attn_seq2seq", "03_dot_product_attention"}, {"ch04_digit_self_attention", "04_self_attention"},
     {"ch05_digit_multi_head", "05_multi_head_attention"}, {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},                            {VIT_MODEL_NAME, "07_vision_transformer"},
+    {CAPTION_MODEL_NAME, "07_caption"},
 };
 
 /* With FUZZ_VERBOSE set, say how far each load went (to check that the
@@ -125,6 +130,35 @@ static void load_seq2seq(const char *path, const char *config) {
     m.destroy(m.self);
 }
 
+/* The captioner's --load (07_caption): the scenes' lines checked (grid,
+ * task, side), a data set of the scenes' words and image size without
+ * images (nothing the load checks reads them: the real one is built from
+ * Fashion-MNIST), its vocabulary sizes, build, load. */
+static void load_caption(const char *path, const char *config) {
+    int grid, src_size, tgt_size;
+    CaptionConfig cc;
+    if (scene_config_grid(config, &grid) != 0 || caption_config_read(config, &cc) != 0) return;
+    if (cc.D > 64 || cc.ff > 256 || cc.layers > 2 || cc.dec_layers > 2 || cc.heads > 8 || cc.embed > 64 ||
+        cc.hidden > 64 || cc.attn > 64)
+        return;
+    Dataset d;
+    memset(&d, 0, sizeof d);
+    vocab_init(&d.src_vocab);
+    vocab_init(&d.tgt_vocab);
+    for (int c = 0; c < FASHION_MNIST_CLASSES; c++) vocab_add(&d.tgt_vocab, scene_words[c]);
+    d.value_size = SCENE_CELL * grid * SCENE_CELL * grid;
+    d.max_src_len = d.max_tgt_len = grid * grid;
+    if (config_get_int(config, "src_vocab_size", &src_size) != 0 ||
+        config_get_int(config, "tgt_vocab_size", &tgt_size) != 0 || src_size != d.src_vocab.size ||
+        tgt_size != d.tgt_vocab.size)
+        return;
+    Seq2Seq m;
+    memset(&m, 0, sizeof m);
+    if (caption_build(&m, &d, config, 2, 1) != 0) return;
+    report("caption", checkpoint_load(path, m.params));
+    m.destroy(m.self);
+}
+
 static void exercise(const char *path) {
     char *config = NULL;
     if (checkpoint_read_config(path, &config) != 0) return;
@@ -146,6 +180,7 @@ static void exercise(const char *path) {
     (void)digit_task_from_config(config, &spec, &et);
 
     load_seq2seq(path, config);
+    load_caption(path, config);
     if (gpt.block.D <= 64 && gpt.block.F <= 256 && gpt.layers <= 2 && gpt.context <= 64 && gpt.V <= 512) {
         Gpt g;
         if (gpt_create(&g, &gpt, 2, 1) == 0) {
