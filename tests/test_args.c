@@ -287,6 +287,24 @@ static void test_help_text(void **state) {
     assert_non_null(strstr(text, "more than one"));
 }
 
+/* A list flag: positive integers separated by single commas, each at most
+ * `largest`, at most `max` of them; an empty item, a word or too many refused. */
+static void test_int_list(void **state) {
+    (void)state;
+    int v[3];
+    assert_int_equal(args_int_list("heads", "1,2,4", v, 3, 64), 3);
+    assert_int_equal(v[0], 1);
+    assert_int_equal(v[2], 4);
+    assert_int_equal(args_int_list("heads", "7", v, 3, 64), 1);
+    const char *bad[] = {"", ",", "1,", ",1", "1,,2", "1,x", "0", "65", "1,2,3,4", "2 ", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(args_int_list("heads", bad[i], v, 3, 64), -1);
+        expect_error_naming("--heads");
+    }
+    assert_int_equal(args_int_list("heads", "1,2,", v, 3, 64), -1);
+    expect_message("--heads '1,2,': item 3 is empty (expected numbers separated by single commas, e.g. 1,2,4)");
+}
+
 /* A flag the program knows but that has no effect in it: refused with the
  * reason, in both forms. */
 static void test_refused_flag(void **state) {
@@ -338,6 +356,7 @@ int main(void) {
         cmocka_unit_test_setup(test_help_text, reset),
         cmocka_unit_test_setup(test_help_without_default, reset),
         cmocka_unit_test_setup(test_refused_flag, reset),
+        cmocka_unit_test_setup(test_int_list, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,6 @@
  * head of every trained model, the loss curves and the scaling plots.
  * Flags, training, evaluation, plots and --load are the driver's
  * (common/train/classifier.h); this file says which models to train. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,22 +62,10 @@ static const ArgSpec MODEL_ARGS[] = {
 
 /* "1,2,4" -> heads[] = {1, 2, 4}; every count must divide dim. */
 static int parse_heads(const char *text, int dim, int *heads) {
-    int n = 0;
-    const char *p = text;
-    for (;;) {   /* one item per turn, the one after a last comma too ("1,2," ends in an empty one) */
-        if (*p == ',' || *p == '\0')
-            return fail("--heads '%s': item %d is empty (expected head counts separated by single commas, "
-                        "e.g. 1,2,4)", text, n + 1);
-        char *end = (char *)p;
-        long h = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
-        if (end == p || (*end != ',' && *end != '\0') || h < 1 || h > dim || dim % h != 0 || n == MAX_VARIANTS)
-            return fail("--heads: expected up to %d comma-separated head counts that divide --dim %d "
-                        "(e.g. 1,2,4), got '%s'", MAX_VARIANTS, dim, text);
-        heads[n++] = (int)h;
-        if (*end == '\0') break;
-        p = end + 1;
-    }
-    if (n == 0) return fail("--heads: expected at least one head count, got '%s'", text);
+    int n = args_int_list("heads", text, heads, MAX_VARIANTS, dim);
+    for (int i = 0; i < n; i++)
+        if (dim % heads[i] != 0)
+            return fail("--heads: %d heads do not divide --dim %d (each head gets dim / heads)", heads[i], dim);
     return n;
 }
 

@@ -19,7 +19,6 @@
  * the attention rollout, the cosine similarity of the learned positions, the
  * confusion matrix. Flags, training, evaluation and --load are the driver's
  * (common/train/classifier.h). */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,24 +160,12 @@ static int load_data(void) {
     return 0;
 }
 
-/* "14,7,4" -> P[] */
+/* "14,7,4" -> P[]; every side must divide the 28 pixels of a side. */
 static int parse_patches(const char *text, int *P) {
-    int n = 0;
-    const char *p = text;
-    for (;;) {   /* one item per turn, the one after a last comma too ("7," ends in an empty one) */
-        if (*p == ',' || *p == '\0')
-            return fail("--patch '%s': item %d is empty (expected patch sides separated by single commas, "
-                        "e.g. 14,7,4)", text, n + 1);
-        char *end = (char *)p;
-        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
-        if (end == p || (*end != ',' && *end != '\0') || v < 1 || v > 28 || 28 % v != 0 || n == MAX_PATCHES)
-            return fail("--patch: expected up to %d comma-separated patch sides that divide 28 (1, 2, 4, 7, 14, "
-                        "28), got '%s'", MAX_PATCHES, text);
-        P[n++] = (int)v;
-        if (*end == '\0') break;
-        p = end + 1;
-    }
-    if (n == 0) return fail("--patch: expected a patch side, got '%s'", text);
+    int n = args_int_list("patch", text, P, MAX_PATCHES, 28);
+    for (int i = 0; i < n; i++)
+        if (28 % P[i] != 0)
+            return fail("--patch: a side of %d does not divide 28 (expected 1, 2, 4, 7, 14 or 28)", P[i]);
     return n;
 }
 

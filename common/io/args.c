@@ -251,6 +251,24 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
     }
 }
 
+int args_int_list(const char *flag, const char *text, int *out, int max, int largest) {
+    int n = 0;
+    const char *p = text;
+    for (;;) {   /* one item per turn, the one after a last comma too ("1,2," ends in an empty one) */
+        if (*p == ',' || *p == '\0')
+            return fail("--%s '%s': item %d is empty (expected numbers separated by single commas, e.g. 1,2,4)",
+                        flag, text, n + 1);
+        char *end = (char *)p;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
+        if (end == p || (*end != ',' && *end != '\0') || v < 1 || v > largest || n == max)
+            return fail("--%s: expected up to %d comma-separated numbers from 1 to %d, got '%s'", flag, max, largest,
+                        text);
+        out[n++] = (int)v;
+        if (*end == '\0') return n;
+        p = end + 1;
+    }
+}
+
 int args_given(int argc, char **argv, const char *name) {
     const size_t n = strlen(name);
     for (int i = 1; i < argc; i++)

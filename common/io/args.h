@@ -46,6 +46,12 @@ int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
 void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs,
                      const char *examples);
 
+/* A list flag's value, "1,2,4": up to max positive integers of at most
+ * `largest`, separated by single commas, into out. Returns how many, or -1
+ * with fail() naming the flag for an empty item ("1,,2", "7,"), a word, or
+ * too many items; the caller checks what else each item must be. */
+int args_int_list(const char *flag, const char *text, int *out, int max, int largest);
+
 /* 1 when the command line names flag `name` ("--name" or "--name=..."). */
 int args_given(int argc, char **argv, const char *name);
 
