@@ -104,7 +104,7 @@ static int encoder_gradients(CellType cell) {
         char what[96];
         snprintf(what, sizeof what, "%s cell: d %s", cell_type_name(cell), t->name);
         result = grade_gradient(what, encoder_loss, &e, e.p.data + t->offset, e.p.grad + t->offset, t->ndim,
-                                t->dims, 1e-3f, 1e-2);
+                                t->dims, 1e-2f, 1e-2);
     }
     rnn_encoder_free(&e.enc);
     params_free(&e.p);
