@@ -119,7 +119,8 @@ static void test_help_every_program(void **state) {
     static const struct { const char *program, *flag; } unused[] = {
         {"01_rnn_seq2seq", "--plot"},        {"07_caption", "--preset long"},       {"07_caption", "--task dates"},
         {"04_self_attention", "--ema 0.5"}, {"05_multi_head_attention", "--sam 0.1"},
-        {"07_vision_transformer", "--input 3"},
+        {"07_vision_transformer", "--input 3"}, {"04_self_attention", "--hidden 8"},
+        {"05_multi_head_attention", "--hidden 8"},
     };
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
         char name[64];
@@ -315,16 +316,16 @@ static void test_digit_checkpoints(void **state) {
     (void)state;
     const char *ckpt04 = "run04/model_reverse_sinusoidal.ckpt", *ckpt05 = "run05/model_neighbours_h2.ckpt";
     short_run("04_self_attention",
-              "--task reverse --pos sinusoidal --steps 3 --dim 8 --hidden 8 --layers 1 --batch 8 "
+              "--task reverse --pos sinusoidal --steps 3 --dim 8 --ff 8 --layers 1 --batch 8 "
               "--test-size 20 --quiet", ckpt04);
     short_run("05_multi_head_attention",
-              "--task neighbours --heads 1,2 --steps 3 --dim 8 --hidden 8 --batch 8 --test-size 20 "
+              "--task neighbours --heads 1,2 --steps 3 --dim 8 --ff 8 --batch 8 --test-size 20 "
               "--scale-max-len 0 --quiet", ckpt05);
     check_digit_checkpoint("04_self_attention", ckpt04, ckpt05);
     check_digit_checkpoint("05_multi_head_attention", ckpt05, ckpt04);
     /* the fused attention path trains too, and a bad choice is one error */
     short_run("05_multi_head_attention",
-              "--task neighbours --heads 2 --steps 3 --dim 8 --hidden 8 --batch 8 --test-size 20 "
+              "--task neighbours --heads 2 --steps 3 --dim 8 --ff 8 --batch 8 --test-size 20 "
               "--scale-max-len 0 --quiet --attention fused", ckpt05);
     expect_error("05_multi_head_attention", "--attention nope", "--attention");
 }
@@ -343,9 +344,9 @@ static const ChapterCase CHAPTERS[] = {
      "n02/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
     {"03_dot_product_attention", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
      "n03/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
-    {"04_self_attention", "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 "
+    {"04_self_attention", "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 "
      "--test-size 10 --quiet", "n04/model_reverse_learned.ckpt", "--test-size 10", "--input"},
-    {"05_multi_head_attention", "--task neighbours --heads 2 --steps 2 --dim 8 --hidden 8 --batch 8 --test-size 10 "
+    {"05_multi_head_attention", "--task neighbours --heads 2 --steps 2 --dim 8 --ff 8 --batch 8 --test-size 10 "
      "--scale-max-len 0 --quiet", "n05/model_neighbours_h2.ckpt", "--test-size 10", "--input"},
     {"06_transformer", "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 200 --max-eval 10 --samples 0 --quiet",
      "n06/model.ckpt", "--max-eval 10 --samples 0", "--translate"},

@@ -491,7 +491,7 @@ static void test_escape_codes_in_messages(void **state) {
 static void test_list_flags_refuse_an_empty_item(void **state) {
     (void)state;
     RunResult *r = malloc(sizeof *r);
-    shell(r, "timeout 120 %s/05_multi_head_attention --task neighbours --heads 1,2, --steps 1 --dim 8 --hidden 8 "
+    shell(r, "timeout 120 %s/05_multi_head_attention --task neighbours --heads 1,2, --steps 1 --dim 8 --ff 8 "
              "--batch 8 --test-size 5 --scale-max-len 0 --quiet --out %s/comma05", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads 1,2,", "--heads '1,2,': item 3 is empty");
     shell(r, "timeout 120 %s/05_multi_head_attention --heads ,2 --steps 1 --out %s/comma05", build_dir, tmp_dir);

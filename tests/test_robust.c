@@ -622,7 +622,7 @@ static void test_programs_into_a_read_only_directory(void **state) {
     program_into_read_only_dir("01_rnn_seq2seq", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0",
                                "model.ckpt");
     program_into_read_only_dir("04_self_attention",
-                               "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 "
+                               "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 "
                                "--test-size 5",
                                "model_reverse_learned.ckpt");
 }
@@ -825,7 +825,7 @@ static void expect_out_refused(const char *root, const char *program, const char
 }
 
 static const char *const QUICK_04 =
-    "--task reverse --pos learned --steps 2 --dim 8 --hidden 8 --layers 1 --batch 8 --test-size 5";
+    "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 --test-size 5";
 static const char *const QUICK_01 = "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0";
 static const char *const QUICK_CAPTION =
     "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 1";
@@ -1104,7 +1104,7 @@ static void test_second_run_into_one_out_is_noted(void **state) {
     const char *dims[3] = {"8", "16", "16"};
     for (int i = 0; i < 3; i++) {
         snprintf(args, sizeof args,
-                 "--task reverse --pos learned --steps 2 --dim %s --hidden 8 --layers 1 --batch 8 --test-size 5 "
+                 "--task reverse --pos learned --steps 2 --dim %s --ff 8 --layers 1 --batch 8 --test-size 5 "
                  "--quiet --threads 1 --out %s", dims[i], dir);
         program_run(&run_result, build_dir, "04_self_attention", args, tmp_dir);
         assert_int_equal(run_result.code, 0);

@@ -26,7 +26,7 @@ CHAPTER = "04_self_attention"
 MODEL = "ch04_digit_self_attention"
 KIND = "digits"          # a per-position model: x [B,N] -> a class per position
 
-_SMALL = ["--len", "8", "--dim", "16", "--hidden", "32", "--layers", "2", "--batch", "32"]
+_SMALL = ["--len", "8", "--dim", "16", "--ff", "32", "--layers", "2", "--batch", "32"]
 RUNS = [
     ("reverse learned", ["--task", "reverse", "--pos", "learned"] + _SMALL),
     ("sort sin causal", ["--task", "sort", "--pos", "sinusoidal", "--causal"] + _SMALL),

@@ -18,7 +18,7 @@ CHAPTER = "05_multi_head_attention"
 MODEL = "ch05_digit_multi_head"
 KIND = "digits"
 
-_SMALL = ["--scale-max-len", "0", "--len", "8", "--hidden", "32", "--layers", "2", "--batch", "32"]
+_SMALL = ["--scale-max-len", "0", "--len", "8", "--ff", "32", "--layers", "2", "--batch", "32"]
 RUNS = [
     ("neighbours H=2", ["--task", "neighbours", "--pos", "learned", "--dim", "16", "--heads", "2"] + _SMALL),
     ("count_next H=3 c", ["--task", "count_next", "--pos", "sinusoidal", "--dim", "15", "--heads", "3",

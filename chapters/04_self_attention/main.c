@@ -30,13 +30,15 @@
 
 static struct {
     const char *task, *pos;
-    int len, dim, hidden, layers, causal;
+    int len, dim, ff, layers, causal;
 } model_flags = {"all", "all", 8, 64, 128, 2, 0};
 
 static const ArgSpec MODEL_ARGS[] = {
     {"pos", ARG_STRING, &model_flags.pos, "positional encoding(s)", 0, 0, "all,none,sinusoidal,learned", ARG_MODEL},
     {"dim", ARG_INT, &model_flags.dim, "model width D (= D_in = D_out of every layer)", 2, 1024, NULL, ARG_MODEL},
-    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"ff", ARG_INT, &model_flags.ff, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"hidden", ARG_REFUSED, NULL, "the MLP width F is --ff here, as in chapters 06 and 07 (--hidden is the RNN state "
+     "S of chapters 01-03)", 0, 0, NULL, ARG_MODEL},
     {"layers", ARG_INT, &model_flags.layers, "self-attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
     {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
     {"task", ARG_STRING, &model_flags.task, "which task(s) to train", 0, 0, "all,reverse,sort,count", ARG_DATA},
@@ -54,7 +56,7 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
         for (int p = 0; p < POS_N_TYPES && n < max; p++) {
             const char *pos = pos_type_name((PosType)p);
             if (strcmp(model_flags.pos, "all") != 0 && strcmp(model_flags.pos, pos) != 0) continue;
-            DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.hidden, model_flags.layers,
+            DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.ff, model_flags.layers,
                                  digit_task_classes((DigitTask)t, model_flags.len), (PosType)p,
                                  model_flags.causal};
             ClassifierRun *r = &runs[n];

@@ -35,7 +35,7 @@
 
 static struct {
     const char *task, *pos, *heads, *attention;
-    int len, dim, hidden, layers, causal;
+    int len, dim, ff, layers, causal;
     int scale_max_len, scale_dim, scale_heads, scale_repeats;
 } model_flags = {"count_next", "learned", "1,2,4", "plain", 8, 64, 128, 1, 0, 2048, 64, 4, 5};
 
@@ -43,7 +43,9 @@ static const ArgSpec MODEL_ARGS[] = {
     {"heads", ARG_STRING, &model_flags.heads, "head counts to compare, at equal width H*D_H = --dim", 0, 0, NULL,
      ARG_MODEL},
     {"dim", ARG_INT, &model_flags.dim, "model width D = H*D_H", 2, 1024, NULL, ARG_MODEL},
-    {"hidden", ARG_INT, &model_flags.hidden, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"ff", ARG_INT, &model_flags.ff, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+    {"hidden", ARG_REFUSED, NULL, "the MLP width F is --ff here, as in chapters 06 and 07 (--hidden is the RNN state "
+     "S of chapters 01-03)", 0, 0, NULL, ARG_MODEL},
     {"layers", ARG_INT, &model_flags.layers, "multi-head attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
     {"pos", ARG_STRING, &model_flags.pos, "positional encoding", 0, 0, "none,sinusoidal,learned", ARG_MODEL},
     {"causal", ARG_BOOL, &model_flags.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
@@ -77,7 +79,7 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
     if (n < 0 || digit_task_from_name(model_flags.task, &task) < 0 ||
         pos_type_from_name(model_flags.pos, &pos) < 0)
         return -1;
-    DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.hidden, model_flags.layers,
+    DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.ff, model_flags.layers,
                          digit_task_classes(task, model_flags.len), pos, model_flags.causal};
     *headline = 0;
     for (int v = 0; v < n && v < max; v++) {
