@@ -251,6 +251,10 @@ void args_print_help(const char *prog, const char *summary, const ArgSpec *specs
     }
 }
 
+ArgSpec args_refused(const char *name, const char *why) {
+    return (ArgSpec){.name = name, .type = ARG_REFUSED, .help = why};
+}
+
 int args_int_list(const char *flag, const char *text, int *out, int max, int largest) {
     int n = 0;
     const char *p = text;

@@ -46,6 +46,10 @@ int args_parse(int argc, char **argv, const ArgSpec *specs, int n_specs);
 void args_print_help(const char *prog, const char *summary, const ArgSpec *specs, int n_specs,
                      const char *examples);
 
+/* The spec of a flag this program knows but has no use for (ARG_REFUSED):
+ * given, it fails with "--NAME has no effect in this program: WHY". */
+ArgSpec args_refused(const char *name, const char *why);
+
 /* A list flag's value, "1,2,4": up to max positive integers of at most
  * `largest`, separated by single commas, into out. Returns how many, or -1
  * with fail() naming the flag for an empty item ("1,,2", "7,"), a word, or

@@ -598,11 +598,6 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     return 0;
 }
 
-/* A flag that has no effect in this program (args.h, ARG_REFUSED). */
-static ArgSpec refused(const char *name, const char *why) {
-    return (ArgSpec){.name = name, .type = ARG_REFUSED, .help = why, .group = ARG_OUTPUT};
-}
-
 int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     ClassifierFlags f = ch->defaults;
     if (f.replicas < 1) f.replicas = 1;
@@ -642,8 +637,9 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
         int images = !ch->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0);
         int recipe = !ch->vit_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 ||
                                          strcmp(name, "replicas") == 0);
-        if (images) common[i] = refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
-        if (recipe) common[i] = refused(name, "it belongs to chapter 07's long training recipe");
+        if (images)
+            common[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
+        if (recipe) common[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
     }
     ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
     if (ch->n_model_args) memcpy(specs, ch->model_args, sizeof(ArgSpec) * (size_t)ch->n_model_args);

@@ -542,13 +542,11 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         static const char *const token_only[] = {"task", "n-train", "min-len", "max-len", "translate", "plot"};
         for (size_t k = 0; spec->load_data && k < sizeof token_only / sizeof token_only[0]; k++)
             if (strcmp(s->name, token_only[k]) == 0)
-                *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED,
-                               .help = "this chapter's inputs are images, chosen by its own flags (see --help)"};
+                *s = args_refused(s->name, "this chapter's inputs are images, chosen by its own flags (see --help)");
         if (strcmp(s->name, "plot") == 0 && spec->no_attention)
-            *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED,
-                           .help = "this chapter's model has no attention weights to draw"};
+            *s = args_refused(s->name, "this chapter's model has no attention weights to draw");
         if (strcmp(s->name, "preset") == 0 && !spec->preset_long)
-            *s = (ArgSpec){.name = s->name, .type = ARG_REFUSED, .help = "this chapter has no long preset"};
+            *s = args_refused(s->name, "this chapter has no long preset");
     }
 
     int exit_code = 1;
