@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/seq2seq.h"
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "util/error.h"
 #include "util/output.h"

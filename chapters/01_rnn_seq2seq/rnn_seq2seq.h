@@ -19,7 +19,7 @@
 #include "data/dataset.h"
 #include "nn/params.h"
 #include "util/rng.h"
-#include "train/seq2seq.h"
+#include "model/seq2seq.h"
 
 /* Sizes (the project's table of names): B batch, T source
  * length, T' target length, V vocabulary, D_E embedding size, S the RNN state

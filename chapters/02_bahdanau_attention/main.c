@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/seq2seq.h"
 #include "02_bahdanau_attention/bahdanau.h"
 #include "util/error.h"
 #include "util/output.h"

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/seq2seq.h"
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "03_dot_product_attention/scaling_experiment.h"
 #include "util/error.h"

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "nn/params.h"
-#include "train/classifier.h"
+#include "model/classifier.h"
 #include "util/rng.h"
 
 #define DIGIT_MAX_LAYERS 4

@@ -13,7 +13,7 @@
 #include "io/plot.h"
 #include "kernels/matmul.h"
 #include "nn/layers.h"
-#include "train/progress.h"
+#include "util/util.h"
 #include "util/rng.h"
 #include "util/util.h"
 

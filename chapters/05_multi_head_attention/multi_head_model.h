@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head.h"
-#include "train/classifier.h"
+#include "model/classifier.h"
 
 #define MH_MODEL_NAME "ch05_digit_multi_head"
 

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/stack.h"
-#include "train/classifier.h"
+#include "model/classifier.h"
 #include "util/rng.h"
 
 typedef struct {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/seq2seq.h"
 #include "06_transformer/norm_experiment.h"
 #include "06_transformer/transformer.h"
 #include "io/args.h"

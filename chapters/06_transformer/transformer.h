@@ -31,7 +31,7 @@
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/block.h"
 #include "06_transformer/stack.h"
-#include "train/seq2seq.h"
+#include "model/seq2seq.h"
 
 #define TRANSFORMER_MAX_LAYERS STACK_MAX_LAYERS
 

@@ -42,7 +42,7 @@
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "06_transformer/stack.h"
 #include "07_vision_transformer/patch_embed.h"
-#include "train/seq2seq.h"
+#include "model/seq2seq.h"
 
 #define CAPTION_MODEL_NAME "ch07_caption"
 

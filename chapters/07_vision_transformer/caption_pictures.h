@@ -9,7 +9,7 @@
 #ifndef CAPTION_PICTURES_H
 #define CAPTION_PICTURES_H
 #include "data/dataset.h"
-#include "train/seq2seq.h"
+#include "model/seq2seq.h"
 
 /* Ink [side, side] in [0, 1] (white on black, as the data set draws its items)
  * from an image in the data set's scale: x std + mean when normalized. */

@@ -16,7 +16,7 @@
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "io/results.h"
-#include "train/classifier.h"
+#include "model/classifier.h"
 
 /* Everything after the training of run key (label: titles); steps, batch
  * and seconds: the run's budget and training time, for the patch table

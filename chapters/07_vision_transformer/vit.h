@@ -78,7 +78,7 @@
 #include "06_transformer/stack.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "nn/params.h"
-#include "train/classifier.h"
+#include "model/classifier.h"
 
 #define VIT_MODEL_NAME "ch07_vit"
 

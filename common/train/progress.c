@@ -7,16 +7,11 @@
  * at least once a minute, so that the log of a long run (nohup ... > log)
  * shows that it is alive and when it will end. */
 #include "train/progress.h"
+#include "util/util.h"
 
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void progress_start(Progress *pr, long total_steps, long every, const char *unit, int quiet) {
     pr->unit = unit ? unit : "examples";

@@ -25,7 +25,5 @@ void progress_update(Progress *pr, long step, float loss, long examples_done, co
 /* Finish the line (newline on a terminal). */
 void progress_end(Progress *pr);
 
-/* Wall-clock seconds (monotonic). */
-double now_seconds(void);
 
 #endif

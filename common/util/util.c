@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -507,4 +508,10 @@ void *xcalloc(size_t count, size_t size) {
     void *p = xmalloc(count * size);
     memset(p, 0, count * size);
     return p;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

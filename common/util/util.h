@@ -85,4 +85,7 @@ char *read_gzip_file(const char *path, size_t *len);
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 
+/* Wall-clock seconds (monotonic), for timing a run. */
+double now_seconds(void);
+
 #endif
