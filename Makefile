@@ -1,4 +1,4 @@
-# Makefile - builds the core library, every chapter, the tests and the benchmarks.
+# Makefile - builds the libraries (common/ and one per chapter), every chapter's programs, the tests and the benchmarks.
 #
 #   make            build everything (build/)
 #   make run        build and run every chapter in order on its quick default (out/)
@@ -49,21 +49,39 @@ CFLAGS  += -Wno-pass-failed
 LDLIBS  += -fsanitize=address,undefined
 endif
 
-# The core library, plus every chapter's reusable code (everything but main.c),
-# so chapter N+1 links chapter N's functions instead of copying them.
-COMMON_SRC   := $(wildcard common/*/*.c)
 # A chapter is a directory chapters/NN_name/ with a main.c (its program).
 CHAPTERS     := $(sort $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c)))
+chapter_num   = $(firstword $(subst _, ,$(1)))
+CHAPTER_NUMS := $(foreach c,$(CHAPTERS),$(call chapter_num,$(c)))
 # A chapter may have more programs: chapters/NN_name/main_X.c is build/NN_X
 # (chapters/06_transformer/main_gpt.c is build/06_gpt), run after the
 # chapter's own program by make run and make run-NN.
 EXTRA_MAINS  := $(wildcard chapters/[0-9][0-9]_*/main_*.c)
-extra_programs = $(patsubst chapters/$(1)/main_%.c,$(firstword $(subst _, ,$(1)))_%,$(wildcard chapters/$(1)/main_*.c))
+extra_programs = $(patsubst chapters/$(1)/main_%.c,$(call chapter_num,$(1))_%,$(wildcard chapters/$(1)/main_*.c))
 PROGRAMS     := $(foreach c,$(CHAPTERS),$(c) $(call extra_programs,$(c)))
-CHAPTER_LIB_SRC := $(filter-out %/main.c $(EXTRA_MAINS),$(wildcard chapters/*/*.c))
-LIB_SRC      := $(COMMON_SRC) $(CHAPTER_LIB_SRC)
-LIB_OBJ      := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-LIB          := $(BUILD)/libattn.a
+
+# The ladder. common/ is one library, BUILD/libcommon.a, and each chapter's
+# reusable code (chapters/NN_name/*.c but its main*.c) is another,
+# BUILD/libNN.a. A program links only the libraries of its ladder, latest
+# chapter first (a static library's calls are resolved only by the libraries
+# after it on the command line):
+#   LADDER_03 = BUILD/lib03.a BUILD/lib02.a BUILD/lib01.a BUILD/libcommon.a
+# so a call from chapter N into a later chapter fails to link. Who links what:
+#   chapter NN's programs (main*.c)      LADDER_NN
+#   tests/test_X.c                       LADDER_NN, NN the highest chapter its
+#                                        #include "NN_name/..." lines name
+#                                        (none: LADDER_, common/ alone)
+#   tests/coursework/grade_NN.c          LADDER_NN
+#   fuzz targets, tools/*.c, bench/*.c   ALL_LIBS (every chapter)
+# tools/ladder.sh checks each library against the ones before it (make test).
+COMMON_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/*/*.c))
+chapter_obj   = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %/main.c $(EXTRA_MAINS),$(wildcard chapters/$(1)_*/*.c)))
+LADDER_      := $(BUILD)/libcommon.a
+ladder       := $(LADDER_)
+$(foreach n,$(CHAPTER_NUMS),$(eval ladder := $(BUILD)/lib$(n).a $(ladder))$(eval LADDER_$(n) := $(ladder)))
+ALL_LIBS     := $(ladder)
+test_chapter  = $(lastword $(sort $(shell sed -n 's/^\#include "\([0-9][0-9]\)_.*/\1/p' $(1))))
+
 CHAPTER_BINS := $(PROGRAMS:%=$(BUILD)/%)
 TEST_SRC     := $(wildcard tests/test_*.c)
 TEST_BINS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -87,7 +105,7 @@ BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
         coursework grade \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
-all: $(LIB) $(CHAPTER_BINS)
+all: $(ALL_LIBS) $(CHAPTER_BINS)
 
 # AVX2/FMA code is compiled with those instructions enabled, and called only
 # after a run-time CPUID check (common/kernels/matmul.c), so the binaries still run on
@@ -111,45 +129,55 @@ $(BUILD)/obj/%.o: %.c $(wildcard common/*/*.h) $(wildcard chapters/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
+$(BUILD)/libcommon.a: $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/%: chapters/%/main.c $(LIB)
-	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
-
-define EXTRA_RULE
-$(BUILD)/$(firstword $(subst _, ,$(notdir $(patsubst %/,%,$(dir $(1))))))_$(patsubst main_%.c,%,$(notdir $(1))): $(1) $(LIB)
-	$(CC) $(CFLAGS) $(1) $(LIB) $(LDLIBS) -o $$@
+define LIBRARY_RULE
+$(BUILD)/lib$(1).a: $(call chapter_obj,$(1))
+	@rm -f $$@
+	ar rcs $$@ $$^
 endef
-$(foreach m,$(EXTRA_MAINS),$(eval $(call EXTRA_RULE,$(m))))
+$(foreach n,$(CHAPTER_NUMS),$(eval $(call LIBRARY_RULE,$(n))))
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
+# Every program of chapter NN (main.c: BUILD/NN_name, main_X.c: BUILD/NN_X)
+# links LADDER_NN; the tests and graders link the ladder of their chapter.
+define PROGRAM_RULE
+$(BUILD)/$(2): $(1) $(LADDER_$(3))
+	$$(CC) $$(CFLAGS) $(1) $(LADDER_$(3)) $$(LDLIBS) -o $$@
+endef
+$(foreach c,$(CHAPTERS),$(eval $(call PROGRAM_RULE,chapters/$(c)/main.c,$(c),$(call chapter_num,$(c)))))
+$(foreach c,$(CHAPTERS),$(foreach m,$(wildcard chapters/$(c)/main_*.c),\
+  $(eval $(call PROGRAM_RULE,$(m),$(patsubst chapters/$(c)/main_%.c,$(call chapter_num,$(c))_%,$(m)),$(call chapter_num,$(c))))))
+$(foreach t,$(TEST_SRC),$(eval $(t:tests/%.c=$(BUILD)/tests/%): LADDER = $(LADDER_$(call test_chapter,$(t)))))
+$(foreach g,$(GRADE_SRC),$(eval $(g:tests/coursework/%.c=$(BUILD)/coursework/%): LADDER = $(LADDER_$(patsubst grade_%.c,%,$(notdir $(g))))))
+
+$(BUILD)/tests/%: tests/%.c $(ALL_LIBS) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) -lcmocka $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LADDER) -lcmocka $(LDLIBS) -o $@
 
 $(GRADE_OBJ): tests/coursework/grade.c tests/coursework/grade.h tests/golden.h $(wildcard common/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 
-$(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/coursework/*.h) $(wildcard common/*/*.h chapters/*/*.h)
+$(BUILD)/coursework/grade_%: tests/coursework/grade_%.c $(GRADE_OBJ) $(ALL_LIBS) $(TEST_SUPPORT_OBJ) $(wildcard tests/coursework/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Itests/coursework $< $(GRADE_OBJ) $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests -Itests/coursework $< $(GRADE_OBJ) $(TEST_SUPPORT_OBJ) $(LADDER) $(LDLIBS) -o $@
 
 # A fuzz target: the library built with -fsanitize=fuzzer-no-link, the
 # target with libFuzzer's main (make fuzz builds these with FUZZ=1).
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB) $(wildcard common/*/*.h chapters/*/*.h)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(ALL_LIBS) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(ALL_LIBS) $(LDLIBS) -o $@
 
 # C helpers of the Python tools (tools/twin_dump.c for make twin).
-$(BUILD)/tools/%: tools/%.c $(LIB) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
+$(BUILD)/tools/%: tools/%.c $(ALL_LIBS) $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(wildcard common/*/*.h chapters/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests $< $(TEST_SUPPORT_OBJ) $(ALL_LIBS) $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard bench/*.h)
+$(BUILD)/bench/%: bench/%.c $(ALL_LIBS) $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(LIB) $(BENCH_LIBS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $< $(ALL_LIBS) $(BENCH_LIBS) $(LDLIBS) -o $@
 
 deps-test:
 	@bash tools/deps.sh test
@@ -173,7 +201,7 @@ run: deps-run all
 	@bash tools/results_table.sh $(PROGRAMS:%=out/%/results.json)
 
 define RUN_RULE
-run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(LIB) $(BUILD)/$(1) $(patsubst %,$(BUILD)/%,$(call extra_programs,$(1)))
+run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(BUILD)/$(1) $(patsubst %,$(BUILD)/%,$(call extra_programs,$(1)))
 	@for p in $(1) $(call extra_programs,$(1)); do \
 	  echo "=== $$$$p"; t0=$$$$(date +%s.%N); ./$(BUILD)/$$$$p --out out/$$$$p || exit 1; \
 	  echo "=== $$$$p: $$$$(awk -v a=$$$$t0 -v b=$$$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done
@@ -229,7 +257,7 @@ fuzz: deps-fuzz
 
 _build_fuzz: $(FUZZ_BINS)
 
-_build_tests: $(LIB) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS)
+_build_tests: $(ALL_LIBS) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS)
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory BENCH_LIBS="-lopenblas" $(BENCH_BINS) $(CHAPTER_BINS)
@@ -247,7 +275,7 @@ COURSEWORK_OUT ?= out/coursework
 coursework:
 	@/usr/bin/python3 tools/coursework.py --out $(COURSEWORK_OUT) $(if $(CHAPTER),--chapter $(CHAPTER))
 
-grade: $(LIB) $(GRADE_BINS)
+grade: $(ALL_LIBS) $(GRADE_BINS)
 	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)
 
 # Regenerate tests/golden/*.bin from PyTorch (they are committed: make test

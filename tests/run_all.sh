@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# run_all.sh - run every cmocka suite in BUILD/tests and print one summary line.
+# run_all.sh - run every cmocka suite in BUILD/tests (and tests/test_*.sh) and
+# print one summary line.
 # Exits non-zero if any suite fails (or crashes).
 # RUNNER, when set, is put in front of each suite (make test-valgrind:
 # RUNNER="valgrind ... --error-exitcode=99"), so a memory error fails it.
 set -u
 build=${1:-build}
 passed=0 failed=0 failed_suites=()
-for t in "$build"/tests/test_*; do
-  [ -x "$t" ] || continue
+# The suites written as scripts (tests/test_*.sh: the ladder of the build's
+# libraries) take BUILD as their argument and run without RUNNER.
+for t in "$build"/tests/test_* "$(dirname "$0")"/test_*.sh; do
+  case "$t" in
+    *.sh) [ -f "$t" ] || continue ;;
+    *) [ -x "$t" ] || continue ;;
+  esac
   name=$(basename "$t")
   log=$(mktemp)
-  ${RUNNER:-} "$t" >"$log" 2>&1
+  case "$t" in
+    *.sh) bash "$t" "$build" >"$log" 2>&1 ;;
+    *) ${RUNNER:-} "$t" >"$log" 2>&1 ;;
+  esac
   rc=$?
   cat "$log"
   p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -n 1)
