@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -624,6 +625,50 @@ static void test_control_characters_in_file_names(void **state) {
     free(gp);
 }
 
+/* A gnuplot that never finishes (here a stand-in that sleeps) is stopped
+ * after $ATTN_GNUPLOT_TIMEOUT seconds: the program goes on, the .dat and
+ * .gp files stay, and no picture (or temporary file) is left. */
+static void test_hung_gnuplot_is_stopped(void **state) {
+    (void)state;
+    if (!gnuplot_available()) skip();   /* without gnuplot nothing is run at all */
+    char bin[400], fake[500], dir[400], stem[500], path[600];
+    snprintf(bin, sizeof bin, "%s/fake_bin", tmp_dir);
+    snprintf(dir, sizeof dir, "%s/hung", tmp_dir);
+    assert_int_equal(make_dirs(bin), 0);
+    assert_int_equal(make_dirs(dir), 0);
+    snprintf(fake, sizeof fake, "%s/gnuplot", bin);
+    FILE *f = fopen(fake, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\nexec sleep 600\n", f);
+    fclose(f);
+    assert_int_equal(chmod(fake, 0755), 0);
+    char *old_path = strdup(getenv("PATH"));
+    char new_path[5000];
+    snprintf(new_path, sizeof new_path, "%s:%s", bin, old_path);
+    setenv("PATH", new_path, 1);
+    setenv("ATTN_GNUPLOT_TIMEOUT", "0.5", 1);
+    const float x[3] = {1, 2, 3}, y[3] = {3, 1, 2};
+    const float *ys[1] = {y};
+    const char *names[1] = {"loss"};
+    snprintf(stem, sizeof stem, "%s/curve", dir);
+    const int rc = plot_lines(stem, "a curve", "step", "loss", x, ys, names, 1, 3, 0);
+    setenv("PATH", old_path, 1);
+    unsetenv("ATTN_GNUPLOT_TIMEOUT");
+    free(old_path);
+    assert_int_equal(rc, 0);                     /* a picture that failed is not an error of the run */
+    snprintf(path, sizeof path, "%s.png", stem);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s.gp", stem);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s.dat", stem);
+    assert_int_equal(access(path, F_OK), 0);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp.")) fail_msg("a temporary file was left: %s", e->d_name);
+    closedir(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heatmap_files),
@@ -638,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_line_plot_fixed_range),
         cmocka_unit_test(test_planted_strings_run_nothing),
         cmocka_unit_test(test_control_characters_in_file_names),
+        cmocka_unit_test(test_hung_gnuplot_is_stopped),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -33,9 +33,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ gnuplot binary */
@@ -217,6 +219,35 @@ static int png_complete(const char *path) {
     return ok;
 }
 
+/* How long one picture may take: 60 s, or $ATTN_GNUPLOT_TIMEOUT seconds (a
+ * positive number). A picture takes well under a second; a gnuplot that
+ * waits for something that never comes must not hang the program after its
+ * training is done. */
+static double gnuplot_timeout(void) {
+    const char *env = getenv("ATTN_GNUPLOT_TIMEOUT");
+    char *end = NULL;
+    const double t = env ? strtod(env, &end) : 0.0;
+    return env && end != env && *end == '\0' && t > 0 && t < 1e6 ? t : 60.0;
+}
+
+/* Wait for the gnuplot child: its wait status; -1 when waiting failed; -2
+ * when it ran past timeout seconds (it is then killed and reaped). */
+static int wait_for_gnuplot(pid_t child, double timeout) {
+    const double deadline = now_seconds() + timeout;
+    for (;;) {
+        int status = 0;
+        const pid_t got = waitpid(child, &status, WNOHANG);
+        if (got == child) return status;
+        if (got < 0 && errno != EINTR) return -1;
+        if (now_seconds() > deadline) {
+            kill(child, SIGKILL);
+            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+            return -2;
+        }
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 5000000}, NULL);   /* 5 ms */
+    }
+}
+
 /* Run "gnuplot -c base.gp TEMP" inside dir: the script draws into the
  * temporary file TEMP = base.png.tmp.<pid>, renamed to base.png only when
  * gnuplot succeeded and the picture is complete, so a failed drawing never
@@ -263,15 +294,15 @@ static void render(const char *dir, const char *base) {
         execlp("gnuplot", "gnuplot", "-c", path, output, (char *)NULL);
         _exit(127);
     }
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0) {
-        if (errno == EINTR) continue;
-        status = -1;
-        break;
-    }
+    const int status = wait_for_gnuplot(child, gnuplot_timeout());
     char log_path[2300];
     snprintf(log_path, sizeof log_path, "%s/%s", dir, log_name);
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (status == -2) {
+        fprintf(stderr, "warning: gnuplot did not finish '%s/%s' in %g s and was stopped; the .dat and .gp "
+                        "files are still there (run it by hand: cd %s && gnuplot %s)\n", dir, script,
+                gnuplot_timeout(), dir, script);
+        unlink(tmp_path);
+    } else if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "warning: gnuplot failed on '%s/%s' (its messages are in %s); "
                         "the .dat and .gp files are still there\n", dir, script, log_path);
         unlink(tmp_path);
