@@ -14,8 +14,7 @@
 #include "train/metrics.h"
 #include "nn/optim.h"
 #include "io/plot.h"
-#include "train/finite.h"
-#include "train/progress.h"
+#include "train/loop.h"
 #include "io/results.h"
 #include "util/util.h"
 
@@ -119,6 +118,43 @@ static double split_loss(Seq2Seq *m, const Split *s, Batch *b, int batch_size, i
     }
     free(idx);
     return tokens ? total / (double)tokens : 0.0;
+}
+
+/* ------------------------------------------------------------- training */
+
+/* What the training loop's Trainer works on: the model, the training
+ * examples in a shuffled order (reshuffled when a batch would run past the
+ * end), and one batch buffer. */
+typedef struct {
+    Seq2Seq *model;
+    const Dataset *data;
+    int batch_size;
+    Batch batch;
+    int *order;     /* [data->train.n] the training examples' order */
+    int cursor;     /* the next batch starts at order[cursor] */
+    Rng rng;
+} Seq2SeqTraining;
+
+/* Trainer.gradient: the next batch, forward and backward (loop.h). */
+static double seq2seq_gradient(void *self, int step, long *count) {
+    Seq2SeqTraining *tr = self;
+    const Split *train = &tr->data->train;
+    (void)step;
+    if (tr->cursor + tr->batch_size > train->n) {
+        rng_shuffle(&tr->rng, tr->order, train->n);
+        tr->cursor = 0;
+    }
+    const int n = tr->batch_size < train->n ? tr->batch_size : train->n;
+    batch_fill(&tr->batch, train, tr->order + tr->cursor, n);
+    tr->cursor += n;
+    *count = n;
+    return tr->model->train_step(tr->model->self, &tr->batch, 1);
+}
+
+/* Trainer.validate: the loss on up to 1000 validation examples. */
+static double seq2seq_validate(void *self) {
+    Seq2SeqTraining *tr = self;
+    return split_loss(tr->model, &tr->data->valid, &tr->batch, tr->batch_size, 1000);
 }
 
 /* ------------------------------------------------------------ the program */
@@ -318,8 +354,8 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
     Seq2Seq model;
     memset(&model, 0, sizeof model);
     char *config = NULL;
-    float *curve_step = NULL, *curve_train = NULL, *curve_valid = NULL;   /* freed at done: */
-    int *ids = NULL, *out_ids = NULL;                                      /* --translate's, too */
+    TrainLog train_log = {0};               /* the loss curve; freed at done:, */
+    int *ids = NULL, *out_ids = NULL;       /* as --translate's buffers */
     char default_out[256];
 
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -448,76 +484,34 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
            threads_current(), threads_current() == 1 ? "" : "s");
 
     double train_seconds = 0;
-    int n_points = 0;
     double final_loss = NAN;
     if (!f.load && f.steps > 0) {
         /* ------------------------------------------------------- training */
-        Adam opt;
-        if (adam_init(&opt, model.params, f.lr, f.weight_decay) < 0) goto error;
-        Batch batch;
-        batch_alloc(&batch, f.batch, data.max_src_len, data.max_tgt_len);
-        if (data.value_size) batch_alloc_values(&batch, f.batch, data.value_size);
-        int *order = xmalloc(sizeof(int) * (size_t)data.train.n);
-        for (int i = 0; i < data.train.n; i++) order[i] = i;
-        Rng rng;
-        rng_seed(&rng, (uint64_t)f.seed, 7);
-        rng_shuffle(&rng, order, data.train.n);
-        int max_points = f.steps / f.eval_every + 2;
-        curve_step = xcalloc((size_t)max_points, sizeof(float));
-        curve_train = xcalloc((size_t)max_points, sizeof(float));
-        curve_valid = xcalloc((size_t)max_points, sizeof(float));
-        Progress pr;
-        progress_start(&pr, f.steps, f.eval_every, "examples", f.quiet);
-        int cursor = 0;
-        long examples = 0;
-        double loss_sum = 0;
-        int loss_count = 0;
-        double t0 = now_seconds();
-        for (int step = 0; step < f.steps; step++) {
-            if (cursor + f.batch > data.train.n) {
-                rng_shuffle(&rng, order, data.train.n);
-                cursor = 0;
-            }
-            int count = f.batch < data.train.n ? f.batch : data.train.n;
-            batch_fill(&batch, &data.train, order + cursor, count);
-            cursor += count;
-            params_zero_grad(model.params);
-            double loss = model.train_step(model.self, &batch, 1);
-            if (grads_check_finite(model.params, loss) < 0) {   /* before any update (finite.h) */
-                progress_end(&pr);
-                fail("training diverged at step %d: %s; no update was made and no checkpoint written: "
-                     "try a lower --lr", step + 1, last_error());
-                adam_free(&opt); batch_free(&batch); free(order);
-                goto error;
-            }
-            if (f.clip > 0) clip_grad_norm(model.params, f.clip);
-            adam_step(&opt, model.params, lr_schedule(step, f.steps, f.warmup, f.lr, 0.05f));
-            examples += count;
-            loss_sum += loss;
-            loss_count++;
-            final_loss = loss;
-            if ((step + 1) % f.eval_every == 0 || step + 1 == f.steps) {
-                double valid = split_loss(&model, &data.valid, &batch, f.batch, 1000);
-                curve_step[n_points] = (float)(step + 1);
-                curve_train[n_points] = (float)(loss_sum / loss_count);
-                curve_valid[n_points] = (float)valid;
-                n_points++;
-                char extra[64];
-                snprintf(extra, sizeof extra, "valid loss %.4f", valid);
-                progress_update(&pr, step + 1, (float)(loss_sum / loss_count), examples, extra);
-                loss_sum = 0;
-                loss_count = 0;
-            } else {
-                progress_update(&pr, step + 1, (float)loss, examples, NULL);
-            }
-        }
-        progress_end(&pr);
-        train_seconds = now_seconds() - t0;
+        Seq2SeqTraining tr = {.model = &model, .data = &data, .batch_size = f.batch};
+        batch_alloc(&tr.batch, f.batch, data.max_src_len, data.max_tgt_len);
+        if (data.value_size) batch_alloc_values(&tr.batch, f.batch, data.value_size);
+        tr.order = xmalloc(sizeof(int) * (size_t)data.train.n);
+        for (int i = 0; i < data.train.n; i++) tr.order[i] = i;
+        rng_seed(&tr.rng, (uint64_t)f.seed, 7);
+        rng_shuffle(&tr.rng, tr.order, data.train.n);
+        const Trainer trainer = {.self = &tr, .params = model.params, .gradient = seq2seq_gradient,
+                                 .validate = seq2seq_validate};
+        TrainOptions opts = TRAIN_DEFAULTS;
+        opts.steps = f.steps;
+        opts.lr = f.lr;
+        opts.warmup = f.warmup;
+        opts.clip = f.clip;
+        opts.weight_decay = f.weight_decay;
+        opts.eval_every = f.eval_every;
+        opts.quiet = f.quiet;
+        const int trained = train_loop(&trainer, &opts, &train_log);
+        batch_free(&tr.batch);
+        free(tr.order);
+        if (trained < 0) goto error;
+        train_seconds = train_log.seconds;
+        final_loss = train_log.last_loss;
         printf("trained %d steps in %.1f s (%.0f examples/s)\n", f.steps, train_seconds,
-               (double)examples / (train_seconds > 0 ? train_seconds : 1));
-        adam_free(&opt);
-        batch_free(&batch);
-        free(order);
+               (double)train_log.count / (train_seconds > 0 ? train_seconds : 1));
     }
 
     /* ---------------------------------------------------------- evaluation */
@@ -535,12 +529,12 @@ int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
         if (data.value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
         else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
     }
-    if (n_points > 0) {
-        const float *ys[2] = {curve_train, curve_valid};
+    if (train_log.n > 0) {
+        const float *ys[2] = {train_log.train, train_log.valid};
         const char *names[2] = {"train loss", "validation loss"};
         if (path_format(path, sizeof path, "%s/loss", out_dir) < 0) goto error;
-        if (plot_lines(path, "Cross-entropy per token", "step", "loss", curve_step, ys, names, 2,
-                       n_points, 1) < 0)
+        if (plot_lines(path, "Cross-entropy per token", "step", "loss", train_log.step, ys, names, 2,
+                       train_log.n, 1) < 0)
             goto error;
         printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }
@@ -615,9 +609,7 @@ error:
 done:
     free(ids);
     free(out_ids);
-    free(curve_step);
-    free(curve_train);
-    free(curve_valid);
+    train_log_free(&train_log);
     if (model.destroy) model.destroy(model.self);
     dataset_free(&data);
     free(config);
