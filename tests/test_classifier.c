@@ -8,11 +8,11 @@
  *    04's model and chapter 07's ViT;
  *  - classifier_evaluate counts exact matches and per-output accuracy right,
  *    on oracle models that are always right, or wrong at one position;
- *  - classifier_train on chapter 04's model learns the reverse task and
- *    fills the loss curve;
+ *  - classifier_train (train_loop with the classifier's gradient) on
+ *    chapter 04's model learns the reverse task and fills the loss curve;
  *  - classifier_train with a moving average of the weights trains the same
- *    weights as without it, and the average is the recurrence written out
- *    over the steps done by hand;
+ *    weights, bit for bit, as classifier_train_step called by hand with the
+ *    schedule, and the average is the recurrence written out over those steps;
  *  - classifier_train tells each replica each step before it is taken
  *    (set_progress, which chapter 07's patch dropout reads);
  *  - the sharpness-aware step (sam > 0) over 1 and 2 replicas leaves the
@@ -40,6 +40,20 @@ static int build_small(Classifier *c, DigitTask task, uint64_t seed) {
     char config[CLASSIFIER_CONFIG_MAX];
     digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, digit_task_name(task), &s, "", 1);
     return digit_model_build(c, config, B, seed);
+}
+
+/* The loop's options of these tests: the chapters' schedule (warm-up over
+ * steps / 20, the decay to 0.05 of lr, clip 1), a point of the loss curve
+ * every steps / 50 (at least 1), no progress line. */
+static TrainOptions options(int steps, float lr, float weight_decay) {
+    TrainOptions o = TRAIN_DEFAULTS;
+    o.steps = steps;
+    o.lr = lr;
+    o.weight_decay = weight_decay;
+    o.warmup = steps / 20;
+    o.eval_every = steps / 50 > 0 ? steps / 50 : 1;
+    o.quiet = 1;
+    return o;
 }
 
 /* t: the reverse task of length N; e: B of its training examples, drawn with seed */
@@ -293,11 +307,14 @@ static void test_train_learns_reverse(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(&c, 1, &t, 300, B, 1e-2f, 0.0f, 0.0f, NULL, 1, 1, &r), 0);
-    assert_int_equal(r.n_curve, CURVE_POINTS);
-    assert_true(r.curve_step[CURVE_POINTS - 1] == 300.0f);
-    assert_true(r.curve[CURVE_POINTS - 1] < 0.5f * r.curve[0]);
+    const TrainOptions o = options(300, 1e-2f, 0.0f);
+    assert_int_equal(classifier_train(&c, 1, &t, &o, B, 0.0f, NULL, 1, &r), 0);
+    assert_int_equal(r.log.n, 50);   /* a point every 300 / 50 steps */
+    assert_true(r.log.step[49] == 300.0f);
+    assert_true(r.log.train[49] < 0.5f * r.log.train[0]);
     assert_true(r.solved_step > 0);
+    assert_true(r.final_loss == r.log.last_loss);
+    train_log_free(&r.log);
     double exact, token_acc;
     classifier_evaluate(&c, &t, 200, 1, &exact, &token_acc);
     assert_true(token_acc > 0.9);
@@ -336,7 +353,9 @@ static void test_train_tells_the_step(void **state) {
     digit_example_task(&t, &spec);
     ClassifierResult r;
     memset(&r, 0, sizeof r);
-    assert_int_equal(classifier_train(m, 2, &t, STEPS, B, 1e-2f, 0.0f, 0.0f, NULL, 1, 1, &r), 0);
+    const TrainOptions o = options(STEPS, 1e-2f, 0.0f);
+    assert_int_equal(classifier_train(m, 2, &t, &o, B, 0.0f, NULL, 1, &r), 0);
+    train_log_free(&r.log);
     for (int k = 0; k < 2; k++) {
         assert_int_equal(told.calls[k], STEPS);   /* once a step, each replica */
         for (int i = 0; i < STEPS; i++) {
@@ -362,7 +381,9 @@ static void test_train_keeps_the_average(void **state) {
     memset(&r, 0, sizeof r);
     WeightAverage avg;
     assert_int_equal(weight_average_init(&avg, a.params, decay), 0);
-    assert_int_equal(classifier_train(&a, 1, &t, STEPS, B, lr, 0.01f, 0.0f, &avg, 4, 1, &r), 0);
+    const TrainOptions o = options(STEPS, lr, 0.01f);
+    assert_int_equal(classifier_train(&a, 1, &t, &o, B, 0.0f, &avg, 4, &r), 0);
+    train_log_free(&r.log);
     /* by hand: the same batches (stream 1 of seed 4), schedule and clip as classifier_train */
     const size_t n = b.params->size;
     double *expect = malloc(sizeof(double) * n);

@@ -128,7 +128,12 @@ static void test_absurd_learning_rate_stops_training(void **state) {
     ClassifierResult r;
     memset(&r, 0, sizeof r);
     clear_error();
-    int rc = classifier_train(&m, 1, &t, 200, B, 1e30f, 0.0f, 0.0f, NULL, 1, 1, &r);
+    TrainOptions o = TRAIN_DEFAULTS;
+    o.steps = 200;
+    o.lr = 1e30f;
+    o.quiet = 1;
+    int rc = classifier_train(&m, 1, &t, &o, B, 0.0f, NULL, 1, &r);
+    train_log_free(&r.log);
     if (rc != -1) print_error("classifier_train at lr 1e30 returned %d (message '%s')\n", rc, last_error());
     assert_int_equal(rc, -1);
     const char *msg = last_error();
@@ -341,7 +346,9 @@ static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
         .chapter = "robust_test",
         .model_name = DIGIT_MODEL_NAME,
         .summary = "",
-        .defaults = {.steps = 20, .batch = 8, .lr = 3e-3f, .seed = 1, .test_size = 10},
+        .defaults = {.train = {.steps = 20, .lr = 3e-3f, .warmup = 1, .lr_floor = 0.05f, .clip = 1.0f,
+                               .eval_every = 1, .unit = "examples"},
+                     .batch = 8, .seed = 1, .test_size = 10},
         .plan = one_run,
         .build = digit_model_build,
         .task = task_of,
@@ -352,8 +359,8 @@ static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
     char *good = read_whole_file(ckpt, &good_len);
     assert_non_null(good);
 
-    ch.defaults.lr = 1e30f;
-    ch.defaults.steps = 200;
+    ch.defaults.train.lr = 1e30f;
+    ch.defaults.train.steps = 200;
     clear_error();
     assert_int_equal(classifier_main(4, argv, &ch), 1);
     assert_non_null(strstr(last_error(), "training diverged at step "));

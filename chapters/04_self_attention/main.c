@@ -101,7 +101,10 @@ int main(int argc, char **argv) {
         .typed_input = 1,
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
-        .defaults = {.steps = 600, .batch = 64, .lr = 3e-3f, .seed = 1, .test_size = 2000},
+        /* warm-up 30 steps and a point of the loss curve every 12: steps / 20 and steps / 50 */
+        .defaults = {.train = {.steps = 600, .lr = 3e-3f, .warmup = 30, .lr_floor = 0.05f, .clip = 1.0f,
+                               .eval_every = 12, .unit = "examples"},
+                     .batch = 64, .seed = 1, .test_size = 2000},
         .plan = plan,
         .build = digit_model_build,
         .task = task_of,

@@ -139,7 +139,10 @@ int main(int argc, char **argv) {
         .model_args = MODEL_ARGS,
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "attention",
-        .defaults = {.steps = 1000, .batch = 64, .lr = 3e-3f, .seed = 1, .test_size = 2000},
+        /* warm-up 50 steps and a point of the loss curve every 20: steps / 20 and steps / 50 */
+        .defaults = {.train = {.steps = 1000, .lr = 3e-3f, .warmup = 50, .lr_floor = 0.05f, .clip = 1.0f,
+                               .eval_every = 20, .unit = "examples"},
+                     .batch = 64, .seed = 1, .test_size = 2000},
         .plan = plan,
         .build = build,
         .task = task_of,

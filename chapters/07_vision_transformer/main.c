@@ -111,8 +111,8 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
     flags.augment = 1;
     flags.dropout = 0.0f;
     d->batch = 128;
-    d->lr = 1.5e-3f;
-    d->weight_decay = 0.05f;
+    d->train.lr = 1.5e-3f;
+    d->train.weight_decay = 0.05f;
     d->replicas = 2;
     d->ema = 0.9995f;
     if (d96) {
@@ -131,7 +131,9 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
         flags.dim = 96;
         flags.ff = 192;
         flags.shift = 2;
-        d->steps = 33000;
+        d->train.steps = 33000;
+        d->train.warmup = 1650;       /* steps / 20 */
+        d->train.eval_every = 660;    /* steps / 50 */
     } else {
         /* The long preset: the wider model, paid for by patch dropout (each
          * training image keeps 20 of its 49 patches, so a step costs about
@@ -146,7 +148,9 @@ static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
         flags.pool = "mean";
         flags.keep = 0.4f;
         flags.shift = 1;
-        d->steps = 45000;
+        d->train.steps = 45000;
+        d->train.warmup = 2250;       /* steps / 20 */
+        d->train.eval_every = 900;    /* steps / 50 */
     }
 }
 
@@ -231,7 +235,7 @@ static int task_of(const char *config, ExampleTask *t) {
 
 static int trained(const ClassifierFlags *f, const ClassifierRun *run, const ClassifierResult *r, Classifier *m,
                    const ExampleTask *t, Results *res) {
-    return vit_pictures_after_training(f->out, run->key, run->label, f->steps, f->batch, r->seconds, vit_of(m),
+    return vit_pictures_after_training(f->out, run->key, run->label, f->train.steps, f->batch, r->seconds, vit_of(m),
                                        m, t, &data, flags.n_pictures, res);
 }
 
@@ -269,8 +273,10 @@ int main(int argc, char **argv) {
         .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
         .load_flags = "image,index,data,pictures",
         .load_hint = "--index 0, or --image FILE.pgm",
-        .defaults = {.steps = 5000, .batch = 128, .lr = 2e-3f, .seed = 1, .test_size = 10000,
-                     .weight_decay = 0.05f},
+        /* warm-up 250 steps and a point of the loss curve every 100: steps / 20 and steps / 50 */
+        .defaults = {.train = {.steps = 5000, .lr = 2e-3f, .warmup = 250, .lr_floor = 0.05f, .clip = 1.0f,
+                               .weight_decay = 0.05f, .eval_every = 100, .unit = "examples"},
+                     .batch = 128, .seed = 1, .test_size = 10000},
         .plan = plan,
         .build = vit_build,
         .task = task_of,

@@ -21,16 +21,6 @@
 
 /* ------------------------------------------------------------- training */
 
-double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr) {
-    params_zero_grad(m->params);
-    double loss = m->forward(m->self, e);
-    m->backward(m->self, e);
-    if (grads_check_finite(m->params, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
-    if (clip > 0) clip_grad_norm(m->params, clip);
-    adam_step(opt, m->params, lr);
-    return loss;
-}
-
 /* Slice r of n of e: examples [B r / n, B (r + 1) / n), the same arrays from there on. */
 static Examples slice_of(const Examples *e, int r, int n) {
     const int b0 = (int)((long)e->B * r / n), b1 = (int)((long)e->B * (r + 1) / n);
@@ -65,10 +55,13 @@ static double replica_gradient(Classifier *m, const Examples *s, float sam) {
     return loss;
 }
 
-double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
-                                      float lr, float sam) {
-    if (n_replicas <= 1 && sam <= 0) return classifier_train_step(m, opt, e, clip, lr);
+double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, float sam) {
     if (n_replicas < 1) n_replicas = 1;
+    if (n_replicas == 1 && sam <= 0) {   /* one model, the plain gradient */
+        const double loss = m->forward(m->self, e);
+        m->backward(m->self, e);
+        return loss;
+    }
     if (e->B < n_replicas) {
         fail("a batch of %d examples cannot be split between %d replicas of the model", e->B, n_replicas);
         return NAN;
@@ -115,67 +108,73 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
         else
             for (size_t i = 0; i < p->size; i++) g[i] += share * g_r[i];
     }
-    if (grads_check_finite(p, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
-    if (clip > 0) clip_grad_norm(p, clip);
-    adam_step(opt, p, lr);
     return loss;
 }
 
-int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, float sam, WeightAverage *average, uint64_t seed, int quiet,
-                     ClassifierResult *r) {
+double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
+                                      float lr, float sam) {
+    params_zero_grad(m[0].params);
+    const double loss = classifier_gradient(m, n_replicas, e, sam);
+    if (isnan(loss) && e->B < n_replicas) return NAN;                  /* fail() said why */
+    if (grads_check_finite(m[0].params, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
+    if (clip > 0) clip_grad_norm(m[0].params, clip);
+    adam_step(opt, m[0].params, lr);
+    return loss;
+}
+
+double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr) {
+    return classifier_train_step_parallel(m, 1, opt, e, clip, lr, 0.0f);
+}
+
+/* What train_loop's calls work on (train/loop.h's Trainer): the replicas,
+ * the task's training stream and its batch, and the moving average. */
+typedef struct {
+    Classifier *m;
+    int n_replicas, batch, steps;
+    float sam;
+    const ExampleTask *task;
+    Examples e;
+    Rng rng;
+    WeightAverage *average;
+} ClassifierTraining;
+
+/* The next batch of the training stream, and its gradient. */
+static double training_gradient(void *self, int step, long *count) {
+    ClassifierTraining *c = self;
+    for (int k = 0; k < c->n_replicas; k++)
+        if (c->m[k].set_progress) c->m[k].set_progress(c->m[k].self, step, c->steps);
+    c->task->train_batch(c->task->self, &c->e, c->batch, &c->rng);
+    *count = c->batch;
+    return classifier_gradient(c->m, c->n_replicas, &c->e, c->sam);
+}
+
+static void training_updated(void *self) {
+    ClassifierTraining *c = self;
+    if (c->average) weight_average_update(c->average, c->m->params);
+}
+
+int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
+                     float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
         return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
-    Adam opt;
-    if (adam_init(&opt, m->params, lr, weight_decay) < 0) return -1;
+    ClassifierTraining c = {.m = m, .n_replicas = n_replicas, .batch = batch, .steps = o->steps, .sam = sam,
+                            .task = task, .average = average};
+    examples_alloc(&c.e, batch, task->n_in, task->n_out, task->float_inputs);
+    rng_seed(&c.rng, seed, 1);                      /* the training stream */
+    const Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated};
     for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 1);
-    Examples e;
-    examples_alloc(&e, batch, task->n_in, task->n_out, task->float_inputs);
-    Rng rng;
-    rng_seed(&rng, seed, 1);                        /* the training stream */
-    Progress pr;
-    progress_start(&pr, steps, steps / 4, "examples", quiet);
-    double t0 = now_seconds(), loss = 0.0, window_sum = 0.0;
-    int window_len = 0, point = 0;
-    r->solved_step = 0;
-    for (int step = 0; step < steps; step++) {
-        for (int k = 0; k < n_replicas; k++)
-            if (m[k].set_progress) m[k].set_progress(m[k].self, step, steps);
-        task->train_batch(task->self, &e, batch, &rng);
-        loss = classifier_train_step_parallel(m, n_replicas, &opt, &e, 1.0f,
-                                              lr_schedule(step, steps, steps / 20, lr, 0.05f), sam);
-        if (isnan(loss)) {
-            progress_end(&pr);
-            fail("training diverged at step %d: %s; no update was made and no checkpoint written: try a lower --lr",
-                 step + 1, last_error());
-            examples_free(&e);
-            adam_free(&opt);
-            return -1;
-        }
-        if (average) weight_average_update(average, m->params);
-        progress_update(&pr, step + 1, (float)loss, (long)(step + 1) * batch, NULL);
-        /* curve point k averages the steps that end at (k + 1) * steps / CURVE_POINTS */
-        window_sum += loss;
-        window_len++;
-        if (point < CURVE_POINTS && (long)(step + 1) * CURVE_POINTS >= (long)(point + 1) * steps) {
-            r->curve_step[point] = (float)(step + 1);
-            r->curve[point++] = (float)(window_sum / window_len);
-            if (r->solved_step == 0 && window_sum / window_len < SOLVED_LOSS) r->solved_step = step + 1;
-            window_sum = 0.0;
-            window_len = 0;
-        }
-    }
-    progress_end(&pr);
+    const int rc = train_loop(&t, o, &r->log);
     for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 0);
-    r->n_curve = point;
-    r->seconds = now_seconds() - t0;
-    r->final_loss = loss;
-    examples_free(&e);
-    adam_free(&opt);
-    return 0;
+    examples_free(&c.e);
+    r->seconds = r->log.seconds;
+    r->final_loss = r->log.last_loss;
+    r->solved_step = 0;   /* the first point of the curve below SOLVED_LOSS */
+    for (int i = 0; i < r->log.n && r->solved_step == 0; i++)
+        if (r->log.train[i] < SOLVED_LOSS) r->solved_step = (int)r->log.step[i];
+    return rc;
 }
 
 void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
@@ -365,9 +364,8 @@ static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, cons
     WeightAverage average = {0};
     int rc = f->ema > 0 ? weight_average_init(&average, m[0].params, f->ema) : 0;
     if (rc == 0)
-        rc = classifier_train(m, n, &t, f->steps, f->batch, f->lr, f->weight_decay, f->sam,
-                              f->ema > 0 ? &average : NULL,
-                              (uint64_t)f->seed, f->quiet, r);
+        rc = classifier_train(m, n, &t, &f->train, f->batch, f->sam, f->ema > 0 ? &average : NULL,
+                              (uint64_t)f->seed, r);
     for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
     r->checkpoint_last_weights[0] = '\0';
     if (rc == 0 && f->ema > 0) {
@@ -503,14 +501,14 @@ static int plot_loss_curves(const char *out, const ClassifierRun *runs, const Cl
     const float *ys[MAX_RUNS];
     const char *names[MAX_RUNS];
     for (int i = 0; i < n; i++) {
-        ys[i] = r[i].curve;
+        ys[i] = r[i].log.train;
         names[i] = runs[i].label;
     }
     char stem[1100];
     if (path_format(stem, sizeof stem, "%s/loss", out) < 0) return -1;
-    /* every run has the same steps, so the same curve_step */
+    /* every run has the same steps, so the same points */
     if (plot_lines(stem, "Training loss, one curve per run", "step", "cross-entropy (mean over the window)",
-                   r[0].curve_step, ys, names, n, r[0].n_curve, 1) < 0)
+                   r[0].log.step, ys, names, n, r[0].log.n, 1) < 0)
         return -1;
     printf("  %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     return 0;
@@ -535,7 +533,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_note_other_run(f->out, runs[headline].config);   /* another model's files there? say so once */
     if (ch->before && ch->before(f, &res) < 0) return -1;
 
-    printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->steps, f->batch,
+    printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->train.steps, f->batch,
            backend_name(backend_current()));
     if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
     if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
@@ -572,9 +570,9 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
     results_set_num(&res, "train_seconds", total);
     results_set_str(&res, "headline", runs[headline].key);
     results_set_config(&res, runs[headline].config);
-    results_set_num(&res, "steps", f->steps);
+    results_set_num(&res, "steps", f->train.steps);
     results_set_num(&res, "batch", f->batch);
-    results_set_num(&res, "lr", f->lr);
+    results_set_num(&res, "lr", f->train.lr);
     results_set_num(&res, "ema", f->ema);
     results_set_num(&res, "sam", f->sam);
     results_set_num(&res, "test_n", f->test_size);
@@ -595,6 +593,7 @@ static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
         if (results[i].checkpoint_last_weights[0])
             printf("  %s   (the last step's weights, before the average)\n", results[i].checkpoint_last_weights);
     }
+    for (int i = 0; i < n; i++) train_log_free(&results[i].log);
     return 0;
 }
 
@@ -605,10 +604,17 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
     snprintf(default_out, sizeof default_out, "out/%s", ch->chapter);
     if (!f.out) f.out = default_out;
     ArgSpec common[] = {
-        {"steps", ARG_INT, &f.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
+        {"steps", ARG_INT, &f.train.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
         {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL, ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f.train.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL,
+         ARG_TRAINING},
+        {"warmup", ARG_INT, &f.train.warmup, "steps of linear warm-up of the learning rate", 0, 1000000, NULL,
+         ARG_TRAINING},
+        {"clip", ARG_FLOAT, &f.train.clip, "clip the gradients' global norm to this (0: off)", 0, 1e6, NULL,
+         ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f.train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"eval-every", ARG_INT, &f.train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
+         ARG_TRAINING},
         {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, this decay (0: off)", 0,
          0.99999, NULL, ARG_TRAINING},
         {"sam", ARG_FLOAT, &f.sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
@@ -628,7 +634,7 @@ int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
          "auto,naive,avx2,avx512", ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"quiet", ARG_BOOL, &f.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
+        {"quiet", ARG_BOOL, &f.train.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
     };
     const int n_common = (int)(sizeof common / sizeof common[0]), n_specs = ch->n_model_args + n_common;
     /* flags this chapter has no use for: not listed, refused with the reason */

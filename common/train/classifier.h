@@ -26,15 +26,15 @@
 #include "io/results.h"
 #include "nn/optim.h"
 #include "nn/params.h"
+#include "train/loop.h"
 
 
 /* The common flags every such chapter has (the chapter adds its own). */
 typedef struct {
+    TrainOptions train;   /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet (train/loop.h) */
     const char *out, *backend, *load, *input;
-    int steps, batch, seed, threads, test_size, quiet, plot;
+    int batch, seed, threads, test_size, plot;
     int replicas;         /* data parallelism: replicas (copies) of the model, one thread each (1: one) */
-    float lr;
-    float weight_decay;   /* AdamW's decoupled decay (0: plain Adam, the default) */
     const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
     float ema;            /* > 0: evaluate and keep the moving average of the weights with this decay
                            * (nn/optim.h); 0: the last step's weights, the default */
@@ -51,42 +51,35 @@ typedef struct {
 } ClassifierRun;
 
 /* What a run measured. */
-#define CURVE_POINTS 50   /* the loss curve: mean training loss over steps/50 steps */
-#define SOLVED_LOSS 0.5   /* "solved at step": the first curve point below it */
+#define SOLVED_LOSS 0.5   /* "solved at step": the first point of the loss curve below it */
 typedef struct {
     double exact, token_acc, seconds, final_loss;
     /* with --ema: the last step's weights' figures (exact, token_acc are the average's) */
     double exact_last_weights, token_acc_last_weights;
     int solved_step;      /* 0: never */
     int n_out;            /* outputs per example: 1 for a classifier of whole inputs (chapter 07's images) */
-    int n_curve;
-    float curve_step[CURVE_POINTS], curve[CURVE_POINTS];
+    TrainLog log;         /* the loss curve: a point every --eval-every steps (train_log_free) */
     char checkpoint[1024];
     char checkpoint_last_weights[1024];   /* with --ema: the last step's weights; "" without */
 } ClassifierResult;
 
-/* One training step: zero the gradients, forward, backward, clip the
- * gradient norm to clip (> 0), one Adam update at lr. Returns the loss; or,
- * when the loss or a gradient is not finite, NaN with fail() naming the
- * first tensor whose gradient is not (train/finite.h), and no update made:
- * the caller stops training there. */
-double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
-
-/* The same step, data-parallel over n_replicas replicas of one model: m[0]
- * is the model trained, m[1..n_replicas-1] were built from the same config
- * (each for at least its slice of e). The batch is cut into n_replicas slices
- * in order (slice r: examples [B r / n, B (r + 1) / n)); m[0]'s parameters
- * are copied into every replica, each replica runs forward and backward on
- * its slice on its own thread (its products then run on that one thread;
- * with fewer threads than replicas, a thread takes them in turn), and the
- * replicas' gradients, each weighted by its slice's share of the B examples,
- * are summed into m[0]'s; then the check, the clip and the update of
- * classifier_train_step on m[0]. The sum is the gradient of the whole
- * batch's mean loss when every example has the same number of targets (every
- * task here), up to the order of float additions; n_replicas = 1 (sam = 0) is
- * classifier_train_step itself. Why: on 2 cores, two replicas each working on
- * half the batch keep both cores busier than one model whose products are
- * split between them (the numbers are in bench/README.md).
+/* The gradient of the mean loss over the batch e, left in m[0]'s
+ * params->grad (which the caller has zeroed), data-parallel over n_replicas
+ * replicas of one model: m[0] is the model trained, m[1..n_replicas-1] were
+ * built from the same config (each for at least its slice of e). The batch
+ * is cut into n_replicas slices in order (slice r: examples
+ * [B r / n, B (r + 1) / n)); m[0]'s parameters are copied into every
+ * replica, each replica runs forward and backward on its slice on its own
+ * thread (its products then run on that one thread; with fewer threads than
+ * replicas, a thread takes them in turn), and the replicas' gradients, each
+ * weighted by its slice's share of the B examples, are summed into m[0]'s.
+ * The sum is the gradient of the whole batch's mean loss when every example
+ * has the same number of targets (every task here), up to the order of float
+ * additions; n_replicas = 1 (sam = 0) is one forward and one backward of
+ * m[0]. Why: on 2 cores, two replicas each working on half the batch keep
+ * both cores busier than one model whose products are split between them
+ * (the numbers are in bench/README.md). Returns the batch's mean loss; NaN
+ * with fail() when the batch has fewer examples than replicas.
  *
  * With sam = rho > 0, each replica's gradient is the sharpness-aware one
  * (SAM, Foret et al. 2021): with g the gradient of its slice's loss L at the
@@ -99,20 +92,32 @@ double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float 
  * generalise better. Each replica finds its own w + rho g / |g| from its own
  * slice (the paper's "m-sharpness" with m the slice's size). It costs a
  * second forward and backward; the loss returned is the first pass's, at w.
- * sam = 0 is the plain step. */
+ * sam = 0 is the plain gradient. */
+double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, float sam);
+
+/* One training step outside train_loop (the benches, the tests): zero the
+ * gradients, classifier_gradient, the check that the loss and every
+ * gradient are finite, clip the gradient norm to clip (> 0), one Adam
+ * update at lr. Returns the loss; or, when the loss or a gradient is not
+ * finite, NaN with fail() naming the first tensor whose gradient is not
+ * (train/finite.h), and no update made. classifier_train_step is the step
+ * of one model (n_replicas = 1, sam = 0). */
 double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
                                       float lr, float sam);
+double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
 /* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
- * for steps batches of batch examples of task's training stream (stream 1
- * of seed), Adam at lr (AdamW with weight_decay > 0) with warm-up over
- * steps/20 and cosine decay, sharpness-aware steps of radius sam (> 0; 0:
- * plain, classifier_train_step_parallel); fills r's loss curve, final loss and seconds.
+ * through train_loop (train/loop.h: o's steps, learning rate and schedule,
+ * clipping, weight decay, a point of the loss curve every o->eval_every
+ * steps) on batches of batch examples of task's training stream (stream 1
+ * of seed), the gradient classifier_gradient's (sharpness-aware with radius
+ * sam > 0). Before each step each replica's set_progress is told the step.
+ * Fills r's loss curve (r->log), solved step, final loss and seconds.
  * With average (else NULL, made from m[0]'s parameters): updated after every
- * step; m[0] itself ends with the last step's weights. */
-int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, int steps, int batch, float lr,
-                     float weight_decay, float sam, WeightAverage *average, uint64_t seed, int quiet,
-                     ClassifierResult *r);
+ * step; m[0] itself ends with the last step's weights. Returns 0, or -1 with
+ * fail() (a loss or gradient that is not finite: no update was made then). */
+int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
+                     float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
  * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
