@@ -3,7 +3,8 @@
 #   make            build everything (build/)
 #   make run        build and run every chapter in order on its quick default (out/)
 #   make run-01     run one chapter
-#   make test       install missing test dependencies, build, run the cmocka suites
+#   make test       install missing test dependencies, build, run the cmocka suites and
+#                   tests/test_*.sh (the ladder of the libraries: tools/ladder.sh)
 #   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-backends  the suites once per backend (naive, avx2, avx512)
 #   make test-valgrind  the suites under valgrind memcheck (0 errors, no definitely lost blocks)

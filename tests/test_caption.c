@@ -3,7 +3,8 @@
  * encoder's grid into chapter 01's decoder, into chapter 02's additive
  * attention, and as chapter 06's cross-attention memory); decoding step by
  * step through the Seq2Seq interface against the teacher-forced pass; the
- * scene generator (determinism, train/test disjointness, reading-order
+ * checkpoint's lines (an old checkpoint's hidden= read as the state S);
+ * the scene generator (determinism, train/test disjointness, reading-order
  * captions) and the driver's image batches. */
 #include <math.h>
 #include <setjmp.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/error.h"   /* before cmocka.h, whose fail() macro it would meet */
 #include <cmocka.h>
 
 #include "seq2seq_checks.h"
@@ -29,7 +32,7 @@
 /* 8 x 8 images in 2 x 2 patches of 4 x 4 (N = 4), D = 8, words 4..8 (V = 9), captions of 1..3 words. */
 static CaptionConfig small_config(CaptionKind kind) {
     return (CaptionConfig){.kind = kind, .side = SIDE, .P = 4, .D = 8, .layers = 1, .heads = 2, .ff = 12,
-                           .dec_layers = 2, .embed = 5, .hidden = 6, .attn = 5, .V = 9, .max_words = 3};
+                           .dec_layers = 2, .D_E = 5, .S = 6, .D_A = 5, .V = 9, .max_words = 3};
 }
 
 /* A batch of B_TEST random images with captions of lengths 3, 1, 2 (so rows are padded). */
@@ -104,9 +107,9 @@ static void test_gradients_transformer(void **state) { (void)state; check_gradie
 
 /* encode + step with the true previous words reproduce the teacher-forced
  * pass: every probability, and model 2's attention weights. */
-static void check_decoding(CaptionKind kind, int hidden) {
+static void check_decoding(CaptionKind kind, int S) {
     CaptionConfig cfg = small_config(kind);
-    cfg.hidden = hidden;
+    cfg.S = S;
     Caption c;
     assert_int_equal(caption_create(&c, &cfg, B_TEST, 3), 0);
     Rng r;
@@ -148,6 +151,66 @@ static void test_bad_config(void **state) {
     cfg.heads = 3;   /* does not divide 8 */
     assert_int_equal(caption_create(&c, &cfg, 2, 1), -1);
     caption_free(&c);
+}
+
+/* The checkpoint's lines: a checkpoint written before the GRU state's key
+ * was named state (it said hidden=) still reads; written again, every line
+ * but that one is the same text. */
+static void test_config_lines(void **state) {
+    (void)state;
+    const char *old = "model=ch07_caption\ntask=scenes2x2\ncaption_model=attend\ngrid=2\nside=56\npatch=7\ndim=64\n"
+                      "layers=2\nheads=4\nff=128\ndec_layers=1\nembed=32\nhidden=64\nattn=32\ntrain_scenes=20000\n"
+                      "valid_scenes=500\ntest_scenes=2000\ndata_seed=1\nsrc_vocab_size=4\ntgt_vocab_size=14\n";
+    CaptionConfig c = {0};
+    SceneConfig sc = {0};
+    assert_int_equal(config_read(old, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &c), 0);
+    assert_int_equal(config_read(old, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &sc), 0);
+    assert_int_equal(c.kind, CAPTION_ATTEND);
+    assert_int_equal(c.side, 56);
+    assert_int_equal(c.P, 7);
+    assert_int_equal(c.D_E, 32);
+    assert_int_equal(c.S, 64);
+    assert_int_equal(c.D_A, 32);
+    assert_int_equal(sc.grid, 2);
+    assert_int_equal(sc.n_train, 20000);
+    assert_int_equal(sc.seed, 1);
+    char text[512] = "";
+    assert_int_equal(config_write(text, sizeof text, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &c), 0);
+    assert_int_equal(config_write(text, sizeof text, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &sc), 0);
+    assert_string_equal(text, "caption_model=attend\nside=56\npatch=7\ndim=64\nlayers=2\nheads=4\nff=128\n"
+                              "dec_layers=1\nembed=32\nstate=64\nattn=32\ngrid=2\ntrain_scenes=20000\n"
+                              "valid_scenes=500\ntest_scenes=2000\ndata_seed=1\n");
+    /* out of range, or a model that is not one of the three: refused naming the key */
+    assert_int_equal(config_read("caption_model=lstm\n", CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &c), -1);
+    assert_non_null(strstr(last_error(), "caption_model"));
+    assert_int_equal(config_read("grid=4\ntrain_scenes=1\nvalid_scenes=1\ntest_scenes=1\ndata_seed=1\n",
+                                 SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &sc), -1);
+    assert_non_null(strstr(last_error(), "grid"));
+}
+
+/* caption_build takes V and the longest caption from the data set, and
+ * refuses a side that is not its images'. */
+static void test_build_from_data(void **state) {
+    (void)state;
+    Dataset d;
+    memset(&d, 0, sizeof d);
+    vocab_init(&d.tgt_vocab);
+    for (int w = 0; w < 5; w++) vocab_add(&d.tgt_vocab, scene_words[w]);
+    d.value_size = SIDE * SIDE;
+    d.max_tgt_len = 3;
+    CaptionConfig cfg = small_config(CAPTION_ATTEND);
+    cfg.V = 0;
+    cfg.max_words = 0;
+    Seq2Seq m;
+    assert_int_equal(caption_build(&m, &d, &cfg, 2, 1), 0);
+    const Caption *c = m.self;
+    assert_int_equal(c->cfg.V, d.tgt_vocab.size);
+    assert_int_equal(c->cfg.max_words, 3);
+    m.destroy(m.self);
+    cfg.side = 2 * SIDE;
+    assert_int_equal(caption_build(&m, &d, &cfg, 2, 1), -1);
+    assert_non_null(strstr(last_error(), "side=16"));
+    dataset_free(&d);
 }
 
 /* ------------------------------------------------------------------ scenes */
@@ -287,6 +350,8 @@ int main(void) {
         cmocka_unit_test(test_decoding_attend),
         cmocka_unit_test(test_decoding_transformer),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_config_lines),
+        cmocka_unit_test(test_build_from_data),
         cmocka_unit_test(test_scene_determinism),
         cmocka_unit_test(test_scene_dataset_disjoint),
         cmocka_unit_test(test_caption_reading_order),

@@ -120,7 +120,7 @@ static void test_help_every_program(void **state) {
         {"01_rnn_seq2seq", "--plot"},        {"07_caption", "--preset long"},       {"07_caption", "--task dates"},
         {"04_self_attention", "--ema 0.5"}, {"05_multi_head_attention", "--sam 0.1"},
         {"07_vision_transformer", "--input 3"}, {"04_self_attention", "--hidden 8"},
-        {"05_multi_head_attention", "--hidden 8"},
+        {"05_multi_head_attention", "--hidden 8"}, {"07_caption", "--hidden 8"},
     };
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
         char name[64];
@@ -359,7 +359,7 @@ static const ChapterCase CHAPTERS_07[] = {
     {"07_vision_transformer", "--steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 4 --test-size 5 "
      "--pictures 0 --quiet", "n07/model_vit_p14.ckpt", NULL, NULL},
     {"07_caption", "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 "
-     "--heads 2 --ff 8 --layers 1 --embed 4 --hidden 8 --attn 4 --patch 14 --threads 1 --quiet",
+     "--heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1 --quiet",
      "ncap/model.ckpt", NULL, NULL},
 };
 

@@ -544,7 +544,7 @@ static void test_config_values_checked_at_load(void **state) {
     shell(r, "timeout 120 %s/07_vision_transformer --load %s --pictures 0 --out %s/bad07", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "07_vision_transformer with task=bogus", "task=bogus: expected fashion_mnist");
     train("07_caption", "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 "
-          "--dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --hidden 8 --attn 4 --patch 14 --threads 1", "rcap",
+          "--dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1", "rcap",
           "model.ckpt", cap, sizeof cap);
     snprintf(bad, sizeof bad, "%s/taskcap.ckpt", tmp_dir);
     rewrite_config(cap, bad, "task=scenes2x2", "task=bogus");

@@ -99,6 +99,13 @@ static void caption_logits(void *self, int B, int Tt, int V, float *out) {
     else time_major_to_batch_major(out, c->logits, B, Tt, V);
 }
 
+/* Chapter 07's captioner from its checkpoint's lines (caption.h's fields). */
+static int caption_build_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    CaptionConfig cfg = {0};
+    if (config_read(config, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &cfg) < 0) return -1;
+    return caption_build(m, d, &cfg, max_batch, seed);
+}
+
 /* The transformer's logits are batch-major already (row b Tt + t). */
 static void transformer_logits(void *self, int B, int Tt, int V, float *out) {
     memcpy(out, ((Transformer *)self)->logits, sizeof(float) * (size_t)B * Tt * V);
@@ -116,7 +123,7 @@ static const TwinModel MODELS[] = {
     {"bahdanau", bahdanau_build, bahdanau_logits},                   /* chapter 02 */
     {"attn_seq2seq", attn_seq2seq_build, attn_seq2seq_logits},       /* chapter 03 */
     {"transformer", transformer_build, transformer_logits},          /* chapter 06 */
-    {CAPTION_MODEL_NAME, caption_build, caption_logits},              /* chapter 07's captions */
+    {CAPTION_MODEL_NAME, caption_build_from_text, caption_logits},    /* chapter 07's captions */
 };
 
 /* ------------------------------------------- the per-position models */
@@ -341,7 +348,10 @@ int main(int argc, char **argv) {
         if (strcmp(MODELS[i].model, model_name) == 0) tm = &MODELS[i];
     if (!tm) { fail("%s: model '%s' has no twin in tools/twin_dump.c", ckpt, model_name); goto error; }
     if (strcmp(model_name, CAPTION_MODEL_NAME) == 0) {   /* an image task: the scenes its config names */
-        if (scene_dataset_from_config(&data, config, NULL, NULL) < 0) goto error;
+        SceneConfig scenes;
+        if (config_read(config, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &scenes) < 0 ||
+            scene_dataset_make(&data, &scenes, NULL, NULL) < 0)
+            goto error;
     } else {
         if (task_from_config(&tc, config, task, sizeof task) < 0) goto error;
         if (dataset_load(&data, &tc) < 0) goto error;

@@ -11,6 +11,7 @@
 #include "07_vision_transformer/caption.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@
 #include "02_bahdanau_attention/bahdanau.h"
 #include "04_self_attention/self_attention.h"
 #include "07_vision_transformer/vit.h"
-#include "io/checkpoint.h"
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -61,7 +61,7 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
     c->T_tgt = cfg->max_words + 1;
     c->T_cap = c->T_tgt + 10;   /* the driver decodes up to max_tgt_len + 10 words, then <eos> */
     c->max_B = max_B;
-    const int N = c->N, S = cfg->hidden, D_A = cfg->attn, V = cfg->V, Tt = c->T_tgt;
+    const int N = c->N, S = cfg->S, D_A = cfg->D_A, V = cfg->V, Tt = c->T_tgt;
 
     /* ---- declare: the encoder, then one decoder */
     Params *p = &c->params;
@@ -82,7 +82,7 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
         c->init_W = params_add(p, "init.W", 2, (int[]){D, S});
         c->init_b = params_add(p, "init.b", 1, (int[]){S});
         /* the cell's input: [E y ; c] with c the pooled context [S] or c_t [D] */
-        rnn_decoder_declare(&c->dec, p, CELL_GRU, V, cfg->embed, cfg->embed + (kind == CAPTION_POOL ? S : D), S);
+        rnn_decoder_declare(&c->dec, p, CELL_GRU, V, cfg->D_E, cfg->D_E + (kind == CAPTION_POOL ? S : D), S);
         if (kind == CAPTION_ATTEND) {
             c->att_W1 = params_add(p, "att.W_1", 2, (int[]){D, D_A});
             c->att_W2 = params_add(p, "att.W_2", 2, (int[]){S, D_A});
@@ -211,14 +211,14 @@ static void encoder_backward(Caption *c, int B) {
 /* s_0 or c = tanh(u W_init + b_init) [B, S] into out */
 static void init_state(Caption *c, float *out, int B) {
     Params *p = &c->params;
-    linear_forward(out, c->u, params_data(p, c->init_W), params_data(p, c->init_b), B, c->D, c->cfg.hidden);
-    tanh_forward(out, out, B * c->cfg.hidden);
+    linear_forward(out, c->u, params_data(p, c->init_W), params_data(p, c->init_b), B, c->D, c->cfg.S);
+    tanh_forward(out, out, B * c->cfg.S);
 }
 
 /* ds [B, S], the gradient of y = tanh(u W_init + b_init), with y: into du (overwritten) and init.* */
 static void init_state_backward(Caption *c, const float *ds, const float *y, int B) {
     Params *p = &c->params;
-    const int S = c->cfg.hidden;
+    const int S = c->cfg.S;
     float *dpre = c->dec.g.dh_prev;   /* [B, S] free at this point */
     memset(dpre, 0, sizeof(float) * (size_t)B * S);
     tanh_backward(dpre, ds, y, B * S);
@@ -272,7 +272,7 @@ static double attend_pass(Caption *c, const Batch *b, int backward) {
     Params *p = &c->params;
     RnnDecoder *dec = &c->dec;
     const int B = b->batch, Tt = b->tgt_len, N = c->N, D = c->D, D_E = dec->D_E, S = dec->S, I = dec->I;
-    const int D_A = c->cfg.attn;
+    const int D_A = c->cfg.D_A;
     const size_t hs = (size_t)B * S;
     const float *Z = c->enc.out, *v = params_data(p, c->att_v);
     init_state(c, dec->s, B);   /* s_0 = tanh(u W_init + b_init), as Xu et al. */
@@ -371,7 +371,7 @@ double caption_train_step(void *self, const Batch *b, int backward) {
  * far (<bos> first), T_cap of them] (the prefix is run again at every step:
  * captions are a few words long). */
 
-static int state_size(const Caption *c) { return c->cfg.kind == CAPTION_TRANSFORMER ? 1 + c->T_cap : c->cfg.hidden; }
+static int state_size(const Caption *c) { return c->cfg.kind == CAPTION_TRANSFORMER ? 1 + c->T_cap : c->cfg.S; }
 
 void caption_encode(void *self, const Batch *b, float *states) {
     Caption *c = self;
@@ -384,8 +384,8 @@ void caption_encode(void *self, const Batch *b, float *states) {
     }
     init_state(c, c->s0, B);   /* model 1: c = s_0; model 2: s_0 */
     if (c->cfg.kind == CAPTION_ATTEND)   /* model 1 keeps only c = s_0 */
-        linear_forward(c->grid_keys, c->grid, params_data(&c->params, c->att_W1), NULL, B * N, D, c->cfg.attn);
-    memcpy(states, c->s0, sizeof(float) * (size_t)B * c->cfg.hidden);
+        linear_forward(c->grid_keys, c->grid, params_data(&c->params, c->att_W1), NULL, B * N, D, c->cfg.D_A);
+    memcpy(states, c->s0, sizeof(float) * (size_t)B * c->cfg.S);
 }
 
 /* Models 1-2: one GRU step for n rows (the same computation as one time step
@@ -394,7 +394,7 @@ static void rnn_step(Caption *c, int n, const int *src_row, const float *states,
                      float *logprobs, float *attn) {
     Params *p = &c->params;
     RnnDecoder *dec = &c->dec;
-    const int N = c->N, D = c->D, S = dec->S, D_A = c->cfg.attn;
+    const int N = c->N, D = c->D, S = dec->S, D_A = c->cfg.D_A;
     rnn_decoder_step_begin(dec, states, n);
     if (c->cfg.kind == CAPTION_POOL) {
         for (int r = 0; r < n; r++)
@@ -489,29 +489,25 @@ void caption_interface(Caption *c, Seq2Seq *m) {
                    .vocab_size = c->cfg.V, .has_attention = c->cfg.kind != CAPTION_POOL};
 }
 
-/* ============================================================ config text */
+/* ======================================================= the config's fields */
 
-int caption_config_read(const char *config, CaptionConfig *c) {
-    char kind[32];
-    memset(c, 0, sizeof *c);
-    if (config_get(config, "caption_model", kind, sizeof kind) < 0 || caption_kind_from_name(kind, &c->kind) < 0 ||
-        config_get_int_in(config, "side", 1, 4096, &c->side) < 0 ||
-        config_get_int_in(config, "patch", 1, 4096, &c->P) < 0 ||
-        config_get_int_in(config, "dim", 4, 4096, &c->D) < 0 ||
-        config_get_int_in(config, "layers", 1, STACK_MAX_LAYERS, &c->layers) < 0 ||
-        config_get_int_in(config, "heads", 1, 256, &c->heads) < 0 ||
-        config_get_int_in(config, "ff", 1, 65536, &c->ff) < 0 ||
-        config_get_int_in(config, "dec_layers", 1, STACK_MAX_LAYERS, &c->dec_layers) < 0 ||
-        config_get_int_in(config, "embed", 1, 4096, &c->embed) < 0 ||
-        config_get_int_in(config, "hidden", 1, 4096, &c->hidden) < 0 ||
-        config_get_int_in(config, "attn", 1, 4096, &c->attn) < 0)
-        return -1;
-    return 0;
-}
+const ConfigField CAPTION_CONFIG_FIELDS[] = {
+    {"caption_model", CONFIG_CHOICE, offsetof(CaptionConfig, kind), .choices = "pool,attend,transformer"},
+    {"side", CONFIG_INT, offsetof(CaptionConfig, side), .lo = 1, .hi = 4096},
+    {"patch", CONFIG_INT, offsetof(CaptionConfig, P), .lo = 1, .hi = 4096},
+    {"dim", CONFIG_INT, offsetof(CaptionConfig, D), .lo = 4, .hi = 4096},
+    {"layers", CONFIG_INT, offsetof(CaptionConfig, layers), .lo = 1, .hi = STACK_MAX_LAYERS},
+    {"heads", CONFIG_INT, offsetof(CaptionConfig, heads), .lo = 1, .hi = 256},
+    {"ff", CONFIG_INT, offsetof(CaptionConfig, ff), .lo = 1, .hi = 65536},
+    {"dec_layers", CONFIG_INT, offsetof(CaptionConfig, dec_layers), .lo = 1, .hi = STACK_MAX_LAYERS},
+    {"embed", CONFIG_INT, offsetof(CaptionConfig, D_E), .lo = 1, .hi = 4096},
+    {"state", CONFIG_INT, offsetof(CaptionConfig, S), .lo = 1, .hi = 4096, .old_key = "hidden"},
+    {"attn", CONFIG_INT, offsetof(CaptionConfig, D_A), .lo = 1, .hi = 4096},
+};
+const int CAPTION_CONFIG_N = (int)(sizeof CAPTION_CONFIG_FIELDS / sizeof CAPTION_CONFIG_FIELDS[0]);
 
-int caption_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    CaptionConfig cfg;
-    if (caption_config_read(config, &cfg) < 0) return -1;
+int caption_build(Seq2Seq *m, const Dataset *d, const CaptionConfig *config, int max_batch, uint64_t seed) {
+    CaptionConfig cfg = *config;
     if (!d->value_size || cfg.side * cfg.side != d->value_size)
         return fail("side=%d: the data's images have %d pixels, not %d x %d", cfg.side, d->value_size, cfg.side,
                     cfg.side);

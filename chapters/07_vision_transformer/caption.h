@@ -27,7 +27,7 @@
  * Each ends in p(y_t | ...) = softmax(top W_out + b_out), the loss is the
  * cross-entropy per word (<eos> included).
  *
- * The model is a Seq2Seq (train/seq2seq.h) over an image task: Batch.values
+ * The model is a Seq2Seq (model/seq2seq.h) over an image task: Batch.values
  * [B, side side] holds the images. Parameter names: patch.W, patch.b, enc<l>.*,
  * enc_norm.* (the encoder); init.W, init.b, dec.*, out.* (chapter 01's decoder)
  * and att.W_1, att.W_2, att.v (model 2); tgt_emb, dec<l>.*, dec_norm.*,
@@ -42,6 +42,8 @@
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "06_transformer/stack.h"
 #include "07_vision_transformer/patch_embed.h"
+#include "data/dataset.h"
+#include "io/config.h"
 #include "model/seq2seq.h"
 
 #define CAPTION_MODEL_NAME "ch07_caption"
@@ -54,10 +56,17 @@ typedef struct {
     int P, D;                 /* patch side, width */
     int layers, heads, ff;    /* the encoder's L, H, F; model 3's decoder has dec_layers blocks of H, F */
     int dec_layers;
-    int embed, hidden, attn;  /* models 1-2: D_E, S, D_A */
+    int D_E, S, D_A;          /* models 1-2: word embedding, GRU state, additive attention's width */
     int V;                    /* words, the four specials included */
     int max_words;            /* longest caption (without <eos>) */
 } CaptionConfig;
+
+/* The fields a checkpoint records, as "key=value" lines (io/config.h):
+ * caption_model, side, patch, dim, layers, heads, ff, dec_layers, embed,
+ * state (read as hidden from older checkpoints), attn. V and max_words come
+ * from the data set (caption_build). */
+extern const ConfigField CAPTION_CONFIG_FIELDS[];
+extern const int CAPTION_CONFIG_N;
 
 typedef struct {
     CaptionConfig cfg;
@@ -115,11 +124,10 @@ void caption_encode(void *self, const Batch *b, float *states);
 void caption_step(void *self, int n, const int *src_row, const float *states, const int *prev, float *next,
                   float *logprobs, float *attn);
 
-/* Config text <-> CaptionConfig: keys caption_model, side, patch, dim,
- * layers, heads, ff, dec_layers, embed, hidden, attn (max_words and V come
- * from the data set: tgt_vocab_size is the driver's). */
-int caption_config_read(const char *config, CaptionConfig *c);
-/* seq2seq driver's build: the config text and the data set's sizes. */
-int caption_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+/* The captioner cfg describes, for the images and words of data set d, as
+ * a Seq2Seq m: cfg's V and max_words are taken from d (its target
+ * vocabulary and longest caption), its side checked against d's images.
+ * Returns 0, or -1 with fail() (nothing is then left allocated). */
+int caption_build(Seq2Seq *m, const Dataset *d, const CaptionConfig *cfg, int max_batch, uint64_t seed);
 
 #endif

@@ -26,6 +26,7 @@
 #include "07_vision_transformer/scene.h"
 #include "io/args.h"
 #include "io/checkpoint.h"
+#include "io/config.h"
 #include "io/pgm.h"
 #include "io/results.h"
 #include "train/seq2seq.h"
@@ -35,29 +36,50 @@
 
 static struct {
     const char *model, *data, *image, *compose, *to;
-    int grid, patch, dim, layers, heads, ff, dec_layers, embed, hidden, attn;
-    int train_scenes, valid_scenes, test_scenes, data_seed, pictures;
-} flags = {"attend", NULL, NULL, NULL, NULL, 2, 7, 64, 2, 4, 128, 1, 32, 64, 32, 20000, 500, 2000, 1, 3};
+    CaptionConfig caption;   /* the model's sizes (caption.h); its kind from --model */
+    SceneConfig scenes;      /* the data (scene.h) */
+    int pictures;
+} flags = {
+    .model = "attend",
+    .caption = {.P = 7, .D = 64, .layers = 2, .heads = 4, .ff = 128, .dec_layers = 1, .D_E = 32, .S = 64, .D_A = 32},
+    .scenes = {.grid = 2, .n_train = 20000, .n_valid = 500, .n_test = 2000, .seed = 1},
+    .pictures = 3,
+};
 
 /* the training images' statistics, for a user's image (set by load_data) */
 static SceneScale scale;
 
+/* The checkpoint's text: model=, task=, the model's lines, the scenes' lines. */
 static int write_config(char *config, int cap) {
     if (flags.image || flags.to) return fail("--image goes with --load CKPT; --to with --compose");
-    size_t used = strlen(config);
-    int n = snprintf(config + used, (size_t)cap - used,
-                     "model=%s\ntask=scenes%dx%d\ncaption_model=%s\ngrid=%d\nside=%d\npatch=%d\ndim=%d\nlayers=%d\nheads=%d\nff=%d\n"
-                     "dec_layers=%d\nembed=%d\nhidden=%d\nattn=%d\ntrain_scenes=%d\nvalid_scenes=%d\n"
-                     "test_scenes=%d\ndata_seed=%d\n",
-                     CAPTION_MODEL_NAME, flags.grid, flags.grid, flags.model, flags.grid, SCENE_CELL * flags.grid, flags.patch, flags.dim,
-                     flags.layers, flags.heads, flags.ff, flags.dec_layers, flags.embed, flags.hidden, flags.attn,
-                     flags.train_scenes, flags.valid_scenes, flags.test_scenes, flags.data_seed);
-    return n < cap - (int)used ? 0 : fail("configuration text too long");
+    const int grid = flags.scenes.grid;
+    if (caption_kind_from_name(flags.model, &flags.caption.kind) < 0) return -1;
+    flags.caption.side = SCENE_CELL * grid;
+    if (config_append(config, (size_t)cap, "model=%s\ntask=scenes%dx%d\n", CAPTION_MODEL_NAME, grid, grid) < 0 ||
+        config_write(config, (size_t)cap, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &flags.caption) < 0)
+        return -1;
+    return config_write(config, (size_t)cap, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &flags.scenes);
 }
 
-/* The scenes the config names (train, validation, test), from Fashion-MNIST. */
+/* The scenes the config names (train, validation, test), from Fashion-MNIST;
+ * its task line must name the same grid. */
 static int load_data(Dataset *d, const char *config) {
-    return scene_dataset_from_config(d, config, flags.data, &scale);
+    SceneConfig sc;
+    char task[64], expected[32];
+    if (config_read(config, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &sc) < 0 ||
+        config_get(config, "task", task, sizeof task) < 0)
+        return -1;
+    snprintf(expected, sizeof expected, "scenes%dx%d", sc.grid, sc.grid);
+    if (strcmp(task, expected) != 0)
+        return fail("task=%s: expected %s (grid=%d), the scenes this program captions", task, expected, sc.grid);
+    return scene_dataset_make(d, &sc, flags.data, &scale);
+}
+
+/* The captioner the config names, for data set d. */
+static int build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    CaptionConfig cfg = {0};
+    if (config_read(config, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &cfg) < 0) return -1;
+    return caption_build(m, d, &cfg, max_batch, seed);
 }
 
 /* The caption of scene e, as text (for the pictures' titles). */
@@ -115,7 +137,7 @@ static int compose(int argc, char **argv) {
     const ArgSpec specs[] = {
         {"compose", ARG_STRING, &flags.compose, "test-image indices in reading order, - for an empty cell", 0, 0, NULL, ARG_OUTPUT},
         {"to", ARG_STRING, &flags.to, "the PGM file to write", 0, 0, NULL, ARG_OUTPUT},
-        {"grid", ARG_INT, &flags.grid, "cells per side", 2, SCENE_MAX_GRID, NULL, ARG_OUTPUT},
+        {"grid", ARG_INT, &flags.scenes.grid, "cells per side", 2, SCENE_MAX_GRID, NULL, ARG_OUTPUT},
         {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA},
     };
     int rc = args_parse(argc, argv, specs, 4);
@@ -126,7 +148,7 @@ static int compose(int argc, char **argv) {
     }
     if (rc < 0) goto error;
     if (!flags.to) { fail("--compose needs --to FILE.pgm (where to write the scene)"); goto error; }
-    const int cells = flags.grid * flags.grid;
+    const int cells = flags.scenes.grid * flags.scenes.grid;
     int index[SCENE_MAX_CELLS], n = 0;
     /* every item between commas, the last one too: "1,2,3,4," ends in an empty item */
     for (const char *s = flags.compose; n <= cells;) {
@@ -152,7 +174,7 @@ static int compose(int argc, char **argv) {
         s = comma + 1;
     }
     if (n != cells) {
-        fail("--compose '%s': %d cells for --grid %d, expected %d", flags.compose, n, flags.grid, cells);
+        fail("--compose '%s': %d cells for --grid %d, expected %d", flags.compose, n, flags.scenes.grid, cells);
         goto error;
     }
     FashionMnist fm;
@@ -170,14 +192,14 @@ static int compose(int argc, char **argv) {
         images[k] = index[k] >= 0 ? fm.test.images + (size_t)index[k] * FASHION_MNIST_PIXELS : NULL;
         labels[k] = index[k] >= 0 ? fm.test.labels[index[k]] : -1;
     }
-    const int side = SCENE_CELL * flags.grid;
+    const int side = SCENE_CELL * flags.scenes.grid;
     float *canvas = xmalloc(sizeof(float) * (size_t)side * side);
-    scene_compose(canvas, flags.grid, images, 0.0f);
+    scene_compose(canvas, flags.scenes.grid, images, 0.0f);
     rc = pgm_write(flags.to, canvas, side, side);
     free(canvas);
     fashion_mnist_free(&fm);
     if (rc < 0) goto error;
-    int n_words = scene_caption(labels, flags.grid, words);
+    int n_words = scene_caption(labels, flags.scenes.grid, words);
     printf("wrote %s (%d x %d); its caption: ", flags.to, side, side);
     for (int w = 0; w < n_words; w++) printf("%s%s", w ? " " : "", scene_words[words[w]]);
     printf("\n");
@@ -193,20 +215,21 @@ static int run(int argc, char **argv) {
         if (strcmp(argv[i], "--compose") == 0 || strncmp(argv[i], "--compose=", 10) == 0) return compose(argc, argv);
     const ArgSpec model_args[] = {
         {"model", ARG_STRING, &flags.model, "decoder: pool (no attention), attend (ch. 02), transformer (ch. 06)", 0, 0, "pool,attend,transformer", ARG_MODEL},
-        {"grid", ARG_INT, &flags.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL, ARG_DATA},
-        {"patch", ARG_INT, &flags.patch, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL, ARG_MODEL},
-        {"dim", ARG_INT, &flags.dim, "encoder width D (and model 3's decoder's)", 4, 1024, NULL, ARG_MODEL},
-        {"layers", ARG_INT, &flags.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
-        {"dec-layers", ARG_INT, &flags.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"embed", ARG_INT, &flags.embed, "models 1-2: word embedding D_E", 1, 4096, NULL, ARG_MODEL},
-        {"hidden", ARG_INT, &flags.hidden, "models 1-2: GRU state S", 1, 4096, NULL, ARG_MODEL},
-        {"attn", ARG_INT, &flags.attn, "model 2: additive attention width D_A", 1, 4096, NULL, ARG_MODEL},
-        {"train-scenes", ARG_INT, &flags.train_scenes, "training scenes (from the 55,000 training images)", 1, 1000000, NULL, ARG_DATA},
-        {"valid-scenes", ARG_INT, &flags.valid_scenes, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL, ARG_DATA},
-        {"test-scenes", ARG_INT, &flags.test_scenes, "test scenes (from the 10,000 test images)", 1, 1000000, NULL, ARG_DATA},
-        {"data-seed", ARG_INT, &flags.data_seed, "seed of the scenes", 0, 2147483647, NULL, ARG_DATA},
+        {"grid", ARG_INT, &flags.scenes.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL, ARG_DATA},
+        {"patch", ARG_INT, &flags.caption.P, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL, ARG_MODEL},
+        {"dim", ARG_INT, &flags.caption.D, "encoder width D (and model 3's decoder's)", 4, 1024, NULL, ARG_MODEL},
+        {"layers", ARG_INT, &flags.caption.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"heads", ARG_INT, &flags.caption.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
+        {"ff", ARG_INT, &flags.caption.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
+        {"dec-layers", ARG_INT, &flags.caption.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"embed", ARG_INT, &flags.caption.D_E, "models 1-2: word embedding D_E", 1, 4096, NULL, ARG_MODEL},
+        {"state", ARG_INT, &flags.caption.S, "models 1-2: GRU state S", 1, 4096, NULL, ARG_MODEL},
+        {"hidden", ARG_REFUSED, NULL, "the GRU state S is --state", 0, 0, NULL, ARG_MODEL},
+        {"attn", ARG_INT, &flags.caption.D_A, "model 2: additive attention width D_A", 1, 4096, NULL, ARG_MODEL},
+        {"train-scenes", ARG_INT, &flags.scenes.n_train, "training scenes (from the 55,000 training images)", 1, 1000000, NULL, ARG_DATA},
+        {"valid-scenes", ARG_INT, &flags.scenes.n_valid, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL, ARG_DATA},
+        {"test-scenes", ARG_INT, &flags.scenes.n_test, "test scenes (from the 10,000 test images)", 1, 1000000, NULL, ARG_DATA},
+        {"data-seed", ARG_INT, &flags.scenes.seed, "seed of the scenes", 0, 2147483647, NULL, ARG_DATA},
         {"data", ARG_STRING, &flags.data, "Fashion-MNIST directory (default " FASHION_MNIST_DIR ")", 0, 0, NULL, ARG_DATA},
         {"pictures", ARG_INT, &flags.pictures, "test scenes drawn with one panel per word", 0, 50, NULL, ARG_OUTPUT},
         {"image", ARG_STRING, &flags.image, "with --load: caption this PGM scene (light items on black)", 0, 0, NULL, ARG_OUTPUT},
@@ -225,7 +248,7 @@ static int run(int argc, char **argv) {
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,
-        .build = caption_build,
+        .build = build,
         .default_steps = 1500,
         .default_batch = 32,
         .default_lr = 2e-3f,

@@ -2,11 +2,11 @@
  * captions, and the data set the seq2seq driver reads (see scene.h). */
 #include "07_vision_transformer/scene.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/util.h"
@@ -135,33 +135,21 @@ int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int
     return 0;
 }
 
-int scene_config_grid(const char *config, int *grid) {
-    char task[64], expected[32], side[32];
-    if (config_get_int_in(config, "grid", 2, SCENE_MAX_GRID, grid) < 0 ||
-        config_get(config, "task", task, sizeof task) < 0 || config_get_or(config, "side", "", side, sizeof side) < 0)
-        return -1;
-    snprintf(expected, sizeof expected, "scenes%dx%d", *grid, *grid);
-    if (strcmp(task, expected) != 0)
-        return fail("task=%s: expected %s (grid=%d), the scenes this program captions", task, expected, *grid);
-    int side_px;
-    if (side[0] && (config_get_int(config, "side", &side_px) < 0 || side_px != SCENE_CELL * *grid))
-        return fail("side=%s: expected %d (grid=%d cells of %d pixels)", side, SCENE_CELL * *grid, *grid, SCENE_CELL);
-    return 0;
-}
+const ConfigField SCENE_CONFIG_FIELDS[] = {
+    {"grid", CONFIG_INT, offsetof(SceneConfig, grid), .lo = 2, .hi = SCENE_MAX_GRID},
+    {"train_scenes", CONFIG_INT, offsetof(SceneConfig, n_train), .lo = 1, .hi = 1000000},
+    {"valid_scenes", CONFIG_INT, offsetof(SceneConfig, n_valid), .lo = 1, .hi = 1000000},
+    {"test_scenes", CONFIG_INT, offsetof(SceneConfig, n_test), .lo = 1, .hi = 1000000},
+    {"data_seed", CONFIG_INT, offsetof(SceneConfig, seed), .lo = 0, .hi = 2147483647},
+};
+const int SCENE_CONFIG_N = (int)(sizeof SCENE_CONFIG_FIELDS / sizeof SCENE_CONFIG_FIELDS[0]);
 
-int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale) {
-    int grid, n_train, n_valid, n_test, seed;
+int scene_dataset_make(Dataset *d, const SceneConfig *c, const char *data_dir, SceneScale *scale) {
     memset(d, 0, sizeof *d);
-    if (scene_config_grid(config, &grid) < 0 ||
-        config_get_int_in(config, "train_scenes", 1, 1000000, &n_train) < 0 ||
-        config_get_int_in(config, "valid_scenes", 1, 1000000, &n_valid) < 0 ||
-        config_get_int_in(config, "test_scenes", 1, 1000000, &n_test) < 0 ||
-        config_get_int_in(config, "data_seed", 0, 2147483647, &seed) < 0)
-        return -1;
     FashionMnist fm;
     if (fashion_mnist_load(&fm, data_dir, 1) < 0) return -1;
     if (scale) *scale = (SceneScale){fm.mean, fm.std, fm.normalized};
-    int rc = scene_dataset(d, &fm, grid, n_train, n_valid, n_test, (uint64_t)seed);
+    int rc = scene_dataset(d, &fm, c->grid, c->n_train, c->n_valid, c->n_test, (uint64_t)c->seed);
     fashion_mnist_free(&fm);
     return rc;
 }

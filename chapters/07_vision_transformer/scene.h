@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
+#include "io/config.h"
 
 #define SCENE_CELL FASHION_MNIST_ROWS   /* 28: a cell is one item's image */
 #define SCENE_MAX_GRID 3
@@ -64,7 +65,7 @@ void scene_compose(float *canvas, int grid, const float *const *cells, float bac
  * Returns the number of words. */
 int scene_caption(const int *labels, int grid, int *words);
 
-/* The captioning data set for the seq2seq driver (train/seq2seq.h), an image
+/* The captioning data set for a Seq2Seq (model/seq2seq.h), an image
  * task: d->value_size = side side floats per example (the canvas), targets
  * the caption as word ids (the target vocabulary: the four specials, then
  * scene_words in class order), src_len the number of items (the driver's
@@ -74,21 +75,27 @@ int scene_caption(const int *labels, int grid, int *words);
  * seed + 2. Returns 0, or -1 with fail() (d then empty). */
 int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int n_valid, int n_test, uint64_t seed);
 
-/* The data set a config text names (keys grid, train_scenes, valid_scenes,
- * test_scenes, data_seed: what main_caption.c writes into its checkpoints),
- * from the Fashion-MNIST files in data_dir (NULL: FASHION_MNIST_DIR),
- * normalised. scale (may be NULL) gets the training images' statistics, for
- * a user's image: x = (ink - mean) / std. Returns 0, or -1 with fail(). */
+/* What a captioning data set is made of: the grid, the number of scenes
+ * per split and their seed (the checkpoint records them, so --load rebuilds
+ * the same scenes). Its fields as checkpoint lines (io/config.h): grid,
+ * train_scenes, valid_scenes, test_scenes, data_seed. */
+typedef struct {
+    int grid;                     /* cells per side: 2 or 3 */
+    int n_train, n_valid, n_test; /* scenes per split */
+    int seed;                     /* the training scenes' seed (validation: seed + 1, test: seed + 2) */
+} SceneConfig;
+extern const ConfigField SCENE_CONFIG_FIELDS[];
+extern const int SCENE_CONFIG_N;
+
+/* The training images' statistics, for a user's image: x = (ink - mean) / std. */
 typedef struct {
     float mean, std;
     int normalized;
 } SceneScale;
-int scene_dataset_from_config(Dataset *d, const char *config, const char *data_dir, SceneScale *scale);
 
-/* The grid a config text names (grid=2 or 3), checked against its other
- * lines about the scenes: task=scenesGxG, and side=28 G when the line is
- * there. Returns 0, or -1 with fail() naming the line and what was expected:
- * "task=scenes3x3: expected scenes2x2 (grid=2)". */
-int scene_config_grid(const char *config, int *grid);
+/* The data set c describes, from the Fashion-MNIST files in data_dir (NULL:
+ * FASHION_MNIST_DIR), normalised; scale (may be NULL) gets the training
+ * images' statistics. Returns 0, or -1 with fail(). */
+int scene_dataset_make(Dataset *d, const SceneConfig *c, const char *data_dir, SceneScale *scale);
 
 #endif

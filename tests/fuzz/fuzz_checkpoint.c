@@ -15,10 +15,10 @@
  *     config (kept between inputs while the task lines stay the same), check
  *     its vocabulary sizes, build the model and checkpoint_load it; chapters
  *     04, 05, 07 and the GPT build their model and load it; chapter 07's
- *     captioner checks its scenes' lines (grid, task, side), its vocabulary
- *     sizes against the scenes' words, builds and loads. Only models small
- *     enough for a fuzzing loop are built (a real checkpoint of a huge model
- *     is not a bug). */
+ *     captioner reads its scenes' and model's lines (scene.h, caption.h),
+ *     checks its vocabulary sizes against the scenes' words, builds and
+ *     loads. Only models small enough for a fuzzing loop are built (a real
+ *     checkpoint of a huge model is not a bug). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,17 +130,22 @@ static void load_seq2seq(const char *path, const char *config) {
     m.destroy(m.self);
 }
 
-/* The captioner's --load (07_caption): the scenes' lines checked (grid,
- * task, side), a data set of the scenes' words and image size without
- * images (nothing the load checks reads them: the real one is built from
- * Fashion-MNIST), its vocabulary sizes, build, load. */
+/* The captioner's --load (07_caption): the scenes' and the model's lines
+ * read (SCENE_CONFIG_FIELDS, CAPTION_CONFIG_FIELDS), a data set of the
+ * scenes' words and image size without images (nothing the load checks
+ * reads them: the real one is built from Fashion-MNIST), its vocabulary
+ * sizes, build, load. */
 static void load_caption(const char *path, const char *config) {
-    int grid, src_size, tgt_size;
-    CaptionConfig cc;
-    if (scene_config_grid(config, &grid) != 0 || caption_config_read(config, &cc) != 0) return;
-    if (cc.D > 64 || cc.ff > 256 || cc.layers > 2 || cc.dec_layers > 2 || cc.heads > 8 || cc.embed > 64 ||
-        cc.hidden > 64 || cc.attn > 64)
+    int src_size, tgt_size;
+    SceneConfig sc;
+    CaptionConfig cc = {0};
+    if (config_read(config, SCENE_CONFIG_FIELDS, SCENE_CONFIG_N, &sc) != 0 ||
+        config_read(config, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &cc) != 0)
         return;
+    if (cc.D > 64 || cc.ff > 256 || cc.layers > 2 || cc.dec_layers > 2 || cc.heads > 8 || cc.D_E > 64 ||
+        cc.S > 64 || cc.D_A > 64)
+        return;
+    const int grid = sc.grid;
     Dataset d;
     memset(&d, 0, sizeof d);
     vocab_init(&d.src_vocab);
@@ -154,7 +159,7 @@ static void load_caption(const char *path, const char *config) {
         return;
     Seq2Seq m;
     memset(&m, 0, sizeof m);
-    if (caption_build(&m, &d, config, 2, 1) != 0) return;
+    if (caption_build(&m, &d, &cc, 2, 1) != 0) return;
     report("caption", checkpoint_load(path, m.params));
     m.destroy(m.self);
 }

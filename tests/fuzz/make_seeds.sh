@@ -26,7 +26,7 @@ q="--quiet"
 "$build/06_transformer" --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/06" >/dev/null
 "$build/06_gpt" --tokens char --steps 1 --layers 1 --dim 8 --heads 2 --ff 8 --context 8 --batch 2 --eval-every 0 --eval-max-tokens 50 --max-new 2 $q --out "$tmp/gpt" >/dev/null
 "$build/07_vision_transformer" --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 4 --test-size 5 --pictures 0 $q --out "$tmp/07" >/dev/null
-"$build/07_caption" --steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --hidden 8 --attn 4 --patch 14 --threads 1 $q --out "$tmp/cap" >/dev/null
+"$build/07_caption" --steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1 $q --out "$tmp/cap" >/dev/null
 for d in 01 02 03 06 gpt cap; do cp "$tmp/$d/model.ckpt" "$here/checkpoint/seed-$d.ckpt"; done
 cp "$tmp"/04/model_*.ckpt "$here/checkpoint/seed-04.ckpt"
 cp "$tmp"/05/model_*.ckpt "$here/checkpoint/seed-05.ckpt"
