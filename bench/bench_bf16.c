@@ -109,9 +109,7 @@ static int build_long_vit(Classifier *model) {
     const VitConfig cfg = {.patch = {.channels = 1, .rows = 28, .cols = 28, .P = 4, .K = 8, .D = 96}, .layers = 6,
                            .heads = 4, .ff = 192, .dropout = 0.0f, .pool = VIT_POOL_CLS, .pos = VIT_POS_LEARNED,
                            .classes = FASHION_MNIST_CLASSES};
-    char config[CLASSIFIER_CONFIG_MAX];
-    vit_config_text(config, sizeof config, &cfg, 1);
-    return vit_build(model, config, BATCH, 1);
+    return vit_build(model, &cfg, BATCH, 1);
 }
 
 static double timed_step(Classifier *m, Adam *opt, const Examples *batch, double *loss) {

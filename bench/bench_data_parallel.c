@@ -72,13 +72,11 @@ int main(int argc, char **argv) {
            bench_load_average());
     printf("  %-18s | %-18s | %9s | %9s | %s\n", "model", "way", "ms/step", "images/s", "against 1 model, 2 threads");
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-        char config[CLASSIFIER_CONFIG_MAX];
-        vit_config_text(config, sizeof config, &sizes[s].cfg, 1);
         Way ways[N_WAYS];
         const int replicas[N_WAYS] = {1, 1, 2}, threads[N_WAYS] = {1, 2, 2};
         for (int w = 0; w < N_WAYS; w++) {
             ways[w].threads = threads[w];
-            if (bench_vit_create(&ways[w].model, config, replicas[w], BATCH) < 0) {
+            if (bench_vit_create(&ways[w].model, &sizes[s].cfg, replicas[w], BATCH) < 0) {
                 fprintf(stderr, "%s: %s\n", program, last_error());
                 return 1;
             }

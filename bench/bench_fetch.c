@@ -85,10 +85,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s\n", program, last_error());
             return 1;
         }
-        char config[CLASSIFIER_CONFIG_MAX];
-        vit_config_text(config, sizeof config, &sizes[s].cfg, 1);
         BenchVit m;
-        if (bench_vit_create(&m, config, REPLICAS, BATCH) < 0) {
+        if (bench_vit_create(&m, &sizes[s].cfg, REPLICAS, BATCH) < 0) {
             fprintf(stderr, "%s: %s\n", program, last_error());
             return 1;
         }

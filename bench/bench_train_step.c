@@ -210,15 +210,11 @@ static void classifier_destroy(void *state) {
     free(s);
 }
 
-/* build: the chapter's build; config: the model's config text (its checkpoint's). */
-static int classifier_bench_create(BenchModel *model, FILE *batch_log, const char *chapter,
-                                   int (*build)(Classifier *, const char *, int, uint64_t), const char *config,
-                                   const DigitModelSizes *sz, int heads) {
-    ClassifierBench *s = xcalloc(1, sizeof *s);
-    if (build(&s->model, config, DIGIT_BATCH, 1) < 0 || digit_task_from_config(config, &s->spec, &s->task) < 0) {
-        free(s);
-        return -1;
-    }
+/* s->model: the chapter's model of configuration sz, built; task: its digit task. */
+static int classifier_bench_create(BenchModel *model, FILE *batch_log, const char *chapter, ClassifierBench *s,
+                                   DigitTask task, const DigitConfig *sz, int heads) {
+    s->spec = (DigitTaskSpec){task, sz->N};
+    digit_example_task(&s->task, &s->spec);
     examples_alloc(&s->batch, DIGIT_BATCH, s->task.n_in, s->task.n_out, 0);
     Rng rng;
     rng_seed(&rng, 1, 1);
@@ -239,26 +235,29 @@ static int classifier_bench_create(BenchModel *model, FILE *batch_log, const cha
 /* Chapter 04's defaults (chapters/04_self_attention/main.c): N 8, D 64, MLP 128,
  * 2 layers, batch 64; the reverse task with sinusoidal positions. */
 static int create_04(BenchModel *model, FILE *batch_log) {
-    DigitModelSizes s = {DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, 2, digit_task_classes(TASK_REVERSE, DIGIT_LEN),
-                         POS_SINUSOIDAL, 0};
-    char config[CLASSIFIER_CONFIG_MAX];
-    digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, "reverse", &s, "", 1);
-    return classifier_bench_create(model, batch_log, "04_self_attention", digit_model_build, config, &s, 1);
+    const DigitConfig c = {.N = DIGIT_LEN, .D = DIGIT_DIM, .F = DIGIT_HIDDEN, .L = 2,
+                           .C = digit_task_classes(TASK_REVERSE, DIGIT_LEN), .pos = POS_SINUSOIDAL};
+    ClassifierBench *s = xcalloc(1, sizeof *s);
+    if (digit_model_build(&s->model, &c, DIGIT_BATCH, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    return classifier_bench_create(model, batch_log, "04_self_attention", s, TASK_REVERSE, &c, 1);
 }
 
 /* Chapter 05's defaults (chapters/05_multi_head_attention/main.c): chapter 04's
  * model with 1 layer of 4 heads of size 16 (its widest of --heads 1,2,4;
  * H * D_H = D = 64), learned positions, the count_next task. */
-static int build_05(Classifier *c, const char *config, int max_B, uint64_t seed) {
-    return mh_model_build(c, config, MULTI_HEAD_PLAIN, max_B, seed);
-}
-
 static int create_05(BenchModel *model, FILE *batch_log) {
-    DigitModelSizes s = {DIGIT_LEN, DIGIT_DIM, DIGIT_HIDDEN, 1, digit_task_classes(TASK_COUNT_NEXT, DIGIT_LEN),
-                         POS_LEARNED, 0};
-    char config[CLASSIFIER_CONFIG_MAX];
-    mh_model_config_text(config, sizeof config, "count_next", &s, 4, 16, 1);
-    return classifier_bench_create(model, batch_log, "05_multi_head_attention", build_05, config, &s, 4);
+    const MultiHeadModelConfig c = {.digit = {.N = DIGIT_LEN, .D = DIGIT_DIM, .F = DIGIT_HIDDEN, .L = 1,
+                                              .C = digit_task_classes(TASK_COUNT_NEXT, DIGIT_LEN), .pos = POS_LEARNED},
+                                    .H = 4, .D_H = 16};
+    ClassifierBench *s = xcalloc(1, sizeof *s);
+    if (mh_model_build(&s->model, &c, MULTI_HEAD_PLAIN, DIGIT_BATCH, 1) < 0) {
+        free(s);
+        return -1;
+    }
+    return classifier_bench_create(model, batch_log, "05_multi_head_attention", s, TASK_COUNT_NEXT, &c.digit, 4);
 }
 
 /* ---- Chapter 06's GPT: windows of the Brown corpus's characters ------------------- */
@@ -382,10 +381,8 @@ static int create_07(BenchModel *model, FILE *batch_log) {
                            .heads = 4, .ff = 128, .dropout = 0.0f, .pool = VIT_POOL_CLS, .pos = VIT_POS_LEARNED,
                            .classes = FASHION_MNIST_CLASSES};
     if (vit_data.test.n == 0 && fashion_mnist_load(&vit_data, NULL, 1) < 0) return -1;
-    char config[CLASSIFIER_CONFIG_MAX];
-    vit_config_text(config, sizeof config, &cfg, 1);
     VitBench *s = xcalloc(1, sizeof *s);
-    if (vit_build(&s->model, config, VIT_BATCH, 1) < 0) {
+    if (vit_build(&s->model, &cfg, VIT_BATCH, 1) < 0) {
         free(s);
         return -1;
     }

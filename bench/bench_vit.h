@@ -35,7 +35,7 @@ static inline int bench_vit_batch(const char *program, FashionMnist *data, Examp
     return 0;
 }
 
-/* n replicas of the ViT of `config`, each for B / n images, and the AdamW of
+/* n replicas of the ViT of cfg, each for B / n images, and the AdamW of
  * replica 0's parameters (the long presets' lr and weight decay). */
 typedef struct {
     Classifier replicas[BENCH_VIT_MAX_REPLICAS];
@@ -43,11 +43,11 @@ typedef struct {
     Adam opt;
 } BenchVit;
 
-static inline int bench_vit_create(BenchVit *m, const char *config, int n, int B) {
+static inline int bench_vit_create(BenchVit *m, const VitConfig *cfg, int n, int B) {
     memset(m, 0, sizeof *m);
     m->n = n;
     for (int k = 0; k < n; k++)
-        if (vit_build(&m->replicas[k], config, B / n, 1 + (uint64_t)k) < 0) return -1;
+        if (vit_build(&m->replicas[k], cfg, B / n, 1 + (uint64_t)k) < 0) return -1;
     return adam_init(&m->opt, m->replicas[0].params, 1.5e-3f, 0.05f);
 }
 

@@ -36,10 +36,8 @@
 enum { N = 6, B = 16 };
 
 static int build_small(Classifier *c, DigitTask task, uint64_t seed) {
-    DigitModelSizes s = {N, 16, 32, 1, digit_task_classes(task, N), POS_LEARNED, 0};
-    char config[CLASSIFIER_CONFIG_MAX];
-    digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, digit_task_name(task), &s, "", 1);
-    return digit_model_build(c, config, B, seed);
+    const DigitConfig cfg = {.N = N, .D = 16, .F = 32, .L = 1, .C = digit_task_classes(task, N), .pos = POS_LEARNED};
+    return digit_model_build(c, &cfg, B, seed);
 }
 
 /* The loop's options of these tests: the chapters' schedule (warm-up over
@@ -161,8 +159,6 @@ static void test_parallel_step_vit(void **state) {
     enum { VB = 7 };   /* 7 images: slices of 3 and 4 */
     VitConfig cfg = {.patch = {.channels = 1, .rows = 8, .cols = 8, .P = 4, .D = 16}, .layers = 2, .heads = 2,
                      .ff = 24, .pool = VIT_POOL_CLS, .pos = VIT_POS_LEARNED, .classes = 3, .label_smoothing = 0.1f};
-    char config[CLASSIFIER_CONFIG_MAX];
-    vit_config_text(config, sizeof config, &cfg, 1);
     Examples batches[2];
     Rng r;
     rng_seed(&r, 9, 1);
@@ -173,9 +169,9 @@ static void test_parallel_step_vit(void **state) {
         for (int b = 0; b < VB; b++) batches[k].targets[b] = b % 3;
     }
     Classifier one, replicas[2];
-    assert_int_equal(vit_build(&one, config, VB, 3), 0);
-    assert_int_equal(vit_build(&replicas[0], config, 4, 3), 0);
-    assert_int_equal(vit_build(&replicas[1], config, 4, 4), 0);
+    assert_int_equal(vit_build(&one, &cfg, VB, 3), 0);
+    assert_int_equal(vit_build(&replicas[0], &cfg, 4, 3), 0);
+    assert_int_equal(vit_build(&replicas[1], &cfg, 4, 4), 0);
     check_parallel_step(&one, replicas, 2, batches, 2);
     one.destroy(one.self);
     replicas[0].destroy(replicas[0].self);

@@ -423,9 +423,11 @@ static void test_model_gradients(void **state) {
         {POS_LEARNED, 0, 2, 2, 3}, {POS_SINUSOIDAL, 1, 1, 3, 1}};
     for (int k = 0; k < 2; k++) {
         MultiHeadModel mh;
-        DigitModelSizes s = {N, 6, 7, configs[k].layers, digit_task_classes(TASK_COUNT_NEXT, N), configs[k].pos,
-                             configs[k].causal};
-        assert_int_equal(mh_model_create(&mh, &s, configs[k].H, configs[k].D_H, MULTI_HEAD_PLAIN, B, 7 + k), 0);
+        const MultiHeadModelConfig cfg = {
+            .digit = {.N = N, .D = 6, .F = 7, .L = configs[k].layers, .C = digit_task_classes(TASK_COUNT_NEXT, N),
+                      .pos = configs[k].pos, .causal = configs[k].causal},
+            .H = configs[k].H, .D_H = configs[k].D_H};
+        assert_int_equal(mh_model_create(&mh, &cfg, MULTI_HEAD_PLAIN, B, 7 + k), 0);
         DigitModel *m = &mh.model;
         /* away from relu's kinks, as in test_self_attention.c */
         Rng r;
@@ -470,11 +472,12 @@ static void copy_tensor(Params *dst, size_t dst_offset, Params *src, size_t src_
 static void test_model_one_head_equals_chapter04_model(void **state) {
     (void)state;
     enum { B = 3, N = 6, D = 8, F = 12, L = 2 };
-    DigitModelSizes s = {N, D, F, L, 10, POS_LEARNED, 0};
+    const MultiHeadModelConfig c = {.digit = {.N = N, .D = D, .F = F, .L = L, .C = 10, .pos = POS_LEARNED},
+                                    .H = 1, .D_H = D};
     DigitModel old;
     MultiHeadModel mh;
-    assert_int_equal(digit_model_create(&old, &DIGIT_SELF_ATTENTION, NULL, 1, &s, B, 11), 0);
-    assert_int_equal(mh_model_create(&mh, &s, 1, D, MULTI_HEAD_PLAIN, B, 12), 0);
+    assert_int_equal(digit_model_create(&old, &DIGIT_SELF_ATTENTION, NULL, 1, &c.digit, B, 11), 0);
+    assert_int_equal(mh_model_create(&mh, &c, MULTI_HEAD_PLAIN, B, 12), 0);
     DigitModel *m = &mh.model;
     Params *po = &old.params, *pm = &m->params;
     copy_tensor(pm, m->emb, po, old.emb, 10 * D);

@@ -117,11 +117,10 @@ static void test_check_finite_names_the_tensor(void **state) {
 static void test_absurd_learning_rate_stops_training(void **state) {
     (void)state;
     enum { N = 6, B = 8 };
-    DigitModelSizes s = {N, 16, 32, 2, digit_task_classes(TASK_REVERSE, N), POS_LEARNED, 0};
-    char config[CLASSIFIER_CONFIG_MAX];
-    digit_model_config_text(config, sizeof config, DIGIT_MODEL_NAME, "reverse", &s, "", 1);
+    const DigitConfig c = {.N = N, .D = 16, .F = 32, .L = 2, .C = digit_task_classes(TASK_REVERSE, N),
+                           .pos = POS_LEARNED};
     Classifier m;
-    assert_int_equal(digit_model_build(&m, config, B, 1), 0);
+    assert_int_equal(digit_model_build(&m, &c, B, 1), 0);
     DigitTaskSpec spec = {TASK_REVERSE, N};
     ExampleTask t;
     digit_example_task(&t, &spec);
@@ -319,12 +318,19 @@ static void test_long_dictionary_entry_is_refused(void **state) {
  * of chapters 04 and 05) with one run: chapter 04's model, small. */
 static int one_run(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline) {
     (void)max;
-    DigitModelSizes s = {6, 16, 32, 2, digit_task_classes(TASK_REVERSE, 6), POS_LEARNED, 0};
+    const DigitConfig c = {.N = 6, .D = 16, .F = 32, .L = 2, .C = digit_task_classes(TASK_REVERSE, 6),
+                           .pos = POS_LEARNED};
     snprintf(runs[0].key, sizeof runs[0].key, "reverse");
     snprintf(runs[0].label, sizeof runs[0].label, "reverse");
-    digit_model_config_text(runs[0].config, sizeof runs[0].config, DIGIT_MODEL_NAME, "reverse", &s, "", f->seed);
     *headline = 0;
-    return 1;
+    return classifier_config_text(&runs[0], DIGIT_MODEL_NAME, "reverse", DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c,
+                                  f->seed) < 0 ? -1 : 1;
+}
+
+static int build_digit(Classifier *m, const char *config, int max_B, uint64_t seed) {
+    DigitConfig c;
+    if (config_read(config, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c) < 0) return -1;
+    return digit_model_build(m, &c, max_B, seed);
 }
 
 static int task_of(const char *config, ExampleTask *t) {
@@ -350,7 +356,7 @@ static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
                                .eval_every = 1, .unit = "examples"},
                      .batch = 8, .seed = 1, .test_size = 10},
         .plan = one_run,
-        .build = digit_model_build,
+        .build = build_digit,
         .task = task_of,
     };
     char *argv[] = {"robust_test", "--out", out, "--quiet", NULL};

@@ -280,8 +280,8 @@ typedef struct {
 /* Chapter 04's model, sized by hand. */
 static int create_model(DigitModel *m, int N, int D, int F, int L, int C, PosType pos, int causal, int max_B,
                         uint64_t seed) {
-    DigitModelSizes s = {N, D, F, L, C, pos, causal};
-    return digit_model_create(m, &DIGIT_SELF_ATTENTION, NULL, 1, &s, max_B, seed);
+    const DigitConfig c = {.N = N, .D = D, .F = F, .L = L, .C = C, .pos = pos, .causal = causal};
+    return digit_model_create(m, &DIGIT_SELF_ATTENTION, NULL, 1, &c, max_B, seed);
 }
 
 static double model_loss(void *p) {

@@ -20,7 +20,9 @@
  *    that fraction of the driver's steps (then the logits of evaluation);
  *    replay (the second pass of a sharpness-aware step) drops the same
  *    patches and dropout masks again, a plain second forward new ones;
- *  - config text round trip (older checkpoints' missing lines), and bad sizes
+ *  - the config's checkpoint lines (VIT_CONFIG_FIELDS) round trip, older
+ *    checkpoints' missing lines read as what they were trained with, and bad
+ *    sizes
  *    (the stem's among them) refused with one clear message;
  *  - a few AdamW steps fit a fixed batch (the loss falls);
  *  - chapter 07 against chapter 06: the encoder output Z is, bit for bit,
@@ -344,12 +346,10 @@ static void test_dropout_only_in_training(void **state) {
     vit_free(&w);
 }
 
-/* c: the ViT of cfg as the driver's Classifier (vit_build from its config
- * text, seed 9), for batches of up to max_B; returns its Vit */
+/* c: the ViT of cfg as the driver's Classifier (vit_build, seed 9), for
+ * batches of up to max_B; returns its Vit */
 static Vit *build_classifier(Classifier *c, const VitConfig *cfg, int max_B) {
-    char config[1024];
-    vit_config_text(config, sizeof config, cfg, 9);
-    assert_int_equal(vit_build(c, config, max_B, 9), 0);
+    assert_int_equal(vit_build(c, cfg, max_B, 9), 0);
     return vit_of(c);
 }
 
@@ -436,12 +436,12 @@ static void edit_line(char *out, size_t cap, const char *text, const char *key, 
     else snprintf(out, cap, "%.*s%s", (int)(line - text), text, next);
 }
 
-/* A config text with that line left out parses (a checkpoint from before the key existed) */
+/* A config text with that line left out is read (a checkpoint from before the key existed) */
 static VitConfig parse_without(const char *text, const char *key) {
     char older[1100];
     VitConfig back;
     edit_line(older, sizeof older, text, key, NULL);
-    assert_int_equal(vit_config_from_text(older, &back), 0);
+    assert_int_equal(config_read(older, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &back), 0);
     return back;
 }
 
@@ -450,7 +450,7 @@ static void refused_with(const char *text, const char *key, const char *value, c
     char wrong[1100];
     VitConfig back;
     edit_line(wrong, sizeof wrong, text, key, value);
-    assert_int_equal(vit_config_from_text(wrong, &back), -1);
+    assert_int_equal(config_read(wrong, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &back), -1);
     assert_string_equal(last_error(), error);
 }
 
@@ -465,9 +465,10 @@ static void test_config_and_errors(void **state) {
     cfg.drop_path = 0.375f;
     cfg.keep = 0.625f;
     cfg.keep_until = 0.875f;
-    char text[1024];
-    vit_config_text(text, sizeof text, &cfg, 4);
-    assert_int_equal(vit_config_from_text(text, &back), 0);
+    char text[1024] = "";
+    assert_int_equal(config_write(text, sizeof text, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &cfg), 0);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(config_read(text, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &back), 0);
     assert_memory_equal(&cfg, &back, sizeof cfg);
     /* checkpoints from before each later option have no line for it, and were trained without it */
     assert_true(parse_without(text, "label_smoothing").label_smoothing == 0.0f);
@@ -478,14 +479,16 @@ static void test_config_and_errors(void **state) {
     assert_true(parse_without(text, "keep").keep == 0.0f);          /* every patch */
     assert_true(parse_without(text, "keep_until").keep_until == 1.0f);   /* to the end */
     /* a value out of its range is refused, naming the key */
-    refused_with(text, "drop_path", "1", "drop_path=1: expected a number in [0, 1)");
-    refused_with(text, "keep", "1.5", "keep=1.5: expected a number in [0, 1]");
-    refused_with(text, "keep_until", "-0.5", "keep_until=-0.5: expected a number in [0, 1]");
-    refused_with(text, "keep_until", "most", "keep_until=most: expected a number in [0, 1]");
-    refused_with(text, "locality", "2", "config key 'locality': expected 0..1, got 2");
-    refused_with(text, "kernel", "six", "config key 'kernel': expected an integer, got 'six'");
-    refused_with(text, "kernel", "-2", "config key 'kernel': expected 0..4096, got -2");
-    refused_with(text, "label_smoothing", "1.5", "label_smoothing=1.5: expected a number in [0, 1)");
+    refused_with(text, "drop_path", "1.5", "config key 'drop_path': expected a number in [0, 1], got '1.5'");
+    refused_with(text, "keep", "1.5", "config key 'keep': expected a number in [0, 1], got '1.5'");
+    refused_with(text, "keep_until", "-0.5", "config key 'keep_until': expected a number in [0, 1], got '-0.5'");
+    refused_with(text, "keep_until", "most", "config key 'keep_until': expected a number in [0, 1], got 'most'");
+    refused_with(text, "locality", "2", "config key 'locality': expected an integer in 0..1, got '2'");
+    refused_with(text, "kernel", "six", "config key 'kernel': expected an integer in 0..4096, got 'six'");
+    refused_with(text, "kernel", "-2", "config key 'kernel': expected an integer in 0..4096, got '-2'");
+    refused_with(text, "label_smoothing", "1.5",
+                 "config key 'label_smoothing': expected a number in [0, 1], got '1.5'");
+    refused_with(text, "pool", "max", "config key 'pool': expected one of cls,mean,attention, got 'max'");
     Vit v;
     VitConfig bad = cfg;
     bad.patch.P = 3;                                   /* does not divide 8 */
@@ -536,11 +539,17 @@ static void test_config_and_errors(void **state) {
     assert_non_null(strstr(last_error(), "divisible by 4"));
     vit_free(&v);
     bad = cfg;
+    bad.drop_path = 1.0f;                              /* the last block always skipped */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(), "drop_path=1: expected 0 <= p < 1");
+    vit_free(&v);
+    bad = cfg;
     bad.label_smoothing = 1.0f;                        /* the target would be uniform */
     assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
     assert_non_null(strstr(last_error(), "label_smoothing"));
     vit_free(&v);
-    assert_int_equal(vit_config_from_text("model=other\n", &back), -1);
+    assert_int_equal(config_read("model=other\n", VIT_CONFIG_FIELDS, VIT_CONFIG_N, &back), -1);
+    assert_string_equal(last_error(), "config: missing key 'channels'");
 }
 
 static void test_fits_a_batch(void **state) {

@@ -128,8 +128,23 @@ static const TwinModel MODELS[] = {
 
 /* ------------------------------------------- the per-position models */
 
-static int build_05_plain(Classifier *c, const char *config, int max_B, uint64_t seed) {
-    return mh_model_build(c, config, MULTI_HEAD_PLAIN, max_B, seed);
+/* Chapters 04, 05 and 07's models from their checkpoint's lines (each model's table of fields). */
+static int digit_model_from_text(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    DigitConfig cfg;
+    if (config_read(config, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &cfg) < 0) return -1;
+    return digit_model_build(c, &cfg, max_B, seed);
+}
+
+static int mh_model_from_text(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    MultiHeadModelConfig cfg;
+    if (config_read(config, MH_MODEL_CONFIG_FIELDS, MH_MODEL_CONFIG_N, &cfg) < 0) return -1;
+    return mh_model_build(c, &cfg, MULTI_HEAD_PLAIN, max_B, seed);
+}
+
+static int vit_from_text(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    VitConfig cfg;
+    if (config_read(config, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &cfg) < 0) return -1;
+    return vit_build(c, &cfg, max_B, seed);
 }
 
 static int digit_task_of(const char *config, ExampleTask *t) {
@@ -156,9 +171,9 @@ typedef struct {
 } TwinClassifier;
 
 static const TwinClassifier CLASSIFIERS[] = {
-    {DIGIT_MODEL_NAME, digit_model_build, digit_task_of},      /* chapter 04 */
-    {MH_MODEL_NAME, build_05_plain, digit_task_of},            /* chapter 05 */
-    {VIT_MODEL_NAME, vit_build, fashion_mnist_task_of},        /* chapter 07 */
+    {DIGIT_MODEL_NAME, digit_model_from_text, digit_task_of},  /* chapter 04 */
+    {MH_MODEL_NAME, mh_model_from_text, digit_task_of},        /* chapter 05 */
+    {VIT_MODEL_NAME, vit_from_text, fashion_mnist_task_of},    /* chapter 07 */
 };
 
 /* One test batch of a per-position model's checkpoint: forward, backward, predictions. */

@@ -9,7 +9,6 @@
 
 #include "04_self_attention/self_attention.h"
 #include "data/digit_tasks.h"
-#include "io/checkpoint.h"
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -18,6 +17,18 @@ const char *pos_type_name(PosType p) {
     static const char *const names[POS_N_TYPES] = {"none", "sinusoidal", "learned"};
     return (p >= 0 && p < POS_N_TYPES) ? names[p] : "?";
 }
+
+/* The checkpoint's lines (digit_model.h); pos's choices in PosType's order. */
+const ConfigField DIGIT_CONFIG_FIELDS[] = {
+    {"len", CONFIG_INT, offsetof(DigitConfig, N), .lo = 2, .hi = 64},
+    {"dim", CONFIG_INT, offsetof(DigitConfig, D), .lo = 2, .hi = 1024},
+    {"ff", CONFIG_INT, offsetof(DigitConfig, F), .lo = 1, .hi = 4096, .old_key = "hidden"},
+    {"layers", CONFIG_INT, offsetof(DigitConfig, L), .lo = 1, .hi = DIGIT_MAX_LAYERS},
+    {"classes", CONFIG_INT, offsetof(DigitConfig, C), .lo = 1, .hi = 4096},
+    {"pos", CONFIG_CHOICE, offsetof(DigitConfig, pos), .choices = "none,sinusoidal,learned"},
+    {"causal", CONFIG_INT, offsetof(DigitConfig, causal), .lo = 0, .hi = 1},
+};
+const int DIGIT_CONFIG_N = (int)(sizeof DIGIT_CONFIG_FIELDS / sizeof DIGIT_CONFIG_FIELDS[0]);
 
 int pos_type_from_name(const char *name, PosType *p) {
     for (int i = 0; i < POS_N_TYPES; i++)
@@ -85,12 +96,12 @@ static size_t declare_layer_tensor(Params *p, int l, const char *name, int rows,
 }
 
 int digit_model_create(DigitModel *m, const DigitAttention *attention, const void *spec, int heads,
-                       const DigitModelSizes *s, int max_B, uint64_t seed) {
-    const int N = s->N, D = s->D, F = s->F, L = s->L, C = s->C;
+                       const DigitConfig *c, int max_B, uint64_t seed) {
+    const int N = c->N, D = c->D, F = c->F, L = c->L, C = c->C;
     if (L < 1 || L > DIGIT_MAX_LAYERS) return fail("layers: expected 1..%d, got %d", DIGIT_MAX_LAYERS, L);
     memset(m, 0, sizeof *m);
     m->N = N; m->D = D; m->F = F; m->L = L; m->C = C;
-    m->pos = s->pos; m->causal = s->causal; m->max_B = max_B;
+    m->pos = c->pos; m->causal = c->causal; m->max_B = max_B;
     m->heads = heads; m->attention = attention; m->attention_spec = spec;
 
     Params *p = &m->params;
@@ -239,36 +250,7 @@ const float *digit_model_attention(const DigitModel *m, int l, int h, int b) {
     return m->A + l * stride + ((size_t)b * m->heads + h) * m->N * m->N;
 }
 
-/* ------------------------------------------------- configs and the driver */
-
-int digit_model_sizes(const char *config, const char *model_name, const char *what_loads,
-                      DigitModelSizes *s) {
-    char model[64], task_name[32], pos_name[32];
-    DigitTask task;
-    if (config_get(config, "model", model, sizeof model) < 0) return -1;
-    if (strcmp(model, model_name) != 0)
-        return fail("a checkpoint of model '%s', but this program loads '%s' (%s)", model, model_name,
-                    what_loads);
-    if (config_get(config, "task", task_name, sizeof task_name) < 0 || digit_task_from_name(task_name, &task) < 0 ||
-        config_get(config, "pos", pos_name, sizeof pos_name) < 0 || pos_type_from_name(pos_name, &s->pos) < 0 ||
-        config_get_int_in(config, "len", 2, 64, &s->N) < 0 || config_get_int_in(config, "dim", 2, 1024, &s->D) < 0 ||
-        config_get_int_in(config, "hidden", 1, 4096, &s->F) < 0 ||
-        config_get_int_in(config, "layers", 1, DIGIT_MAX_LAYERS, &s->L) < 0 ||
-        config_get_int_in(config, "classes", 1, 4096, &s->C) < 0 ||
-        config_get_int_in(config, "causal", 0, 1, &s->causal) < 0)
-        return -1;
-    if (s->C != digit_task_classes(task, s->N))
-        return fail("config: %d classes, but task '%s' with length %d has %d", s->C, task_name, s->N,
-                    digit_task_classes(task, s->N));
-    return 0;
-}
-
-void digit_model_config_text(char *out, int cap, const char *model_name, const char *task,
-                             const DigitModelSizes *s, const char *extra, int seed) {
-    snprintf(out, (size_t)cap,
-             "model=%s\ntask=%s\nlen=%d\ndim=%d\n%shidden=%d\nlayers=%d\nclasses=%d\npos=%s\ncausal=%d\nseed=%d\n",
-             model_name, task, s->N, s->D, extra, s->F, s->L, s->C, pos_type_name(s->pos), s->causal, seed);
-}
+/* ------------------------------------------------ the Classifier face */
 
 /* The Classifier face: a DigitModel, and the allocation it lives in. */
 typedef struct {
@@ -314,11 +296,9 @@ void digit_model_classifier(DigitModel *m, void *allocation, Classifier *c) {
     c->destroy = face_destroy;
 }
 
-int digit_model_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
-    DigitModelSizes s;
-    if (digit_model_sizes(config, DIGIT_MODEL_NAME, "chapter 04's digit model", &s) < 0) return -1;
+int digit_model_build(Classifier *c, const DigitConfig *cfg, int max_B, uint64_t seed) {
     DigitModel *m = xmalloc(sizeof *m);
-    if (digit_model_create(m, &DIGIT_SELF_ATTENTION, NULL, 1, &s, max_B, seed) < 0) {
+    if (digit_model_create(m, &DIGIT_SELF_ATTENTION, NULL, 1, cfg, max_B, seed) < 0) {
         digit_model_free(m);
         free(m);
         return -1;

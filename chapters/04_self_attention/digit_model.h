@@ -16,6 +16,7 @@
 #define DIGIT_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "io/config.h"
 #include "nn/params.h"
 #include "model/classifier.h"
 #include "util/rng.h"
@@ -55,15 +56,19 @@ typedef struct {
 extern const DigitAttention DIGIT_SELF_ATTENTION;
 #define DIGIT_MODEL_NAME "ch04_digit_self_attention"
 
-/* The sizes a config text gives (model.h's keys):
- *   model=ch04_digit_self_attention  task=reverse  len=8  dim=64  hidden=128
- *   layers=2  classes=10  pos=sinusoidal  causal=0  seed=1
- * (seed: the training seed, which also picks the test stream). */
+/* The model's configuration. Its checkpoint keeps it as the lines of
+ * DIGIT_CONFIG_FIELDS (io/config.h), between the program's model= and
+ * task= lines and its seed= line:
+ *   len=8  dim=64  ff=128  layers=2  classes=10  pos=sinusoidal  causal=0
+ * (ff was hidden= in checkpoints saved before the letter table's names;
+ * they still load). */
 typedef struct {
     int N, D, F, L, C;      /* length, width, MLP width, layers, classes */
     PosType pos;
-    int causal;
-} DigitModelSizes;
+    int causal;             /* 1: output i only sees inputs 1..i */
+} DigitConfig;
+extern const ConfigField DIGIT_CONFIG_FIELDS[];
+extern const int DIGIT_CONFIG_N;
 
 struct DigitModel {
     int N, D, F, L, C;
@@ -93,7 +98,7 @@ struct DigitModel {
  * attention (spec: what it needs besides the model's sizes, or NULL) and
  * heads attention maps per layer. Returns 0 or -1 with fail(). */
 int digit_model_create(DigitModel *m, const DigitAttention *attention, const void *spec, int heads,
-                       const DigitModelSizes *s, int max_B, uint64_t seed);
+                       const DigitConfig *c, int max_B, uint64_t seed);
 void digit_model_free(DigitModel *m);
 /* Forward over x [B, N] (B <= max_B). With targets y, returns the mean
  * cross-entropy per position; with y == NULL returns 0. Logits stay in m. */
@@ -106,22 +111,13 @@ void digit_model_predict(const DigitModel *m, int *pred);
  * [N, N], or NULL when the attention does not keep them. */
 const float *digit_model_attention(const DigitModel *m, int l, int h, int b);
 
-/* ------------------------------------------------- configs and the driver */
-/* Read the sizes from a config text whose "model=" must be model_name
- * (else an error naming both, and what_loads: "chapter 04's digit model").
- * Checks classes against the task. Returns 0, or -1 with fail(). */
-int digit_model_sizes(const char *config, const char *model_name, const char *what_loads,
-                      DigitModelSizes *s);
-/* The config text of a model (the one its checkpoint keeps): model, task,
- * len, dim, then extra (chapter 05: "heads=..\nhead_dim=..\n", or ""),
- * hidden, layers, classes, pos, causal, seed. */
-void digit_model_config_text(char *out, int cap, const char *model_name, const char *task,
-                             const DigitModelSizes *s, const char *extra, int seed);
-/* m behind the driver's Classifier face; its destroy frees m's buffers, then
- * allocation: the malloc'd block m lives in (m itself, or a struct holding
- * m and its attention spec). */
+/* ------------------------------------------------ the Classifier face */
+/* m behind the Classifier face (model/classifier.h); its destroy frees m's
+ * buffers, then allocation: the malloc'd block m lives in (m itself, or a
+ * struct holding m and its attention spec). */
 void digit_model_classifier(DigitModel *m, void *allocation, Classifier *c);
-/* The driver's build for chapter 04: the model a config describes. */
-int digit_model_build(Classifier *c, const char *config, int max_B, uint64_t seed);
+/* Chapter 04's model of configuration cfg as a Classifier, for batches of
+ * up to max_B, initialised from seed. Returns 0, or -1 with fail(). */
+int digit_model_build(Classifier *c, const DigitConfig *cfg, int max_B, uint64_t seed);
 
 #endif

@@ -56,19 +56,26 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
         for (int p = 0; p < POS_N_TYPES && n < max; p++) {
             const char *pos = pos_type_name((PosType)p);
             if (strcmp(model_flags.pos, "all") != 0 && strcmp(model_flags.pos, pos) != 0) continue;
-            DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.ff, model_flags.layers,
-                                 digit_task_classes((DigitTask)t, model_flags.len), (PosType)p,
-                                 model_flags.causal};
+            const DigitConfig c = {.N = model_flags.len, .D = model_flags.dim, .F = model_flags.ff,
+                                   .L = model_flags.layers, .C = digit_task_classes((DigitTask)t, model_flags.len),
+                                   .pos = (PosType)p, .causal = model_flags.causal};
             ClassifierRun *r = &runs[n];
             snprintf(r->key, sizeof r->key, "%s_%s", task, pos);
             snprintf(r->label, sizeof r->label, "%s, %s positions", task, pos);
-            digit_model_config_text(r->config, sizeof r->config, DIGIT_MODEL_NAME, task, &s, "", f->seed);
+            if (classifier_config_text(r, DIGIT_MODEL_NAME, task, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c, f->seed) < 0)
+                return -1;
             if (*headline < 0 || (p == POS_SINUSOIDAL && strncmp(runs[*headline].key, task, strlen(task)) == 0))
                 *headline = n;
             n++;
         }
     }
     return n;
+}
+
+static int build(Classifier *m, const char *config, int max_B, uint64_t seed) {
+    DigitConfig c;
+    if (config_read(config, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c) < 0) return -1;
+    return digit_model_build(m, &c, max_B, seed);
 }
 
 static int task_of(const char *config, ExampleTask *t) {
@@ -106,7 +113,7 @@ int main(int argc, char **argv) {
                                .eval_every = 12, .unit = "examples"},
                      .batch = 64, .seed = 1, .test_size = 2000},
         .plan = plan,
-        .build = digit_model_build,
+        .build = build,
         .task = task_of,
         .before = before,
         .after = after,

@@ -79,15 +79,19 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
     if (n < 0 || digit_task_from_name(model_flags.task, &task) < 0 ||
         pos_type_from_name(model_flags.pos, &pos) < 0)
         return -1;
-    DigitModelSizes s = {model_flags.len, model_flags.dim, model_flags.ff, model_flags.layers,
-                         digit_task_classes(task, model_flags.len), pos, model_flags.causal};
+    MultiHeadModelConfig c = {.digit = {.N = model_flags.len, .D = model_flags.dim, .F = model_flags.ff,
+                                        .L = model_flags.layers, .C = digit_task_classes(task, model_flags.len),
+                                        .pos = pos, .causal = model_flags.causal}};
     *headline = 0;
     for (int v = 0; v < n && v < max; v++) {
-        const int H = heads[v], D_H = model_flags.dim / H;
-        snprintf(runs[v].key, sizeof runs[v].key, "%s_h%d", model_flags.task, H);
-        snprintf(runs[v].label, sizeof runs[v].label, "H = %d, D_H = %d", H, D_H);
-        mh_model_config_text(runs[v].config, sizeof runs[v].config, model_flags.task, &s, H, D_H, f->seed);
-        if (H > heads[*headline]) *headline = v;
+        c.H = heads[v];
+        c.D_H = model_flags.dim / c.H;
+        snprintf(runs[v].key, sizeof runs[v].key, "%s_h%d", model_flags.task, c.H);
+        snprintf(runs[v].label, sizeof runs[v].label, "H = %d, D_H = %d", c.H, c.D_H);
+        if (classifier_config_text(&runs[v], MH_MODEL_NAME, model_flags.task, MH_MODEL_CONFIG_FIELDS,
+                                   MH_MODEL_CONFIG_N, &c, f->seed) < 0)
+            return -1;
+        if (c.H > heads[*headline]) *headline = v;
     }
     return n;
 }
@@ -100,7 +104,9 @@ static MultiHeadAttention attention_flag(void) {
 }
 
 static int build(Classifier *c, const char *config, int max_B, uint64_t seed) {
-    return mh_model_build(c, config, attention_flag(), max_B, seed);
+    MultiHeadModelConfig cfg;
+    if (config_read(config, MH_MODEL_CONFIG_FIELDS, MH_MODEL_CONFIG_N, &cfg) < 0) return -1;
+    return mh_model_build(c, &cfg, attention_flag(), max_B, seed);
 }
 
 static int task_of(const char *config, ExampleTask *t) {

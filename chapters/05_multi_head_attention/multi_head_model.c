@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
 #include "util/error.h"
 #include "util/util.h"
 
@@ -58,32 +57,34 @@ const DigitAttention DIGIT_MULTI_HEAD_ATTENTION = {
     multi_head_layer_forward, multi_head_layer_backward,
 };
 
-int mh_model_create(MultiHeadModel *m, const DigitModelSizes *s, int H, int D_H,
-                    MultiHeadAttention attention, int max_B, uint64_t seed) {
-    if (H < 1 || D_H < 1) return fail("heads and head size must be >= 1, got H = %d, D_H = %d", H, D_H);
-    m->spec = (MultiHeadSpec){s->D, H, D_H, s->D, attention, 0, 0};
-    return digit_model_create(&m->model, &DIGIT_MULTI_HEAD_ATTENTION, &m->spec, H, s, max_B, seed);
+/* The checkpoint's lines (multi_head_model.h): chapter 04's, with heads and head_dim after dim. */
+const ConfigField MH_MODEL_CONFIG_FIELDS[] = {
+    {"len", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.N), .lo = 2, .hi = 64},
+    {"dim", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.D), .lo = 2, .hi = 1024},
+    {"heads", CONFIG_INT, offsetof(MultiHeadModelConfig, H), .lo = 1, .hi = 1024},
+    {"head_dim", CONFIG_INT, offsetof(MultiHeadModelConfig, D_H), .lo = 1, .hi = 1024},
+    {"ff", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.F), .lo = 1, .hi = 4096, .old_key = "hidden"},
+    {"layers", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.L), .lo = 1, .hi = DIGIT_MAX_LAYERS},
+    {"classes", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.C), .lo = 1, .hi = 4096},
+    {"pos", CONFIG_CHOICE, offsetof(MultiHeadModelConfig, digit.pos), .choices = "none,sinusoidal,learned"},
+    {"causal", CONFIG_INT, offsetof(MultiHeadModelConfig, digit.causal), .lo = 0, .hi = 1},
+};
+const int MH_MODEL_CONFIG_N = (int)(sizeof MH_MODEL_CONFIG_FIELDS / sizeof MH_MODEL_CONFIG_FIELDS[0]);
+
+int mh_model_create(MultiHeadModel *m, const MultiHeadModelConfig *c, MultiHeadAttention attention, int max_B,
+                    uint64_t seed) {
+    if (c->H < 1 || c->D_H < 1)
+        return fail("heads and head size must be >= 1, got H = %d, D_H = %d", c->H, c->D_H);
+    m->spec = (MultiHeadSpec){.D = c->digit.D, .H = c->H, .D_H = c->D_H, .D_out = c->digit.D, .attention = attention};
+    return digit_model_create(&m->model, &DIGIT_MULTI_HEAD_ATTENTION, &m->spec, c->H, &c->digit, max_B, seed);
 }
 
 void mh_model_free(MultiHeadModel *m) { digit_model_free(&m->model); }
 
-void mh_model_config_text(char *out, int cap, const char *task, const DigitModelSizes *s, int H, int D_H,
-                          int seed) {
-    char extra[64];
-    snprintf(extra, sizeof extra, "heads=%d\nhead_dim=%d\n", H, D_H);
-    digit_model_config_text(out, cap, MH_MODEL_NAME, task, s, extra, seed);
-}
-
-int mh_model_build(Classifier *c, const char *config, MultiHeadAttention attention, int max_B,
+int mh_model_build(Classifier *c, const MultiHeadModelConfig *cfg, MultiHeadAttention attention, int max_B,
                    uint64_t seed) {
-    DigitModelSizes s;
-    int H, D_H;
-    if (digit_model_sizes(config, MH_MODEL_NAME, "chapter 05's digit model", &s) < 0 ||
-        config_get_int_in(config, "heads", 1, 1024, &H) < 0 ||
-        config_get_int_in(config, "head_dim", 1, 1024, &D_H) < 0)
-        return -1;
     MultiHeadModel *m = xmalloc(sizeof *m);
-    if (mh_model_create(m, &s, H, D_H, attention, max_B, seed) < 0) {
+    if (mh_model_create(m, cfg, attention, max_B, seed) < 0) {
         mh_model_free(m);
         free(m);
         return -1;

@@ -17,6 +17,7 @@
 #define MULTI_HEAD_MODEL_H
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
+#include "io/config.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "model/classifier.h"
 
@@ -27,25 +28,34 @@
  * W_O [H D_H, D], b_O [D]. */
 extern const DigitAttention DIGIT_MULTI_HEAD_ATTENTION;
 
+/* The configuration: chapter 04's, and the heads. Its checkpoint keeps it
+ * as the lines of MH_MODEL_CONFIG_FIELDS (io/config.h), chapter 04's with
+ * heads and head_dim after dim:
+ *   len=8  dim=64  heads=4  head_dim=16  ff=128  layers=1  classes=90
+ *   pos=learned  causal=0 */
+typedef struct {
+    DigitConfig digit;   /* N, D, F, L, C, pos, causal (digit_model.h) */
+    int H, D_H;          /* heads, and the width of each (H D_H = D in this chapter) */
+} MultiHeadModelConfig;
+extern const ConfigField MH_MODEL_CONFIG_FIELDS[];
+extern const int MH_MODEL_CONFIG_N;
+
 /* A DigitModel with multi-head attention, and the spec it points to. */
 typedef struct {
     DigitModel model;
     MultiHeadSpec spec;
 } MultiHeadModel;
 
-/* Declare, allocate and initialise (from seed) H heads of D_H per layer,
- * the attention computed plain or fused. Returns 0 or -1 with fail(). */
-int mh_model_create(MultiHeadModel *m, const DigitModelSizes *s, int H, int D_H,
-                    MultiHeadAttention attention, int max_B, uint64_t seed);
+/* Declare, allocate and initialise (from seed) c's model, H heads of D_H
+ * per layer, the attention computed plain or fused. Returns 0 or -1 with
+ * fail(). */
+int mh_model_create(MultiHeadModel *m, const MultiHeadModelConfig *c, MultiHeadAttention attention, int max_B,
+                    uint64_t seed);
 void mh_model_free(MultiHeadModel *m);
 
-/* The config text adds heads and head_dim to chapter 04's:
- *   model=ch05_digit_multi_head  task=count_next  len=8  dim=64  heads=4
- *   head_dim=16  hidden=128  layers=1  classes=90  pos=learned  causal=0  seed=1 */
-void mh_model_config_text(char *out, int cap, const char *task, const DigitModelSizes *s, int H, int D_H,
-                          int seed);
-/* The driver's build: the model a config describes, attention plain or fused. */
-int mh_model_build(Classifier *c, const char *config, MultiHeadAttention attention, int max_B,
+/* The model of configuration cfg as a Classifier (model/classifier.h),
+ * attention plain or fused. Returns 0, or -1 with fail(). */
+int mh_model_build(Classifier *c, const MultiHeadModelConfig *cfg, MultiHeadAttention attention, int max_B,
                    uint64_t seed);
 
 #endif

@@ -206,13 +206,19 @@ static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *hea
             snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)flags.keep);
         snprintf(runs[i].label, sizeof runs[i].label, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P[i],
                  N, through, flags.pool, flags.locality ? ", locality attention" : "", keep);
-        vit_config_text(runs[i].config, sizeof runs[i].config, &cfg, f->seed);
-        size_t len = strlen(runs[i].config);
-        snprintf(runs[i].config + len, sizeof runs[i].config - len,
-                 "augment_shift=%d\naugment_flip=%d\naugment_erase=%g\n", flags.augment ? flags.shift : 0,
-                 flags.augment, (double)flags.erase);
+        if (classifier_config_text(&runs[i], VIT_MODEL_NAME, "fashion_mnist", VIT_CONFIG_FIELDS, VIT_CONFIG_N, &cfg,
+                                   f->seed) < 0 ||
+            config_append(runs[i].config, sizeof runs[i].config, "augment_shift=%d\naugment_flip=%d\naugment_erase=%g\n",
+                          flags.augment ? flags.shift : 0, flags.augment, (double)flags.erase) < 0)
+            return -1;
     }
     return n;
+}
+
+static int build(Classifier *m, const char *config, int max_B, uint64_t seed) {
+    VitConfig c;
+    if (config_read(config, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &c) < 0) return -1;
+    return vit_build(m, &c, max_B, seed);
 }
 
 static int task_of(const char *config, ExampleTask *t) {
@@ -278,7 +284,7 @@ int main(int argc, char **argv) {
                                .weight_decay = 0.05f, .eval_every = 100, .unit = "examples"},
                      .batch = 128, .seed = 1, .test_size = 10000},
         .plan = plan,
-        .build = vit_build,
+        .build = build,
         .task = task_of,
         .after = after,
         .trained = trained,

@@ -10,7 +10,6 @@
 
 #include "03_dot_product_attention/attention.h"
 #include "04_self_attention/self_attention.h"
-#include "io/checkpoint.h"
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -424,58 +423,35 @@ void vit_predict(const Vit *v, int *pred) {
 
 const float *vit_attention(const Vit *v, int l) { return stack_attention(&v->st, l, v->B, v->T_run, 0); }
 
-/* ------------------------------------------------------------ config text */
+/* ------------------------------------------------------------ config */
 
-void vit_config_text(char *out, int cap, const VitConfig *c, int seed) {
-    snprintf(out, (size_t)cap,
-             "model=%s\ntask=fashion_mnist\nchannels=%d\nrows=%d\ncols=%d\npatch=%d\nkernel=%d\ndim=%d\nlayers=%d\n"
-             "heads=%d\nff=%d\ndropout=%g\npool=%s\npos=%s\nclasses=%d\nlabel_smoothing=%g\nlocality=%d\n"
-             "stem=%d\ndrop_path=%g\nkeep=%g\nkeep_until=%g\nseed=%d\n",
-             VIT_MODEL_NAME, c->patch.channels, c->patch.rows, c->patch.cols, c->patch.P, c->patch.K, c->patch.D,
-             c->layers,
-             c->heads, c->ff, (double)c->dropout, vit_pool_name(c->pool), vit_pos_name(c->pos), c->classes,
-             (double)c->label_smoothing, c->locality, c->stem, (double)c->drop_path, (double)c->keep,
-             (double)c->keep_until, seed);
-}
-
-int vit_config_from_text(const char *config, VitConfig *c) {
-    char model[64], pool[32], pos[32], kernel[32];
-    memset(c, 0, sizeof *c);
-    if (config_get(config, "model", model, sizeof model) < 0 || strcmp(model, VIT_MODEL_NAME) != 0)
-        return fail("not a chapter 07 ViT (model=%s expected)", VIT_MODEL_NAME);
-    if (config_get_int_in(config, "channels", 1, 16, &c->patch.channels) < 0 ||
-        config_get_int_in(config, "rows", 1, 4096, &c->patch.rows) < 0 ||
-        config_get_int_in(config, "cols", 1, 4096, &c->patch.cols) < 0 ||
-        config_get_int_in(config, "patch", 1, 4096, &c->patch.P) < 0 ||
-        config_get_int_in(config, "dim", 1, 4096, &c->patch.D) < 0 ||
-        config_get_int_in(config, "layers", 1, STACK_MAX_LAYERS, &c->layers) < 0 ||
-        config_get_int_in(config, "heads", 1, 4096, &c->heads) < 0 ||
-        config_get_int_in(config, "ff", 1, 65536, &c->ff) < 0 ||
-        config_get_int_in(config, "classes", 2, 100000, &c->classes) < 0)
-        return -1;
-    /* kernel came later too: a checkpoint without the line has non-overlapping patches (K = 0: kernel = patch) */
-    if (config_get_or(config, "kernel", "", kernel, sizeof kernel) < 0) return -1;
-    if (kernel[0] && config_get_int_in(config, "kernel", 0, 4096, &c->patch.K) < 0) return -1;
-    /* and locality: a checkpoint without the line has the plain attention */
-    char locality[8];
-    if (config_get_or(config, "locality", "", locality, sizeof locality) < 0) return -1;
-    if (locality[0] && config_get_int_in(config, "locality", 0, 1, &c->locality) < 0) return -1;
-    /* and the stem: a checkpoint without the line has none */
-    char stem[16];
-    if (config_get_or(config, "stem", "", stem, sizeof stem) < 0) return -1;
-    if (stem[0] && config_get_int_in(config, "stem", 0, 256, &c->stem) < 0) return -1;
-    if (config_get(config, "pool", pool, sizeof pool) < 0 || vit_pool_from_name(pool, &c->pool) < 0) return -1;
-    if (config_get(config, "pos", pos, sizeof pos) < 0 || vit_pos_from_name(pos, &c->pos) < 0) return -1;
-    /* the later keys' lines are optional: a checkpoint saved before label_smoothing, drop_path or keep
-     * (patch dropout) was trained without it, one saved before keep_until had patch dropout to the end */
-    if (config_get_float_in(config, "dropout", NULL, 0.0f, 1.0f, 1, &c->dropout) < 0 ||
-        config_get_float_in(config, "label_smoothing", "0", 0.0f, 1.0f, 1, &c->label_smoothing) < 0 ||
-        config_get_float_in(config, "drop_path", "0", 0.0f, 1.0f, 1, &c->drop_path) < 0 ||
-        config_get_float_in(config, "keep", "0", 0.0f, 1.0f, 0, &c->keep) < 0 ||
-        config_get_float_in(config, "keep_until", "1", 0.0f, 1.0f, 0, &c->keep_until) < 0)
-        return -1;
-    return 0;
-}
+/* The checkpoint's lines (vit.h). The keys added after checkpoints were
+ * saved have a fallback: what those checkpoints were trained with (kernel
+ * 0: the kernel is the patch; no locality, stem, label smoothing, stochastic
+ * depth or patch dropout). Ranges here are what a line may say; vit_create
+ * checks the rest (a dropout below 1, heads that divide dim, ...). */
+const ConfigField VIT_CONFIG_FIELDS[] = {
+    {"channels", CONFIG_INT, offsetof(VitConfig, patch.channels), .lo = 1, .hi = 16},
+    {"rows", CONFIG_INT, offsetof(VitConfig, patch.rows), .lo = 1, .hi = 4096},
+    {"cols", CONFIG_INT, offsetof(VitConfig, patch.cols), .lo = 1, .hi = 4096},
+    {"patch", CONFIG_INT, offsetof(VitConfig, patch.P), .lo = 1, .hi = 4096},
+    {"kernel", CONFIG_INT, offsetof(VitConfig, patch.K), .lo = 0, .hi = 4096, .fallback = "0"},
+    {"dim", CONFIG_INT, offsetof(VitConfig, patch.D), .lo = 1, .hi = 4096},
+    {"layers", CONFIG_INT, offsetof(VitConfig, layers), .lo = 1, .hi = STACK_MAX_LAYERS},
+    {"heads", CONFIG_INT, offsetof(VitConfig, heads), .lo = 1, .hi = 4096},
+    {"ff", CONFIG_INT, offsetof(VitConfig, ff), .lo = 1, .hi = 65536},
+    {"dropout", CONFIG_FLOAT, offsetof(VitConfig, dropout), .lo = 0, .hi = 1},
+    {"pool", CONFIG_CHOICE, offsetof(VitConfig, pool), .choices = "cls,mean,attention"},
+    {"pos", CONFIG_CHOICE, offsetof(VitConfig, pos), .choices = "learned,sinusoidal2d"},
+    {"classes", CONFIG_INT, offsetof(VitConfig, classes), .lo = 2, .hi = 100000},
+    {"label_smoothing", CONFIG_FLOAT, offsetof(VitConfig, label_smoothing), .lo = 0, .hi = 1, .fallback = "0"},
+    {"locality", CONFIG_INT, offsetof(VitConfig, locality), .lo = 0, .hi = 1, .fallback = "0"},
+    {"stem", CONFIG_INT, offsetof(VitConfig, stem), .lo = 0, .hi = 256, .fallback = "0"},
+    {"drop_path", CONFIG_FLOAT, offsetof(VitConfig, drop_path), .lo = 0, .hi = 1, .fallback = "0"},
+    {"keep", CONFIG_FLOAT, offsetof(VitConfig, keep), .lo = 0, .hi = 1, .fallback = "0"},
+    {"keep_until", CONFIG_FLOAT, offsetof(VitConfig, keep_until), .lo = 0, .hi = 1, .fallback = "1"},
+};
+const int VIT_CONFIG_N = (int)(sizeof VIT_CONFIG_FIELDS / sizeof VIT_CONFIG_FIELDS[0]);
 
 /* ---------------------------------------------------- the Classifier face */
 
@@ -491,11 +467,9 @@ static void face_destroy(void *self) {
     free(self);
 }
 
-int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
-    VitConfig cfg;
-    if (vit_config_from_text(config, &cfg) < 0) return -1;
+int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed) {
     Vit *v = xmalloc(sizeof *v);
-    if (vit_create(v, &cfg, max_B, seed) < 0) {
+    if (vit_create(v, cfg, max_B, seed) < 0) {
         vit_free(v);
         free(v);
         return -1;
@@ -506,8 +480,8 @@ int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed) {
     c->max_B = max_B;
     c->n_out = 1;
     c->classes = v->C;
-    c->layers = cfg.layers;
-    c->heads = cfg.heads;
+    c->layers = cfg->layers;
+    c->heads = cfg->heads;
     c->forward = face_forward;
     c->backward = face_backward;
     c->predict = face_predict;

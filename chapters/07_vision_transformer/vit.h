@@ -77,6 +77,7 @@
 #include <stdint.h>
 #include "06_transformer/stack.h"
 #include "07_vision_transformer/patch_embed.h"
+#include "io/config.h"
 #include "nn/params.h"
 #include "model/classifier.h"
 
@@ -101,6 +102,13 @@ typedef struct {
     float keep_until;       /* patch dropout for the first keep_until of the training steps, (0, 1]; 0 or 1: to
                              * the last step */
 } VitConfig;
+/* Its checkpoint keeps it as the lines of VIT_CONFIG_FIELDS (io/config.h),
+ * between the program's model= and task= lines and its seed= line:
+ *   channels=1 rows=28 cols=28 patch=7 kernel=0 dim=64 layers=2 heads=4 ff=128
+ *   dropout=0 pool=cls pos=learned classes=10 label_smoothing=0 locality=0
+ *   stem=0 drop_path=0 keep=1 keep_until=1 */
+extern const ConfigField VIT_CONFIG_FIELDS[];
+extern const int VIT_CONFIG_N;
 
 typedef struct {
     VitConfig cfg;
@@ -191,14 +199,11 @@ void vit_predict(const Vit *v, int *pred);
 /* Block l's attention weights of the last forward, [B, H, T, T]. */
 const float *vit_attention(const Vit *v, int l);
 
-/* Config text (the checkpoint's) and back. */
-void vit_config_text(char *out, int cap, const VitConfig *cfg, int seed);
-int vit_config_from_text(const char *config, VitConfig *cfg);
-/* The Classifier face (train/classifier.h): a Vit built from a config text;
+/* The Classifier face (model/classifier.h): the Vit of cfg (vit_create);
  * n_out = 1, classes C. Its attention hook is NULL (the driver's heatmaps
  * are per-position; the chapter draws the [T, T] maps itself from
  * vit_of(c)). Returns 0, or -1 with fail(). */
-int vit_build(Classifier *c, const char *config, int max_B, uint64_t seed);
+int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed);
 /* The Vit behind a Classifier vit_build made. */
 Vit *vit_of(const Classifier *c);
 

@@ -205,6 +205,16 @@ void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uin
     free(pred);
 }
 
+int classifier_config_text(ClassifierRun *run, const char *model, const char *task, const ConfigField *fields,
+                           int n, const void *cfg, int seed) {
+    run->config[0] = '\0';
+    if (config_append(run->config, sizeof run->config, "model=%s\ntask=%s\n", model, task) < 0 ||
+        config_write(run->config, sizeof run->config, fields, n, cfg) < 0 ||
+        config_append(run->config, sizeof run->config, "seed=%d\n", seed) < 0)
+        return -1;
+    return 0;
+}
+
 /* ------------------------------------------------------ printing, plots */
 
 /* "  label   3  1  4 ..." : one row of texts (the first MAX_LABELS of n). */

@@ -23,6 +23,7 @@
 #include "data/examples.h"
 #include "model/classifier.h"
 #include "io/args.h"
+#include "io/config.h"
 #include "io/results.h"
 #include "nn/optim.h"
 #include "nn/params.h"
@@ -49,6 +50,13 @@ typedef struct {
     char label[128];   /* "reverse, sinusoidal positions": the table, titles */
     char config[CLASSIFIER_CONFIG_MAX];   /* "model=...\ntask=...\n...seed=1\n" */
 } ClassifierRun;
+
+/* A run's config text, the one its checkpoint keeps: "model=" model,
+ * "task=" task, the lines of the model's config struct cfg (its table
+ * fields, io/config.h), "seed=" seed. Returns 0, or -1 with fail() when it
+ * does not fit. */
+int classifier_config_text(ClassifierRun *run, const char *model, const char *task, const ConfigField *fields,
+                           int n, const void *cfg, int seed);
 
 /* What a run measured. */
 #define SOLVED_LOSS 0.5   /* "solved at step": the first point of the loss curve below it */

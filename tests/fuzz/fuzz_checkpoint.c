@@ -54,8 +54,8 @@ static void report(const char *what, int rc) {
 }
 
 /* A model small enough to build thousands of times a second. */
-static int small_digit(const DigitModelSizes *s) {
-    return (long)s->N * s->D <= 4096 && (long)s->D * s->F <= 65536 && s->L <= 4 && s->C <= 256;
+static int small_digit(const DigitConfig *c) {
+    return (long)c->N * c->D <= 4096 && (long)c->D * c->F <= 65536 && c->L <= 4 && c->C <= 256;
 }
 
 static void load_classifier(const char *path, Classifier *c) {
@@ -194,17 +194,22 @@ static void exercise(const char *path) {
         }
     }
 
+    /* chapters 04, 05 and 07: the lines of the model the config names (its table of fields) */
     Classifier c;
-    DigitModelSizes s;
-    if (digit_model_sizes(config, DIGIT_MODEL_NAME, "fuzz", &s) == 0 && small_digit(&s) &&
-        digit_model_build(&c, config, 2, 1) == 0)
+    char model[64] = "";
+    (void)config_get(config, "model", model, sizeof model);
+    DigitConfig dc;
+    if (strcmp(model, DIGIT_MODEL_NAME) == 0 && config_read(config, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &dc) == 0 &&
+        small_digit(&dc) && digit_model_build(&c, &dc, 2, 1) == 0)
         load_classifier(path, &c);
-    if (digit_model_sizes(config, "ch05_digit_multi_head", "fuzz", &s) == 0 && small_digit(&s) &&
-        mh_model_build(&c, config, MULTI_HEAD_PLAIN, 2, 1) == 0)
+    MultiHeadModelConfig mc;
+    if (strcmp(model, MH_MODEL_NAME) == 0 && config_read(config, MH_MODEL_CONFIG_FIELDS, MH_MODEL_CONFIG_N, &mc) == 0 &&
+        small_digit(&mc.digit) && (long)mc.H * mc.D_H <= 256 && mh_model_build(&c, &mc, MULTI_HEAD_PLAIN, 2, 1) == 0)
         load_classifier(path, &c);
     VitConfig vc;
-    if (vit_config_from_text(config, &vc) == 0 && (long)vc.patch.rows * vc.patch.cols * vc.patch.channels <= 4096 &&
-        vc.patch.D <= 64 && vc.ff <= 256 && vc.layers <= 4 && vc.classes <= 256 && vit_build(&c, config, 2, 1) == 0)
+    if (strcmp(model, VIT_MODEL_NAME) == 0 && config_read(config, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &vc) == 0 &&
+        (long)vc.patch.rows * vc.patch.cols * vc.patch.channels <= 4096 && vc.patch.D <= 64 && vc.ff <= 256 &&
+        vc.layers <= 4 && vc.classes <= 256 && vit_build(&c, &vc, 2, 1) == 0)
         load_classifier(path, &c);
     free(config);
 }
