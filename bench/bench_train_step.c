@@ -174,11 +174,18 @@ static int create_03(BenchModel *model, FILE *batch_log) {
                                 "attn=64\nproject_kv=0\n");
 }
 
+/* Chapter 06's transformer from config text (its table, transformer.h). */
+static int transformer_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    TransformerConfig cfg = {0};
+    if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg) < 0) return -1;
+    return transformer_build(m, d, &cfg, max_batch, seed);
+}
+
 /* Chapter 06's defaults (chapters/06_transformer/main.c): 2 encoder and 2
  * decoder blocks, D 64, 4 heads, F 256, pre-norm, LayerNorm, GELU, dropout 0,
  * sinusoidal positions, label smoothing 0.1. */
 static int create_06(BenchModel *model, FILE *batch_log) {
-    return seq2seq_bench_create(model, batch_log, "06_transformer", transformer_build,
+    return seq2seq_bench_create(model, batch_log, "06_transformer", transformer_from_text,
                                 "layers=2\ndim=64\nheads=4\nff=256\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\n"
                                 "dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n");
 }

@@ -188,26 +188,38 @@ static void test_gpt_stream_nll(void **state) {
     gpt_free(&g);
 }
 
+/* The table writes today's checkpoint text byte for byte (06_gpt adds
+ * model= before and tokens= after), reads it back, and refuses a short one. */
 static void test_gpt_config_roundtrip(void **state) {
     (void)state;
     GptConfig c = tiny(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL, 17), d;
     c.block.dropout = 0.25f;
     c.block.attn_dropout = 0.125f;
-    char text[1024];
-    assert_int_equal(gpt_config_write(&c, text, sizeof text), 0);
-    assert_int_equal(gpt_config_read(text, &d), 0);
+    c.kv_cache = 1;
+    char text[1024] = "model=gpt\n";
+    assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
+    assert_string_equal(text, "model=gpt\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=post\nnorm_type=rmsnorm\nmlp=swiglu\n"
+                              "dropout=0.25\nattn_dropout=0.125\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n"
+                              "context=17\nvocab=11\n");
+    memset(&d, 0, sizeof d);
+    assert_int_equal(config_read(text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), 0);
     assert_int_equal(d.layers, c.layers);
     assert_int_equal(d.context, 17);
     assert_int_equal(d.V, V);
     assert_int_equal(d.pos, POS_SINUSOIDAL);
     assert_int_equal(d.block.D, 8);
+    assert_int_equal(d.block.D_H, 0);   /* not in the text: gpt_create takes dim / heads */
     assert_int_equal(d.block.norm_place, BLOCK_POST_NORM);
     assert_int_equal(d.block.norm, BLOCK_RMSNORM);
     assert_int_equal(d.block.mlp, BLOCK_MLP_SWIGLU);
     assert_float_equal(d.block.dropout, 0.25f, 0);
     assert_float_equal(d.block.attn_dropout, 0.125f, 0);
-    /* a config with a bad value: one clear error */
-    assert_int_equal(gpt_config_read("model=gpt\nlayers=2\n", &d), -1);
+    Gpt g;
+    assert_int_equal(gpt_create(&g, &d, 1, 1), 0);
+    assert_int_equal(g.cfg.block.D_H, 4);
+    gpt_free(&g);
+    /* a config with a line missing: one clear error */
+    assert_int_equal(config_read("model=gpt\nlayers=2\n", GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), -1);
     assert_non_null(strstr(last_error(), "dim"));
 }
 

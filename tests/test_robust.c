@@ -159,6 +159,12 @@ static int transformer_config(char *config, int cap) {
     return 0;
 }
 
+static int transformer_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    TransformerConfig cfg = {0};
+    if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg) < 0) return -1;
+    return transformer_build(m, d, &cfg, max_batch, seed);
+}
+
 static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state) {
     (void)state;
     char out[400], ckpt[500];
@@ -169,7 +175,7 @@ static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state
         .model_name = "transformer",
         .summary = "",
         .write_config = transformer_config,
-        .build = transformer_build,
+        .build = transformer_from_text,
         .default_steps = 5,
         .default_batch = 8,
         .default_lr = 3e-3f,

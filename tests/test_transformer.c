@@ -242,23 +242,48 @@ static void test_kv_cache_matches_recompute(void **state) {
     batch_free(&batch);
 }
 
+/* The text read with the table (transformer.h), then the model built:
+ * 0 with the model's configuration in *c, or -1 with one message. */
+static int read_and_create(const char *text, TransformerConfig *c) {
+    memset(c, 0, sizeof *c);
+    if (config_read(text, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, c) < 0) return -1;
+    Transformer t;
+    const int rc = transformer_create(&t, c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 2, 1);
+    if (rc == 0) *c = t.cfg;
+    transformer_free(&t);
+    return rc;
+}
+
+/* The table writes today's checkpoint text byte for byte, and reads it back. */
+static void test_config_text(void **state) {
+    (void)state;
+    TransformerConfig c = tiny_config(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL), back;
+    c.label_smoothing = 0.1f;
+    char text[512] = "model=transformer\n";
+    assert_int_equal(config_write(text, sizeof text, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &c), 0);
+    assert_string_equal(text, "model=transformer\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=pre\nnorm_type=layernorm\n"
+                              "mlp=gelu\ndropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n");
+    assert_int_equal(read_and_create(text, &back), 0);
+    assert_memory_equal(&back, &c, sizeof c);
+}
+
 /* Bad configuration text: one clear error, no model. */
 static void test_config_errors(void **state) {
     (void)state;
     TransformerConfig c;
     const char *good = "layers=2\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\ndropout=0.1\n"
                        "pos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n";
-    assert_int_equal(transformer_config_read(good, &c), 0);
-    assert_int_equal(c.block.D_H, 4);
+    assert_int_equal(read_and_create(good, &c), 0);
+    assert_int_equal(c.block.D_H, 4);   /* dim / heads */
     assert_true(c.block.norm_place == BLOCK_PRE_NORM && c.block.mlp == BLOCK_MLP_GELU);
     assert_true(c.block.attn_dropout == 0.0f);   /* no attn_dropout line (older checkpoints): 0 */
     char text[512];
     snprintf(text, sizeof text, "%sattn_dropout=0.25\n", good);
-    assert_int_equal(transformer_config_read(text, &c), 0);
+    assert_int_equal(read_and_create(text, &c), 0);
     assert_true(c.block.attn_dropout == 0.25f);
     snprintf(text, sizeof text, "attn_dropout=1\n%s", good);
-    assert_int_equal(transformer_config_read(text, &c), -1);
-    assert_non_null(strstr(last_error(), "attn_dropout=1"));
+    assert_int_equal(read_and_create(text, &c), -1);
+    assert_non_null(strstr(last_error(), "attention dropout 1"));
     const char *bad[] = {
         "layers=2\ndim=9\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nlabel_smoothing=0\nkv_cache=1\n",
         "layers=2\ndim=8\nheads=2\nff=16\nnorm=middle\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nlabel_smoothing=0\nkv_cache=1\n",
@@ -267,15 +292,16 @@ static void test_config_errors(void **state) {
         "layers=99\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nlabel_smoothing=0\nkv_cache=1\n",
         "layers=2\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\ndropout=0\npos=learned\nkv_cache=1\n",
     };
-    const char *expect[] = {"multiple of heads", "norm 'middle'", "dropout=1.5", "pos=none", "layers", "label_smoothing"};
+    const char *expect[] = {"multiple of heads", "'middle'", "'1.5'", "pos=none", "layers", "label_smoothing"};
     for (int i = 0; i < 6; i++) {
-        assert_int_equal(transformer_config_read(bad[i], &c), -1);
+        assert_int_equal(read_and_create(bad[i], &c), -1);
         if (!strstr(last_error(), expect[i])) fail_msg("case %d: message '%s' lacks '%s'", i, last_error(), expect[i]);
     }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_label_smoothing_gradient),
         cmocka_unit_test(test_model_gradients),

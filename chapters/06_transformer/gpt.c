@@ -8,13 +8,12 @@
 #include "06_transformer/gpt.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "04_self_attention/self_attention.h"
-#include "06_transformer/transformer.h"
-#include "io/checkpoint.h"
 #include "kernels/matmul.h"
 #include "nn/layers.h"
 #include "nn/transformer_layers.h"
@@ -29,8 +28,14 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     if (cfg->V < 2) return fail("vocab=%d: expected at least 2 tokens", cfg->V);
     if (cfg->pos != POS_LEARNED && cfg->pos != POS_SINUSOIDAL)
         return fail("pos=%s: the GPT needs positions (sinusoidal or learned)", pos_type_name(cfg->pos));
-    g->cfg = *cfg;
     BlockSpec s = cfg->block;
+    if (s.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
+        if (s.H < 1 || s.D % s.H != 0)
+            return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", s.D, s.H);
+        s.D_H = s.D / s.H;
+    }
+    g->cfg = *cfg;
+    g->cfg.block.D_H = s.D_H;
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
     if (block_spec_check(&s) < 0) return -1;
@@ -335,28 +340,22 @@ int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const Gpt
 
 /* ================================================================ config */
 
-int gpt_config_write(const GptConfig *c, char *out, int cap) {
-    static const char *const places[] = {"post", "pre"};
-    static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
-    static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
-    const BlockSpec *b = &c->block;
-    int n = snprintf(out, (size_t)cap,
-                     "model=gpt\nlayers=%d\ndim=%d\nheads=%d\nff=%d\nnorm=%s\nnorm_type=%s\nmlp=%s\n"
-                     "dropout=%g\nattn_dropout=%g\npos=%s\nlabel_smoothing=0\nkv_cache=1\ncontext=%d\nvocab=%d\n",
-                     c->layers, b->D, b->H, b->F, places[b->norm_place], norms[b->norm], mlps[b->mlp],
-                     (double)b->dropout, (double)b->attn_dropout, pos_type_name(c->pos), c->context, c->V);
-    return n < cap ? 0 : fail("configuration text too long");
-}
-
-int gpt_config_read(const char *config, GptConfig *c) {
-    TransformerConfig t;   /* the block's keys are part 1's: one parser */
-    memset(c, 0, sizeof *c);
-    if (transformer_config_read(config, &t) < 0) return -1;
-    if (config_get_int_in(config, "context", 2, 65536, &c->context) < 0 ||
-        config_get_int_in(config, "vocab", 2, 1 << 24, &c->V) < 0)
-        return -1;
-    c->layers = t.layers;
-    c->block = t.block;
-    c->pos = t.pos;
-    return 0;
-}
+/* The checkpoint's keys (gpt.h): part 1's, as transformer.c lists them, then the window and the vocabulary. */
+const ConfigField GPT_CONFIG_FIELDS[] = {
+    {"layers", CONFIG_INT, offsetof(GptConfig, layers), .lo = 1, .hi = STACK_MAX_LAYERS},
+    {"dim", CONFIG_INT, offsetof(GptConfig, block.D), .lo = 1, .hi = 4096},
+    {"heads", CONFIG_INT, offsetof(GptConfig, block.H), .lo = 1, .hi = 256},
+    {"ff", CONFIG_INT, offsetof(GptConfig, block.F), .lo = 1, .hi = 65536},
+    {"norm", CONFIG_CHOICE, offsetof(GptConfig, block.norm_place), .choices = "post,pre"},
+    {"norm_type", CONFIG_CHOICE, offsetof(GptConfig, block.norm), .choices = "layernorm,rmsnorm,none"},
+    {"mlp", CONFIG_CHOICE, offsetof(GptConfig, block.mlp), .choices = "gelu,relu,swiglu,none"},
+    {"dropout", CONFIG_FLOAT, offsetof(GptConfig, block.dropout), .lo = 0, .hi = 1},
+    {"attn_dropout", CONFIG_FLOAT, offsetof(GptConfig, block.attn_dropout), .lo = 0, .hi = 1,
+     .fallback = "0"},   /* came later: a checkpoint without the line means 0 */
+    {"pos", CONFIG_CHOICE, offsetof(GptConfig, pos), .choices = "none,sinusoidal,learned"},
+    {"label_smoothing", CONFIG_FLOAT, offsetof(GptConfig, label_smoothing), .lo = 0, .hi = 1},
+    {"kv_cache", CONFIG_INT, offsetof(GptConfig, kv_cache), .lo = 0, .hi = 1},
+    {"context", CONFIG_INT, offsetof(GptConfig, context), .lo = 2, .hi = 65536},
+    {"vocab", CONFIG_INT, offsetof(GptConfig, V), .lo = 2, .hi = 1 << 24},
+};
+const int GPT_CONFIG_N = (int)(sizeof GPT_CONFIG_FIELDS / sizeof GPT_CONFIG_FIELDS[0]);

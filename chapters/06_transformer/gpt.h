@@ -28,16 +28,27 @@
 #include <stdint.h>
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/stack.h"
+#include "io/config.h"
 #include "model/classifier.h"
 #include "util/rng.h"
 
 typedef struct {
-    int layers;          /* L */
-    BlockSpec block;     /* D, H, D_H, F, norm place and type, MLP, dropout (causal: set by the model) */
-    PosType pos;         /* POS_LEARNED or POS_SINUSOIDAL */
-    int context;         /* N: positions per window */
-    int V;               /* vocabulary size */
+    int layers;             /* L */
+    BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (causal: set by the model);
+                             * D_H 0: D / H (the checkpoint text gives dim and heads) */
+    PosType pos;            /* POS_LEARNED or POS_SINUSOIDAL */
+    float label_smoothing;  /* part 1's key, kept in the text: 0 (the GPT trains on the plain cross-entropy) */
+    int kv_cache;           /* part 1's key, kept in the text: 1 (generation takes GptSampling's) */
+    int context;            /* N: positions per window */
+    int V;                  /* vocabulary size */
 } GptConfig;
+
+/* The checkpoint's keys of a GptConfig, in the order of its text
+ * (io/config.h): part 1's (transformer.h: layers, dim, heads, ff, norm,
+ * norm_type, mlp, dropout, attn_dropout, pos, label_smoothing, kv_cache),
+ * then context and vocab. The program reads and writes them. */
+extern const ConfigField GPT_CONFIG_FIELDS[];
+extern const int GPT_CONFIG_N;
 
 typedef struct {
     GptConfig cfg;
@@ -60,7 +71,7 @@ typedef struct {
 } Gpt;
 
 /* Build the model (parameters from seed) with room for max_B windows.
- * Returns 0, or -1 with fail(). */
+ * Returns 0, or -1 with fail() for a configuration it cannot run. */
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed);
 void gpt_free(Gpt *g);
 
@@ -95,10 +106,5 @@ typedef struct {
  * gets the logits each token was drawn from. Returns 0, or -1 with fail(). */
 int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const GptSampling *s, Rng *rng, int *out,
                  float *logits_out);
-
-/* Config text (the checkpoint's) <-> GptConfig: keys layers, dim, heads,
- * ff, norm, norm_type, mlp, dropout, pos, context, vocab. */
-int gpt_config_write(const GptConfig *c, char *out, int cap);
-int gpt_config_read(const char *config, GptConfig *c);
 
 #endif

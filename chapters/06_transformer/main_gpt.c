@@ -22,6 +22,7 @@
 #include "data/ngram.h"
 #include "io/args.h"
 #include "io/checkpoint.h"
+#include "io/config.h"
 #include "io/plot.h"
 #include "io/results.h"
 #include "kernels/matmul.h"
@@ -65,6 +66,7 @@ static int config_from_flags(const Flags *f, int V, GptConfig *c) {
                            .attn_dropout = f->attn_dropout,
                            .attention = MULTI_HEAD_PLAIN, .causal = 1, .cross = 0};
     if (pos_type_from_name(f->pos, &c->pos) < 0) return -1;
+    c->kv_cache = 1;   /* part 1's key, in the text as always (generation takes --no-kv-cache) */
     c->context = f->context;
     c->V = V;
     return 0;
@@ -219,9 +221,11 @@ static int train(const Flags *f) {
     }
     Classifier m;
     gpt_classifier(g, &m);
-    char config[2048];
-    if (gpt_config_write(&cfg, config, sizeof config - 64) < 0) goto fail_model;
-    snprintf(config + strlen(config), 64, "tokens=%s\n", f->tokens);
+    char config[2048] = "";
+    if (config_append(config, sizeof config, "model=gpt\n") < 0 ||
+        config_write(config, sizeof config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &cfg) < 0 ||
+        config_append(config, sizeof config, "tokens=%s\n", f->tokens) < 0)
+        goto fail_model;
     results_note_other_run(f->out, config);   /* another model's files there? say so once */
     const size_t n_params = g->params.size;
     printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "
@@ -370,8 +374,9 @@ static int run_loaded(const Flags *f) {
         return -1;
     }
     char tokens[16];
-    GptConfig cfg;
-    if (config_get(config, "tokens", tokens, sizeof tokens) < 0 || gpt_config_read(config, &cfg) < 0) {
+    GptConfig cfg = {0};
+    if (config_get(config, "tokens", tokens, sizeof tokens) < 0 ||
+        config_read(config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &cfg) < 0) {
         free(config);
         return -1;
     }

@@ -10,12 +10,12 @@
 #include "06_transformer/transformer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "04_self_attention/self_attention.h"
-#include "io/checkpoint.h"
 #include "io/plot.h"
 #include "nn/layers.h"
 #include "nn/transformer_layers.h"
@@ -29,7 +29,17 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     memset(t, 0, sizeof *t);
     if (cfg->layers < 1 || cfg->layers > TRANSFORMER_MAX_LAYERS)
         return fail("layers=%d: expected 1 to %d", cfg->layers, TRANSFORMER_MAX_LAYERS);
+    if (cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_LEARNED)
+        return fail("pos=%s: the transformer needs positions (sinusoidal or learned)", pos_type_name(cfg->pos));
     t->cfg = *cfg;
+    if (t->cfg.block.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
+        if (cfg->block.H < 1 || cfg->block.D % cfg->block.H != 0)
+            return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", cfg->block.D,
+                        cfg->block.H);
+        t->cfg.block.D_H = cfg->block.D / cfg->block.H;
+    }
+    if (block_spec_check(&t->cfg.block) < 0) return -1;
+    cfg = &t->cfg;
     BlockSpec enc = cfg->block, dec = cfg->block;
     enc.causal = 0;
     enc.cross = 0;
@@ -414,53 +424,27 @@ void transformer_interface(Transformer *t, Seq2Seq *m) {
                    .vocab_size = t->V_tgt, .has_attention = 1};
 }
 
-static int name_index(const char *what, const char *value, const char *const *names, int n, int *out) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(value, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    return fail("%s '%s' in the configuration: expected one of %s%s%s%s", what, value, names[0],
-                n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", ..." : "");
-}
+/* The checkpoint's keys (transformer.h); the GPT's table (gpt.c) starts with the same ones. */
+const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
+    {"layers", CONFIG_INT, offsetof(TransformerConfig, layers), .lo = 1, .hi = TRANSFORMER_MAX_LAYERS},
+    {"dim", CONFIG_INT, offsetof(TransformerConfig, block.D), .lo = 1, .hi = 4096},
+    {"heads", CONFIG_INT, offsetof(TransformerConfig, block.H), .lo = 1, .hi = 256},
+    {"ff", CONFIG_INT, offsetof(TransformerConfig, block.F), .lo = 1, .hi = 65536},
+    {"norm", CONFIG_CHOICE, offsetof(TransformerConfig, block.norm_place), .choices = "post,pre"},
+    {"norm_type", CONFIG_CHOICE, offsetof(TransformerConfig, block.norm), .choices = "layernorm,rmsnorm,none"},
+    {"mlp", CONFIG_CHOICE, offsetof(TransformerConfig, block.mlp), .choices = "gelu,relu,swiglu,none"},
+    {"dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.dropout), .lo = 0, .hi = 1},
+    {"attn_dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.attn_dropout), .lo = 0, .hi = 1,
+     .fallback = "0"},   /* came later: a checkpoint without the line means 0 */
+    {"pos", CONFIG_CHOICE, offsetof(TransformerConfig, pos), .choices = "none,sinusoidal,learned"},
+    {"label_smoothing", CONFIG_FLOAT, offsetof(TransformerConfig, label_smoothing), .lo = 0, .hi = 1},
+    {"kv_cache", CONFIG_INT, offsetof(TransformerConfig, kv_cache), .lo = 0, .hi = 1},
+};
+const int TRANSFORMER_CONFIG_N = (int)(sizeof TRANSFORMER_CONFIG_FIELDS / sizeof TRANSFORMER_CONFIG_FIELDS[0]);
 
-int transformer_config_read(const char *config, TransformerConfig *c) {
-    static const char *const places[] = {"post", "pre"};
-    static const char *const norms[] = {"layernorm", "rmsnorm", "none"};
-    static const char *const mlps[] = {"gelu", "relu", "swiglu", "none"};
-    char place[16], norm[16], mlp[16], pos[16];
-    float p, eps, p_attn;
-    int D, H, F, place_i = 0, norm_i = 0, mlp_i = 0;
-    memset(c, 0, sizeof *c);
-    if (config_get_int_in(config, "layers", 1, TRANSFORMER_MAX_LAYERS, &c->layers) < 0 ||
-        config_get_int_in(config, "dim", 1, 4096, &D) < 0 || config_get_int_in(config, "heads", 1, 256, &H) < 0 ||
-        config_get_int_in(config, "ff", 1, 65536, &F) < 0 ||
-        config_get_int_in(config, "kv_cache", 0, 1, &c->kv_cache) < 0 ||
-        config_get(config, "norm", place, sizeof place) < 0 ||
-        config_get(config, "norm_type", norm, sizeof norm) < 0 || config_get(config, "mlp", mlp, sizeof mlp) < 0 ||
-        config_get(config, "pos", pos, sizeof pos) < 0 ||
-        config_get_float_in(config, "dropout", NULL, 0.0f, 1.0f, 1, &p) < 0 ||
-        config_get_float_in(config, "label_smoothing", NULL, 0.0f, 1.0f, 1, &eps) < 0 ||
-        /* attn_dropout came later: a checkpoint without the line means 0 */
-        config_get_float_in(config, "attn_dropout", "0", 0.0f, 1.0f, 1, &p_attn) < 0)
-        return -1;
-    if (D % H != 0) return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", D, H);
-    if (name_index("norm", place, places, 2, &place_i) < 0 || name_index("norm_type", norm, norms, 3, &norm_i) < 0 ||
-        name_index("mlp", mlp, mlps, 4, &mlp_i) < 0 || pos_type_from_name(pos, &c->pos) < 0)
-        return -1;
-    if (c->pos == POS_NONE) return fail("pos=none: the transformer needs positions (sinusoidal or learned)");
-    c->label_smoothing = eps;
-    c->block = (BlockSpec){.D = D, .H = H, .D_H = D / H, .F = F, .norm_place = (BlockNormPlace)place_i,
-                           .norm = (BlockNorm)norm_i, .mlp = (BlockMlp)mlp_i, .dropout = p,
-                           .attention = MULTI_HEAD_PLAIN, .attn_dropout = p_attn};
-    return block_spec_check(&c->block);
-}
-
-int transformer_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    TransformerConfig c;
-    if (transformer_config_read(config, &c) < 0) return -1;
+int transformer_build(Seq2Seq *m, const Dataset *d, const TransformerConfig *c, int max_batch, uint64_t seed) {
     Transformer *t = xmalloc(sizeof *t);
-    if (transformer_create(t, &c, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
+    if (transformer_create(t, c, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
                            max_batch, seed) < 0) {
         transformer_free(t);
         free(t);

@@ -31,17 +31,26 @@
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/block.h"
 #include "06_transformer/stack.h"
+#include "io/config.h"
 #include "model/seq2seq.h"
 
 #define TRANSFORMER_MAX_LAYERS STACK_MAX_LAYERS
 
 typedef struct {
     int layers;             /* L: blocks in the encoder, and in the decoder */
-    BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (also on embeddings) */
+    BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (also on embeddings);
+                             * D_H 0: D / H (the checkpoint text gives dim and heads) */
     PosType pos;            /* POS_SINUSOIDAL or POS_LEARNED */
     float label_smoothing;  /* eps in [0, 1) */
     int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
 } TransformerConfig;
+
+/* The checkpoint's keys of a TransformerConfig, in the order of its text
+ * (io/config.h): layers, dim, heads, ff, norm, norm_type, mlp, dropout,
+ * attn_dropout (0 when missing: older checkpoints), pos, label_smoothing,
+ * kv_cache. The program reads and writes them; the model takes the struct. */
+extern const ConfigField TRANSFORMER_CONFIG_FIELDS[];
+extern const int TRANSFORMER_CONFIG_N;
 
 typedef struct {
     TransformerConfig cfg;
@@ -70,6 +79,10 @@ typedef struct {
     float *step_cross;                          /* [B, H, T] the last block's cross-attention */
 } Transformer;
 
+/* Build the model (parameters from seed) for vocabularies V_src, V_tgt,
+ * sources of up to T_src tokens and T_tgt teacher-forced positions, batches
+ * of up to max_B. Returns 0, or -1 with fail() for a configuration it cannot
+ * run (dim not a multiple of heads, no positions, a dropout out of range). */
 int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, int V_tgt, int T_src,
                        int T_tgt, int max_B, uint64_t seed);
 void transformer_free(Transformer *t);
@@ -89,9 +102,8 @@ int transformer_plot_grid(const char *stem, const char *what, const float *maps,
 int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
                                int out_len, const char *stem);
 
-/* Config text (the checkpoint's) <-> TransformerConfig: keys layers, dim,
- * heads, ff, norm, norm_type, mlp, dropout, pos, label_smoothing, kv_cache. */
-int transformer_config_read(const char *config, TransformerConfig *c);
-int transformer_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
+/* A Transformer on the heap, sized for the data set d, as the seq2seq
+ * driver's model m (m->destroy frees it). Returns 0, or -1 with fail(). */
+int transformer_build(Seq2Seq *m, const Dataset *d, const TransformerConfig *c, int max_batch, uint64_t seed);
 
 #endif

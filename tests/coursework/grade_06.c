@@ -121,10 +121,11 @@ enum { GPT_V = 6, GPT_N = 8, DRAWS = 3000 };
  * (x10) so that the logits differ by a unit or two: the distributions are
  * neither flat nor one-hot, and a temperature changes the counts clearly. */
 static int draw(const GptSampling *sampling, int *out, float *logits) {
-    const GptConfig cfg = {1,
-                           {8, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0,
-                            0.0f},
-                           POS_LEARNED, GPT_N, GPT_V};
+    const GptConfig cfg = {.layers = 1,
+                           .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
+                                     .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
+                                     .causal = 1},
+                           .pos = POS_LEARNED, .context = GPT_N, .V = GPT_V};
     static Gpt g;
     if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
     float *E = params_data(&g.params, g.tok_emb);
