@@ -106,6 +106,14 @@ static int caption_build_from_text(Seq2Seq *m, const Dataset *d, const char *con
     return caption_build(m, d, &cfg, max_batch, seed);
 }
 
+/* Chapter 06's transformer from its checkpoint's lines (transformer.h's fields). */
+static int transformer_build_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch,
+                                       uint64_t seed) {
+    TransformerConfig cfg = {0};
+    if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg) < 0) return -1;
+    return transformer_build(m, d, &cfg, max_batch, seed);
+}
+
 /* The transformer's logits are batch-major already (row b Tt + t). */
 static void transformer_logits(void *self, int B, int Tt, int V, float *out) {
     memcpy(out, ((Transformer *)self)->logits, sizeof(float) * (size_t)B * Tt * V);
@@ -122,7 +130,7 @@ static const TwinModel MODELS[] = {
     {"rnn_seq2seq", rnn_seq2seq_build, rnn_seq2seq_logits},          /* chapter 01 */
     {"bahdanau", bahdanau_build, bahdanau_logits},                   /* chapter 02 */
     {"attn_seq2seq", attn_seq2seq_build, attn_seq2seq_logits},       /* chapter 03 */
-    {"transformer", transformer_build, transformer_logits},          /* chapter 06 */
+    {"transformer", transformer_build_from_text, transformer_logits}, /* chapter 06 */
     {CAPTION_MODEL_NAME, caption_build_from_text, caption_logits},    /* chapter 07's captions */
 };
 
@@ -234,9 +242,10 @@ static int dump_classifier(const char *ckpt, const char *config, const TwinClass
  * forward and backward (dropout must be 0: its masks are not dumped), then
  * greedy generation with the KV cache from each window's start. */
 static int dump_gpt(const char *ckpt, const char *config, const char *out, int B) {
-    GptConfig cfg;
+    GptConfig cfg = {0};
     char tokens_kind[16];
-    if (gpt_config_read(config, &cfg) < 0 || config_get(config, "tokens", tokens_kind, sizeof tokens_kind) < 0)
+    if (config_read(config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &cfg) < 0 ||
+        config_get(config, "tokens", tokens_kind, sizeof tokens_kind) < 0)
         return -1;
     BrownCorpus c;
     if (brown_load(&c, NULL, strcmp(tokens_kind, "word") == 0 ? BROWN_WORDS : BROWN_CHARS) < 0) return -1;

@@ -49,6 +49,13 @@ static int write_config(char *config, int cap) {
     return n < cap - (int)used ? 0 : fail("configuration text too long");
 }
 
+/* The transformer the config text names, for data set d. */
+static int build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    TransformerConfig cfg = {0};
+    if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg) < 0) return -1;
+    return transformer_build(m, d, &cfg, max_batch, seed);
+}
+
 /* The program; main() below adds the check that its output was written. */
 static int run(int argc, char **argv) {
     const ArgSpec model_args[] = {
@@ -110,7 +117,7 @@ static int run(int argc, char **argv) {
         .model_args = model_args,
         .n_model_args = (int)(sizeof model_args / sizeof model_args[0]),
         .write_config = write_config,
-        .build = transformer_build,
+        .build = build,
         .default_steps = 1200,
         .default_batch = 64,
         .default_lr = 3e-3f,

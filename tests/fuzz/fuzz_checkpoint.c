@@ -111,21 +111,22 @@ static void load_seq2seq(const char *path, const char *config) {
     if (config_get(config, "model", model, sizeof model) != 0) return;
     int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t) = NULL;
     RnnConfig rnn;
-    TransformerConfig tr;
+    TransformerConfig tr = {0};
     int attn = 0;
     if (strcmp(model, "rnn_seq2seq") == 0 || strcmp(model, "bahdanau") == 0 || strcmp(model, "attn_seq2seq") == 0) {
         if (rnn_config_read(config, &rnn) != 0 || rnn.D_E > 64 || rnn.S > 64) return;
         if (config_get_int(config, "attn", &attn) == 0 && attn > 64) return;
         build = model[0] == 'r' ? rnn_seq2seq_build : model[0] == 'b' ? bahdanau_build : attn_seq2seq_build;
     } else if (strcmp(model, "transformer") == 0) {
-        if (transformer_config_read(config, &tr) != 0 || tr.block.D > 64 || tr.block.F > 256 || tr.layers > 2) return;
-        build = transformer_build;
+        if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &tr) != 0 || tr.block.D > 64 ||
+            tr.block.F > 256 || tr.layers > 2)
+            return;
     } else {
         return;
     }
     Seq2Seq m;
     memset(&m, 0, sizeof m);
-    if (build(&m, d, config, 2, 1) != 0) return;
+    if (build ? build(&m, d, config, 2, 1) != 0 : transformer_build(&m, d, &tr, 2, 1) != 0) return;
     report(model, checkpoint_load(path, m.params));
     m.destroy(m.self);
 }
@@ -172,11 +173,11 @@ static void exercise(const char *path) {
 
     RnnConfig rnn;
     (void)rnn_config_read(config, &rnn);
-    TransformerConfig tr;
-    (void)transformer_config_read(config, &tr);
+    TransformerConfig tr = {0};
+    (void)config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &tr);
     GptConfig gpt;
     memset(&gpt, 0, sizeof gpt);
-    if (gpt_config_read(config, &gpt) != 0) gpt.layers = 1000;   /* (not built below) */
+    if (config_read(config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &gpt) != 0) gpt.layers = 1000;   /* (not built below) */
     TaskConfig tc;
     char task_buf[32];
     (void)task_from_config(&tc, config, task_buf, sizeof task_buf);
