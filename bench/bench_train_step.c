@@ -154,22 +154,41 @@ static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *
     return 0;
 }
 
+/* Chapters 01-03's models from config text (each model's table of fields). */
+static int rnn_seq2seq_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    RnnConfig cfg;
+    if (config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg) < 0) return -1;
+    return rnn_seq2seq_build(m, d, &cfg, max_batch, seed);
+}
+
+static int bahdanau_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    BahdanauConfig cfg;
+    if (config_read(config, BAHDANAU_CONFIG_FIELDS, BAHDANAU_CONFIG_N, &cfg) < 0) return -1;
+    return bahdanau_build(m, d, &cfg, max_batch, seed);
+}
+
+static int attn_seq2seq_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    AttnSeq2SeqConfig cfg;
+    if (config_read(config, ATTN_SEQ2SEQ_CONFIG_FIELDS, ATTN_SEQ2SEQ_CONFIG_N, &cfg) < 0) return -1;
+    return attn_seq2seq_build(m, d, &cfg, max_batch, seed);
+}
+
 /* Chapter 01's defaults (chapters/01_rnn_seq2seq/main.c): GRU, D_E 32, S 128. */
 static int create_01(BenchModel *model, FILE *batch_log) {
-    return seq2seq_bench_create(model, batch_log, "01_rnn_seq2seq", rnn_seq2seq_build,
+    return seq2seq_bench_create(model, batch_log, "01_rnn_seq2seq", rnn_seq2seq_from_text,
                                 "cell=gru\nembed=32\nhidden=128\n");
 }
 
 /* Chapter 02's defaults (chapters/02_bahdanau_attention/main.c): GRU, D_E 32, S 96, D_A 32. */
 static int create_02(BenchModel *model, FILE *batch_log) {
-    return seq2seq_bench_create(model, batch_log, "02_bahdanau_attention", bahdanau_build,
+    return seq2seq_bench_create(model, batch_log, "02_bahdanau_attention", bahdanau_from_text,
                                 "cell=gru\nembed=32\nhidden=96\nattn=32\nbidirectional=0\n");
 }
 
 /* Chapter 03's defaults (chapters/03_dot_product_attention/main.c): GRU, D_E 32,
  * S 128, scaled dot-product score, Luong placement. */
 static int create_03(BenchModel *model, FILE *batch_log) {
-    return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_build,
+    return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_from_text,
                                 "cell=gru\nembed=32\nhidden=128\nscore=scaled_dot\nplacement=luong\n"
                                 "attn=64\nproject_kv=0\n");
 }

@@ -51,8 +51,9 @@ static void check_model_gradients(CellType cell, ScoreType score, Placement plac
     ToySplit ts;
     toy_split(&ts, 5, 5, 2, 6, 1, 11);
     AttnSeq2Seq model;
-    assert_int_equal(attn_seq2seq_create(&model, cell, score, placement, project_kv, 9, 9, 5, 7, 6,
-                                         5, 6, 6, 123), 0);
+    const AttnSeq2SeqConfig cfg = {.cell = cell, .D_E = 5, .S = 7, .score = score, .placement = placement,
+                                   .D_A = 6, .project_kv = project_kv};
+    assert_int_equal(attn_seq2seq_create(&model, &cfg, 9, 9, 5, 6, 6, 123), 0);
     Batch batch;
     make_batch(&batch, &ts, 5);
     assert_true(batch.src_lens[0] != batch.src_len || batch.src_lens[1] != batch.src_len);
@@ -109,9 +110,11 @@ static void test_additive_matches_chapter02(void **state) {
         Bahdanau ch02;
         AttnSeq2Seq ch03;
         const int E = 6, H = 8, A = 5;
-        assert_int_equal(bahdanau_create(&ch02, cells[k], 9, 9, E, H, A, 0, 6, 6, 6, 31), 0);
-        assert_int_equal(attn_seq2seq_create(&ch03, cells[k], SCORE_ADDITIVE, PLACEMENT_BAHDANAU, 0, 9, 9,
-                                             E, H, A, 6, 6, 6, 32), 0);
+        const BahdanauConfig cfg02 = {.cell = cells[k], .D_E = E, .S = H, .D_A = A, .bidirectional = 0};
+        const AttnSeq2SeqConfig cfg03 = {.cell = cells[k], .D_E = E, .S = H, .score = SCORE_ADDITIVE,
+                                         .placement = PLACEMENT_BAHDANAU, .D_A = A, .project_kv = 0};
+        assert_int_equal(bahdanau_create(&ch02, &cfg02, 9, 9, 6, 6, 6, 31), 0);
+        assert_int_equal(attn_seq2seq_create(&ch03, &cfg03, 9, 9, 6, 6, 6, 32), 0);
         /* every chapter-03 tensor has a chapter-02 twin of the same name and size */
         assert_int_equal(ch02.params.size, ch03.params.size);
         for (int i = 0; i < ch03.params.n_tensors; i++) {
@@ -174,8 +177,9 @@ static void check_step_matches_batch(CellType cell, ScoreType score, Placement p
     ToySplit ts;
     toy_split(&ts, 4, 5, 2, 6, 1, 5);
     AttnSeq2Seq model;
-    assert_int_equal(attn_seq2seq_create(&model, cell, score, placement, project_kv, 9, 9, 6, 8, 5,
-                                         4, 6, 6, 77), 0);
+    const AttnSeq2SeqConfig cfg = {.cell = cell, .D_E = 6, .S = 8, .score = score, .placement = placement,
+                                   .D_A = 5, .project_kv = project_kv};
+    assert_int_equal(attn_seq2seq_create(&model, &cfg, 9, 9, 4, 6, 6, 77), 0);
     Seq2Seq m;
     attn_seq2seq_interface(&model, &m);
     Batch batch;

@@ -46,7 +46,8 @@ static void check_model_gradients(CellType cell, int bidirectional) {
     ToySplit ts;
     toy_split(&ts, 5, 5, 2, 6, 1, 11);
     Bahdanau model;
-    assert_int_equal(bahdanau_create(&model, cell, 9, 9, 5, 7, 6, bidirectional, 5, 6, 6, 123), 0);
+    const BahdanauConfig cfg = {.cell = cell, .D_E = 5, .S = 7, .D_A = 6, .bidirectional = bidirectional};
+    assert_int_equal(bahdanau_create(&model, &cfg, 9, 9, 5, 6, 6, 123), 0);
     Batch batch;
     make_batch(&batch, &ts, 5);
     assert_true(batch.src_lens[0] != batch.src_len || batch.src_lens[1] != batch.src_len);
@@ -140,8 +141,8 @@ static void test_pinned_matches_chapter01(void **state) {
     for (int k = 0; k < 3; k++) {
         RnnSeq2Seq ch01;
         Bahdanau ch02;
-        assert_int_equal(rnn_seq2seq_create(&ch01, cells[k], 9, 9, 6, 8, 6, 6, 6, 31), 0);
-        assert_int_equal(bahdanau_create(&ch02, cells[k], 9, 9, 6, 8, 4, 0, 6, 6, 6, 32), 0);
+        assert_int_equal(rnn_seq2seq_create(&ch01, &(RnnConfig){.cell = cells[k], .D_E = 6, .S = 8}, 9, 9, 6, 6, 6, 31), 0);
+        assert_int_equal(bahdanau_create(&ch02, &(BahdanauConfig){.cell = cells[k], .D_E = 6, .S = 8, .D_A = 4}, 9, 9, 6, 6, 6, 32), 0);
         for (int i = 0; i < ch01.params.n_tensors; i++) {
             const ParamTensor *src = &ch01.params.tensors[i];
             const ParamTensor *dst = params_find(&ch02.params, src->name);
@@ -196,7 +197,8 @@ static void test_step_matches_batch(void **state) {
     for (int k = 0; k < 6; k++) {
         int bidirectional = k >= 3;
         Bahdanau model;
-        assert_int_equal(bahdanau_create(&model, cells[k % 3], 9, 9, 6, 8, 5, bidirectional, 4, 6, 6, 77), 0);
+        const BahdanauConfig cfg = {.cell = cells[k % 3], .D_E = 6, .S = 8, .D_A = 5, .bidirectional = bidirectional};
+        assert_int_equal(bahdanau_create(&model, &cfg, 9, 9, 4, 6, 6, 77), 0);
         Seq2Seq m;
         bahdanau_interface(&model, &m);
         Batch batch;

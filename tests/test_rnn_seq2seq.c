@@ -38,7 +38,7 @@ static void check_model_gradients(CellType cell) {
     ToySplit ts;
     toy_split(&ts, 5, 5, 2, 6, 1, 11);
     RnnSeq2Seq model;
-    assert_int_equal(rnn_seq2seq_create(&model, cell, 9, 9, 5, 7, 5, 6, 6, 123), 0);
+    assert_int_equal(rnn_seq2seq_create(&model, &(RnnConfig){.cell = cell, .D_E = 5, .S = 7}, 9, 9, 5, 6, 6, 123), 0);
     Batch batch;
     batch_alloc(&batch, 5, 6, 6);
     int idx[5] = {0, 1, 2, 3, 4};
@@ -77,7 +77,7 @@ static void test_step_matches_batch(void **state) {
     CellType cells[3] = {CELL_RNN, CELL_GRU, CELL_LSTM};
     for (int k = 0; k < 3; k++) {
         RnnSeq2Seq model;
-        assert_int_equal(rnn_seq2seq_create(&model, cells[k], 9, 9, 6, 8, 4, 6, 6, 77), 0);
+        assert_int_equal(rnn_seq2seq_create(&model, &(RnnConfig){.cell = cells[k], .D_E = 6, .S = 8}, 9, 9, 4, 6, 6, 77), 0);
         Seq2Seq m;
         rnn_seq2seq_interface(&model, &m);
         Batch batch;
@@ -99,7 +99,7 @@ static void test_learns_copy(void **state) {
     toy_split(train, 512, 6, 1, 4, 0, 1);
     toy_split(test, 200, 6, 1, 4, 0, 2);
     RnnSeq2Seq model;
-    assert_int_equal(rnn_seq2seq_create(&model, CELL_GRU, 10, 10, 16, 48, 32, 4, 4, 9), 0);
+    assert_int_equal(rnn_seq2seq_create(&model, &(RnnConfig){.cell = CELL_GRU, .D_E = 16, .S = 48}, 10, 10, 32, 4, 4, 9), 0);
     Seq2Seq m;
     rnn_seq2seq_interface(&model, &m);
     Adam opt;

@@ -258,6 +258,12 @@ static int rnn_config(char *config, int cap) {
     return 0;
 }
 
+static int rnn_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    RnnConfig cfg;
+    if (config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg) < 0) return -1;
+    return rnn_seq2seq_build(m, d, &cfg, max_batch, seed);
+}
+
 static void write_g2p_dictionary(const char *path, const char *extra_lines) {
     gzFile gz = gzopen(path, "wb");
     assert_non_null(gz);
@@ -282,7 +288,7 @@ static void test_long_dictionary_entry_is_refused(void **state) {
         .summary = "",
         .no_attention = 1,
         .write_config = rnn_config,
-        .build = rnn_seq2seq_build,
+        .build = rnn_from_text,
         .default_steps = 1,
         .default_batch = 4,
         .default_lr = 3e-3f,

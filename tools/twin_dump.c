@@ -92,6 +92,25 @@ static void attn_seq2seq_logits(void *self, int B, int Tt, int V, float *out) {
     time_major_to_batch_major(out, ((AttnSeq2Seq *)self)->logits, B, Tt, V);
 }
 
+/* Chapters 01-03's models from their checkpoint's lines (each model's table of fields). */
+static int rnn_seq2seq_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    RnnConfig cfg;
+    if (config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg) < 0) return -1;
+    return rnn_seq2seq_build(m, d, &cfg, max_batch, seed);
+}
+
+static int bahdanau_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    BahdanauConfig cfg;
+    if (config_read(config, BAHDANAU_CONFIG_FIELDS, BAHDANAU_CONFIG_N, &cfg) < 0) return -1;
+    return bahdanau_build(m, d, &cfg, max_batch, seed);
+}
+
+static int attn_seq2seq_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
+    AttnSeq2SeqConfig cfg;
+    if (config_read(config, ATTN_SEQ2SEQ_CONFIG_FIELDS, ATTN_SEQ2SEQ_CONFIG_N, &cfg) < 0) return -1;
+    return attn_seq2seq_build(m, d, &cfg, max_batch, seed);
+}
+
 /* Chapter 07's captioners: models 1-2 keep chapter 01's time-major rows, model 3 chapter 06's batch-major. */
 static void caption_logits(void *self, int B, int Tt, int V, float *out) {
     Caption *c = self;
@@ -127,9 +146,9 @@ typedef struct {
 } TwinModel;
 
 static const TwinModel MODELS[] = {
-    {"rnn_seq2seq", rnn_seq2seq_build, rnn_seq2seq_logits},          /* chapter 01 */
-    {"bahdanau", bahdanau_build, bahdanau_logits},                   /* chapter 02 */
-    {"attn_seq2seq", attn_seq2seq_build, attn_seq2seq_logits},       /* chapter 03 */
+    {"rnn_seq2seq", rnn_seq2seq_from_text, rnn_seq2seq_logits},      /* chapter 01 */
+    {"bahdanau", bahdanau_from_text, bahdanau_logits},               /* chapter 02 */
+    {"attn_seq2seq", attn_seq2seq_from_text, attn_seq2seq_logits},   /* chapter 03 */
     {"transformer", transformer_build_from_text, transformer_logits}, /* chapter 06 */
     {CAPTION_MODEL_NAME, caption_build_from_text, caption_logits},    /* chapter 07's captions */
 };

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
 #include "util/error.h"
 #include "nn/layers.h"
 #include "util/util.h"
@@ -306,14 +305,6 @@ void decoder_states_unpack(float *h, float *c, const float *states, int n, int S
     }
 }
 
-int rnn_config_read(const char *config, RnnConfig *c) {
-    char cell_name[16];
-    if (config_get(config, "cell", cell_name, sizeof cell_name) < 0 ||
-        cell_type_parse(cell_name, &c->cell) < 0)
-        return -1;
-    return config_get_int_in(config, "embed", 1, 4096, &c->D_E) < 0 || config_get_int_in(config, "hidden", 1, 4096, &c->S) < 0 ? -1 : 0;
-}
-
 double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top, const int *targets,
                          int N, int S, int V, float *logits, float *probs, float *dlogits, float *dtop,
                          int backward, int *n_tokens) {
@@ -332,8 +323,17 @@ double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top
 
 /* ================================================================= seq2seq */
 
-int rnn_seq2seq_create(RnnSeq2Seq *r, CellType cell, int V_src, int V_tgt, int D_E, int S,
-                       int max_B, int max_T_src, int max_T_tgt, uint64_t seed) {
+const ConfigField RNN_CONFIG_FIELDS[] = {
+    {"cell", CONFIG_CHOICE, offsetof(RnnConfig, cell), .choices = "rnn,gru,lstm"},
+    {"embed", CONFIG_INT, offsetof(RnnConfig, D_E), .lo = 1, .hi = 4096},
+    {"hidden", CONFIG_INT, offsetof(RnnConfig, S), .lo = 1, .hi = 4096},
+};
+const int RNN_CONFIG_N = (int)(sizeof RNN_CONFIG_FIELDS / sizeof RNN_CONFIG_FIELDS[0]);
+
+int rnn_seq2seq_create(RnnSeq2Seq *r, const RnnConfig *c, int V_src, int V_tgt, int max_B, int max_T_src,
+                       int max_T_tgt, uint64_t seed) {
+    const CellType cell = c->cell;
+    const int D_E = c->D_E, S = c->S;
     memset(r, 0, sizeof *r);
     params_init(&r->params);
     rnn_encoder_declare(&r->enc, &r->params, "enc", cell, V_src, D_E, S);
@@ -454,12 +454,10 @@ void rnn_seq2seq_interface(RnnSeq2Seq *r, Seq2Seq *m) {
                    .state_size = rnn_decoder_state_size(&r->dec), .vocab_size = r->dec.V, .has_attention = 0};
 }
 
-int rnn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    RnnConfig c;
-    if (rnn_config_read(config, &c) < 0) return -1;
+int rnn_seq2seq_build(Seq2Seq *m, const Dataset *d, const RnnConfig *c, int max_batch, uint64_t seed) {
     RnnSeq2Seq *r = xmalloc(sizeof *r);
-    int err = rnn_seq2seq_create(r, c.cell, d->src_vocab.size, d->tgt_vocab.size, c.D_E, c.S, max_batch,
-                                 d->max_src_len, d->max_tgt_len, seed);
+    int err = rnn_seq2seq_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
+                                 d->max_tgt_len, seed);
     if (err == 0) rnn_seq2seq_interface(r, m);
     else free(r);
     return err;

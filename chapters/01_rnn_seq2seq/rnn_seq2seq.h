@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "nn/params.h"
 #include "util/rng.h"
+#include "io/config.h"
 #include "model/seq2seq.h"
 
 /* Sizes (the project's table of names): B batch, T source
@@ -157,14 +158,6 @@ void put_columns(float *dst, int width, int offset, const float *src, int B, int
 void decoder_states_pack(float *states, const float *h, const float *c, int n, int S);
 void decoder_states_unpack(float *h, float *c, const float *states, int n, int S);
 
-/* The model keys every RNN chapter's config text has (cell=, embed=, hidden=). */
-typedef struct {
-    CellType cell;
-    int D_E, S;                   /* embed=, hidden= */
-} RnnConfig;
-/* Read them from config; sizes must be 1..4096. Returns 0 or -1 with fail(). */
-int rnn_config_read(const char *config, RnnConfig *c);
-
 /* ------------------------------------------------- output layer and loss */
 /* The decoder's output layer and its loss, shared by chapters 01-03:
  *   logits [N, V] = top [N, S] W_out + b_out,   probs = softmax(logits)
@@ -177,6 +170,16 @@ double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top
                          int backward, int *n_tokens);
 
 /* ------------------------------------------------------------ the seq2seq */
+/* The model's configuration: what a checkpoint's text records of it. */
+typedef struct {
+    CellType cell;                /* f_W and g_U: CELL_RNN, CELL_GRU or CELL_LSTM */
+    int D_E;                      /* embedding size */
+    int S;                        /* state size: h_t, s_t and the context c */
+} RnnConfig;
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden. */
+extern const ConfigField RNN_CONFIG_FIELDS[];
+extern const int RNN_CONFIG_N;
+
 typedef struct {
     Params params;
     RnnEncoder enc;
@@ -188,11 +191,14 @@ typedef struct {
     float *ctx, *ctx_c;           /* [max_B, S] the context of each encoded source */
 } RnnSeq2Seq;
 
-/* Build from a config text with keys cell, embed, hidden (see main.c). */
-int rnn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
-/* The pieces, for tests and for later chapters. */
-int rnn_seq2seq_create(RnnSeq2Seq *r, CellType cell, int V_src, int V_tgt, int D_E, int S,
-                       int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
+/* Build the model for vocabularies V_src, V_tgt, batches of up to max_B
+ * sources of up to max_T_src tokens and targets of up to max_T_tgt, with
+ * parameters initialised from seed. Returns 0 or -1 with fail(). */
+int rnn_seq2seq_create(RnnSeq2Seq *r, const RnnConfig *c, int V_src, int V_tgt, int max_B, int max_T_src,
+                       int max_T_tgt, uint64_t seed);
+/* An RnnSeq2Seq on the heap, sized for the data set d, as the seq2seq
+ * driver's model m (m->destroy frees it). Returns 0 or -1 with fail(). */
+int rnn_seq2seq_build(Seq2Seq *m, const Dataset *d, const RnnConfig *c, int max_batch, uint64_t seed);
 double rnn_seq2seq_train_step(void *self, const Batch *b, int backward);
 void rnn_seq2seq_encode(void *self, const Batch *b, float *states);
 void rnn_seq2seq_step(void *self, int n, const int *src_row, const float *states, const int *prev,

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
 #include "util/error.h"
 #include "nn/layers.h"
 #include "util/util.h"
@@ -160,8 +159,19 @@ void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, co
 
 /* ================================================================ model */
 
-int bahdanau_create(Bahdanau *r, CellType cell, int V_src, int V_tgt, int D_E, int S, int D_A,
-                    int bidirectional, int max_B, int max_T_src, int max_T_tgt, uint64_t seed) {
+const ConfigField BAHDANAU_CONFIG_FIELDS[] = {
+    {"cell", CONFIG_CHOICE, offsetof(BahdanauConfig, cell), .choices = "rnn,gru,lstm"},
+    {"embed", CONFIG_INT, offsetof(BahdanauConfig, D_E), .lo = 1, .hi = 4096},
+    {"hidden", CONFIG_INT, offsetof(BahdanauConfig, S), .lo = 1, .hi = 4096},
+    {"attn", CONFIG_INT, offsetof(BahdanauConfig, D_A), .lo = 1, .hi = 4096},
+    {"bidirectional", CONFIG_INT, offsetof(BahdanauConfig, bidirectional), .lo = 0, .hi = 1},
+};
+const int BAHDANAU_CONFIG_N = (int)(sizeof BAHDANAU_CONFIG_FIELDS / sizeof BAHDANAU_CONFIG_FIELDS[0]);
+
+int bahdanau_create(Bahdanau *r, const BahdanauConfig *c, int V_src, int V_tgt, int max_B, int max_T_src,
+                    int max_T_tgt, uint64_t seed) {
+    const CellType cell = c->cell;
+    const int D_E = c->D_E, S = c->S, D_A = c->D_A, bidirectional = c->bidirectional != 0;
     memset(r, 0, sizeof *r);
     r->D_A = D_A;
     r->bidirectional = bidirectional;
@@ -442,15 +452,10 @@ void bahdanau_interface(Bahdanau *r, Seq2Seq *m) {
                    .state_size = rnn_decoder_state_size(&r->dec), .vocab_size = r->dec.V, .has_attention = 1};
 }
 
-int bahdanau_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    RnnConfig c;
-    int D_A, bidirectional;
-    if (rnn_config_read(config, &c) < 0 || config_get_int_in(config, "attn", 1, 4096, &D_A) < 0 ||
-        config_get_int(config, "bidirectional", &bidirectional) < 0)
-        return -1;
+int bahdanau_build(Seq2Seq *m, const Dataset *d, const BahdanauConfig *c, int max_batch, uint64_t seed) {
     Bahdanau *r = xmalloc(sizeof *r);
-    int err = bahdanau_create(r, c.cell, d->src_vocab.size, d->tgt_vocab.size, c.D_E, c.S, D_A,
-                              bidirectional != 0, max_batch, d->max_src_len, d->max_tgt_len, seed);
+    int err = bahdanau_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
+                              d->max_tgt_len, seed);
     if (err == 0) bahdanau_interface(r, m);
     else free(r);
     return err;

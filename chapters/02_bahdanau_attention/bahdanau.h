@@ -59,6 +59,18 @@ void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, co
                              int B, int T, int S);
 
 /* ------------------------------------------------------------- the model */
+/* The model's configuration: what a checkpoint's text records of it. */
+typedef struct {
+    CellType cell;                /* the cells of encoder and decoder */
+    int D_E;                      /* embedding size */
+    int S;                        /* state size of the encoder and the decoder */
+    int D_A;                      /* attention size: columns of W_1, W_2; length of v */
+    int bidirectional;            /* 1: a second encoder reads right to left, h_i = [h_fwd_i ; h_bwd_i] */
+} BahdanauConfig;
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden, attn, bidirectional. */
+extern const ConfigField BAHDANAU_CONFIG_FIELDS[];
+extern const int BAHDANAU_CONFIG_N;
+
 typedef struct {
     int D_A;                      /* attention size: columns of W_1, W_2; length of v */
     int bidirectional;
@@ -98,11 +110,14 @@ typedef struct {
     float *step_query, *step_ctx; /* [max_B, D_A], [max_B, S_enc] */
 } Bahdanau;
 
-/* Build from a config text with keys cell, embed, hidden, attn, bidirectional. */
-int bahdanau_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
-/* The pieces, for tests. */
-int bahdanau_create(Bahdanau *r, CellType cell, int V_src, int V_tgt, int D_E, int S, int D_A,
-                    int bidirectional, int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
+/* Build the model for vocabularies V_src, V_tgt, batches of up to max_B
+ * sources of up to max_T_src tokens and targets of up to max_T_tgt, with
+ * parameters initialised from seed. Returns 0 or -1 with fail(). */
+int bahdanau_create(Bahdanau *r, const BahdanauConfig *c, int V_src, int V_tgt, int max_B, int max_T_src,
+                    int max_T_tgt, uint64_t seed);
+/* A Bahdanau model on the heap, sized for the data set d, as the seq2seq
+ * driver's model m (m->destroy frees it). Returns 0 or -1 with fail(). */
+int bahdanau_build(Seq2Seq *m, const Dataset *d, const BahdanauConfig *c, int max_batch, uint64_t seed);
 double bahdanau_train_step(void *self, const Batch *b, int backward);
 void bahdanau_encode(void *self, const Batch *b, float *states);
 void bahdanau_step(void *self, int n, const int *src_row, const float *states, const int *prev,

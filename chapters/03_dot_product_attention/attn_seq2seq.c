@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
 #include "util/error.h"
 #include "nn/layers.h"
 #include "util/util.h"
@@ -69,9 +68,23 @@ static void attend_backward(AttnSeq2Seq *r, float *dQ, float *dX, const float *d
 
 /* ================================================================ model */
 
-int attn_seq2seq_create(AttnSeq2Seq *r, CellType cell, ScoreType score, Placement placement,
-                        int project_kv, int V_src, int V_tgt, int D_E, int S, int D_A,
-                        int max_B, int max_T_src, int max_T_tgt, uint64_t seed) {
+const ConfigField ATTN_SEQ2SEQ_CONFIG_FIELDS[] = {
+    {"cell", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, cell), .choices = "rnn,gru,lstm"},
+    {"embed", CONFIG_INT, offsetof(AttnSeq2SeqConfig, D_E), .lo = 1, .hi = 4096},
+    {"hidden", CONFIG_INT, offsetof(AttnSeq2SeqConfig, S), .lo = 1, .hi = 4096},
+    {"score", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, score), .choices = "dot,scaled_dot,multiplicative,additive"},
+    {"placement", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, placement), .choices = "luong,bahdanau"},
+    {"attn", CONFIG_INT, offsetof(AttnSeq2SeqConfig, D_A), .lo = 1, .hi = 4096},
+    {"project_kv", CONFIG_INT, offsetof(AttnSeq2SeqConfig, project_kv), .lo = 0, .hi = 1},
+};
+const int ATTN_SEQ2SEQ_CONFIG_N = (int)(sizeof ATTN_SEQ2SEQ_CONFIG_FIELDS / sizeof ATTN_SEQ2SEQ_CONFIG_FIELDS[0]);
+
+int attn_seq2seq_create(AttnSeq2Seq *r, const AttnSeq2SeqConfig *c, int V_src, int V_tgt, int max_B,
+                        int max_T_src, int max_T_tgt, uint64_t seed) {
+    const CellType cell = c->cell;
+    const ScoreType score = c->score;
+    const Placement placement = c->placement;
+    const int project_kv = c->project_kv != 0, D_E = c->D_E, S = c->S, D_A = c->D_A;
     memset(r, 0, sizeof *r);
     r->score = score;
     r->placement = placement;
@@ -431,21 +444,9 @@ void attn_seq2seq_interface(AttnSeq2Seq *r, Seq2Seq *m) {
                    .state_size = rnn_decoder_state_size(&r->dec), .vocab_size = r->dec.V, .has_attention = 1};
 }
 
-int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    RnnConfig c;
-    char score_text[32], placement_text[32];
-    int D_A, project_kv;
-    ScoreType score = SCORE_SCALED_DOT;
-    Placement placement = PLACEMENT_LUONG;
-    if (rnn_config_read(config, &c) < 0 ||
-        config_get(config, "score", score_text, sizeof score_text) < 0 ||
-        config_get(config, "placement", placement_text, sizeof placement_text) < 0 ||
-        config_get_int_in(config, "attn", 1, 4096, &D_A) < 0 || config_get_int(config, "project_kv", &project_kv) < 0 ||
-        score_from_name(score_text, &score) < 0 || placement_from_name(placement_text, &placement) < 0)
-        return -1;
+int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const AttnSeq2SeqConfig *c, int max_batch, uint64_t seed) {
     AttnSeq2Seq *r = xmalloc(sizeof *r);
-    int err = attn_seq2seq_create(r, c.cell, score, placement, project_kv != 0, d->src_vocab.size,
-                                  d->tgt_vocab.size, c.D_E, c.S, D_A, max_batch, d->max_src_len,
+    int err = attn_seq2seq_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
                                   d->max_tgt_len, seed);
     if (err == 0) attn_seq2seq_interface(r, m);
     else free(r);

@@ -52,6 +52,21 @@ typedef enum { PLACEMENT_LUONG = 0, PLACEMENT_BAHDANAU = 1 } Placement;
 int placement_from_name(const char *name, Placement *out);
 const char *placement_name(Placement p);
 
+/* The model's configuration: what a checkpoint's text records of it. */
+typedef struct {
+    CellType cell;                /* the cells of encoder and decoder */
+    int D_E;                      /* embedding size */
+    int S;                        /* state size (queries, keys and values have this size) */
+    ScoreType score;              /* the score function */
+    Placement placement;          /* where the layer sits in the decoder */
+    int D_A;                      /* the additive score's hidden size */
+    int project_kv;               /* 1: K = X W_K and V = X W_V; 0: K = V = X */
+} AttnSeq2SeqConfig;
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden,
+ * score, placement, attn, project_kv. */
+extern const ConfigField ATTN_SEQ2SEQ_CONFIG_FIELDS[];
+extern const int ATTN_SEQ2SEQ_CONFIG_N;
+
 typedef struct {
     ScoreType score;
     Placement placement;
@@ -89,13 +104,14 @@ typedef struct {
     float *step_attn_cache;       /* one single-query attention call's cache */
 } AttnSeq2Seq;
 
-/* Build from a config text with keys cell, embed, hidden, score, placement,
- * attn, project_kv (see main.c). */
-int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
-/* The pieces, for tests. */
-int attn_seq2seq_create(AttnSeq2Seq *r, CellType cell, ScoreType score, Placement placement,
-                        int project_kv, int V_src, int V_tgt, int D_E, int S, int D_A,
-                        int max_B, int max_T_src, int max_T_tgt, uint64_t seed);
+/* Build the model for vocabularies V_src, V_tgt, batches of up to max_B
+ * sources of up to max_T_src tokens and targets of up to max_T_tgt, with
+ * parameters initialised from seed. Returns 0 or -1 with fail(). */
+int attn_seq2seq_create(AttnSeq2Seq *r, const AttnSeq2SeqConfig *c, int V_src, int V_tgt, int max_B,
+                        int max_T_src, int max_T_tgt, uint64_t seed);
+/* An AttnSeq2Seq on the heap, sized for the data set d, as the seq2seq
+ * driver's model m (m->destroy frees it). Returns 0 or -1 with fail(). */
+int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const AttnSeq2SeqConfig *c, int max_batch, uint64_t seed);
 double attn_seq2seq_train_step(void *self, const Batch *b, int backward);
 void attn_seq2seq_encode(void *self, const Batch *b, float *states);
 void attn_seq2seq_step(void *self, int n, const int *src_row, const float *states, const int *prev,

@@ -3,10 +3,12 @@
 #include "03_dot_product_attention/scaling_experiment.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
+#include "io/plot.h"
 #include "util/error.h"
 #include "nn/layers.h"
 #include "util/rng.h"
@@ -69,5 +71,46 @@ int scaling_experiment(ScalingCurves *out, const int *dims, int n_dims, int n_qu
         }
     }
     free(Q); free(K); free(V); free(Y); free(A); free(E); free(G); free(dE);
+    return 0;
+}
+
+/* The chapter's experiment (see scaling_experiment.h). */
+int scaling_experiment_run(const char *out_dir) {
+    enum { N_DIMS = 11, N_QUERIES = 512, N_KEYS = 16 };
+    const int dims[N_DIMS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+    ScalingCurves c;
+    if (scaling_experiment(&c, dims, N_DIMS, N_QUERIES, N_KEYS, 3) < 0) return -1;
+    printf("Scaling experiment: %d random queries over %d random keys, q, k ~ N(0, I_D).\n"
+           "Without 1/sqrt(D) the scores spread as sqrt(D), softmax goes one-hot and the gradient\n"
+           "reaching the scores vanishes; with it nothing depends on D. (uniform entropy: log %d = %.2f)\n",
+           N_QUERIES, N_KEYS, N_KEYS, logf((float)N_KEYS));
+    printf("  %6s | %-17s | %-17s | %-17s | %-19s\n", "", "std of scores", "entropy of a_i", "max_j a_ij",
+           "||dE_i|| (grad)");
+    printf("  %6s | %8s %8s | %8s %8s | %8s %8s | %9s %9s\n", "D", "dot", "scaled", "dot", "scaled", "dot",
+           "scaled", "dot", "scaled");
+    for (int d = 0; d < N_DIMS; d++)
+        printf("  %6d | %8.2f %8.2f | %8.3f %8.3f | %8.3f %8.3f | %9.2e %9.2e\n", dims[d], c.score_std[0][d],
+               c.score_std[1][d], c.entropy[0][d], c.entropy[1][d], c.max_weight[0][d], c.max_weight[1][d],
+               c.grad_norm[0][d], c.grad_norm[1][d]);
+    float log2_dim[N_DIMS], uniform[N_DIMS];
+    for (int d = 0; d < N_DIMS; d++) {
+        log2_dim[d] = log2f((float)dims[d]);
+        uniform[d] = logf((float)N_KEYS);
+    }
+    if (out_dir_prepare("--out", out_dir) < 0) return -1;
+    char stem[1024];
+    const char *names[3] = {"dot  q.k", "scaled dot  q.k / sqrt(D)", "uniform weights (log N)"};
+    const float *entropy[3] = {c.entropy[0], c.entropy[1], uniform};
+    if (path_format(stem, sizeof stem, "%s/scaling_entropy", out_dir) < 0) return -1;
+    if (plot_lines(stem, "Entropy of softmax(scores) for random q, k in R^D", "log2 D", "entropy (nats)",
+                   log2_dim, entropy, names, 3, N_DIMS, 0) < 0)
+        return -1;
+    printf("  plot: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    const float *grad[2] = {c.grad_norm[0], c.grad_norm[1]};
+    if (path_format(stem, sizeof stem, "%s/scaling_grad", out_dir) < 0) return -1;
+    if (plot_lines(stem, "Gradient reaching the scores, ||dE_i||, for dA_i ~ N(0, I)", "log2 D",
+                   "mean ||dE_i||", log2_dim, grad, names, 2, N_DIMS, 1) < 0)
+        return -1;
+    printf("  plot: %s.%s\n\n", stem, gnuplot_available() ? "png" : "gp");
     return 0;
 }

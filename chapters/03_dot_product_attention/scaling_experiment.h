@@ -8,7 +8,8 @@
  * scores at unit variance whatever D is.
  *
  * scaling_experiment() measures this with the chapter-03 attention layer,
- * for the dot score and the scaled dot score, at each D in a list. */
+ * for the dot score and the scaled dot score, at each D in a list;
+ * scaling_experiment_run() is the chapter's run of it, its table and plots. */
 #ifndef SCALING_EXPERIMENT_H
 #define SCALING_EXPERIMENT_H
 #include <stdint.h>
@@ -29,5 +30,11 @@ typedef struct {
  * bad sizes. */
 int scaling_experiment(ScalingCurves *out, const int *dims, int n_dims, int n_queries, int n_keys,
                        uint64_t seed);
+
+/* The chapter's experiment: random queries and keys q, k ~ N(0, I_D), with
+ * the dot score and the scaled dot score, for D = 1 .. 1024 (512 queries
+ * over 16 keys). Prints the table and writes out_dir/scaling_entropy.{dat,gp,png}
+ * and out_dir/scaling_grad.{dat,gp,png}. Returns 0 or -1 with fail(). */
+int scaling_experiment_run(const char *out_dir);
 
 #endif

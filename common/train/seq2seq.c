@@ -1,5 +1,6 @@
-/* seq2seq.c - the training loop, decoding, evaluation and experiment driver
- * shared by every sequence-to-sequence chapter (see seq2seq.h). */
+/* seq2seq.c - the seq2seq driver: flags, data, training through train_loop,
+ * decoding, evaluation and outputs, as calls a program's main makes in
+ * order (see seq2seq.h). */
 #include "train/seq2seq.h"
 
 #include <math.h>
@@ -8,43 +9,28 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
-#include "util/error.h"
-#include "nn/layers.h"
-#include "kernels/matmul.h"
-#include "train/metrics.h"
-#include "nn/optim.h"
 #include "io/plot.h"
-#include "train/loop.h"
-#include "io/results.h"
-#include "util/util.h"
+#include "kernels/matmul.h"
+#include "util/error.h"
+#include "util/output.h"
 
 /* --------------------------------------------------------------- evaluation */
 
-#define N_BUCKETS 6
-
-typedef struct {
-    Scores all;
-    Scores by_len[N_BUCKETS];
-    int bucket_lo[N_BUCKETS], bucket_hi[N_BUCKETS];
-    int n_buckets;
-    double seconds;
-} Evaluation;
-
-static int bucket_of(const Evaluation *ev, int len) {
+static int bucket_of(const Seq2SeqScores *ev, int len) {
     for (int k = 0; k < ev->n_buckets; k++)
         if (len >= ev->bucket_lo[k] && len <= ev->bucket_hi[k]) return k;
     return ev->n_buckets - 1;
 }
 
 /* Equal-width source-length buckets over the lengths present in the split. */
-static void make_buckets(Evaluation *ev, const Split *s) {
+static void make_buckets(Seq2SeqScores *ev, const Split *s) {
     int lo = 1 << 30, hi = 0;
     for (int i = 0; i < s->n; i++) {
         if (s->ex[i].src_len < lo) lo = s->ex[i].src_len;
         if (s->ex[i].src_len > hi) hi = s->ex[i].src_len;
     }
     int span = hi - lo + 1;
-    int n = span < N_BUCKETS ? span : N_BUCKETS;
+    int n = span < SEQ2SEQ_LEN_BUCKETS ? span : SEQ2SEQ_LEN_BUCKETS;
     if (n < 1) n = 1;
     ev->n_buckets = n;
     for (int k = 0; k < n; k++) {
@@ -70,7 +56,7 @@ static void decode_examples(Seq2Seq *m, const Split *s, const int *idx, int n, i
 }
 
 static void evaluate(Seq2Seq *m, const Dataset *d, const Split *s, int max_examples,
-                     int beam_width, int batch_size, Evaluation *ev) {
+                     int beam_width, int batch_size, Seq2SeqScores *ev) {
     int max_out = d->max_tgt_len + 10;
     int *preds = xmalloc(sizeof(int) * (size_t)batch_size * max_out);
     int *pred_lens = xmalloc(sizeof(int) * (size_t)batch_size);
@@ -157,16 +143,7 @@ static double seq2seq_validate(void *self) {
     return split_loss(tr->model, &tr->data->valid, &tr->batch, tr->batch_size, 1000);
 }
 
-/* ------------------------------------------------------------ the program */
-
-typedef struct {
-    const char *task;
-    int steps, batch, seed, n_train, min_len, max_len;
-    float lr, clip, weight_decay;
-    int warmup, eval_every, beam, threads, samples, plot, quiet, max_eval;
-    const char *out, *load, *translate, *backend, *preset;
-    const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
-} CommonFlags;
+/* ------------------------------------------------------- printing, plots */
 
 /* The task's config lines; string lengths only for reverse, the one task
  * that has them (results.json repeats these lines). */
@@ -195,7 +172,7 @@ static int check_vocab_sizes(const char *config, const Dataset *d, const char *p
     return 0;
 }
 
-static void print_results_table(const char *chapter, const Dataset *d, const Evaluation *ev,
+static void print_results_table(const char *chapter, const Dataset *d, const Seq2SeqScores *ev,
                                 int beam, double train_seconds) {
     int g2p = strcmp(d->task, "g2p") == 0;
     printf("\nResults on the %s test split (%ld examples, %s decoding):\n", d->task, ev->all.n,
@@ -285,335 +262,375 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
     return rc;
 }
 
-int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
+
+/* ------------------------------------------------------------ the calls */
+
+void seq2seq_init(Seq2SeqRun *run, const Seq2SeqProgram *program) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines appear as they happen, even in a log */
-    CommonFlags f = {
-        .task = "dates", .steps = spec->default_steps ? spec->default_steps : 3000,
-        .batch = spec->default_batch ? spec->default_batch : 64, .seed = 42,
-        .n_train = 0, .min_len = 0, .max_len = 0,
-        .lr = spec->default_lr > 0 ? spec->default_lr : 3e-3f, .clip = 1.0f, .weight_decay = 0.0f,
-        .warmup = 100, .eval_every = 250, .beam = 1, .threads = 0, .samples = 8, .plot = 0,
-        .quiet = 0, .max_eval = 0,
-        .out = NULL, .load = NULL, .translate = NULL, .backend = NULL, .preset = "none",
-    };
-    const ArgSpec common[] = {
-        {"task", ARG_STRING, &f.task, "the task to learn (see the chapter's README)", 0,
-         0, "dates,reverse,g2p", ARG_DATA},
-        {"n-train", ARG_INT, &f.n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
+    memset(run, 0, sizeof *run);
+    run->program = program;
+    run->flags = (Seq2SeqFlags){.task = "dates", .train = TRAIN_DEFAULTS, .batch = 64, .seed = 42,
+                                .preset = "none", .beam = 1, .samples = 8};
+    run->config = xcalloc(CKPT_CONFIG_MAX, 1);
+    run->log.last_loss = NAN;   /* no training: no final training loss */
+    results_init(&run->results);
+}
+
+int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *own, int n_own) {
+    const Seq2SeqProgram *pg = run->program;
+    Seq2SeqFlags *f = &run->flags;
+    const ArgSpec shared[] = {
+        {"task", ARG_STRING, &f->task, "the task to learn (see the chapter's README)", 0, 0, "dates,reverse,g2p",
          ARG_DATA},
-        {"min-len", ARG_INT, &f.min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL, ARG_DATA},
-        {"max-len", ARG_INT, &f.max_len, "reverse: longest string (0 = task default)", 0, 100, NULL, ARG_DATA},
-        {"steps", ARG_INT, &f.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &f.batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
-        {"warmup", ARG_INT, &f.warmup, "learning-rate warm-up steps", 0, 1000000, NULL, ARG_TRAINING},
-        {"clip", ARG_FLOAT, &f.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL, ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
-        {"seed", ARG_INT, &f.seed, "random seed for the model and batches", 0, 2147483647, NULL, ARG_TRAINING},
-        {"eval-every", ARG_INT, &f.eval_every, "steps between validation-loss checks", 1, 1000000, NULL, ARG_TRAINING},
-        {"preset", ARG_STRING, &f.preset, "long: the README's longer run on g2p", 0, 0, "none,long", ARG_TRAINING},
-        {"max-eval", ARG_INT, &f.max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647, NULL,
+        {"n-train", ARG_INT, &f->n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
+         ARG_DATA},
+        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL, ARG_DATA},
+        {"max-len", ARG_INT, &f->max_len, "reverse: longest string (0 = task default)", 0, 100, NULL, ARG_DATA},
+        {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &f->batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
+        {"warmup", ARG_INT, &f->train.warmup, "learning-rate warm-up steps", 0, 1000000, NULL, ARG_TRAINING},
+        {"clip", ARG_FLOAT, &f->train.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL,
+         ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"seed", ARG_INT, &f->seed, "random seed for the model and batches", 0, 2147483647, NULL, ARG_TRAINING},
+        {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation-loss checks", 1, 1000000, NULL,
+         ARG_TRAINING},
+        {"preset", ARG_STRING, &f->preset, "long: the README's longer run on g2p", 0, 0, "none,long", ARG_TRAINING},
+        {"max-eval", ARG_INT, &f->max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647,
+         NULL, ARG_OUTPUT},
+        {"beam", ARG_INT, &f->beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT},
+        {"samples", ARG_INT, &f->samples, "sample predictions to print", 0, 1000, NULL, ARG_OUTPUT},
+        {"out", ARG_STRING, &f->out, "output directory (default out/<chapter>; --load: eval_* in it)", 0, 0, NULL,
          ARG_OUTPUT},
-        {"beam", ARG_INT, &f.beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT},
-        {"samples", ARG_INT, &f.samples, "sample predictions to print", 0, 1000, NULL, ARG_OUTPUT},
-        {"out", ARG_STRING, &f.out, "output directory (default out/<chapter>; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
-        {"load", ARG_STRING, &f.load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
-        {"translate", ARG_STRING, &f.translate, "with --load: decode this text and print the output", 0, 0, NULL,
+        {"load", ARG_STRING, &f->load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"translate", ARG_STRING, &f->translate, "with --load: decode this text and print the output", 0, 0, NULL,
          ARG_OUTPUT},
-        {"plot", ARG_BOOL, &f.plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
+        {"plot", ARG_BOOL, &f->plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
          ARG_OUTPUT},
-        {"backend", ARG_STRING, &f.backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
          "auto,naive,avx2,avx512", ARG_SHARED},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
-        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"quiet", ARG_BOOL, &f.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
+        {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
+        {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
+        {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
     };
-    const int n_common = (int)(sizeof common / sizeof common[0]);
-    /* The chapter's own flags first, then the common ones; a common flag
-     * this chapter has no use for is not listed and is refused with why. */
-    int n_specs = spec->n_model_args + n_common;
+    const int n_shared = (int)(sizeof shared / sizeof shared[0]);
+    /* The chapter's own flags first, then the shared ones; a shared flag
+     * this program has no use for is not listed and is refused with why. */
+    const int n_specs = n_own + n_shared;
     ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
-    if (spec->n_model_args) memcpy(specs, spec->model_args, sizeof(ArgSpec) * (size_t)spec->n_model_args);
-    for (int i = 0; i < n_common; i++) {
-        ArgSpec *s = &specs[spec->n_model_args + i];
-        *s = common[i];
+    if (n_own) memcpy(specs, own, sizeof(ArgSpec) * (size_t)n_own);
+    for (int i = 0; i < n_shared; i++) {
+        ArgSpec *s = &specs[n_own + i];
+        *s = shared[i];
         /* an image chapter's own flags choose its data, and it has no text to translate */
         static const char *const token_only[] = {"task", "n-train", "min-len", "max-len", "translate", "plot"};
-        for (size_t k = 0; spec->load_data && k < sizeof token_only / sizeof token_only[0]; k++)
+        for (size_t k = 0; pg->image_sources && k < sizeof token_only / sizeof token_only[0]; k++)
             if (strcmp(s->name, token_only[k]) == 0)
                 *s = args_refused(s->name, "this chapter's inputs are images, chosen by its own flags (see --help)");
-        if (strcmp(s->name, "plot") == 0 && spec->no_attention)
+        if (strcmp(s->name, "plot") == 0 && pg->no_attention)
             *s = args_refused(s->name, "this chapter's model has no attention weights to draw");
-        if (strcmp(s->name, "preset") == 0 && !spec->preset_long)
+        if (strcmp(s->name, "preset") == 0 && !pg->preset_long)
             *s = args_refused(s->name, "this chapter has no long preset");
     }
 
-    int exit_code = 1;
-    Dataset data;
-    memset(&data, 0, sizeof data);
-    Seq2Seq model;
-    memset(&model, 0, sizeof model);
-    char *config = NULL;
-    TrainLog train_log = {0};               /* the loss curve; freed at done:, */
-    int *ids = NULL, *out_ids = NULL;       /* as --translate's buffers */
-    char default_out[256];
-
     int rc = args_parse(argc, argv, specs, n_specs);
-    char **preset_argv = NULL;
-    if (rc == 0 && strcmp(f.preset, "long") == 0) {
-        rc = args_parse_with_preset(argc, argv, spec->preset_long, specs, n_specs, &preset_argv);
-        if (rc == 0) printf("--preset long = %s\n", spec->preset_long);
+    if (rc == 0 && strcmp(f->preset, "long") == 0) {
+        rc = args_parse_with_preset(argc, argv, pg->preset_long, specs, n_specs, &run->preset_argv);
+        if (rc == 0) printf("--preset long = %s\n", pg->preset_long);
     }
-    if (rc == 1) {
-        args_print_help(argv[0], spec->summary, specs, n_specs, spec->examples);
-        free(specs);
-        return 0;
-    }
-    if (rc < 0) goto error;
+    if (rc == 1) args_print_help(argv[0], pg->summary, specs, n_specs, pg->examples);
+    /* with --load, only these flags still act (the checkpoint decides the rest) */
     char keep[512];
-    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,matmul-precision,threads,quiet,beam,max-eval,samples,batch%s%s",
-             spec->load_flags ? "," : "", spec->load_flags ? spec->load_flags : "");
-    if (f.load && args_refuse_with_load(argc, argv, specs, n_specs, keep) < 0) goto error;
-    if (f.translate && !f.load) { fail("--translate needs --load CHECKPOINT (a model to translate with)"); goto error; }
-    if (f.plot && !f.translate) { fail("--plot goes with --load CKPT --translate TEXT"); goto error; }
-    if (backend_select(f.backend) < 0 || matmul_precision_select(f.matmul_precision) < 0) goto error;
-    threads_set(f.threads);
-    snprintf(default_out, sizeof default_out, "out/%s", spec->chapter);
+    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,matmul-precision,threads,quiet,beam,max-eval,"
+             "samples,batch%s%s", pg->load_flags ? "," : "", pg->load_flags ? pg->load_flags : "");
+    if (rc == 0 && f->load) rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
+    free(specs);
+    if (rc != 0) return rc;
+    if (f->translate && !f->load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
+    if (f->plot && !f->translate) return fail("--plot goes with --load CKPT --translate TEXT");
+    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0) return -1;
+    threads_set(f->threads);
+
     /* training writes to --out (default out/<chapter>); evaluating a saved
      * model never over a training run's files (results.h) */
-    char eval_out[OUT_DIR_MAX + 1];
-    if (f.load && results_eval_dir(eval_out, sizeof eval_out, f.out, default_out, f.load) < 0) goto error;
-    const char *out_dir = f.load ? eval_out : f.out ? f.out : default_out;
+    char default_out[256];
+    snprintf(default_out, sizeof default_out, "out/%s", pg->chapter);
+    if (f->load) return results_eval_dir(run->out_dir, (int)sizeof run->out_dir, f->out, default_out, f->load);
     /* a path too long or a directory that cannot be written: said now, not
      * after the training whose model would be lost (util.h) */
-    if (!f.load && out_dir_prepare("--out", out_dir) < 0) goto error;
+    const char *out = f->out ? f->out : default_out;
+    if (out_dir_prepare("--out", out) < 0) return -1;
+    return path_format(run->out_dir, sizeof run->out_dir, "%s", out);
+}
 
+int seq2seq_saved_config(Seq2SeqRun *run) {
+    const char *path = run->flags.load;
+    char *saved = NULL;
+    if (checkpoint_read_config(path, &saved) < 0) return -1;
+    snprintf(run->config, CKPT_CONFIG_MAX, "%s", saved);
+    free(saved);
+    return checkpoint_check_model(path, run->config, run->program->model_name, run->program->chapter);
+}
+
+int seq2seq_check_vocab_sizes(const Seq2SeqRun *run) {
+    return check_vocab_sizes(run->config, &run->data, run->flags.load ? run->flags.load : "the configuration");
+}
+
+int seq2seq_load_data(Seq2SeqRun *run) {
+    const Seq2SeqFlags *f = &run->flags;
     TaskConfig tc;
-    char task_buf[32];
-    int max_batch = f.batch > f.beam ? f.batch : f.beam;   /* beam search steps W rows at once */
-    config = xcalloc(CKPT_CONFIG_MAX, 1);
-    if (f.load) {
-        char *saved = NULL;
-        if (checkpoint_read_config(f.load, &saved) < 0) goto error;
-        snprintf(config, CKPT_CONFIG_MAX, "%s", saved);
-        free(saved);
-        if (checkpoint_check_model(f.load, config, spec->model_name, spec->chapter) < 0) goto error;
-        if (spec->load_data) {
-            if (spec->load_data(&data, config) < 0) {
-                fail("%s: %s", f.load, last_error());
-                goto error;
-            }
-        } else {
-            if (task_from_config(&tc, config, task_buf, sizeof task_buf) < 0) {
-                fail("%s: %s", f.load, last_error());
-                goto error;
-            }
-            if (dataset_load(&data, &tc) < 0) goto error;
-        }
-        if (check_vocab_sizes(config, &data, f.load) < 0) goto error;
-        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) {
-            fail("%s: %s", f.load, last_error());
-            goto error;
-        }
-        if (checkpoint_load(f.load, model.params) < 0) goto error;
-    } else if (spec->load_data) {
-        /* an image chapter: its config names the data; the vocabulary sizes follow */
-        if (spec->write_config(config, CKPT_CONFIG_MAX) < 0) goto error;
-        if (spec->load_data(&data, config) < 0) goto error;
-        size_t used = strlen(config);
-        int n = snprintf(config + used, CKPT_CONFIG_MAX - used, "src_vocab_size=%d\ntgt_vocab_size=%d\n",
-                         data.src_vocab.size, data.tgt_vocab.size);
-        if (n < 0 || (size_t)n >= CKPT_CONFIG_MAX - used) { fail("configuration text too long"); goto error; }
-        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) goto error;
-    } else {
-        if (task_defaults(&tc, f.task) < 0) goto error;
-        if (f.n_train) tc.n_train = f.n_train;
-        if (f.min_len) tc.min_len = f.min_len;
-        if (f.max_len) tc.max_len = f.max_len;
-        if (tc.min_len > tc.max_len) {
-            fail("--min-len %d is larger than --max-len %d", tc.min_len, tc.max_len);
-            goto error;
-        }
-        if (dataset_load(&data, &tc) < 0) goto error;
-        if (task_lines(config, CKPT_CONFIG_MAX, &tc, &data) < 0) goto error;
-        if (spec->write_config(config, CKPT_CONFIG_MAX) < 0) goto error;
-        if (spec->build(&model, &data, config, max_batch, (uint64_t)f.seed) < 0) goto error;
+    char task_name[32];
+    if (f->load) {
+        if (seq2seq_saved_config(run) < 0) return -1;
+        if (task_from_config(&tc, run->config, task_name, sizeof task_name) < 0)
+            return fail("%s: %s", f->load, last_error());
+        if (dataset_load(&run->data, &tc) < 0) return -1;
+        return seq2seq_check_vocab_sizes(run);
     }
+    if (task_defaults(&tc, f->task) < 0) return -1;
+    if (f->n_train) tc.n_train = f->n_train;
+    if (f->min_len) tc.min_len = f->min_len;
+    if (f->max_len) tc.max_len = f->max_len;
+    if (tc.min_len > tc.max_len) return fail("--min-len %d is larger than --max-len %d", tc.min_len, tc.max_len);
+    if (dataset_load(&run->data, &tc) < 0) return -1;
+    return task_lines(run->config, CKPT_CONFIG_MAX, &tc, &run->data);
+}
 
-    /* --translate: decode what the user typed, and stop. */
-    if (f.translate) {
-        /* sized by the data: the longest source the model reads, the longest
-         * output the decoder may write (a dictionary entry can be long) */
-        int len = 0, max_out = data.max_tgt_len + 10;
-        ids = xmalloc(sizeof(int) * (size_t)(data.max_src_len > 0 ? data.max_src_len : 1));
-        out_ids = xmalloc(sizeof(int) * (size_t)max_out);
-        if (dataset_encode_source(&data, f.translate, ids, data.max_src_len, &len) < 0) goto error;
-        int n = decode_beam(&model, ids, len, max_out, f.beam, out_ids);
+int seq2seq_model_config(Seq2SeqRun *run, const ConfigField *fields, int n_fields, void *cfg) {
+    if (!run->flags.load)
+        return config_append(run->config, CKPT_CONFIG_MAX, "model=%s\n", run->program->model_name) < 0
+                   ? -1 : config_write(run->config, CKPT_CONFIG_MAX, fields, n_fields, cfg);
+    if (config_read(run->config, fields, n_fields, cfg) < 0) return fail("%s: %s", run->flags.load, last_error());
+    return 0;
+}
+
+int seq2seq_max_batch(const Seq2SeqRun *run) {
+    return run->flags.batch > run->flags.beam ? run->flags.batch : run->flags.beam;   /* beam search steps W rows */
+}
+
+/* --translate: decode what the user typed (and with --plot draw where it looked). */
+static int translate(Seq2SeqRun *run) {
+    const Seq2SeqFlags *f = &run->flags;
+    Seq2Seq *m = &run->model;
+    const Dataset *d = &run->data;
+    /* sized by the data: the longest source the model reads, the longest
+     * output the decoder may write (a dictionary entry can be long) */
+    int len = 0, max_out = d->max_tgt_len + 10;
+    int *ids = xmalloc(sizeof(int) * (size_t)(d->max_src_len > 0 ? d->max_src_len : 1));
+    int *out_ids = xmalloc(sizeof(int) * (size_t)max_out);
+    int rc = dataset_encode_source(d, f->translate, ids, d->max_src_len, &len);
+    if (rc == 0) {
+        int n = decode_beam(m, ids, len, max_out, f->beam, out_ids);
         char text[1024];
-        vocab_decode(&data.tgt_vocab, out_ids, n, data.tgt_sep, text, sizeof text);
-        printf("%s -> %s\n", f.translate, text);
-        if (f.plot) {
-            if (!model.has_attention) {
-                fail("--plot: this chapter's model has no attention weights to draw");
-                goto error;
-            }
-            char stem[1024];
-            if (path_format(stem, sizeof stem, "%s/translate_attention", out_dir) < 0 || make_dirs(out_dir) < 0 ||
-                plot_attention(&model, &data, ids, len, stem, f.translate) < 0)
-                goto error;
-            printf("attention map: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-        }
-        exit_code = 0;
-        goto done;
+        vocab_decode(&d->tgt_vocab, out_ids, n, d->tgt_sep, text, sizeof text);
+        printf("%s -> %s\n", f->translate, text);
     }
-    /* the chapter's own use of a saved model (chapter 07: --image) */
-    if (f.load && spec->use_loaded) {
-        int used = spec->use_loaded(&model, &data, out_dir);
-        if (used < 0) goto error;
-        if (used > 0) {
-            exit_code = 0;
-            goto done;
-        }
+    if (rc == 0 && f->plot) {
+        char stem[1024];
+        if (!m->has_attention) rc = fail("--plot: this chapter's model has no attention weights to draw");
+        if (rc == 0) rc = path_format(stem, sizeof stem, "%s/translate_attention", run->out_dir);
+        if (rc == 0) rc = make_dirs(run->out_dir);
+        if (rc == 0) rc = plot_attention(m, d, ids, len, stem, f->translate);
+        if (rc == 0) printf("attention map: %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     }
-
-    if (make_dirs(out_dir) < 0) goto error;
-    if (!f.load) results_note_other_run(out_dir, config);   /* another model's files there? say so once */
-    printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s%s, %d thread%s\n",
-           spec->chapter, data.task, data.train.n, data.valid.n, data.test.n, model.params->size,
-           backend_name(backend_current()), matmul_precision_current() == PRECISION_BF16 ? ", bf16 products" : "",
-           threads_current(), threads_current() == 1 ? "" : "s");
-
-    double train_seconds = 0;
-    double final_loss = NAN;
-    if (!f.load && f.steps > 0) {
-        /* ------------------------------------------------------- training */
-        Seq2SeqTraining tr = {.model = &model, .data = &data, .batch_size = f.batch};
-        batch_alloc(&tr.batch, f.batch, data.max_src_len, data.max_tgt_len);
-        if (data.value_size) batch_alloc_values(&tr.batch, f.batch, data.value_size);
-        tr.order = xmalloc(sizeof(int) * (size_t)data.train.n);
-        for (int i = 0; i < data.train.n; i++) tr.order[i] = i;
-        rng_seed(&tr.rng, (uint64_t)f.seed, 7);
-        rng_shuffle(&tr.rng, tr.order, data.train.n);
-        const Trainer trainer = {.self = &tr, .params = model.params, .gradient = seq2seq_gradient,
-                                 .validate = seq2seq_validate};
-        TrainOptions opts = TRAIN_DEFAULTS;
-        opts.steps = f.steps;
-        opts.lr = f.lr;
-        opts.warmup = f.warmup;
-        opts.clip = f.clip;
-        opts.weight_decay = f.weight_decay;
-        opts.eval_every = f.eval_every;
-        opts.quiet = f.quiet;
-        const int trained = train_loop(&trainer, &opts, &train_log);
-        batch_free(&tr.batch);
-        free(tr.order);
-        if (trained < 0) goto error;
-        train_seconds = train_log.seconds;
-        final_loss = train_log.last_loss;
-        printf("trained %d steps in %.1f s (%.0f examples/s)\n", f.steps, train_seconds,
-               (double)train_log.count / (train_seconds > 0 ? train_seconds : 1));
-    }
-
-    /* ---------------------------------------------------------- evaluation */
-    Evaluation ev;
-    evaluate(&model, &data, &data.test, f.max_eval > 0 ? f.max_eval : data.test.n, f.beam, f.batch, &ev);
-    print_results_table(spec->chapter, &data, &ev, f.beam, train_seconds);
-    print_samples(&model, &data, &data.test, f.samples, f.beam, f.batch);
-
-    /* ------------------------------------------------------------- outputs */
-    printf("\nWrote:\n");
-    char path[1024];
-    if (!f.load) {
-        if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) goto error;
-        if (checkpoint_save(path, config, model.params) < 0) goto error;
-        if (data.value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
-        else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
-    }
-    if (train_log.n > 0) {
-        const float *ys[2] = {train_log.train, train_log.valid};
-        const char *names[2] = {"train loss", "validation loss"};
-        if (path_format(path, sizeof path, "%s/loss", out_dir) < 0) goto error;
-        if (plot_lines(path, "Cross-entropy per token", "step", "loss", train_log.step, ys, names, 2,
-                       train_log.n, 1) < 0)
-            goto error;
-        printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
-    }
-    {
-        float xs[N_BUCKETS], acc[N_BUCKETS];
-        int k_used = 0;
-        for (int k = 0; k < ev.n_buckets; k++) {
-            if (ev.by_len[k].n == 0) continue;
-            xs[k_used] = 0.5f * (float)(ev.bucket_lo[k] + ev.bucket_hi[k]);
-            acc[k_used] = (float)(100.0 * scores_exact(&ev.by_len[k]));
-            k_used++;
-        }
-        const float *ys[1] = {acc};
-        const char *names[1] = {"exact match (%)"};
-        if (path_format(path, sizeof path, "%s/acc_by_len", out_dir) < 0) goto error;
-        /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
-        const char *len_name = data.src_len_name ? data.src_len_name : "input length";
-        char title[128];
-        snprintf(title, sizeof title, "Test exact match by %s", len_name);
-        if (plot_lines_range(path, title, len_name, "exact match (%)",
-                             xs, ys, names, 1, k_used, 0, 0.0f, 100.0f) < 0)
-            goto error;
-        printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
-    }
-    if (model.has_attention && !data.value_size) {   /* image tasks draw their own (after_eval) */
-        for (int i = 0; i < 3 && i < data.test.n; i++) {
-            const Example *e = &data.test.ex[i * (data.test.n / 3)];
-            if (path_format(path, sizeof path, "%s/attention_%d", out_dir, i) < 0) goto error;
-            if (plot_attention(&model, &data, e->src, e->src_len, path, e->src_text) < 0) goto error;
-            printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
-        }
-    }
-    Results res;
-    results_init(&res);
-    results_set_str(&res, "chapter", spec->chapter);
-    results_set_config(&res, config);
-    results_set_num(&res, "steps", f.load ? 0 : f.steps);
-    results_set_num(&res, "batch", f.batch);
-    results_set_num(&res, "lr", f.lr);
-    results_set_num(&res, "seed", f.seed);
-    results_set_num(&res, "parameters", (double)model.params->size);
-    results_set_str(&res, "backend", backend_name(backend_current()));
-    results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
-    results_set_num(&res, "threads", threads_current());
-    results_set_num(&res, "beam", f.beam);
-    results_set_num(&res, "test_n", (double)ev.all.n);
-    results_set_num(&res, "test_exact_match", scores_exact(&ev.all));
-    results_set_num(&res, "test_token_acc", scores_token_acc(&ev.all));
-    if (strcmp(data.task, "g2p") == 0) {
-        results_set_num(&res, "test_wer", scores_wer(&ev.all));
-        results_set_num(&res, "test_per", scores_per(&ev.all));
-    }
-    results_set_num(&res, "train_seconds", train_seconds);
-    results_set_num(&res, "eval_seconds", ev.seconds);
-    results_set_num(&res, "final_train_loss", final_loss);
-    for (int k = 0; k < ev.n_buckets; k++) {
-        if (ev.by_len[k].n == 0) continue;
-        char key[48];
-        snprintf(key, sizeof key, "test_exact_len_%d_%d", ev.bucket_lo[k], ev.bucket_hi[k]);
-        results_set_num(&res, key, scores_exact(&ev.by_len[k]));
-    }
-    if (spec->after_eval && spec->after_eval(&model, &data, out_dir, &res) < 0) goto error;
-    if (path_format(path, sizeof path, "%s/results.json", out_dir) < 0) goto error;
-    if (results_write(&res, path) < 0) goto error;
-    printf("  %s\n", path);
-    exit_code = 0;
-    goto done;
-
-error:
-    fprintf(stderr, "%s: error: %s\n", spec->chapter, last_error());
-    exit_code = 1;
-done:
     free(ids);
     free(out_ids);
-    train_log_free(&train_log);
-    if (model.destroy) model.destroy(model.self);
-    dataset_free(&data);
-    free(config);
-    free(specs);
-    free(preset_argv);
-    return exit_code;
+    return rc;
+}
+
+int seq2seq_use_saved(Seq2SeqRun *run) {
+    if (!run->flags.load) return 0;
+    if (checkpoint_load(run->flags.load, run->model.params) < 0) return -1;
+    if (!run->flags.translate) return 0;
+    return translate(run) < 0 ? -1 : 1;
+}
+
+/* Before training or evaluating: the output directory, and one line naming the run. */
+static int start_run(const Seq2SeqRun *run) {
+    const Seq2Seq *m = &run->model;
+    const Dataset *d = &run->data;
+    if (make_dirs(run->out_dir) < 0) return -1;
+    if (!run->flags.load) results_note_other_run(run->out_dir, run->config);   /* another model's files there? */
+    printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s%s, %d thread%s\n",
+           run->program->chapter, d->task, d->train.n, d->valid.n, d->test.n, m->params->size,
+           backend_name(backend_current()), matmul_precision_current() == PRECISION_BF16 ? ", bf16 products" : "",
+           threads_current(), threads_current() == 1 ? "" : "s");
+    return 0;
+}
+
+int seq2seq_train(Seq2SeqRun *run) {
+    const Seq2SeqFlags *f = &run->flags;
+    const Dataset *d = &run->data;
+    if (start_run(run) < 0) return -1;
+    if (f->load || f->train.steps == 0) return 0;
+    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch};
+    batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);
+    if (d->value_size) batch_alloc_values(&tr.batch, f->batch, d->value_size);
+    tr.order = xmalloc(sizeof(int) * (size_t)d->train.n);
+    for (int i = 0; i < d->train.n; i++) tr.order[i] = i;
+    rng_seed(&tr.rng, (uint64_t)f->seed, 7);
+    rng_shuffle(&tr.rng, tr.order, d->train.n);
+    const Trainer trainer = {.self = &tr, .params = run->model.params, .gradient = seq2seq_gradient,
+                             .validate = seq2seq_validate};
+    const int rc = train_loop(&trainer, &f->train, &run->log);
+    batch_free(&tr.batch);
+    free(tr.order);
+    if (rc < 0) return -1;
+    const double seconds = run->log.seconds;
+    printf("trained %d steps in %.1f s (%.0f examples/s)\n", f->train.steps, seconds,
+           (double)run->log.count / (seconds > 0 ? seconds : 1));
+    return 0;
+}
+
+int seq2seq_evaluate(Seq2SeqRun *run) {
+    const Seq2SeqFlags *f = &run->flags;
+    const Dataset *d = &run->data;
+    Seq2SeqScores *ev = &run->scores;
+    if (f->load && start_run(run) < 0) return -1;   /* (training printed it) */
+    evaluate(&run->model, d, &d->test, f->max_eval > 0 ? f->max_eval : d->test.n, f->beam, f->batch, ev);
+    print_results_table(run->program->chapter, d, ev, f->beam, run->log.seconds);
+    print_samples(&run->model, d, &d->test, f->samples, f->beam, f->batch);
+
+    Results *res = &run->results;
+    results_set_str(res, "chapter", run->program->chapter);
+    results_set_config(res, run->config);
+    results_set_num(res, "steps", f->load ? 0 : f->train.steps);
+    results_set_num(res, "batch", f->batch);
+    results_set_num(res, "lr", f->train.lr);
+    results_set_num(res, "seed", f->seed);
+    results_set_num(res, "parameters", (double)run->model.params->size);
+    results_set_str(res, "backend", backend_name(backend_current()));
+    results_set_str(res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
+    results_set_num(res, "threads", threads_current());
+    results_set_num(res, "beam", f->beam);
+    results_set_num(res, "test_n", (double)ev->all.n);
+    results_set_num(res, "test_exact_match", scores_exact(&ev->all));
+    results_set_num(res, "test_token_acc", scores_token_acc(&ev->all));
+    if (strcmp(d->task, "g2p") == 0) {
+        results_set_num(res, "test_wer", scores_wer(&ev->all));
+        results_set_num(res, "test_per", scores_per(&ev->all));
+    }
+    results_set_num(res, "train_seconds", run->log.seconds);
+    results_set_num(res, "eval_seconds", ev->seconds);
+    results_set_num(res, "final_train_loss", run->log.last_loss);
+    for (int k = 0; k < ev->n_buckets; k++) {
+        if (ev->by_len[k].n == 0) continue;
+        char key[48];
+        snprintf(key, sizeof key, "test_exact_len_%d_%d", ev->bucket_lo[k], ev->bucket_hi[k]);
+        results_set_num(res, key, scores_exact(&ev->by_len[k]));
+    }
+    return 0;
+}
+
+int seq2seq_write_outputs(Seq2SeqRun *run) {
+    const Dataset *d = &run->data;
+    const Seq2SeqScores *ev = &run->scores;
+    const TrainLog *log = &run->log;
+    const char *out_dir = run->out_dir;
+    const char *ext = gnuplot_available() ? "png" : "gp";
+    char path[1024];
+    printf("\nWrote:\n");
+    if (!run->flags.load) {
+        if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) return -1;
+        if (checkpoint_save(path, run->config, run->model.params) < 0) return -1;
+        if (d->value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
+        else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
+    }
+    if (log->n > 0) {
+        const float *ys[2] = {log->train, log->valid};
+        const char *names[2] = {"train loss", "validation loss"};
+        if (path_format(path, sizeof path, "%s/loss", out_dir) < 0) return -1;
+        if (plot_lines(path, "Cross-entropy per token", "step", "loss", log->step, ys, names, 2, log->n, 1) < 0)
+            return -1;
+        printf("  %s.%s\n", path, ext);
+    }
+    float xs[SEQ2SEQ_LEN_BUCKETS], acc[SEQ2SEQ_LEN_BUCKETS];
+    int k_used = 0;
+    for (int k = 0; k < ev->n_buckets; k++) {
+        if (ev->by_len[k].n == 0) continue;
+        xs[k_used] = 0.5f * (float)(ev->bucket_lo[k] + ev->bucket_hi[k]);
+        acc[k_used] = (float)(100.0 * scores_exact(&ev->by_len[k]));
+        k_used++;
+    }
+    const float *ys[1] = {acc};
+    const char *names[1] = {"exact match (%)"};
+    if (path_format(path, sizeof path, "%s/acc_by_len", out_dir) < 0) return -1;
+    /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
+    const char *len_name = d->src_len_name ? d->src_len_name : "input length";
+    char title[128];
+    snprintf(title, sizeof title, "Test exact match by %s", len_name);
+    if (plot_lines_range(path, title, len_name, "exact match (%)", xs, ys, names, 1, k_used, 0, 0.0f, 100.0f) < 0)
+        return -1;
+    printf("  %s.%s\n", path, ext);
+    if (run->model.has_attention && !d->value_size) {   /* image tasks draw their own */
+        for (int i = 0; i < 3 && i < d->test.n; i++) {
+            const Example *e = &d->test.ex[i * (d->test.n / 3)];
+            if (path_format(path, sizeof path, "%s/attention_%d", out_dir, i) < 0) return -1;
+            if (plot_attention(&run->model, d, e->src, e->src_len, path, e->src_text) < 0) return -1;
+            printf("  %s.%s\n", path, ext);
+        }
+    }
+    if (path_format(path, sizeof path, "%s/results.json", out_dir) < 0) return -1;
+    if (results_write(&run->results, path) < 0) return -1;
+    printf("  %s\n", path);
+    return 0;
+}
+
+int seq2seq_finish(Seq2SeqRun *run, int rc) {
+    if (rc < 0) fprintf(stderr, "%s: error: %s\n", run->program->chapter, last_error());
+    if (run->model.destroy) run->model.destroy(run->model.self);
+    dataset_free(&run->data);
+    free(run->config);
+    train_log_free(&run->log);
+    free(run->preset_argv);
+    return output_exit_status(run->program->chapter, rc < 0 ? 1 : 0);
+}
+
+/* ------------------------------------- the whole program, with callbacks */
+
+int seq2seq_main(int argc, char **argv, const ChapterSpec *spec) {
+    const Seq2SeqProgram program = {
+        .chapter = spec->chapter, .model_name = spec->model_name, .summary = spec->summary,
+        .examples = spec->examples, .preset_long = spec->preset_long, .no_attention = spec->no_attention,
+        .image_sources = spec->load_data != NULL, .load_flags = spec->load_flags,
+    };
+    Seq2SeqRun run;
+    seq2seq_init(&run, &program);
+    run.flags.train.steps = spec->default_steps ? spec->default_steps : 3000;
+    if (spec->default_batch) run.flags.batch = spec->default_batch;
+    if (spec->default_lr > 0) run.flags.train.lr = spec->default_lr;
+    int rc = seq2seq_parse_flags(&run, argc, argv, spec->model_args, spec->n_model_args);
+    const int max_batch = seq2seq_max_batch(&run);
+    const uint64_t seed = (uint64_t)run.flags.seed;
+    const char *load = run.flags.load;
+    if (rc == 0 && load) {
+        /* the data the checkpoint's text names */
+        rc = spec->load_data ? seq2seq_saved_config(&run) : seq2seq_load_data(&run);
+        if (rc == 0 && spec->load_data && spec->load_data(&run.data, run.config) < 0)
+            rc = fail("%s: %s", load, last_error());
+        if (rc == 0 && spec->load_data) rc = seq2seq_check_vocab_sizes(&run);
+        if (rc == 0 && spec->build(&run.model, &run.data, run.config, max_batch, seed) < 0)
+            rc = fail("%s: %s", load, last_error());
+    } else if (rc == 0 && spec->load_data) {
+        /* an image chapter: its config names the data; the vocabulary sizes follow */
+        rc = spec->write_config(run.config, CKPT_CONFIG_MAX);
+        if (rc == 0) rc = spec->load_data(&run.data, run.config);
+        if (rc == 0)
+            rc = config_append(run.config, CKPT_CONFIG_MAX, "src_vocab_size=%d\ntgt_vocab_size=%d\n",
+                               run.data.src_vocab.size, run.data.tgt_vocab.size);
+        if (rc == 0) rc = spec->build(&run.model, &run.data, run.config, max_batch, seed);
+    } else if (rc == 0) {
+        /* the task's lines, then the model's */
+        rc = seq2seq_load_data(&run);
+        if (rc == 0) rc = spec->write_config(run.config, CKPT_CONFIG_MAX);
+        if (rc == 0) rc = spec->build(&run.model, &run.data, run.config, max_batch, seed);
+    }
+    if (rc == 0) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && load && spec->use_loaded) rc = spec->use_loaded(&run.model, &run.data, run.out_dir);
+    if (rc == 0 && !load) rc = seq2seq_train(&run);
+    if (rc == 0) rc = seq2seq_evaluate(&run);
+    if (rc == 0 && spec->after_eval) rc = spec->after_eval(&run.model, &run.data, run.out_dir, &run.results);
+    if (rc == 0) rc = seq2seq_write_outputs(&run);
+    return seq2seq_finish(&run, rc);
 }

@@ -1,22 +1,178 @@
-/* seq2seq.h - what every sequence-to-sequence chapter shares (01, 02, 03, 06):
- * the model interface, batching, the training loop, greedy and beam decoding,
- * evaluation, and the experiment driver behind each chapter's main().
+/* seq2seq.h - the seq2seq driver: the calls a sequence-to-sequence program
+ * (chapters 01, 02, 03 and 06's encoder-decoder) makes from its main, in
+ * this order:
  *
- * A chapter supplies a model (a Seq2Seq: a training step and a decoding step)
- * and a few model flags; seq2seq_main() does the rest: parse flags, load the
- * task, train with a progress line, evaluate on the test split, print the
- * results table, sample predictions and accuracy by input length, and write
- * out/NN_name/{results.json, model.ckpt, loss.png, acc_by_len.png, attn_*.png}. */
+ *   seq2seq_init            the shared flags' defaults (Seq2SeqFlags)
+ *   seq2seq_parse_flags     the chapter's own flags (its model's config struct), then the shared ones
+ *   seq2seq_load_data       the task's examples, and the first lines of the config text the
+ *                           checkpoint keeps (with --load: the checkpoint's text, and its task)
+ *   seq2seq_model_config    the model's config struct into that text (with --load: from it)
+ *     (the chapter builds its model from the struct, into run.model)
+ *   seq2seq_use_saved       with --load: the saved weights; --translate decodes the user's text
+ *   seq2seq_train           train_loop (train/loop.h) over the shuffled training examples
+ *   seq2seq_evaluate        decode the test split: the results table, sample predictions
+ *   seq2seq_write_outputs   model.ckpt, loss.png, acc_by_len.png, attention_*.png, results.json
+ *   seq2seq_finish          free everything, report an error; the exit code
+ *
+ * Each returns 0, or -1 with fail() (seq2seq_finish prints the message);
+ * seq2seq_parse_flags and seq2seq_use_saved return 1 when the program is
+ * done (--help printed, a text translated). A main chains them:
+ *
+ *   int rc = seq2seq_parse_flags(&run, argc, argv, model_flags, n);
+ *   if (rc == 0) rc = seq2seq_load_data(&run);
+ *   ...
+ *   return seq2seq_finish(&run, rc);
+ *
+ * What they print and write: one line naming the task, its sizes and the
+ * backend; the progress line; the results table on the test split (exact
+ * match, token accuracy, for g2p word and phoneme error rates) and exact
+ * match by input length; sample predictions; and in the output directory
+ * (--out, default out/<chapter>; with --load eval_<checkpoint> in it):
+ * results.json, model.ckpt, loss.png, acc_by_len.png, attention_{0,1,2}.png. */
 #ifndef SEQ2SEQ_H
 #define SEQ2SEQ_H
 #include <stdint.h>
-#include "io/args.h"
-#include "model/seq2seq.h"
 #include "data/dataset.h"
-#include "nn/params.h"
+#include "io/args.h"
+#include "io/config.h"
 #include "io/results.h"
+#include "model/seq2seq.h"
+#include "train/loop.h"
+#include "train/metrics.h"
+#include "util/util.h"
 
-/* What a chapter gives seq2seq_main. */
+/* What a program is, for --help, messages and its checkpoints (no code). */
+typedef struct {
+    const char *chapter;       /* "01_rnn_seq2seq": messages, the default --out out/<chapter> */
+    const char *model_name;    /* the "model=" line of its checkpoints: "rnn_seq2seq" */
+    const char *summary;       /* --help's paragraph */
+    const char *examples;      /* --help's example lines, '\n' between them */
+    const char *preset_long;   /* the flags --preset long stands for (NULL: no preset) */
+    int no_attention;          /* 1: the model has no attention weights (--plot refused, no maps drawn) */
+    /* 1: the sources are images the chapter's own flags choose (chapter 07's
+     * captions): --task, --n-train, --min-len, --max-len, --translate and
+     * --plot are refused, and the chapter loads its data itself. */
+    int image_sources;
+    const char *load_flags;    /* the chapter's own flags that still act with --load ("image"), or NULL */
+} Seq2SeqProgram;
+
+/* The flags every seq2seq program shares (seq2seq_init sets the defaults). */
+typedef struct {
+    const char *task;              /* --task: dates, reverse or g2p */
+    int n_train, min_len, max_len; /* --n-train, --min-len, --max-len (0: the task's default) */
+    TrainOptions train;            /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
+    int batch;                     /* --batch: examples per step (and per decoded batch) */
+    int seed;                      /* --seed: the model's initial weights and the batches' order */
+    const char *preset;            /* --preset: "none" or "long" */
+    int beam;                      /* --beam: beam width of the decoding (1: greedy) */
+    int samples;                   /* --samples: sample predictions printed */
+    int max_eval;                  /* --max-eval: test examples evaluated (0: all) */
+    const char *out, *load;        /* --out, --load (NULL: none) */
+    const char *translate;         /* --translate: with --load, decode this text */
+    int plot;                      /* --plot: with --translate, draw its attention */
+    const char *backend;           /* --backend (NULL: $ATTN_BACKEND, else auto) */
+    const char *matmul_precision;  /* --matmul-precision (NULL: float) */
+    int threads;                   /* --threads (0: OMP_NUM_THREADS or all cores) */
+} Seq2SeqFlags;
+
+/* The test split's scores: over all of it and by source length. */
+#define SEQ2SEQ_LEN_BUCKETS 6
+typedef struct {
+    Scores all;
+    Scores by_len[SEQ2SEQ_LEN_BUCKETS];   /* equal-width buckets of source lengths */
+    int bucket_lo[SEQ2SEQ_LEN_BUCKETS], bucket_hi[SEQ2SEQ_LEN_BUCKETS];
+    int n_buckets;
+    double seconds;
+} Seq2SeqScores;
+
+/* One run of a program: what the calls above share. */
+typedef struct {
+    const Seq2SeqProgram *program;
+    Seq2SeqFlags flags;
+    char out_dir[OUT_DIR_MAX + 1]; /* where its files go (seq2seq_parse_flags) */
+    char *config;                  /* the configuration text the checkpoint keeps [CKPT_CONFIG_MAX] */
+    Dataset data;
+    Seq2Seq model;                 /* built by the chapter; seq2seq_finish destroys it */
+    TrainLog log;                  /* the training's loss curve and figures */
+    Seq2SeqScores scores;          /* the test split's (seq2seq_evaluate) */
+    Results results;               /* results.json's keys (seq2seq_evaluate; a chapter may add its own) */
+    char **preset_argv;            /* (--preset long: the flags' text) */
+} Seq2SeqRun;
+
+/* The shared flags' defaults into run->flags: --task dates, --batch 64,
+ * --seed 42, --beam 1, --samples 8, and the training loop's TRAIN_DEFAULTS
+ * (1000 steps, lr 3e-3, warm-up 100, clip 1, validation every 250 steps).
+ * A chapter changes a default in its main, after this call. */
+void seq2seq_init(Seq2SeqRun *run, const Seq2SeqProgram *program);
+
+/* Parse argv: the chapter's own flags own[0..n_own) (destinations in its
+ * model's config struct), then the shared ones; --preset long first puts
+ * program->preset_long in front of the user's flags. Checks what goes
+ * together (--translate needs --load, ...; with --load only the flags that
+ * still act), selects the backend and threads, and sets run->out_dir
+ * (training: --out, checked writable now; --load: an eval_* directory).
+ * Returns 0; 1 after printing --help; -1 with fail(). */
+int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *own, int n_own);
+
+/* The data set of the flags' task (--task, --n-train, --min-len,
+ * --max-len), and the first lines of run->config: the task's (task=,
+ * data_seed=, sizes, vocabulary sizes).
+ * With --load: run->config is the checkpoint's text (its model= checked),
+ * and the data set the task it names (its vocabulary sizes checked).
+ * Returns 0 or -1 with fail(). */
+int seq2seq_load_data(Seq2SeqRun *run);
+
+/* seq2seq_load_data's parts, for a chapter that loads its own data (image
+ * sources): with --load, run->config gets the checkpoint's text, its model=
+ * line checked; and the data set's vocabulary sizes checked against the
+ * text's src_vocab_size= and tgt_vocab_size=. Return 0 or -1 with fail(). */
+int seq2seq_saved_config(Seq2SeqRun *run);
+int seq2seq_check_vocab_sizes(const Seq2SeqRun *run);
+
+/* The model's configuration struct cfg and run->config, through its table
+ * of fields (io/config.h): training, model=<program->model_name> and cfg's
+ * lines are appended to the text (config_write); with --load, cfg is read
+ * from it (config_read). Returns 0 or -1 with fail() naming the key. */
+int seq2seq_model_config(Seq2SeqRun *run, const ConfigField *fields, int n_fields, void *cfg);
+
+/* The batch a model must be built for: --batch, or --beam's hypotheses
+ * when there are more. */
+int seq2seq_max_batch(const Seq2SeqRun *run);
+
+/* With --load, after the model is built: the checkpoint's weights into it;
+ * then with --translate, the decoded text (and with --plot its attention
+ * map, out_dir/translate_attention.png). Returns 1 when it translated (the
+ * program is done), 0 to go on and evaluate, -1 with fail(). */
+int seq2seq_use_saved(Seq2SeqRun *run);
+
+/* Train run->model on the training split: run->flags.train's steps, each a
+ * batch of --batch examples in a shuffled order (reshuffled when a batch
+ * would pass the end), the validation loss on up to 1000 validation
+ * examples every --eval-every steps; the curve into run->log. Prints the
+ * run's line first. Without steps, nothing is trained. Returns 0, or -1
+ * with fail() when the training diverged (nothing is to be saved then). */
+int seq2seq_train(Seq2SeqRun *run);
+
+/* Decode the test split (up to --max-eval examples, greedy or --beam) and
+ * score it into run->scores; print the results table and --samples sample
+ * predictions; fill run->results with results.json's keys. Returns 0 or -1. */
+int seq2seq_evaluate(Seq2SeqRun *run);
+
+/* Into run->out_dir: model.ckpt (run->config and the weights; not with
+ * --load), loss.png (after training), acc_by_len.png, attention maps of
+ * three test inputs (token sources, a model with attention), results.json.
+ * Returns 0 or -1 with fail(). */
+int seq2seq_write_outputs(Seq2SeqRun *run);
+
+/* Free what the run holds (the model too). rc: what the calls returned (-1:
+ * the error fail() recorded is printed as "<chapter>: error: ..."). Returns
+ * the exit code, 0 or 1, checked that standard output was written
+ * (util/output.h). */
+int seq2seq_finish(Seq2SeqRun *run, int rc);
+
+/* ------------------------------------------------------------------------
+ * The whole program as one call with callbacks, kept while chapter 07's
+ * captioner moves onto the calls above: what the chapter gives it. */
 typedef struct {
     const char *chapter;        /* "01_rnn_seq2seq" */
     const char *model_name;     /* the "model=" its checkpoints carry: "rnn_seq2seq" */
@@ -29,42 +185,28 @@ typedef struct {
      * "key=value\n" lines to config (a buffer of size cap, already holding
      * the task's lines). Returns 0 or -1 with fail(). */
     int (*write_config)(char *config, int cap);
-    /* Build a model for this dataset from the config text (the same text is
-     * stored in the checkpoint, so a loaded model is rebuilt identically),
-     * with parameters initialised from seed. max_batch sizes the activation
-     * buffers. Returns 0 or -1 with fail(). */
+    /* Build a model for this dataset from the config text, with parameters
+     * initialised from seed. Returns 0 or -1 with fail(). */
     int (*build)(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
     /* Defaults for the common flags that differ per chapter (0 = keep). */
     int default_steps;
     int default_batch;
     float default_lr;
-    /* Flags that --preset long stands for: a longer, bigger run to chase the
-     * published g2p results (flags the user gives as well still win). NULL = none. */
-    const char *preset_long;
-    /* Optional, for a chapter whose sources are images (chapter 07's
-     * captions); NULL for the token tasks. The chapter's own flags choose
-     * the data: --task, --n-train, --min-len, --max-len, --translate and
-     * --plot are not offered, and write_config writes the data's keys too.
-     *   load_data:  build the data set d from the config text (training: the
-     *               text write_config made; --load: the checkpoint's), with
-     *               d->value_size > 0. Returns 0 or -1 with fail().
-     *   load_flags: the chapter's flags that still act with --load
-     *               (comma-separated, e.g. "image"), or NULL.
-     *   use_loaded: with --load, before the evaluation: the chapter's own use
-     *               of the model (captioning the user's --image). Returns 1
-     *               when it did the whole run, 0 to go on and evaluate, -1
-     *               with fail().
-     *   after_eval: after the evaluation of a trained or loaded model: the
-     *               chapter's pictures into out_dir and more keys into res
-     *               (the driver's attention heatmaps, which label source
-     *               tokens, are not drawn). Returns 0 or -1 with fail(). */
+    const char *preset_long;    /* as Seq2SeqProgram's */
+    /* For a chapter whose sources are images (07's captions); NULL otherwise:
+     *   load_data:  the data set d from the config text, d->value_size > 0
+     *   load_flags: as Seq2SeqProgram's
+     *   use_loaded: with --load, before the evaluation: 1 when it did the
+     *               whole run, 0 to go on, -1 with fail()
+     *   after_eval: the chapter's pictures into out_dir and more keys into res */
     int (*load_data)(Dataset *d, const char *config);
     const char *load_flags;
     int (*use_loaded)(Seq2Seq *m, const Dataset *d, const char *out_dir);
     int (*after_eval)(Seq2Seq *m, const Dataset *d, const char *out_dir, Results *res);
 } ChapterSpec;
 
-/* The whole program of a seq2seq chapter. Returns the process exit code. */
+/* The whole program of a seq2seq chapter (the calls above in order).
+ * Returns the process exit code. */
 int seq2seq_main(int argc, char **argv, const ChapterSpec *spec);
 
 #endif

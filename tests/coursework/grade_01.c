@@ -126,7 +126,8 @@ typedef struct {
 /* A tanh-RNN encoder-decoder and a padded batch (targets of 4, 2, 3 tokens, <eos> included). */
 static int decoder_make(Decoder *d) {
     memset(d, 0, sizeof *d);
-    if (rnn_seq2seq_create(&d->model, CELL_RNN, DEC_V, DEC_V, DEC_DE, DEC_S, DEC_B, DEC_T, DEC_TT - 1, 5) < 0)
+    const RnnConfig cfg = {.cell = CELL_RNN, .D_E = DEC_DE, .S = DEC_S};
+    if (rnn_seq2seq_create(&d->model, &cfg, DEC_V, DEC_V, DEC_B, DEC_T, DEC_TT - 1, 5) < 0)
         return grade_fail("rnn_seq2seq_create failed");
     Batch *b = &d->batch;
     b->batch = DEC_B;

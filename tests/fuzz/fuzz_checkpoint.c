@@ -109,24 +109,33 @@ static void load_seq2seq(const char *path, const char *config) {
         return;
     char model[64];
     if (config_get(config, "model", model, sizeof model) != 0) return;
-    int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t) = NULL;
     RnnConfig rnn;
+    BahdanauConfig bahdanau;
+    AttnSeq2SeqConfig attn;
     TransformerConfig tr = {0};
-    int attn = 0;
-    if (strcmp(model, "rnn_seq2seq") == 0 || strcmp(model, "bahdanau") == 0 || strcmp(model, "attn_seq2seq") == 0) {
-        if (rnn_config_read(config, &rnn) != 0 || rnn.D_E > 64 || rnn.S > 64) return;
-        if (config_get_int(config, "attn", &attn) == 0 && attn > 64) return;
-        build = model[0] == 'r' ? rnn_seq2seq_build : model[0] == 'b' ? bahdanau_build : attn_seq2seq_build;
+    Seq2Seq m;
+    memset(&m, 0, sizeof m);
+    int rc = -1;
+    if (strcmp(model, "rnn_seq2seq") == 0) {
+        if (config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &rnn) != 0 || rnn.D_E > 64 || rnn.S > 64) return;
+        rc = rnn_seq2seq_build(&m, d, &rnn, 2, 1);
+    } else if (strcmp(model, "bahdanau") == 0) {
+        if (config_read(config, BAHDANAU_CONFIG_FIELDS, BAHDANAU_CONFIG_N, &bahdanau) != 0 || bahdanau.D_E > 64 ||
+            bahdanau.S > 64 || bahdanau.D_A > 64)
+            return;
+        rc = bahdanau_build(&m, d, &bahdanau, 2, 1);
+    } else if (strcmp(model, "attn_seq2seq") == 0) {
+        if (config_read(config, ATTN_SEQ2SEQ_CONFIG_FIELDS, ATTN_SEQ2SEQ_CONFIG_N, &attn) != 0 || attn.D_E > 64 ||
+            attn.S > 64 || attn.D_A > 64)
+            return;
+        rc = attn_seq2seq_build(&m, d, &attn, 2, 1);
     } else if (strcmp(model, "transformer") == 0) {
         if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &tr) != 0 || tr.block.D > 64 ||
             tr.block.F > 256 || tr.layers > 2)
             return;
-    } else {
-        return;
+        rc = transformer_build(&m, d, &tr, 2, 1);
     }
-    Seq2Seq m;
-    memset(&m, 0, sizeof m);
-    if (build ? build(&m, d, config, 2, 1) != 0 : transformer_build(&m, d, &tr, 2, 1) != 0) return;
+    if (rc != 0) return;
     report(model, checkpoint_load(path, m.params));
     m.destroy(m.self);
 }
@@ -172,7 +181,11 @@ static void exercise(const char *path) {
         (void)checkpoint_check_model(path, config, MODELS[i][0], MODELS[i][1]);
 
     RnnConfig rnn;
-    (void)rnn_config_read(config, &rnn);
+    (void)config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &rnn);
+    BahdanauConfig bahdanau;
+    (void)config_read(config, BAHDANAU_CONFIG_FIELDS, BAHDANAU_CONFIG_N, &bahdanau);
+    AttnSeq2SeqConfig attn;
+    (void)config_read(config, ATTN_SEQ2SEQ_CONFIG_FIELDS, ATTN_SEQ2SEQ_CONFIG_N, &attn);
     TransformerConfig tr = {0};
     (void)config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &tr);
     GptConfig gpt;
