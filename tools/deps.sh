@@ -8,6 +8,10 @@
 #   tools/deps.sh fuzz    clang-14, libclang-rt-14-dev (libFuzzer, sanitizers), libomp-14-dev,
 #                         zlib1g-dev  (required: make fuzz)
 #   tools/deps.sh valgrind  valgrind (required: make test-valgrind)
+#   tools/deps.sh arm     gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, libgomp1-arm64-cross,
+#                         qemu-user, and the arm64 builds of libcmocka-dev and zlib1g-dev
+#                         (Debian multiarch: adds the arm64 architecture to dpkg first)
+#                         (required: make test-arm, mk/arm.mk)
 #
 # As root it runs apt-get; otherwise it prints the one command to run.
 # dataset-fashion-mnist is the data of chapter 07 (the Vision Transformer): the
@@ -22,7 +26,9 @@ case "$what" in
   twin)  required=(python3-torch python3-numpy zlib1g-dev gcc make) ;;
   fuzz)  required=(clang-14 libclang-rt-14-dev libomp-14-dev zlib1g-dev make) ;;
   valgrind) required=(valgrind) ;;
-  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz or valgrind)" >&2; exit 2 ;;
+  arm)   required=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user make
+                   libcmocka-dev:arm64 zlib1g-dev:arm64) ;;
+  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz, valgrind or arm)" >&2; exit 2 ;;
 esac
 
 missing() {  # print the packages of "$@" that dpkg does not list as installed
@@ -42,10 +48,19 @@ install() {  # apt-get install "$@" as root; returns non-zero on failure
     || { tail -n 5 /tmp/attn-apt.log >&2; return 1; }
 }
 
+# The arm64 libraries (NAME:arm64) are Debian's own arm64 packages, installed
+# beside the amd64 ones (multiarch): dpkg must know the architecture, and apt
+# its package lists, before they can be installed.
+if [ "$what" = arm ] && [ "$(id -u)" = 0 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  echo "deps.sh: dpkg --add-architecture arm64 (multiarch, for the arm64 libraries)"
+  dpkg --add-architecture arm64 && rm -f /tmp/.attn-apt-updated
+fi
+
 need=$(missing "${required[@]}")
 if [ -n "$need" ]; then
   if ! install $need; then
     echo "deps.sh: missing packages for '$what': $need" >&2
+    [ "$what" = arm ] && echo "deps.sh: first: sudo dpkg --add-architecture arm64 && sudo apt-get update" >&2
     echo "deps.sh: run: sudo apt-get install -y $need" >&2
     exit 1
   fi
