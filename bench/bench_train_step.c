@@ -294,7 +294,7 @@ typedef struct {
     int *x, *y;   /* [B, N] tokens and the next tokens */
 } GptBench;
 
-/* What the shared driver's step does for the GPT (gpt_classifier): the mean
+/* What 06_gpt's training step does (main_gpt.c's gradient): the mean
  * cross-entropy per target, and its gradient. */
 static double gpt_forward_backward(void *state) {
     GptBench *s = state;

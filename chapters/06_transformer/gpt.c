@@ -152,54 +152,6 @@ void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float sc
     embedding_backward(dE, dX0, tokens, R, D);
 }
 
-/* ============================================ the shared driver's interface */
-
-static double classifier_forward(void *self, const Examples *e) {
-    Gpt *g = self;
-    double sum = gpt_forward(g, e->tokens, e->targets, e->B, e->targets != NULL);
-    return g->last_counted ? sum / g->last_counted : 0.0;
-}
-
-static void classifier_backward(void *self, const Examples *e) {
-    Gpt *g = self;
-    if (g->last_counted) gpt_backward(g, e->tokens, e->targets, e->B, (float)g->last_counted);
-}
-
-static void classifier_predict(void *self, int *pred) {
-    Gpt *g = self;
-    const size_t R = (size_t)g->B * g->N;
-    for (size_t r = 0; r < R; r++) {
-        const float *row = g->logits + r * g->V;
-        int best = 0;
-        for (int v = 1; v < g->V; v++)
-            if (row[v] > row[best]) best = v;
-        pred[r] = best;
-    }
-}
-
-static const float *classifier_logits(void *self) {
-    return ((Gpt *)self)->logits;
-}
-
-static const float *classifier_attention(void *self, int l, int h, int b) {
-    Gpt *g = self;
-    const float *A = stack_attention(&g->st, l, g->B, g->N, 0);
-    return A ? A + ((size_t)b * g->st.spec.H + h) * g->N * g->N : NULL;
-}
-
-static void classifier_destroy(void *self) {
-    gpt_free(self);
-    free(self);
-}
-
-void gpt_classifier(Gpt *g, Classifier *m) {
-    *m = (Classifier){.self = g, .params = &g->params, .max_B = g->max_B, .n_out = g->N, .classes = g->V,
-                      .layers = g->L, .heads = g->st.spec.H, .forward = classifier_forward,
-                      .backward = classifier_backward, .predict = classifier_predict,
-                      .logits = classifier_logits, .attention = classifier_attention,
-                      .destroy = classifier_destroy};
-}
-
 /* ============================================================ perplexity */
 
 double gpt_stream_nll(Gpt *g, const int *ids, int first, int n, int stride, long *counted) {

@@ -29,7 +29,6 @@
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/stack.h"
 #include "io/config.h"
-#include "model/classifier.h"
 #include "util/rng.h"
 
 typedef struct {
@@ -82,10 +81,6 @@ double gpt_forward(Gpt *g, const int *tokens, const int *targets, int B, int tra
 /* After gpt_forward with targets: d (sum / scale_by) / d params, into
  * params.grad (+=). scale_by: usually the number of scored targets. */
 void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float scale_by);
-
-/* The model as the shared driver's Classifier (classifier_train_step):
- * n_out = N outputs per window, V classes, mean cross-entropy. */
-void gpt_classifier(Gpt *g, Classifier *m);
 
 /* Perplexity pieces over a stream: the sum of -ln p(ids[t] | ids[.. t-1])
  * for t in [first, n), each token predicted with at least N - stride
