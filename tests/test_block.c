@@ -23,7 +23,9 @@
  *    evaluation gives the bits of attn_dropout 0 and the kept A is the
  *    undropped softmax; in training the block is X + chapter 05 with keep
  *    masks drawn by dropout_mask from the same seed (bit for bit), about p
- *    of them zero; block_spec_check refuses it with fused attention.
+ *    of them zero; block_spec_check refuses it with fused attention;
+ *  - the cache laid out once for a larger batch (block_cache_alloc) gives
+ *    the bits of a cache of exactly the pass's size, forward and backward.
  *
  * Step and tolerance. A block chains a dozen float operations, so its finite
  * differences carry more rounding noise than one layer's (growing as 1/eps),
@@ -76,7 +78,8 @@ typedef struct {
     int B, N, N_M, train;
     uint64_t dropout_seed;   /* reseeded before each forward: the same mask every time */
     const int *lens;
-    float *X, *params, *Y, *cache, *wY;
+    float *X, *params, *Y, *wY;
+    BlockCache cache;
     float *M;                /* decoder blocks: the memory [B, N_M, D] */
     BlockMemory mem;
     BlockWeights w;
@@ -94,7 +97,7 @@ static void block_make_with_memory(Block *b, BlockSpec s, int B, int N, int N_M,
     b->params = alloc_floats(nP);
     b->Y = alloc_floats(nX);
     b->wY = alloc_floats(nX);
-    b->cache = alloc_floats(block_cache_floats(&s, B, N, b->N_M));
+    block_cache_alloc(&b->cache, &s, B, N, b->N_M);
     b->w = block_weights_view(&s, b->params);
     fill(b->X, nX, 1.0f, r);
     fill(b->params, nP, 0.6f, r);
@@ -116,13 +119,14 @@ static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
 }
 
 static void block_free(Block *b) {
-    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->cache); free(b->M);
+    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->M);
+    block_cache_free(&b->cache);
 }
 
 static void run_forward(Block *b) {
     Rng rng;
     rng_seed(&rng, b->dropout_seed, 0);
-    block_forward(b->Y, b->cache, b->X, &b->s, &b->w, b->lens, b->s.cross ? &b->mem : NULL, b->B, b->N, b->train,
+    block_forward(b->Y, &b->cache, b->X, &b->s, &b->w, b->lens, b->s.cross ? &b->mem : NULL, b->B, b->N, b->train,
                   &rng);
 }
 
@@ -176,7 +180,7 @@ static void check_gradients_with_memory(BlockSpec s, int B, int N, const int *le
     float *scratch = alloc_floats(block_scratch_floats(&s, B, N, b.N_M));
     BlockWeights dw = block_weights_view(&s, dP);
     run_forward(&b);
-    block_backward(dX, s.cross ? dM : NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens,
+    block_backward(dX, s.cross ? dM : NULL, &dw, scratch, b.wY, &b.cache, b.X, &s, &b.w, lens,
                    s.cross ? &b.mem : NULL, B, N);
     expect_grad_ok(gradcheck(block_loss, &b, b.X, dX, nX, EPS, MAX_CHECKS), "block dX", &s);
     expect_grad_ok(gradcheck(block_loss, &b, b.params, dP, nP, EPS, MAX_CHECKS), "block dparams", &s);
@@ -364,7 +368,7 @@ static void test_block_step_matches_forward(void **state) {
                                          cross, place, mlp, i, t, d, got, want);
                         }
                     if (cross) {   /* the step's cross-attention weights are forward's row t */
-                        const float *A = block_cross_attention_weights(&s, b.cache, B, N, N_M);
+                        const float *A = b.cache.cross_A;
                         for (int i = 0; i < B; i++)
                             for (int h = 0; h < H; h++)
                                 for (int j = 0; j < N_M; j++)
@@ -421,7 +425,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 float *scratch05 = alloc_floats(multi_head_scratch_floats(&as, B, N));
                 BlockWeights dw = block_weights_view(&s, dP);
                 MultiHeadWeights dw05 = multi_head_weights_view(&as, dP05);
-                block_backward(dX, NULL, &dw, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
+                block_backward(dX, NULL, &dw, scratch, b.wY, &b.cache, b.X, &s, &b.w, lens, NULL, B, N);
                 memcpy(dX05, b.wY, sizeof(float) * nX);   /* the residual's dY, first */
                 multi_head_backward(dX05, &dw05, scratch05, b.wY, A, NULL, mh_cache, b.X, &as, &b.w.attn, causal,
                                     lens, B, N);
@@ -461,14 +465,17 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             s_drop.dropout = 0.5f;
             s_drop.drop_path = 0.5f;
             assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
-            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N, 0)), *Y = alloc_floats(nX);
+            BlockCache cache;
+            block_cache_alloc(&cache, &s_drop, B, N, 0);
+            float *Y = alloc_floats(nX);
             Rng rng;
             rng_seed(&rng, 6, 0);
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 0, &rng);
+            block_forward(Y, &cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 0, &rng);
             assert_memory_equal(Y, Y0, sizeof(float) * nX);
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 1, &rng);
+            block_forward(Y, &cache, b.X, &s_drop, &b.w, NULL, NULL, B, N, 1, &rng);
             assert_memory_not_equal(Y, Y0, sizeof(float) * nX);
-            free(Y0); free(Y); free(cache);
+            free(Y0); free(Y);
+            block_cache_free(&cache);
             block_free(&b);
         }
 }
@@ -503,7 +510,7 @@ static void test_prenorm_block_is_the_block(void **state) {
         memcpy(dX1, dX0, sizeof(float) * nX);
         BlockWeights dw0 = block_weights_view(&s, g0), dw1 = block_weights_view(&s, g1);
         float *scratch = alloc_floats(block_scratch_floats(&s, B, N, 0));
-        block_backward(dX0, NULL, &dw0, scratch, b.wY, b.cache, b.X, &s, &b.w, lens, NULL, B, N);
+        block_backward(dX0, NULL, &dw0, scratch, b.wY, &b.cache, b.X, &s, &b.w, lens, NULL, B, N);
         prenorm_block_backward(dX1, &dw1, &a, b.wY, b.X, &s, &b.w, lens, B, N);
         assert_memory_equal(dX1, dX0, sizeof(float) * nX);
         assert_memory_equal(g1, g0, sizeof(float) * nP);
@@ -540,30 +547,32 @@ static void test_block_attention_dropout_off_at_evaluation(void **state) {
             run_forward(&b);
             const int n_M = cross ? N_M : 0;
             const size_t nX = (size_t)B * N * s.D, nA = (size_t)B * s.H * N * N, nC = (size_t)B * s.H * N * N_M;
-            const float *A0 = block_attention_weights(&s, b.cache, B, N, n_M);
-            const float *C0 = block_cross_attention_weights(&s, b.cache, B, N, n_M);
+            const float *A0 = b.cache.A, *C0 = b.cache.cross_A;
 
             BlockSpec s_drop = s;
             s_drop.attn_dropout = 0.5f;
             assert_int_equal(block_param_count(&s_drop), block_param_count(&s));
-            float *cache = alloc_floats(block_cache_floats(&s_drop, B, N, n_M)), *Y = alloc_floats(nX);
+            BlockCache cache;
+            block_cache_alloc(&cache, &s_drop, B, N, n_M);
+            float *Y = alloc_floats(nX);
             const BlockMemory *mem = cross ? &b.mem : NULL;
             Rng rng;
             rng_seed(&rng, 6, 0);
             Rng before = rng;
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 0, &rng);
+            block_forward(Y, &cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 0, &rng);
             assert_memory_equal(Y, b.Y, sizeof(float) * nX);
             assert_memory_equal(&rng, &before, sizeof rng);   /* nothing drawn */
-            assert_memory_equal(block_attention_weights(&s_drop, cache, B, N, n_M), A0, sizeof(float) * nA);
+            assert_memory_equal(cache.A, A0, sizeof(float) * nA);
             if (cross)
-                assert_memory_equal(block_cross_attention_weights(&s_drop, cache, B, N, n_M), C0, sizeof(float) * nC);
+                assert_memory_equal(cache.cross_A, C0, sizeof(float) * nC);
 
             /* training: the self-attention reads X as before, so its weights
              * are the same; dropping some of them changes everything after */
-            block_forward(Y, cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 1, &rng);
+            block_forward(Y, &cache, b.X, &s_drop, &b.w, NULL, mem, B, N, 1, &rng);
             assert_memory_not_equal(Y, b.Y, sizeof(float) * nX);
-            assert_memory_equal(block_attention_weights(&s_drop, cache, B, N, n_M), A0, sizeof(float) * nA);
-            free(Y); free(cache);
+            assert_memory_equal(cache.A, A0, sizeof(float) * nA);
+            free(Y);
+            block_cache_free(&cache);
             block_free(&b);
         }
 }
@@ -649,9 +658,10 @@ static void test_block_sizes(void **state) {
     assert_int_equal(block_spec_check(&s_drop), 0);
     s.cross = 0;
     s.attention = MULTI_HEAD_FUSED;   /* no A to keep */
-    float *cache = alloc_floats(block_cache_floats(&s, 2, 3, 0));
-    assert_null(block_attention_weights(&s, cache, 2, 3, 0));
-    free(cache);
+    BlockCache cache;
+    block_cache_alloc(&cache, &s, 2, 3, 0);
+    assert_null(cache.A);
+    block_cache_free(&cache);
     /* ... and none to drop: the spec is refused, with a reason */
     assert_int_equal(block_spec_check(&s), 0);
     s.attn_dropout = 0.1f;
@@ -687,6 +697,57 @@ static void test_block_sizes(void **state) {
     assert_non_null(strstr(last_error(), "plain"));
 }
 
+/* The cache is laid out once, for the largest batch it will hold
+ * (block_cache_alloc): a pass over fewer, shorter sequences (and a shorter
+ * memory) uses the first rows of each buffer and gives the same bits as a
+ * cache of exactly its size: Y, dX, dM and every weight gradient, with
+ * dropout, attention dropout and drop path drawing the same masks. */
+static void test_block_cache_for_a_larger_batch(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 31, 0);
+    const int B = 2, N = 5, N_M = 4;
+    int lens[2] = {4, 0}, mem_lens[2] = {3, 0};
+    for (int cross = 0; cross <= 1; cross++)
+        for (int place = 0; place < 2; place++) {
+            const BlockSpec s = {.D = 8, .H = 2, .D_H = 4, .F = 12, .norm_place = (BlockNormPlace)place,
+                                 .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_SWIGLU, .dropout = 0.1f,
+                                 .attention = MULTI_HEAD_PLAIN, .causal = 1, .cross = cross, .attn_dropout = 0.1f,
+                                 .drop_path = 0.1f};
+            Block b;
+            block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
+            b.lens = lens;
+            b.train = 1;
+            b.dropout_seed = 9;
+            const BlockMemory *mem = cross ? &b.mem : NULL;
+            const size_t nX = (size_t)B * N * s.D, nP = block_param_count(&s), nM = (size_t)B * b.N_M * s.D;
+            BlockCache big;
+            block_cache_alloc(&big, &s, B + 3, N + 2, cross ? N_M + 1 : 0);
+            const BlockCache *caches[2] = {&b.cache, &big};
+            float *Y[2], *dX[2], *dM[2], *dP[2];
+            float *scratch = alloc_floats(block_scratch_floats(&s, B, N, b.N_M));
+            for (int c = 0; c < 2; c++) {
+                Y[c] = alloc_floats(nX), dX[c] = alloc_floats(nX), dM[c] = alloc_floats(nM), dP[c] = alloc_floats(nP);
+                Rng rng;
+                rng_seed(&rng, b.dropout_seed, 0);
+                block_forward(Y[c], caches[c], b.X, &s, &b.w, lens, mem, B, N, 1, &rng);
+                BlockWeights dw = block_weights_view(&s, dP[c]);
+                block_backward(dX[c], cross ? dM[c] : NULL, &dw, scratch, b.wY, caches[c], b.X, &s, &b.w, lens, mem, B,
+                               N);
+            }
+            assert_memory_equal(Y[0], Y[1], sizeof(float) * nX);
+            assert_memory_equal(dX[0], dX[1], sizeof(float) * nX);
+            assert_memory_equal(dM[0], dM[1], sizeof(float) * (nM ? nM : 1));
+            assert_memory_equal(dP[0], dP[1], sizeof(float) * nP);
+            for (int c = 0; c < 2; c++) {
+                free(Y[c]); free(dX[c]); free(dM[c]); free(dP[c]);
+            }
+            free(scratch);
+            block_cache_free(&big);
+            block_free(&b);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_sizes),
@@ -702,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_block_attention_dropout_off_at_evaluation),
         cmocka_unit_test(test_block_attention_dropout_is_chapter_05_with_keep),
         cmocka_unit_test(test_block_step_matches_forward),
+        cmocka_unit_test(test_block_cache_for_a_larger_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -641,16 +641,17 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     }
     assert_int_equal(filled, n_params);   /* every parameter came from the file */
     size_t nX = (size_t)B * N * D, nM = (size_t)B * N_M * D;
-    float *Y = buf(c, nX), *cache = buf(c, block_cache_floats(&s, B, N, N_M));
+    float *Y = buf(c, nX);
+    const BlockCache cache = block_cache_view(&s, B, N, N_M, buf(c, block_cache_floats(&s, B, N, N_M)));
     float *scratch = buf(c, block_scratch_floats(&s, B, N, N_M)), *dX = buf(c, nX);
     float *dM = M ? buf(c, nM) : NULL;
-    block_forward(Y, cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N, 0, NULL);
+    block_forward(Y, &cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N, 0, NULL);
     /* Y sums terms of size 1 to 3 (X and the two branches), which cancel to
      * near 0 in places: a few float32 roundings of those terms (1e-6) are
      * the floor there, more than ATOL_OUT allows. */
     expect_times(c, "Y", Y, 1, RTOL_OUT, 4e-6);
     for (int times = 1; times <= 2; times++) {
-        block_backward(dX, dM, &dw, scratch, f32(c, "dY"), cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N);
+        block_backward(dX, dM, &dw, scratch, f32(c, "dY"), &cache, X->data, &s, &w, lens, M ? &mem : NULL, B, N);
         expect_grad(c, "dX", dX, times);
         if (M) expect_grad(c, "dM", dM, times);
         for (int i = 0; i < BLOCK_TENSORS; i++) {

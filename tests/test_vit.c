@@ -606,16 +606,18 @@ static void test_encoder_is_chapter_06(void **state) {
                 X[((size_t)b * T + t) * D + d] = (t == 0 ? cls[d] : patches[((size_t)b * N + t - 1) * D + d]) + pos[t * D + d];
     /* chapter 06, called block by block */
     const BlockSpec *spec = &v.st.spec;
-    float *block_cache = calloc(block_cache_floats(spec, B, T, 0), sizeof(float));
+    BlockCache block_cache;
+    block_cache_alloc(&block_cache, spec, B, T, 0);
     for (int l = 0; l < cfg.layers; l++) {
         BlockWeights w = stack_block_weights(&v.st, l, 0);
-        block_forward(Y, block_cache, X, spec, &w, NULL, NULL, B, T, 0, NULL);
+        block_forward(Y, &block_cache, X, spec, &w, NULL, NULL, B, T, 0, NULL);
         memcpy(X, Y, sizeof(float) * (size_t)B * T * D);
     }
     block_norm_forward(Y, mean, rstd, X, spec, params_data(&v.params, v.st.norm_g), params_data(&v.params, v.st.norm_b),
                        B * T);
     assert_memory_equal(Y, v.st.out, sizeof(float) * (size_t)B * T * D);
-    free(patches); free(cache); free(X); free(Y); free(mean); free(rstd); free(block_cache);
+    free(patches); free(cache); free(X); free(Y); free(mean); free(rstd);
+    block_cache_free(&block_cache);
     vit_free(&v);
 }
 

@@ -21,6 +21,7 @@
 #include "06_transformer/block.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"
@@ -29,6 +30,7 @@
 #include "nn/params.h"
 #include "nn/transformer_layers.h"
 #include "util/error.h"
+#include "util/util.h"
 
 /* The sublayers, in order. */
 enum { SUB_SELF = 0, SUB_CROSS = 1, SUB_MLP = 2, N_SUBLAYERS = 3 };
@@ -156,28 +158,8 @@ static float *sub_dbeta(BlockWeights *w, int k) {
 /* Layout of the cache and the scratch                                       */
 /* ------------------------------------------------------------------------ */
 
-/* What forward keeps of one sublayer (NULL when the spec does not need it). */
-typedef struct {
-    float *n;               /* [R, D] pre-norm: Norm(X_k); post-norm: S = X_k + O */
-    float *mean, *rstd;     /* [R] the norm's row statistics (mean: LayerNorm only) */
-    float *mask;            /* [R, D] dropout on the branch output */
-    float *path_keep;       /* [B] drop path: 0 or 1/(1-p) per example */
-    float *out;             /* [R, D] Z_k, the sublayer's output */
-} SublayerCache;
-
-typedef struct {
-    SublayerCache sub[N_SUBLAYERS];
-    float *A;               /* [B, H, N, N] chapter 05's attention weights (plain only) */
-    float *keep;            /* [B, H, N, N] their dropout multipliers (attn_dropout > 0) */
-    float *attn_cache;      /* chapter 05's cache */
-    float *cross_A;         /* [B, H, N, N_M] */
-    float *cross_keep;      /* [B, H, N, N_M] (attn_dropout > 0) */
-    float *cross_cache;     /* multi_head_cross's cache */
-    float *pre_act;         /* [R, F] U W_1 (+ b_1) */
-    float *gate;            /* [R, F] U W_3 (SwiGLU) */
-    float *hidden;          /* [R, F] act(pre_act), or silu(pre_act) gate */
-} BlockCache;
-
+/* The cache's buffers (block.h's BlockCache) from base, or only their
+ * count (base NULL). Returns how many floats they take. */
 static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *base, BlockCache *c) {
     const MultiHeadSpec as = block_attention_spec(s);
     const size_t R = (size_t)B * N, RD = R * s->D;
@@ -187,7 +169,7 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     memset(c, 0, sizeof *c);
     for (int k = 0; k < N_SUBLAYERS; k++) {
         if (!has_sublayer(s, k)) continue;
-        SublayerCache *sc = &c->sub[k];
+        BlockSublayerCache *sc = &c->sub[k];
         sc->n = take(base, &used, norm ? RD : 0);
         sc->mean = take(base, &used, s->norm == BLOCK_LAYERNORM ? R : 0);
         sc->rstd = take(base, &used, norm ? R : 0);
@@ -215,16 +197,22 @@ size_t block_cache_floats(const BlockSpec *s, int B, int N, int N_M) {
     return cache_layout(s, B, N, N_M, NULL, &c);
 }
 
-const float *block_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M) {
+BlockCache block_cache_view(const BlockSpec *s, int max_B, int max_N, int N_M, float *memory) {
     BlockCache c;
-    cache_layout(s, B, N, N_M, (float *)cache, &c);
-    return c.A;
+    cache_layout(s, max_B, max_N, N_M, memory, &c);
+    return c;
 }
 
-const float *block_cross_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M) {
-    BlockCache c;
-    cache_layout(s, B, N, N_M, (float *)cache, &c);
-    return c.cross_A;
+void block_cache_alloc(BlockCache *c, const BlockSpec *s, int max_B, int max_N, int N_M) {
+    const size_t n = block_cache_floats(s, max_B, max_N, N_M);
+    float *memory = xcalloc(n > 0 ? n : 1, sizeof(float));
+    *c = block_cache_view(s, max_B, max_N, N_M, memory);
+    c->memory = memory;
+}
+
+void block_cache_free(BlockCache *c) {
+    free(c->memory);
+    memset(c, 0, sizeof *c);
 }
 
 /* Scratch of backward. */
@@ -329,7 +317,7 @@ typedef struct {
     const int *lens;
     const BlockMemory *mem;
     int B, N;
-    BlockCache c;
+    const BlockCache *c;
 } Pass;
 
 /* Dropout on the weights of attention sublayer k: its keep masks in the
@@ -339,7 +327,7 @@ typedef struct {
  * uses, or NULL (evaluation, or attn_dropout 0: no masks in the cache). */
 static const float *draw_attention_keep(const Pass *p, int k, int train, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(p->s);
-    float *keep = k == SUB_SELF ? p->c.keep : p->c.cross_keep;
+    float *keep = k == SUB_SELF ? p->c->keep : p->c->cross_keep;
     if (keep == NULL) return NULL;
     const size_t n = k == SUB_SELF ? multi_head_attention_floats(&as, p->B, p->N)
                                    : multi_head_cross_attention_floats(&as, p->B, p->N, p->mem->N_M);
@@ -350,7 +338,7 @@ static const float *draw_attention_keep(const Pass *p, int k, int train, Rng *rn
 /* O [R, D] = F_k(U): the branch of sublayer k */
 static void branch_forward(float *O, const float *U, const Pass *p, int k, int train, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(p->s);
-    const BlockCache *c = &p->c;
+    const BlockCache *c = p->c;
     if (k == SUB_SELF) {
         const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
         multi_head_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
@@ -367,7 +355,7 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
 static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockScratch *sc, const float *dO,
                             const float *U, const Pass *p, int k) {
     const MultiHeadSpec as = block_attention_spec(p->s);
-    const BlockCache *c = &p->c;
+    const BlockCache *c = p->c;
     if (k == SUB_SELF)
         multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
                             &p->w->attn, p->s->causal, p->lens, p->B, p->N);
@@ -382,7 +370,7 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
 /* X_k [R, D] -> Z_k = the sublayer's output (cache.sub[k].out) */
 static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rng *rng) {
     const BlockSpec *s = p->s;
-    const SublayerCache *sc = &p->c.sub[k];
+    const BlockSublayerCache *sc = &p->c->sub[k];
     const int R = p->B * p->N, RD = R * s->D;
     const int pre = s->norm_place == BLOCK_PRE_NORM, norm = s->norm != BLOCK_NO_NORM;
     const float *U = X;
@@ -404,7 +392,7 @@ static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rn
 static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const BlockScratch *k_, const float *dZ,
                               const float *X, const Pass *p, int k) {
     const BlockSpec *s = p->s;
-    const SublayerCache *sc = &p->c.sub[k];
+    const BlockSublayerCache *sc = &p->c->sub[k];
     const int R = p->B * p->N, RD = R * s->D;
     const size_t RD_bytes = sizeof(float) * (size_t)RD;
     const int pre = s->norm_place == BLOCK_PRE_NORM, norm = s->norm != BLOCK_NO_NORM;
@@ -445,32 +433,24 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
 /* ------------------------------------------------------------------------ */
 
 static Pass make_pass(const BlockSpec *s, const BlockWeights *w, const int *lens, const BlockMemory *mem,
-                      int B, int N, const float *cache) {
-    Pass p;
-    p.s = s;
-    p.w = w;
-    p.lens = lens;
-    p.mem = mem;
-    p.B = B;
-    p.N = N;
-    cache_layout(s, B, N, mem ? mem->N_M : 0, (float *)cache, &p.c);
-    return p;
+                      int B, int N, const BlockCache *cache) {
+    return (Pass){.s = s, .w = w, .lens = lens, .mem = mem, .B = B, .N = N, .c = cache};
 }
 
-void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
+void block_forward(float *Y, const BlockCache *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng) {
     const Pass p = make_pass(s, w, lens, mem, B, N, cache);
     const float *in = X;
     for (int k = 0; k < N_SUBLAYERS; k++) {
         if (!has_sublayer(s, k)) continue;
         sublayer_forward(in, &p, k, train, rng);
-        in = p.c.sub[k].out;
+        in = p.c->sub[k].out;
     }
     memcpy(Y, in, sizeof(float) * (size_t)B * N * s->D);
 }
 
 void block_backward(float *dX, float *dM, BlockWeights *dw, float *scratch, const float *dY,
-                    const float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
+                    const BlockCache *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                     const int *lens, const BlockMemory *mem, int B, int N) {
     const Pass p = make_pass(s, w, lens, mem, B, N, cache);
     const size_t RD_bytes = sizeof(float) * (size_t)B * N * s->D;
@@ -488,7 +468,7 @@ void block_backward(float *dX, float *dM, BlockWeights *dw, float *scratch, cons
     const float *dZ = dY;
     float *bufs[2] = {k.grad_a, k.grad_b};
     for (int i = n - 1; i >= 0; i--) {
-        const float *in = i > 0 ? p.c.sub[order[i - 1]].out : X;
+        const float *in = i > 0 ? p.c->sub[order[i - 1]].out : X;
         float *dIn = dX;   /* the first sublayer accumulates into dX ... */
         if (i > 0 || dX == NULL) {   /* ... the others (and a dX nobody wants) into a zeroed buffer */
             dIn = bufs[i % 2];

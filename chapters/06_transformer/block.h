@@ -132,23 +132,49 @@ BlockWeights block_weights_view(const BlockSpec *s, float *base);
  * W_3, W_2 Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
 
-/* What forward keeps for backward, for B sequences of N positions and a
- * memory of N_M positions (pass 0 for an encoder block): per sublayer its
- * norm's input or output and row statistics, dropout mask and output; the
- * attention's A and cache (chapter 05), the cross-attention's, the MLP's
- * hidden activations; with attn_dropout > 0, the keep masks of A
- * [B, H, N, N] and of the cross-attention's weights [B, H, N, N_M]. */
+/* What forward keeps for backward, one named buffer each (as llm.c's
+ * ActivationTensors), laid out once by block_cache_alloc for up to max_B
+ * sequences of max_N positions and a memory of N_M positions (0 for an
+ * encoder block); a pass over B <= max_B sequences of N <= max_N positions
+ * uses the first B N rows of each. A pointer is NULL when the spec does not
+ * need the buffer. R = B N rows. Per sublayer (self-attention,
+ * cross-attention, MLP: sub[0..2]): */
+typedef struct {
+    float *n;               /* [R, D] pre-norm: Norm(X_k); post-norm: S = X_k + O */
+    float *mean, *rstd;     /* [R] the norm's row statistics (mean: LayerNorm only) */
+    float *mask;            /* [R, D] dropout on the branch output (dropout > 0) */
+    float *path_keep;       /* [B] drop path: 0 or 1/(1-p) per example (drop_path > 0) */
+    float *out;             /* [R, D] Z_k, the sublayer's output */
+} BlockSublayerCache;
+
+typedef struct {
+    BlockSublayerCache sub[3];  /* self-attention, cross-attention (decoder), MLP (mlp != NONE) */
+    float *A;               /* [B, H, N, N] the self-attention weights (NULL with fused attention,
+                             * which keeps none); for heatmaps too */
+    float *keep;            /* [B, H, N, N] their dropout multipliers (attn_dropout > 0) */
+    float *attn_cache;      /* chapter 05's cache */
+    float *cross_A;         /* [B, H, N, N_M] the cross-attention weights (decoder) */
+    float *cross_keep;      /* [B, H, N, N_M] their dropout multipliers (attn_dropout > 0) */
+    float *cross_cache;     /* multi_head_cross's cache */
+    float *pre_act;         /* [R, F] U W_1 (+ b_1) */
+    float *gate;            /* [R, F] U W_3 (SwiGLU) */
+    float *hidden;          /* [R, F] act(pre_act), or silu(pre_act) gate */
+    float *memory;          /* the one allocation they all point into */
+} BlockCache;
+
+/* Floats of the buffers above for B sequences of N positions (a memory of N_M). */
 size_t block_cache_floats(const BlockSpec *s, int B, int N, int N_M);
-/* Scratch backward needs. */
+/* Allocate them (zeroed, one allocation) for up to max_B sequences of max_N
+ * positions: once, before the passes. */
+void block_cache_alloc(BlockCache *c, const BlockSpec *s, int max_B, int max_N, int N_M);
+void block_cache_free(BlockCache *c);
+/* Or lay them out in memory the caller holds (block_cache_floats of it;
+ * c->memory is then NULL: nothing for block_cache_free). */
+BlockCache block_cache_view(const BlockSpec *s, int max_B, int max_N, int N_M, float *memory);
+/* Scratch backward needs (one buffer, shared by a stack's blocks). */
 size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M);
 
-/* The attention weights forward wrote into the cache (for heatmaps):
- * self-attention A [B, H, N, N] (NULL with fused attention, which keeps no
- * A); cross-attention [B, H, N, N_M] (NULL for an encoder block). */
-const float *block_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M);
-const float *block_cross_attention_weights(const BlockSpec *s, const float *cache, int B, int N, int N_M);
-
-/* X [B, N, D] -> Y [B, N, D] (written), cache [block_cache_floats] (written).
+/* X [B, N, D] -> Y [B, N, D] (written), cache (written; block_cache_alloc'd for at least B, N, N_M).
  * lens [B] (or NULL): sequence b has lens[b] real positions (0 = all N), as
  * in chapter 05: no position attends to padding (padding rows are still
  * computed, and are the caller's to ignore). mem: a decoder block's memory
@@ -158,7 +184,7 @@ const float *block_cross_attention_weights(const BlockSpec *s, const float *cach
  * drop path's B draws; 0 is evaluation: no dropout, the same output as p = 0
  * bit for bit (the masks kept are ones). rng may be NULL when both dropouts
  * and drop path are 0 or train is 0. */
-void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
+void block_forward(float *Y, const BlockCache *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 
 /* dY [B, N, D] -> dX [B, N, D] +=, dM [B, N_M, D] += (decoder blocks: the
@@ -166,7 +192,7 @@ void block_forward(float *Y, float *cache, const float *X, const BlockSpec *s, c
  * may be NULL). cache, X, w, lens and mem are what forward saw and wrote.
  * scratch: block_scratch_floats. */
 void block_backward(float *dX, float *dM, BlockWeights *dw, float *scratch, const float *dY,
-                    const float *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
+                    const BlockCache *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                     const int *lens, const BlockMemory *mem, int B, int N);
 
 /* ------------------------------------------------ decoding with a KV cache */

@@ -53,7 +53,7 @@ void stack_alloc(Stack *st, int max_B, int max_N, int N_M) {
     for (int l = 0; l <= st->L; l++) st->x[l] = xcalloc(RD, sizeof(float));
     for (int l = 0; l < st->L; l++) {
         const BlockSpec s = stack_layer_spec(st, l);
-        st->cache[l] = xcalloc(block_cache_floats(&s, max_B, max_N, N_M), sizeof(float));
+        block_cache_alloc(&st->cache[l], &s, max_B, max_N, N_M);
     }
     st->out = xcalloc(RD, sizeof(float));
     st->mean = xcalloc(rows, sizeof(float));
@@ -65,11 +65,10 @@ void stack_alloc(Stack *st, int max_B, int max_N, int N_M) {
 
 void stack_free(Stack *st) {
     for (int l = 0; l <= st->L; l++) free(st->x[l]);
-    for (int l = 0; l < st->L; l++) free(st->cache[l]);
+    for (int l = 0; l < st->L; l++) block_cache_free(&st->cache[l]);
     free(st->out); free(st->mean); free(st->rstd);
     free(st->grad_a); free(st->grad_b); free(st->scratch);
     memset(st->x, 0, sizeof st->x);
-    memset(st->cache, 0, sizeof st->cache);
     st->out = st->mean = st->rstd = st->grad_a = st->grad_b = st->scratch = NULL;
 }
 
@@ -78,7 +77,7 @@ void stack_forward(Stack *st, const int *lens, const BlockMemory *mem, int B, in
     for (int l = 0; l < st->L; l++) {
         const BlockSpec s = stack_layer_spec(st, l);
         BlockWeights w = stack_block_weights(st, l, 0);
-        block_forward(st->x[l + 1], st->cache[l], st->x[l], &s, &w, lens, mem, B, N, train, rng);
+        block_forward(st->x[l + 1], &st->cache[l], st->x[l], &s, &w, lens, mem, B, N, train, rng);
     }
     if (stack_has_final_norm(&st->spec))
         block_norm_forward(st->out, st->mean, st->rstd, st->x[st->L], &st->spec, params_data(st->params, st->norm_g),
@@ -103,18 +102,19 @@ float *stack_backward(Stack *st, const float *dout, const int *lens, const Block
         const BlockSpec s = stack_layer_spec(st, l);
         BlockWeights w = stack_block_weights(st, l, 0), dw = stack_block_weights(st, l, 1);
         memset(dprev, 0, sizeof(float) * n);
-        block_backward(dprev, dM, &dw, st->scratch, dcur, st->cache[l], st->x[l], &s, &w, lens, mem, B, N);
+        block_backward(dprev, dM, &dw, st->scratch, dcur, &st->cache[l], st->x[l], &s, &w, lens, mem, B, N);
         float *swap = dcur; dcur = dprev; dprev = swap;
     }
     return dcur;
 }
 
+/* (B, N, N_M: the last forward's; its maps are the first rows of the buffers) */
 const float *stack_attention(const Stack *st, int l, int B, int N, int N_M) {
-    const BlockSpec s = stack_layer_spec(st, l);
-    return block_attention_weights(&s, st->cache[l], B, N, N_M);
+    (void)B, (void)N, (void)N_M;
+    return st->cache[l].A;
 }
 
 const float *stack_cross_attention(const Stack *st, int l, int B, int N, int N_M) {
-    const BlockSpec s = stack_layer_spec(st, l);
-    return block_cross_attention_weights(&s, st->cache[l], B, N, N_M);
+    (void)B, (void)N, (void)N_M;
+    return st->cache[l].cross_A;
 }

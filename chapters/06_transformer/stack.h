@@ -42,7 +42,7 @@ typedef struct {
     size_t norm_g, norm_b;              /* the final norm's gamma and beta (0: none) */
     /* activations, for up to max_B sequences of max_N positions */
     float *x[STACK_MAX_LAYERS + 1];     /* [B, N, D] X_0 .. X_L (the model writes X_0) */
-    float *cache[STACK_MAX_LAYERS];     /* each block's cache (block_cache_floats) */
+    BlockCache cache[STACK_MAX_LAYERS]; /* each block's saved activations (block_cache_alloc) */
     float *out, *mean, *rstd;           /* [B, N, D] the output; the final norm's row statistics */
     /* backward */
     float *grad_a, *grad_b, *scratch;

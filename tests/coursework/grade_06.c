@@ -47,11 +47,11 @@ static int block_case(const GoldCase *c) {
     for (int i = 0; i < n; i++)
         if (tensors[i].data) memcpy(tensors[i].data, grade_f32(c, tensors[i].name), sizeof(float) * grade_tensor(c, tensors[i].name)->count);
     const size_t nX = (size_t)B * N * D;
-    float *Y = grade_floats(nX), *dX = grade_floats(nX), *cache = grade_floats(block_cache_floats(&s, B, N, 0));
-    float *scratch = grade_floats(block_scratch_floats(&s, B, N, 0));
-    block_forward(Y, cache, X->data, &s, &w, lens, NULL, B, N, 0, NULL);
+    float *Y = grade_floats(nX), *dX = grade_floats(nX), *scratch = grade_floats(block_scratch_floats(&s, B, N, 0));
+    const BlockCache cache = block_cache_view(&s, B, N, 0, grade_floats(block_cache_floats(&s, B, N, 0)));
+    block_forward(Y, &cache, X->data, &s, &w, lens, NULL, B, N, 0, NULL);
     for (int times = 1; times <= 2; times++) {
-        block_backward(dX, NULL, &dw, scratch, grade_f32(c, "dY"), cache, X->data, &s, &w, lens, NULL, B, N);
+        block_backward(dX, NULL, &dw, scratch, grade_f32(c, "dY"), &cache, X->data, &s, &w, lens, NULL, B, N);
         if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
         for (int i = 0; i < n; i++) {
             char name[32];
@@ -86,9 +86,11 @@ static int kv_cache_with(BlockNormPlace place) {
     rng_seed(&rng, 3, 6);
     block_init(&s, &w, &rng);
     grade_fill(w.attn.b_O, KV_D, 0.5f, 4);
-    float *X = grade_floats(nX), *Y = grade_floats(nX), *cache = grade_floats(block_cache_floats(&s, KV_ROWS, KV_N, 0));
+    float *X = grade_floats(nX), *Y = grade_floats(nX);
+    const BlockCache cache =
+        block_cache_view(&s, KV_ROWS, KV_N, 0, grade_floats(block_cache_floats(&s, KV_ROWS, KV_N, 0)));
     grade_fill(X, nX, 1.0f, 5);
-    block_forward(Y, cache, X, &s, &w, NULL, NULL, KV_ROWS, KV_N, 0, NULL);
+    block_forward(Y, &cache, X, &s, &w, NULL, NULL, KV_ROWS, KV_N, 0, NULL);
     BlockStepRow rows[KV_ROWS];
     for (int r = 0; r < KV_ROWS; r++)
         rows[r] = (BlockStepRow){grade_floats((size_t)KV_N * KV_D), grade_floats((size_t)KV_N * KV_D), 0, NULL, 0};
