@@ -1,7 +1,8 @@
 /* test_classifier.c - the driver of the per-position models
  * (common/train/classifier.h):
- *  - classifier_train_step is zero grad, forward, backward, clip, Adam: the
- *    same parameters as those calls made by hand;
+ *  - classifier_train_step_parallel of one model (no replicas, no sam) is
+ *    zero grad, forward, backward, clip, Adam: the same parameters as those
+ *    calls made by hand;
  *  - classifier_train_step_parallel over 2 and 3 replicas (3: slices
  *    of unequal size) gives the gradient and the update of the one-model
  *    step, step after step (the replicas get the trained parameters), for chapter
@@ -11,8 +12,8 @@
  *  - classifier_train (train_loop with the classifier's gradient) on
  *    chapter 04's model learns the reverse task and fills the loss curve;
  *  - classifier_train with a moving average of the weights trains the same
- *    weights, bit for bit, as classifier_train_step called by hand with the
- *    schedule, and the average is the recurrence written out over those steps;
+ *    weights, bit for bit, as classifier_train_step_parallel called by hand
+ *    with the schedule, and the average is the recurrence over those steps;
  *  - classifier_train tells each replica each step before it is taken
  *    (set_progress, which chapter 07's patch dropout reads);
  *  - the sharpness-aware step (sam > 0) over 1 and 2 replicas leaves the
@@ -81,7 +82,7 @@ static void test_train_step_is_the_textbook_step(void **state) {
     assert_int_equal(adam_init(&ob, b.params, 1e-2f, 0.0f), 0);
     for (int step = 0; step < 3; step++) {
         t.train_batch(t.self, &e, B, &r);
-        double la = classifier_train_step(&a, &oa, &e, 0.5f, 1e-2f);
+        double la = classifier_train_step_parallel(&a, 1, &oa, &e, 0.5f, 1e-2f, 0.0f);
         params_zero_grad(b.params);
         double lb = b.forward(b.self, &e);
         b.backward(b.self, &e);
@@ -119,7 +120,7 @@ static void check_parallel_step(Classifier *one, Classifier *replicas, int n, Ex
     assert_int_equal(one->params->size, replicas[0].params->size);
     assert_memory_equal(one->params->data, replicas[0].params->data, sizeof(float) * one->params->size);
     for (int k = 0; k < n_batches; k++) {
-        double l1 = classifier_train_step(one, &o1, &batches[k], 0.0f, 1e-2f);
+        double l1 = classifier_train_step_parallel(one, 1, &o1, &batches[k], 0.0f, 1e-2f, 0.0f);
         double ln = classifier_train_step_parallel(replicas, n, &on, &batches[k], 0.0f, 1e-2f, 0.0f);
         if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d replicas, step %d: loss %.9g, one model %.9g", n, k, ln, l1);
         double dg = max_diff(replicas[0].params->grad, one->params->grad, one->params->size);
@@ -392,7 +393,7 @@ static void test_train_keeps_the_average(void **state) {
     rng_seed(&rng, 4, 1);
     for (int step = 0; step < STEPS; step++) {
         t.train_batch(t.self, &e, B, &rng);
-        classifier_train_step(&b, &opt, &e, 1.0f, lr_schedule(step, STEPS, STEPS / 20, lr, 0.05f));
+        classifier_train_step_parallel(&b, 1, &opt, &e, 1.0f, lr_schedule(step, STEPS, STEPS / 20, lr, 0.05f), 0.0f);
         for (size_t i = 0; i < n; i++) expect[i] = decay * expect[i] + (1.0 - decay) * b.params->data[i];
     }
     /* the weights trained are the same bits; the average is the recurrence */

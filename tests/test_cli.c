@@ -658,7 +658,7 @@ static void test_vit_program(void **state) {
     snprintf(args, sizeof args, "%s/%s", tmp_dir, ckpt);
     rewrite_checkpoint_config(args, path, "augment_erase=0.5", "augment_erase=9.5");
     snprintf(args, sizeof args, "--load %s --pictures 0 --out %s/e07c", path, tmp_dir);
-    expect_error(p, args, "augment_erase=9.5: expected a number in [0, 1]");
+    expect_error(p, args, "config key 'augment_erase': expected a number in [0, 1], got '9.5'");
     /* --load alone: the accuracies (no pictures asked for) */
     snprintf(args, sizeof args, "--load %s/%s --pictures 0 --out %s/e07b", tmp_dir, ckpt, tmp_dir);
     run(r, p, args);

@@ -4,8 +4,9 @@
  *    gradient is NaN or infinite; classifier_train with an absurd learning
  *    rate stops with one message naming the step and the tensor, and makes
  *    no update with the bad gradient (every parameter is still finite);
- *    each training driver's whole program (classifier_main with chapter
- *    04's model, seq2seq_main with chapter 06's transformer), run at that
+ *    each training driver's whole program (the classifier driver's calls
+ *    in chapter 04's order with its model, seq2seq_main with chapter 06's
+ *    transformer), run at that
  *    rate over a good run's output directory, exits 1 with that message and
  *    leaves the good run's checkpoint as it was;
  *  - long data: a dictionary entry longer than chapter 01's --translate
@@ -326,61 +327,62 @@ static void test_long_dictionary_entry_is_refused(void **state) {
 
 /* ---------------------------------------------------------- failing disks */
 
-/* A chapter for the per-position driver (classifier_main, the whole program
- * of chapters 04 and 05) with one run: chapter 04's model, small. */
-static int one_run(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline) {
-    (void)max;
+/* A program of the classifier driver's calls, in the order of chapter 04's
+ * main (flags, the run, train, test, save, report, results.json): one small
+ * run of chapter 04's model on the reverse task into out, at learning rate
+ * lr for steps steps. (The programs' --lr flag stops at 1, so the absurd
+ * rate comes in as the default.) Returns the exit code. */
+static int small_program(const char *out, float lr, int steps) {
+    static const ClassifierProgram program = {.chapter = "robust_test", .model_name = DIGIT_MODEL_NAME,
+                                              .summary = ""};
+    static ClassifierRuns runs;
+    classifier_init(&runs, &program);
+    runs.flags.train.steps = steps;
+    runs.flags.train.lr = lr;
+    runs.flags.train.warmup = 1;
+    runs.flags.train.eval_every = 1;
+    runs.flags.batch = 8;
+    runs.flags.test_size = 10;
+    char *argv[] = {"robust_test", "--out", (char *)out, "--quiet", NULL};
+    int rc = classifier_parse_flags(&runs, 4, argv, NULL, 0);
     const DigitConfig c = {.N = 6, .D = 16, .F = 32, .L = 2, .C = digit_task_classes(TASK_REVERSE, 6),
                            .pos = POS_LEARNED};
-    snprintf(runs[0].key, sizeof runs[0].key, "reverse");
-    snprintf(runs[0].label, sizeof runs[0].label, "reverse");
-    *headline = 0;
-    return classifier_config_text(&runs[0], DIGIT_MODEL_NAME, "reverse", DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c,
-                                  f->seed) < 0 ? -1 : 1;
-}
-
-static int build_digit(Classifier *m, const char *config, int max_B, uint64_t seed) {
-    DigitConfig c;
-    if (config_read(config, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c) < 0) return -1;
-    return digit_model_build(m, &c, max_B, seed);
-}
-
-static int task_of(const char *config, ExampleTask *t) {
-    static DigitTaskSpec spec;
-    return digit_task_from_config(config, &spec, t);
+    ClassifierRun *run = rc == 0 ? classifier_add_run(&runs, "reverse", "reverse") : NULL;
+    if (rc == 0)
+        rc = run ? classifier_config_text(run, DIGIT_MODEL_NAME, "reverse", DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c,
+                                          runs.flags.seed) : -1;
+    DigitTaskSpec spec = {TASK_REVERSE, 6};
+    ExampleTask t;
+    digit_example_task(&t, &spec);
+    Classifier m;
+    if (rc == 0) classifier_start(&runs);
+    if (rc == 0 && (rc = digit_model_build(&m, &c, runs.flags.batch, 1)) == 0) {
+        rc = classifier_train(&m, 1, &t, &runs.flags.train, runs.flags.batch, 0.0f, NULL, 1, &runs.result[0]);
+        if (rc == 0) classifier_test(&runs, &m, &t, &runs.result[0]);
+        if (rc == 0) rc = classifier_save(&runs, run, &m, &runs.result[0]);
+        m.destroy(m.self);
+    }
+    if (rc == 0) rc = classifier_report(&runs);
+    if (rc == 0) rc = classifier_write_results(&runs);
+    return classifier_finish(&runs, rc);
 }
 
 /* The program trains once at a sane learning rate (its checkpoint is the
  * "last good" one), then again into the same directory at lr 1e30: the
  * second run must exit non-zero with the divergence message and leave the
- * first run's checkpoint byte for byte as it was. (The programs' --lr flag
- * stops at 1, so the absurd rate comes in as the chapter's default.) */
+ * first run's checkpoint byte for byte as it was. */
 static void test_diverged_program_keeps_the_last_checkpoint(void **state) {
     (void)state;
     char out[400], ckpt[500];
     snprintf(out, sizeof out, "%s/diverge", tmp_dir);
     snprintf(ckpt, sizeof ckpt, "%s/model_reverse.ckpt", out);
-    ClassifierChapter ch = {
-        .chapter = "robust_test",
-        .model_name = DIGIT_MODEL_NAME,
-        .summary = "",
-        .defaults = {.train = {.steps = 20, .lr = 3e-3f, .warmup = 1, .lr_floor = 0.05f, .clip = 1.0f,
-                               .eval_every = 1, .unit = "examples"},
-                     .batch = 8, .seed = 1, .test_size = 10},
-        .plan = one_run,
-        .build = build_digit,
-        .task = task_of,
-    };
-    char *argv[] = {"robust_test", "--out", out, "--quiet", NULL};
-    assert_int_equal(classifier_main(4, argv, &ch), 0);
+    assert_int_equal(small_program(out, 3e-3f, 20), 0);
     size_t good_len;
     char *good = read_whole_file(ckpt, &good_len);
     assert_non_null(good);
 
-    ch.defaults.train.lr = 1e30f;
-    ch.defaults.train.steps = 200;
     clear_error();
-    assert_int_equal(classifier_main(4, argv, &ch), 1);
+    assert_int_equal(small_program(out, 1e30f, 200), 1);
     assert_non_null(strstr(last_error(), "training diverged at step "));
     size_t len;
     char *now = read_whole_file(ckpt, &len);
@@ -949,7 +951,7 @@ static int run_as_nobody(const char *program, const char *args, const char *dir,
 
 /* An --out that cannot be written was found only when the results were
  * saved, after the training: the trained weights were lost. Now each
- * training driver (seq2seq_main, classifier_main, 06_gpt's) refuses it
+ * training driver (seq2seq_main, classifier_parse_flags, 06_gpt's) refuses it
  * before training: exit 1, one line naming the directory and the reason,
  * and nothing trained (no "trained ..." or "Training: ..." line). */
 static void test_unwritable_out_is_refused_before_training(void **state) {

@@ -10,17 +10,20 @@
  *   ./build/07_vision_transformer --load ...ckpt --index 42       test image 42: top 3, where it looked
  *   ./build/07_vision_transformer --load ...ckpt --image shoe.pgm your own picture (PGM, any size)
  *
- * It trains one ViT per --patch size (vit.h: patch embedding, class token or
- * mean pooling, positions, chapter 06's pre-norm encoder, a linear head),
- * prints the results table (test accuracy on the official 10,000 test
- * images), the validation accuracy (the 5,000 held-out training images), the
- * patch-size table, and draws (pictures.c): test images with predicted and
- * true labels, the class token's attention of every layer over the image and
+ * The program, top to bottom: flags (a preset puts its flags in front of
+ * yours); with --load, the saved model's accuracies and pictures (or one
+ * image) and done; otherwise the data, then one ViT per --patch size
+ * (vit.h: patch embedding, class token or mean pooling, positions, chapter
+ * 06's pre-norm encoder, a linear head) built, trained, tested on the
+ * official 10,000 test images, saved, and drawn (pictures.c: the validation
+ * accuracy on the 5,000 held-out training images, test images with
+ * predicted and true labels, the class token's attention of every layer and
  * the attention rollout, the cosine similarity of the learned positions, the
- * confusion matrix. Flags, training, evaluation and --load are the driver's
- * (common/train/classifier.h). */
+ * confusion matrix); then the results table, the patch-size table and
+ * results.json. Each step is a call of the classifier driver
+ * (common/train/classifier.h; the training runs train/loop.h's train_loop). */
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "07_vision_transformer/pictures.h"
@@ -31,265 +34,230 @@
 #include "util/error.h"
 #include "util/output.h"
 
-#define MAX_PATCHES 3
-
-static struct {
-    const char *patch, *pool, *pos, *data, *preset, *image;
-    int kernel, layers, dim, heads, ff, augment, shift, index, n_pictures, locality, stem;
-    float dropout, label_smoothing, erase, drop_path, keep, keep_until;
-} flags = {"7", "cls", "learned", NULL, "quick", NULL, 0, 2, 64, 4, 128, 0, 2, -1, 4, 0, 0, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f,
-           1.0f};
-
-/* The quick default (make run-07): patch 7, 2 blocks of D 64, 5,000 steps of
- * 128 images (11.6 epochs). Measured here: 4 blocks for 1,500 steps reached
- * 87.1% test accuracy, 4 blocks of mean pooling for 2,400 steps 87.6%, and 2
- * blocks for 4,000 steps 88.1% in 108 s of CPU time: at a fixed budget the
- * epochs matter more than the depth. */
-
-static const ArgSpec MODEL_ARGS[] = {
-    {"patch", ARG_STRING, &flags.patch, "patch side P (4, 7, 14); a list 4,7 trains a model per size", 0, 0, NULL, ARG_MODEL},
-    {"kernel", ARG_INT, &flags.kernel, "overlapping patches: each reads K x K pixels (0: K = P)",
-     0, 28, NULL, ARG_MODEL},
-    {"stem", ARG_INT, &flags.stem, "a convolutional stem of this many channels (0: none)", 0, 256,
-     NULL, ARG_MODEL},
-    {"pool", ARG_STRING, &flags.pool, "what the head reads", 0, 0,
-     "cls,mean,attention", ARG_MODEL},
-    {"pos", ARG_STRING, &flags.pos, "position embeddings", 0, 0,
-     "learned,sinusoidal2d", ARG_MODEL},
-    {"layers", ARG_INT, &flags.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-    {"dim", ARG_INT, &flags.dim, "model width D", 4, 1024, NULL, ARG_MODEL},
-    {"heads", ARG_INT, &flags.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
-    {"ff", ARG_INT, &flags.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
-    {"locality", ARG_BOOL, &flags.locality, "locality self-attention: no token attends to itself, learned scale",
-     0, 0, NULL, ARG_MODEL},
-    {"data", ARG_STRING, &flags.data, "directory of the Fashion-MNIST files", 0, 0,
-     NULL, ARG_DATA},
-    {"augment", ARG_BOOL, &flags.augment, "random shifts (up to --shift pixels) and mirror images while training",
-     0, 0, NULL, ARG_DATA},
-    {"shift", ARG_INT, &flags.shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA},
-    {"erase", ARG_FLOAT, &flags.erase, "random erasing: chance of a noise patch per image", 0, 1,
-     NULL, ARG_DATA},
-    {"preset", ARG_STRING, &flags.preset, "quick: make run-07; long, long-d96: the README's long runs", 0, 0, "quick,long,long-d96", ARG_TRAINING},
-    {"dropout", ARG_FLOAT, &flags.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL,
-     ARG_TRAINING},
-    {"drop-path", ARG_FLOAT, &flags.drop_path, "stochastic depth: chance to skip the last block",
-     0, 0.9, NULL, ARG_TRAINING},
-    {"keep", ARG_FLOAT, &flags.keep, "patch dropout: share of patches kept (1: off)",
-     0.05, 1, NULL, ARG_TRAINING},
-    {"keep-until", ARG_FLOAT, &flags.keep_until, "with --keep: for this share of the steps only",
-     0.05, 1, NULL, ARG_TRAINING},
-    {"label-smoothing", ARG_FLOAT, &flags.label_smoothing, "label smoothing eps (0: off)",
-     0, 0.95, NULL, ARG_TRAINING},
-    {"pictures", ARG_INT, &flags.n_pictures, "test images in the attention picture (0: no pictures)", 0, 16, NULL,
-     ARG_OUTPUT},
-    {"image", ARG_STRING, &flags.image, "with --load: classify this PGM image and draw where the model looked", 0, 0,
-     NULL, ARG_OUTPUT},
-    {"index", ARG_INT, &flags.index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT},
+/* The presets. quick (make run-07): patch 7, 2 blocks of D 64, 5,000 steps
+ * of 128 images (11.6 epochs); at this budget the epochs matter more than
+ * the depth (4 blocks for 1,500 steps: 87.1% test, 2 for 4,000: 88.1%).
+ * The long ones share patch 4 read through overlapping 8 x 8 kernels, 6
+ * blocks, augmentation, AdamW with decay, the moving average of the weights,
+ * and a batch split between two replicas, one per core (1.4x the images per
+ * second). long: D 128, paid for by patch dropout (20 of 49 patches kept)
+ * and read by mean pooling, 45,000 steps, 68-70 minutes with AVX-512 (about
+ * 94.2% validation, 93.7-93.8% test). long-d96: the previous one, D 96 on
+ * whole images, 33,000 steps (93.44% validation, 92.63% test). Warm-up is
+ * steps / 20 and a point of the loss curve every steps / 50, as before the
+ * shared loop. The chapter's README ("The long preset") gives the runs
+ * behind these choices and what was tried beside them. */
+#define LONG_RECIPE "--patch 4 --kernel 8 --layers 6 --heads 4 --augment --dropout 0 --batch 128 --lr 1.5e-3 " \
+                    "--weight-decay 0.05 --replicas 2 --ema 0.9995"
+static const ClassifierPreset PRESETS[] = {
+    {"quick", ""},
+    {"long", LONG_RECIPE " --dim 128 --ff 256 --pool mean --keep 0.4 --shift 1 --steps 45000 --warmup 2250 "
+             "--eval-every 900"},
+    {"long-d96", LONG_RECIPE " --dim 96 --ff 192 --shift 2 --steps 33000 --warmup 1650 --eval-every 660"},
 };
 
-/* The quick default and the two long presets: their values replace the
- * defaults before the flags are parsed, so a flag still overrides them. */
-static void apply_preset(int argc, char **argv, ClassifierFlags *d) {
-    const char *preset = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) preset = argv[i + 1];
-        else if (strncmp(argv[i], "--preset=", 9) == 0) preset = argv[i] + 9;
-    }
-    if (!preset) return;
-    int d96 = strcmp(preset, "long-d96") == 0;
-    if (strcmp(preset, "long") != 0 && !d96) return;
-    /* What both share. Each batch of 128 is split between two replicas of
-     * the model, one per core (--replicas 2, classifier.h), 1.39x-1.45x the
-     * images per second of one model whose products are split between the
-     * cores. Two changes raised validation accuracy and were taken:
-     * overlapping patches (--kernel 8) and the moving average of the weights
-     * (--ema 0.9995). */
-    flags.patch = "4";
-    flags.kernel = 8;
-    flags.layers = 6;
-    flags.heads = 4;
-    flags.augment = 1;
-    flags.dropout = 0.0f;
-    d->batch = 128;
-    d->train.lr = 1.5e-3f;
-    d->train.weight_decay = 0.05f;
-    d->replicas = 2;
-    d->ema = 0.9995f;
-    if (d96) {
-        /* The previous long preset: 33,000 steps, 77 epochs of the 55,000
-         * training images, 70 minutes with AVX-512 (92.63% test, 93.44%
-         * validation) but about 2.6 hours on a machine with AVX2 only.
-         * Everything tried on top of it was level or behind on validation:
-         * more steps, label smoothing, batches of 64, random erasing, 6
-         * heads, F = 384, 2-D sinusoids, locality self-attention, a
-         * convolutional stem, D 128 with bf16 products with and without
-         * stochastic depth, and, to fit 90 minutes with AVX2 only, patch
-         * dropout (--keep 0.5, 27,000 steps) alone, ended on whole images,
-         * with sharpness-aware steps, with a milder shift, read by mean
-         * pooling (two seeds) or by attention pooling. The chapter's README
-         * ("The long preset") gives each run's command and figures. */
-        flags.dim = 96;
-        flags.ff = 192;
-        flags.shift = 2;
-        d->train.steps = 33000;
-        d->train.warmup = 1650;       /* steps / 20 */
-        d->train.eval_every = 660;    /* steps / 50 */
-    } else {
-        /* The long preset: the wider model, paid for by patch dropout (each
-         * training image keeps 20 of its 49 patches, so a step costs about
-         * 0.4 of one on whole images), the milder shift and mean pooling of
-         * the patch-dropout runs, and 45,000 steps (105 epochs): 68-70
-         * minutes with AVX-512 (two seeds: 94.22% and 94.28% validation,
-         * 93.82% and 93.68% test). With 25,000 steps (58 epochs), which fit
-         * 90 minutes with AVX2 only (77 and 82 minutes), two seeds gave
-         * 93.44% and 93.30% validation, 92.93% and 92.98% test. */
-        flags.dim = 128;
-        flags.ff = 256;
-        flags.pool = "mean";
-        flags.keep = 0.4f;
-        flags.shift = 1;
-        d->train.steps = 45000;
-        d->train.warmup = 2250;       /* steps / 20 */
-        d->train.eval_every = 900;    /* steps / 50 */
-    }
-}
+static const ClassifierProgram PROGRAM = {
+    .chapter = "07_vision_transformer",
+    .model_name = VIT_MODEL_NAME,
+    .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST: P x P patches (a strided convolution),\n"
+               "positions and a class token through chapter 06's encoder; tested on the 10,000 test images.",
+    .examples = "./build/07_vision_transformer\n"
+                "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
+                "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
+                "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
+                "--image chapters/07_vision_transformer/img/example_box.pgm",
+    .long_recipe = 1,
+    .load_flags = "image,index,data,pictures",
+    .load_hint = "--index 0, or --image FILE.pgm",
+    .presets = PRESETS,
+    .n_presets = (int)(sizeof PRESETS / sizeof PRESETS[0]),
+};
+
+/* The augmentation's lines of the checkpoint, after its seed= line
+ * (augment_erase came later: a checkpoint without it was trained without). */
+static const ConfigField AUGMENT_FIELDS[] = {
+    {"augment_shift", CONFIG_INT, offsetof(FashionMnistTask, max_shift), .lo = 0, .hi = 8},
+    {"augment_flip", CONFIG_INT, offsetof(FashionMnistTask, flip), .lo = 0, .hi = 1},
+    {"augment_erase", CONFIG_FLOAT, offsetof(FashionMnistTask, erase), .lo = 0, .hi = 1, .fallback = "0"},
+};
+#define AUGMENT_N ((int)(sizeof AUGMENT_FIELDS / sizeof AUGMENT_FIELDS[0]))
 
 static FashionMnist data;
-static int data_loaded;
+#define MAX_PATCHES 3   /* --patch: patch sides, a model each */
 
-static int load_data(void) {
-    if (data_loaded) return 0;
-    if (fashion_mnist_load(&data, flags.data, 1) < 0) return -1;
-    data_loaded = 1;
-    return 0;
+/* The run of patch side c->patch.P: its label says what the flags changed. */
+static ClassifierRun *add_run(ClassifierRuns *runs, const VitConfig *c, const char *pool) {
+    const int P = c->patch.P, N = (28 / P) * (28 / P);
+    char key[24], through[48] = "", stem[32] = "", keep[96] = "";
+    snprintf(key, sizeof key, "vit_p%d", P);
+    if (c->patch.K && c->patch.K != P)
+        snprintf(through, sizeof through, " read through %d x %d kernels", c->patch.K, c->patch.K);
+    if (c->stem) snprintf(stem, sizeof stem, " with a %d-channel stem", c->stem);
+    if (c->keep < 1.0f && c->keep_until < 1.0f)
+        snprintf(keep, sizeof keep, ", patch dropout (keep %g for %g%% of the steps)", (double)c->keep,
+                 100.0 * c->keep_until);
+    else if (c->keep < 1.0f)
+        snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)c->keep);
+    return classifier_add_run(runs, key, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P, N, through, pool,
+                              c->locality ? ", locality attention" : "", keep);
 }
 
-/* "14,7,4" -> P[]; every side must divide the 28 pixels of a side. */
-static int parse_patches(const char *text, int *P) {
-    int n = args_int_list("patch", text, P, MAX_PATCHES, 28);
-    for (int i = 0; i < n; i++)
-        if (28 % P[i] != 0)
-            return fail("--patch: a side of %d does not divide 28 (expected 1, 2, 4, 7, 14 or 28)", P[i]);
-    return n;
+/* One model: built (with --replicas, a replica per slice of a batch, each
+ * drawing its own dropout from seed + k), trained (with --ema, the moving
+ * average then takes the last weights' place), tested, saved, drawn. */
+static int train_one(ClassifierRuns *runs, int i, const VitConfig *c, const ExampleTask *t, int n_pictures) {
+    const ClassifierFlags *f = &runs->flags;
+    ClassifierRun *run = &runs->run[i];
+    ClassifierResult *r = &runs->result[i];
+    Classifier m[CLASSIFIER_MAX_REPLICAS];
+    const int n = f->replicas, max_B = (f->batch + n - 1) / n;
+    int built = 0, rc = 0;
+    while (rc == 0 && built < n)
+        if ((rc = vit_build(&m[built], c, max_B, (uint64_t)f->seed + (uint64_t)built)) == 0) built++;
+    WeightAverage average = {0};
+    if (rc == 0) printf("  %s: %zu parameters\n", run->label, m[0].params->size);
+    if (rc == 0 && f->ema > 0) rc = weight_average_init(&average, m[0].params, f->ema);
+    if (rc == 0)
+        rc = classifier_train(m, n, t, &f->train, f->batch, f->sam, f->ema > 0 ? &average : NULL, (uint64_t)f->seed, r);
+    for (int k = 1; k < built; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
+    if (rc == 0 && f->ema > 0) rc = classifier_use_average(runs, run, &m[0], t, &average, r);
+    weight_average_free(&average);
+    if (rc == 0) classifier_test(runs, &m[0], t, r);
+    if (rc == 0) rc = classifier_save(runs, run, &m[0], r);
+    if (rc == 0) rc = classifier_show_first_test_example(runs, run, &m[0], t);
+    if (rc == 0)
+        rc = vit_pictures_after_training(f->out, run->key, run->label, f->train.steps, f->batch, r->seconds,
+                                         vit_of(&m[0]), &m[0], t, &data, n_pictures, &runs->results);
+    if (built > 0) m[0].destroy(m[0].self);
+    return rc;
 }
 
-static int plan(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline) {
-    if (flags.image || flags.index >= 0) return fail("--image and --index go with --load CHECKPOINT");
-    int P[MAX_PATCHES], n = parse_patches(flags.patch, P);
-    if (n < 0) return -1;
-    if (flags.keep_until < 1.0f && flags.keep >= 1.0f)
-        return fail("--keep-until %g: it ends patch dropout, which is off: give --keep below 1 too",
-                    (double)flags.keep_until);
-    VitConfig cfg = {.patch = {.channels = 1, .rows = FASHION_MNIST_ROWS, .cols = FASHION_MNIST_COLS, .D = flags.dim,
-                               .K = flags.kernel},
-                     .layers = flags.layers, .heads = flags.heads, .ff = flags.ff, .dropout = flags.dropout,
-                     .drop_path = flags.drop_path,
-                     .keep = flags.keep, .keep_until = flags.keep_until,
-                     .classes = FASHION_MNIST_CLASSES, .label_smoothing = flags.label_smoothing,
-                     .locality = flags.locality, .stem = flags.stem};
-    if (vit_pool_from_name(flags.pool, &cfg.pool) < 0 || vit_pos_from_name(flags.pos, &cfg.pos) < 0) return -1;
-    *headline = 0;
-    for (int i = 0; i < n && i < max; i++) {
-        cfg.patch.P = P[i];
-        const int N = (28 / P[i]) * (28 / P[i]);
-        snprintf(runs[i].key, sizeof runs[i].key, "vit_p%d", P[i]);
-        char through[48] = "";   /* overlapping patches: " read through 8 x 8 kernels" */
-        if (flags.kernel && flags.kernel != P[i])
-            snprintf(through, sizeof through, " read through %d x %d kernels", flags.kernel, flags.kernel);
-        char stem[32] = "";      /* " with a 32-channel stem" */
-        if (flags.stem) snprintf(stem, sizeof stem, " with a %d-channel stem", flags.stem);
-        char keep[96] = "";      /* ", patch dropout (keep 0.5 for 90% of the steps)" */
-        if (flags.keep < 1.0f && flags.keep_until < 1.0f)
-            snprintf(keep, sizeof keep, ", patch dropout (keep %g for %g%% of the steps)", (double)flags.keep,
-                     100.0 * flags.keep_until);
-        else if (flags.keep < 1.0f)
-            snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)flags.keep);
-        snprintf(runs[i].label, sizeof runs[i].label, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P[i],
-                 N, through, flags.pool, flags.locality ? ", locality attention" : "", keep);
-        if (classifier_config_text(&runs[i], VIT_MODEL_NAME, "fashion_mnist", VIT_CONFIG_FIELDS, VIT_CONFIG_N, &cfg,
-                                   f->seed) < 0 ||
-            config_append(runs[i].config, sizeof runs[i].config, "augment_shift=%d\naugment_flip=%d\naugment_erase=%g\n",
-                          flags.augment ? flags.shift : 0, flags.augment, (double)flags.erase) < 0)
-            return -1;
-    }
-    return n;
-}
-
-static int build(Classifier *m, const char *config, int max_B, uint64_t seed) {
+/* --load: the saved model (its configuration and augmentation are its
+ * checkpoint's): one image (--image, --index), or its accuracies and every
+ * picture, drawn into the evaluation directory. */
+static int use_saved_model(ClassifierRuns *runs, const char *data_dir, const char *image, int index,
+                           int n_pictures) {
     VitConfig c;
-    if (config_read(config, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &c) < 0) return -1;
-    return vit_build(m, &c, max_B, seed);
-}
-
-static int task_of(const char *config, ExampleTask *t) {
-    static FashionMnistTask ft;
-    int shift = 0, flip = 0;
-    float erase = 0.0f;   /* optional: checkpoints from before --erase have no such line */
+    FashionMnistTask ft = {.d = &data};
+    ExampleTask t;
+    Classifier m;
     char task[64];
-    if (config_get(config, "task", task, sizeof task) < 0) return -1;
+    if (classifier_read_config(runs, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &c) < 0 ||
+        config_get(runs->config, "task", task, sizeof task) < 0)
+        return -1;
     if (strcmp(task, "fashion_mnist") != 0)
         return fail("task=%s: expected fashion_mnist, the one data set of this chapter", task);
-    if (config_get_int_in(config, "augment_shift", 0, 8, &shift) < 0 ||
-        config_get_int_in(config, "augment_flip", 0, 1, &flip) < 0 ||
-        config_get_float_in(config, "augment_erase", "0", 0.0f, 1.0f, 0, &erase) < 0)
+    if (config_read(runs->config, AUGMENT_FIELDS, AUGMENT_N, &ft) < 0 || fashion_mnist_load(&data, data_dir, 1) < 0)
         return -1;
-    if (load_data() < 0) return -1;
-    ft = (FashionMnistTask){.d = &data, .max_shift = shift, .flip = flip, .erase = erase};
-    fashion_mnist_task(&ft, t);
-    return 0;
-}
-
-static int trained(const ClassifierFlags *f, const ClassifierRun *run, const ClassifierResult *r, Classifier *m,
-                   const ExampleTask *t, Results *res) {
-    return vit_pictures_after_training(f->out, run->key, run->label, f->train.steps, f->batch, r->seconds, vit_of(m),
-                                       m, t, &data, flags.n_pictures, res);
-}
-
-static int after(const ClassifierFlags *f, Results *res) {
-    (void)res;
-    return vit_patch_table_print(f->out);
-}
-
-/* --load: one image (--image, --index), or the accuracies and every picture
- * of the saved model, drawn by this program into the evaluation directory */
-static int loaded(const ClassifierFlags *f, Classifier *m, const ExampleTask *t) {
-    if (flags.image && flags.index >= 0) return fail("--image and --index: give one of them");
-    if (flags.image || flags.index >= 0) return vit_classify_one(f->out, vit_of(m), &data, flags.image, flags.index);
+    fashion_mnist_task(&ft, &t);
+    if (vit_build(&m, &c, runs->flags.batch, 0) < 0) return -1;
+    int rc = classifier_load_weights(runs, &m, &t);
+    const char *base = strrchr(runs->flags.load, '/');
     char label[160];
-    const char *base = strrchr(f->load, '/');
-    snprintf(label, sizeof label, "%.150s", base ? base + 1 : f->load);
-    return vit_pictures_after_training(f->out, "loaded", label, 0, f->batch, 0.0, vit_of(m), m, t, &data,
-                                       flags.n_pictures, NULL);
+    snprintf(label, sizeof label, "%.150s", base ? base + 1 : runs->flags.load);
+    if (rc == 0 && (image || index >= 0)) rc = vit_classify_one(runs->flags.out, vit_of(&m), &data, image, index);
+    else if (rc == 0)
+        rc = vit_pictures_after_training(runs->flags.out, "loaded", label, 0, runs->flags.batch, 0.0, vit_of(&m), &m,
+                                         &t, &data, n_pictures, NULL);
+    m.destroy(m.self);
+    return rc;
 }
 
 int main(int argc, char **argv) {
     output_guard();
-    ClassifierChapter chapter = {
-        .chapter = "07_vision_transformer",
-        .model_name = VIT_MODEL_NAME,
-        .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST: P x P patches (a strided convolution),\n"
-                   "positions and a class token through chapter 06's encoder; tested on the 10,000 test images.",
-        .examples = "./build/07_vision_transformer\n"
-                    "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
-                    "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
-                    "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
-                    "--image chapters/07_vision_transformer/img/example_box.pgm",
-        .vit_recipe = 1,
-        .model_args = MODEL_ARGS,
-        .n_model_args = (int)(sizeof MODEL_ARGS / sizeof MODEL_ARGS[0]),
-        .load_flags = "image,index,data,pictures",
-        .load_hint = "--index 0, or --image FILE.pgm",
-        /* warm-up 250 steps and a point of the loss curve every 100: steps / 20 and steps / 50 */
-        .defaults = {.train = {.steps = 5000, .lr = 2e-3f, .warmup = 250, .lr_floor = 0.05f, .clip = 1.0f,
-                               .weight_decay = 0.05f, .eval_every = 100, .unit = "examples"},
-                     .batch = 128, .seed = 1, .test_size = 10000},
-        .plan = plan,
-        .build = build,
-        .task = task_of,
-        .after = after,
-        .trained = trained,
-        .loaded = loaded,
+
+    /* 1. Flags: the model's configuration, the data's and the pictures'
+     *    (defaults here), then the flags every such program shares. */
+    VitConfig c = {.patch = {.channels = 1, .rows = FASHION_MNIST_ROWS, .cols = FASHION_MNIST_COLS, .D = 64},
+                   .layers = 2, .heads = 4, .ff = 128, .classes = FASHION_MNIST_CLASSES, .keep = 1.0f,
+                   .keep_until = 1.0f};
+    const char *patch_flag = "7", *pool_flag = "cls", *pos_flag = "learned", *data_dir = NULL, *image = NULL;
+    int augment = 0, shift = 2, index = -1, n_pictures = 4;
+    float erase = 0.0f;
+    const ArgSpec model_flags[] = {
+        {"patch", ARG_STRING, &patch_flag, "patch side P (4, 7, 14); a list 4,7 trains a model per size", 0, 0, NULL,
+         ARG_MODEL},
+        {"kernel", ARG_INT, &c.patch.K, "overlapping patches: each reads K x K pixels (0: K = P)", 0, 28, NULL,
+         ARG_MODEL},
+        {"stem", ARG_INT, &c.stem, "a convolutional stem of this many channels (0: none)", 0, 256, NULL, ARG_MODEL},
+        {"pool", ARG_STRING, &pool_flag, "what the head reads", 0, 0, "cls,mean,attention", ARG_MODEL},
+        {"pos", ARG_STRING, &pos_flag, "position embeddings", 0, 0, "learned,sinusoidal2d", ARG_MODEL},
+        {"layers", ARG_INT, &c.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
+        {"dim", ARG_INT, &c.patch.D, "model width D", 4, 1024, NULL, ARG_MODEL},
+        {"heads", ARG_INT, &c.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
+        {"ff", ARG_INT, &c.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
+        {"locality", ARG_BOOL, &c.locality, "locality self-attention: no token attends to itself, learned scale", 0,
+         0, NULL, ARG_MODEL},
+        {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA},
+        {"augment", ARG_BOOL, &augment, "random shifts (up to --shift pixels) and mirror images while training", 0,
+         0, NULL, ARG_DATA},
+        {"shift", ARG_INT, &shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA},
+        {"erase", ARG_FLOAT, &erase, "random erasing: chance of a noise patch per image", 0, 1, NULL, ARG_DATA},
+        {"dropout", ARG_FLOAT, &c.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL,
+         ARG_TRAINING},
+        {"drop-path", ARG_FLOAT, &c.drop_path, "stochastic depth: chance to skip the last block", 0, 0.9, NULL,
+         ARG_TRAINING},
+        {"keep", ARG_FLOAT, &c.keep, "patch dropout: share of patches kept (1: off)", 0.05, 1, NULL, ARG_TRAINING},
+        {"keep-until", ARG_FLOAT, &c.keep_until, "with --keep: for this share of the steps only", 0.05, 1, NULL,
+         ARG_TRAINING},
+        {"label-smoothing", ARG_FLOAT, &c.label_smoothing, "label smoothing eps (0: off)", 0, 0.95, NULL,
+         ARG_TRAINING},
+        {"pictures", ARG_INT, &n_pictures, "test images in the attention picture (0: no pictures)", 0, 16, NULL,
+         ARG_OUTPUT},
+        {"image", ARG_STRING, &image, "with --load: classify this PGM image and draw where the model looked", 0, 0,
+         NULL, ARG_OUTPUT},
+        {"index", ARG_INT, &index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT},
     };
-    apply_preset(argc, argv, &chapter.defaults);
-    return output_exit_status("07_vision_transformer", classifier_main(argc, argv, &chapter));
+    static ClassifierRuns runs;
+    classifier_init(&runs, &PROGRAM);
+    runs.flags.train.steps = 5000;
+    runs.flags.train.lr = 2e-3f;
+    runs.flags.train.weight_decay = 0.05f;
+    runs.flags.train.warmup = 250;       /* steps / 20, as before the shared loop */
+    runs.flags.train.eval_every = 100;   /* steps / 50: a loss curve of 50 points */
+    runs.flags.batch = 128;
+    runs.flags.test_size = 10000;
+    int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
+    if (rc == 0 && runs.flags.load && image && index >= 0) rc = fail("--image and --index: give one of them");
+    if (rc == 0 && !runs.flags.load && (image || index >= 0))
+        rc = fail("--image and --index go with --load CHECKPOINT");
+
+    /* 2. With --load: the saved model, and done. */
+    if (rc == 0 && runs.flags.load)
+        return classifier_finish(&runs, use_saved_model(&runs, data_dir, image, index, n_pictures));
+
+    /* 3. The runs: one per patch side (each divides the 28 pixels of a side). */
+    int P[MAX_PATCHES], n_patches = rc == 0 ? args_int_list("patch", patch_flag, P, MAX_PATCHES, 28) : 0;
+    for (int i = 0; rc == 0 && i < n_patches; i++)
+        if (28 % P[i] != 0) rc = fail("--patch: a side of %d does not divide 28 (expected 1, 2, 4, 7, 14 or 28)", P[i]);
+    if (rc == 0 && (n_patches < 0 || vit_pool_from_name(pool_flag, &c.pool) < 0 || vit_pos_from_name(pos_flag, &c.pos) < 0))
+        rc = -1;
+    if (rc == 0 && c.keep_until < 1.0f && c.keep >= 1.0f)
+        rc = fail("--keep-until %g: it ends patch dropout, which is off: give --keep below 1 too", (double)c.keep_until);
+    FashionMnistTask ft = {.d = &data, .max_shift = augment ? shift : 0, .flip = augment, .erase = erase};
+    VitConfig configs[MAX_PATCHES];
+    for (int i = 0; rc == 0 && i < n_patches; i++) {
+        configs[i] = c;
+        configs[i].patch.P = P[i];
+        ClassifierRun *run = add_run(&runs, &configs[i], pool_flag);
+        if (!run || classifier_config_text(run, VIT_MODEL_NAME, "fashion_mnist", VIT_CONFIG_FIELDS, VIT_CONFIG_N,
+                                           &configs[i], runs.flags.seed) < 0 ||
+            config_write(run->config, sizeof run->config, AUGMENT_FIELDS, AUGMENT_N, &ft) < 0)
+            rc = -1;
+    }
+
+    /* 4. The data: Fashion-MNIST's training images (less 5,000 for validation) and its test images. */
+    ExampleTask t;
+    if (rc == 0) rc = fashion_mnist_load(&data, data_dir, 1);
+    if (rc == 0) fashion_mnist_task(&ft, &t);
+
+    /* 5. Training: each model built, trained, tested, saved and drawn. */
+    if (rc == 0) classifier_start(&runs);
+    for (int i = 0; rc == 0 && i < runs.n; i++) rc = train_one(&runs, i, &configs[i], &t, n_pictures);
+
+    /* 6. The results table, the loss curves, the patch-size table, results.json. */
+    if (rc == 0) rc = classifier_report(&runs);
+    if (rc == 0) rc = vit_patch_table_print(runs.flags.out);
+    if (rc == 0) rc = classifier_write_results(&runs);
+    return classifier_finish(&runs, rc);
 }

@@ -1,9 +1,11 @@
-/* classifier.c - the driver of the per-position and per-example models: the
- * training step, training, evaluation, heatmaps and the program behind each
- * such chapter's main() (see classifier.h). */
+/* classifier.c - the calls of the programs that train per-position and
+ * per-example models: the gradient, training through train_loop,
+ * evaluation, flags, --load, checkpoints, heatmaps, the results table and
+ * results.json (see classifier.h). */
 #include "train/classifier.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +16,9 @@
 #include "train/finite.h"
 #include "train/progress.h"
 #include "util/error.h"
+#include "util/output.h"
 #include "util/util.h"
 
-#define MAX_RUNS 16
 #define MAX_LABELS 64    /* inputs labelled on a heatmap's axes */
 
 /* ------------------------------------------------------------- training */
@@ -120,10 +122,6 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
     if (clip > 0) clip_grad_norm(m[0].params, clip);
     adam_step(opt, m[0].params, lr);
     return loss;
-}
-
-double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr) {
-    return classifier_train_step_parallel(m, 1, opt, e, clip, lr, 0.0f);
 }
 
 /* What train_loop's calls work on (train/loop.h's Trainer): the replicas,
@@ -296,114 +294,139 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
     return 0;
 }
 
-/* The first test example: the prediction beside the truth, and the heatmaps. */
-static int show_first_test_example(Classifier *m, const ExampleTask *t, const ClassifierRun *run,
-                                   uint64_t seed, const char *out) {
-    Examples e;
-    examples_alloc(&e, 1, t->n_in, t->n_out, t->float_inputs);
-    int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
-    Rng rng;
-    rng_seed(&rng, seed, 99);
-    if (t->test_reset) t->test_reset(t->self);
-    t->test_batch(t->self, &e, 1, &rng);
-    m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
-    m->predict(m->self, pred);
-    if (t->n_out > 1) printf("  first test example:\n");
-    print_example(t, &e, pred);
-    char stem[1100];
-    int rc = path_format(stem, sizeof stem, "%s/attn_%.24s", out, run->key);
-    if (rc == 0) rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
-    examples_free(&e);
-    free(pred);
-    return rc;
+/* ------------------------------------------------------ flags, --load */
+
+void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program) {
+    memset(runs, 0, sizeof *runs);
+    runs->program = program;
+    runs->flags = (ClassifierFlags){.train = TRAIN_DEFAULTS, .batch = 64, .seed = 1, .test_size = 1000,
+                                    .replicas = 1};
+    if (program->n_presets > 0) runs->flags.preset = program->presets[0].name;
+    snprintf(runs->default_out, sizeof runs->default_out, "out/%s", program->chapter);
+    runs->flags.out = runs->default_out;
+    results_init(&runs->results);
+    results_set_str(&runs->results, "chapter", program->chapter);
+    /* the headline's keys first; classifier_report fills them in */
+    results_set_num(&runs->results, "test_exact_match", 0.0);
+    results_set_num(&runs->results, "test_token_acc", 0.0);
+    results_set_num(&runs->results, "train_seconds", 0.0);
+    runs->t_start = now_seconds();
 }
 
-/* ------------------------------------------------- one run, and --load */
-
-/* Build the model and task of a config; on error the message names where
- * the config came from. */
-static int build_from_config(const ClassifierChapter *ch, const char *config, const char *from, int max_B,
-                             uint64_t seed, Classifier *m, ExampleTask *t) {
-    memset(m, 0, sizeof *m);
-    if (ch->build(m, config, max_B, seed) == 0 && ch->task(config, t) == 0) {
-        if (t->classes == m->classes && t->n_out == m->n_out) return 0;
-        fail("the model predicts %d outputs of %d classes, but task '%s' has %d of %d", m->n_out, m->classes,
-             t->name, t->n_out, t->classes);
-    }
-    char why[1024];                              /* copied: fail() reuses the buffer it came from */
-    snprintf(why, sizeof why, "%s", last_error());
-    if (m->destroy) m->destroy(m->self);
-    return fail("%s: %s", from, why);
+/* The preset of that name, or NULL. */
+static const ClassifierPreset *find_preset(const ClassifierProgram *p, const char *name) {
+    for (int i = 0; name && i < p->n_presets; i++)
+        if (strcmp(p->presets[i].name, name) == 0) return &p->presets[i];
+    return NULL;
 }
 
-/* The data-parallel replicas m[1..n-1] of m[0], each for max_B examples.
- * Replica k is built from seed + k: its parameters are m[0]'s at every step
- * anyway, and its own dropout stream keeps its masks apart from m[0]'s. On
- * error the replicas built so far are destroyed (m[0] is the caller's). */
-static int build_replicas(const ClassifierChapter *ch, const ClassifierRun *run, Classifier *m, int n, int max_B,
-                          uint64_t seed) {
-    for (int k = 1; k < n; k++) {
-        memset(&m[k], 0, sizeof m[k]);
-        char why[1024] = "";
-        int built = k;                       /* replicas 1..built-1 to destroy */
-        if (ch->build(&m[k], run->config, max_B, seed + (uint64_t)k) < 0) {
-            snprintf(why, sizeof why, "%s", last_error());   /* a failed build cleaned up after itself */
-        } else if (m[k].params->size != m[0].params->size) {
-            snprintf(why, sizeof why, "%zu parameters, the first has %zu", m[k].params->size, m[0].params->size);
-            built = k + 1;
-        }
-        if (why[0]) {
-            for (int j = 1; j < built; j++) m[j].destroy(m[j].self);
-            return fail("%s: data-parallel replica %d: %s", run->label, k + 1, why);
-        }
+int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const ArgSpec *own, int n_own) {
+    const ClassifierProgram *p = runs->program;
+    ClassifierFlags *f = &runs->flags;
+    for (int i = 0; i < p->n_presets; i++)
+        snprintf(runs->preset_choices + strlen(runs->preset_choices),
+                 sizeof runs->preset_choices - strlen(runs->preset_choices), "%s%s", i ? "," : "", p->presets[i].name);
+    ArgSpec shared[] = {
+        {"steps", ARG_INT, &f->train.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
+        {"batch", ARG_INT, &f->batch, "examples per step", 1, 4096, NULL, ARG_TRAINING},
+        {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL,
+         ARG_TRAINING},
+        {"warmup", ARG_INT, &f->train.warmup, "steps of linear warm-up of the learning rate", 0, 1000000, NULL,
+         ARG_TRAINING},
+        {"clip", ARG_FLOAT, &f->train.clip, "clip the gradients' global norm to this (0: off)", 0, 1e6, NULL,
+         ARG_TRAINING},
+        {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
+        {"eval-every", ARG_INT, &f->train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
+         ARG_TRAINING},
+        {"preset", ARG_STRING, &f->preset, "a named set of flags (see --help's examples; your flags still win)", 0,
+         0, runs->preset_choices, ARG_TRAINING},
+        {"ema", ARG_FLOAT, &f->ema, "keep a moving average of the weights, this decay (0: off)", 0,
+         0.99999, NULL, ARG_TRAINING},
+        {"sam", ARG_FLOAT, &f->sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
+         ARG_TRAINING},
+        {"replicas", ARG_INT, &f->replicas, "data parallelism: copies of the model, one thread each", 1,
+         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING},
+        {"seed", ARG_INT, &f->seed, "random seed (model, batches, test set)", 0, 2147483647, NULL, ARG_TRAINING},
+        {"test-size", ARG_INT, &f->test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT},
+        {"out", ARG_STRING, &f->out, "output directory (--load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
+        {"load", ARG_STRING, &f->load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"input", ARG_STRING, &f->input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
+         NULL, ARG_OUTPUT},
+        {"plot", ARG_BOOL, &f->plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
+         ARG_OUTPUT},
+        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+         "auto,naive,avx2,avx512", ARG_SHARED},
+        {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
+        {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
+        {"quiet", ARG_BOOL, &f->train.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
+    };
+    const int n_shared = (int)(sizeof shared / sizeof shared[0]), n_specs = n_own + n_shared;
+    /* flags this program has no use for: not listed, refused with the reason */
+    for (int i = 0; i < n_shared; i++) {
+        const char *name = shared[i].name;
+        if (!p->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0))
+            shared[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
+        if (!p->long_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 || strcmp(name, "replicas") == 0))
+            shared[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
+        if (p->n_presets == 0 && strcmp(name, "preset") == 0)
+            shared[i] = args_refused(name, "this chapter has no presets");
     }
+    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
+    if (n_own) memcpy(specs, own, sizeof(ArgSpec) * (size_t)n_own);
+    memcpy(specs + n_own, shared, sizeof shared);
+
+    int rc = args_parse(argc, argv, specs, n_specs);
+    const ClassifierPreset *preset = rc == 0 ? find_preset(p, f->preset) : NULL;
+    if (preset && preset->flags[0]) {   /* the preset's flags, then the user's again */
+        rc = args_parse_with_preset(argc, argv, preset->flags, specs, n_specs, &runs->preset_argv);
+        if (rc == 0) printf("--preset %s = %s\n", preset->name, preset->flags);
+    }
+    if (rc == 1) {
+        args_print_help(argv[0], p->summary, specs, n_specs, p->examples);
+        free(specs);
+        return 1;
+    }
+    if (rc == 0 && f->load) {
+        char keep[256];
+        snprintf(keep, sizeof keep, "out,load,input,plot,backend,matmul-precision,threads,quiet,test-size,batch,%s",
+                 p->load_flags ? p->load_flags : "");
+        rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
+    }
+    free(specs);
+    if (rc < 0) return -1;
+    if (f->input && !f->load) return fail("--input needs --load CHECKPOINT (a trained model to run)");
+    if (f->plot && !f->input) return fail("--plot goes with --load CHECKPOINT --input TEXT");
+    if (!f->load && f->replicas > f->batch)
+        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas, f->batch);
+    /* training writes to --out (default out/<chapter>); evaluating a saved
+     * model never over a training run's files (results.h). f->out still
+     * pointing at default_out means the user gave no --out. */
+    if (f->load) {
+        const char *given = f->out == runs->default_out ? NULL : f->out;
+        if (results_eval_dir(runs->eval_out, sizeof runs->eval_out, given, runs->default_out, f->load) < 0) return -1;
+        f->out = runs->eval_out;
+    }
+    /* before training: a path too long or a directory that cannot be written
+     * is said now, not after the training whose models would be lost */
+    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
+        (!f->load && out_dir_prepare("--out", f->out) < 0) || (f->load && f->plot && make_dirs(f->out) < 0))
+        return -1;
+    threads_set(f->threads);
     return 0;
 }
 
-static int train_run(const ClassifierChapter *ch, const ClassifierFlags *f, const ClassifierRun *run,
-                     ClassifierResult *r, Results *res) {
-    Classifier m[CLASSIFIER_MAX_REPLICAS];
-    ExampleTask t;
-    const int n = f->replicas, max_B = (f->batch + n - 1) / n;   /* each replica holds its slice of a batch */
-    if (build_from_config(ch, run->config, run->label, max_B, (uint64_t)f->seed, &m[0], &t) < 0) return -1;
-    if (build_replicas(ch, run, m, n, max_B, (uint64_t)f->seed) < 0) {
-        m[0].destroy(m[0].self);
-        return -1;
+int classifier_read_config(ClassifierRuns *runs, const ConfigField *fields, int n_fields, void *cfg) {
+    const char *path = runs->flags.load;
+    if (checkpoint_read_config(path, &runs->config) < 0) return -1;     /* the message names the path */
+    if (checkpoint_check_model(path, runs->config, runs->program->model_name, runs->program->chapter) < 0) return -1;
+    if (config_read(runs->config, fields, n_fields, cfg) < 0) {
+        char why[1024];                          /* copied: fail() reuses the buffer it came from */
+        snprintf(why, sizeof why, "%s", last_error());
+        return fail("%s: %s", path, why);
     }
-    printf("  %s: %zu parameters\n", run->label, m[0].params->size);
-    WeightAverage average = {0};
-    int rc = f->ema > 0 ? weight_average_init(&average, m[0].params, f->ema) : 0;
-    if (rc == 0)
-        rc = classifier_train(m, n, &t, &f->train, f->batch, f->sam, f->ema > 0 ? &average : NULL,
-                              (uint64_t)f->seed, r);
-    for (int k = 1; k < n; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
-    r->checkpoint_last_weights[0] = '\0';
-    if (rc == 0 && f->ema > 0) {
-        /* the last step's weights: measured and saved, then the average takes their place */
-        classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact_last_weights,
-                            &r->token_acc_last_weights);
-        if (t.n_out == 1)
-            printf("  the last step's weights: test accuracy %.2f%%", 100 * r->exact_last_weights);
-        else
-            printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%", 100 * r->exact_last_weights,
-                   100 * r->token_acc_last_weights);
-        printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
-        rc = path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights,
-                         "%s/model_%.24s_last_weights.ckpt", f->out, run->key);
-        if (rc == 0) rc = checkpoint_save(r->checkpoint_last_weights, run->config, m[0].params);
-        memcpy(m[0].params->data, average.avg, sizeof(float) * m[0].params->size);
-    }
-    weight_average_free(&average);
-    if (rc == 0) {
-        classifier_evaluate(&m[0], &t, f->test_size, (uint64_t)f->seed, &r->exact, &r->token_acc);
-        r->n_out = t.n_out;
-        rc = path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", f->out, run->key);
-        if (rc == 0) rc = checkpoint_save(r->checkpoint, run->config, m[0].params);
-    }
-    if (rc == 0) rc = show_first_test_example(&m[0], &t, run, (uint64_t)f->seed, f->out);
-    if (rc == 0 && ch->trained) rc = ch->trained(f, run, r, &m[0], &t, res);
-    m[0].destroy(m[0].self);
-    return rc;
+    if (config_get_int(runs->config, "seed", &runs->saved_seed) < 0)
+        return fail("%s: the config has no seed (the test stream's)", path);
+    return 0;
 }
 
 /* The config text on one line: "model=x task=y ...". It comes from a file:
@@ -416,68 +439,132 @@ static void config_one_line(const char *config, char *out, int cap) {
         else if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
 
-/* --load: evaluate a saved model on its task's test set or, with --input,
- * run it on what the user typed (and draw its attention with --plot). */
-static int run_loaded(const ClassifierChapter *ch, const ClassifierFlags *f) {
-    char *config = NULL;
-    if (checkpoint_read_config(f->load, &config) < 0) return -1;     /* the message names the path */
-    if (checkpoint_check_model(f->load, config, ch->model_name, ch->chapter) < 0) {
-        free(config);
-        return -1;
-    }
-    Classifier m;
-    ExampleTask t;
-    int seed = 0, rc = build_from_config(ch, config, f->load, f->batch, 0, &m, &t);
-    if (rc == 0 && config_get_int(config, "seed", &seed) < 0) {
-        rc = fail("%s: the config has no seed (the test stream's)", f->load);
-        m.destroy(m.self);
-    }
-    if (rc < 0) {
-        free(config);
-        return -1;
-    }
+int classifier_load_weights(ClassifierRuns *runs, Classifier *m, const ExampleTask *t) {
+    if (t->classes != m->classes || t->n_out != m->n_out)
+        return fail("%s: the model predicts %d outputs of %d classes, but task '%s' has %d of %d", runs->flags.load,
+                    m->n_out, m->classes, t->name, t->n_out, t->classes);
     char line[CLASSIFIER_CONFIG_MAX];
-    config_one_line(config, line, sizeof line);
-    printf("Loaded %s: %s(%zu parameters)\n", f->load, line, m.params->size);
-    free(config);
-    rc = checkpoint_load(f->load, m.params);
-    if (rc == 0 && !f->input && ch->loaded) rc = ch->loaded(f, &m, &t);
-    else if (rc == 0 && !f->input) rc = 1;
-    if (rc == 1) {
-        double exact, token_acc;
-        classifier_evaluate(&m, &t, f->test_size, (uint64_t)seed, &exact, &token_acc);
-        printf("  %d test examples of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size,
-               t.name, 100 * exact, 100 * token_acc);
-        rc = 0;
-    } else if (rc == 0 && f->input) {
-        Examples e;
-        examples_alloc(&e, 1, t.n_in, t.n_out, t.float_inputs);
-        int *pred = xmalloc(sizeof(int) * (size_t)t.n_out);
-        rc = t.parse_input(t.self, f->input, &e);
-        if (rc == 0) {
-            m.forward(m.self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
-            m.predict(m.self, pred);
-            print_example(&t, &e, pred);
-        }
-        if (rc == 0 && f->plot) {
-            if (!m.attention || !m.attention(m.self, 0, 0, 0)) {
-                rc = fail("--plot: this model does not keep its attention weights (fused attention); "
-                          "load it with the plain attention");
-            } else {
-                char stem[1100];
-                rc = path_format(stem, sizeof stem, "%s/input_attn", f->out);
-                if (rc == 0) printf("Wrote:\n");
-                if (rc == 0) rc = plot_attention(&m, &t, &e, pred, stem, "your input", "output at i (query i)");
-            }
-        }
-        examples_free(&e);
-        free(pred);
+    config_one_line(runs->config, line, sizeof line);
+    printf("Loaded %s: %s(%zu parameters)\n", runs->flags.load, line, m->params->size);
+    return checkpoint_load(runs->flags.load, m->params);
+}
+
+/* --input: the model on the user's digits, and (--plot) its attention. */
+static int run_on_input(const ClassifierFlags *f, Classifier *m, const ExampleTask *t) {
+    Examples e;
+    examples_alloc(&e, 1, t->n_in, t->n_out, t->float_inputs);
+    int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
+    int rc = t->parse_input(t->self, f->input, &e);
+    if (rc == 0) {
+        m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
+        m->predict(m->self, pred);
+        print_example(t, &e, pred);
     }
-    m.destroy(m.self);
+    if (rc == 0 && f->plot) {
+        if (!m->attention || !m->attention(m->self, 0, 0, 0)) {
+            rc = fail("--plot: this model does not keep its attention weights (fused attention); "
+                      "load it with the plain attention");
+        } else {
+            char stem[1100];
+            rc = path_format(stem, sizeof stem, "%s/input_attn", f->out);
+            if (rc == 0) printf("Wrote:\n");
+            if (rc == 0) rc = plot_attention(m, t, &e, pred, stem, "your input", "output at i (query i)");
+        }
+    }
+    examples_free(&e);
+    free(pred);
     return rc;
 }
 
-/* ---------------------------------------------------------- the program */
+int classifier_use_saved(ClassifierRuns *runs, Classifier *m, const ExampleTask *t) {
+    const ClassifierFlags *f = &runs->flags;
+    if (classifier_load_weights(runs, m, t) < 0) return -1;
+    if (f->input) return run_on_input(f, m, t);
+    double exact, token_acc;
+    classifier_evaluate(m, t, f->test_size, (uint64_t)runs->saved_seed, &exact, &token_acc);
+    printf("  %d test examples of '%s': exact match %.1f%%, token accuracy %.1f%%\n", f->test_size, t->name,
+           100 * exact, 100 * token_acc);
+    return 0;
+}
+
+/* ------------------------------------------------------------- the runs */
+
+ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const char *label_format, ...) {
+    if (runs->n >= CLASSIFIER_MAX_RUNS) {
+        fail("more than %d models to train", CLASSIFIER_MAX_RUNS);
+        return NULL;
+    }
+    ClassifierRun *run = &runs->run[runs->n++];
+    memset(run, 0, sizeof *run);
+    snprintf(run->key, sizeof run->key, "%s", key);
+    va_list ap;
+    va_start(ap, label_format);
+    vsnprintf(run->label, sizeof run->label, label_format, ap);
+    va_end(ap);
+    return run;
+}
+
+void classifier_start(ClassifierRuns *runs) {
+    const ClassifierFlags *f = &runs->flags;
+    results_note_other_run(f->out, runs->run[runs->headline].config);   /* another model's files there? say so once */
+    printf("Training: %d run%s of %d steps of %d examples (backend %s, ", runs->n, runs->n == 1 ? "" : "s",
+           f->train.steps, f->batch, backend_name(backend_current()));
+    if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
+    if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
+    printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
+}
+
+void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r) {
+    classifier_evaluate(m, t, runs->flags.test_size, (uint64_t)runs->flags.seed, &r->exact, &r->token_acc);
+    r->n_out = t->n_out;
+}
+
+int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
+                           const ExampleTask *t, const WeightAverage *avg, ClassifierResult *r) {
+    const ClassifierFlags *f = &runs->flags;
+    classifier_evaluate(m, t, f->test_size, (uint64_t)f->seed, &r->exact_last_weights, &r->token_acc_last_weights);
+    if (t->n_out == 1)
+        printf("  the last step's weights: test accuracy %.2f%%", 100 * r->exact_last_weights);
+    else
+        printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%", 100 * r->exact_last_weights,
+               100 * r->token_acc_last_weights);
+    printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
+    if (path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%s/model_%.24s_last_weights.ckpt",
+                    f->out, run->key) < 0 ||
+        checkpoint_save(r->checkpoint_last_weights, run->config, m->params) < 0)
+        return -1;
+    memcpy(m->params->data, avg->avg, sizeof(float) * m->params->size);
+    return 0;
+}
+
+int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r) {
+    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
+        return -1;
+    return checkpoint_save(r->checkpoint, run->config, m->params);
+}
+
+int classifier_show_first_test_example(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
+                                       const ExampleTask *t) {
+    Examples e;
+    examples_alloc(&e, 1, t->n_in, t->n_out, t->float_inputs);
+    int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)runs->flags.seed, 99);
+    if (t->test_reset) t->test_reset(t->self);
+    t->test_batch(t->self, &e, 1, &rng);
+    m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
+    m->predict(m->self, pred);
+    if (t->n_out > 1) printf("  first test example:\n");
+    print_example(t, &e, pred);
+    char stem[1100];
+    int rc = path_format(stem, sizeof stem, "%s/attn_%.24s", runs->flags.out, run->key);
+    if (rc == 0) rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
+    examples_free(&e);
+    free(pred);
+    return rc;
+}
+
+/* ---------------------------------------------------- table and results */
 
 /* One row per run. A task of one output per example (a class per image) has
  * one figure, its accuracy; a task of n outputs has two (every output right,
@@ -508,8 +595,8 @@ static void print_table(const ClassifierRun *runs, const ClassifierResult *r, in
 }
 
 static int plot_loss_curves(const char *out, const ClassifierRun *runs, const ClassifierResult *r, int n) {
-    const float *ys[MAX_RUNS];
-    const char *names[MAX_RUNS];
+    const float *ys[CLASSIFIER_MAX_RUNS];
+    const char *names[CLASSIFIER_MAX_RUNS];
     for (int i = 0; i < n; i++) {
         ys[i] = r[i].log.train;
         names[i] = runs[i].label;
@@ -524,179 +611,75 @@ static int plot_loss_curves(const char *out, const ClassifierRun *runs, const Cl
     return 0;
 }
 
-static int train_all(const ClassifierChapter *ch, const ClassifierFlags *f) {
-    static ClassifierRun runs[MAX_RUNS];
-    static ClassifierResult results[MAX_RUNS];
-    if (f->replicas > f->batch)
-        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas, f->batch);
-    int headline = 0;
-    int n = ch->plan(f, runs, MAX_RUNS, &headline);
-    if (n < 0) return -1;
-    const double t_program = now_seconds();
-    Results res;
-    results_init(&res);
-    results_set_str(&res, "chapter", ch->chapter);
-    /* the headline keys first; filled in at the end */
-    results_set_num(&res, "test_exact_match", 0.0);
-    results_set_num(&res, "test_token_acc", 0.0);
-    results_set_num(&res, "train_seconds", 0.0);
-    results_note_other_run(f->out, runs[headline].config);   /* another model's files there? say so once */
-    if (ch->before && ch->before(f, &res) < 0) return -1;
-
-    printf("Training: %d run%s of %d steps of %d examples (backend %s, ", n, n == 1 ? "" : "s", f->train.steps, f->batch,
-           backend_name(backend_current()));
-    if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
-    if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
-    printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
+int classifier_report(ClassifierRuns *runs) {
+    const ClassifierFlags *f = &runs->flags;
+    const int n = runs->n, h = runs->headline;
+    Results *res = &runs->results;
+    printf("\nResults on the test set (%d examples)\n\n", f->test_size);
+    print_table(runs->run, runs->result, n);
     double total = 0.0;
     for (int i = 0; i < n; i++) {
-        if (train_run(ch, f, &runs[i], &results[i], &res) < 0) return -1;
-        total += results[i].seconds;
-    }
-    printf("\nResults on the test set (%d examples)\n\n", f->test_size);
-    print_table(runs, results, n);
-    for (int i = 0; i < n; i++) {
+        const ClassifierResult *r = &runs->result[i];
+        const char *k = runs->run[i].key;
         char key[64];
-        const char *k = runs[i].key;
+        total += r->seconds;
         snprintf(key, sizeof key, "%.24s_exact_match", k);
-        results_set_num(&res, key, results[i].exact);
+        results_set_num(res, key, r->exact);
         snprintf(key, sizeof key, "%.24s_token_acc", k);
-        results_set_num(&res, key, results[i].token_acc);
+        results_set_num(res, key, r->token_acc);
         snprintf(key, sizeof key, "%.24s_final_loss", k);
-        results_set_num(&res, key, results[i].final_loss);
+        results_set_num(res, key, r->final_loss);
         snprintf(key, sizeof key, "%.24s_solved_step", k);
-        results_set_num(&res, key, results[i].solved_step);
+        results_set_num(res, key, r->solved_step);
         snprintf(key, sizeof key, "%.24s_train_seconds", k);
-        results_set_num(&res, key, results[i].seconds);
+        results_set_num(res, key, r->seconds);
         if (f->ema > 0) {
             snprintf(key, sizeof key, "%.24s_exact_match_last_weights", k);
-            results_set_num(&res, key, results[i].exact_last_weights);
+            results_set_num(res, key, r->exact_last_weights);
             snprintf(key, sizeof key, "%.24s_token_acc_last_weights", k);
-            results_set_num(&res, key, results[i].token_acc_last_weights);
+            results_set_num(res, key, r->token_acc_last_weights);
         }
     }
-    results_set_num(&res, "test_exact_match", results[headline].exact);
-    results_set_num(&res, "test_token_acc", results[headline].token_acc);
-    results_set_num(&res, "train_seconds", total);
-    results_set_str(&res, "headline", runs[headline].key);
-    results_set_config(&res, runs[headline].config);
-    results_set_num(&res, "steps", f->train.steps);
-    results_set_num(&res, "batch", f->batch);
-    results_set_num(&res, "lr", f->train.lr);
-    results_set_num(&res, "ema", f->ema);
-    results_set_num(&res, "sam", f->sam);
-    results_set_num(&res, "test_n", f->test_size);
-    results_set_str(&res, "backend", backend_name(backend_current()));
-    results_set_str(&res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
-    results_set_num(&res, "threads", threads_current());
-    results_set_num(&res, "replicas", f->replicas);
-    printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - t_program);
-    if (plot_loss_curves(f->out, runs, results, n) < 0) return -1;
-    if (ch->after && ch->after(f, &res) < 0) return -1;
+    results_set_num(res, "test_exact_match", runs->result[h].exact);
+    results_set_num(res, "test_token_acc", runs->result[h].token_acc);
+    results_set_num(res, "train_seconds", total);
+    results_set_str(res, "headline", runs->run[h].key);
+    results_set_config(res, runs->run[h].config);
+    results_set_num(res, "steps", f->train.steps);
+    results_set_num(res, "batch", f->batch);
+    results_set_num(res, "lr", f->train.lr);
+    results_set_num(res, "ema", f->ema);
+    results_set_num(res, "sam", f->sam);
+    results_set_num(res, "test_n", f->test_size);
+    results_set_str(res, "backend", backend_name(backend_current()));
+    results_set_str(res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
+    results_set_num(res, "threads", threads_current());
+    results_set_num(res, "replicas", f->replicas);
+    printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - runs->t_start);
+    return plot_loss_curves(f->out, runs->run, runs->result, n);
+}
+
+int classifier_write_results(ClassifierRuns *runs) {
     char path[1100];
-    if (path_format(path, sizeof path, "%s/results.json", f->out) < 0) return -1;
-    if (results_write(&res, path) < 0) return -1;
+    if (path_format(path, sizeof path, "%s/results.json", runs->flags.out) < 0) return -1;
+    if (results_write(&runs->results, path) < 0) return -1;
     printf("  %s\n", path);
-    for (int i = 0; i < n; i++) {
-        printf("  %s   (try: --load %s %s)\n", results[i].checkpoint, results[i].checkpoint,
-               ch->load_hint ? ch->load_hint : "--input \"...\"");
-        if (results[i].checkpoint_last_weights[0])
-            printf("  %s   (the last step's weights, before the average)\n", results[i].checkpoint_last_weights);
+    const char *hint = runs->program->load_hint ? runs->program->load_hint : "--input \"...\"";
+    for (int i = 0; i < runs->n; i++) {
+        const ClassifierResult *r = &runs->result[i];
+        printf("  %s   (try: --load %s %s)\n", r->checkpoint, r->checkpoint, hint);
+        if (r->checkpoint_last_weights[0])
+            printf("  %s   (the last step's weights, before the average)\n", r->checkpoint_last_weights);
     }
-    for (int i = 0; i < n; i++) train_log_free(&results[i].log);
     return 0;
 }
 
-int classifier_main(int argc, char **argv, const ClassifierChapter *ch) {
-    ClassifierFlags f = ch->defaults;
-    if (f.replicas < 1) f.replicas = 1;
-    char default_out[256];
-    snprintf(default_out, sizeof default_out, "out/%s", ch->chapter);
-    if (!f.out) f.out = default_out;
-    ArgSpec common[] = {
-        {"steps", ARG_INT, &f.train.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &f.batch, "examples per step", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f.train.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL,
-         ARG_TRAINING},
-        {"warmup", ARG_INT, &f.train.warmup, "steps of linear warm-up of the learning rate", 0, 1000000, NULL,
-         ARG_TRAINING},
-        {"clip", ARG_FLOAT, &f.train.clip, "clip the gradients' global norm to this (0: off)", 0, 1e6, NULL,
-         ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f.train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
-        {"eval-every", ARG_INT, &f.train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
-         ARG_TRAINING},
-        {"ema", ARG_FLOAT, &f.ema, "keep a moving average of the weights, this decay (0: off)", 0,
-         0.99999, NULL, ARG_TRAINING},
-        {"sam", ARG_FLOAT, &f.sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
-         ARG_TRAINING},
-        {"replicas", ARG_INT, &f.replicas, "data parallelism: copies of the model, one thread each", 1,
-         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING},
-        {"seed", ARG_INT, &f.seed, "random seed (model, batches, test set)", 0, 2147483647, NULL, ARG_TRAINING},
-        {"test-size", ARG_INT, &f.test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT},
-        {"out", ARG_STRING, &f.out, "output directory (--load: eval_* in it)", 0, 0,
-         NULL, ARG_OUTPUT},
-        {"load", ARG_STRING, &f.load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
-        {"input", ARG_STRING, &f.input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
-         NULL, ARG_OUTPUT},
-        {"plot", ARG_BOOL, &f.plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
-         ARG_OUTPUT},
-        {"backend", ARG_STRING, &f.backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
-         "auto,naive,avx2,avx512", ARG_SHARED},
-        {"matmul-precision", ARG_STRING, &f.matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
-        {"threads", ARG_INT, &f.threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"quiet", ARG_BOOL, &f.train.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
-    };
-    const int n_common = (int)(sizeof common / sizeof common[0]), n_specs = ch->n_model_args + n_common;
-    /* flags this chapter has no use for: not listed, refused with the reason */
-    for (int i = 0; i < n_common; i++) {
-        const char *name = common[i].name;
-        int images = !ch->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0);
-        int recipe = !ch->vit_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 ||
-                                         strcmp(name, "replicas") == 0);
-        if (images)
-            common[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
-        if (recipe) common[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
-    }
-    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
-    if (ch->n_model_args) memcpy(specs, ch->model_args, sizeof(ArgSpec) * (size_t)ch->n_model_args);
-    memcpy(specs + ch->n_model_args, common, sizeof common);
-
-    int rc = args_parse(argc, argv, specs, n_specs);
-    if (rc == 1) {
-        args_print_help(argv[0], ch->summary, specs, n_specs, ch->examples);
-        free(specs);
-        return 0;
-    }
-    if (rc == 0 && f.load) {
-        char keep[256];
-        snprintf(keep, sizeof keep, "out,load,input,plot,backend,matmul-precision,threads,quiet,test-size,batch,%s",
-                 ch->load_flags ? ch->load_flags : "");
-        rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
-    }
-    free(specs);
-    if (rc == 0 && f.input && !f.load) rc = fail("--input needs --load CHECKPOINT (a trained model to run)");
-    if (rc == 0 && f.plot && !f.input) rc = fail("--plot goes with --load CHECKPOINT --input TEXT");
-    /* training writes to --out (default out/<chapter>); evaluating a saved
-     * model never over a training run's files (results.h). f.out still
-     * pointing at default_out means the user gave no --out. */
-    char eval_out[OUT_DIR_MAX + 1];
-    if (rc == 0 && f.load) {
-        const char *given = f.out == default_out ? NULL : f.out;
-        rc = results_eval_dir(eval_out, sizeof eval_out, given, default_out, f.load);
-        f.out = eval_out;
-    }
-    /* before training: a path too long or a directory that cannot be written
-     * is said now, not after the training whose models would be lost */
-    if (rc == 0 && (backend_select(f.backend) < 0 || matmul_precision_select(f.matmul_precision) < 0 ||
-                    (!f.load && out_dir_prepare("--out", f.out) < 0) || (f.load && f.plot && make_dirs(f.out) < 0)))
-        rc = -1;
-    if (rc == 0) {
-        threads_set(f.threads);
-        rc = f.load ? run_loaded(ch, &f) : train_all(ch, &f);
-    }
-    if (rc < 0) {
-        fprintf(stderr, "%s: error: %s\n", ch->chapter, last_error());
-        return 1;
-    }
-    return 0;
+int classifier_finish(ClassifierRuns *runs, int rc) {
+    if (rc < 0) fprintf(stderr, "%s: error: %s\n", runs->program->chapter, last_error());
+    for (int i = 0; i < runs->n; i++) train_log_free(&runs->result[i].log);
+    free(runs->config);
+    free(runs->preset_argv);
+    runs->config = NULL;
+    runs->preset_argv = NULL;
+    return output_exit_status(runs->program->chapter, rc < 0 ? 1 : 0);
 }

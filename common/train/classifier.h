@@ -1,22 +1,31 @@
-/* classifier.h - the driver of every model that predicts a class per position
- * or per example (chapters 04 and 05; next the GPT of chapter 06 and the ViT
- * of chapter 07): the model interface, the training step, evaluation, and the
- * whole program behind each such chapter's main().
+/* classifier.h - the calls a program that trains models predicting a class
+ * per position or per example is made of (chapters 04 and 05's digit
+ * models, chapter 07's ViT): flags, training through train_loop
+ * (train/loop.h), evaluation, checkpoints, the results table, pictures and
+ * results.json, and --load on a saved model. The model is a Classifier
+ * (model/classifier.h), its examples an ExampleTask (data/examples.h).
  *
- * The sequence-to-sequence chapters (01-03, and 06's encoder-decoder) have
- * their own driver, seq2seq.h; everything else goes through this one:
+ * A program trains one or more models (runs: a task with each positional
+ * encoding, each head count, each patch size) and keeps them in a
+ * ClassifierRuns. Its main chains the calls, top to bottom:
  *
- *   Classifier      a model: forward with loss, backward, predict, the
- *                   attention weights of a layer and head (for plots)
- *   ExampleTask     where its examples come from (data/examples.h)
- *   ClassifierRun   one model to train: a name and its config text (the
- *                   same text its checkpoint keeps, which rebuilds it)
- *   classifier_main()  flags, training with progress, evaluation, results
- *                   table, heatmaps, loss curves, results.json, checkpoints,
- *                   and --load / --input / --plot on a saved model
+ *   classifier_init            the shared flags' defaults (ClassifierFlags)
+ *   classifier_parse_flags     the chapter's own flags, then the shared ones
+ *   (with --load: classifier_read_config, the chapter builds the model,
+ *    classifier_use_saved evaluates it or runs it on typed digits)
+ *   classifier_add_run         each model to train: its key, label and config text
+ *   classifier_start           the line that says what is trained
+ *   for each run: the chapter builds the model, then
+ *     classifier_train         train_loop over batches of the task's training stream
+ *     classifier_test          exact match and accuracy on the test stream
+ *     classifier_save          its checkpoint
+ *     classifier_show_first_test_example   the prediction and the attention heatmaps
+ *   classifier_report          the results table and the loss curves
+ *   classifier_write_results   results.json and the checkpoints' list
+ *   classifier_finish          free, report an error; the exit code
  *
- * A chapter's main.c is its flags, the runs they ask for, and a build
- * function; demos of the chapter's idea go in its before/after hooks. */
+ * Each returns 0, or -1 with fail() (classifier_finish prints the message);
+ * classifier_parse_flags returns 1 when the program is done (--help). */
 #ifndef CLASSIFIER_H
 #define CLASSIFIER_H
 #include <stdint.h>
@@ -28,22 +37,52 @@
 #include "nn/optim.h"
 #include "nn/params.h"
 #include "train/loop.h"
+#include "util/util.h"
 
 
-/* The common flags every such chapter has (the chapter adds its own). */
+/* The flags every such program shares (classifier_init sets the defaults). */
 typedef struct {
     TrainOptions train;   /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet (train/loop.h) */
-    const char *out, *backend, *load, *input;
-    int batch, seed, threads, test_size, plot;
-    int replicas;         /* data parallelism: replicas (copies) of the model, one thread each (1: one) */
-    const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
-    float ema;            /* > 0: evaluate and keep the moving average of the weights with this decay
+    int batch;            /* --batch: examples per step */
+    int seed;             /* --seed: the models' initial weights, the batches, the test examples */
+    int test_size;        /* --test-size: test examples */
+    const char *out, *load;   /* --out, --load (NULL: none) */
+    const char *input;    /* --input: with --load, run the model on these typed digits */
+    int plot;             /* --plot: with --input, draw its attention */
+    const char *preset;   /* --preset: one of the program's presets (NULL: it has none) */
+    int replicas;         /* --replicas: data parallelism, replicas (copies) of the model, one thread each */
+    float ema;            /* --ema: > 0: evaluate and keep the moving average of the weights with this decay
                            * (nn/optim.h); 0: the last step's weights, the default */
-    float sam;            /* > 0: sharpness-aware steps with this radius rho (classifier_train_step_parallel);
+    float sam;            /* --sam: > 0: sharpness-aware steps with this radius rho (classifier_gradient);
                            * 0: plain steps, the default */
+    const char *backend;  /* --backend (NULL: $ATTN_BACKEND, else auto) */
+    const char *matmul_precision; /* --matmul-precision: "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
+    int threads;          /* --threads (0: OMP_NUM_THREADS or all cores) */
 } ClassifierFlags;
 
+/* A preset: a name for a set of flags (chapter 07's long runs). */
+typedef struct {
+    const char *name;     /* "long" */
+    const char *flags;    /* "--patch 4 --kernel 8 ...", put in front of the user's ("": none) */
+} ClassifierPreset;
+
+/* What a program is, for --help, messages and its checkpoints (no code). */
+typedef struct {
+    const char *chapter;      /* "04_self_attention": messages, the default --out out/<chapter> */
+    const char *model_name;   /* the "model=" line of its checkpoints */
+    const char *summary;      /* --help's paragraph */
+    const char *examples;     /* --help's example lines, '\n' between them */
+    const char *load_flags;   /* the chapter's own flags that still act with --load ("attention"), or NULL */
+    const char *load_hint;    /* what to try with a saved model, after "--load CKPT"; NULL: --input "..." */
+    int typed_input;          /* 1: --load CKPT --input "3 1 4" runs the model on typed digits (--plot draws
+                               * it); 0: those two flags are refused */
+    int long_recipe;          /* 1: offer --ema, --sam and --replicas (chapter 07's long runs); 0: refuse them */
+    const ClassifierPreset *presets;   /* --preset's choices, the first the default (NULL: no --preset) */
+    int n_presets;
+} ClassifierProgram;
+
 #define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */
+#define CLASSIFIER_MAX_RUNS 16      /* models one program trains */
 #define CLASSIFIER_CONFIG_MAX 1024
 typedef struct {
     char key[24];      /* "reverse_sinusoidal": file names, results.json keys */
@@ -108,11 +147,9 @@ double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, flo
  * gradient are finite, clip the gradient norm to clip (> 0), one Adam
  * update at lr. Returns the loss; or, when the loss or a gradient is not
  * finite, NaN with fail() naming the first tensor whose gradient is not
- * (train/finite.h), and no update made. classifier_train_step is the step
- * of one model (n_replicas = 1, sam = 0). */
+ * (train/finite.h), and no update made. */
 double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
                                       float lr, float sam);
-double classifier_train_step(Classifier *m, Adam *opt, const Examples *e, float clip, float lr);
 
 /* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
  * through train_loop (train/loop.h: o's steps, learning rate and schedule,
@@ -132,49 +169,103 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, con
 void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
                          double *exact, double *token_acc);
 
-/* What a chapter gives classifier_main. */
-typedef struct {
-    const char *chapter;          /* "04_self_attention" */
-    const char *model_name;       /* the "model=" its checkpoints carry */
-    const char *summary;          /* a paragraph for --help */
-    const ArgSpec *model_args;    /* the chapter's own flags */
-    int n_model_args;
-    const char *load_flags;       /* those of them that still act with --load ("attention"), or NULL */
-    const char *load_hint;        /* what to try with a saved model, printed after "--load CKPT"; NULL: --input "..." */
-    const char *examples;         /* --help's example lines, '\n' between them */
-    int typed_input;              /* 1: --load CKPT --input "3 1 4" runs the model on typed digits (--plot draws it);
-                                   * 0: those two flags are refused */
-    int vit_recipe;               /* 1: offer --ema, --sam and --replicas (chapter 07's long recipe); 0: refuse them */
-    ClassifierFlags defaults;     /* the common flags' defaults (out is set from chapter) */
-    /* The runs the parsed flags ask for, written to runs (room for max);
-     * returns how many, or -1 with fail(). *headline: the run whose figures
-     * lead results.json. */
-    int (*plan)(const ClassifierFlags *f, ClassifierRun *runs, int max, int *headline);
-    /* Build the model a config text describes, for batches of up to max_B,
-     * parameters initialised from seed (a checkpoint then overwrites them).
-     * Returns 0, or -1 with fail() (for example: a checkpoint of another model). */
-    int (*build)(Classifier *m, const char *config, int max_B, uint64_t seed);
-    /* The task a config text names ("task=reverse", "len=8"); the task may
-     * point into storage the chapter owns. Returns 0 or -1 with fail(). */
-    int (*task)(const char *config, ExampleTask *task);
-    /* Optional: before training (a demonstration of the chapter's idea) and
-     * after it (more plots); both may add keys to res. Return 0 or -1 with fail(). */
-    int (*before)(const ClassifierFlags *f, Results *res);
-    int (*after)(const ClassifierFlags *f, Results *res);
-    /* Optional: called after each run is trained, evaluated and saved (r:
-     * what the driver measured), with the model still alive (pictures of what it learned, more figures for
-     * res). Returns 0 or -1 with fail(). */
-    int (*trained)(const ClassifierFlags *f, const ClassifierRun *run, const ClassifierResult *r, Classifier *m,
-                   const ExampleTask *t, Results *res);
-    /* Optional: --load without --input, after the checkpoint is loaded into
-     * m: the chapter's own use of a saved model (its own flags, e.g. an image
-     * file). Returns 1 to let the driver evaluate on the test set as usual,
-     * 0 when done, -1 with fail(). f->out is the evaluation directory (not
-     * yet made). */
-    int (*loaded)(const ClassifierFlags *f, Classifier *m, const ExampleTask *t);
-} ClassifierChapter;
+/* ------------------------------------------------------------ the program */
 
-/* The whole program of such a chapter. Returns the process exit code. */
-int classifier_main(int argc, char **argv, const ClassifierChapter *chapter);
+/* A program's state: its flags, the runs it trains and what they measured,
+ * results.json's keys, and with --load the checkpoint's config text. */
+typedef struct {
+    const ClassifierProgram *program;
+    ClassifierFlags flags;
+    int n, headline;             /* runs; the one whose figures lead results.json */
+    ClassifierRun run[CLASSIFIER_MAX_RUNS];
+    ClassifierResult result[CLASSIFIER_MAX_RUNS];
+    Results results;             /* results.json's keys; a chapter may add its own */
+    char *config;                /* --load: the checkpoint's config text (classifier_read_config) */
+    int saved_seed;              /* --load: its seed= line, the seed of its test stream */
+    double t_start;              /* when the program started (classifier_init): its whole time */
+    char default_out[256];       /* out/<chapter> */
+    char eval_out[OUT_DIR_MAX + 1];   /* --load: where its outputs go */
+    char preset_choices[256];    /* --preset's choices, "quick,long,..." */
+    char **preset_argv;          /* --preset: its flags in front of the user's */
+} ClassifierRuns;
+
+/* The shared flags' defaults into runs->flags: TRAIN_DEFAULTS (the steps,
+ * learning rate, warm-up, clip, curve points), --batch 64, --seed 1,
+ * --test-size 1000, one replica, the program's first preset; and
+ * results.json's first keys (chapter, then the headline's figures, filled
+ * in by classifier_report). A chapter changes a default in its main, after
+ * this call. */
+void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program);
+
+/* Parse argv: the chapter's own flags own[0..n_own) (destinations its own),
+ * then the shared ones; --preset NAME first puts the preset's flags in front
+ * of the user's, so a flag the user gives still wins. Checks what goes
+ * together (--input needs --load, --replicas at most --batch; with --load
+ * only the flags that still act), selects the backend and threads, and
+ * sets runs->flags.out (training: --out, checked writable now; --load: an
+ * eval_* directory). Returns 0; 1 after printing --help; -1 with fail(). */
+int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const ArgSpec *own, int n_own);
+
+/* --load: the checkpoint's config text into runs->config (its model= line
+ * checked against the program's), the model's config struct cfg from it
+ * through its table of fields (io/config.h), and its seed= line into
+ * runs->saved_seed. Errors name the checkpoint. Returns 0 or -1 with fail(). */
+int classifier_read_config(ClassifierRuns *runs, const ConfigField *fields, int n_fields, void *cfg);
+
+/* --load, with m built from that config and t its task: prints the config
+ * and loads the saved weights into m (classifier_load_weights); then either
+ * runs m on the digits of --input (and draws its attention with --plot), or
+ * evaluates it on --test-size examples of the test stream. Returns 0 or -1
+ * with fail(). */
+int classifier_use_saved(ClassifierRuns *runs, Classifier *m, const ExampleTask *t);
+int classifier_load_weights(ClassifierRuns *runs, Classifier *m, const ExampleTask *t);
+
+/* The next run: key ("reverse_sinusoidal": file names, results.json keys)
+ * and label ("reverse, sinusoidal positions": the table, titles) as
+ * printf formats them; the caller writes its config text
+ * (classifier_config_text). NULL with fail() when there are already
+ * CLASSIFIER_MAX_RUNS. */
+ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const char *label_format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Before training: a note when --out holds another configuration's results,
+ * and the line that says what is trained (runs, steps, batch, backend,
+ * threads). */
+void classifier_start(ClassifierRuns *runs);
+
+/* The figures on the test set: exact match and per-output accuracy of
+ * --test-size examples of the test stream (classifier_evaluate), into r. */
+void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r);
+
+/* With --ema, after training with the average avg: the last step's
+ * weights' figures on the test set (printed, and into r), their checkpoint
+ * model_<key>_last_weights.ckpt; then m's weights become the average.
+ * Returns 0 or -1 with fail(). */
+int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
+                           const ExampleTask *t, const WeightAverage *avg, ClassifierResult *r);
+
+/* The run's checkpoint: its config text and m's weights, to
+ * <out>/model_<key>.ckpt (r->checkpoint). Returns 0 or -1 with fail(). */
+int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r);
+
+/* The first test example: the prediction beside the truth and, for a task
+ * of one output per input of up to 64 inputs, a heatmap of every layer's
+ * and head's attention (<out>/attn_<key>_layer<l>[_head<h>]). Returns 0 or
+ * -1 with fail(). */
+int classifier_show_first_test_example(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
+                                       const ExampleTask *t);
+
+/* After the runs: the results table on the test set, the run's figures
+ * into results.json's keys, the total time, and the loss curves
+ * (<out>/loss). Returns 0 or -1 with fail(). */
+int classifier_report(ClassifierRuns *runs);
+
+/* results.json, then the list of checkpoints with what to try with them.
+ * Returns 0 or -1 with fail(). */
+int classifier_write_results(ClassifierRuns *runs);
+
+/* Free everything, print the error of rc < 0; the exit code (0 after
+ * --help, rc 1). */
+int classifier_finish(ClassifierRuns *runs, int rc);
 
 #endif
