@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "07_vision_transformer/caption.h"
+#include "io/pgm.h"
 #include "io/plot.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -82,5 +84,46 @@ int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side,
     int rc = plot_overlay_grid(stem, title, inks, maps, panels, cols, tp, side, side);
     if (rc == 0) printf("    %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
     free(src); free(out); free(attn); free(maps); free(inks); free(titles); free(tp);
+    return rc;
+}
+
+int caption_draw_test_scenes(Seq2Seq *m, const Dataset *d, int n, const SceneScale *scale, const char *out_dir) {
+    const Caption *c = m->self;
+    if (n > 0) printf("\nTest scenes, captioned (one panel per word):\n");
+    for (int i = 0; i < n && i < d->test.n; i++) {
+        const Example *e = &d->test.ex[i];
+        char stem[1024], label[64], truth[256];
+        if (path_format(stem, sizeof stem, "%s/caption_test%d", out_dir, i) < 0) return -1;
+        snprintf(label, sizeof label, "test scene %d", i);
+        vocab_decode(&d->tgt_vocab, e->tgt, e->tgt_len, " ", truth, sizeof truth);
+        if (caption_draw_one(m, d, e->values, c->cfg.side, c->cfg.P, scale->normalized, scale->mean, scale->std,
+                             stem, label, truth) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int caption_draw_file(Seq2Seq *m, const Dataset *d, const char *path, const SceneScale *scale, const char *out_dir) {
+    const Caption *c = m->self;
+    const int side = c->cfg.side;
+    PgmImage pgm;
+    if (pgm_read(&pgm, path) < 0) return -1;
+    float *ink = xmalloc(sizeof(float) * (size_t)side * side), *image = xmalloc(sizeof(float) * (size_t)side * side);
+    image_resize_area(ink, side, side, pgm.pixels, pgm.height, pgm.width);
+    if (pgm.width != side || pgm.height != side)
+        printf("  (%s is %d x %d: scaled to the model's %d x %d)\n", path, pgm.width, pgm.height, side, side);
+    pgm_free(&pgm);
+    for (int i = 0; i < side * side; i++) image[i] = scale->normalized ? (ink[i] - scale->mean) / scale->std : ink[i];
+    const char *base = strrchr(path, '/');
+    char name[200], stem[1024];
+    snprintf(name, sizeof name, "%s", base ? base + 1 : path);   /* (a long name: its first 199 bytes) */
+    char *dot = strrchr(name, '.');
+    if (dot) *dot = '\0';
+    int rc = make_dirs(out_dir);
+    if (rc == 0) rc = path_format(stem, sizeof stem, "%s/caption_%s", out_dir, name);
+    if (rc == 0) rc = caption_draw_one(m, d, image, side, c->cfg.P, scale->normalized, scale->mean, scale->std, stem,
+                                       name, NULL);
+    free(ink);
+    free(image);
     return rc;
 }

@@ -8,6 +8,7 @@
  * of its heads; model 1 has no map, its picture is the scene and the caption. */
 #ifndef CAPTION_PICTURES_H
 #define CAPTION_PICTURES_H
+#include "07_vision_transformer/scene.h"
 #include "data/dataset.h"
 #include "model/seq2seq.h"
 
@@ -25,5 +26,17 @@ void caption_upsample(float *up, const float *map, int g, int side);
  * P: the patch side (the grid is side / P per side). Returns 0 or -1 with fail(). */
 int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side, int P, int normalized, float mean,
                      float std, const char *stem, const char *label, const char *truth);
+
+/* After the evaluation: test scenes 0..n-1 of d captioned by the captioner
+ * m (a Caption, caption.h), each into out_dir/caption_test<i>.png with its
+ * true caption in the title; scale: the data set's (scene.h). Returns 0 or
+ * -1 with fail(). */
+int caption_draw_test_scenes(Seq2Seq *m, const Dataset *d, int n, const SceneScale *scale, const char *out_dir);
+
+/* --load CKPT --image FILE: the user's PGM scene (light items on black,
+ * scaled to the model's side when it is another size, then to the data
+ * set's scale) captioned by m into out_dir/caption_<file name>.png.
+ * Returns 0 or -1 with fail(). */
+int caption_draw_file(Seq2Seq *m, const Dataset *d, const char *path, const SceneScale *scale, const char *out_dir);
 
 #endif

@@ -2,11 +2,13 @@
  * captions, and the data set the seq2seq driver reads (see scene.h). */
 #include "07_vision_transformer/scene.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/pgm.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/util.h"
@@ -133,6 +135,62 @@ int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int
     d->max_src_len = grid * grid;
     d->max_tgt_len = grid * grid;
     return 0;
+}
+
+/* list "12,-,345,7" -> index[cells] (-1: empty). Every item between commas
+ * counts, the last one too: "1,2,3,4," ends in an empty item. */
+static int parse_cells(const char *list, int grid, int *index) {
+    const int cells = grid * grid;
+    int n = 0;
+    for (const char *s = list; n <= cells;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return fail("--compose '%s': item %d is %s (expected test-image indices or -, separated by single commas)",
+                        list, n + 1, len == 0 ? "empty" : "too long");
+        memcpy(item, s, len);
+        item[len] = '\0';
+        char *end = item;
+        long v = strcmp(item, "-") == 0 ? -1 : isdigit((unsigned char)item[0]) ? strtol(item, &end, 10) : -1;
+        if (strcmp(item, "-") != 0 && (end == item || *end || v < 0 || v > 9999))
+            return fail("--compose: '%s' is not a test-image index 0..9999 or - (an empty cell)", item);
+        if (n < cells) index[n] = (int)v;
+        n++;
+        if (!comma) break;
+        s = comma + 1;
+    }
+    if (n != cells) return fail("--compose '%s': %d cells for --grid %d, expected %d", list, n, grid, cells);
+    return 0;
+}
+
+int scene_compose_pgm(const char *list, int grid, const char *data_dir, const char *path, int *words) {
+    if (grid < 2 || grid > SCENE_MAX_GRID) return fail("grid %d: expected 2 (56 x 56 scenes) or 3 (84 x 84)", grid);
+    const int cells = grid * grid;
+    int index[SCENE_MAX_CELLS];
+    if (parse_cells(list, grid, index) < 0) return -1;
+    FashionMnist fm;
+    if (fashion_mnist_load(&fm, data_dir, 0) < 0) return -1;
+    for (int k = 0; k < cells; k++)
+        if (index[k] >= fm.test.n) {
+            fail("--compose: there is no test image %d: the test set in %s holds %d images (0 to %d)", index[k],
+                 data_dir ? data_dir : FASHION_MNIST_DIR, fm.test.n, fm.test.n - 1);
+            fashion_mnist_free(&fm);
+            return -1;
+        }
+    const float *images[SCENE_MAX_CELLS];
+    int labels[SCENE_MAX_CELLS];
+    for (int k = 0; k < cells; k++) {
+        images[k] = index[k] >= 0 ? fm.test.images + (size_t)index[k] * FASHION_MNIST_PIXELS : NULL;
+        labels[k] = index[k] >= 0 ? fm.test.labels[index[k]] : -1;
+    }
+    const int side = SCENE_CELL * grid;
+    float *canvas = xmalloc(sizeof(float) * (size_t)side * side);
+    scene_compose(canvas, grid, images, 0.0f);
+    const int rc = pgm_write(path, canvas, side, side);
+    free(canvas);
+    fashion_mnist_free(&fm);
+    return rc < 0 ? -1 : scene_caption(labels, grid, words);
 }
 
 const ConfigField SCENE_CONFIG_FIELDS[] = {

@@ -75,6 +75,17 @@ int scene_caption(const int *labels, int grid, int *words);
  * seed + 2. Returns 0, or -1 with fail() (d then empty). */
 int scene_dataset(Dataset *d, const FashionMnist *fm, int grid, int n_train, int n_valid, int n_test, uint64_t seed);
 
+/* A scene of chosen test images, for a user to caption (07_caption
+ * --compose): list names grid grid cells in reading order, each a test-image
+ * index 0..9999 or - (an empty cell), separated by single commas
+ * ("12,-,345,7"). The images come from the Fashion-MNIST files in data_dir
+ * (NULL: FASHION_MNIST_DIR), in their own scale (ink white on black, as the
+ * data set draws them); the canvas [28 grid, 28 grid] is written to path as
+ * a PGM, and words[] (room for grid grid) gets its caption (class ids).
+ * Returns the number of words, or -1 with fail() naming the bad item or the
+ * index past the test set. */
+int scene_compose_pgm(const char *list, int grid, const char *data_dir, const char *path, int *words);
+
 /* What a captioning data set is made of: the grid, the number of scenes
  * per split and their seed (the checkpoint records them, so --load rebuilds
  * the same scenes). Its fields as checkpoint lines (io/config.h): grid,
