@@ -109,8 +109,9 @@ static void seq2seq_destroy(void *state) {
 
 enum { SEQ2SEQ_BATCH = 64, SEQ2SEQ_SEED = 42 };
 
-/* build: the chapter's ChapterSpec.build; config: its default model lines.
- * The batch is the first one the training loop of common/train/seq2seq.c draws. */
+/* build: the chapter's model from config text (its *_from_text below); config: its
+ * default model lines.
+ * The batch is the first one seq2seq_train (common/train/seq2seq.c) draws. */
 static int seq2seq_bench_create(BenchModel *model, FILE *batch_log, const char *chapter,
                                 int (*build)(Seq2Seq *, const Dataset *, const char *, int, uint64_t),
                                 const char *config) {
@@ -176,20 +177,20 @@ static int attn_seq2seq_from_text(Seq2Seq *m, const Dataset *d, const char *conf
 /* Chapter 01's defaults (chapters/01_rnn_seq2seq/main.c): GRU, D_E 32, S 128. */
 static int create_01(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "01_rnn_seq2seq", rnn_seq2seq_from_text,
-                                "cell=gru\nembed=32\nhidden=128\n");
+                                "cell=gru\nembed=32\nstate=128\n");
 }
 
 /* Chapter 02's defaults (chapters/02_bahdanau_attention/main.c): GRU, D_E 32, S 96, D_A 32. */
 static int create_02(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "02_bahdanau_attention", bahdanau_from_text,
-                                "cell=gru\nembed=32\nhidden=96\nattn=32\nbidirectional=0\n");
+                                "cell=gru\nembed=32\nstate=96\nattn=32\nbidirectional=0\n");
 }
 
 /* Chapter 03's defaults (chapters/03_dot_product_attention/main.c): GRU, D_E 32,
  * S 128, scaled dot-product score, Luong placement. */
 static int create_03(BenchModel *model, FILE *batch_log) {
     return seq2seq_bench_create(model, batch_log, "03_dot_product_attention", attn_seq2seq_from_text,
-                                "cell=gru\nembed=32\nhidden=128\nscore=scaled_dot\nplacement=luong\n"
+                                "cell=gru\nembed=32\nstate=128\nscore=scaled_dot\nplacement=luong\n"
                                 "attn=64\nproject_kv=0\n");
 }
 

@@ -121,6 +121,8 @@ static void test_help_every_program(void **state) {
         {"04_self_attention", "--ema 0.5"}, {"05_multi_head_attention", "--sam 0.1"},
         {"07_vision_transformer", "--input 3"}, {"04_self_attention", "--hidden 8"},
         {"05_multi_head_attention", "--hidden 8"}, {"07_caption", "--hidden 8"},
+        {"01_rnn_seq2seq", "--hidden 8"},    {"02_bahdanau_attention", "--hidden 8"},
+        {"03_dot_product_attention", "--hidden 8"},
     };
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
         char name[64];
@@ -150,7 +152,7 @@ static void test_bad_flags(void **state) {
     expect_error(p, "--batch 0", "--batch");
     expect_error(p, "--task nope", "--task");
     expect_error(p, "--cell foo", "--cell");
-    expect_error(p, "--hidden 99999999999", "--hidden");
+    expect_error(p, "--state 99999999999", "--state");
     expect_error(p, "--backend gpu", "--backend");
     expect_error(p, "--matmul-precision half", "--matmul-precision");
     expect_error(p, "stray", "stray");
@@ -209,7 +211,7 @@ static void test_bad_checkpoints(void **state) {
 
     /* a real checkpoint from a very short run ... */
     RunResult *r = malloc(sizeof *r);
-    snprintf(args, sizeof args, "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet --out %s/run", tmp_dir);
+    snprintf(args, sizeof args, "--steps 2 --state 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet --out %s/run", tmp_dir);
     run(r, p, args);
     if (r->code != 0) print_error("short run failed: %s\n", r->err);
     assert_int_equal(r->code, 0);
@@ -338,11 +340,11 @@ typedef struct {
 
 /* Tiny runs of every chapter (a second or two each); ckpt relative to tmp_dir. */
 static const ChapterCase CHAPTERS[] = {
-    {"01_rnn_seq2seq", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+    {"01_rnn_seq2seq", "--steps 2 --state 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
      "n01/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
-    {"02_bahdanau_attention", "--steps 2 --hidden 16 --embed 8 --attn 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+    {"02_bahdanau_attention", "--steps 2 --state 16 --embed 8 --attn 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
      "n02/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
-    {"03_dot_product_attention", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
+    {"03_dot_product_attention", "--steps 2 --state 16 --embed 8 --n-train 200 --max-eval 10 --samples 0 --quiet",
      "n03/model.ckpt", "--max-eval 10 --samples 0", "--translate"},
     {"04_self_attention", "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 "
      "--test-size 10 --quiet", "n04/model_reverse_learned.ckpt", "--test-size 10", "--input"},

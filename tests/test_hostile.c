@@ -337,7 +337,7 @@ static char ckpt01[700], ckpt_gpt[700];
 
 static void need_checkpoints(void) {
     if (!ckpt01[0])
-        train("01_rnn_seq2seq", "--steps 2 --hidden 16 --embed 8 --n-train 200 --max-eval 10 --samples 0", "r01",
+        train("01_rnn_seq2seq", "--steps 2 --state 16 --embed 8 --n-train 200 --max-eval 10 --samples 0", "r01",
               "model.ckpt", ckpt01, sizeof ckpt01);
     if (!ckpt_gpt[0])
         train("06_gpt", "--steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --context 16 --batch 2 --eval-every 0 "
@@ -609,12 +609,12 @@ static void test_stdout_write_errors(void **state) {
             snprintf(what, sizeof what, "%s --help >/dev/full", programs[p]);
             assert_clean_failure(r, what, "cannot write to standard output");
         }
-        shell(r, "%s/01_rnn_seq2seq --steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 --quiet "
+        shell(r, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 --quiet "
                  "--out %s/full01 >/dev/full", build_dir, tmp_dir);
         assert_clean_failure(r, "01_rnn_seq2seq >/dev/full", "cannot write to standard output");
     }
     /* closed: the checkpoint must not take the number of standard output and receive the printed text */
-    shell(r, "%s/01_rnn_seq2seq --steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 "
+    shell(r, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 "
              "--out %s/closed01 >&-", build_dir, tmp_dir);
     assert_clean_failure(r, "01_rnn_seq2seq >&-", "cannot write to standard output");
     char path[600], *config = NULL;

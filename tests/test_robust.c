@@ -5,14 +5,14 @@
  *    rate stops with one message naming the step and the tensor, and makes
  *    no update with the bad gradient (every parameter is still finite);
  *    each training driver's whole program (the classifier driver's calls
- *    in chapter 04's order with its model, seq2seq_main with chapter 06's
- *    transformer), run at that
+ *    in chapter 04's order with its model, the seq2seq driver's calls with
+ *    chapter 06's transformer), run at that
  *    rate over a good run's output directory, exits 1 with that message and
  *    leaves the good run's checkpoint as it was;
  *  - long data: a dictionary entry longer than chapter 01's --translate
  *    buffers (a 600-letter word, a 600-phoneme pronunciation) is refused
  *    with one line naming the file, the line and the limit, where it
- *    overflowed int ids[512] of seq2seq_main;
+ *    overflowed int ids[512] of the seq2seq driver;
  *  - failing disks: checkpoints, results, plots and PGM images written to
  *    /dev/full (no space left) or into a read-only directory give one clear
  *    error naming the path, and leave the previous files as they were (no
@@ -146,24 +146,35 @@ static void test_absurd_learning_rate_stops_training(void **state) {
     m.destroy(m.self);
 }
 
-/* The same through the seq2seq driver (seq2seq_main, the whole program of
- * chapters 01-03 and 06) with chapter 06's transformer, small. A good run
- * first, then lr 1e30 (as the chapter's default: --lr stops at 1). (The RNNs
- * of chapters 01-03 at that rate do not reach a NaN: tanh and the gates
- * saturate, the clipped gradients stay finite, and the loss grows huge but
- * finite, which is not what this check is about.) */
-static int transformer_config(char *config, int cap) {
-    size_t used = strlen(config);
-    snprintf(config + used, (size_t)cap - used,
-             "model=transformer\nlayers=1\ndim=8\nheads=2\nff=16\nnorm=pre\nnorm_type=layernorm\nmlp=gelu\n"
-             "dropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n");
-    return 0;
-}
-
-static int transformer_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    TransformerConfig cfg = {0};
-    if (config_read(config, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg) < 0) return -1;
-    return transformer_build(m, d, &cfg, max_batch, seed);
+/* The same through the seq2seq driver (train/seq2seq.h, the calls of
+ * chapters 01-03's and 06's main.c) with chapter 06's transformer, small. A
+ * good run first, then lr 1e30 (set before the flags are parsed: --lr stops
+ * at 1). (The RNNs of chapters 01-03 at that rate do not reach a NaN: tanh
+ * and the gates saturate, the clipped gradients stay finite, and the loss
+ * grows huge but finite, which is not what this check is about.) Returns
+ * the exit code. */
+static int small_transformer_program(int argc, char **argv, int steps, float lr) {
+    static const Seq2SeqProgram program = {.chapter = "robust_seq2seq", .model_name = "transformer", .summary = ""};
+    TransformerConfig cfg = {
+        .layers = 1,
+        .block = {.D = 8, .H = 2, .F = 16, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
+                  .mlp = BLOCK_MLP_GELU},
+        .pos = POS_SINUSOIDAL,
+        .kv_cache = 1,
+    };
+    Seq2SeqRun run;
+    seq2seq_init(&run, &program);
+    run.flags.train.steps = steps;
+    run.flags.train.lr = lr;
+    run.flags.batch = 8;
+    int rc = seq2seq_parse_flags(&run, argc, argv, NULL, 0);
+    if (rc == 0) rc = seq2seq_load_data(&run);
+    if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
+    if (rc == 0) rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), 42);
+    if (rc == 0) rc = seq2seq_train(&run);
+    if (rc == 0) rc = seq2seq_evaluate(&run);
+    if (rc == 0) rc = seq2seq_write_outputs(&run);
+    return seq2seq_finish(&run, rc);
 }
 
 static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state) {
@@ -171,27 +182,15 @@ static void test_diverged_seq2seq_program_keeps_the_last_checkpoint(void **state
     char out[400], ckpt[500];
     snprintf(out, sizeof out, "%s/diverge_seq2seq", tmp_dir);
     snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
-    ChapterSpec spec = {
-        .chapter = "robust_seq2seq",
-        .model_name = "transformer",
-        .summary = "",
-        .write_config = transformer_config,
-        .build = transformer_from_text,
-        .default_steps = 5,
-        .default_batch = 8,
-        .default_lr = 3e-3f,
-    };
     char *argv[] = {"robust_seq2seq", "--out", out, "--quiet", "--n-train", "100", "--max-eval", "5",
                     "--samples", "0", NULL};
-    assert_int_equal(seq2seq_main(10, argv, &spec), 0);
+    assert_int_equal(small_transformer_program(10, argv, 5, 3e-3f), 0);
     size_t good_len;
     char *good = read_whole_file(ckpt, &good_len);
     assert_non_null(good);
 
-    spec.default_lr = 1e30f;
-    spec.default_steps = 300;
     clear_error();
-    int rc = seq2seq_main(10, argv, &spec);
+    int rc = small_transformer_program(10, argv, 300, 1e30f);
     print_message("seq2seq at lr 1e30: exit %d, %s\n", rc, last_error());
     assert_int_equal(rc, 1);
     assert_non_null(strstr(last_error(), "training diverged at step "));
@@ -253,16 +252,23 @@ static void test_brown_refuses_a_nul_byte(void **state) {
  * dictionary is refused with one line naming the file, the line and the
  * limit, and the buffers are sized by the data. Run in a scratch working
  * directory: g2p reads data/cmudict.dict.gz from there. */
-static int rnn_config(char *config, int cap) {
-    size_t used = strlen(config);
-    snprintf(config + used, (size_t)cap - used, "model=rnn_seq2seq\ncell=gru\nembed=8\nhidden=8\n");
-    return 0;
-}
-
-static int rnn_from_text(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed) {
-    RnnConfig cfg;
-    if (config_read(config, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg) < 0) return -1;
-    return rnn_seq2seq_build(m, d, &cfg, max_batch, seed);
+static int small_rnn_program(int argc, char **argv) {
+    static const Seq2SeqProgram program = {.chapter = "robust_g2p", .model_name = "rnn_seq2seq", .summary = "",
+                                           .no_attention = 1};
+    RnnConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 8};
+    Seq2SeqRun run;
+    seq2seq_init(&run, &program);
+    run.flags.train.steps = 1;
+    run.flags.batch = 4;
+    int rc = seq2seq_parse_flags(&run, argc, argv, NULL, 0);
+    if (rc == 0) rc = seq2seq_load_data(&run);
+    if (rc == 0) rc = seq2seq_model_config(&run, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg);
+    if (rc == 0) rc = rnn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), 42);
+    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0) rc = seq2seq_evaluate(&run);
+    if (rc == 0) rc = seq2seq_write_outputs(&run);
+    return seq2seq_finish(&run, rc);
 }
 
 static void write_g2p_dictionary(const char *path, const char *extra_lines) {
@@ -283,21 +289,10 @@ static void test_long_dictionary_entry_is_refused(void **state) {
     assert_int_equal(chdir(dir), 0);
     assert_int_equal(mkdir("data", 0755), 0);
     write_g2p_dictionary("data/cmudict.dict.gz", "");
-    ChapterSpec spec = {
-        .chapter = "robust_g2p",
-        .model_name = "rnn_seq2seq",
-        .summary = "",
-        .no_attention = 1,
-        .write_config = rnn_config,
-        .build = rnn_from_text,
-        .default_steps = 1,
-        .default_batch = 4,
-        .default_lr = 3e-3f,
-    };
     snprintf(out, sizeof out, "%s/model", dir);
     char *train_argv[] = {"robust_g2p", "--task", "g2p", "--out", out, "--quiet", "--samples", "0",
                           "--max-eval", "4", NULL};
-    if (seq2seq_main(10, train_argv, &spec) != 0) print_error("training on the small dictionary: %s\n", last_error());
+    if (small_rnn_program(10, train_argv) != 0) print_error("training on the small dictionary: %s\n", last_error());
     snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
     assert_int_equal(access(ckpt, F_OK), 0);
 
@@ -315,7 +310,7 @@ static void test_long_dictionary_entry_is_refused(void **state) {
     snprintf(out, sizeof out, "%s/translate", dir);
     char *translate_argv[] = {"robust_g2p", "--load", ckpt, "--translate", long_word, "--out", out, NULL};
     clear_error();
-    int rc = seq2seq_main(7, translate_argv, &spec);
+    int rc = small_rnn_program(7, translate_argv);
     print_message("--load --translate with a 600-letter entry: exit %d, %s\n", rc, last_error());
     assert_int_equal(chdir(cwd), 0);
     assert_int_equal(rc, 1);
@@ -646,7 +641,7 @@ static void program_into_read_only_dir(const char *program, const char *args, co
 
 static void test_programs_into_a_read_only_directory(void **state) {
     (void)state;
-    program_into_read_only_dir("01_rnn_seq2seq", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0",
+    program_into_read_only_dir("01_rnn_seq2seq", "--steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0",
                                "model.ckpt");
     program_into_read_only_dir("04_self_attention",
                                "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 "
@@ -853,7 +848,7 @@ static void expect_out_refused(const char *root, const char *program, const char
 
 static const char *const QUICK_04 =
     "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 --test-size 5";
-static const char *const QUICK_01 = "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0";
+static const char *const QUICK_01 = "--steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0";
 static const char *const QUICK_CAPTION =
     "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 1";
 static const char *const QUICK_GPT = "--layers 1 --dim 8 --heads 1 --ff 8 --context 8 --steps 1 --batch 2 "
@@ -951,7 +946,7 @@ static int run_as_nobody(const char *program, const char *args, const char *dir,
 
 /* An --out that cannot be written was found only when the results were
  * saved, after the training: the trained weights were lost. Now each
- * training driver (seq2seq_main, classifier_parse_flags, 06_gpt's) refuses it
+ * training driver (seq2seq_parse_flags, classifier_parse_flags, 06_gpt's) refuses it
  * before training: exit 1, one line naming the directory and the reason,
  * and nothing trained (no "trained ..." or "Training: ..." line). */
 static void test_unwritable_out_is_refused_before_training(void **state) {
@@ -995,7 +990,7 @@ static void test_file_size_limit_fails_with_a_message(void **state) {
     snprintf(err_log, sizeof err_log, "%s/fsize.err", tmp_dir);
     /* 2 blocks: the checkpoint of a 32-wide RNN is bigger */
     snprintf(cmd, sizeof cmd,
-             "ulimit -f 2; %s/01_rnn_seq2seq --steps 2 --hidden 32 --embed 16 --n-train 50 --max-eval 5 --samples 0 "
+             "ulimit -f 2; %s/01_rnn_seq2seq --steps 2 --state 32 --embed 16 --n-train 50 --max-eval 5 --samples 0 "
              "--quiet --threads 1 --out %s >/dev/null 2>%s </dev/null", build_dir, dir, err_log);
     int status = system(cmd);
     size_t len;

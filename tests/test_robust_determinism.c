@@ -33,10 +33,10 @@ typedef struct {
 } Run;
 
 static const Run RUNS[] = {
-    {"01_rnn_seq2seq", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0", "model.ckpt"},
-    {"02_bahdanau_attention", "--steps 2 --hidden 8 --embed 4 --attn 4 --n-train 50 --max-eval 5 --samples 0",
+    {"01_rnn_seq2seq", "--steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0", "model.ckpt"},
+    {"02_bahdanau_attention", "--steps 2 --state 8 --embed 4 --attn 4 --n-train 50 --max-eval 5 --samples 0",
      "model.ckpt"},
-    {"03_dot_product_attention", "--steps 2 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0", "model.ckpt"},
+    {"03_dot_product_attention", "--steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0", "model.ckpt"},
     {"04_self_attention", "--task reverse --pos learned --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 --test-size 5",
      "model_reverse_learned.ckpt"},
     {"05_multi_head_attention",

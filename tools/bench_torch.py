@@ -305,7 +305,7 @@ def build_models():
             lens = torch.tensor(entry["src_lens"])
             tgt_in = torch.tensor(entry["tgt_in"]).view(B, Tt)
             tgt_out = torch.tensor(entry["tgt_out"]).view(B, Tt)
-            V_src, V_tgt, E, H = entry["V_src"], entry["V_tgt"], entry["embed"], entry["hidden"]
+            V_src, V_tgt, E, H = entry["V_src"], entry["V_tgt"], entry["embed"], entry.get("state", entry.get("hidden"))
             if ch == "01":
                 model = RnnSeq2Seq(V_src, V_tgt, E, H)
             elif ch == "02":

@@ -247,7 +247,7 @@ def model_summary(d):
         if d.get("label_smoothing"):
             text += ", label smoothing %g" % d["label_smoothing"]
         return text
-    text = "%s, S %s" % (str(d.get("cell", "?")).upper(), d.get("hidden"))
+    text = "%s, S %s" % (str(d.get("cell", "?")).upper(), d.get("state", d.get("hidden")))
     if model == "bahdanau":
         text += ", additive attention"
         if d.get("bidirectional"):

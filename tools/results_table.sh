@@ -23,7 +23,8 @@ for f in "$@"; do
       model = get("model")
       if (get("cell") != "") model = model " " get("cell")
       if (get("score") != "") model = model " " get("score")
-      if (get("cell") != "" && get("hidden") != "") model = model " S=" get("hidden")   # the RNN state size
+      S = (get("state") != "" ? get("state") : get("hidden"))                           # the RNN state size
+      if (get("cell") != "" && S != "") model = model " S=" S                           # (hidden= before)
       if (get("heads") != "") model = model " H=" get("heads")                          # attention heads
       if (get("pos") != "") model = model ", " get("pos") " positions"
       if (get("variant") != "") model = model " " get("variant")

@@ -21,7 +21,7 @@ MODEL = "rnn_seq2seq"             # the checkpoint config's model= line
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # common/data/vocab.h
 
 # The runs make twin trains and compares: a label and the chapter binary's flags.
-_SMALL = ["--hidden", "32", "--embed", "16", "--batch", "16"]
+_SMALL = ["--state", "32", "--embed", "16", "--batch", "16"]
 RUNS = [
     ("gru dates", ["--cell", "gru", "--task", "dates"] + _SMALL),
     ("lstm reverse", ["--cell", "lstm", "--task", "reverse", "--min-len", "3", "--max-len", "12"] + _SMALL),
@@ -131,6 +131,6 @@ def build(cfg, tensors, dtype=torch.float64):
     """A twin from a checkpoint's config (dict) and tensors."""
     V_src, E = tensors["enc.emb"].shape
     V_tgt = tensors["dec.emb"].shape[0]
-    model = RnnSeq2SeqTwin(cfg["cell"], V_src, V_tgt, E, int(cfg["hidden"])).to(dtype)
+    model = RnnSeq2SeqTwin(cfg["cell"], V_src, V_tgt, E, int(cfg.get("state", cfg.get("hidden")))).to(dtype)
     model.load_c(tensors)
     return model

@@ -32,7 +32,7 @@ CHAPTER = "02_bahdanau_attention"
 MODEL = "bahdanau"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 
-_SMALL = ["--hidden", "32", "--embed", "16", "--attn", "16", "--batch", "16"]
+_SMALL = ["--state", "32", "--embed", "16", "--attn", "16", "--batch", "16"]
 RUNS = [
     ("gru dates", ["--cell", "gru", "--task", "dates"] + _SMALL),
     ("lstm bidir reverse", ["--cell", "lstm", "--bidirectional", "--task", "reverse", "--min-len", "3",
@@ -64,7 +64,7 @@ class BahdanauTwin(nn.Module):
         self.bidir = int(cfg["bidirectional"]) != 0
         V_src, E = tensors["enc.emb"].shape
         V_tgt = tensors["dec.emb"].shape[0]
-        H, A = int(cfg["hidden"]), int(cfg["attn"])
+        H, A = int(cfg.get("state", cfg.get("hidden"))), int(cfg["attn"])
         self.E, self.H, self.Hc = E, H, 2 * H if self.bidir else H
         extra = {"nonlinearity": "tanh"} if self.cell == "rnn" else {}
         self.enc_emb = nn.Embedding(V_src, E)

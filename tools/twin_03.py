@@ -31,7 +31,7 @@ CHAPTER = "03_dot_product_attention"
 MODEL = "attn_seq2seq"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 
-_SMALL = ["--hidden", "32", "--embed", "16", "--attn", "16", "--batch", "16"]
+_SMALL = ["--state", "32", "--embed", "16", "--attn", "16", "--batch", "16"]
 _REVERSE = ["--task", "reverse", "--min-len", "3", "--max-len", "12"]
 RUNS = [
     ("luong scaled gru", ["--cell", "gru", "--score", "scaled_dot", "--placement", "luong",
@@ -53,7 +53,7 @@ class AttnSeq2SeqTwin(nn.Module):
         self.kv = int(cfg["project_kv"]) != 0
         V_src, E = tensors["enc.emb"].shape
         V_tgt = tensors["dec.emb"].shape[0]
-        H, A = int(cfg["hidden"]), int(cfg["attn"])
+        H, A = int(cfg.get("state", cfg.get("hidden"))), int(cfg["attn"])
         self.H = H
         extra = {"nonlinearity": "tanh"} if self.cell == "rnn" else {}
         self.enc_emb = nn.Embedding(V_src, E)

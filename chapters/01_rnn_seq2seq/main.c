@@ -22,7 +22,7 @@ static const Seq2SeqProgram PROGRAM = {
     .examples = "./build/01_rnn_seq2seq\n"
                 "./build/01_rnn_seq2seq --task reverse --cell lstm\n"
                 "./build/01_rnn_seq2seq --load out/01_rnn_seq2seq/model.ckpt --translate \"12th of Feb. 2042\"",
-    .preset_long = "--task g2p --steps 30000 --hidden 512 --embed 64 --beam 5",
+    .preset_long = "--task g2p --steps 30000 --state 512 --embed 64 --beam 5",
     .no_attention = 1,
 };
 
@@ -36,7 +36,8 @@ int main(int argc, char **argv) {
     const ArgSpec model_flags[] = {
         {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
         {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
-        {"hidden", ARG_INT, &cfg.S, "state size S (the context c has this size)", 1, 4096, NULL, ARG_MODEL},
+        {"state", ARG_INT, &cfg.S, "state size S (the context c has this size)", 1, 4096, NULL, ARG_MODEL},
+        args_refused("hidden", "the RNN state size S is --state (the letter table's S)"),
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &PROGRAM);

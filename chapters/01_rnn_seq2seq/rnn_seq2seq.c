@@ -326,7 +326,7 @@ double output_layer_loss(Params *p, size_t out_W, size_t out_b, const float *top
 const ConfigField RNN_CONFIG_FIELDS[] = {
     {"cell", CONFIG_CHOICE, offsetof(RnnConfig, cell), .choices = "rnn,gru,lstm"},
     {"embed", CONFIG_INT, offsetof(RnnConfig, D_E), .lo = 1, .hi = 4096},
-    {"hidden", CONFIG_INT, offsetof(RnnConfig, S), .lo = 1, .hi = 4096},
+    {"state", CONFIG_INT, offsetof(RnnConfig, S), .lo = 1, .hi = 4096, .old_key = "hidden"},
 };
 const int RNN_CONFIG_N = (int)(sizeof RNN_CONFIG_FIELDS / sizeof RNN_CONFIG_FIELDS[0]);
 

@@ -176,7 +176,8 @@ typedef struct {
     int D_E;                      /* embedding size */
     int S;                        /* state size: h_t, s_t and the context c */
 } RnnConfig;
-/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden. */
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, state (hidden= in
+ * checkpoints saved before the letter table's names, still read). */
 extern const ConfigField RNN_CONFIG_FIELDS[];
 extern const int RNN_CONFIG_N;
 

@@ -162,7 +162,7 @@ void encoder_grads_from_rows(float *dH_fwd, float *dH_bwd, const float *dann, co
 const ConfigField BAHDANAU_CONFIG_FIELDS[] = {
     {"cell", CONFIG_CHOICE, offsetof(BahdanauConfig, cell), .choices = "rnn,gru,lstm"},
     {"embed", CONFIG_INT, offsetof(BahdanauConfig, D_E), .lo = 1, .hi = 4096},
-    {"hidden", CONFIG_INT, offsetof(BahdanauConfig, S), .lo = 1, .hi = 4096},
+    {"state", CONFIG_INT, offsetof(BahdanauConfig, S), .lo = 1, .hi = 4096, .old_key = "hidden"},
     {"attn", CONFIG_INT, offsetof(BahdanauConfig, D_A), .lo = 1, .hi = 4096},
     {"bidirectional", CONFIG_INT, offsetof(BahdanauConfig, bidirectional), .lo = 0, .hi = 1},
 };

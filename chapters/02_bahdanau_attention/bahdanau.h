@@ -67,7 +67,8 @@ typedef struct {
     int D_A;                      /* attention size: columns of W_1, W_2; length of v */
     int bidirectional;            /* 1: a second encoder reads right to left, h_i = [h_fwd_i ; h_bwd_i] */
 } BahdanauConfig;
-/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden, attn, bidirectional. */
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, state (hidden= in older
+ * checkpoints, still read), attn, bidirectional. */
 extern const ConfigField BAHDANAU_CONFIG_FIELDS[];
 extern const int BAHDANAU_CONFIG_N;
 

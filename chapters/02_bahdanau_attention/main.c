@@ -3,7 +3,7 @@
  *
  *   ./build/02_bahdanau_attention                        dates, GRU, quick default
  *   ./build/02_bahdanau_attention --task reverse --min-len 5 --max-len 50
- *   ./build/02_bahdanau_attention --task g2p --steps 30000 --hidden 256 --bidirectional --beam 5
+ *   ./build/02_bahdanau_attention --task g2p --steps 30000 --state 256 --bidirectional --beam 5
  *   ./build/02_bahdanau_attention --load out/02_bahdanau_attention/model.ckpt \
  *                                 --translate "21 Nov 2026" --plot
  *
@@ -26,7 +26,7 @@ static const Seq2SeqProgram PROGRAM = {
                 "./build/02_bahdanau_attention --task reverse --bidirectional\n"
                 "./build/02_bahdanau_attention --load out/02_bahdanau_attention/model.ckpt "
                 "--translate \"12th of Feb. 2042\" --plot",
-    .preset_long = "--task g2p --steps 30000 --hidden 256 --embed 64 --attn 128 --bidirectional --beam 5",
+    .preset_long = "--task g2p --steps 30000 --state 256 --embed 64 --attn 128 --bidirectional --beam 5",
 };
 
 int main(int argc, char **argv) {
@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
     const ArgSpec model_flags[] = {
         {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
         {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
-        {"hidden", ARG_INT, &cfg.S, "state size S of encoder and decoder", 1, 4096, NULL, ARG_MODEL},
+        {"state", ARG_INT, &cfg.S, "state size S of encoder and decoder", 1, 4096, NULL, ARG_MODEL},
+        args_refused("hidden", "the RNN state size S is --state (the letter table's S)"),
         {"attn", ARG_INT, &cfg.D_A, "attention size D_A (columns of W_1, W_2; length of v)", 1, 4096, NULL, ARG_MODEL},
         {"bidirectional", ARG_BOOL, &cfg.bidirectional,
          "add an encoder reading right to left: h_i = [h_fwd_i ; h_bwd_i] (2S)", 0, 0, NULL, ARG_MODEL},

@@ -71,7 +71,7 @@ static void attend_backward(AttnSeq2Seq *r, float *dQ, float *dX, const float *d
 const ConfigField ATTN_SEQ2SEQ_CONFIG_FIELDS[] = {
     {"cell", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, cell), .choices = "rnn,gru,lstm"},
     {"embed", CONFIG_INT, offsetof(AttnSeq2SeqConfig, D_E), .lo = 1, .hi = 4096},
-    {"hidden", CONFIG_INT, offsetof(AttnSeq2SeqConfig, S), .lo = 1, .hi = 4096},
+    {"state", CONFIG_INT, offsetof(AttnSeq2SeqConfig, S), .lo = 1, .hi = 4096, .old_key = "hidden"},
     {"score", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, score), .choices = "dot,scaled_dot,multiplicative,additive"},
     {"placement", CONFIG_CHOICE, offsetof(AttnSeq2SeqConfig, placement), .choices = "luong,bahdanau"},
     {"attn", CONFIG_INT, offsetof(AttnSeq2SeqConfig, D_A), .lo = 1, .hi = 4096},

@@ -62,8 +62,8 @@ typedef struct {
     int D_A;                      /* the additive score's hidden size */
     int project_kv;               /* 1: K = X W_K and V = X W_V; 0: K = V = X */
 } AttnSeq2SeqConfig;
-/* Its keys in the checkpoint's text (io/config.h): cell, embed, hidden,
- * score, placement, attn, project_kv. */
+/* Its keys in the checkpoint's text (io/config.h): cell, embed, state
+ * (hidden= in older checkpoints, still read), score, placement, attn, project_kv. */
 extern const ConfigField ATTN_SEQ2SEQ_CONFIG_FIELDS[];
 extern const int ATTN_SEQ2SEQ_CONFIG_N;
 

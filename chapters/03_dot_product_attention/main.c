@@ -31,7 +31,7 @@ static const Seq2SeqProgram PROGRAM = {
                 "./build/03_dot_product_attention --scaling-experiment\n"
                 "./build/03_dot_product_attention --load out/03_dot_product_attention/model.ckpt "
                 "--translate \"12th of Feb. 2042\" --plot",
-    .preset_long = "--task g2p --steps 30000 --hidden 256 --embed 64 --beam 5",
+    .preset_long = "--task g2p --steps 30000 --state 256 --embed 64 --beam 5",
 };
 
 int main(int argc, char **argv) {
@@ -46,8 +46,9 @@ int main(int argc, char **argv) {
     const ArgSpec model_flags[] = {
         {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
         {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
-        {"hidden", ARG_INT, &cfg.S, "state size S (queries, keys and values have this size)", 1, 4096, NULL,
+        {"state", ARG_INT, &cfg.S, "state size S (queries, keys and values have this size)", 1, 4096, NULL,
          ARG_MODEL},
+        args_refused("hidden", "the RNN state size S is --state (the letter table's S)"),
         {"score", ARG_STRING, &score, "score function", 0, 0, "dot,scaled_dot,multiplicative,additive", ARG_MODEL},
         {"placement", ARG_STRING, &placement, "where attention sits (luong: after the cell, bahdanau: before)", 0, 0,
          "luong,bahdanau", ARG_MODEL},

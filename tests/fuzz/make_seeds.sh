@@ -18,9 +18,9 @@ variants() { /usr/bin/python3 "$here/variants.py" "$@"; }
 # checkpoints: one per program, tiny sizes (the runs of tests/test_cli.c)
 rm -f "$here"/checkpoint/seed-*
 q="--quiet"
-"$build/01_rnn_seq2seq" --steps 1 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/01" >/dev/null
-"$build/02_bahdanau_attention" --steps 1 --hidden 8 --embed 4 --attn 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/02" >/dev/null
-"$build/03_dot_product_attention" --steps 1 --hidden 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/03" >/dev/null
+"$build/01_rnn_seq2seq" --steps 1 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/01" >/dev/null
+"$build/02_bahdanau_attention" --steps 1 --state 8 --embed 4 --attn 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/02" >/dev/null
+"$build/03_dot_product_attention" --steps 1 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/03" >/dev/null
 "$build/04_self_attention" --task reverse --pos learned --steps 1 --dim 8 --ff 8 --layers 1 --batch 8 --test-size 5 $q --out "$tmp/04" >/dev/null
 "$build/05_multi_head_attention" --task neighbours --heads 2 --steps 1 --dim 8 --ff 8 --batch 8 --test-size 5 --scale-max-len 0 $q --out "$tmp/05" >/dev/null
 "$build/06_transformer" --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/06" >/dev/null
