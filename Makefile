@@ -297,5 +297,7 @@ readme:
 doc-check: all $(TOOL_BINS)
 	@/usr/bin/python3 tools/doc_check.py --build $(BUILD) --list
 
+include mk/arm.mk
+
 clean:
 	rm -rf build build-san build-fuzz

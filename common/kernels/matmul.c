@@ -3,10 +3,11 @@
  * Contents:
  *   sgemm_naive   the specification: three plain loops, double accumulation;
  *   sgemm_naive_bf16, bf16_round   the same with the inputs rounded to bf16;
- *   sgemm         dispatch to the backend chosen once (naive, avx2, avx512)
+ *   sgemm         dispatch to the backend chosen once (naive, avx2, avx512, neon)
  *                 and the matmul precision (float, bf16);
  *   matmul, matmul_nt, matmul_tn   dense convenience wrappers;
- *   cpu_has_avx2_fma, cpu_has_avx512f, cpu_has_avx512_bf16, backend_select/current/name
+ *   cpu_has_avx2_fma, cpu_has_avx512f, cpu_has_avx512_bf16, cpu_has_neon,
+ *   backend_select/current/name
  *                 run-time backend choice;
  *   matmul_precision_select/current/name   float or bf16 products;
  *   threads_set/current            the OpenMP thread count.
@@ -15,7 +16,7 @@
  * backend_current()) call; if backend_select() was never called by then, the
  * choice is made lazily exactly as backend_select(NULL) would: the environment
  * variable ATTN_BACKEND if set, else "auto" (avx512 when the CPU has it, else
- * avx2, else naive). A bad ATTN_BACKEND value found this way cannot be returned as an
+ * avx2, else neon on AArch64, else naive). A bad ATTN_BACKEND value found this way cannot be returned as an
  * error (sgemm returns void), so it is reported on stderr once and "auto" is
  * used. Programs should call backend_select() at start-up so that a bad value
  * gets a proper error and a non-zero exit. */
@@ -168,11 +169,20 @@ int cpu_has_avx512_bf16(void) {
 #endif
 }
 
+int cpu_has_neon(void) {
+#if defined(__aarch64__)
+    return 1; /* Advanced SIMD and its FMA are part of every AArch64 CPU */
+#else
+    return 0;
+#endif
+}
+
 const char *backend_name(Backend b) {
     switch (b) {
     case BACKEND_NAIVE: return "naive";
     case BACKEND_AVX2: return "avx2";
     case BACKEND_AVX512: return "avx512";
+    case BACKEND_NEON: return "neon";
     }
     return "unknown";
 }
@@ -204,13 +214,21 @@ int backend_select(const char *name) {
         chosen_backend = BACKEND_AVX512;
         return 0;
     }
+    if (strcmp(name, "neon") == 0) {
+        if (!cpu_has_neon())
+            return fail("matmul backend 'neon' (from %s) needs an AArch64 (ARM) CPU; "
+                        "this machine is not one: use 'naive' or 'auto'", source);
+        chosen_backend = BACKEND_NEON;
+        return 0;
+    }
     if (strcmp(name, "auto") == 0) {
         chosen_backend = cpu_has_avx512f()   ? BACKEND_AVX512
                          : cpu_has_avx2_fma() ? BACKEND_AVX2
+                         : cpu_has_neon()     ? BACKEND_NEON
                                               : BACKEND_NAIVE;
         return 0;
     }
-    return fail("unknown matmul backend '%s' (from %s): expected naive, avx2, avx512 or auto",
+    return fail("unknown matmul backend '%s' (from %s): expected naive, avx2, avx512, neon or auto",
                 name, source);
 }
 
@@ -235,7 +253,7 @@ int matmul_precision_select(const char *name) {
         return fail("unknown matmul precision '%s': expected float or bf16", name);
     bf16_on_cpu = cpu_has_avx512_bf16();
     Backend b = backend_current();
-    if (b == BACKEND_AVX2 || (b == BACKEND_AVX512 && !bf16_on_cpu))
+    if (b == BACKEND_AVX2 || b == BACKEND_NEON || (b == BACKEND_AVX512 && !bf16_on_cpu))
         return fail("matmul precision 'bf16' needs the avx512 backend on a CPU with AVX512_BF16%s, "
                     "or the naive backend (the same rounding, slowly); the backend is %s",
                     bf16_on_cpu ? "" : " (this one has not)", backend_name(b));
@@ -259,7 +277,12 @@ static Backend resolve_backend(void) {
 
 Backend backend_current(void) { return resolve_backend(); }
 
-int backend_uses_avx2(void) { return resolve_backend() != BACKEND_NAIVE; }
+int backend_uses_avx2(void) {
+    Backend b = resolve_backend();
+    return b == BACKEND_AVX2 || b == BACKEND_AVX512;
+}
+
+int backend_uses_neon(void) { return resolve_backend() == BACKEND_NEON; }
 
 /* M * N * K of every sgemm() call so far, for benchmarks (a relaxed atomic
  * add per call: nothing next to the product itself). */
@@ -300,6 +323,11 @@ void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
     case BACKEND_AVX2:
         sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
+#if defined(__aarch64__)
+    case BACKEND_NEON: /* sgemm_neon exists only on AArch64 (matmul_neon.c) */
+        sgemm_neon(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        break;
+#endif
     default:
         sgemm_naive(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }

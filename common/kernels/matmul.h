@@ -11,14 +11,15 @@
  * may hold NaN); beta == 1 accumulates, which is what backward passes need.
  *
  * sgemm() dispatches to the backend chosen once at start-up: the naive loop
- * (the specification), the AVX2/FMA kernel, or the AVX-512 kernel (each only
- * when the CPU has it). The two SIMD kernels give the same bits. */
+ * (the specification), the AVX2/FMA kernel, the AVX-512 kernel (each only
+ * when the CPU has it), or on AArch64 (ARM: Apple's M-series, ARM Linux) the
+ * NEON kernel. The SIMD kernels give the same bits. */
 #ifndef MATMUL_H
 #define MATMUL_H
 
 #include <stddef.h>
 
-typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1, BACKEND_AVX512 = 2 } Backend;
+typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1, BACKEND_AVX512 = 2, BACKEND_NEON = 3 } Backend;
 
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
            const float *A, int lda, const float *B, int ldb, float beta,
@@ -44,6 +45,13 @@ void sgemm_avx2(int trans_a, int trans_b, int M, int N, int K, float alpha,
 void sgemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc);
+
+/* The same with a 12x8 tile of AArch64 Advanced SIMD (NEON) FMAs
+ * (matmul_neon.c), bit-identical to sgemm_avx2. Only on AArch64
+ * (cpu_has_neon()); elsewhere it does not exist. */
+void sgemm_neon(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb, float beta,
+                float *C, int ldc);
 
 /* The bf16 products (matmul_bf16.c): each input rounded to bf16, float
  * sums, with the AVX-512 8x32 tile and VDPBF16PS. Only call it when
@@ -80,17 +88,23 @@ int cpu_has_avx512f(void);
 
 /* 1 when the CPU also has AVX512_BF16 (and AVX512BW), else 0. */
 int cpu_has_avx512_bf16(void);
+/* 1 on AArch64, whose every CPU has Advanced SIMD (NEON) with fused
+ * multiply-add (the architecture requires it), else 0. */
+int cpu_has_neon(void);
 
-/* Choose the backend. name is "naive", "avx2", "avx512" or "auto" (NULL =
- * read the environment variable ATTN_BACKEND, default "auto": the widest the
- * CPU has, avx512, else avx2, else naive). Returns 0, or -1 with fail() for
- * an unknown name or a backend this CPU cannot run. */
+/* Choose the backend. name is "naive", "avx2", "avx512", "neon" or "auto"
+ * (NULL = read the environment variable ATTN_BACKEND, default "auto": the
+ * widest the CPU has, avx512, else avx2, else neon on AArch64, else naive).
+ * Returns 0, or -1 with fail() for an unknown name or a backend this CPU
+ * cannot run. */
 int backend_select(const char *name);
 Backend backend_current(void);
 const char *backend_name(Backend b);
 /* 1 when the current backend may use AVX2 code (avx2 and avx512: the
  * element-wise kernels of vecmath.h have one AVX2 form for both). */
 int backend_uses_avx2(void);
+/* 1 when the current backend is neon (the element-wise kernels' NEON forms). */
+int backend_uses_neon(void);
 
 /* The matmul precision: what the products do with their float inputs.
  *   "float" (the default): the products of the chosen backend, in float.
@@ -102,7 +116,7 @@ int backend_uses_avx2(void);
  *           head's attention over 50 tokens, say) stay float. Runs
  *           sgemm_avx512_bf16 on the avx512 backend and sgemm_naive_bf16 on
  *           the naive one (slowly: the same numbers, for a CPU without
- *           AVX512_BF16); refused on avx2.
+ *           AVX512_BF16); refused on avx2 and neon.
  * PyTorch's torch.set_float32_matmul_precision("medium") is the same idea.
  * Returns 0, or -1 with fail() for an unknown name or a bf16 this backend
  * and CPU cannot run. Select the backend first. */

@@ -6,9 +6,9 @@
  *     and op(B) out in the order that kernel reads them;
  *   - what does not: the five loops around the kernel that choose which block
  *     lives in which cache, the packing buffers, the threads.
- * Each SIMD file (matmul_avx2.c, matmul_avx512.c) fills one GemmKernel with
- * its half; sgemm_blocked() (matmul_blocked.c) is the other half, written
- * once. */
+ * Each SIMD file (matmul_avx2.c, matmul_avx512.c, matmul_neon.c) fills one
+ * GemmKernel with its half; sgemm_blocked() (matmul_blocked.c) is the other
+ * half, written once. */
 #ifndef MATMUL_BLOCKED_H
 #define MATMUL_BLOCKED_H
 
@@ -82,6 +82,7 @@ void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, in
 const GemmKernel *gemm_kernel_avx2(void);
 const GemmKernel *gemm_kernel_avx512(void);
 const GemmKernel *gemm_kernel_avx512_bf16(void); /* matmul_bf16.c */
+const GemmKernel *gemm_kernel_neon(void);        /* matmul_neon.c, AArch64 only */
 
 /* Which loop nest runs. GEMM_AUTO is what sgemm_blocked() does: the small
  * path without tiles for the tiniest products; A read in place (and B too
