@@ -245,7 +245,7 @@ static void test_brown_refuses_a_nul_byte(void **state) {
 }
 
 /* A dictionary entry longer than the --translate path's fixed buffers (int
- * ids[512], out_ids[512] in seq2seq_main) overflowed them: a data file with
+ * ids[512], out_ids[512] of the seq2seq driver) overflowed them: a data file with
  * a word of 600 letters and a pronunciation of 600 phonemes, then chapter
  * 01's program with --load of a g2p checkpoint and --translate of a 600-letter
  * word (the checkpoint holds no lengths, so it still loads). Now the

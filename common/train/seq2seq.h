@@ -1,6 +1,6 @@
 /* seq2seq.h - the seq2seq driver: the calls a sequence-to-sequence program
- * (chapters 01, 02, 03 and 06's encoder-decoder) makes from its main, in
- * this order:
+ * (chapters 01, 02, 03, 06's encoder-decoder and 07's captioner) makes from
+ * its main, in this order:
  *
  *   seq2seq_init            the shared flags' defaults (Seq2SeqFlags)
  *   seq2seq_parse_flags     the chapter's own flags (its model's config struct), then the shared ones
@@ -31,7 +31,6 @@
  * results.json, model.ckpt, loss.png, acc_by_len.png, attention_{0,1,2}.png. */
 #ifndef SEQ2SEQ_H
 #define SEQ2SEQ_H
-#include <stdint.h>
 #include "data/dataset.h"
 #include "io/args.h"
 #include "io/config.h"
@@ -155,7 +154,8 @@ int seq2seq_train(Seq2SeqRun *run);
 
 /* Decode the test split (up to --max-eval examples, greedy or --beam) and
  * score it into run->scores; print the results table and --samples sample
- * predictions; fill run->results with results.json's keys. Returns 0 or -1. */
+ * predictions; fill run->results with results.json's keys. With --load, the
+ * run's line first (seq2seq_train prints it when training). Returns 0 or -1. */
 int seq2seq_evaluate(Seq2SeqRun *run);
 
 /* Into run->out_dir: model.ckpt (run->config and the weights; not with
@@ -169,44 +169,5 @@ int seq2seq_write_outputs(Seq2SeqRun *run);
  * the exit code, 0 or 1, checked that standard output was written
  * (util/output.h). */
 int seq2seq_finish(Seq2SeqRun *run, int rc);
-
-/* ------------------------------------------------------------------------
- * The whole program as one call with callbacks, kept while chapter 07's
- * captioner moves onto the calls above: what the chapter gives it. */
-typedef struct {
-    const char *chapter;        /* "01_rnn_seq2seq" */
-    const char *model_name;     /* the "model=" its checkpoints carry: "rnn_seq2seq" */
-    const char *summary;        /* one paragraph for --help */
-    const char *examples;       /* --help's example lines, '\n' between them */
-    int no_attention;           /* 1: the model has no attention weights, so --plot is refused */
-    const ArgSpec *model_args;  /* the chapter's own flags (model hyper-parameters) */
-    int n_model_args;
-    /* Append the model's hyper-parameters (from its parsed flags) as
-     * "key=value\n" lines to config (a buffer of size cap, already holding
-     * the task's lines). Returns 0 or -1 with fail(). */
-    int (*write_config)(char *config, int cap);
-    /* Build a model for this dataset from the config text, with parameters
-     * initialised from seed. Returns 0 or -1 with fail(). */
-    int (*build)(Seq2Seq *m, const Dataset *d, const char *config, int max_batch, uint64_t seed);
-    /* Defaults for the common flags that differ per chapter (0 = keep). */
-    int default_steps;
-    int default_batch;
-    float default_lr;
-    const char *preset_long;    /* as Seq2SeqProgram's */
-    /* For a chapter whose sources are images (07's captions); NULL otherwise:
-     *   load_data:  the data set d from the config text, d->value_size > 0
-     *   load_flags: as Seq2SeqProgram's
-     *   use_loaded: with --load, before the evaluation: 1 when it did the
-     *               whole run, 0 to go on, -1 with fail()
-     *   after_eval: the chapter's pictures into out_dir and more keys into res */
-    int (*load_data)(Dataset *d, const char *config);
-    const char *load_flags;
-    int (*use_loaded)(Seq2Seq *m, const Dataset *d, const char *out_dir);
-    int (*after_eval)(Seq2Seq *m, const Dataset *d, const char *out_dir, Results *res);
-} ChapterSpec;
-
-/* The whole program of a seq2seq chapter (the calls above in order).
- * Returns the process exit code. */
-int seq2seq_main(int argc, char **argv, const ChapterSpec *spec);
 
 #endif
