@@ -28,7 +28,7 @@ ARM_LDLIBS  := -lz -lm -fopenmp
 
 # The suites that run: every kernel (matmul, the element-wise functions,
 # LayerNorm, Adam, the SIMD sgemm paths) and the layers' gradient checks.
-ARM_SUITES  := test_matmul test_sgemm_neon test_sgemm_simd test_vecmath \
+ARM_SUITES  := test_matmul test_sgemm_neon test_sgemm_simd test_vecmath test_vecmath_neon \
                test_layernorm test_optim test_layers test_cells
 
 ARM_COMMON_SRC := $(filter-out %_avx2.c %_avx512.c %_bf16.c,$(wildcard common/*/*.c))

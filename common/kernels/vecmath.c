@@ -1,5 +1,6 @@
 /* vecmath.c - the specification of the element-wise functions and of softmax
- * along rows (plain libm loops) and the dispatch on the backend (see vecmath.h).
+ * along rows (plain libm loops) and the dispatch on the backend (see vecmath.h):
+ * the AVX2 forms on avx2 and avx512, the NEON forms on neon (AArch64 only).
  * GELU's specification computes in double (see the GELU section). */
 #include "kernels/vecmath.h"
 
@@ -193,52 +194,101 @@ static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const 
 
 void vec_exp(float *y, const float *x, int n) {
     if (backend_uses_avx2()) vec_exp_avx2(y, x, n);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_exp_neon(y, x, n);
+#endif
     else vec_exp_naive(y, x, n);
 }
 
 void vec_tanh(float *y, const float *x, int n) {
     if (backend_uses_avx2()) vec_tanh_avx2(y, x, n);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_tanh_neon(y, x, n);
+#endif
     else vec_tanh_naive(y, x, n);
 }
 
 void vec_sigmoid(float *y, const float *x, int n) {
     if (backend_uses_avx2()) vec_sigmoid_avx2(y, x, n);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_sigmoid_neon(y, x, n);
+#endif
     else vec_sigmoid_naive(y, x, n);
 }
 
 void vec_relu(float *y, const float *x, int n) {
     if (backend_uses_avx2()) vec_relu_avx2(y, x, n);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_relu_neon(y, x, n);
+#endif
     else vec_relu_naive(y, x, n);
 }
 
 void vec_relu_backward(float *dx, const float *dy, const float *x, int n) {
     if (backend_uses_avx2()) vec_relu_backward_avx2(dx, dy, x, n);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_relu_backward_neon(dx, dy, x, n);
+#endif
     else vec_relu_backward_naive(dx, dy, x, n);
 }
 
+/* The GELU forms of the backend: AVX2 (avx2, avx512), NEON (neon) or naive. */
+static VecFunction backend_form(VecFunction avx2, VecFunction neon, VecFunction naive) {
+    if (backend_uses_avx2()) return avx2;
+    if (neon != NULL && backend_uses_neon()) return neon;
+    return naive;
+}
+
+static VecGradient backend_gradient(VecGradient avx2, VecGradient neon, VecGradient naive) {
+    if (backend_uses_avx2()) return avx2;
+    if (neon != NULL && backend_uses_neon()) return neon;
+    return naive;
+}
+
+/* The NEON forms exist only on AArch64 (vecmath_neon.c). */
+#if defined(__aarch64__)
+#define GELU_NEON vec_gelu_neon
+#define GELU_BACKWARD_NEON vec_gelu_backward_neon
+#define GELU_TANH_NEON vec_gelu_tanh_neon
+#define GELU_TANH_BACKWARD_NEON vec_gelu_tanh_backward_neon
+#else
+#define GELU_NEON NULL
+#define GELU_BACKWARD_NEON NULL
+#define GELU_TANH_NEON NULL
+#define GELU_TANH_BACKWARD_NEON NULL
+#endif
+
 void vec_gelu(float *y, const float *x, int n) {
-    vec_apply(backend_uses_avx2() ? vec_gelu_avx2 : vec_gelu_naive, y, x, n);
+    vec_apply(backend_form(vec_gelu_avx2, GELU_NEON, vec_gelu_naive), y, x, n);
 }
 
 void vec_gelu_backward(float *dx, const float *dy, const float *x, int n) {
-    vec_apply_gradient(backend_uses_avx2() ? vec_gelu_backward_avx2 : vec_gelu_backward_naive, dx, dy, x, n);
+    vec_apply_gradient(backend_gradient(vec_gelu_backward_avx2, GELU_BACKWARD_NEON, vec_gelu_backward_naive), dx,
+                       dy, x, n);
 }
 
 void vec_gelu_tanh(float *y, const float *x, int n) {
-    vec_apply(backend_uses_avx2() ? vec_gelu_tanh_avx2 : vec_gelu_tanh_naive, y, x, n);
+    vec_apply(backend_form(vec_gelu_tanh_avx2, GELU_TANH_NEON, vec_gelu_tanh_naive), y, x, n);
 }
 
 void vec_gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
-    vec_apply_gradient(backend_uses_avx2() ? vec_gelu_tanh_backward_avx2 : vec_gelu_tanh_backward_naive, dx, dy,
-                       x, n);
+    vec_apply_gradient(
+        backend_gradient(vec_gelu_tanh_backward_avx2, GELU_TANH_BACKWARD_NEON, vec_gelu_tanh_backward_naive), dx,
+        dy, x, n);
 }
 
 void vec_softmax_rows(float *y, const float *x, int rows, int C) {
     if (backend_uses_avx2()) vec_softmax_rows_avx2(y, x, rows, C);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_softmax_rows_neon(y, x, rows, C);
+#endif
     else vec_softmax_rows_naive(y, x, rows, C);
 }
 
 void vec_softmax_backward_rows(float *dx, const float *dy, const float *y, int rows, int C) {
     if (backend_uses_avx2()) vec_softmax_backward_rows_avx2(dx, dy, y, rows, C);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) vec_softmax_backward_rows_neon(dx, dy, y, rows, C);
+#endif
     else vec_softmax_backward_rows_naive(dx, dy, y, rows, C);
 }

@@ -13,6 +13,9 @@
  *          each kernel is stated at its definition and checked by
  *          tests/test_vecmath.c over a dense sweep of inputs. The avx512
  *          backend (wider matrix products) uses these same AVX2 forms.
+ *   neon   4 floats at a time with AArch64 NEON (vecmath_neon.c), the AVX2
+ *          forms' operations lane for lane: the same bits
+ *          (tests/test_vecmath_neon.c).
  *
  * All take y[n] and x[n]; y may equal x (in place); no alignment needed;
  * n may be any count >= 0. NaN in gives NaN out. (GELU's naive forms
@@ -95,5 +98,19 @@ void vec_softmax_rows_naive(float *y, const float *x, int rows, int C);
 void vec_softmax_backward_rows_naive(float *dx, const float *dy, const float *y, int rows, int C);
 void vec_softmax_rows_avx2(float *y, const float *x, int rows, int C);
 void vec_softmax_backward_rows_avx2(float *dx, const float *dy, const float *y, int rows, int C);
+
+/* The NEON forms (vecmath_neon.c, AArch64 only; backend neon): the AVX2
+ * forms' operations 4 lanes at a time, the same bounds. */
+void vec_exp_neon(float *y, const float *x, int n);
+void vec_tanh_neon(float *y, const float *x, int n);
+void vec_sigmoid_neon(float *y, const float *x, int n);
+void vec_relu_neon(float *y, const float *x, int n);
+void vec_relu_backward_neon(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_neon(float *y, const float *x, int n);
+void vec_gelu_backward_neon(float *dx, const float *dy, const float *x, int n);
+void vec_gelu_tanh_neon(float *y, const float *x, int n);
+void vec_gelu_tanh_backward_neon(float *dx, const float *dy, const float *x, int n);
+void vec_softmax_rows_neon(float *y, const float *x, int rows, int C);
+void vec_softmax_backward_rows_neon(float *dx, const float *dy, const float *y, int rows, int C);
 
 #endif
