@@ -10,18 +10,14 @@
  *   ./build/07_vision_transformer --load ...ckpt --index 42       test image 42: top 3, where it looked
  *   ./build/07_vision_transformer --load ...ckpt --image shoe.pgm your own picture (PGM, any size)
  *
- * The program, top to bottom: flags (a preset puts its flags in front of
- * yours); with --load, the saved model's accuracies and pictures (or one
- * image) and done; otherwise the data, then one ViT per --patch size
- * (vit.h: patch embedding, class token or mean pooling, positions, chapter
- * 06's pre-norm encoder, a linear head) built, trained, tested on the
- * official 10,000 test images, saved, and drawn (pictures.c: the validation
- * accuracy on the 5,000 held-out training images, test images with
- * predicted and true labels, the class token's attention of every layer and
- * the attention rollout, the cosine similarity of the learned positions, the
- * confusion matrix); then the results table, the patch-size table and
- * results.json. Each step is a call of the classifier driver
- * (common/train/classifier.h; the training runs train/loop.h's train_loop). */
+ * The program, top to bottom: the flags (a preset puts its flags in front
+ * of yours); with --load, the saved model's figures and pictures, and done;
+ * otherwise the data, then one ViT (vit.h) per --patch size built, trained,
+ * tested on the official 10,000 test images, saved and drawn (pictures.c:
+ * validation accuracy, attention maps and rollout, positions, confusion
+ * matrix); then the results table, the patch-size table and results.json.
+ * Each step is a call of the classifier driver (common/train/classifier.h;
+ * the training runs train/loop.h's train_loop). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,23 +80,6 @@ static const ConfigField AUGMENT_FIELDS[] = {
 
 static FashionMnist data;
 #define MAX_PATCHES 3   /* --patch: patch sides, a model each */
-
-/* The run of patch side c->patch.P: its label says what the flags changed. */
-static ClassifierRun *add_run(ClassifierRuns *runs, const VitConfig *c, const char *pool) {
-    const int P = c->patch.P, N = (28 / P) * (28 / P);
-    char key[24], through[48] = "", stem[32] = "", keep[96] = "";
-    snprintf(key, sizeof key, "vit_p%d", P);
-    if (c->patch.K && c->patch.K != P)
-        snprintf(through, sizeof through, " read through %d x %d kernels", c->patch.K, c->patch.K);
-    if (c->stem) snprintf(stem, sizeof stem, " with a %d-channel stem", c->stem);
-    if (c->keep < 1.0f && c->keep_until < 1.0f)
-        snprintf(keep, sizeof keep, ", patch dropout (keep %g for %g%% of the steps)", (double)c->keep,
-                 100.0 * c->keep_until);
-    else if (c->keep < 1.0f)
-        snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)c->keep);
-    return classifier_add_run(runs, key, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P, N, through, pool,
-                              c->locality ? ", locality attention" : "", keep);
-}
 
 /* One model: built (with --replicas, a replica per slice of a batch, each
  * drawing its own dropout from seed + k), trained (with --ema, the moving
@@ -239,7 +218,10 @@ int main(int argc, char **argv) {
     for (int i = 0; rc == 0 && i < n_patches; i++) {
         configs[i] = c;
         configs[i].patch.P = P[i];
-        ClassifierRun *run = add_run(&runs, &configs[i], pool_flag);
+        char key[24], label[128];
+        snprintf(key, sizeof key, "vit_p%d", P[i]);
+        vit_config_label(&configs[i], label, sizeof label);
+        ClassifierRun *run = classifier_add_run(&runs, key, "%s", label);
         if (!run || classifier_config_text(run, VIT_MODEL_NAME, "fashion_mnist", VIT_CONFIG_FIELDS, VIT_CONFIG_N,
                                            &configs[i], runs.flags.seed) < 0 ||
             config_write(run->config, sizeof run->config, AUGMENT_FIELDS, AUGMENT_N, &ft) < 0)

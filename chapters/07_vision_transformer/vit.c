@@ -453,6 +453,21 @@ const ConfigField VIT_CONFIG_FIELDS[] = {
 };
 const int VIT_CONFIG_N = (int)(sizeof VIT_CONFIG_FIELDS / sizeof VIT_CONFIG_FIELDS[0]);
 
+void vit_config_label(const VitConfig *c, char *out, int cap) {
+    const int P = c->patch.P, N = patch_embed_count(&c->patch);
+    char through[48] = "", stem[32] = "", keep[96] = "";
+    if (c->patch.K && c->patch.K != P)
+        snprintf(through, sizeof through, " read through %d x %d kernels", c->patch.K, c->patch.K);
+    if (c->stem) snprintf(stem, sizeof stem, " with a %d-channel stem", c->stem);
+    if (c->keep > 0.0f && c->keep < 1.0f && c->keep_until < 1.0f)
+        snprintf(keep, sizeof keep, ", patch dropout (keep %g for %g%% of the steps)", (double)c->keep,
+                 100.0 * c->keep_until);
+    else if (c->keep > 0.0f && c->keep < 1.0f)
+        snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)c->keep);
+    snprintf(out, (size_t)cap, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P, N, through,
+             vit_pool_name(c->pool), c->locality ? ", locality attention" : "", keep);
+}
+
 /* ---------------------------------------------------- the Classifier face */
 
 static double face_forward(void *self, const Examples *e) { return vit_forward(self, e->values, e->targets, e->B); }

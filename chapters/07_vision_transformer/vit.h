@@ -199,6 +199,12 @@ void vit_predict(const Vit *v, int *pred);
 /* Block l's attention weights of the last forward, [B, H, T, T]. */
 const float *vit_attention(const Vit *v, int l);
 
+/* The model in words, for tables and titles, naming what differs from the
+ * plain ViT: "ViT, patch 7 (16 patches), cls pooling", "ViT with a
+ * 32-channel stem, patch 4 (49 patches) read through 8 x 8 kernels, mean
+ * pooling, locality attention, patch dropout (keep 0.4)". */
+void vit_config_label(const VitConfig *c, char *out, int cap);
+
 /* The Classifier face (model/classifier.h): the Vit of cfg (vit_create);
  * n_out = 1, classes C. Its attention hook is NULL (the driver's heatmaps
  * are per-position; the chapter draws the [T, T] maps itself from
