@@ -4,8 +4,9 @@
  * Each run: the transformer of transformer.c on the dates task, D = 64,
  * 4 heads, F = 256, LayerNorm, no dropout, batch 32, Adam at a constant
  * 1e-3 from the first step and no gradient clipping (both would hide the
- * effect), the same seed. The loss is recorded every step and plotted as
- * means over 10 steps. */
+ * effect), the same seed, trained by the one training loop (train/loop.h:
+ * an experiment is part of the program, like main). The curve is the
+ * loop's: the mean loss of each 10 steps. */
 #include "06_transformer/norm_experiment.h"
 
 #include <math.h>
@@ -16,8 +17,7 @@
 #include "06_transformer/transformer.h"
 #include "io/plot.h"
 #include "io/results.h"
-#include "nn/optim.h"
-#include "train/progress.h"
+#include "train/loop.h"
 #include "util/error.h"
 #include "util/util.h"
 
@@ -26,58 +26,62 @@ static const int depths[N_DEPTHS] = {2, 6, 12};
 static const float learning_rate = 1e-3f;
 
 typedef struct {
-    float curve[STEPS / WINDOW];   /* mean loss of each window of steps (NAN after a divergence) */
-    int diverged_at;               /* the step whose loss was not finite, or -1 */
+    float curve[STEPS / WINDOW];   /* mean loss of each window of steps (NAN from a divergence on) */
+    int diverged_at;               /* the step (0-based) whose loss or gradient was not finite, or -1 */
     double seconds;
 } Run;
 
-/* Train one configuration for STEPS steps; fills run. */
+/* One run's batches: BATCH training examples drawn at random per step
+ * (the same stream in every run). */
+typedef struct {
+    Transformer *t;
+    const Dataset *d;
+    Batch batch;
+    Rng rng;
+} RunBatches;
+
+/* The loop's call (train/loop.h): the next batch, forward and backward. */
+static double gradient(void *self, int step, long *count) {
+    RunBatches *r = self;
+    int idx[BATCH];
+    (void)step;
+    for (int i = 0; i < BATCH; i++) idx[i] = (int)rng_below(&r->rng, (uint32_t)r->d->train.n);
+    batch_fill(&r->batch, &r->d->train, idx, BATCH);
+    *count = BATCH;
+    return transformer_train_step(r->t, &r->batch, 1);
+}
+
+/* Train one configuration for STEPS steps with the one training loop; fills run. */
 static int train_one(Run *run, const Dataset *d, BlockNormPlace place, int depth) {
-    TransformerConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.layers = depth;
-    cfg.block = (BlockSpec){.D = 64, .H = 4, .D_H = 16, .F = 256, .norm_place = place, .norm = BLOCK_LAYERNORM,
-                            .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN};
-    cfg.pos = POS_SINUSOIDAL;
-    cfg.kv_cache = 1;
+    const TransformerConfig cfg = {
+        .layers = depth,
+        .block = {.D = 64, .H = 4, .D_H = 16, .F = 256, .norm_place = place, .norm = BLOCK_LAYERNORM,
+                  .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN},
+        .pos = POS_SINUSOIDAL,
+        .kv_cache = 1,
+    };
     Transformer t;
     if (transformer_create(&t, &cfg, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
                            BATCH, 1) < 0) {
         transformer_free(&t);
         return -1;
     }
-    Adam opt;
-    if (adam_init(&opt, &t.params, learning_rate, 0.0f) < 0) {
-        transformer_free(&t);
-        return -1;
-    }
-    Batch batch;
-    batch_alloc(&batch, BATCH, d->max_src_len, d->max_tgt_len);
-    Rng rng;
-    rng_seed(&rng, 1, 3);
-    int idx[BATCH];
-    run->diverged_at = -1;
-    double t0 = now_seconds(), window_sum = 0.0;
-    for (int step = 0; step < STEPS; step++) {
-        for (int i = 0; i < BATCH; i++) idx[i] = (int)rng_below(&rng, (uint32_t)d->train.n);
-        batch_fill(&batch, &d->train, idx, BATCH);
-        params_zero_grad(&t.params);
-        double loss = transformer_train_step(&t, &batch, 1);
-        if (run->diverged_at < 0 && !isfinite(loss)) run->diverged_at = step;
-        if (run->diverged_at >= 0) {
-            run->curve[step / WINDOW] = NAN;
-            continue;
-        }
-        adam_step(&opt, &t.params, learning_rate);
-        window_sum += loss;
-        if ((step + 1) % WINDOW == 0) {
-            run->curve[step / WINDOW] = (float)(window_sum / WINDOW);
-            window_sum = 0.0;
-        }
-    }
-    run->seconds = now_seconds() - t0;
-    batch_free(&batch);
-    adam_free(&opt);
+    RunBatches r = {.t = &t, .d = d};
+    batch_alloc(&r.batch, BATCH, d->max_src_len, d->max_tgt_len);
+    rng_seed(&r.rng, 1, 3);
+    /* Adam at a constant rate from step 0 (no warm-up, a floor of 1: no
+     * decay) and no clipping: each would hide the effect. A point of the
+     * curve every WINDOW steps: the mean loss of those steps. */
+    const TrainOptions o = {.steps = STEPS, .lr = learning_rate, .warmup = 0, .lr_floor = 1.0f, .clip = 0.0f,
+                            .weight_decay = 0.0f, .eval_every = WINDOW, .quiet = 1, .unit = "examples"};
+    const Trainer trainer = {.self = &r, .params = &t.params, .gradient = gradient};
+    TrainLog log;
+    /* a run that diverges stops at that step: no point from its window on */
+    run->diverged_at = train_loop(&trainer, &o, &log) < 0 ? log.steps_done : -1;
+    for (int i = 0; i < STEPS / WINDOW; i++) run->curve[i] = i < log.n ? log.train[i] : NAN;
+    run->seconds = log.seconds;
+    train_log_free(&log);
+    batch_free(&r.batch);
     transformer_free(&t);
     return 0;
 }
@@ -106,7 +110,7 @@ int norm_experiment_run(const char *out_dir) {
             const int last = STEPS / WINDOW - 1;
             const float final = run->curve[last];
             char what[96];
-            if (run->diverged_at >= 0) snprintf(what, sizeof what, "diverged: loss not finite at step %d", run->diverged_at);
+            if (run->diverged_at >= 0) snprintf(what, sizeof what, "diverged: not finite at step %d", run->diverged_at);
             else if (final > 1.0f) snprintf(what, sizeof what, "stalled (%.1f s)", run->seconds);
             else snprintf(what, sizeof what, "trained (%.1f s)", run->seconds);
             printf("  %-8s %5d | %9.4f %9.4f %9.4f %9.4f | %s\n", place_name[p], depths[k],
