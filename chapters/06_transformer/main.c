@@ -19,6 +19,7 @@
 #include "06_transformer/transformer.h"
 #include "io/args.h"
 #include "train/seq2seq.h"
+#include "util/error.h"
 #include "util/output.h"
 
 static const Seq2SeqProgram PROGRAM = {
@@ -89,6 +90,9 @@ int main(int argc, char **argv) {
     run.flags.train.steps = 1200;   /* this chapter's quick default */
     int rc = seq2seq_parse_flags(&run, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
     if (rc == 0) rc = pos_type_from_name(pos, &cfg.pos);
+    if (rc == 0 && cfg.block.D % cfg.block.H != 0)
+        rc = fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", cfg.block.D,
+                  cfg.block.H);
     block_choices(&cfg.block, norm, norm_type, mlp);
     cfg.kv_cache = !no_kv_cache;
 
