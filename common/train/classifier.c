@@ -117,7 +117,7 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
                                       float lr, float sam) {
     params_zero_grad(m[0].params);
     const double loss = classifier_gradient(m, n_replicas, e, sam);
-    if (isnan(loss) && e->B < n_replicas) return NAN;                  /* fail() said why */
+    if (isnan(loss) && e->B < n_replicas) return NAN;            /* fail() said why */
     if (grads_check_finite(m[0].params, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
     if (clip > 0) clip_grad_norm(m[0].params, clip);
     adam_step(opt, m[0].params, lr);
@@ -338,7 +338,7 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
          ARG_TRAINING},
-        {"preset", ARG_STRING, &f->preset, "a named set of flags (see --help's examples; your flags still win)", 0,
+        {"preset", ARG_STRING, &f->preset, "a named set of flags, put in front of yours (yours still win)", 0,
          0, runs->preset_choices, ARG_TRAINING},
         {"ema", ARG_FLOAT, &f->ema, "keep a moving average of the weights, this decay (0: off)", 0,
          0.99999, NULL, ARG_TRAINING},
