@@ -15,7 +15,7 @@ different files): the first says how many points it is worth, the others say
 differ from the folder of the file (chapter 04's masks sit in chapter 03's
 attention.c, chapter 01's GRU step in common/nn/cells.c).
 
-For chapter NN, the student tree holds the Makefile, common/, chapters 01..NN,
+For chapter NN, the student tree holds the Makefile and mk/, common/, chapters 01..NN,
 data/, the golden vectors, the chapter's grader tests/coursework/grade_NN.c and
 tools/coursework_grade.py. Every part of NN's exercises becomes a stub:
 
@@ -263,7 +263,7 @@ def tree_files(nn, names):
              f"tests/coursework/grade_{nn}.c", "tools/deps.sh", "tools/coursework_grade.py"]
     files += ["tests/coursework/" + n for n in sorted(os.listdir(os.path.join(ROOT, "tests/coursework")))
               if n.startswith("grade") and n.endswith(".h")]
-    tops = ["common", "data", "tests/golden"] + ["chapters/" + names[c] for c in sorted(names) if c <= nn]
+    tops = ["common", "data", "mk", "tests/golden"] + ["chapters/" + names[c] for c in sorted(names) if c <= nn]
     for top in tops:
         for folder, _, found in os.walk(os.path.join(ROOT, top)):
             files += [os.path.relpath(os.path.join(folder, n), ROOT) for n in sorted(found)]
