@@ -12,12 +12,13 @@
  * training, evaluation, outputs. Each step is one call of the seq2seq
  * driver (common/train/seq2seq.h: the training runs train/loop.h's
  * train_loop); the model is transformer.c over block.c. The norm
- * experiment is a program of its own (norm_experiment.c). */
+ * experiment's six runs go through the same loop (run_norm_experiment). */
 #include <string.h>
 
 #include "06_transformer/norm_experiment.h"
 #include "06_transformer/transformer.h"
 #include "io/args.h"
+#include "train/loop.h"
 #include "train/seq2seq.h"
 #include "util/error.h"
 #include "util/output.h"
@@ -46,6 +47,34 @@ static void block_choices(BlockSpec *b, const char *norm, const char *norm_type,
              : strcmp(mlp, "swiglu") == 0 ? BLOCK_MLP_SWIGLU
              : strcmp(mlp, "none") == 0   ? BLOCK_NO_MLP
                                           : BLOCK_MLP_GELU;
+}
+
+/* --norm-experiment (norm_experiment.h): post-LN against pre-LN at depth 2,
+ * 6 and 12, each run through the one training loop with this chapter's
+ * settings written out: Adam at a constant rate from step 0 (no warm-up, a
+ * floor of 1: no decay), no clipping and no weight decay, since each would
+ * hide the effect; a point of the curve every WINDOW steps. A run that
+ * diverges stops at that step. */
+static int run_norm_experiment(const char *out_dir) {
+    NormExperiment e;
+    if (norm_experiment_start(&e, out_dir) < 0) return -1;
+    const TrainOptions o = {.steps = NORM_EXPERIMENT_STEPS, .lr = NORM_EXPERIMENT_LR, .warmup = 0, .lr_floor = 1.0f,
+                            .clip = 0.0f, .weight_decay = 0.0f, .eval_every = NORM_EXPERIMENT_WINDOW, .quiet = 1,
+                            .unit = "examples"};
+    for (int r = 0; r < NORM_EXPERIMENT_RUNS; r++) {
+        NormRun run;
+        if (norm_run_create(&run, &e, r) < 0) {
+            norm_experiment_free(&e);
+            return -1;
+        }
+        const Trainer trainer = {.self = &run, .params = &run.t.params, .gradient = norm_run_gradient};
+        TrainLog log;
+        const int diverged_at = train_loop(&trainer, &o, &log) < 0 ? log.steps_done : -1;
+        norm_experiment_record(&e, r, log.train, log.n, diverged_at, log.seconds);
+        train_log_free(&log);
+        norm_run_free(&run);
+    }
+    return norm_experiment_finish(&e);
 }
 
 int main(int argc, char **argv) {
@@ -97,7 +126,7 @@ int main(int argc, char **argv) {
     cfg.kv_cache = !no_kv_cache;
 
     /* --norm-experiment: post-LN against pre-LN as the stacks deepen, the whole run. */
-    if (rc == 0 && norm_experiment) rc = norm_experiment_run(run.out_dir) < 0 ? -1 : 1;
+    if (rc == 0 && norm_experiment) rc = run_norm_experiment(run.out_dir) < 0 ? -1 : 1;
 
     /* 2. The data: the task's examples (with --load, the task the checkpoint names). */
     if (rc == 0) rc = seq2seq_load_data(&run);
