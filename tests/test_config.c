@@ -100,6 +100,8 @@ typedef struct {
     Params params;
     int calls, validations, poison_step;
     float seen_lr[64];
+    int saves, fail_save_at;   /* Trainer.save's calls; the call (1-based) that fails, or 0 */
+    int saved_at[16];          /* q->calls at each save: the steps done then */
 } Quadratic;
 
 static double quadratic_gradient(void *self, int step, long *count) {
@@ -120,6 +122,12 @@ static double quadratic_validate(void *self) {
     Quadratic *q = self;
     q->validations++;
     return 0.0;
+}
+
+static int quadratic_save(void *self) {
+    Quadratic *q = self;
+    q->saved_at[q->saves++] = q->calls;
+    return q->saves == q->fail_save_at ? (fail)("disk full (planted)") : 0;   /* error.h's fail */
 }
 
 static void quadratic_make(Quadratic *q) {
@@ -170,6 +178,33 @@ static void test_loop_stops_before_a_bad_update(void **state) {
     params_free(&q.params);
 }
 
+/* The checkpoint so far: written at every curve point but the last (the
+ * program writes the final weights itself); a failed write stops the loop. */
+static void test_loop_saves_the_weights_so_far(void **state) {
+    (void)state;
+    Quadratic q;
+    quadratic_make(&q);
+    const Trainer t = {.self = &q, .params = &q.params, .gradient = quadratic_gradient, .save = quadratic_save};
+    TrainOptions o = TRAIN_DEFAULTS;
+    o.steps = 10, o.quiet = 1, o.eval_every = 3;
+    TrainLog log;
+    assert_int_equal(train_loop(&t, &o, &log), 0);
+    assert_int_equal(log.n, 4);                      /* points at steps 3, 6, 9, 10 */
+    assert_int_equal(q.saves, 3);                    /* after steps 3, 6 and 9 */
+    assert_int_equal(q.saved_at[0], 3);
+    assert_int_equal(q.saved_at[2], 9);
+    train_log_free(&log);
+    params_free(&q.params);
+
+    quadratic_make(&q);
+    q.fail_save_at = 2;
+    assert_int_equal(train_loop(&t, &o, &log), -1);
+    assert_non_null(strstr(last_error(), "disk full"));
+    assert_int_equal(log.steps_done, 6);             /* stopped at the failed save */
+    train_log_free(&log);
+    params_free(&q.params);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -178,6 +213,7 @@ int main(void) {
         cmocka_unit_test(test_write_overflow_refused),
         cmocka_unit_test(test_loop_trains_and_logs),
         cmocka_unit_test(test_loop_stops_before_a_bad_update),
+        cmocka_unit_test(test_loop_saves_the_weights_so_far),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

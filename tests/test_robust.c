@@ -171,7 +171,8 @@ static int small_transformer_program(int argc, char **argv, int steps, float lr)
     if (rc == 0) rc = seq2seq_load_data(&run);
     if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
     if (rc == 0) rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), 42);
-    if (rc == 0) rc = seq2seq_train(&run);
+    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
     if (rc == 0) rc = seq2seq_evaluate(&run);
     if (rc == 0) rc = seq2seq_write_outputs(&run);
     return seq2seq_finish(&run, rc);
@@ -854,6 +855,51 @@ static const char *const QUICK_CAPTION =
 static const char *const QUICK_GPT = "--layers 1 --dim 8 --heads 1 --ff 8 --context 8 --steps 1 --batch 2 "
                                      "--eval-tokens 20 --eval-max-tokens 50 --max-new 5";
 
+/* A run stopped while it trains (Ctrl-C, SIGTERM, a time limit) keeps the
+ * weights of its last curve point: the loop writes them beside the
+ * checkpoint (model_so_far.ckpt) every --eval-every steps, and --load
+ * evaluates them; a run that finishes writes model.ckpt and removes them.
+ * (Before, the only checkpoint was written after training: a stopped run
+ * left nothing.) Chapter 01's program, run on its own (a fork of this
+ * process could not start OpenMP threads again). */
+static void test_stopped_run_keeps_its_weights_so_far(void **state) {
+    (void)state;
+    char out[400], ckpt[500], so_far[500], cmd[2400], args[1200];
+    snprintf(out, sizeof out, "%s/stopped", tmp_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", out);
+    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", out);
+    const char *small = "--n-train 200 --state 16 --embed 8 --batch 16 --max-eval 20 --samples 0 --eval-every 5";
+    snprintf(cmd, sizeof cmd, "exec %s/01_rnn_seq2seq %s --steps 1000000 --quiet --threads 1 --out %s "
+             ">/dev/null 2>&1 </dev/null", build_dir, small, out);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {                                  /* a run that would not end */
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct stat st;
+    for (int i = 0; i < 1200 && stat(so_far, &st) != 0; i++) usleep(100000);   /* up to 2 minutes */
+    usleep(200000);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));                /* stopped while training, not finished */
+    assert_int_equal(temporaries_in(out), 0);
+    assert_int_equal(stat(ckpt, &st), -1);           /* no final checkpoint: the run never ended */
+    snprintf(args, sizeof args, "--load %s --translate \"1 May 2020\" --quiet --out %s/stopped_eval", so_far,
+             tmp_dir);
+    program_run(&run_result, build_dir, "01_rnn_seq2seq", args, tmp_dir);
+    if (!run_result.exited || run_result.code != 0) print_error("--load of the weights so far: %s\n", run_result.err);
+    assert_true(run_result.exited && run_result.code == 0);
+    /* a run that finishes into the same --out: its model.ckpt, and no weights so far left */
+    snprintf(args, sizeof args, "%s --steps 10 --quiet --threads 1 --out %s", small, out);
+    program_run(&run_result, build_dir, "01_rnn_seq2seq", args, tmp_dir);
+    assert_true(run_result.exited && run_result.code == 0);
+    assert_int_equal(stat(ckpt, &st), 0);
+    assert_int_equal(stat(so_far, &st), -1);
+}
+
 /* A long --out was cut at a fixed width (%.900s, %.500s, a 1024-byte
  * buffer): chapter 04 with --out P/run2 under a 900-character P wrote its
  * checkpoint and pictures into P, over P's own model_*.ckpt; 07_caption with
@@ -1186,6 +1232,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
         cmocka_unit_test(test_diverged_program_keeps_the_last_checkpoint),
         cmocka_unit_test(test_diverged_seq2seq_program_keeps_the_last_checkpoint),
+        cmocka_unit_test(test_stopped_run_keeps_its_weights_so_far),
         cmocka_unit_test(test_config_data_seed_must_be_a_number),
         cmocka_unit_test(test_brown_refuses_a_nul_byte),
         cmocka_unit_test(test_long_dictionary_entry_is_refused),

@@ -149,6 +149,8 @@ typedef struct {
     Rng rng;                  /* which windows */
     const int *valid;         /* the validation part: its first valid_n tokens are each check's */
     int valid_n;
+    char checkpoint[1200];    /* --out/model.ckpt, and the config text it keeps */
+    const char *config;
 } GptBatches;
 
 /* One step's gradient: B random windows of the training part, forward and
@@ -173,6 +175,12 @@ static double gradient(void *self, int step, long *count) {
 static double validate(void *self) {
     GptBatches *b = self;
     return part_nll(b->g, b->valid, 1, b->valid_n, b->g->N);
+}
+
+/* The weights so far, beside --out/model.ckpt, at each validation check. */
+static int save(void *self) {
+    const GptBatches *b = self;
+    return checkpoint_save_so_far(b->checkpoint, b->config, &b->g->params);
 }
 
 /* The final figures: the validation and test parts (all of them; or the
@@ -223,6 +231,7 @@ static int write_outputs(Gpt *g, const BrownCorpus *c, const Flags *f, const cha
     if (make_dirs(f->out) < 0 || path_format(path, sizeof path, "%s/model.ckpt", f->out) < 0 ||
         checkpoint_save(path, config, &g->params) < 0)
         return -1;
+    checkpoint_remove_so_far(path);   /* training's weights so far: replaced by these */
     printf("checkpoint: %s\n", path);
     results_set_config(res, config);
     results_set_num(res, "steps", log->steps_done);
@@ -562,9 +571,12 @@ int main(int argc, char **argv) {
     batches = (GptBatches){.g = g, .train = &c.train, .B = f.batch,
                            .tokens = xmalloc(sizeof(int) * (size_t)f.batch * f.context),
                            .targets = xmalloc(sizeof(int) * (size_t)f.batch * f.context),
-                           .valid = c.valid.ids, .valid_n = f.eval_tokens < c.valid.n ? f.eval_tokens : c.valid.n};
+                           .valid = c.valid.ids, .config = config,
+                           .valid_n = f.eval_tokens < c.valid.n ? f.eval_tokens : c.valid.n};
     rng_seed(&batches.rng, (uint64_t)f.seed, 1);
-    const Trainer trainer = {.self = &batches, .params = &g->params, .gradient = gradient, .validate = validate};
+    if (path_format(batches.checkpoint, sizeof batches.checkpoint, "%s/model.ckpt", f.out) < 0) goto done;
+    const Trainer trainer = {.self = &batches, .params = &g->params, .gradient = gradient, .validate = validate,
+                             .save = save};
     if (train_loop(&trainer, &f.train, &log) < 0) goto done;
 
     /* 6. the final figures, beside the baselines */

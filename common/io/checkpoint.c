@@ -91,6 +91,23 @@ static void write_floats(Writer *w, const float *x, size_t count) {
     if (filled > 0) write_bytes(w, chunk, filled);
 }
 
+int checkpoint_so_far_path(char *dst, size_t cap, const char *path) {
+    const size_t n = strlen(path);
+    const size_t stem = n > 5 && strcmp(path + n - 5, ".ckpt") == 0 ? n - 5 : n;
+    return path_format(dst, cap, "%.*s_so_far.ckpt", (int)stem, path);
+}
+
+int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p) {
+    char so_far[PATH_MAX];
+    if (checkpoint_so_far_path(so_far, sizeof so_far, path) < 0) return -1;
+    return checkpoint_save(so_far, config_text, p);
+}
+
+void checkpoint_remove_so_far(const char *path) {
+    char so_far[PATH_MAX];
+    if (checkpoint_so_far_path(so_far, sizeof so_far, path) == 0) remove(so_far);
+}
+
 int checkpoint_save(const char *path, const char *config_text, const Params *p) {
     if (config_text == NULL) config_text = "";
     size_t config_len = strlen(config_text);

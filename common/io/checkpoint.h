@@ -29,6 +29,18 @@
 /* Returns 0, or -1 with fail() naming the path and the OS error. */
 int checkpoint_save(const char *path, const char *config_text, const Params *p);
 
+/* The weights so far while a run trains (train/loop.h's Trainer.save): the
+ * checkpoint PATH's sibling NAME_so_far.ckpt ("out/model.ckpt" ->
+ * "out/model_so_far.ckpt"), so that a run stopped early keeps its latest
+ * weights and a previous run's PATH stays until this run writes its final
+ * one (which removes the sibling). Returns 0, or -1 with fail() when the
+ * name does not fit in cap. */
+int checkpoint_so_far_path(char *dst, size_t cap, const char *path);
+/* Writes PATH's weights-so-far sibling. */
+int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p);
+/* Removes it, after the final PATH is written (absent: nothing to do). */
+void checkpoint_remove_so_far(const char *path);
+
 /* Read only the config text (so the caller can build the matching model).
  * config_out gets a malloc'd NUL-terminated string the caller frees.
  * Returns 0, or -1 with fail(): missing file, wrong magic, unsupported

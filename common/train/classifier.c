@@ -134,6 +134,7 @@ typedef struct {
     Examples e;
     Rng rng;
     WeightAverage *average;
+    const ClassifierResult *r;   /* its checkpoint's path and config text */
 } ClassifierTraining;
 
 /* The next batch of the training stream, and its gradient. */
@@ -151,16 +152,24 @@ static void training_updated(void *self) {
     if (c->average) weight_average_update(c->average, c->m->params);
 }
 
+/* The weights so far, beside the run's checkpoint (io/checkpoint.h), at
+ * each point of the curve. */
+static int training_save(void *self) {
+    const ClassifierTraining *c = self;
+    return checkpoint_save_so_far(c->r->checkpoint, c->r->config, c->m->params);
+}
+
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
                      float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
         return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
                     CLASSIFIER_MAX_REPLICAS, batch);
     ClassifierTraining c = {.m = m, .n_replicas = n_replicas, .batch = batch, .steps = o->steps, .sam = sam,
-                            .task = task, .average = average};
+                            .task = task, .average = average, .r = r};
     examples_alloc(&c.e, batch, task->n_in, task->n_out, task->float_inputs);
     rng_seed(&c.rng, seed, 1);                      /* the training stream */
-    const Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated};
+    const Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated,
+                       .save = r->checkpoint[0] && r->config ? training_save : NULL};
     for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 1);
     const int rc = train_loop(&t, o, &r->log);
@@ -494,9 +503,14 @@ ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const c
         fail("more than %d models to train", CLASSIFIER_MAX_RUNS);
         return NULL;
     }
-    ClassifierRun *run = &runs->run[runs->n++];
+    ClassifierRun *run = &runs->run[runs->n];
+    ClassifierResult *r = &runs->result[runs->n++];
     memset(run, 0, sizeof *run);
     snprintf(run->key, sizeof run->key, "%s", key);
+    /* where training writes its weights so far, and classifier_save the final ones */
+    r->config = run->config;
+    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
+        return NULL;
     va_list ap;
     va_start(ap, label_format);
     vsnprintf(run->label, sizeof run->label, label_format, ap);
@@ -540,7 +554,9 @@ int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run,
 int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r) {
     if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
         return -1;
-    return checkpoint_save(r->checkpoint, run->config, m->params);
+    if (checkpoint_save(r->checkpoint, run->config, m->params) < 0) return -1;
+    checkpoint_remove_so_far(r->checkpoint);   /* training's weights so far: replaced by these */
+    return 0;
 }
 
 int classifier_show_first_test_example(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,

@@ -106,8 +106,9 @@ typedef struct {
     int solved_step;      /* 0: never */
     int n_out;            /* outputs per example: 1 for a classifier of whole inputs (chapter 07's images) */
     TrainLog log;         /* the loss curve: a point every --eval-every steps (train_log_free) */
-    char checkpoint[1024];
+    char checkpoint[1024];   /* --out/model_KEY.ckpt (classifier_add_run; "": none while training) */
     char checkpoint_last_weights[1024];   /* with --ema: the last step's weights; "" without */
+    const char *config;      /* the run's config text, which its checkpoints keep */
 } ClassifierResult;
 
 /* The gradient of the mean loss over the batch e, left in m[0]'s
@@ -159,7 +160,10 @@ double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, 
  * sam > 0). Before each step each replica's set_progress is told the step.
  * Fills r's loss curve (r->log), solved step, final loss and seconds.
  * With average (else NULL, made from m[0]'s parameters): updated after every
- * step; m[0] itself ends with the last step's weights. Returns 0, or -1 with
+ * step; m[0] itself ends with the last step's weights. With r->checkpoint
+ * set (classifier_add_run does), m[0]'s weights so far are written beside it
+ * (checkpoint_save_so_far) at each point of the curve, so a run stopped
+ * early keeps them; classifier_save removes them. Returns 0, or -1 with
  * fail() (a loss or gradient that is not finite: no update was made then). */
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
                      float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r);

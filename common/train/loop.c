@@ -55,6 +55,12 @@ int train_loop(const Trainer *t, const TrainOptions *o, TrainLog *log) {
         progress_update(&pr, step + 1, (float)(window / window_n), log->count, t->validate ? extra : NULL);
         window = 0.0;
         window_n = 0;
+        if (t->save && step + 1 < o->steps && t->save(t->self) < 0) {   /* the checkpoint so far */
+            progress_end(&pr);
+            adam_free(&opt);
+            log->seconds = now_seconds() - t0;
+            return -1;
+        }
     }
     progress_end(&pr);
     log->seconds = now_seconds() - t0;

@@ -7,7 +7,8 @@
  *   stop if the loss or a gradient is not finite          (train/finite.h)
  *   clip the gradients' global norm to --clip
  *   one AdamW update at the scheduled learning rate       (warm-up, then cosine decay)
- *   every --eval-every steps: the validation loss, a point of the loss curve
+ *   every --eval-every steps: the validation loss, a point of the loss curve,
+ *                             and the checkpoint so far
  *
  * The model's part is a Trainer: a function that draws the next batch and
  * leaves the gradient of its mean loss in params->grad, and, optionally, one
@@ -50,6 +51,13 @@ typedef struct {
     /* Optional (NULL: none): called after every update (a moving average
      * of the weights, chapter 07). */
     void (*updated)(void *self);
+    /* Optional (NULL: none): write the weights so far (beside the
+     * program's checkpoint: io/checkpoint.h's checkpoint_save_so_far), at
+     * every point of the curve before the last, so that a run stopped early
+     * (Ctrl-C, a time limit) keeps its latest weights. The program writes
+     * the final checkpoint itself after training. Returns 0, or -1 with
+     * fail() (the loop then stops). */
+    int (*save)(void *self);
 } Trainer;
 
 /* What a run of the loop leaves: the loss curve (a point every eval_every

@@ -119,6 +119,8 @@ typedef struct {
     int *order;     /* [data->train.n] the training examples' order */
     int cursor;     /* the next batch starts at order[cursor] */
     Rng rng;
+    char checkpoint[1024];   /* --out/model.ckpt, and the config text it keeps */
+    const char *config;
 } Seq2SeqTraining;
 
 /* Trainer.gradient: the next batch, forward and backward (loop.h). */
@@ -141,6 +143,12 @@ static double seq2seq_gradient(void *self, int step, long *count) {
 static double seq2seq_validate(void *self) {
     Seq2SeqTraining *tr = self;
     return split_loss(tr->model, &tr->data->valid, &tr->batch, tr->batch_size, 1000);
+}
+
+/* Trainer.save: the weights so far, beside --out/model.ckpt (io/checkpoint.h). */
+static int seq2seq_save(void *self) {
+    const Seq2SeqTraining *tr = self;
+    return checkpoint_save_so_far(tr->checkpoint, tr->config, tr->model->params);
 }
 
 /* ------------------------------------------------------- printing, plots */
@@ -464,7 +472,8 @@ int seq2seq_train(Seq2SeqRun *run) {
     const Dataset *d = &run->data;
     if (start_run(run) < 0) return -1;
     if (f->load || f->train.steps == 0) return 0;
-    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch};
+    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch, .config = run->config};
+    if (path_format(tr.checkpoint, sizeof tr.checkpoint, "%s/model.ckpt", run->out_dir) < 0) return -1;
     batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);
     if (d->value_size) batch_alloc_values(&tr.batch, f->batch, d->value_size);
     tr.order = xmalloc(sizeof(int) * (size_t)d->train.n);
@@ -472,7 +481,7 @@ int seq2seq_train(Seq2SeqRun *run) {
     rng_seed(&tr.rng, (uint64_t)f->seed, 7);
     rng_shuffle(&tr.rng, tr.order, d->train.n);
     const Trainer trainer = {.self = &tr, .params = run->model.params, .gradient = seq2seq_gradient,
-                             .validate = seq2seq_validate};
+                             .validate = seq2seq_validate, .save = seq2seq_save};
     const int rc = train_loop(&trainer, &f->train, &run->log);
     batch_free(&tr.batch);
     free(tr.order);
@@ -534,6 +543,7 @@ int seq2seq_write_outputs(Seq2SeqRun *run) {
     if (!run->flags.load) {
         if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) return -1;
         if (checkpoint_save(path, run->config, run->model.params) < 0) return -1;
+        checkpoint_remove_so_far(path);   /* training's weights so far: replaced by these */
         if (d->value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
         else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
     }
