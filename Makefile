@@ -6,7 +6,7 @@
 #   make test       install missing test dependencies, build, run the cmocka suites and
 #                   tests/test_*.sh (the ladder of the libraries: tools/ladder.sh)
 #   make test-san   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make test-backends  the suites once per backend (naive, avx2, avx512)
+#   make test-backends  the suites once per backend (naive, avx2, avx512, neon)
 #   make test-valgrind  the suites under valgrind memcheck (0 errors, no definitely lost blocks)
 #   make fuzz       every libFuzzer target in tests/fuzz/ FUZZ_SECONDS (default 60) s each, after
 #                   replaying its corpus; prints executions and findings per target (clang, ASan+UBSan)
@@ -233,9 +233,10 @@ test-san:
 # on the specification (naive) as well as on the fast kernels.
 test-backends: deps-test
 	@$(MAKE) --no-print-directory _build_tests
-	@set -e; for b in naive avx2 avx512; do \
+	@set -e; for b in naive avx2 avx512 neon; do \
 	  if [ $$b = avx2 ] && ! grep -qw avx2 /proc/cpuinfo; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
 	  if [ $$b = avx512 ] && ! grep -qw avx512f /proc/cpuinfo; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
+	  if [ $$b = neon ] && [ "$$(uname -m)" != aarch64 ]; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
 	  echo "=== ATTN_BACKEND=$$b"; log=$$(mktemp); \
 	  if ATTN_BACKEND=$$b bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else cat $$log; rm -f $$log; exit 1; fi; done

@@ -1,4 +1,5 @@
-/* bench_sgemm.c - GFLOP/s of the naive loop, our AVX2 and AVX-512 kernels and OpenBLAS.
+/* bench_sgemm.c - GFLOP/s of the naive loop, our AVX2 and AVX-512 kernels (or on
+ * an ARM CPU, AArch64, our NEON kernel) and OpenBLAS.
  *
  *   build/bench/bench_sgemm [--out DIR] [--min-ms MS] [--reps N]
  *
@@ -18,23 +19,30 @@
  *          (AVX2/FMA) kernels with OPENBLAS_CORETYPE=Haswell. The core type is
  *          read when the library is loaded, so this pair is measured by a
  *          second copy of this program started with the variable set
- *          (--openblas-only prints its rows on stdout).
+ *          (--openblas-only prints its rows on stdout);
+ *   neon   (on AArch64, instead of the two above) against "openblas" as
+ *          installed, whose kernels there are NEON ones.
  *
  * The machine's peak comes from a loop of independent FMAs on registers
  * only (no memory traffic): what the FMA units can do at best, with ymm (AVX2)
- * and with zmm (AVX-512) registers. Each figure's "peak_fraction" is its
- * share of the peak of the instruction set it uses (AVX-512 for avx512 and
- * for openblas when its kernels are AVX-512 ones, AVX2 for the others).
+ * and with zmm (AVX-512) registers, or NEON's on AArch64. Each figure's
+ * "peak_fraction" is its share of the peak of the instruction set it uses
+ * (AVX-512 for avx512 and for openblas when its kernels are AVX-512 ones,
+ * NEON on AArch64, AVX2 for the others).
  *
  * Writes DIR/sgemm.tsv (impl threads M N K gflops op peak_fraction
- * vs_openblas: for avx2 and avx512, the ratio to the same-instruction-set
+ * vs_openblas: for avx2, avx512 and neon, the ratio to the same-instruction-set
  * OpenBLAS measured beside it, '-' for the others; impl "avx2-paired" is our
  * AVX2 kernel as measured in the OpenBLAS-AVX2 process, the other half of
  * avx2's ratio) and
  * DIR/sgemm.gp, a gnuplot script for GFLOP/s against size (bench/run.sh
  * renders it). Prints figures and ratios; never passes or fails. */
 #include <cblas.h>
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#else
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -69,8 +77,8 @@ static const Shape SHAPES[] = {
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
 
-enum { IMPL_NAIVE, IMPL_AVX2, IMPL_AVX512, IMPL_OPENBLAS, IMPL_OPENBLAS_AVX2, N_IMPLS };
-static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "avx512", "openblas", "openblas-avx2"};
+enum { IMPL_NAIVE, IMPL_AVX2, IMPL_AVX512, IMPL_NEON, IMPL_OPENBLAS, IMPL_OPENBLAS_AVX2, N_IMPLS };
+static const char *IMPL_NAMES[N_IMPLS] = {"naive", "avx2", "avx512", "neon", "openblas", "openblas-avx2"};
 
 /* Naive above this many multiply-adds takes seconds per call: skipped. */
 #define NAIVE_MAX_WORK (512.0 * 512.0 * 512.0)
@@ -91,6 +99,11 @@ static void run_once(int impl, const Shape *s, const float *A, const float *B, f
         break;
     case IMPL_AVX512:
         sgemm_avx512(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+        break;
+    case IMPL_NEON: /* sgemm_neon exists only on AArch64, where use[IMPL_NEON] is set */
+#if defined(__aarch64__)
+        sgemm_neon(s->trans_a, s->trans_b, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+#endif
         break;
     default:
         cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
@@ -197,13 +210,18 @@ static int write_gnuplot_script(const char *dir) {
             "sq(impl, t) = (strcol(1) eq impl && $2 == t && $3 == $4 && $4 == $5 && strcol(7) eq 'nn') ? $6 : 1/0\n"
             "plot \\\n",
             dir);
-    const char *colors[N_IMPLS] = {"#999999", "#d62728", "#9467bd", "#1f77b4", "#2ca02c"};
+    const char *colors[N_IMPLS] = {"#999999", "#d62728", "#9467bd", "#ff7f0e", "#1f77b4", "#2ca02c"};
+    /* the implementations of this CPU: x86 all but neon; AArch64 naive, neon, openblas */
+    int shown[N_IMPLS], n_shown = 0;
     for (int impl = 0; impl < N_IMPLS; impl++)
+        if (cpu_has_neon() ? impl == IMPL_NAIVE || impl == IMPL_NEON || impl == IMPL_OPENBLAS : impl != IMPL_NEON)
+            shown[n_shown++] = impl;
+    for (int k = 0; k < n_shown; k++)
         for (int t = 1; t <= 2; t++)
             fprintf(f, "  'sgemm.tsv' skip 1 using 3:(sq('%s', %d)) with linespoints lc rgb '%s' dt %d pt %d title '%s, %d thread%s'%s\n",
-                    IMPL_NAMES[impl], t, colors[impl], t == 1 ? 1 : 2, t == 1 ? 7 : 5,
-                    IMPL_NAMES[impl], t, t == 1 ? "" : "s",
-                    impl == N_IMPLS - 1 && t == 2 ? "" : ", \\");
+                    IMPL_NAMES[shown[k]], t, colors[shown[k]], t == 1 ? 1 : 2, t == 1 ? 7 : 5,
+                    IMPL_NAMES[shown[k]], t, t == 1 ? "" : "s",
+                    k == n_shown - 1 && t == 2 ? "" : ", \\");
     return bench_close_result(&gp_file, "bench_sgemm");
 }
 
@@ -236,8 +254,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!openblas_only && !cpu_has_avx2_fma()) {
-        fprintf(stderr, "bench_sgemm: this CPU has no AVX2/FMA; nothing to compare\n");
+    const int has_neon = cpu_has_neon();
+    if (!openblas_only && !cpu_has_avx2_fma() && !has_neon) {
+        fprintf(stderr, "bench_sgemm: this CPU has neither AVX2/FMA nor NEON; nothing to compare\n");
         return 1;
     }
 
@@ -296,7 +315,7 @@ int main(int argc, char **argv) {
     char self[1024];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     int have_openblas_avx2 = 0;
-    if (len > 0) {
+    if (len > 0 && !has_neon) { /* x86 only: OpenBLAS's Haswell kernels */
         self[len] = '\0';
         char command[1400];
         snprintf(command, sizeof command,
@@ -316,13 +335,15 @@ int main(int argc, char **argv) {
             pclose(child);
         }
     }
-    if (!have_openblas_avx2) fprintf(stderr, "note: the OPENBLAS_CORETYPE=Haswell run failed; skipped\n");
+    if (!have_openblas_avx2 && !has_neon)
+        fprintf(stderr, "note: the OPENBLAS_CORETYPE=Haswell run failed; skipped\n");
 
     fprintf(stderr, "measuring the FMA peak...\n");
-    double peak_avx2[2], peak_avx512[2] = {0, 0};
+    double peak_avx2[2] = {0, 0}, peak_avx512[2] = {0, 0}, peak_neon[2] = {0, 0};
     int has_avx512 = cpu_has_avx512f();
     for (int t = 1; t <= 2; t++) {
-        peak_avx2[t - 1] = fma_peak(t, 8);
+        if (has_neon) peak_neon[t - 1] = fma_peak(t, 4);
+        else peak_avx2[t - 1] = fma_peak(t, 8);
         if (has_avx512) peak_avx512[t - 1] = fma_peak(t, 16);
     }
     /* OpenBLAS as installed uses AVX-512 when its kernel set is one of the
@@ -331,23 +352,26 @@ int main(int argc, char **argv) {
     int openblas_is_avx512 = has_avx512 && (strcasecmp(core, "skylakex") == 0 ||
                                             strcasecmp(core, "cooperlake") == 0 ||
                                             strcasecmp(core, "sapphirerapids") == 0);
-    double *peak_of[N_IMPLS] = {peak_avx2, peak_avx2, has_avx512 ? peak_avx512 : peak_avx2,
-                                openblas_is_avx512 ? peak_avx512 : peak_avx2, peak_avx2};
+    double *peak_simd = has_neon ? peak_neon : peak_avx2; /* the naive loop's, against this CPU's SIMD */
+    double *peak_of[N_IMPLS] = {peak_simd, peak_avx2, has_avx512 ? peak_avx512 : peak_avx2, peak_neon,
+                                openblas_is_avx512 ? peak_avx512 : peak_simd, peak_avx2};
 
     for (int s = 0; s < N_SHAPES; s++) {
         const Shape *sh = &SHAPES[s];
         fprintf(stderr, "measuring %s %dx%dx%d...\n", op_name(sh), sh->M, sh->N, sh->K);
         if (s == N_SHAPES / 2) { /* the clock of this VM drifts: take the peak twice, keep the best */
             for (int t = 1; t <= 2; t++) {
-                double p2 = fma_peak(t, 8), p512 = has_avx512 ? fma_peak(t, 16) : 0.0;
-                if (p2 > peak_avx2[t - 1]) peak_avx2[t - 1] = p2;
+                double p = fma_peak(t, has_neon ? 4 : 8), p512 = has_avx512 ? fma_peak(t, 16) : 0.0;
+                if (p > peak_simd[t - 1]) peak_simd[t - 1] = p;
                 if (p512 > peak_avx512[t - 1]) peak_avx512[t - 1] = p512;
             }
         }
         int use[N_IMPLS] = {0};
         use[IMPL_NAIVE] = (double)sh->M * sh->N * sh->K <= NAIVE_MAX_WORK;
-        use[IMPL_AVX2] = use[IMPL_OPENBLAS] = 1;
+        use[IMPL_OPENBLAS] = 1;
+        use[IMPL_AVX2] = cpu_has_avx2_fma();
         use[IMPL_AVX512] = has_avx512;
+        use[IMPL_NEON] = has_neon;
         for (int t = 1; t <= 2; t++) measure(use, t, sh, A, B, C, reps, min_seconds, gflops[s][t - 1]);
     }
 
@@ -358,44 +382,66 @@ int main(int argc, char **argv) {
         printf("note: load average %.2f at start: other processes shared the CPU, figures are low "
                "and noisy\n", load_at_start);
     printf("OpenBLAS %s, kernels picked at load: %s\n", OPENBLAS_VERSION, core);
-    printf("FMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on 2",
-           peak_avx2[0], peak_avx2[1]);
+    printf("FMA peak (register-only loop): %s %.1f GFLOP/s on 1 thread, %.1f on 2", has_neon ? "NEON" : "AVX2",
+           peak_simd[0], peak_simd[1]);
     if (has_avx512) printf("; AVX-512 %.1f and %.1f", peak_avx512[0], peak_avx512[1]);
     printf("\n\n");
-    printf("%-4s %-15s %3s %6s %6s %7s %9s %8s %14s %13s %8s\n", "op", "M x N x K", "thr", "naive",
-           "avx2", "avx512", "openblas", "ob-avx2", "avx512/openblas", "avx2/ob-avx2", "of peak");
-    for (int s = 0; s < N_SHAPES; s++) {
-        const Shape *sh = &SHAPES[s];
-        char dims[32];
-        snprintf(dims, sizeof dims, "%dx%dx%d", sh->M, sh->N, sh->K);
-        for (int t = 1; t <= 2; t++) {
-            double *g = gflops[s][t - 1];
-            char naive[16] = "-", avx512[16] = "-", ob_avx2[16] = "-", ratio512[16] = "-",
-                 ratio2[16] = "-";
-            if (g[IMPL_NAIVE] > 0) snprintf(naive, sizeof naive, "%.1f", g[IMPL_NAIVE]);
-            if (g[IMPL_AVX512] > 0) {
-                snprintf(avx512, sizeof avx512, "%.1f", g[IMPL_AVX512]);
-                snprintf(ratio512, sizeof ratio512, "%.2fx", g[IMPL_AVX512] / g[IMPL_OPENBLAS]);
+    if (has_neon) { /* AArch64: naive, neon, OpenBLAS's NEON kernels */
+        printf("%-4s %-15s %3s %6s %6s %9s %14s %8s\n", "op", "M x N x K", "thr", "naive", "neon", "openblas",
+               "neon/openblas", "of peak");
+        for (int s = 0; s < N_SHAPES; s++) {
+            const Shape *sh = &SHAPES[s];
+            char dims[32];
+            snprintf(dims, sizeof dims, "%dx%dx%d", sh->M, sh->N, sh->K);
+            for (int t = 1; t <= 2; t++) {
+                double *g = gflops[s][t - 1];
+                char naive[16] = "-";
+                if (g[IMPL_NAIVE] > 0) snprintf(naive, sizeof naive, "%.1f", g[IMPL_NAIVE]);
+                printf("%-4s %-15s %3d %6s %6.1f %9.1f %13.2fx %7.0f%%\n", op_name(sh), dims, t, naive,
+                       g[IMPL_NEON], g[IMPL_OPENBLAS], g[IMPL_NEON] / g[IMPL_OPENBLAS],
+                       100.0 * g[IMPL_NEON] / peak_neon[t - 1]);
             }
-            if (g[IMPL_OPENBLAS_AVX2] > 0) {
-                snprintf(ob_avx2, sizeof ob_avx2, "%.1f", g[IMPL_OPENBLAS_AVX2]);
-                snprintf(ratio2, sizeof ratio2, "%.2fx",
-                         avx2_beside_ob_avx2[s][t - 1] / g[IMPL_OPENBLAS_AVX2]);
+        }
+    } else { /* x86: naive, avx2, avx512, OpenBLAS as installed and with its AVX2 kernels */
+        printf("%-4s %-15s %3s %6s %6s %7s %9s %8s %14s %13s %8s\n", "op", "M x N x K", "thr", "naive",
+               "avx2", "avx512", "openblas", "ob-avx2", "avx512/openblas", "avx2/ob-avx2", "of peak");
+        for (int s = 0; s < N_SHAPES; s++) {
+            const Shape *sh = &SHAPES[s];
+            char dims[32];
+            snprintf(dims, sizeof dims, "%dx%dx%d", sh->M, sh->N, sh->K);
+            for (int t = 1; t <= 2; t++) {
+                double *g = gflops[s][t - 1];
+                char naive[16] = "-", avx512[16] = "-", ob_avx2[16] = "-", ratio512[16] = "-",
+                     ratio2[16] = "-";
+                if (g[IMPL_NAIVE] > 0) snprintf(naive, sizeof naive, "%.1f", g[IMPL_NAIVE]);
+                if (g[IMPL_AVX512] > 0) {
+                    snprintf(avx512, sizeof avx512, "%.1f", g[IMPL_AVX512]);
+                    snprintf(ratio512, sizeof ratio512, "%.2fx", g[IMPL_AVX512] / g[IMPL_OPENBLAS]);
+                }
+                if (g[IMPL_OPENBLAS_AVX2] > 0) {
+                    snprintf(ob_avx2, sizeof ob_avx2, "%.1f", g[IMPL_OPENBLAS_AVX2]);
+                    snprintf(ratio2, sizeof ratio2, "%.2fx",
+                             avx2_beside_ob_avx2[s][t - 1] / g[IMPL_OPENBLAS_AVX2]);
+                }
+                int best = g[IMPL_AVX512] > 0 ? IMPL_AVX512 : IMPL_AVX2;
+                printf("%-4s %-15s %3d %6s %6.1f %7s %9.1f %8s %15s %13s %7.0f%%\n", op_name(sh), dims, t,
+                       naive, g[IMPL_AVX2], avx512, g[IMPL_OPENBLAS], ob_avx2, ratio512, ratio2,
+                       100.0 * g[best] / peak_of[best][t - 1]);
             }
-            int best = g[IMPL_AVX512] > 0 ? IMPL_AVX512 : IMPL_AVX2;
-            printf("%-4s %-15s %3d %6s %6.1f %7s %9.1f %8s %15s %13s %7.0f%%\n", op_name(sh), dims, t,
-                   naive, g[IMPL_AVX2], avx512, g[IMPL_OPENBLAS], ob_avx2, ratio512, ratio2,
-                   100.0 * g[best] / peak_of[best][t - 1]);
         }
     }
     if (sgemm_busy_backoffs() > 0)
         printf("\nnote: %ld time(s) a thread of ours was twice found switched out (late waits), and the\n"
                "products of the next quarter second ran on one thread (common/kernels/matmul_blocked.c): some 2-thread\n"
                "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
-    printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
-           "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"
-           "avx2/ob-avx2 is from that pair). 'of peak' = our fastest kernel / the FMA peak of its\n"
-           "instruction set on the same thread count.\n", core);
+    if (has_neon)
+        printf("\nopenblas = OpenBLAS as installed (%s kernels). 'of peak' = neon / the NEON FMA peak\n"
+               "on the same thread count.\n", core);
+    else
+        printf("\nopenblas = OpenBLAS as installed (%s kernels); ob-avx2 = OPENBLAS_CORETYPE=Haswell,\n"
+               "its AVX2/FMA kernels, measured beside our avx2 kernel in a second process (the ratio\n"
+               "avx2/ob-avx2 is from that pair). 'of peak' = our fastest kernel / the FMA peak of its\n"
+               "instruction set on the same thread count.\n", core);
 
     /* The data file. */
     AtomicFile tsv_file;
@@ -403,7 +449,7 @@ int main(int argc, char **argv) {
     if (!f) return 1;
     fprintf(f, "impl\tthreads\tM\tN\tK\tgflops\top\tpeak_fraction\tvs_openblas\n");
     for (int t = 1; t <= 2; t++)
-        fprintf(f, "fma-peak-avx2\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", t, peak_avx2[t - 1]);
+        fprintf(f, "fma-peak-%s\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", has_neon ? "neon" : "avx2", t, peak_simd[t - 1]);
     if (has_avx512)
         for (int t = 1; t <= 2; t++)
             fprintf(f, "fma-peak-avx512\t%d\t0\t0\t0\t%.3f\t-\t1.000\t-\n", t, peak_avx512[t - 1]);
@@ -413,7 +459,7 @@ int main(int argc, char **argv) {
                 double g = gflops[s][t - 1][impl];
                 if (g <= 0) continue;
                 char vs[16] = "-";
-                if (impl == IMPL_AVX512 && gflops[s][t - 1][IMPL_OPENBLAS] > 0)
+                if ((impl == IMPL_AVX512 || impl == IMPL_NEON) && gflops[s][t - 1][IMPL_OPENBLAS] > 0)
                     snprintf(vs, sizeof vs, "%.3f", g / gflops[s][t - 1][IMPL_OPENBLAS]);
                 if (impl == IMPL_AVX2 && gflops[s][t - 1][IMPL_OPENBLAS_AVX2] > 0)
                     snprintf(vs, sizeof vs, "%.3f",

@@ -8,7 +8,8 @@
  * Each chapter's DEFAULT model (the sizes its main.c uses without flags) runs
  * on a realistic batch (the dataset's first shuffled training batch, or the
  * digit task's batch), on the naive, the AVX2 and (when the CPU has it) the
- * AVX-512 backend, with 1 and 2 threads. Every figure is the median of --reps timed steps after one warm-up
+ * AVX-512 backend, or on an ARM CPU (AArch64) the naive and the NEON
+ * backend, with 1 and 2 threads. Every figure is the median of --reps timed steps after one warm-up
  * step; the four configurations take turns step by step, so a slow spell of
  * this shared machine hits all of them alike.
  *
@@ -453,23 +454,33 @@ enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 /* ---- Timing ----------------------------------------------------------------------- */
 
 typedef struct {
-    const char *backend;   /* "naive", "avx2" or "avx512" */
+    const char *backend;   /* "naive", "avx2", "avx512" or "neon" */
     int threads;
 } Config;
 
-static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1},
-                                 {"avx2", 2},   {"avx512", 1}, {"avx512", 2}};
+static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1}, {"avx2", 2},
+                                 {"avx512", 1}, {"avx512", 2}, {"neon", 1}, {"neon", 2}};
 static int chapter_selected(const char *list, const char *chapter);
 /* --backends: the backends to time (NULL: all). */
 static const char *only_backends = NULL;
 static const char *only_threads = NULL;  /* --threads: "1", "2" or "1,2" */
-/* The configurations this CPU can run (the AVX-512 ones only with AVX-512F)
- * and --backends selects. */
+/* The configurations this CPU can run (the AVX-512 ones only with AVX-512F,
+ * the NEON ones only on AArch64) and --backends selects. */
 static int config_runs_here(const Config *c) {
     char threads[8];
     snprintf(threads, sizeof threads, "%d", c->threads);
-    return (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) &&
+    return (strcmp(c->backend, "avx2") != 0 || cpu_has_avx2_fma()) &&
+           (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) &&
+           (strcmp(c->backend, "neon") != 0 || cpu_has_neon()) &&
            chapter_selected(only_backends, c->backend) && chapter_selected(only_threads, threads);
+}
+
+/* The table's columns: the configurations of this CPU's instruction set,
+ * x86 (naive, avx2, avx512) or ARM (naive, neon), each shown even where not
+ * run ("-": no AVX-512, --backends). */
+static int shown_here(const Config *c) {
+    int neon = strcmp(c->backend, "neon") == 0;
+    return cpu_has_neon() ? neon || strcmp(c->backend, "naive") == 0 : !neon;
 }
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
@@ -568,7 +579,7 @@ static void usage(FILE *f) {
             "                   (default bench/results)\n"
             "  --reps N         timed steps per figure, the median is reported (default 7, max %d)\n"
             "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n"
-            "  --backends LIST  comma-separated backends among naive, avx2, avx512 (default: all;\n"
+            "  --backends LIST  comma-separated backends among naive, avx2, avx512, neon (default: all;\n"
             "                   the others' columns are left at -)\n"
             "  --threads LIST   thread counts among 1, 2 (default: both; tools/profile_step.sh\n"
             "                   profiles one configuration with --backends X --threads N)\n"
@@ -601,8 +612,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!cpu_has_avx2_fma()) {
-        fprintf(stderr, "bench_train_step: this CPU has no AVX2/FMA; nothing to compare\n");
+    if (!cpu_has_avx2_fma() && !cpu_has_neon()) {
+        fprintf(stderr, "bench_train_step: this CPU has neither AVX2/FMA nor NEON; nothing to compare\n");
         return 1;
     }
 
@@ -659,8 +670,17 @@ int main(int argc, char **argv) {
                (int)spinner, configs[0].backend);
         printf("\n%-26s %9s %9s %11s\n", "chapter", "busy 1t", "busy 2t", "2t / 1t");
     } else {
-        printf("\n%-26s %9s %9s %9s %9s %9s %9s %13s %15s\n", "chapter", "naive 1t", "naive 2t",
-               "avx2 1t", "avx2 2t", "avx512 1t", "avx512 2t", "naive/avx2 1t", "naive/avx512 1t");
+        /* the configurations' columns, then naive / each SIMD backend on 1 thread */
+        printf("\n%-26s", "chapter");
+        for (int c = 0; c < N_CONFIGS; c++) {
+            if (!shown_here(&CONFIGS[c])) continue;
+            char label[24];
+            snprintf(label, sizeof label, "%s %dt", CONFIGS[c].backend, CONFIGS[c].threads);
+            printf(" %9s", label);
+        }
+        for (int c = 2; c < N_CONFIGS; c += 2)
+            if (shown_here(&CONFIGS[c])) printf(" naive/%s 1t", CONFIGS[c].backend);
+        printf("\n");
     }
     long backoffs_before = sgemm_busy_backoffs();
 
@@ -688,15 +708,20 @@ int main(int argc, char **argv) {
             continue;
         }
         /* a figure, or "-" for a configuration not run (no AVX-512, --backends) */
-        char cell[N_CONFIGS][16], speedup[16] = "-", speedup512[16] = "-";
+        printf("%-26s", ch->chapter);
         for (int c = 0; c < N_CONFIGS; c++) {
-            if (ms[c] > 0) snprintf(cell[c], sizeof cell[c], "%.2f", ms[c]);
-            else snprintf(cell[c], sizeof cell[c], "-");
+            if (!shown_here(&CONFIGS[c])) continue;
+            if (ms[c] > 0) printf(" %9.2f", ms[c]);
+            else printf(" %9s", "-");
         }
-        if (ms[0] > 0 && ms[2] > 0) snprintf(speedup, sizeof speedup, "%.1fx", ms[0] / ms[2]);
-        if (ms[0] > 0 && ms[4] > 0) snprintf(speedup512, sizeof speedup512, "%.1fx", ms[0] / ms[4]);
-        printf("%-26s %9s %9s %9s %9s %9s %9s %13s %15s\n", ch->chapter, cell[0], cell[1], cell[2], cell[3],
-               cell[4], cell[5], speedup, speedup512);
+        /* naive 1t (CONFIGS[0]) / each SIMD backend's 1t (CONFIGS[2], [4], [6]) */
+        for (int c = 2; c < N_CONFIGS; c += 2) {
+            if (!shown_here(&CONFIGS[c])) continue;
+            char speedup[16] = "-";
+            if (ms[0] > 0 && ms[c] > 0) snprintf(speedup, sizeof speedup, "%.1fx", ms[0] / ms[c]);
+            printf(" %*s", (int)strlen("naive/ 1t") + (int)strlen(CONFIGS[c].backend), speedup);
+        }
+        printf("\n");
         printf("%-26s (%s)\n", "", ch->description);
         printf("%-26s (gemm: %.2f million multiply-adds per step)\n", "", model.multiply_adds * 1e-6);
         fflush(stdout);

@@ -54,7 +54,7 @@ run() {  # run one benchmark binary, keep going on failure
 # second process with OPENBLAS_CORETYPE=Haswell (see bench/bench_sgemm.c).
 run env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/bench/bench_sgemm" --out "$results"
 
-# Training steps: C (naive, avx2, avx512) then PyTorch, in ROUNDS rounds that
+# Training steps: C (naive, avx2, avx512; naive, neon on ARM) then PyTorch, in ROUNDS rounds that
 # take turns (C, PyTorch, C, PyTorch, ...): the two run in different processes,
 # and this virtual machine's clock drifts by tens of percent over minutes, so
 # one run of each could compare a fast spell with a slow one. Each round's

@@ -195,6 +195,35 @@ static void test_backend_environment(void **state) {
     free(r);
 }
 
+/* A backend this CPU cannot run is refused in one line that names it and
+ * what it needs: on x86, neon (an ARM backend); on AArch64, avx2 and avx512
+ * (x86 backends); by every program's --backend and by ATTN_BACKEND alike. */
+static void test_backend_of_another_cpu(void **state) {
+    (void)state;
+    char args[1024], saved[64] = "";
+    static const char *const programs[] = {"01_rnn_seq2seq", "04_self_attention", "06_gpt"};
+#if defined(__aarch64__)
+    static const char *const refused[] = {"avx2", "avx512"};
+    static const char *const needs[] = {"needs an x86 CPU with AVX2", "needs an x86 CPU with AVX-512F"};
+#else
+    static const char *const refused[] = {"neon"};
+    static const char *const needs[] = {"needs an AArch64 (ARM) CPU"};
+#endif
+    for (size_t b = 0; b < sizeof refused / sizeof refused[0]; b++)
+        for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
+            snprintf(args, sizeof args, "--backend %s --steps 1 --quiet --out %s/other_cpu", refused[b], tmp_dir);
+            expect_error(programs[p], args, needs[b]);
+        }
+    const char *outer = getenv("ATTN_BACKEND");
+    if (outer) snprintf(saved, sizeof saved, "%s", outer);
+    setenv("ATTN_BACKEND", refused[0], 1);
+    snprintf(args, sizeof args, "--steps 1 --quiet --out %s/other_cpu", tmp_dir);
+    expect_error("04_self_attention", args, "ATTN_BACKEND");
+    expect_error("04_self_attention", args, needs[0]);
+    if (outer) setenv("ATTN_BACKEND", saved, 1);
+    else unsetenv("ATTN_BACKEND");
+}
+
 static void test_bad_checkpoints(void **state) {
     (void)state;
     const char *p = "01_rnn_seq2seq";
@@ -723,6 +752,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_help_every_program),
         cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_backend_environment),
+        cmocka_unit_test(test_backend_of_another_cpu),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_digit_checkpoints),
         cmocka_unit_test(test_newcomer_paths),

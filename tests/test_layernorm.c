@@ -1,7 +1,9 @@
-/* test_layernorm.c - the AVX2 LayerNorm against the naive one (layernorm.h).
+/* test_layernorm.c - the SIMD LayerNorm of this CPU (AVX2 on x86, NEON on
+ * AArch64) against the naive one (layernorm.h).
  *
  * For forward and backward:
- *   - the error bounds stated in layernorm_avx2.c, element by element, on
+ *   - the error bounds stated in layernorm_avx2.c (the NEON form gives the
+ *     AVX2 bits, so the same bounds), element by element, on
  *     shapes with D = 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257, 768
  *     (D not a multiple of 8 exercises the row tails), rows centred at 0, 3
  *     and -50, on pointers one float past an aligned address, with a
@@ -13,9 +15,15 @@
  *   - backward accumulates (+=), skips NULL gradients without changing the
  *     others, and dbeta has the naive bits;
  *   - the dispatching layernorm_forward/backward (layers.h) give the naive
- *     bits on the naive backend, the avx2 bits on the avx2 backend.
- * The AVX2 tests skip on a CPU without AVX2/FMA. Gradients against finite
- * differences: tests/test_layers.c. */
+ *     bits on the naive backend, the avx2 bits on avx2 and avx512, the neon
+ *     bits on neon;
+ *   - the same bits as AVX2: the outputs of the SIMD form on rows made by
+ *     integer arithmetic (odd lengths, unaligned) are hashed; the hashes
+ *     were taken from the AVX2 form on x86, so the NEON form giving them
+ *     means the AVX2 bits, and the AVX2 form giving them means its bits did
+ *     not change.
+ * The SIMD tests skip on an x86 CPU without AVX2/FMA. Gradients against
+ * finite differences: tests/test_layers.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,8 +44,28 @@ static const float SENTINEL = -12345.0f;
 static const double U = 5.9604644775390625e-08;   /* 2^-24, the float unit roundoff */
 static const float EPS = 1e-5f;
 
-static int skip_without_avx2(void) {
-    if (cpu_has_avx2_fma()) return 0;
+typedef void (*Forward)(float *out, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
+                        int N, int D, float eps);
+typedef void (*Backward)(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                         const float *rstd, const float *x, const float *gamma, int N, int D);
+
+/* The SIMD forms of this CPU: NEON on AArch64, AVX2 on x86 (0 without). */
+static int simd_forms(Forward *forward, Backward *backward) {
+#if defined(__aarch64__)
+    *forward = layernorm_forward_neon;
+    *backward = layernorm_backward_neon;
+    return 1;
+#else
+    *forward = layernorm_forward_avx2;
+    *backward = layernorm_backward_avx2;
+    return cpu_has_avx2_fma();
+#endif
+}
+
+static int skip_without_simd(void) {
+    Forward forward;
+    Backward backward;
+    if (simd_forms(&forward, &backward)) return 0;
     printf("  (no AVX2/FMA on this CPU: skipped)\n");
     return 1;
 }
@@ -64,7 +92,7 @@ static double ulp_of(float v) { return (double)nextafterf(fabsf(v), INFINITY) - 
 typedef struct {
     int N, D;
     float *x, *gamma, *beta, *dout;
-    float *out[2], *mean[2], *rstd[2];            /* [0] naive, [1] avx2 */
+    float *out[2], *mean[2], *rstd[2];            /* [0] naive, [1] SIMD */
     float *dx[2], *dgamma[2], *dbeta[2];
 } Problem;
 
@@ -104,12 +132,15 @@ static void problem_free(Problem *p) {
 /* Both forwards, then both backwards from the SAME saved statistics (the
  * naive ones), so the backward comparison measures the backward alone. */
 static void run_both(Problem *p) {
+    Forward simd_forward;
+    Backward simd_backward;
+    assert_true(simd_forms(&simd_forward, &simd_backward));
     layernorm_forward_naive(p->out[0], p->mean[0], p->rstd[0], p->x, p->gamma, p->beta, p->N, p->D, EPS);
-    layernorm_forward_avx2(p->out[1], p->mean[1], p->rstd[1], p->x, p->gamma, p->beta, p->N, p->D, EPS);
+    simd_forward(p->out[1], p->mean[1], p->rstd[1], p->x, p->gamma, p->beta, p->N, p->D, EPS);
     layernorm_backward_naive(p->dx[0], p->dgamma[0], p->dbeta[0], p->dout, p->mean[0], p->rstd[0], p->x,
                              p->gamma, p->N, p->D);
-    layernorm_backward_avx2(p->dx[1], p->dgamma[1], p->dbeta[1], p->dout, p->mean[0], p->rstd[0], p->x,
-                            p->gamma, p->N, p->D);
+    simd_backward(p->dx[1], p->dgamma[1], p->dbeta[1], p->dout, p->mean[0], p->rstd[0], p->x, p->gamma, p->N,
+                  p->D);
 }
 
 /* Nothing written past the end of any output. */
@@ -154,7 +185,7 @@ static double check_forward_bound(const Problem *p) {
             double diff = fabs((double)p->out[1][i] - p->out[0][i]);
             if (bound > 0.0 && diff / bound > worst) worst = diff / bound;
             if (!(diff <= bound))
-                fail_msg("forward N=%d D=%d [%d,%d]: avx2 %.9g naive %.9g, |diff| %.3g > bound %.3g", p->N, p->D,
+                fail_msg("forward N=%d D=%d [%d,%d]: simd %.9g naive %.9g, |diff| %.3g > bound %.3g", p->N, p->D,
                          n, d, (double)p->out[1][i], (double)p->out[0][i], diff, bound);
         }
     }
@@ -184,7 +215,7 @@ static double check_backward_bound(const Problem *p) {
             double diff = fabs((double)p->dx[1][i] - p->dx[0][i]);
             if (bound > 0.0 && diff / bound > worst) worst = diff / bound;
             if (!(diff <= bound))
-                fail_msg("dx N=%d D=%d [%d,%d]: avx2 %.9g naive %.9g, |diff| %.3g > bound %.3g", N, D, n, d,
+                fail_msg("dx N=%d D=%d [%d,%d]: simd %.9g naive %.9g, |diff| %.3g > bound %.3g", N, D, n, d,
                          (double)p->dx[1][i], (double)p->dx[0][i], diff, bound);
         }
     }
@@ -192,7 +223,7 @@ static double check_backward_bound(const Problem *p) {
         double bound = (2.0 * N + 4.0) * U * dgamma_scale[d];
         double diff = fabs((double)p->dgamma[1][d] - p->dgamma[0][d]);
         if (!(diff <= bound))
-            fail_msg("dgamma N=%d D=%d [%d]: avx2 %.9g naive %.9g, |diff| %.3g > bound %.3g", N, D, d,
+            fail_msg("dgamma N=%d D=%d [%d]: simd %.9g naive %.9g, |diff| %.3g > bound %.3g", N, D, d,
                      (double)p->dgamma[1][d], (double)p->dgamma[0][d], diff, bound);
     }
     assert_memory_equal(p->dbeta[1], p->dbeta[0], sizeof(float) * (size_t)D);
@@ -205,7 +236,7 @@ enum { N_LENGTHS = sizeof LENGTHS / sizeof LENGTHS[0] };
 
 static void test_bounds_on_shapes(void **state) {
     (void)state;
-    if (skip_without_avx2()) return;
+    if (skip_without_simd()) return;
     Rng r;
     rng_seed(&r, 61, 0);
     const float centers[3][2] = {{0.0f, 1.0f}, {3.0f, 0.5f}, {-50.0f, 10.0f}};
@@ -229,7 +260,7 @@ static void test_bounds_on_shapes(void **state) {
  * is exactly 0 (g - mean(g) = 0 with one column). */
 static void test_constant_rows(void **state) {
     (void)state;
-    if (skip_without_avx2()) return;
+    if (skip_without_simd()) return;
     Rng r;
     rng_seed(&r, 62, 0);
     const float values[] = {0.0f, 3.5f, -1e4f, 1e-30f, 7e30f};
@@ -259,7 +290,7 @@ static void test_constant_rows(void **state) {
  * statistics do not. */
 static void test_rows_far_from_zero(void **state) {
     (void)state;
-    if (skip_without_avx2()) return;
+    if (skip_without_simd()) return;
     Rng r;
     rng_seed(&r, 63, 0);
     const int lengths[] = {64, 512, 1000};
@@ -308,12 +339,14 @@ static void test_backward_accumulates_and_skips_null(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 64, 0);
-    int N = 3, D = 19, have_avx2 = cpu_has_avx2_fma();
+    int N = 3, D = 19;
+    Forward simd_forward;
+    Backward simd_backward;
+    int have_simd = simd_forms(&simd_forward, &simd_backward);
     Problem p = problem_new(N, D, 1.0f, 2.0f, &r);
     layernorm_forward_naive(p.out[0], p.mean[0], p.rstd[0], p.x, p.gamma, p.beta, N, D, EPS);
-    for (int k = 0; k < 1 + have_avx2; k++) {
-        void (*backward)(float *, float *, float *, const float *, const float *, const float *, const float *,
-                         const float *, int, int) = k ? layernorm_backward_avx2 : layernorm_backward_naive;
+    for (int k = 0; k < 1 + have_simd; k++) {
+        Backward backward = k ? simd_backward : layernorm_backward_naive;
         float dx[3 * 19], dgamma[19], dbeta[19];
         memset(dx, 0, sizeof dx); memset(dgamma, 0, sizeof dgamma); memset(dbeta, 0, sizeof dbeta);
         backward(dx, dgamma, dbeta, p.dout, p.mean[0], p.rstd[0], p.x, p.gamma, N, D);
@@ -346,11 +379,13 @@ static void test_forward_without_saved_statistics(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 65, 0);
-    int N = 4, D = 13, have_avx2 = cpu_has_avx2_fma();
+    int N = 4, D = 13;
+    Forward simd_forward;
+    Backward simd_backward;
+    int have_simd = simd_forms(&simd_forward, &simd_backward);
     Problem p = problem_new(N, D, 0.5f, 1.0f, &r);
-    for (int k = 0; k < 1 + have_avx2; k++) {
-        void (*forward)(float *, float *, float *, const float *, const float *, const float *, int, int, float) =
-            k ? layernorm_forward_avx2 : layernorm_forward_naive;
+    for (int k = 0; k < 1 + have_simd; k++) {
+        Forward forward = k ? simd_forward : layernorm_forward_naive;
         float out[4 * 13];
         forward(p.out[k], p.mean[k], p.rstd[k], p.x, p.gamma, p.beta, N, D, EPS);
         forward(out, NULL, NULL, p.x, p.gamma, p.beta, N, D, EPS);
@@ -371,8 +406,16 @@ static void test_dispatch(void **state) {
     float *rstd = calloc((size_t)N, sizeof(float)), *dx = calloc(nd, sizeof(float));
     float *dgamma = calloc((size_t)D, sizeof(float)), *dbeta = calloc((size_t)D, sizeof(float));
     /* avx512 has no LayerNorm of its own: it must give the AVX2 kernel's bits. */
+    Forward simd_forward;
+    Backward simd_backward;
+    int have_simd = simd_forms(&simd_forward, &simd_backward);
+#if defined(__aarch64__)
+    const char *backends[3] = {"naive", "neon", NULL};
+    int n_backends = 1 + have_simd;
+#else
     const char *backends[3] = {"naive", "avx2", "avx512"};
-    int n_backends = cpu_has_avx512f() ? 3 : 1 + cpu_has_avx2_fma();
+    int n_backends = cpu_has_avx512f() ? 3 : 1 + have_simd;
+#endif
     for (int k = 0; k < n_backends; k++) {
         assert_int_equal(backend_select(backends[k]), 0);
         memset(dx, 0, nd * sizeof(float));
@@ -385,12 +428,11 @@ static void test_dispatch(void **state) {
             layernorm_backward_naive(p.dx[0], p.dgamma[0], p.dbeta[0], p.dout, p.mean[0], p.rstd[0], p.x, p.gamma,
                                      N, D);
         } else {
-            layernorm_forward_avx2(p.out[0], p.mean[0], p.rstd[0], p.x, p.gamma, p.beta, N, D, EPS);
+            simd_forward(p.out[0], p.mean[0], p.rstd[0], p.x, p.gamma, p.beta, N, D, EPS);
             memset(p.dx[0], 0, nd * sizeof(float));
             memset(p.dgamma[0], 0, (size_t)D * sizeof(float));
             memset(p.dbeta[0], 0, (size_t)D * sizeof(float));
-            layernorm_backward_avx2(p.dx[0], p.dgamma[0], p.dbeta[0], p.dout, p.mean[0], p.rstd[0], p.x, p.gamma,
-                                    N, D);
+            simd_backward(p.dx[0], p.dgamma[0], p.dbeta[0], p.dout, p.mean[0], p.rstd[0], p.x, p.gamma, N, D);
         }
         assert_memory_equal(out, p.out[0], nd * sizeof(float));
         assert_memory_equal(mean, p.mean[0], (size_t)N * sizeof(float));
@@ -404,6 +446,76 @@ static void test_dispatch(void **state) {
     problem_free(&p);
 }
 
+/* FNV-1a over the bits of v[n]. */
+static uint64_t hash_floats(uint64_t h, const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        for (int b = 0; b < 4; b++) {
+            h ^= (bits >> (8 * b)) & 0xFFu;
+            h *= 0x100000001B3ull;
+        }
+    }
+    return h;
+}
+
+/* Integer-made values (no libm, no Rng: the same on every CPU) of size about
+ * scale around center. */
+static void fill_integer(float *x, size_t n, int seed, float center, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        long k = (long)i + 131L * seed;
+        x[i] = center + scale * (float)((k * 7919) % 601 - 300) / 300.0f;
+    }
+}
+
+/* The AVX2 forms' hashes of the problems below (forward: out, mean, rstd;
+ * backward: dx, dgamma, dbeta), printed by this test on x86. */
+static const uint64_t EXPECTED_FORWARD = 0x19c3d4720ded04d3ull, EXPECTED_BACKWARD = 0x0735e81f0ea58378ull;
+
+/* The SIMD form's bits over lengths 1..40 and 64, 100, 257 (every tail of
+ * the 8-float sums and of the 4- and 8-float element passes), rows centred
+ * at 0 and far from 0, on pointers one float past an aligned address,
+ * backward adding to nonzero gradients: hashed, and the hashes compared
+ * with the AVX2 form's. */
+static void test_same_bits_as_avx2(void **state) {
+    (void)state;
+    if (skip_without_simd()) return;
+    Forward simd_forward;
+    Backward simd_backward;
+    simd_forms(&simd_forward, &simd_backward);
+    static const float centers[2][2] = {{0.0f, 1.5f}, {-300.0f, 0.25f}};
+    uint64_t h_forward = 0xCBF29CE484222325ull, h_backward = 0xCBF29CE484222325ull;
+    static const int longer[3] = {64, 100, 257};
+    for (int l = 0; l < 43; l++) {
+        const int D = l < 40 ? l + 1 : longer[l - 40];
+        for (int c = 0; c < 2; c++) {
+            const int N = 3;
+            const size_t nd = (size_t)N * D;
+            float *x = unaligned(nd), *gamma = unaligned((size_t)D), *beta = unaligned((size_t)D);
+            float *dout = unaligned(nd), *out = unaligned(nd), *mean = unaligned(N), *rstd = unaligned(N);
+            float *dx = unaligned(nd), *dgamma = unaligned((size_t)D), *dbeta = unaligned((size_t)D);
+            fill_integer(x, nd, D + c, centers[c][0], centers[c][1]);
+            fill_integer(gamma, (size_t)D, 2 * D + 1, 1.0f, 0.5f);
+            fill_integer(beta, (size_t)D, 3 * D + 2, 0.0f, 0.25f);
+            fill_integer(dout, nd, 5 * D + 3, 0.0f, 1.0f);
+            fill_integer(dx, nd, 7 * D + 4, 0.0f, 0.125f);
+            fill_integer(dgamma, (size_t)D, 11 * D + 5, 0.0f, 0.5f);
+            fill_integer(dbeta, (size_t)D, 13 * D + 6, 0.0f, 0.5f);
+            simd_forward(out, mean, rstd, x, gamma, beta, N, D, EPS);
+            simd_backward(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
+            assert_true(out[nd] == SENTINEL && dx[nd] == SENTINEL && dgamma[D] == SENTINEL && dbeta[D] == SENTINEL);
+            h_forward = hash_floats(hash_floats(hash_floats(h_forward, out, nd), mean, N), rstd, N);
+            h_backward = hash_floats(hash_floats(hash_floats(h_backward, dx, nd), dgamma, D), dbeta, D);
+            float *all[] = {x, gamma, beta, dout, out, mean, rstd, dx, dgamma, dbeta};
+            for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k] - 1);
+        }
+    }
+    printf("  forward hash 0x%016llxull, backward 0x%016llxull\n", (unsigned long long)h_forward,
+           (unsigned long long)h_backward);
+    if (EXPECTED_FORWARD != 0) assert_true(h_forward == EXPECTED_FORWARD);
+    if (EXPECTED_BACKWARD != 0) assert_true(h_backward == EXPECTED_BACKWARD);
+}
+
 /* N = 0 writes nothing. */
 static void test_no_rows(void **state) {
     (void)state;
@@ -411,9 +523,11 @@ static void test_no_rows(void **state) {
     float mean[1] = {SENTINEL}, rstd[1] = {SENTINEL}, dx[1] = {SENTINEL};
     layernorm_forward_naive(out, mean, rstd, x, gamma, beta, 0, 1, EPS);
     layernorm_backward_naive(dx, NULL, NULL, x, mean, rstd, x, gamma, 0, 1);
-    if (cpu_has_avx2_fma()) {
-        layernorm_forward_avx2(out, mean, rstd, x, gamma, beta, 0, 1, EPS);
-        layernorm_backward_avx2(dx, NULL, NULL, x, mean, rstd, x, gamma, 0, 1);
+    Forward simd_forward;
+    Backward simd_backward;
+    if (simd_forms(&simd_forward, &simd_backward)) {
+        simd_forward(out, mean, rstd, x, gamma, beta, 0, 1, EPS);
+        simd_backward(dx, NULL, NULL, x, mean, rstd, x, gamma, 0, 1);
     }
     assert_true(out[0] == SENTINEL && mean[0] == SENTINEL && rstd[0] == SENTINEL && dx[0] == SENTINEL);
 }
@@ -426,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_backward_accumulates_and_skips_null),
         cmocka_unit_test(test_forward_without_saved_statistics),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_same_bits_as_avx2),
         cmocka_unit_test(test_no_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,7 +39,7 @@
 # A missing perf is reported and the script exits 1.
 set -u
 chapter=${1:?usage: profile_step.sh CHAPTER|all BACKEND THREADS [REPS]}
-backend=${2:?backend (naive, avx2, avx512)}
+backend=${2:?backend (naive, avx2, avx512, neon)}
 threads=${3:?threads (1 or 2)}
 reps=${4:-60}
 cd "$(dirname "$0")/.." || exit 1

@@ -442,7 +442,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
         {"seed", ARG_INT, &f->seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL, ARG_TRAINING},
         {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0, "auto,naive,avx2,avx512", ARG_SHARED},
+        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0, BACKEND_CHOICES, ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation checks", 0, 1000000, NULL, ARG_TRAINING},
         {"eval-tokens", ARG_INT, &f->eval_tokens, "validation tokens of each check", 2, 100000000, NULL, ARG_TRAINING},

@@ -1,4 +1,4 @@
-/* layernorm.h - LayerNorm's two implementations, for tests and benchmarks.
+/* layernorm.h - LayerNorm's implementations, for tests and benchmarks.
  *
  * Layers call layernorm_forward / layernorm_backward (layers.h, where the
  * contract is), which pick one of these on backend_current(), like sgemm()
@@ -13,8 +13,11 @@
  *          The error bounds against the naive results, in units of
  *          u = 2^-24 and independent of D, are stated and derived at the
  *          definitions, and checked by tests/test_layernorm.c.
+ *   neon   layernorm_neon.c, 4 floats at a time on AArch64: the AVX2 form's
+ *          operations in its order, the same bits (and so the same bounds).
  *
- * Call the _avx2 functions only when cpu_has_avx2_fma() is true. */
+ * Call the _avx2 functions only when cpu_has_avx2_fma() is true; the _neon
+ * functions exist only on AArch64. */
 #ifndef LAYERNORM_H
 #define LAYERNORM_H
 
@@ -22,9 +25,13 @@ void layernorm_forward_naive(float *out, float *mean, float *rstd, const float *
                              const float *beta, int N, int D, float eps);
 void layernorm_forward_avx2(float *out, float *mean, float *rstd, const float *x, const float *gamma,
                             const float *beta, int N, int D, float eps);
+void layernorm_forward_neon(float *out, float *mean, float *rstd, const float *x, const float *gamma,
+                            const float *beta, int N, int D, float eps);
 void layernorm_backward_naive(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
                               const float *rstd, const float *x, const float *gamma, int N, int D);
 void layernorm_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                             const float *rstd, const float *x, const float *gamma, int N, int D);
+void layernorm_backward_neon(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
                              const float *rstd, const float *x, const float *gamma, int N, int D);
 
 #endif

@@ -187,45 +187,55 @@ const char *backend_name(Backend b) {
     return "unknown";
 }
 
+const char BACKEND_CHOICES[] = "auto,naive,avx2,avx512,neon";
+
+/* What "auto" takes on this CPU: the widest SIMD backend it has. */
+static Backend widest_backend(void) {
+    return cpu_has_avx512f()   ? BACKEND_AVX512
+           : cpu_has_avx2_fma() ? BACKEND_AVX2
+           : cpu_has_neon()     ? BACKEND_NEON
+                                : BACKEND_NAIVE;
+}
+
+/* A backend this CPU cannot run is refused in one line that says what it
+ * needs and what to use instead (what auto takes here, or naive). */
 int backend_select(const char *name) {
-    const char *source = "argument";
+    const char *source = "--backend";
     if (name == NULL) {
         name = getenv("ATTN_BACKEND");
         source = "environment variable ATTN_BACKEND";
         if (name == NULL || name[0] == '\0') name = "auto";
     }
+    const char *here = backend_name(widest_backend());
     if (strcmp(name, "naive") == 0) {
         chosen_backend = BACKEND_NAIVE;
         return 0;
     }
     if (strcmp(name, "avx2") == 0) {
         if (!cpu_has_avx2_fma())
-            return fail("matmul backend 'avx2' (from %s) needs a CPU with AVX2 and FMA "
+            return fail("matmul backend 'avx2' (from %s) needs an x86 CPU with AVX2 and FMA "
                         "and an OS that saves YMM registers; this machine has not: "
-                        "use 'naive' or 'auto'", source);
+                        "use 'auto' (%s here) or 'naive'", source, here);
         chosen_backend = BACKEND_AVX2;
         return 0;
     }
     if (strcmp(name, "avx512") == 0) {
         if (!cpu_has_avx512f())
-            return fail("matmul backend 'avx512' (from %s) needs a CPU with AVX-512F "
+            return fail("matmul backend 'avx512' (from %s) needs an x86 CPU with AVX-512F "
                         "and an OS that saves ZMM registers; this machine has not: "
-                        "use 'avx2', 'naive' or 'auto'", source);
+                        "use 'auto' (%s here) or 'naive'", source, here);
         chosen_backend = BACKEND_AVX512;
         return 0;
     }
     if (strcmp(name, "neon") == 0) {
         if (!cpu_has_neon())
             return fail("matmul backend 'neon' (from %s) needs an AArch64 (ARM) CPU; "
-                        "this machine is not one: use 'naive' or 'auto'", source);
+                        "this machine is not one: use 'auto' (%s here) or 'naive'", source, here);
         chosen_backend = BACKEND_NEON;
         return 0;
     }
     if (strcmp(name, "auto") == 0) {
-        chosen_backend = cpu_has_avx512f()   ? BACKEND_AVX512
-                         : cpu_has_avx2_fma() ? BACKEND_AVX2
-                         : cpu_has_neon()     ? BACKEND_NEON
-                                              : BACKEND_NAIVE;
+        chosen_backend = widest_backend();
         return 0;
     }
     return fail("unknown matmul backend '%s' (from %s): expected naive, avx2, avx512, neon or auto",

@@ -98,6 +98,9 @@ int cpu_has_neon(void);
  * Returns 0, or -1 with fail() for an unknown name or a backend this CPU
  * cannot run. */
 int backend_select(const char *name);
+/* The choices of every program's --backend flag, "auto,naive,avx2,avx512,neon"
+ * (the ones this CPU cannot run are refused by backend_select, saying why). */
+extern const char BACKEND_CHOICES[];
 Backend backend_current(void);
 const char *backend_name(Backend b);
 /* 1 when the current backend may use AVX2 code (avx2 and avx512: the

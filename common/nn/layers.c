@@ -93,7 +93,8 @@ void gelu_tanh_backward(float *dx, const float *dy, const float *x, int n) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* LayerNorm: layernorm.c (the specification) or layernorm_avx2.c, by backend */
+/* LayerNorm: layernorm.c (the specification), layernorm_avx2.c or          */
+/* layernorm_neon.c (AArch64), by backend                                   */
 /* ------------------------------------------------------------------------ */
 
 /* Rows [n0, n1) of layernorm_forward. */
@@ -104,6 +105,10 @@ static void layernorm_forward_rows(float *out, float *mean, float *rstd, const f
     float *band_mean = mean ? mean + n0 : NULL, *band_rstd = rstd ? rstd + n0 : NULL;
     if (backend_uses_avx2())
         layernorm_forward_avx2(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+#if defined(__aarch64__)
+    else if (backend_uses_neon())
+        layernorm_forward_neon(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
+#endif
     else layernorm_forward_naive(out + at, band_mean, band_rstd, x + at, gamma, beta, n1 - n0, D, eps);
 }
 
@@ -132,6 +137,10 @@ void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dou
                         const float *rstd, const float *x, const float *gamma, int N, int D) {
     if (backend_uses_avx2())
         layernorm_backward_avx2(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
+#if defined(__aarch64__)
+    else if (backend_uses_neon())
+        layernorm_backward_neon(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
+#endif
     else layernorm_backward_naive(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, N, D);
 }
 

@@ -46,7 +46,8 @@ void adam_free(Adam *opt) {
  * The decay term uses w before this update and is not scaled by the moments
  * ("decoupled"). It applies to every entry of the buffer, biases included. */
 /* Parameters [i0, i1) of one update (adam_step): the AVX2 form on the first
- * multiple of 8, the scalar loop on the rest; the same bits either way. */
+ * multiple of 8 (the NEON form on the first multiple of 4), the scalar loop
+ * on the rest; the same bits either way. */
 static void adam_update_range(Adam *opt, Params *p, float lr, size_t i0, size_t i1,
                               double correction1, double correction2) {
     float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps, wd = opt->weight_decay;
@@ -56,6 +57,11 @@ static void adam_update_range(Adam *opt, Params *p, float lr, size_t i0, size_t 
     if (backend_uses_avx2()) /* the same operations 8 at a time (optim_avx2.c): same bits */
         i += adam_update_avx2(w + i0, g + i0, opt->m + i0, opt->v + i0, i1 - i0, b1, b2, eps, wd,
                               lr, correction1, correction2);
+#if defined(__aarch64__)
+    else if (backend_uses_neon()) /* the same operations 4 at a time (optim_neon.c): same bits */
+        i += adam_update_neon(w + i0, g + i0, opt->m + i0, opt->v + i0, i1 - i0, b1, b2, eps, wd,
+                              lr, correction1, correction2);
+#endif
     for (; i < i1; i++) {
         opt->m[i] = b1 * opt->m[i] + (1.0f - b1) * g[i];
         opt->v[i] = b2 * opt->v[i] + (1.0f - b2) * g[i] * g[i];

@@ -25,6 +25,11 @@ void adam_step(Adam *opt, Params *p, float lr);
 size_t adam_update_avx2(float *w, const float *g, float *m, float *v, size_t n, float beta1,
                         float beta2, float eps, float weight_decay, float lr, double correction1,
                         double correction2);
+/* The same over the first n - n % 4 with NEON (optim_neon.c; AArch64 only,
+ * when backend_uses_neon()): the same bits. */
+size_t adam_update_neon(float *w, const float *g, float *m, float *v, size_t n, float beta1,
+                        float beta2, float eps, float weight_decay, float lr, double correction1,
+                        double correction2);
 
 /* Global L2 norm of p->grad; when it exceeds max_norm (> 0), scale all
  * gradients down to max_norm. Returns the norm before clipping. */

@@ -317,7 +317,7 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
         {"plot", ARG_BOOL, &f->plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
          ARG_OUTPUT},
         {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
-         "auto,naive,avx2,avx512", ARG_SHARED},
+         BACKEND_CHOICES, ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
         {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
