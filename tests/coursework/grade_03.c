@@ -4,8 +4,9 @@
  *
  * All against PyTorch (tests/golden/attention.bin): score_one through
  * attention_single_query; the others through attention_forward/backward,
- * the scaled dot on its cases only and the learned scores on theirs, so
- * that each exercise meets only its own code. */
+ * the scaled dot on the dot cases (scaled, and plain: a factor applied to
+ * both is wrong) and the learned scores on theirs, so that each exercise
+ * meets only its own code. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ static int single_additive(void) { return grade_golden_cases("attention", additi
 static int layer_forward_case(const GoldCase *c) { return attention_case(c, 0); }
 static int layer_backward_case(const GoldCase *c) { return attention_case(c, 1); }
 static int scaled_forward(void) { return grade_golden_cases("attention", scaled_dot_case, layer_forward_case); }
+static int plain_dot_forward(void) { return grade_golden_cases("attention", dot_case, layer_forward_case); }
 static int scaled_backward(void) { return grade_golden_cases("attention", scaled_dot_case, layer_backward_case); }
 static int learned_forward(void) { return grade_golden_cases("attention", learned_case, layer_forward_case); }
 static int learned_backward(void) { return grade_golden_cases("attention", learned_case, layer_backward_case); }
@@ -61,6 +63,8 @@ static const GradeCheck SCORE_FUNCTIONS[] = {
 static const GradeCheck SCALED_DOT[] = {
     {"scaled dot attention: A and Y against PyTorch", scaled_forward},
     {"scaled dot attention: dQ, dK, dV against PyTorch's autograd", scaled_backward},
+    {"plain dot attention keeps alpha = 1 (only the scaled score divides by sqrt(D_Q)): A and Y against PyTorch",
+     plain_dot_forward},
 };
 static const GradeCheck LEARNED_SCORES[] = {
     {"multiplicative and additive attention: A and Y against PyTorch", learned_forward},
