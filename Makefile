@@ -103,7 +103,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: doc-check all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
-        coursework grade \
+        coursework grade mutants \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(ALL_LIBS) $(CHAPTER_BINS)
@@ -279,6 +279,11 @@ coursework:
 
 grade: $(ALL_LIBS) $(GRADE_BINS)
 	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)
+
+# Mutation testing of the graders: each plausible wrong solution under
+# tests/coursework/mutants/ must lose its exercise's points (tools/mutants.sh).
+mutants:
+	@bash tools/mutants.sh
 
 # Regenerate tests/golden/*.bin from PyTorch (they are committed: make test
 # does not need torch).

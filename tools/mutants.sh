@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# mutants.sh - mutation testing of the coursework graders (make mutants).
+#
+#   bash tools/mutants.sh [PATTERN]     every tests/coursework/mutants/*.patch (or those matching PATTERN)
+#
+# A mutant is a plausible wrong solution, kept as a patch against this
+# repository (whose code is the solution): tests/coursework/mutants/
+# EXERCISE--WHAT.patch, e.g. 03.scaled_dot--scale-on-plain-dot.patch. Each is
+# applied to a scratch copy of the tree, the exercise's grader is rebuilt and
+# run on that exercise alone, and the patch is taken back out. The grader
+# must take the exercise's points away (exit non-zero, a FAIL line saying
+# what differs): the mutant is then "killed". A mutant that survives, or a
+# patch that no longer applies, fails the run. Prints one line per mutant and
+# the count.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+pattern=${1:-}
+work=$(mktemp -d /tmp/attn_mutants.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# The tracked files of this tree (with their changes), not a build of them.
+(cd "$root" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work"
+cd "$work" || exit 1
+killed=0 survived=0 stale=0 total=0
+for m in "$root"/tests/coursework/mutants/*.patch; do
+  name=$(basename "$m" .patch)
+  case "$name" in *"$pattern"*) ;; *) continue ;; esac
+  exercise=${name%%--*}
+  chapter=${exercise%%.*}
+  total=$((total + 1))
+  if ! patch -s -p1 --dry-run < "$m" >/dev/null 2>&1; then
+    echo "mutant $name: STALE (the patch no longer applies to the code)"; stale=$((stale + 1)); continue
+  fi
+  patch -s -p1 < "$m"
+  if ! make -s STRICT=1 -j2 "build/coursework/grade_$chapter" >"$work/build.log" 2>&1; then
+    # a wrong solution that does not compile is not what a mutant is for
+    tail -n 5 "$work/build.log"; echo "mutant $name: does not build"; stale=$((stale + 1))
+  else
+    out=$(timeout 300 "build/coursework/grade_$chapter" "$exercise" 2>&1); rc=$?
+    why=$(printf '%s\n' "$out" | grep -m 1 '^FAIL' | cut -c1-160)
+    if [ $rc -ne 0 ] && [ -n "$why" ]; then
+      echo "mutant $name: killed ($why)"; killed=$((killed + 1))
+    else
+      echo "mutant $name: SURVIVED (grade_$chapter $exercise passed it)"; survived=$((survived + 1))
+    fi
+  fi
+  patch -s -R -p1 < "$m"
+done
+echo "mutants: $killed killed of $total ($survived survived, $stale stale)"
+[ "$total" -gt 0 ] && [ "$killed" -eq "$total" ]
