@@ -13,10 +13,10 @@
  *    checkpoint piped in (--load /dev/stdin) loads; a bad file's bytes in a
  *    message are escaped (\xNN), never written to the terminal raw;
  *  - silently wrong: list flags with an empty item ("1,2,"); 06_gpt --load
- *    --plot without --prompt; ATTN_BACKEND=bogus in 06_gpt; checkpoints
- *    whose config says tokens=bogus, task=bogus, task=scenes3x3 with grid=2,
- *    or whose weights are NaN; every program's standard output on a full
- *    disk or closed;
+ *    --plot without --prompt; 03 --load with --scaling-experiment;
+ *    ATTN_BACKEND=bogus in 06_gpt; checkpoints whose config says
+ *    tokens=bogus, task=bogus, task=scenes3x3 with grid=2, or whose weights
+ *    are NaN; every program's standard output on a full disk or closed;
  *  - the captioner's checkpoints are named by checkpoint_check_model.
  * The programs are found next to this test's binary (<build>/tests/..), so
  * the sanitizer build tests the sanitizer binaries. The runs that need
@@ -522,6 +522,21 @@ static void test_gpt_flags(void **state) {
     free(r);
 }
 
+/* 03_dot_product_attention --load CKPT --scaling-experiment exited 0: with
+ * --load the scaling experiment is skipped, so the flag did nothing and the
+ * checkpoint was not used either. It is refused with the other flags that
+ * have no effect with --load. */
+static void test_scaling_experiment_refused_with_load(void **state) {
+    (void)state;
+    RunResult *r = malloc(sizeof *r);
+    shell(r, "cd %s && timeout 120 %s/03_dot_product_attention --load "
+             "tests/data/old_checkpoints/03_dot_product_attention.ckpt --scaling-experiment --out %s/scaling03",
+          repo_dir, build_dir, tmp_dir);
+    assert_clean_failure(r, "03_dot_product_attention --load CKPT --scaling-experiment",
+                         "--scaling-experiment has no effect with --load");
+    free(r);
+}
+
 /* Config values checked at load: each of these loaded and ran on. */
 static void test_config_values_checked_at_load(void **state) {
     (void)state;
@@ -664,6 +679,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_escape_codes_in_messages),
         cmocka_unit_test(test_list_flags_refuse_an_empty_item),
         cmocka_unit_test(test_gpt_flags),
+        cmocka_unit_test(test_scaling_experiment_refused_with_load),
         cmocka_unit_test(test_config_values_checked_at_load),
         cmocka_unit_test(test_nonfinite_weights_refused),
         cmocka_unit_test(test_stdout_write_errors),
