@@ -83,6 +83,18 @@ static void write_dictionary(char *dir, size_t dirlen, const char *text) {
     assert_int_equal(gzclose(gz), Z_OK);
 }
 
+/* 100 short words ("AAAT  K AE1 T" ...), then text: enough words for every
+ * split to get some (a dictionary with an empty split is refused), and the
+ * text's last line stays the file's last. Free the result. */
+static char *with_filler(const char *text) {
+    char *out = malloc(100 * 16 + strlen(text) + 1);
+    assert_non_null(out);
+    size_t at = 0;
+    for (int i = 0; i < 100; i++) at += (size_t)sprintf(out + at, "%c%cAT  K AE1 T\n", 'A' + i % 26, 'A' + i / 26);
+    strcpy(out + at, text);
+    return out;
+}
+
 static void remove_dictionary(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/cmudict.dict.gz", dir);
@@ -571,8 +583,8 @@ static void test_reverse_length_limits(void **state) {
     cfg.min_len = 1;
     cfg.max_len = 1;
     cfg.n_train = 60;
-    cfg.n_valid = 0;
-    cfg.n_test = 0;
+    cfg.n_valid = 1;
+    cfg.n_test = 1;
     assert_int_equal(dataset_load(&d, &cfg), -1);
     assert_error_mentions("distinct");
     dataset_free(&d);
@@ -731,16 +743,17 @@ static void test_g2p_split_by_key(void **state) {
 static void test_g2p_small_file(void **state) {
     (void)state;
     char dir[64];
-    write_dictionary(dir, sizeof dir,
-                     "# a comment line\n"
-                     "READ  R IY1 D\n"
-                     "\n"
-                     "READ(1)  R EH1 D\n"
-                     "A  AH0\n"
-                     "A(1)  AH1\n"            /* same as A once stress is gone: dropped */
-                     "C1  S IY1 W AH1 N\n"    /* digit in the word: skipped */
-                     "DON'T  D OW1 N T\r\n"   /* apostrophe kept, CRLF accepted */
-                     "A.  EY1");              /* no final newline */
+    char *text = with_filler("# a comment line\n"
+                             "READ  R IY1 D\n"
+                             "\n"
+                             "READ(1)  R EH1 D\n"
+                             "A  AH0\n"
+                             "A(1)  AH1\n"            /* same as A once stress is gone: dropped */
+                             "C1  S IY1 W AH1 N\n"    /* digit in the word: skipped */
+                             "DON'T  D OW1 N T\r\n"   /* apostrophe kept, CRLF accepted */
+                             "A.  EY1");              /* no final newline */
+    write_dictionary(dir, sizeof dir, text);
+    free(text);
     TaskConfig cfg;
     task_defaults(&cfg, "g2p");
     cfg.data_dir = dir;
@@ -823,7 +836,13 @@ static void test_g2p_length_limits(void **state) {
         for (int i = 0; i < cases[c].phonemes; i++) n += snprintf(text + n, 8000 - (size_t)n, " AH0");
         snprintf(text + n, 8000 - (size_t)n, "\n");
         char dir[64];
-        write_dictionary(dir, sizeof dir, text);
+        if (cases[c].detail == NULL) {   /* the one that loads: with words for every split */
+            char *padded = with_filler(text);
+            write_dictionary(dir, sizeof dir, padded);
+            free(padded);
+        } else {
+            write_dictionary(dir, sizeof dir, text);
+        }
         TaskConfig cfg;
         task_defaults(&cfg, "g2p");
         cfg.data_dir = dir;
@@ -861,6 +880,42 @@ static void test_g2p_missing_file(void **state) {
     rmdir(dir);
 }
 
+/* A dictionary of one entry (or a few) gives empty splits: it "trained" and
+ * reported 0.00% on 0 test examples with exit 0. Now refused with one line
+ * naming the file and the counts; so is a generated task asked for an empty
+ * validation or test split (a checkpoint's n_valid=0). */
+static void test_empty_split_refused(void **state) {
+    (void)state;
+    char dir[64];
+    write_dictionary(dir, sizeof dir, "HELLO  HH AH0 L OW1\n");
+    TaskConfig cfg;
+    task_defaults(&cfg, "g2p");
+    cfg.data_dir = dir;
+    Dataset d;
+    clear_error();
+    assert_int_equal(dataset_load(&d, &cfg), -1);
+    print_message("%s\n", last_error());
+    assert_error_mentions("cmudict.dict.gz: 1 word split into 1 training, 0 validation and 0 test examples");
+    assert_error_mentions("expected at least one in each");
+    assert_null(strchr(last_error(), '\n'));
+    remove_dictionary(dir);
+
+    const char *const tasks[2] = {"dates", "reverse"};
+    for (int t = 0; t < 2; t++) {
+        task_defaults(&cfg, tasks[t]);
+        cfg.n_train = 20;
+        cfg.n_valid = 0;
+        clear_error();
+        assert_int_equal(dataset_load(&d, &cfg), -1);
+        assert_error_mentions("n_valid is 0: expected at least 1");
+        cfg.n_valid = 5;
+        cfg.n_test = 0;
+        clear_error();
+        assert_int_equal(dataset_load(&d, &cfg), -1);
+        assert_error_mentions("n_test is 0: expected at least 1");
+    }
+}
+
 /* ---- text typed by a user ------------------------------------------------ */
 
 static void test_encode_source(void **state) {
@@ -870,8 +925,9 @@ static void test_encode_source(void **state) {
     Dataset dates, reverse, g2p;
     load_task(&dates, "dates", 10, 1, 1, 1);
     load_task(&reverse, "reverse", 10, 1, 1, 1);
-    char dir[64];
-    write_dictionary(dir, sizeof dir, "HELLO  HH AH0 L OW1\n");
+    char dir[64], *text = with_filler("HELLO  HH AH0 L OW1\n");
+    write_dictionary(dir, sizeof dir, text);
+    free(text);
     TaskConfig cfg;
     task_defaults(&cfg, "g2p");
     cfg.data_dir = dir;
@@ -955,6 +1011,7 @@ int main(void) {
         cmocka_unit_test(test_g2p_malformed_lines),
         cmocka_unit_test(test_g2p_length_limits),
         cmocka_unit_test(test_g2p_missing_file),
+        cmocka_unit_test(test_empty_split_refused),
         cmocka_unit_test(test_encode_source),
         cmocka_unit_test(test_dataset_split_names),
     };

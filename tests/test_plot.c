@@ -11,8 +11,10 @@
  * appears as a bonus (and for the grid and the planted strings we check
  * that it does). */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -627,7 +629,13 @@ static void test_control_characters_in_file_names(void **state) {
 
 /* A gnuplot that never finishes (here a stand-in that sleeps) is stopped
  * after $ATTN_GNUPLOT_TIMEOUT seconds: the program goes on, the .dat and
- * .gp files stay, and no picture (or temporary file) is left. */
+ * .gp files stay, and no picture (or temporary file) is left. The plot runs
+ * in a child process of its own group under alarm(HUNG_PLOT_LIMIT), so that
+ * a plot code without the timeout FAILS this test after that many seconds
+ * (the child killed by SIGALRM) instead of stalling the suite for the stand-in's
+ * 10 minutes; the group is killed after, so no stand-in outlives the test.
+ * (The plot code uses no OpenMP, so the child of this process can run it.) */
+#define HUNG_PLOT_LIMIT 30
 static void test_hung_gnuplot_is_stopped(void **state) {
     (void)state;
     if (!gnuplot_available()) skip();   /* without gnuplot nothing is run at all */
@@ -642,20 +650,35 @@ static void test_hung_gnuplot_is_stopped(void **state) {
     fputs("#!/bin/sh\nexec sleep 600\n", f);
     fclose(f);
     assert_int_equal(chmod(fake, 0755), 0);
-    char *old_path = strdup(getenv("PATH"));
-    char new_path[5000];
-    snprintf(new_path, sizeof new_path, "%s:%s", bin, old_path);
-    setenv("PATH", new_path, 1);
-    setenv("ATTN_GNUPLOT_TIMEOUT", "0.5", 1);
-    const float x[3] = {1, 2, 3}, y[3] = {3, 1, 2};
-    const float *ys[1] = {y};
-    const char *names[1] = {"loss"};
     snprintf(stem, sizeof stem, "%s/curve", dir);
-    const int rc = plot_lines(stem, "a curve", "step", "loss", x, ys, names, 1, 3, 0);
-    setenv("PATH", old_path, 1);
-    unsetenv("ATTN_GNUPLOT_TIMEOUT");
-    free(old_path);
-    assert_int_equal(rc, 0);                     /* a picture that failed is not an error of the run */
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {   /* the child: only the plot call, then its result as the exit status */
+        setpgid(0, 0);
+        alarm(HUNG_PLOT_LIMIT);
+        char new_path[5000];
+        const char *old_path = getenv("PATH");
+        snprintf(new_path, sizeof new_path, "%s:%s", bin, old_path ? old_path : "");
+        setenv("PATH", new_path, 1);
+        setenv("ATTN_GNUPLOT_TIMEOUT", "0.5", 1);
+        const float x[3] = {1, 2, 3}, y[3] = {3, 1, 2};
+        const float *ys[1] = {y};
+        const char *names[1] = {"loss"};
+        const int rc = plot_lines(stem, "a curve", "step", "loss", x, ys, names, 1, 3, 0);
+        fflush(NULL);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
+    kill(-child, SIGKILL);   /* a stand-in left running when the plot call was stopped */
+    if (WIFSIGNALED(status))
+        fail_msg("the plot call did not return within %d s with a gnuplot that never finishes (killed by signal "
+                 "%d): the program would hang after its training", HUNG_PLOT_LIMIT, WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);    /* a picture that failed is not an error of the run */
     snprintf(path, sizeof path, "%s.png", stem);
     assert_int_equal(access(path, F_OK), -1);
     snprintf(path, sizeof path, "%s.gp", stem);

@@ -120,8 +120,11 @@ static int name_to_index(const char *value, const char *const *names, int n) {
 }
 
 /* The model's configuration from the flags, and its checkpoint text:
- * model=gpt, GPT_CONFIG_FIELDS (gpt.h), tokens=. */
-static int config_from_flags(const Flags *f, int V, GptConfig *c, char *text, size_t cap) {
+ * model=gpt, GPT_CONFIG_FIELDS (gpt.h), tokens=, and vocab_crc= (the
+ * corpus's brown_vocab_crc: --load refuses a corpus whose ids mean other
+ * tokens; checkpoints saved before it have no such line). */
+static int config_from_flags(const Flags *f, const BrownCorpus *corpus, GptConfig *c, char *text, size_t cap) {
+    const int V = corpus->V;
     static const char *const places[] = {"post", "pre"}, *const norms[] = {"layernorm", "rmsnorm", "none"},
                              *const mlps[] = {"gelu", "relu", "swiglu", "none"};
     *c = (GptConfig){.layers = f->layers,
@@ -137,7 +140,22 @@ static int config_from_flags(const Flags *f, int V, GptConfig *c, char *text, si
     text[0] = '\0';
     if (config_append(text, cap, "model=gpt\n") < 0 || config_write(text, cap, GPT_CONFIG_FIELDS, GPT_CONFIG_N, c) < 0)
         return -1;
-    return config_append(text, cap, "tokens=%s\n", f->tokens);
+    return config_append(text, cap, "tokens=%s\nvocab_crc=%08x\n", f->tokens, (unsigned)brown_vocab_crc(corpus));
+}
+
+/* The corpus gives the ids the same tokens as the one the model was trained
+ * on: the same V (checked before) and, when the checkpoint keeps one, the
+ * same vocab_crc. Returns 0, or -1 with fail() naming both files. */
+static int check_vocabulary(const char *ckpt, const char *config, const BrownCorpus *c, const char *corpus_path) {
+    char want[64], have[16];
+    if (config_get_or(config, "vocab_crc", "", want, sizeof want) < 0) return -1;
+    if (want[0] == '\0') return 0;   /* saved before the fingerprint: V is all there is to compare */
+    snprintf(have, sizeof have, "%08x", (unsigned)brown_vocab_crc(c));
+    if (strcmp(want, have) == 0) return 0;
+    char quoted[96];
+    return fail("%s: the model's vocabulary has vocab_crc=%s, but the %d tokens of %s give vocab_crc=%s: the same "
+                "size, other tokens for the ids (expected the corpus it was trained on)", ckpt,
+                error_excerpt(want, quoted, sizeof quoted), c->V, corpus_path, have);
 }
 
 /* What the training loop's two calls work on (train/loop.h's Trainer). */
@@ -406,7 +424,8 @@ static int use_saved_model(Flags *f) {
     if (c.V != cfg.V)
         fail("%s: the model has a vocabulary of %d tokens, but %s gives %d: not the corpus it was trained on",
              f->load, cfg.V, f->data ? f->data : BROWN_DEFAULT_PATH, c.V);
-    else if (gpt_create(g, &cfg, f->batch, 1) == 0 && checkpoint_load(f->load, &g->params) == 0)
+    else if (check_vocabulary(f->load, config, &c, f->data ? f->data : BROWN_DEFAULT_PATH) == 0 &&
+             gpt_create(g, &cfg, f->batch, 1) == 0 && checkpoint_load(f->load, &g->params) == 0)
         rc = f->prompt ? generate(g, &c, f) : measure_saved(g, &c, f, config);
     gpt_free(g);
     free(g);
@@ -558,7 +577,7 @@ int main(int argc, char **argv) {
         fail("the training part has %d tokens: too few for --context %d", c.train.n, f.context);
         goto done;
     }
-    if (config_from_flags(&f, c.V, &cfg, config, sizeof config) < 0 || gpt_create(g, &cfg, f.batch, (uint64_t)f.seed) < 0)
+    if (config_from_flags(&f, &c, &cfg, config, sizeof config) < 0 || gpt_create(g, &cfg, f.batch, (uint64_t)f.seed) < 0)
         goto done;
     results_note_other_run(f.out, config);   /* another model's files there? say so once */
     printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "

@@ -461,6 +461,13 @@ void brown_free(BrownCorpus *c) {
 
 /* ------------------------------------------------------ ids and text */
 
+uint32_t brown_vocab_crc(const BrownCorpus *c) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int id = 0; id < c->V; id++)   /* each token with its NUL: "ab","c" differs from "a","bc" */
+        crc = crc32(crc, (const Bytef *)c->tokens[id], (uInt)strlen(c->tokens[id]) + 1);
+    return (uint32_t)crc;
+}
+
 const char *brown_token(const BrownCorpus *c, int id) {
     if (id < 0 || id >= c->V) return "?";
     return c->tokens[id];

@@ -44,6 +44,7 @@
  * with one fail() message naming the file and what was wrong. */
 #ifndef BROWN_H
 #define BROWN_H
+#include <stdint.h>
 
 #define BROWN_DEFAULT_PATH "data/brown.txt.gz"
 #define BROWN_N_TRAIN 800000
@@ -99,6 +100,12 @@ int brown_load(BrownCorpus *c, const char *path, BrownTokens kind);
 
 /* Load with any settings (the tests split tiny files this way). */
 int brown_load_config(BrownCorpus *c, const BrownConfig *cfg);
+
+/* The vocabulary's fingerprint: the CRC-32 of tokens[0 .. V), in id order,
+ * each with its terminating NUL. Two files give the same value only when
+ * every id means the same token, so a checkpoint keeps it (vocab_crc=) and
+ * refuses a corpus whose ids would mean other tokens, even of the same V. */
+uint32_t brown_vocab_crc(const BrownCorpus *c);
 
 /* The text of id ("<unk>" for BROWN_UNK); "?" for an id outside [0, V). */
 const char *brown_token(const BrownCorpus *c, int id);

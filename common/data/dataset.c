@@ -44,8 +44,9 @@ int task_defaults(TaskConfig *cfg, const char *task) {
 
 static int check_sizes(const TaskConfig *cfg) {
     if (cfg->n_train < 1) return fail("n_train is %d: expected at least 1", cfg->n_train);
-    if (cfg->n_valid < 0) return fail("n_valid is %d: expected 0 or more", cfg->n_valid);
-    if (cfg->n_test < 0) return fail("n_test is %d: expected 0 or more", cfg->n_test);
+    /* an empty validation or test split would report 0.00% on 0 examples */
+    if (cfg->n_valid < 1) return fail("n_valid is %d: expected at least 1", cfg->n_valid);
+    if (cfg->n_test < 1) return fail("n_test is %d: expected at least 1", cfg->n_test);
     return 0;
 }
 

@@ -34,7 +34,7 @@ typedef struct { int n; Example *ex; } Split;
 
 typedef struct {
     const char *task;       /* "dates", "reverse", "g2p" */
-    int n_train, n_valid, n_test;   /* generated tasks (dates, reverse); ignored by g2p */
+    int n_train, n_valid, n_test;   /* generated tasks (dates, reverse), each >= 1; ignored by g2p */
     int min_len, max_len;   /* reverse: string lengths, inclusive */
     uint64_t seed;          /* generated tasks: the data seed (not the model seed) */
     const char *data_dir;   /* g2p: directory holding cmudict.dict.gz ("data") */
@@ -62,7 +62,9 @@ typedef struct {
 int task_defaults(TaskConfig *cfg, const char *task);
 
 /* Build or load the task. Returns 0, or -1 with fail(): unknown task, bad
- * sizes, missing or malformed data file (naming the file and line). */
+ * sizes, missing or malformed data file (naming the file and line), a
+ * dictionary too small to give each of train, valid and test an example
+ * (naming the file and the counts). */
 int dataset_load(Dataset *d, const TaskConfig *cfg);
 /* Rebuild the task a checkpoint was trained on from its config lines (the
  * keys the seq2seq driver writes: task, data_seed, n_train, n_valid, n_test,

@@ -249,8 +249,10 @@ static void encode_word(const Vocab *v, const char *spelling, int *ids) {
     for (int i = 0; spelling[i]; i++) ids[i] = vocab_char_id(v, spelling[i]);
 }
 
-/* Turn the dictionary into the three splits. */
-static void build_splits(Dataset *d, const Dictionary *dict) {
+/* Turn the dictionary into the three splits. Returns 0, or -1 with fail()
+ * naming path and the counts when a split would be empty (a dictionary of a
+ * few words: a model trained on it would report 0.00% on 0 test examples). */
+static int build_splits(Dataset *d, const Dictionary *dict, const char *path) {
     int n_train = 0, n_valid = 0, n_test = 0, longest = 1;
     for (int w = 0; w < dict->n_words; w++) {
         int len = (int)strlen(dict->words[w].spelling);
@@ -266,6 +268,13 @@ static void build_splits(Dataset *d, const Dictionary *dict) {
         if (side == 2) n_test++;
     }
     free(key);
+    if (n_train == 0 || n_valid == 0 || n_test == 0) {
+        free(sides);
+        return fail("%s: %d word%s split into %d training, %d validation and %d test examples: expected at "
+                    "least one in each (the split by word puts about 90%% / 5%% / 5%% of the words in them: a "
+                    "dictionary of more words)", path, dict->n_words, dict->n_words == 1 ? "" : "s", n_train,
+                    n_valid, n_test);
+    }
     split_alloc(&d->train, n_train);
     split_alloc(&d->valid, n_valid);
     split_alloc(&d->test, n_test);
@@ -294,6 +303,7 @@ static void build_splits(Dataset *d, const Dictionary *dict) {
     }
     free(src);
     free(sides);
+    return 0;
 }
 
 int g2p_load(Dataset *d, const TaskConfig *cfg) {
@@ -354,7 +364,7 @@ int g2p_load(Dataset *d, const TaskConfig *cfg) {
     if (rc == 0 && dict.n_words == 0) {
         rc = fail("%s: no entries (expected lines like \"ABOUT  AH0 B AW1 T\")", path);
     }
-    if (rc == 0) build_splits(d, &dict);
+    if (rc == 0) rc = build_splits(d, &dict, path);
 
     free(dict.table);
     free(dict.words);
