@@ -2,7 +2,7 @@
  * fused multiply-adds that runs as fast as the FMA units allow. bench_sgemm
  * and bench_transformer both report their GFLOP/s against it.
  *
- * Include after <immintrin.h>, <omp.h> and bench_common.h. */
+ * Include after <immintrin.h>, util/openmp.h and bench_common.h. */
 #ifndef BENCH_FMA_H
 #define BENCH_FMA_H
 

@@ -36,7 +36,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,7 @@
 #include "kernels/matmul_blocked.h"
 #include "util/error.h"
 
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,9 +50,9 @@ static void naive_loops(int trans_a, int trans_b, int M, int N, int K, float alp
                         const float *A, int lda, const float *B, int ldb, float beta,
                         float *C, int ldc, int round_to_bf16) {
     if (M <= 0 || N <= 0) return;
-    /* Threads only pay off on big products; the if() keeps small ones serial. */
-    long work = (long)M * N * (K > 0 ? K : 1);
-    #pragma omp parallel for schedule(static) if (work > (1L << 18))
+    /* Threads only pay off on big products; the if() keeps small ones
+     * (M N K up to 2^18 multiply-adds) serial. */
+    #pragma omp parallel for schedule(static) if ((long)M * N * (K > 0 ? K : 1) > (1L << 18))
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             double sum = 0.0;
