@@ -368,8 +368,18 @@ void threads_set(int n) {
 
 /* OpenMP reads OMP_NUM_THREADS itself, at start-up, for every parallel
  * region that names no count: capped here before main() runs, so a program
- * or test that never calls threads_set is as safe (matmul.h). */
+ * or test that never calls threads_set is as safe (matmul.h). LLVM's libomp
+ * (clang's OpenMP) reads the variable at the program's first OpenMP call and
+ * stops it there on a count like 99999999 ("Out of heap memory"), so the
+ * variable itself is capped first; gcc's libgomp has read it already, when
+ * the program was loaded, so its count is capped after. */
 __attribute__((constructor)) static void threads_cap_environment(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && strtol(env, NULL, 10) > THREADS_MAX) {   /* "99999999" or "99999999,2": its first number */
+        char capped[16];
+        snprintf(capped, sizeof capped, "%d", THREADS_MAX);
+        setenv("OMP_NUM_THREADS", capped, 1);
+    }
     if (omp_get_max_threads() > THREADS_MAX) omp_set_num_threads(THREADS_MAX);
 }
 
