@@ -35,7 +35,8 @@ OPT     ?= -O2
 # Its `#pragma omp` lines are then ignored, so gcc's -Wunknown-pragmas is off
 # in that build only.
 OMP     ?= 1
-# The machine: Linux or macOS (Darwin); x86_64, or AArch64 (aarch64; arm64 on a Mac).
+# The machine: Linux or macOS (Darwin); x86_64, or AArch64 (aarch64; arm64 on a
+# Mac). ARCH=aarch64 CC=aarch64-linux-gnu-gcc builds the AArch64 tree on x86.
 OS      := $(shell uname -s)
 ARCH    ?= $(shell uname -m)
 # A clang build and a build without OpenMP each get a directory of their own
