@@ -23,12 +23,63 @@
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
+# OMP=0 builds without OpenMP (one thread, the same results; in build-noomp/),
+# CC=clang with clang (build-clang/; tools/deps.sh clang). macOS and AArch64
+# are detected (below).
 
 CC      ?= cc
-BUILD   ?= build
 OPT     ?= -O2
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -Icommon -Ichapters
-LDLIBS  += -lz -lm -fopenmp
+# OMP=1 (the default): the kernels' loops share out their work on OpenMP
+# threads. OMP=0: no OpenMP at all (no -fopenmp, no OpenMP library linked):
+# one thread, the bits of an OpenMP build on one thread (common/util/openmp.h).
+# Its `#pragma omp` lines are then ignored, so gcc's -Wunknown-pragmas is off
+# in that build only.
+OMP     ?= 1
+# The machine: Linux or macOS (Darwin); x86_64, or AArch64 (aarch64; arm64 on a
+# Mac). ARCH=aarch64 CC=aarch64-linux-gnu-gcc builds the AArch64 tree on x86.
+OS      := $(shell uname -s)
+ARCH    ?= $(shell uname -m)
+# A clang build and a build without OpenMP each get a directory of their own
+# (build-clang, build-noomp, build-clang-noomp): no build links another's objects.
+BUILD_TAG := $(if $(findstring clang,$(CC)),-clang)$(if $(filter 0,$(OMP)),-noomp)
+BUILD   ?= build$(BUILD_TAG)
+
+# macOS: Apple's clang has no OpenMP of its own. Homebrew's libomp (brew
+# install libomp) gives it: -Xpreprocessor -fopenmp, its omp.h and -lomp.
+# Without libomp the build is OMP=0, and make says so once. Homebrew's other
+# headers and libraries (cmocka) are not on Apple's default paths either.
+ifeq ($(OS),Darwin)
+HOMEBREW := $(shell brew --prefix 2>/dev/null)
+LIBOMP   := $(shell brew --prefix libomp 2>/dev/null)
+ifeq ($(OMP),1)
+ifeq ($(wildcard $(LIBOMP)/include/omp.h),)
+override OMP := 0
+ifeq ($(MAKELEVEL),0)
+$(info macOS without Homebrew's libomp: building without OpenMP, on one thread (brew install libomp gives threads))
+endif
+endif
+endif
+endif
+
+ifeq ($(OMP),0)
+OPENMP_CFLAGS := -Wno-unknown-pragmas
+OPENMP_LDLIBS :=
+else ifeq ($(OS),Darwin)
+OPENMP_CFLAGS := -Xpreprocessor -fopenmp -I$(LIBOMP)/include
+OPENMP_LDLIBS := -L$(LIBOMP)/lib -lomp
+else
+OPENMP_CFLAGS := -fopenmp
+OPENMP_LDLIBS := -fopenmp
+endif
+# tools/ladder.sh links, and tools/coursework.py compiles, with them too.
+export OPENMP_CFLAGS OPENMP_LDLIBS
+
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra $(OPENMP_CFLAGS) -Icommon -Ichapters
+LDLIBS  += -lz -lm $(OPENMP_LDLIBS)
+ifneq ($(HOMEBREW),)
+CFLAGS  += -I$(HOMEBREW)/include
+LDLIBS  += -L$(HOMEBREW)/lib
+endif
 ifneq ($(strip $(CI)$(STRICT)),)
 CFLAGS  += -Werror
 endif
@@ -75,7 +126,15 @@ PROGRAMS     := $(foreach c,$(CHAPTERS),$(c) $(call extra_programs,$(c)))
 #   tests/coursework/grade_NN.c          LADDER_NN
 #   fuzz targets, tools/*.c, bench/*.c   ALL_LIBS (every chapter)
 # tools/ladder.sh checks each library against the ones before it (make test).
-COMMON_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/*/*.c))
+# On a CPU that is not x86 (AArch64) the x86 kernels (*_avx2.c, *_avx512.c,
+# *_bf16.c) are left out and common/kernels/x86_stubs.c stands in for their
+# entry points, as in mk/arm.mk; on x86 x86_stubs.c is empty, and so are the
+# NEON files (*_neon.c) on any CPU but AArch64.
+COMMON_SRC   := $(wildcard common/*/*.c)
+ifeq ($(filter x86_64 amd64 i386 i686,$(ARCH)),)
+COMMON_SRC   := $(filter-out %_avx2.c %_avx512.c %_bf16.c,$(COMMON_SRC))
+endif
+COMMON_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRC))
 chapter_obj   = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %/main.c $(EXTRA_MAINS),$(wildcard chapters/$(1)_*/*.c)))
 LADDER_      := $(BUILD)/libcommon.a
 ladder       := $(LADDER_)
@@ -182,6 +241,7 @@ $(BUILD)/bench/%: bench/%.c $(ALL_LIBS) $(wildcard bench/*.h)
 
 deps-test:
 	@bash tools/deps.sh test
+	$(if $(findstring clang,$(CC)),@bash tools/deps.sh clang)
 deps-run:
 	@bash tools/deps.sh run
 deps-bench:
@@ -306,4 +366,4 @@ doc-check: all $(TOOL_BINS)
 include mk/arm.mk
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-clang build-noomp build-clang-noomp

@@ -29,7 +29,7 @@
  * fails. */
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * fused multiply-adds that runs as fast as the FMA units allow. bench_sgemm
  * and bench_transformer both report their GFLOP/s against it.
  *
- * Include after <immintrin.h> (x86) or <arm_neon.h> (AArch64), <omp.h> and
- * bench_common.h. */
+ * Include after <immintrin.h> (x86) or <arm_neon.h> (AArch64), util/openmp.h
+ * and bench_common.h. */
 #ifndef BENCH_FMA_H
 #define BENCH_FMA_H
 

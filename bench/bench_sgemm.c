@@ -44,7 +44,7 @@
 #include <immintrin.h>
 #endif
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

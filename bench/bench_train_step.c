@@ -31,7 +31,7 @@
  * create function that builds its model and batch. Prints figures and ratios;
  * never passes or fails. */
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -67,7 +67,7 @@
  * Prints figures and ratios; never passes or fails. */
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

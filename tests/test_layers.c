@@ -37,6 +37,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "skip_threads.h"
+
 #define EPS 1e-2f
 #define TOL 1e-2
 #define MAX_CHECKS 200
@@ -872,6 +874,7 @@ static void test_drop_path(void **state) {
  * backends. The sizes are odd so that pieces end mid-vector and mid-row. */
 static void test_threads_same_bits(void **state) {
     (void)state;
+    skip_without_threads();
     enum { N = 301, C = 257, n = N * C };
     float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n), *gamma = malloc(sizeof(float) * C);
     float *beta = malloc(sizeof(float) * C), *out[2], *dx[2], *mean[2], *rstd[2];

@@ -40,6 +40,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "skip_threads.h"
+
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
 #define MAX_CHECKS 120
@@ -532,6 +534,7 @@ static void run_threads(Layer *L, int threads, float *O, float *dX, float *dP) {
 
 static void test_threads_same_bits(void **state) {
     (void)state;
+    skip_without_threads();
     Rng r;
     rng_seed(&r, 9, 0);
     for (int dropout = 0; dropout <= 1; dropout++) {

@@ -21,6 +21,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "skip_threads.h"
+
 static void make_params(Params *p, int n) {
     params_init(p);
     params_add(p, "w", 1, (int[]){n});
@@ -275,6 +277,7 @@ static void test_adam_simd_odd_lengths_unaligned(void **state) {
  * last block and a scalar tail). */
 static void test_adam_threads_same_bits(void **state) {
     (void)state;
+    skip_without_threads();
     enum { N = 70001 };
     Params one, two;
     make_params(&one, N);

@@ -277,7 +277,7 @@ static void test_heatmap_grid_files(void **state) {
         char want[64];
         snprintf(want, sizeof want, "plot \"cross.dat\" index %d matrix with image\n", p);
         expect_in(gp, want);
-        snprintf(want, sizeof want, "set title \"%s\"\n", titles[p]);
+        snprintf(want, sizeof want, "set title \"%s\"\n", panel_titles[p]);
         expect_in(gp, want);
     }
     expect_in(gp, "set xtics (\"<bos>\" 0, \"the\" 1, \"cat\" 2, \"<eos>\" 3)");

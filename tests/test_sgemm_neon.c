@@ -18,7 +18,7 @@
  * read). On x86 the NEON-only tests skip, and the other way round. */
 #include <float.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,7 +156,7 @@ static void check_case(Case t) {
     static const char *path_names[] = {"auto", "packed", "direct"};
     for (int k = 0; k < n_kernels; k++)
         for (int p = 0; p < 3; p++)
-            for (int threads = 1; threads <= 2; threads++) {
+            for (int threads = 1; threads <= (openmp_enabled() ? 2 : 1); threads++) {   /* OMP=0: 1 */
                 memcpy(got, C0.data, c_floats * sizeof(float));
                 omp_set_num_threads(threads);
                 sgemm_blocked_path(paths[p], kernels[k].kernel, t.ta, t.tb, t.M, t.N, t.K, t.alpha, A.data,

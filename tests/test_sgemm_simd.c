@@ -10,7 +10,8 @@
  *     outside the M x N block),
  *   - beta == 0 ignores C completely (C starts as NaN),
  *   - 1 and 2 threads give bit-identical results, and so do 3, 4 and 6
- *     (C cut into a grid of blocks, 2 x 2 among them),
+ *     (C cut into a grid of blocks, 2 x 2 among them; in a build with
+ *     OpenMP, the only one with more than one thread),
  *   - the AVX-512 kernel (8x32 tiles) gives the same bits as the AVX2 one
  *     (6x16 tiles): same k blocks, same FMA chain per element, ragged tiles
  *     finished with the same operations as full ones;
@@ -23,9 +24,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "skip_threads.h"
+
 #include <float.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,7 +161,8 @@ static float *run_case(const Case *t, SgemmFunction kernel, const char *kernel_n
 /* Run the AVX2 kernel with 1 and with 2 threads, and the AVX-512 kernel
  * likewise when the CPU has it, all on the same inputs; every result must be
  * within budget and bit-identical to the first (each C element is computed by
- * one thread, in a fixed k order, with the same operations in both kernels). */
+ * one thread, in a fixed k order, with the same operations in both kernels).
+ * Without OpenMP (make OMP=0) the 2-thread runs are left out. */
 static void check_case(Case t) {
     static const struct {
         SgemmFunction kernel;
@@ -171,6 +175,7 @@ static void check_case(Case t) {
     size_t c_floats = (size_t)t.M * (t.N + t.pad);
     float *first = NULL;
     for (int r = 0; r < n_runs; r++) {
+        if (runs[r].threads > 1 && !openmp_enabled()) continue;
         test_rng_state = seed; /* the same inputs for every run */
         float *got = run_case(&t, runs[r].kernel, runs[r].name, runs[r].threads);
         if (first == NULL) {
@@ -238,6 +243,7 @@ static void test_big_shapes(void **state) {
 static void test_thread_grids(void **state) {
     (void)state;
     skip_without_avx2();
+    skip_without_threads();
     static const Case cases[] = {
         {0, 0, 300, 200, 513, 1.0f, 0.0f, 1, 3},  /* 4 threads: 2 x 2 */
         {1, 1, 130, 260, 70, 0.3f, 1.0f, 0, 2},   /* 4: 2 x 2, 6: 2 x 3, ragged */

@@ -58,7 +58,8 @@ BEGIN = re.compile(r"^(\s*)/\* Exercise (\d\d)\.([a-z0-9_]+)(?: \((\d+) points?\
 END = re.compile(r"^\s*/\* End of exercise (\d\d\.[a-z0-9_]+)\. \*/\s*$")
 FUNCTION = re.compile(r"^[A-Za-z_][\w \*]*?\b([A-Za-z_]\w*)\(")
 # as the Makefile's CFLAGS (its warnings, and -O2 for the ones only the optimiser finds)
-CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-fopenmp"]
+# (OPENMP_CFLAGS: the Makefile's OpenMP flags, which it exports; none without OpenMP)
+CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra"] + os.environ.get("OPENMP_CFLAGS", "-fopenmp").split()
 UNUSED = re.compile(r":(\d+):\d+: warning: [^\n]*?'(\w+)'[^\n]*\[-Wunused-[a-z-]+\]")
 WARNING = re.compile(r": warning: ")
 

@@ -7,13 +7,17 @@
 #   tools/deps.sh twin    python3-torch, python3-numpy     (required)
 #   tools/deps.sh fuzz    clang-14, libclang-rt-14-dev (libFuzzer, sanitizers), libomp-14-dev,
 #                         zlib1g-dev  (required: make fuzz)
+#   tools/deps.sh clang   clang, libomp-dev (clang's OpenMP), libcmocka-dev, zlib1g-dev,
+#                         dataset-fashion-mnist  (required: CC=clang make test)
 #   tools/deps.sh valgrind  valgrind (required: make test-valgrind)
 #   tools/deps.sh arm     gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, libgomp1-arm64-cross,
 #                         qemu-user, and the arm64 builds of libcmocka-dev and zlib1g-dev
 #                         (Debian multiarch: adds the arm64 architecture to dpkg first)
 #                         (required: make test-arm, mk/arm.mk)
 #
-# As root it runs apt-get; otherwise it prints the one command to run.
+# As root it runs apt-get; otherwise it prints the one command to run. On
+# macOS it prints the Homebrew line instead while a package is missing
+# (whatever the target): libomp gives Apple's clang OpenMP (the Makefile finds it).
 # dataset-fashion-mnist is the data of chapter 07 (the Vision Transformer): the
 # four gzip'd IDX files in /usr/share/datasets/fashion-mnist (data/README.md).
 set -u
@@ -25,11 +29,24 @@ case "$what" in
   bench) required=(zlib1g-dev libopenblas-dev gcc make); optional=(gnuplot-nox python3-torch) ;;
   twin)  required=(python3-torch python3-numpy zlib1g-dev gcc make) ;;
   fuzz)  required=(clang-14 libclang-rt-14-dev libomp-14-dev zlib1g-dev make) ;;
+  clang) required=(clang libomp-dev libcmocka-dev zlib1g-dev dataset-fashion-mnist make) ;;
   valgrind) required=(valgrind) ;;
   arm)   required=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user make
                    libcmocka-dev:arm64 zlib1g-dev:arm64) ;;
-  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz, valgrind or arm)" >&2; exit 2 ;;
+  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz, clang, valgrind or arm)" >&2; exit 2 ;;
 esac
+
+# macOS: Homebrew's packages, not Debian's; the line to run while one is missing.
+if [ "$(uname -s)" = Darwin ]; then
+  for p in libomp gnuplot cmocka; do
+    if ! brew list --versions "$p" >/dev/null 2>&1; then
+      echo "deps.sh: macOS: Xcode's command-line tools (xcode-select --install), Homebrew (https://brew.sh), then" >&2
+      echo "deps.sh: run: brew install libomp gnuplot cmocka" >&2
+      break
+    fi
+  done
+  exit 0
+fi
 
 missing() {  # print the packages of "$@" that dpkg does not list as installed
   for p in "$@"; do

@@ -26,9 +26,10 @@ if [ ! -f "$build/libcommon.a" ] || [ ! -f "${libs[0]}" ]; then
   echo "ladder: no $build/libcommon.a or $build/libNN.a (make BUILD=$build all builds them)" >&2
   exit 2
 fi
-# The link flags of the Makefile's LDLIBS; a sanitizer build (make test-san)
-# needs its run-time libraries too.
-ldlibs=(-lz -lm -fopenmp)
+# The link flags of the Makefile's LDLIBS (its OPENMP_LDLIBS, which it
+# exports, unquoted to split them: none in a build without OpenMP); a
+# sanitizer build (make test-san) needs its run-time libraries too.
+ldlibs=(-lz -lm ${OPENMP_LDLIBS--fopenmp})
 if nm "$build/libcommon.a" 2>/dev/null | grep -q ' U __asan_'; then
   ldlibs+=(-fsanitize=address,undefined)
 fi

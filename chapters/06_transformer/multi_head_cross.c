@@ -14,7 +14,7 @@
 
 #include <assert.h>
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <string.h>
 
 #include "03_dot_product_attention/attention.h"

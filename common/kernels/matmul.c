@@ -24,7 +24,7 @@
 #include "kernels/matmul_blocked.h"
 #include "util/error.h"
 
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,9 +50,9 @@ static void naive_loops(int trans_a, int trans_b, int M, int N, int K, float alp
                         const float *A, int lda, const float *B, int ldb, float beta,
                         float *C, int ldc, int round_to_bf16) {
     if (M <= 0 || N <= 0) return;
-    /* Threads only pay off on big products; the if() keeps small ones serial. */
-    long work = (long)M * N * (K > 0 ? K : 1);
-    #pragma omp parallel for schedule(static) if (work > (1L << 18))
+    /* Threads only pay off on big products; the if() keeps small ones
+     * (M N K up to 2^18 multiply-adds) serial. */
+    #pragma omp parallel for schedule(static) if ((long)M * N * (K > 0 ? K : 1) > (1L << 18))
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             double sum = 0.0;
@@ -378,8 +378,18 @@ void threads_set(int n) {
 
 /* OpenMP reads OMP_NUM_THREADS itself, at start-up, for every parallel
  * region that names no count: capped here before main() runs, so a program
- * or test that never calls threads_set is as safe (matmul.h). */
+ * or test that never calls threads_set is as safe (matmul.h). LLVM's libomp
+ * (clang's OpenMP) reads the variable at the program's first OpenMP call and
+ * stops it there on a count like 99999999 ("Out of heap memory"), so the
+ * variable itself is capped first; gcc's libgomp has read it already, when
+ * the program was loaded, so its count is capped after. */
 __attribute__((constructor)) static void threads_cap_environment(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && strtol(env, NULL, 10) > THREADS_MAX) {   /* "99999999" or "99999999,2": its first number */
+        char capped[16];
+        snprintf(capped, sizeof capped, "%d", THREADS_MAX);
+        setenv("OMP_NUM_THREADS", capped, 1);
+    }
     if (omp_get_max_threads() > THREADS_MAX) omp_set_num_threads(THREADS_MAX);
 }
 

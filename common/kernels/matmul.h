@@ -133,7 +133,8 @@ MatmulPrecision matmul_precision_current(void);
 const char *matmul_precision_name(MatmulPrecision p);
 
 /* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
- * else the number of cores. Results are deterministic for a fixed count.
+ * else the number of cores. Results are deterministic for a fixed count. In
+ * a build without OpenMP (make OMP=0) the count is always 1.
  * Never more than THREADS_MAX, whatever n or OMP_NUM_THREADS asks (the
  * programs' --threads stops there too): OMP_NUM_THREADS=99999999 would make
  * the first big product start that many threads, after a search of the grid

@@ -18,7 +18,7 @@
 #include "kernels/matmul_blocked.h"
 
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include "kernels/vecmath.h"
 
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 
 #include "kernels/matmul.h"
 

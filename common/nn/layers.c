@@ -9,7 +9,7 @@
 #include "kernels/vecmath.h"
 
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

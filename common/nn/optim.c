@@ -6,7 +6,7 @@
 #include "util/error.h"
 
 #include <math.h>
-#include <omp.h>
+#include "util/openmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -86,9 +86,9 @@ double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, flo
     } else {
         /* one replica per thread (with fewer threads than replicas, a thread
          * takes them in turn); inside the region every product runs on its
-         * caller's thread (matmul.h) */
-        const int threads = n_replicas < threads_current() ? n_replicas : threads_current();
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
+         * caller's thread (matmul.h); the count is written in the pragma, which a
+         * build without OpenMP ignores */
+#pragma omp parallel for schedule(static, 1) num_threads(n_replicas < threads_current() ? n_replicas : threads_current())
         for (int r = 0; r < n_replicas; r++) {
             Examples s = slice_of(e, r, n_replicas);
             losses[r] = replica_gradient(&m[r], &s, sam);
