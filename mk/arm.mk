@@ -27,7 +27,7 @@ ARM_SYSROOT ?= /usr/aarch64-linux-gnu
 # with the sysroot's older ld.so hangs in the first pthread_create.
 ARM_RUN     ?= qemu-aarch64 -L $(ARM_SYSROOT) -E LD_LIBRARY_PATH=$(ARM_SYSROOT)/lib
 ARM_THREADS ?= 2
-ARM_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fopenmp -Icommon -Ichapters
+ARM_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -ffp-contract=off -fopenmp -Icommon -Ichapters
 ARM_LDLIBS  := -lz -lm -fopenmp
 
 # The suites that run: every kernel (matmul, the element-wise functions,
