@@ -45,6 +45,7 @@ static int context_case(const GoldCase *c, int with_backward) {
     const int B = values->dims[0], T = values->dims[1], D = values->dims[2];
     const float *weights = grade_f32(c, "weights");
     float *context = grade_floats((size_t)B * D);
+    grade_fill(context, (size_t)B * D, 1.0f, 10);   /* what was there must go: c is written, not added to */
     attention_context_forward(context, weights, values->data, B, T, D);
     if (grade_golden_close(c, "context", context, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
     if (!with_backward) return 0;
@@ -149,7 +150,7 @@ static const GradeCheck ADDITIVE_SCORE[] = {
     {"the gradients of keys, query and v against PyTorch's autograd", additive_backward},
 };
 static const GradeCheck CONTEXT[] = {
-    {"the context c against PyTorch", context_forward},
+    {"the context c against PyTorch, written over what the buffer held (c =, not c +=)", context_forward},
     {"the gradients of the weights and the h_i against PyTorch's autograd", context_backward},
 };
 static const GradeCheck ANNOTATIONS[] = {

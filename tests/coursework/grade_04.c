@@ -105,10 +105,28 @@ static int padded_limit(const AttentionMask *m, int i, int N_X) {
     return m->key_len > 0 && m->key_len < N_X ? m->key_len : N_X;
 }
 
-static int causal_limits(void) { return key_limits("causal", (AttentionMask){NULL, 1, 0, 0}, causal_limit); }
+static int all_keys(const AttentionMask *m, int i, int N_X) { (void)m; (void)i; return N_X; }
+static int causal_limits(void) {
+    if (key_limits("causal", (AttentionMask){NULL, 1, 0, 0}, causal_limit)) return -1;
+    /* a mask applied whether or not causal is set would pass the line above */
+    return key_limits("not causal (causal = 0: every key, the mask only when asked for)", (AttentionMask){NULL, 0, 0, 0},
+                      all_keys);
+}
+
+/* Causal and padded at once: the padding may only lower the limit the causal
+ * part alone gives (whatever that is, so this does not grade 04.causal_mask). */
+static int padded_causal_limit(const AttentionMask *m, int i, int N_X) {
+    const int causal_only = mask_key_limit(&(AttentionMask){NULL, 1, 0, 0}, i, N_X);
+    return m->key_len > 0 && m->key_len < causal_only ? m->key_len : causal_only;
+}
+
 static int padded_limits(void) {
     for (int key_len = 0; key_len <= 8; key_len += 2)
         if (key_limits("padding", (AttentionMask){NULL, 0, key_len, 0}, padded_limit)) return -1;
+    for (int key_len = 1; key_len <= 6; key_len++)
+        if (key_limits("padding with a causal mask (the smaller limit wins: padding must not raise the causal one)",
+                       (AttentionMask){NULL, 1, key_len, 0}, padded_causal_limit))
+            return -1;
     return 0;
 }
 
@@ -144,11 +162,11 @@ static const GradeCheck PROJECTIONS[] = {
     {"dX, dW_Q, dW_K, dW_V against PyTorch's autograd (no mask), twice: they add up", projections_backward},
 };
 static const GradeCheck CAUSAL_MASK[] = {
-    {"which keys each query sees", causal_limits},
+    {"which keys each query sees, with causal set and without", causal_limits},
     {"causal attention (four scores) against PyTorch", causal_attention},
 };
 static const GradeCheck PADDING_MASK[] = {
-    {"which keys each query sees, key_len 0 to 8 of 6", padded_limits},
+    {"which keys each query sees, key_len 0 to 8 of 6, alone and with causal", padded_limits},
     {"attention with padded keys (four scores) against PyTorch", padded_attention},
 };
 static const GradeCheck SINUSOIDAL[] = {
