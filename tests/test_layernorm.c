@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float_bits.h"
 #include "kernels/layernorm.h"
 #include "nn/layers.h"
 #include "kernels/matmul.h"
@@ -83,10 +84,6 @@ static float *unaligned(size_t n) {
 static void fill(float *x, size_t n, float center, float scale, Rng *r) {
     for (size_t i = 0; i < n; i++) x[i] = center + scale * (2.0f * rng_uniform(r) - 1.0f);
 }
-
-/* The spacing of floats at |v| (never below the smallest normal's, 2^-149 is
- * not needed here: the statistics are normal numbers). */
-static double ulp_of(float v) { return (double)nextafterf(fabsf(v), INFINITY) - fabsf(v); }
 
 /* One problem: inputs, and the outputs of both implementations. */
 typedef struct {
@@ -444,19 +441,6 @@ static void test_dispatch(void **state) {
     assert_int_equal(backend_select(NULL), 0);
     free(out); free(mean); free(rstd); free(dx); free(dgamma); free(dbeta);
     problem_free(&p);
-}
-
-/* FNV-1a over the bits of v[n]. */
-static uint64_t hash_floats(uint64_t h, const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &v[i], sizeof bits);
-        for (int b = 0; b < 4; b++) {
-            h ^= (bits >> (8 * b)) & 0xFFu;
-            h *= 0x100000001B3ull;
-        }
-    }
-    return h;
 }
 
 /* Integer-made values (no libm, no Rng: the same on every CPU) of size about

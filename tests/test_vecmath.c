@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float_bits.h"
 #include "kernels/matmul.h"
 #include "kernels/vecmath.h"
 
@@ -55,23 +56,6 @@ static const Kernel KERNELS[] = {
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
 
 static const float SENTINEL = -12345.0f;
-
-/* The spacing of floats at |v|, never less than the smallest subnormal 2^-149. */
-static double ulp_of(float v) {
-    float a = fabsf(v);
-    if (isinf(a)) return INFINITY;
-    double spacing = (double)nextafterf(a, INFINITY) - (double)a;
-    double min_spacing = ldexp(1.0, -149);
-    return spacing > min_spacing ? spacing : min_spacing;
-}
-
-/* Error of `got` in ulps of `want`; both infinite with the same sign, or
- * both NaN, count as 0. */
-static double ulp_error(float got, float want) {
-    if (isnan(want)) return isnan(got) ? 0.0 : INFINITY;
-    if (isinf(want) || isinf(got)) return got == want ? 0.0 : INFINITY;
-    return fabs((double)got - (double)want) / ulp_of(want);
-}
 
 static int skip_without_avx2(void) {
     if (cpu_has_avx2_fma()) return 0;

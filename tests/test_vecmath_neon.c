@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float_bits.h"
 #include "kernels/matmul.h"
 #include "kernels/vecmath.h"
 
@@ -74,34 +75,6 @@ static int simd_forms(Form out[9]) {
 
 static const float SENTINEL = -12345.0f;
 
-static double ulp_of(float v) {
-    float a = fabsf(v);
-    if (isinf(a)) return INFINITY;
-    double spacing = (double)nextafterf(a, INFINITY) - (double)a;
-    double min_spacing = ldexp(1.0, -149);
-    return spacing > min_spacing ? spacing : min_spacing;
-}
-
-static double ulp_error(float got, float want) {
-    if (isnan(want)) return isnan(got) ? 0.0 : INFINITY;
-    if (isinf(want) || isinf(got)) return got == want ? 0.0 : INFINITY;
-    return fabs((double)got - (double)want) / ulp_of(want);
-}
-
-/* FNV-1a over the bits of v[n], every NaN hashed as one pattern. */
-static uint64_t hash_floats(uint64_t h, const float *v, int n) {
-    for (int i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &v[i], sizeof bits);
-        if (isnan(v[i])) bits = 0x7FC00000u;
-        for (int b = 0; b < 4; b++) {
-            h ^= (bits >> (8 * b)) & 0xFFu;
-            h *= 0x100000001B3ull;
-        }
-    }
-    return h;
-}
-static const uint64_t FNV_START = 0xCBF29CE484222325ull;
 
 /* The sweep: every 4099th bit pattern in [0, 110], both signs, then extremes. */
 static float *make_inputs(int *count) {
