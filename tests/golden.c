@@ -191,6 +191,13 @@ int gold_writer_close(GoldWriter *w) {
 
 /* ---------------------------------------------------------------- comparing */
 
+double gold_atol_for_scale(const float *want, size_t n, double atol) {
+    double scale = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(want[i]) && fabs((double)want[i]) > scale) scale = fabs((double)want[i]);
+    return atol * (scale < 1.0 ? scale : 1.0);
+}
+
 GoldDiff gold_compare(const float *got, const float *want, size_t n, double rtol, double atol) {
     GoldDiff d = {1, 0, 0.0f, 0.0f, 0.0, 0.0};
     for (size_t i = 0; i < n; i++) {

@@ -75,4 +75,11 @@ typedef struct {
 
 GoldDiff gold_compare(const float *got, const float *want, size_t n, double rtol, double atol);
 
+/* The absolute floor for a gradient, relative to its tensor's scale:
+ * atol * min(1, max |want|). A fixed floor let any error under it pass, so a
+ * small parameter (every gradient about 1e-4) passed a 5% error in every entry
+ * against a floor of 1e-5; scaled, the floor stays atol for tensors of scale 1
+ * and above and shrinks with a smaller one. */
+double gold_atol_for_scale(const float *want, size_t n, double atol);
+
 #endif
