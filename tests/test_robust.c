@@ -765,6 +765,7 @@ static void snapshot_walk(Lines *l, const char *path, size_t root_len, const cha
     assert_non_null(d);
     for (struct dirent *e = readdir(d); e; e = readdir(d)) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (strcmp(e->d_name, ".lock") == 0) continue;   /* a run's lock on its --out (out_dir_prepare) */
         char child[4096], line[4200];
         snprintf(child, sizeof child, "%s/%s", path, e->d_name);
         if (skip && strcmp(child, skip) == 0) continue;
@@ -1187,6 +1188,30 @@ static void test_second_run_into_one_out_is_noted(void **state) {
     }
 }
 
+/* Two runs at once into one --out: the second is refused at the start with
+ * one line naming the process that writes there (here the test itself holds
+ * the directory, as a running program would), and writes nothing. */
+static void test_concurrent_run_into_one_out_is_refused(void **state) {
+    (void)state;
+    char dir[400], args[1024];
+    snprintf(dir, sizeof dir, "%s/busy_out", tmp_dir);
+    assert_int_equal(out_dir_prepare("--out", dir), 0);
+    assert_int_equal(out_dir_prepare("--out", dir), 0);       /* the same process again: not a second run */
+    snprintf(args, sizeof args, "--task reverse --steps 2 --dim 8 --ff 8 --layers 1 --batch 8 --test-size 5 "
+                                "--quiet --threads 1 --out %s", dir);
+    program_run(&run_result, build_dir, "04_self_attention", args, tmp_dir);
+    char pid[32];
+    snprintf(pid, sizeof pid, "process %ld", (long)getpid());
+    if (!program_failed_cleanly(&run_result, "another run") || !strstr(run_result.err, pid))
+        print_error("a run into a directory another process holds: exit %d, stderr:\n%s\n", run_result.code,
+                    run_result.err);
+    assert_true(program_failed_cleanly(&run_result, "another run"));
+    assert_non_null(strstr(run_result.err, pid));
+    char *listing = tree_snapshot(dir, NULL);
+    assert_string_equal(listing, "");                          /* nothing written (the lock file is hidden) */
+    free(listing);
+}
+
 /* The two helpers under the above: path_format refuses (and empties) a path
  * that does not fit its buffer instead of cutting it; out_dir_prepare
  * refuses a directory longer than OUT_DIR_MAX without creating anything,
@@ -1248,6 +1273,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_next_save_removes_a_killed_writers_temporary),
         cmocka_unit_test(test_png_replaced_only_when_complete),
         cmocka_unit_test(test_second_run_into_one_out_is_noted),
+        cmocka_unit_test(test_concurrent_run_into_one_out_is_refused),
         cmocka_unit_test(test_path_helpers_refuse_never_cut),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -78,6 +79,58 @@ int path_format(char *buf, size_t cap, const char *fmt, ...) {
                 "give a shorter --out", start, n, cap > 0 ? cap - 1 : 0);
 }
 
+/* The directories this process holds a lock on (by device and inode of the
+ * lock file): preparing one of them again is not a second run. */
+enum { OUT_LOCKS = 16 };
+static struct { dev_t dev; ino_t ino; } out_locks[OUT_LOCKS];
+static int n_out_locks = 0;
+
+/* One run at a time in a directory: an exclusive flock on "<dir>/.lock",
+ * held until the process ends (the kernel lets go of it however the process
+ * ends, SIGKILL included, so a killed run never leaves a stale lock). A
+ * second run into the same directory while the first still runs would mix
+ * their files (one's checkpoint beside the other's results.json): it is
+ * refused, naming the process that holds the directory. */
+static int out_dir_lock(const char *flag, const char *dir) {
+    char path[OUT_DIR_MAX + 16];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("%s %s: cannot create its lock file .lock: %s", flag, dir, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail("%s %s: cannot read its lock file .lock: %s", flag, dir, strerror(errno));
+    }
+    for (int i = 0; i < n_out_locks; i++)
+        if (out_locks[i].dev == st.st_dev && out_locks[i].ino == st.st_ino) {
+            close(fd);                                 /* this process holds it already */
+            return 0;
+        }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int saved = errno;
+        char holder[32] = "";
+        ssize_t n = read(fd, holder, sizeof holder - 1);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        if (saved == EWOULDBLOCK)
+            return fail("%s %s: another run (process %s) is writing there now; wait for it or give another %s",
+                        flag, dir, holder[0] ? holder : "?", flag);
+        return fail("%s %s: cannot lock it: %s", flag, dir, strerror(saved));
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        /* the lock holds without the number; only the message loses it */
+    }
+    if (n_out_locks < OUT_LOCKS) {
+        out_locks[n_out_locks].dev = st.st_dev;
+        out_locks[n_out_locks].ino = st.st_ino;
+        n_out_locks++;
+    }
+    return 0;                                          /* fd stays open: the lock lasts the process */
+}
+
 int out_dir_prepare(const char *flag, const char *dir) {
     write_signals_install();
     char quoted[96];
@@ -101,7 +154,7 @@ int out_dir_prepare(const char *flag, const char *dir) {
     close(fd);
     unlink(probe);
     temp_forget(slot);
-    return 0;
+    return out_dir_lock(flag, dir);
 }
 
 /* ------------------------------------------------- signals and temporaries */

@@ -20,9 +20,11 @@ int make_dirs(const char *path);
  * value of flag (e.g. "--out"), is at most OUT_DIR_MAX bytes, create it
  * (mkdir -p), and create and remove a probe file in it, so a path that is
  * too long or a directory that cannot be written is refused at the start,
- * not after the training whose results would be lost. Also installs the
- * write-side signal handling (write_signals_install). Returns 0, or -1 with
- * fail() naming the flag, the directory and the reason. */
+ * not after the training whose results would be lost. Then takes the
+ * directory's lock ("<dir>/.lock", held to the end of the process): a second
+ * run into a directory another process is writing is refused. Also installs
+ * the write-side signal handling (write_signals_install). Returns 0, or -1
+ * with fail() naming the flag, the directory and the reason. */
 int out_dir_prepare(const char *flag, const char *dir);
 
 /* snprintf for a file path: 0, or -1 with fail() when the path does not
