@@ -139,6 +139,53 @@ static void test_decoding_pool(void **state) { (void)state; check_decoding(CAPTI
 static void test_decoding_attend(void **state) { (void)state; check_decoding(CAPTION_ATTEND, 6); check_decoding(CAPTION_ATTEND, 12); }
 static void test_decoding_transformer(void **state) { (void)state; check_decoding(CAPTION_TRANSFORMER, 6); }
 
+/* The heads picture's maps (caption_cross_maps, one teacher-forced pass over
+ * the greedy caption) are the ones greedy decoding used: the last layer's, its
+ * heads averaged, are each step's attn row; every row of every layer and head
+ * sums to 1 over the grid. Another model is refused. */
+static void test_cross_maps_are_the_decoding_maps(void **state) {
+    (void)state;
+    CaptionConfig cfg = small_config(CAPTION_TRANSFORMER);
+    Caption c;
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 5), 0);
+    Rng r;
+    rng_seed(&r, 11, 0);
+    Batch b;
+    make_batch(&b, &r);
+    Seq2Seq m;
+    caption_interface(&c, &m);
+    const int N = 4, L = cfg.dec_layers, H = cfg.heads, max_out = 5;
+    int src[4] = {0}, src_lens[1] = {N}, zero[1] = {0}, out[5], n = 0;
+    Batch one = {.batch = 1, .src_len = N, .tgt_len = 1, .src = src, .src_lens = src_lens, .tgt_in = zero,
+                 .tgt_out = zero, .tgt_lens = zero, .value_size = SIDE * SIDE, .values = b.values};
+    float attn[5 * 4];
+    decode_greedy(&m, &one, max_out, out, &n, attn);
+    const int T = n + 1 <= max_out ? n + 1 : n;      /* the greedy steps: each word, and <eos> if it came */
+    float *maps = xcalloc((size_t)L * H * (n + 1) * N, sizeof(float));
+    assert_int_equal(caption_cross_maps(&c, &one, out, n, maps), 0);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < N; j++) {
+            float mean = 0.0f;
+            for (int h = 0; h < H; h++) mean += maps[(((size_t)(L - 1) * H + h) * (n + 1) + t) * N + j];
+            assert_float_equal(mean / (float)H, attn[t * N + j], 1e-5);
+        }
+    for (int row = 0; row < L * H * (n + 1); row++) {
+        double sum = 0.0;
+        for (int j = 0; j < N; j++) sum += maps[(size_t)row * N + j];
+        assert_float_equal(sum, 1.0, 1e-5);
+    }
+    free(maps);
+    batch_free(&b);
+    caption_free(&c);
+
+    cfg = small_config(CAPTION_ATTEND);
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 5), 0);
+    float unused[4];
+    assert_int_equal(caption_cross_maps(&c, &one, out, 0, unused), -1);
+    assert_non_null(strstr(last_error(), "attend"));
+    caption_free(&c);
+}
+
 /* Bad sizes are refused with a message, not a crash. */
 static void test_bad_config(void **state) {
     (void)state;
@@ -349,6 +396,7 @@ int main(void) {
         cmocka_unit_test(test_decoding_pool),
         cmocka_unit_test(test_decoding_attend),
         cmocka_unit_test(test_decoding_transformer),
+        cmocka_unit_test(test_cross_maps_are_the_decoding_maps),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_config_lines),
         cmocka_unit_test(test_build_from_data),

@@ -476,6 +476,26 @@ static void transformer_step(Caption *c, int n, const int *src_row, const float 
     free(rows);
 }
 
+int caption_cross_maps(Caption *c, const Batch *one, const int *out, int n, float *maps) {
+    const int N = c->N, H = c->cfg.heads, L = c->cfg.dec_layers, T = n + 1;
+    if (c->cfg.kind != CAPTION_TRANSFORMER) return fail("cross-attention maps: model %s has no decoder blocks",
+                                                        caption_kind_name(c->cfg.kind));
+    if (T > c->T_cap) return fail("cross-attention maps: a caption of %d words, more than the %d positions", n,
+                                  c->T_cap - 1);
+    float *states = xcalloc((size_t)state_size(c), sizeof(float));
+    caption_encode(c, one, states);                       /* c->grid [1, N, D]: the image's patches */
+    c->step_tokens[0] = BOS_ID;                           /* <bos> out[0] .. out[n - 1] */
+    memcpy(c->step_tokens + 1, out, sizeof(int) * (size_t)n);
+    const BlockMemory mem = {c->grid, c->lens, N};
+    target_embed(c, c->step_tokens, 1, T);
+    stack_forward(&c->tdec, NULL, &mem, 1, T, 0, &c->rng);
+    for (int l = 0; l < L; l++)                           /* each layer's cache: [1, H, T, N] */
+        memcpy(maps + (size_t)l * H * T * N, stack_cross_attention(&c->tdec, l, 1, T, N),
+               sizeof(float) * (size_t)H * T * N);
+    free(states);
+    return 0;
+}
+
 void caption_step(void *self, int n, const int *src_row, const float *states, const int *prev, float *next,
                   float *logprobs, float *attn) {
     Caption *c = self;

@@ -121,6 +121,13 @@ void caption_interface(Caption *c, Seq2Seq *m);
 /* The Seq2Seq face (seq2seq.h); b->values [B, side side] are the images. */
 double caption_train_step(void *self, const Batch *b, int backward);
 void caption_encode(void *self, const Batch *b, float *states);
+/* Model 3: every decoder layer's and head's cross-attention for one image
+ * (the batch `one` of one row) and its caption out[n], from one
+ * teacher-forced pass over <bos> out[0] .. out[n - 1]: maps [L, H, n + 1, N]
+ * (L = dec_layers, H = heads; row t is the position that predicts out[t], the
+ * last row <eos>). Returns 0, or -1 with fail() for another model or a
+ * caption longer than the decoder's positions. */
+int caption_cross_maps(Caption *c, const Batch *one, const int *out, int n, float *maps);
 void caption_step(void *self, int n, const int *src_row, const float *states, const int *prev, float *next,
                   float *logprobs, float *attn);
 

@@ -43,6 +43,46 @@ void caption_upsample(float *up, const float *map, int g, int side) {
     }
 }
 
+/* Model 3: stem_heads.png, a row of panels per decoder layer and head (the
+ * mean over heads of the picture above hides what each head does), a column
+ * per word: that head's cross-attention of the word's position over the
+ * grid, on the scene. */
+static int draw_heads(Caption *c, const Dataset *d, const Batch *one, const int *out, int n, int words, const float *ink, int side,
+                      int P, const char *stem, const char *label) {
+    const int g = side / P, N = g * g, L = c->cfg.dec_layers, H = c->cfg.heads, T = n + 1;
+    const size_t pix = (size_t)side * side;
+    float *cross = xcalloc((size_t)L * H * T * N, sizeof(float));
+    int rc = caption_cross_maps(c, one, out, n, cross);   /* [L, H, T, N] */
+    const int panels = L * H * words;
+    float *maps = NULL, *inks = NULL;
+    char (*titles)[48] = NULL;
+    const char **tp = NULL;
+    if (rc == 0) {
+        maps = xcalloc((size_t)panels * pix, sizeof(float));
+        inks = xcalloc((size_t)panels * pix, sizeof(float));
+        titles = xcalloc((size_t)panels, 48);
+        tp = xcalloc((size_t)panels, sizeof(char *));
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++)
+                for (int w = 0; w < words; w++) {
+                    const int k = (l * H + h) * words + w;
+                    caption_upsample(maps + (size_t)k * pix, cross + (((size_t)l * H + h) * T + w) * N, g, side);
+                    memcpy(inks + (size_t)k * pix, ink, sizeof(float) * pix);
+                    snprintf(titles[k], 48, "L%d H%d: %s", l + 1, h + 1,
+                             w < n ? vocab_token(&d->tgt_vocab, out[w]) : "<eos>");
+                    tp[k] = titles[k];
+                }
+        char path[1100], title[300];
+        rc = path_format(path, sizeof path, "%s_heads", stem);
+        snprintf(title, sizeof title, "%.100s: each decoder layer (L) and head (H), where it looked for each word",
+                 label);
+        if (rc == 0) rc = plot_overlay_grid(path, title, inks, maps, panels, words, tp, side, side);
+        if (rc == 0) printf("    %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    }
+    free(cross); free(maps); free(inks); free(titles); free(tp);
+    return rc;
+}
+
 int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side, int P, int normalized, float mean,
                      float std, const char *stem, const char *label, const char *truth) {
     const int g = side / P, N = g * g, max_out = d->max_tgt_len + 10;
@@ -83,6 +123,8 @@ int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side,
     const int cols = panels < 6 ? panels : 6;
     int rc = plot_overlay_grid(stem, title, inks, maps, panels, cols, tp, side, side);
     if (rc == 0) printf("    %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
+    Caption *c = m->self;
+    if (rc == 0 && c->cfg.kind == CAPTION_TRANSFORMER) rc = draw_heads(c, d, &one, out, n, words, ink, side, P, stem, label);
     free(src); free(out); free(attn); free(maps); free(inks); free(titles); free(tp);
     return rc;
 }

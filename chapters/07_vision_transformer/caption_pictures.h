@@ -5,7 +5,9 @@
  *
  * For model 2 the map is a_t, chapter 02's additive attention; for model 3
  * the last decoder block's cross-attention of the word's position, the mean
- * of its heads; model 1 has no map, its picture is the scene and the caption. */
+ * of its heads, and a second picture, stem_heads.png, with a row per decoder
+ * layer and head; model 1 has no map, its picture is the scene and the
+ * caption. */
 #ifndef CAPTION_PICTURES_H
 #define CAPTION_PICTURES_H
 #include "07_vision_transformer/scene.h"
