@@ -142,9 +142,46 @@ if [ -x "$build/bench/bench_flash" ]; then
 fi
 
 # Chapter 06's GPT generating up to a context of 512, with and without the KV cache:
-# generate.tsv, generate.gp (tokens/s against the context).
+# generate.tsv, generate.gp (tokens/s against the context); then the same model's
+# PyTorch KV-cache loop (tools/bench_torch_generate.py, generate_torch.tsv). The two
+# take turns for ROUNDS rounds, one thread each; each file gets the median over rounds.
 if [ -x "$build/bench/bench_generate" ]; then
-  run "$build/bench/bench_generate" --out "$results"
+  gen_dirs=()
+  for r in $(seq 1 "$rounds"); do
+    dir=$(mktemp -d)
+    gen_dirs+=("$dir")
+    run "$build/bench/bench_generate" --out "$dir" --reps 3
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+      echo
+      echo "=== tools/bench_torch_generate.py (round $r of $rounds)"
+      /usr/bin/python3 tools/bench_torch_generate.py --results "$dir" --reps 3 ||
+        echo "run.sh: tools/bench_torch_generate.py failed (skipped)" >&2
+    fi
+  done
+  cp "${gen_dirs[0]}"/generate.gp "${gen_dirs[0]}"/generate.dat "$results/" 2>/dev/null
+  /usr/bin/python3 - "$results" "${gen_dirs[@]}" <<'PY'
+import os, statistics, sys
+out, dirs = sys.argv[1], sys.argv[2:]
+for name in ("generate.tsv", "generate_torch.tsv"):
+    rows = {}
+    for d in dirs:
+        path = os.path.join(d, name)
+        if not os.path.exists(path):
+            continue
+        for line in open(path).read().splitlines()[1:]:
+            mode, n, ms, _ = line.split("\t")
+            rows.setdefault((mode, int(n)), []).append(float(ms))
+    if rows:
+        with open(os.path.join(out, name), "w") as f:
+            f.write("mode\tn\tms\ttokens_per_s\n")
+            for (mode, n), v in rows.items():
+                ms = statistics.median(v)
+                f.write(f"{mode}\t{n}\t{ms:.3f}\t{n / (ms * 1e-3):.1f}\n")
+PY
+  rm -rf "${gen_dirs[@]}"
+  echo
+  echo "=== generation, medians over $rounds rounds"
+  /usr/bin/python3 tools/bench_tables.py --results "$results" --print generate
 fi
 
 for b in "$build"/bench/bench_*; do

@@ -269,14 +269,24 @@ def t_flash(results):
 
 
 def t_generate(results):
+    """bench_generate's two modes, and (when bench/run.sh ran it) the same model's PyTorch KV-cache loop."""
     ms, tps, ns = {}, {}, []
     for mode, n, v, t in read_tsv(results, "generate.tsv"):
         ns.append(int(n))
         ms[mode, int(n)], tps[mode, int(n)] = float(v), float(t)
+    if os.path.exists(os.path.join(results, "generate_torch.tsv")):
+        for mode, n, v, t in read_tsv(results, "generate_torch.tsv"):
+            ms[mode, int(n)], tps[mode, int(n)] = float(v), float(t)
+
+    def torch_cells(n):
+        if ("kv_cache_torch", n) not in ms:
+            return ["-", "-"]
+        return ["%.0f" % tps["kv_cache_torch", n], "%.1fx" % (ms["kv_cache_torch", n] / ms["kv_cache", n])]
     rows = [[str(n), f1(ms["kv_cache", n]), "%.0f" % tps["kv_cache", n], f1(ms["no_cache", n]),
-             "%.0f" % tps["no_cache", n], "%.1fx" % (ms["no_cache", n] / ms["kv_cache", n])] for n in ordered(ns)]
-    return table(["context n", "KV cache ms", "tokens/s", "no cache ms", "tokens/s", "cache speed-up"], rows,
-                 ["---:"] * 6)
+             "%.0f" % tps["no_cache", n], "%.1fx" % (ms["no_cache", n] / ms["kv_cache", n])] + torch_cells(n)
+            for n in ordered(ns)]
+    return table(["context n", "KV cache ms", "tokens/s", "no cache ms", "tokens/s", "cache speed-up",
+                  "PyTorch KV cache tokens/s", "ours / PyTorch"], rows, ["---:"] * 8)
 
 
 TABLES = {"machine": t_machine, "sgemm": t_sgemm, "train-step": t_train_step, "busy": t_busy,
