@@ -21,12 +21,13 @@ tools/coursework_grade.py. Every part of NN's exercises becomes a stub:
 
     /* Exercise 04.projections (4 points): Q = X W_Q, K = X W_K, V = X W_V. */
     /* TODO: write this part (ASSIGNMENT.md, exercise 04.projections). */
-    coursework_todo("04.projections");
+    coursework_todo("04.projections", "self_attention_forward");
     (void)X;
     /* End of exercise 04.projections. */
 
 coursework_todo() (common/util/coursework_todo.c in the tree) says once that
-the exercise is not written yet; the stub leaves the outputs as they were. The
+the exercise is not written yet, naming the part (the function the stub sits
+in), so the grader can say which parts are missing; the stub leaves the outputs as they were. The
 (void) lines are found by compiling each stubbed file with the Makefile's
 warning flags: a variable or parameter the removed code was the only user of
 is named in the stub, so the tree builds without warnings. The markers of
@@ -164,10 +165,15 @@ def chapters():
 
 # ------------------------------------------------------------ the stubs
 
+def part_function(ex, part):
+    """The function a part of the exercise sits in (its name in the TODO message)."""
+    return ex.functions[ex.parts.index(part)].split(": ", 1)[1].rstrip("()")
+
+
 def stub_lines(ex, part, voids):
     pad = part.indent
     out = [f"{pad}/* TODO: write this part (ASSIGNMENT.md, exercise {ex.id}). */",
-           f'{pad}coursework_todo("{ex.id}");']
+           f'{pad}coursework_todo("{ex.id}", "{part_function(ex, part)}");']
     if voids:
         out.append(pad + " ".join(f"(void){name};" for name in sorted(voids)))
     return out
