@@ -27,7 +27,8 @@ tools/coursework_grade.py. Every part of NN's exercises becomes a stub:
 
 coursework_todo() (common/util/coursework_todo.c in the tree) says once that
 the exercise is not written yet, naming the part (the function the stub sits
-in), so the grader can say which parts are missing; the stub leaves the outputs as they were. The
+in: the grader says which parts are missing); the stub leaves the outputs as
+they were. The
 (void) lines are found by compiling each stubbed file with the Makefile's
 warning flags: a variable or parameter the removed code was the only user of
 is named in the stub, so the tree builds without warnings. The markers of

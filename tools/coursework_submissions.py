@@ -27,7 +27,11 @@ A submission that does not build, crashes, loops or lacks its manifest gets a
 row that says so, and the batch goes on. Written under --out:
 gradebook.csv (student, chapter, status, points per exercise, total, first
 failure), feedback/<student>.txt (each exercise's checks, passed or not and
-why; the build's errors), seed.txt (the seed: the same seed grades the same).
+why; the build's errors), answers/<student>.md (the student's ANSWERS.md, to
+read and mark by hand), seed.txt (the seed: the same seed grades the same).
+
+The students' code runs on this machine, as their own make grade would:
+grade a batch as a user that can lose nothing, or in a container.
 
     tools/coursework_submissions.py DIR [--out out/gradebook] [--seed N]
         [--time-limit 120] [--build-limit 600] [--work DIR]
@@ -120,7 +124,10 @@ def safe_extract(tarball, dest):
         for m in tar.getmembers():
             if m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
                 raise ValueError(f"unsafe member {m.name!r}")
-        tar.extractall(dest)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:
+            tar.extractall(dest)
 
 
 def read_submission(path, work):
@@ -217,7 +224,10 @@ def grade(s, ref, work, seed, time_limit, build_limit):
         first = errors[0] if errors else (text.strip().splitlines() or ["make failed"])[-1]
         first = first.replace(tree + "/", "")
         status = "does not compile" if code is not None else f"build did not finish in {build_limit} s"
-        return {"status": status, "points": {}, "first_failure": first}, text.replace(tree + "/", "")
+        lines = text.replace(tree + "/", "").splitlines()
+        shown = errors[:20] + ["..."] + lines[-30:] if len(lines) > 50 else lines
+        return {"status": status, "points": {}, "first_failure": first}, "The build's errors:\n" + "\n".join(
+            line.replace(tree + "/", "") for line in shown)
     points, feedback, first = {}, [], ""
     missing_files = {p for p in ref.files if p not in taken}
     for ex in ref.sheet["exercises"]:
@@ -291,6 +301,13 @@ def main():
             row.update(student=student, chapter=s.chapter or "", source=name,
                        total=sum(row["points"].values()), max=ref.sheet["total"] if ref else "")
             rows.append((row, ref))
+            answers = os.path.join(s.root or "", "ANSWERS.md")
+            if s.root and not s.problem and os.path.isfile(answers):   # for the teacher to read and mark
+                os.makedirs(os.path.join(args.out, "answers"), exist_ok=True)
+                shutil.copyfile(answers, os.path.join(args.out, "answers", f"{student}.md"))
+                feedback += f"\n\nANSWERS.md: handed in ({len(open(answers, errors='replace').read().split())} words)"
+            elif not s.problem:
+                feedback += "\n\nANSWERS.md: not handed in"
             with open(os.path.join(args.out, "feedback", f"{student}.txt"), "w") as f:
                 f.write(f"Coursework feedback: {student}, {s.chapter or 'chapter unknown'} ({name})\n")
                 f.write(f"Total: {row['total']} of {row['max'] or '?'}; {row['status']}\n\n{feedback}\n")

@@ -143,6 +143,8 @@ if set(rows) != set(want):
 part = open(os.path.join(out, "feedback", "partial.txt")).read()
 if "not written yet: self_attention_backward()" not in part or "passed  Y and A against PyTorch" not in part:
     bad.append("partial's feedback does not say which checks passed and which part is missing:\n" + part)
+if not os.path.exists(os.path.join(out, "answers", "complete.md")):
+    bad.append("complete's ANSWERS.md is not under answers/")
 if "hidden: " not in open(os.path.join(out, "feedback", "complete.txt")).read():
     bad.append("complete's feedback shows no hidden check")
 for line in bad:
