@@ -243,10 +243,12 @@ static int context_gradient(void) {
  * tanh RNN and the LSTM, never the GRU, and the decoder's check compares
  * only the decoder's gradients. */
 
-static int hidden_gru(void) {
+/* with_mask: a drawn mask with at least one padded row (its state passes through). */
+static int hidden_gru_with(int with_mask) {
     const int B = grade_draw(1, 4), I = grade_draw(1, 5), S = grade_draw(1, 5);
-    int *mask = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
+    int *mask = with_mask ? grade_ints((size_t)B) : NULL;
     for (int b = 0; mask && b < B; b++) mask[b] = grade_draw(0, 1);
+    if (mask) mask[grade_draw(0, B - 1)] = 0;
     float *x = grade_floats((size_t)B * I), *h_prev = grade_floats((size_t)B * S), *dh = grade_floats((size_t)B * S);
     float *W_x = grade_floats((size_t)I * 3 * S), *W_h = grade_floats((size_t)S * 3 * S), *b = grade_floats((size_t)3 * S);
     grade_draw_fill(x, (size_t)B * I, 1.0f);
@@ -261,6 +263,9 @@ static int hidden_gru(void) {
     if (grade_reference("h", h, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     float *dx = grade_floats((size_t)B * I), *dh_prev = grade_floats((size_t)B * S);
     float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S), *db = grade_floats((size_t)3 * S);
+    grade_draw_fill(dW_x, (size_t)I * 3 * S, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dW_h, (size_t)S * 3 * S, 1.0f);
+    grade_draw_fill(db, (size_t)3 * S, 1.0f);
     cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, dh, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, mask,
                   B, I, S);
     if (grade_reference("dh_prev", dh_prev, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
@@ -353,9 +358,12 @@ static int hidden_decoder(void) {
     return result;
 }
 
+static int hidden_gru(void) { return hidden_gru_with(0); }
+static int hidden_gru_masked(void) { return hidden_gru_with(1); }
+
 static const GradeCheck HIDDEN_GRU_STEP[] = {
-    {"h and every gradient of a GRU step, drawn shape and mask", hidden_gru},
-    {"the same on another drawn shape", hidden_gru},
+    {"h and every gradient of a GRU step on a drawn shape", hidden_gru},
+    {"the same with padded rows (a drawn mask)", hidden_gru_masked},
 };
 static const GradeCheck HIDDEN_ENCODER_BPTT[] = {
     {"every gradient of a drawn encoder (RNN or LSTM), lengths and tokens", hidden_encoder},

@@ -168,6 +168,9 @@ static int hidden_additive(void) {
     if (grade_reference("weights", weights, 2, (int[]){B, T}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     float *dkeys = grade_floats((size_t)B * T * D_A), *dquery = grade_floats((size_t)B * D_A);
     float *dv = grade_floats((size_t)D_A), *dscores = grade_floats((size_t)B * T);
+    grade_draw_fill(dkeys, (size_t)B * T * D_A, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dquery, (size_t)B * D_A, 1.0f);
+    grade_draw_fill(dv, (size_t)D_A, 1.0f);
     additive_attention_backward(dkeys, dquery, dv, dscores, dweights, weights, feat, v, lens, B, T, D_A);
     if (grade_reference("dkeys", dkeys, 3, (int[]){B, T, D_A}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dquery", dquery, 2, (int[]){B, D_A}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
@@ -186,6 +189,8 @@ static int hidden_context(void) {
     attention_context_forward(context, weights, values, B, T, D);
     if (grade_reference("context", context, 2, (int[]){B, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     float *dweights = grade_floats((size_t)B * T), *dvalues = grade_floats((size_t)B * T * D);
+    grade_draw_fill(dweights, (size_t)B * T, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dvalues, (size_t)B * T * D, 1.0f);
     attention_context_backward(dweights, dvalues, dcontext, weights, values, B, T, D);
     if (grade_reference("dweights", dweights, 2, (int[]){B, T}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     return grade_reference("dvalues", dvalues, 3, (int[]){B, T, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);

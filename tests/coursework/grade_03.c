@@ -67,7 +67,7 @@ typedef struct {
 
 static DrawnCase draw_case(ScoreType t) {
     DrawnCase c;
-    const int D_Q = grade_draw(1, 6);
+    const int D_Q = grade_draw(2, 6);   /* D_Q = 1 would make sqrt(D_Q) = D_Q = 1 */
     const int learned = t == SCORE_MULTIPLICATIVE || t == SCORE_ADDITIVE;
     c.s = (ScoreSpec){t, D_Q, learned ? grade_draw(1, 6) : D_Q, t == SCORE_ADDITIVE ? grade_draw(1, 5) : 0};
     c.N_Q = grade_draw(1, 6);
@@ -114,6 +114,10 @@ static int hidden_layer(ScoreType t) {
     float *dQ = grade_floats((size_t)c.N_Q * s->D_Q), *dK = grade_floats((size_t)c.N_X * s->D_K);
     float *dV = grade_floats((size_t)c.N_X * c.D_V), *dparams = grade_floats(score_param_count(s));
     ScoreWeights dw = score_weights_view(s, dparams);
+    grade_draw_fill(dQ, (size_t)c.N_Q * s->D_Q, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dK, (size_t)c.N_X * s->D_K, 1.0f);
+    grade_draw_fill(dV, (size_t)c.N_X * c.D_V, 1.0f);
+    grade_draw_fill(dparams, score_param_count(s), 1.0f);
     attention_backward(dQ, dK, dV, &dw, scratch, dY, A, cache, c.Q, c.K, c.V, s, &c.w, c.N_Q, c.N_X, c.D_V);
     if (grade_reference("dQ", dQ, 2, (int[]){c.N_Q, s->D_Q}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dK", dK, 2, (int[]){c.N_X, s->D_K}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||

@@ -180,6 +180,8 @@ static int hidden_projections(void) {
     if (grade_reference("Y", Y, 3, (int[]){B, N, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("A", A, 3, (int[]){B, N, N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
         return -1;
+    grade_draw_fill(dX, (size_t)B * N * D_in, 1.0f);   /* backward adds to what is there */
+    for (int k = 0; k < 3; k++) grade_draw_fill(dW[k], (size_t)D_in * D, 1.0f);
     self_attention_backward(dX, &dw, scratch, dY, A, cache, X, &w, B, N, D_in, D);
     static const char *const names[3] = {"dW_Q", "dW_K", "dW_V"};
     for (int k = 0; k < 3; k++)
@@ -206,6 +208,7 @@ static int hidden_masked_attention(int causal, int padded) {
 }
 
 static int hidden_causal(void) { return hidden_masked_attention(1, 0); }
+static int hidden_unmasked(void) { return hidden_masked_attention(0, 0); }
 static int hidden_padded(void) { return hidden_masked_attention(0, 1); }
 static int hidden_padded_causal(void) { return hidden_masked_attention(1, 1); }
 
@@ -222,6 +225,7 @@ static const GradeCheck HIDDEN_PROJECTIONS[] = {
 };
 static const GradeCheck HIDDEN_CAUSAL[] = {
     {"causal attention on a drawn shape", hidden_causal},
+    {"attention without a mask (causal = 0) on a drawn shape", hidden_unmasked},
 };
 static const GradeCheck HIDDEN_PADDING[] = {
     {"padded attention on a drawn shape", hidden_padded},

@@ -167,6 +167,9 @@ static int hidden_heads(void) {
     float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N)), *dX = grade_floats((size_t)B * N * D);
     MultiHeadWeights dw = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
                            grade_floats((size_t)D_out), NULL};
+    grade_draw_fill(dX, (size_t)B * N * D, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dw.W_QKV, (size_t)D * 3 * HD, 1.0f);
+    grade_draw_fill(dw.W_O, (size_t)HD * D_out, 1.0f);
     multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, causal, lens, B, N);
     if (grade_reference("dX", dX, 3, (int[]){B, N, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dW_QKV", dw.W_QKV, 2, (int[]){D, 3 * HD}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
@@ -181,13 +184,13 @@ typedef struct {
     float *Q, *K, *V, *dO, *Y, *lse;
 } DrawnHead;
 
-static DrawnHead draw_head(void) {
+/* mask: 0 none, 1 causal, 2 padded keys. */
+static DrawnHead draw_head(int mask) {
     DrawnHead h;
-    h.N = grade_draw(1, 13);
+    h.N = grade_draw(2, 13);
     h.D_H = grade_draw(1, 6);
-    const int mask = grade_draw(0, 2);
     h.causal = mask == 1;
-    h.key_len = mask == 2 ? grade_draw(1, h.N) : 0;
+    h.key_len = mask == 2 ? grade_draw(1, h.N - 1) : 0;
     h.Bq = grade_draw(1, 5);
     h.Bk = grade_draw(1, 5);
     const size_t n = (size_t)h.N * h.D_H;
@@ -211,8 +214,8 @@ static DrawnHead draw_head(void) {
     return h;
 }
 
-static int hidden_online_softmax(void) {
-    const DrawnHead h = draw_head();
+static int hidden_online_softmax(int mask) {
+    const DrawnHead h = draw_head(mask);
     float *O = grade_floats((size_t)h.N * h.D_H), *lse = grade_floats((size_t)h.N);
     float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
     flash_attention_forward(O, h.D_H, lse, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.N, h.D_H, h.causal, h.key_len, h.Bq,
@@ -221,8 +224,8 @@ static int hidden_online_softmax(void) {
     return grade_reference("lse", lse, 1, (int[]){h.N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
 }
 
-static int hidden_flash_backward(void) {
-    const DrawnHead h = draw_head();
+static int hidden_flash_backward(int mask) {
+    const DrawnHead h = draw_head(mask);
     const size_t n = (size_t)h.N * h.D_H;
     float *dQ = grade_floats(n), *dK = grade_floats(n), *dV = grade_floats(n);
     float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
@@ -238,13 +241,22 @@ static const GradeCheck HIDDEN_HEADS[] = {
     {"O, A, dX, dW_QKV, dW_O on a drawn shape, heads and mask", hidden_heads},
     {"the same on another drawn shape", hidden_heads},
 };
+static int hidden_online_plain(void) { return hidden_online_softmax(0); }
+static int hidden_online_causal(void) { return hidden_online_softmax(1); }
+static int hidden_online_padded(void) { return hidden_online_softmax(2); }
+static int hidden_flash_plain(void) { return hidden_flash_backward(0); }
+static int hidden_flash_causal(void) { return hidden_flash_backward(1); }
+static int hidden_flash_padded(void) { return hidden_flash_backward(2); }
+
 static const GradeCheck HIDDEN_ONLINE_SOFTMAX[] = {
-    {"O and lse of one head, drawn shape, mask and blocks", hidden_online_softmax},
-    {"the same on another drawn head", hidden_online_softmax},
+    {"O and lse of one head, drawn shape and blocks, no mask", hidden_online_plain},
+    {"the same, causal", hidden_online_causal},
+    {"the same, padded keys", hidden_online_padded},
 };
 static const GradeCheck HIDDEN_FLASH_BACKWARD[] = {
-    {"dQ, dK, dV of one head, drawn shape, mask and blocks", hidden_flash_backward},
-    {"the same on another drawn head", hidden_flash_backward},
+    {"dQ, dK, dV of one head, drawn shape and blocks, no mask", hidden_flash_plain},
+    {"the same, causal", hidden_flash_causal},
+    {"the same, padded keys", hidden_flash_padded},
 };
 static const GradeExercise HIDDEN[] = {
     {"05.heads", HIDDEN_HEADS, GRADE_COUNT(HIDDEN_HEADS)},

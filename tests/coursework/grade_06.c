@@ -222,6 +222,8 @@ static int hidden_block_backward(void) {
     float *scratch = grade_floats(block_scratch_floats(&s, B, N, 0));
     const BlockCache cache = block_cache_view(&s, B, N, 0, grade_floats(block_cache_floats(&s, B, N, 0)));
     block_forward(Y, &cache, X, &s, &w, lens, NULL, B, N, 0, NULL);
+    grade_draw_fill(dX, nX, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dparams, n_params, 1.0f);
     block_backward(dX, NULL, &dw, scratch, dY, &cache, X, &s, &w, lens, NULL, B, N);
     if (grade_reference("dX", dX, 3, (int[]){B, N, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     return grade_reference("the weights' gradients (W_QKV | W_O | b_O | norms | MLP)", dparams, 1, (int[]){(int)n_params},

@@ -129,6 +129,9 @@ static int hidden_patches(void) {
     if (grade_reference("out", out, 3, (int[]){B, N, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     float *dimages = grade_floats(n_images), *dW = grade_floats((size_t)D_in * s.D), *db = grade_floats((size_t)s.D);
     float *scratch = grade_floats(patch_embed_scratch_floats(&s, B));
+    grade_draw_fill(dimages, n_images, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dW, (size_t)D_in * s.D, 1.0f);
+    grade_draw_fill(db, (size_t)s.D, 1.0f);
     patch_embed_backward(dimages, dW, db, scratch, dout, cache, W, &s, B);
     if (grade_reference("dimages", dimages, 4, (int[]){B, s.channels, s.rows, s.cols}, GRADE_RTOL_GRAD,
                         GRADE_ATOL_GRAD) ||
@@ -138,7 +141,7 @@ static int hidden_patches(void) {
 }
 
 static int hidden_positions(void) {
-    const int rows = grade_draw(1, 6), cols = grade_draw(1, 6), D = 2 * grade_draw(1, 7), has_cls = grade_draw(0, 1);
+    const int rows = grade_draw(2, 6), cols = grade_draw(2, 6), D = 2 * grade_draw(1, 7), has_cls = grade_draw(0, 1);
     const int T = rows * cols + has_cls;
     float *P = grade_floats((size_t)T * D);
     grade_draw_fill(P, (size_t)T * D, 1.0f);   /* what was there must go */
