@@ -71,7 +71,7 @@ static DrawnCase draw_case(ScoreType t) {
     const int learned = t == SCORE_MULTIPLICATIVE || t == SCORE_ADDITIVE;
     c.s = (ScoreSpec){t, D_Q, learned ? grade_draw(1, 6) : D_Q, t == SCORE_ADDITIVE ? grade_draw(1, 5) : 0};
     c.N_Q = grade_draw(1, 6);
-    c.N_X = grade_draw(1, 7);
+    c.N_X = grade_draw(2, 7);   /* one key: softmax gives 1 whatever the scores */
     c.D_V = grade_draw(1, 4);
     float *params = grade_floats(score_param_count(&c.s));
     grade_draw_fill(params, score_param_count(&c.s), 0.7f);
