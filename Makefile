@@ -15,6 +15,8 @@
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
 #   make coursework student trees with TODO stubs (CHAPTER=NN: one chapter; out/coursework/)
 #   make grade      run the coursework graders (in a student tree: its score table)
+#   make submit     in a student tree: the tarball to hand in (STUDENT=id the first time)
+#   make grade-submissions DIR=dir  the teacher's gradebook of a folder of submissions
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
@@ -165,7 +167,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: doc-check all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
-        coursework grade mutants \
+        coursework grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(ALL_LIBS) $(CHAPTER_BINS)
@@ -342,6 +344,28 @@ coursework:
 
 grade: $(ALL_LIBS) $(GRADE_BINS)
 	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)
+
+_build_graders: $(ALL_LIBS) $(GRADE_BINS)
+
+# The student's side: make submit (in a student tree) builds the tree and
+# writes submission-NN-<id>.tar.gz, the student's files and a manifest
+# (tools/coursework_submit.py). The teacher's: make grade-submissions DIR=dir
+# grades each submission in dir with this repository's graders and hidden
+# checks (SEED=n: their seed, default a fresh one) into GRADEBOOK_OUT
+# (gradebook.csv, feedback/; tools/coursework_submissions.py).
+# make test-submissions grades a batch of made-up submissions
+# (tests/coursework/test_submissions.sh; about two minutes).
+submit:
+	@/usr/bin/python3 tools/coursework_submit.py --build $(BUILD) $(if $(STUDENT),--student $(STUDENT))
+
+GRADEBOOK_OUT ?= out/gradebook
+grade-submissions:
+	@test -n "$(DIR)" || { echo "make grade-submissions DIR=folder-of-submissions [SEED=n]"; exit 2; }
+	@/usr/bin/python3 tools/coursework_submissions.py "$(DIR)" --out $(GRADEBOOK_OUT) $(if $(SEED),--seed $(SEED)) \
+	  $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
+
+test-submissions:
+	@bash tests/coursework/test_submissions.sh
 
 # Mutation testing of the graders: each plausible wrong solution under
 # tests/coursework/mutants/ must lose its exercise's points (tools/mutants.sh).

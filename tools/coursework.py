@@ -21,19 +21,22 @@ tools/coursework_grade.py. Every part of NN's exercises becomes a stub:
 
     /* Exercise 04.projections (4 points): Q = X W_Q, K = X W_K, V = X W_V. */
     /* TODO: write this part (ASSIGNMENT.md, exercise 04.projections). */
-    coursework_todo("04.projections");
+    coursework_todo("04.projections", "self_attention_forward");
     (void)X;
     /* End of exercise 04.projections. */
 
 coursework_todo() (common/util/coursework_todo.c in the tree) says once that
-the exercise is not written yet; the stub leaves the outputs as they were. The
+the exercise is not written yet, naming the part (the function the stub sits
+in: the grader says which parts are missing); the stub leaves the outputs as
+they were. The
 (void) lines are found by compiling each stubbed file with the Makefile's
 warning flags: a variable or parameter the removed code was the only user of
 is named in the stub, so the tree builds without warnings. The markers of
 other chapters' exercises are dropped (their code stays). The tree also gets
 ASSIGNMENT.md (tests/coursework/sheets/NN_name.md with the table of exercises filled in),
-README.md (tests/coursework/sheets/student_readme.md) and coursework.json, the list of
-exercises and points that the grader reads.
+README.md (tests/coursework/sheets/student_readme.md), ANSWERS.md (the sheet's
+questions with room for the answers; written once, never overwritten) and
+coursework.json, the list of exercises and points that the grader reads.
 
     tools/coursework.py [--chapter NN] [--out DIR]   one tree per chapter (all by default), DIR/NN_name
     tools/coursework.py --chapter NN --keep ID,...   those exercises keep their solution ("all": every one)
@@ -146,7 +149,9 @@ def grader_order(nn, exs):
     path = f"tests/coursework/grade_{nn}.c"
     if not os.path.exists(os.path.join(ROOT, path)):
         fail(f"chapter {nn} has exercises but no grader {path}")
-    listed = re.findall(r'\{"(\d\d\.[a-z0-9_]+)", ', open(os.path.join(ROOT, path)).read())
+    text = open(os.path.join(ROOT, path)).read()
+    table = text[text.find("GradeExercise EXERCISES[]"):]   # not the hidden checks' table (HIDDEN[])
+    listed = re.findall(r'\{"(\d\d\.[a-z0-9_]+)", ', table[:table.find("};")])
     marked = {ex.id: ex for ex in exs}
     if sorted(listed) != sorted(marked):
         fail(f"{path} grades {', '.join(listed)}; the code marks {', '.join(sorted(marked))}")
@@ -164,10 +169,15 @@ def chapters():
 
 # ------------------------------------------------------------ the stubs
 
+def part_function(ex, part):
+    """The function a part of the exercise sits in (its name in the TODO message)."""
+    return ex.functions[ex.parts.index(part)].split(": ", 1)[1].rstrip("()")
+
+
 def stub_lines(ex, part, voids):
     pad = part.indent
     out = [f"{pad}/* TODO: write this part (ASSIGNMENT.md, exercise {ex.id}). */",
-           f'{pad}coursework_todo("{ex.id}");']
+           f'{pad}coursework_todo("{ex.id}", "{part_function(ex, part)}");']
     if voids:
         out.append(pad + " ".join(f"(void){name};" for name in sorted(voids)))
     return out
@@ -261,7 +271,8 @@ def write_if_changed(dest, text=None, source=None):
 def tree_files(nn, names):
     """The files of chapter nn's tree copied from this one."""
     files = ["Makefile", ".gitignore", "tests/golden.c", "tests/golden.h", "tests/coursework/grade.c",
-             f"tests/coursework/grade_{nn}.c", "tools/deps.sh", "tools/coursework_grade.py"]
+             f"tests/coursework/grade_{nn}.c", "tools/deps.sh", "tools/coursework_grade.py",
+             "tools/coursework_submit.py"]
     files += ["tests/coursework/" + n for n in sorted(os.listdir(os.path.join(ROOT, "tests/coursework")))
               if n.startswith("grade") and n.endswith(".h")]
     tops = ["common", "data", "mk", "tests/golden"] + ["chapters/" + names[c] for c in sorted(names) if c <= nn]
@@ -287,6 +298,18 @@ def fill(template, nn, name, exs):
     for key, value in values.items():
         text = text.replace(key, value)
     return text
+
+
+def answers_template(sheet_text, nn):
+    """ANSWERS.md: the questions of the sheet's "## Questions", each followed by room for its answer."""
+    section = sheet_text.split("\n## Questions", 1)[-1].split("\n## ", 1)[0] if "\n## Questions" in sheet_text else ""
+    questions = re.split(r"\n(?=\d+\. )", "\n" + section.strip())
+    out = [f"# Answers, chapter {nn}", "",
+           "Your answers to the questions of ASSIGNMENT.md; `make submit` hands this file in with your code.", ""]
+    for q in (q.strip() for q in questions if q.strip()):
+        number, _, text = q.partition(". ")
+        out += [f"## Question {number}", "", "> " + re.sub(r"\n\s*", "\n> ", text), "", "Answer:", "", ""]
+    return "\n".join(out).rstrip() + "\n"
 
 
 def manifest(exs, chapter):
@@ -320,6 +343,9 @@ def write_tree(nn, names, exercises, out, keep):
             write_if_changed(os.path.join(tree, path), text=stubbed_text(tree, path, exercises, stubbed, kept))
     write_if_changed(os.path.join(tree, "ASSIGNMENT.md"), text=fill(f"tests/coursework/sheets/{name}.md", nn, name, exs))
     write_if_changed(os.path.join(tree, "README.md"), text=fill("tests/coursework/sheets/student_readme.md", nn, name, exs))
+    answers = os.path.join(tree, "ANSWERS.md")
+    if not os.path.exists(answers):   # the student's answers: written once, never overwritten
+        write_if_changed(answers, text=answers_template(fill(f"tests/coursework/sheets/{name}.md", nn, name, exs), nn))
     write_if_changed(os.path.join(tree, "coursework.json"), text=json.dumps(manifest(exs, name), indent=1) + "\n")
     return tree, stubbed
 

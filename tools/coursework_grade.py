@@ -8,8 +8,10 @@ in the solution tree, which has none, from tools/coursework.py --manifest
 (every chapter: full marks there). Each exercise runs alone, in a process of
 its own: BUILD/coursework/grade_NN <exercise> (tests/coursework/grade.h), so a
 crash costs only that exercise. A row of the table says passed, or "not written
-yet" for an exercise whose TODO stub is still there, or the first failing check
-with its message, or how the program died.
+yet" for an exercise whose TODO stubs are all still there, or which parts are
+written and right so far and which are not ("self_attention_forward right so
+far, self_attention_backward not written yet (1 of 3 checks pass)"), or the
+first failing check with its message, or how the program died.
 
     tools/coursework_grade.py [--build build] [--json BUILD/coursework/grade.json]
 """
@@ -33,28 +35,78 @@ def exercises(build):
         return json.load(f)
 
 
-def run_exercise(program, ident):
-    """(passed, message) of one exercise."""
+def run_exercise(program, ident, cwd=ROOT, timeout=TIME_LIMIT, extra=()):
+    """What one exercise's run said: a dict with passed, the checks that passed
+    (ok) and failed ([name, message]) in order, the parts still a TODO stub
+    (missing: function names), died (how the program stopped, or None) and
+    the check it was in then (last)."""
+    r = {"passed": False, "ok": [], "failed": [], "missing": [], "died": None, "last": None}
     if not os.path.exists(program):
-        return False, f"{os.path.relpath(program, ROOT)} is missing (make grade builds it)"
+        r["died"] = f"{os.path.relpath(program, cwd)} is missing (make grade builds it)"
+        return r
     try:
-        run = subprocess.run([program, ident], cwd=ROOT, capture_output=True, text=True, timeout=TIME_LIMIT)
-    except subprocess.TimeoutExpired:
-        return False, f"did not finish in {TIME_LIMIT} s (an endless loop?)"
-    lines = run.stdout.splitlines()
-    if f"PASS {ident}" in lines:
-        return True, "passed"
-    if f"TODO: {ident} is not written yet" in run.stderr:
-        return False, "not written yet (its TODO stub is still in the code)"
-    failed = [line for line in lines if line.startswith(f"FAIL {ident}: ")]
-    if failed:
-        return False, failed[0][len(f"FAIL {ident}: "):]
-    checks = [line.split(": ", 1)[1] for line in lines if line.startswith(f"check {ident}: ")]
-    where = f" in check '{checks[-1]}'" if checks else ""
-    if run.returncode < 0:
-        return False, f"crashed ({signal.Signals(-run.returncode).name}){where}"
-    tail = run.stderr.strip().splitlines()[-1:] or [f"exit status {run.returncode}"]
-    return False, f"stopped{where}: {tail[0]}"
+        run = subprocess.run([program, ident, *extra], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                             errors="replace")
+        stdout, stderr, code = run.stdout, run.stderr, run.returncode
+    except subprocess.TimeoutExpired as e:
+        stdout = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        code = None
+    for line in stdout.splitlines():
+        if line.startswith(f"check {ident}: "):
+            r["last"] = line[len(f"check {ident}: "):]
+        elif line.startswith(f"ok {ident}: "):
+            r["ok"].append(line[len(f"ok {ident}: "):])
+            r["last"] = None
+        elif line.startswith(f"FAIL {ident}: "):
+            name, _, message = line[len(f"FAIL {ident}: "):].partition(": ")
+            r["failed"].append([name, message])
+            r["last"] = None
+    prefix = f"TODO: {ident} is not written yet ("
+    for line in stderr.splitlines():
+        if line.startswith(prefix):
+            part = line[len(prefix):].split("()", 1)[0].split(";", 1)[0]
+            if part not in r["missing"]:
+                r["missing"].append(part)
+    if code is None:
+        r["died"] = f"did not finish in {timeout} s (an endless loop?)"
+    elif code < 0:
+        r["died"] = f"crashed ({signal.Signals(-code).name})"
+    elif code not in (0, 1):
+        tail = stderr.strip().splitlines()[-1:] or [f"exit status {code}"]
+        r["died"] = f"stopped: {tail[0]}"
+    r["passed"] = code == 0 and f"PASS {ident}" in stdout.splitlines() and not r["failed"]
+    return r
+
+
+def part_names(ex):
+    """The functions an exercise's parts sit in (coursework.json's where)."""
+    return [w.split(": ", 1)[-1].rstrip("()") for w in ex.get("where", [])]
+
+
+def describe(r, parts):
+    """One line on an exercise's run: passed, which parts are missing and which
+    are right so far, the first failing check, or how the program died."""
+    if r["passed"]:
+        return "passed"
+    n_ok, n_run = len(r["ok"]), len(r["ok"]) + len(r["failed"]) + (1 if r["last"] else 0)
+    score = f"{n_ok} of {n_run} checks pass" if n_run else "no check ran"
+    died = f"{r['died']}{' in check ' + repr(r['last']) if r['last'] else ''}" if r["died"] else ""
+    missing = r["missing"]
+    written = [p for p in parts if p not in missing]
+    if missing and not written or missing and not n_ok and not r["failed"] and not died:
+        return "not written yet (its TODO stub is still in the code)"
+    if missing:
+        todo = ", ".join(missing) + " not written yet"
+        if n_ok:
+            return f"{', '.join(written)} right so far, {todo} ({score})"
+        first = f"{r['failed'][0][0]}: {r['failed'][0][1]}" if r["failed"] else died
+        return f"{todo}; {', '.join(written)} fails: {first}"
+    if r["failed"]:
+        name, message = r["failed"][0]
+        more = f"; then {died}" if died else ""
+        return f"{name}: {message}" + (f" ({score}{more})" if n_ok or more else "")
+    return died or f"failed ({score})"
 
 
 def main():
@@ -69,7 +121,8 @@ def main():
     width = max(len(ex["id"]) for ex in sheet["exercises"])
     print(f"{'exercise':<{width}}  points  result")
     for ex in sheet["exercises"]:
-        passed, message = run_exercise(os.path.join(build, "coursework", ex["grader"]), ex["id"])
+        r = run_exercise(os.path.join(build, "coursework", ex["grader"]), ex["id"])
+        passed, message = r["passed"], describe(r, part_names(ex))
         points = ex["points"] if passed else 0
         earned += points
         rows.append({"id": ex["id"], "points": ex["points"], "earned": points, "passed": passed, "message": message})

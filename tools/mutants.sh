@@ -2,6 +2,8 @@
 # mutants.sh - mutation testing of the coursework graders (make mutants).
 #
 #   bash tools/mutants.sh [PATTERN]     every tests/coursework/mutants/*.patch (or those matching PATTERN)
+#   HIDDEN=SEED bash tools/mutants.sh   the same, and says of each mutant whether the hidden checks
+#                                       alone (grade_NN --hidden SEED, tests/coursework/grade.h) fail it too
 #
 # A mutant is a plausible wrong solution, kept as a patch against this
 # repository (whose code is the solution): tests/coursework/mutants/
@@ -20,7 +22,14 @@ trap 'rm -rf "$work"' EXIT
 # The tracked files of this tree (with their changes), not a build of them.
 (cd "$root" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work"
 cd "$work" || exit 1
-killed=0 survived=0 stale=0 total=0
+killed=0 survived=0 stale=0 total=0 hidden_killed=0
+hidden=${HIDDEN:-}
+if [ -n "$hidden" ]; then   # the solution's hidden outputs, one file per chapter
+  make -s -j2 _build_graders >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log"; exit 1; }
+  for g in build/coursework/grade_[0-9][0-9]; do
+    "$g" --hidden "$hidden" --record "$work/hidden_${g##*_}.bin" >/dev/null || { echo "$g fails its own hidden checks"; exit 1; }
+  done
+fi
 for m in "$root"/tests/coursework/mutants/*.patch; do
   name=$(basename "$m" .patch)
   case "$name" in *"$pattern"*) ;; *) continue ;; esac
@@ -37,6 +46,14 @@ for m in "$root"/tests/coursework/mutants/*.patch; do
   else
     out=$(timeout 300 "build/coursework/grade_$chapter" "$exercise" 2>&1); rc=$?
     why=$(printf '%s\n' "$out" | grep -m 1 '^FAIL' | cut -c1-160)
+    if [ -n "$hidden" ]; then
+      if timeout 300 "build/coursework/grade_$chapter" "$exercise" --hidden "$hidden" \
+           --reference "$work/hidden_$chapter.bin" 2>&1 | grep -q "^FAIL $exercise: hidden: "; then
+        why="$why; hidden checks: failed too"; hidden_killed=$((hidden_killed + 1))
+      else
+        why="$why; hidden checks: passed it"
+      fi
+    fi
     if [ $rc -ne 0 ] && [ -n "$why" ]; then
       echo "mutant $name: killed ($why)"; killed=$((killed + 1))
     else
@@ -46,4 +63,5 @@ for m in "$root"/tests/coursework/mutants/*.patch; do
   patch -s -R -p1 < "$m"
 done
 echo "mutants: $killed killed of $total ($survived survived, $stale stale)"
+[ -n "$hidden" ] && echo "hidden checks alone (seed $hidden): $hidden_killed of $total killed"
 [ "$total" -gt 0 ] && [ "$killed" -eq "$total" ]

@@ -3,8 +3,11 @@
 #ifndef COURSEWORK_TODO_H
 #define COURSEWORK_TODO_H
 
-/* Says "TODO: <exercise> is not written yet" on stderr, once per exercise
- * and program; the stub that calls it leaves its outputs as they were. */
-void coursework_todo(const char *exercise);
+/* Says "TODO: <exercise> is not written yet (<part>(); ASSIGNMENT.md)" on
+ * stderr, once per exercise, part and program; part is the function the stub
+ * sits in (an exercise's forward and backward are two parts), so the grader
+ * can tell which parts are still missing. The stub that calls it leaves its
+ * outputs as they were. */
+void coursework_todo(const char *exercise, const char *part);
 
 #endif

@@ -4,6 +4,7 @@
 #include "grade.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,14 +169,140 @@ int grade_golden_close(const GoldCase *c, const char *name, const float *got, in
                        atol);
 }
 
+/* ------------------------------------------------------------ hidden checks */
+
+static struct {
+    int on;                  /* --hidden SEED given */
+    unsigned long seed;
+    const char *record;      /* --record FILE: the solution writes its values */
+    const char *reference;   /* --reference FILE: the student's are compared with them */
+    GoldWriter writer;
+    GoldFile file;
+    int writer_open, file_read;
+    Rng rng;                 /* the current hidden check's stream */
+    char key[96];            /* "<exercise>/<check index>": names its values */
+    int n_values;            /* values recorded or compared in the current check */
+} hidden;
+
+int grade_draw(int lo, int hi) { return lo + (int)rng_below(&hidden.rng, (uint32_t)(hi - lo + 1)); }
+
+void grade_draw_fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&hidden.rng) - 1.0f);
+}
+
+/* The stream of a check: the seed, and a hash of its key (FNV-1a). */
+static void start_hidden_check(const char *exercise, int k) {
+    snprintf(hidden.key, sizeof hidden.key, "%s/%d", exercise, k);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = hidden.key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    rng_seed(&hidden.rng, hidden.seed, h);
+    hidden.n_values = 0;
+}
+
+int grade_reference(const char *what, const float *got, int ndim, const int *dims, double rtol, double atol) {
+    char name[256];
+    snprintf(name, sizeof name, "%s/%d/%s", hidden.key, hidden.n_values++, what);
+    if (hidden.record) {
+        gold_write_f32(&hidden.writer, name, got, ndim, dims);
+        return 0;
+    }
+    const GoldTensor *want = hidden.file_read ? gold_find(&hidden.file, name) : NULL;
+    if (want == NULL) return grade_fail("%s: no value '%s' in the reference file", what, name);
+    if (want->count != count_of(ndim, dims)) return grade_fail("%s: the reference has %zu values, this %zu", what, want->count, count_of(ndim, dims));
+    return grade_close(what, "the reference solution", got, want->data, ndim, dims, rtol, atol);
+}
+
+/* --hidden SEED, --record FILE, --reference FILE: 0, or -1 with a message. */
+static int hidden_options(int *argc, char **argv) {
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        int is_hidden = strcmp(a, "--hidden") == 0, is_record = strcmp(a, "--record") == 0,
+            is_reference = strcmp(a, "--reference") == 0;
+        if (!is_hidden && !is_record && !is_reference) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "%s: %s needs a value (--hidden SEED, --record FILE, --reference FILE)\n", argv[0], a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (is_hidden) {
+            char *end;
+            hidden.seed = strtoul(v, &end, 10);
+            if (*v == '\0' || *end != '\0') {
+                fprintf(stderr, "%s: --hidden %s: expected a seed, a whole number\n", argv[0], v);
+                return -1;
+            }
+            hidden.on = 1;
+        } else if (is_record) {
+            hidden.record = v;
+        } else {
+            hidden.reference = v;
+        }
+    }
+    *argc = out;
+    if (hidden.on && !hidden.record == !hidden.reference) {
+        fprintf(stderr, "%s: --hidden needs one of --record FILE (the solution) or --reference FILE (a student)\n",
+                argv[0]);
+        return -1;
+    }
+    if (!hidden.on && (hidden.record || hidden.reference)) {
+        fprintf(stderr, "%s: --record and --reference go with --hidden SEED\n", argv[0]);
+        return -1;
+    }
+    if (hidden.record) {
+        if (gold_writer_open(&hidden.writer, hidden.record) < 0) {
+            fprintf(stderr, "%s: --record: %s\n", argv[0], last_error());
+            return -1;
+        }
+        hidden.writer_open = 1;
+    }
+    if (hidden.reference) {
+        if (gold_read(&hidden.file, hidden.reference) < 0) {
+            fprintf(stderr, "%s: --reference: %s\n", argv[0], last_error());
+            return -1;
+        }
+        hidden.file_read = 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ main */
 
-int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exercises) {
+/* Runs every check of a list; returns the number that failed. */
+static int run_checks(const char *id, const GradeCheck *checks, int n, const char *prefix) {
+    int failed = 0;
+    for (int k = 0; k < n; k++) {
+        if (*prefix) start_hidden_check(id, k);
+        printf("check %s: %s%s\n", id, prefix, checks[k].name);
+        fflush(stdout);
+        message[0] = '\0';
+        if (checks[k].run() != 0) {
+            printf("FAIL %s: %s%s: %s\n", id, prefix, checks[k].name, message[0] ? message : "failed");
+            failed++;
+        } else {
+            printf("ok %s: %s%s\n", id, prefix, checks[k].name);
+        }
+        fflush(stdout);
+        free_buffers();
+    }
+    return failed;
+}
+
+int grade_main_hidden(int argc, char **argv, const GradeExercise *exercises, int n_exercises,
+                      const GradeExercise *hidden_checks, int n_hidden) {
+    if (hidden_options(&argc, argv) < 0) return 2;
     const char *only = argc > 1 ? argv[1] : NULL;
     if (only && strcmp(only, "--help") == 0) {
-        printf("usage: %s [EXERCISE | --list]\n\nRuns the checks of every exercise, or of the one named (as in the code's\n"
-               "markers, e.g. %s), and prints PASS or FAIL with the first failing check.\n"
-               "make grade runs each exercise alone and prints the score table.\n", argv[0], exercises[0].id);
+        printf("usage: %s [EXERCISE | --list] [--hidden SEED (--record FILE | --reference FILE)]\n\n"
+               "Runs the checks of every exercise, or of the one named (as in the code's\n"
+               "markers, e.g. %s), and prints PASS or FAIL with each failing check.\n"
+               "make grade runs each exercise alone and prints the score table.\n"
+               "--hidden SEED also runs the hidden checks, on shapes drawn from SEED: --record\n"
+               "writes the outputs (the solution's build), --reference compares with them\n"
+               "(a student's build; make grade-submissions does both).\n", argv[0], exercises[0].id);
         return 0;
     }
     if (only && strcmp(only, "--list") == 0) {
@@ -187,24 +314,26 @@ int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exer
         const GradeExercise *ex = &exercises[e];
         if (only && strcmp(only, ex->id) != 0) continue;
         ran++;
-        int ok = 1;
-        for (int k = 0; k < ex->n_checks && ok; k++) {
-            printf("check %s: %s\n", ex->id, ex->checks[k].name);
-            fflush(stdout);
-            message[0] = '\0';
-            if (ex->checks[k].run() != 0) {
-                printf("FAIL %s: %s: %s\n", ex->id, ex->checks[k].name, message[0] ? message : "failed");
-                ok = 0;
-            }
-            free_buffers();
-        }
-        if (ok) printf("PASS %s\n", ex->id);
-        failed += !ok;
+        int bad = run_checks(ex->id, ex->checks, ex->n_checks, "");
+        for (int h = 0; hidden.on && h < n_hidden; h++)
+            if (strcmp(hidden_checks[h].id, ex->id) == 0)
+                bad += run_checks(ex->id, hidden_checks[h].checks, hidden_checks[h].n_checks, "hidden: ");
+        if (!bad) printf("PASS %s\n", ex->id);
+        failed += bad > 0;
         fflush(stdout);
     }
+    if (hidden.writer_open && gold_writer_close(&hidden.writer) < 0) {
+        fprintf(stderr, "%s: --record: %s\n", argv[0], last_error());
+        return 2;
+    }
+    if (hidden.file_read) gold_free(&hidden.file);
     if (only && ran == 0) {
         fprintf(stderr, "%s: no exercise '%s' (try --list)\n", argv[0], only);
         return 2;
     }
     return failed ? 1 : 0;
+}
+
+int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exercises) {
+    return grade_main_hidden(argc, argv, exercises, n_exercises, NULL, 0);
 }

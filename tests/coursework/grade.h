@@ -4,15 +4,27 @@
  * them ("Exercise 04.projections"), each a list of checks run in order. A
  * check returns 0 when it passes, or grade_fail(...) (which returns -1) at its
  * first problem, with a message that says what differs where. grade_main()
- * runs the exercise named on the command line (or every one), stops an
- * exercise at its first failing check, and prints the lines that
+ * runs the exercise named on the command line (or every one), every check of
+ * it (a failing check does not stop the next: a forward that passes while its
+ * backward fails is reported as such), and prints the lines that
  * tools/coursework_grade.py reads:
  *
  *     check 04.projections: <check>          before each check, so a crash names it
- *     PASS 04.projections
- *     FAIL 04.projections: <check>: <message>
+ *     ok 04.projections: <check>             after a check that passed
+ *     FAIL 04.projections: <check>: <message>   after each check that failed
+ *     PASS 04.projections                    when every check passed
  *
  * and exits 0 when every exercise it ran passed.
+ *
+ * Hidden checks (the teacher's side, tools/coursework_submissions.py): a
+ * grader may list, apart from its exercises, more checks per exercise that
+ * draw their shapes and inputs from a seed the student never saw, and
+ * compare the outputs with those of the reference solution. The teacher's
+ * grader built on the solution records them (--hidden SEED --record FILE);
+ * the same grader built on the student's code compares with that file
+ * (--hidden SEED --reference FILE). Two builds of one grader source, two
+ * processes: the student's functions and the solution's, which have the same
+ * names, never meet in one program.
  *
  * Each exercise's checks depend on that exercise's code only: the code they
  * call around it is never another exercise of the same chapter, and the
@@ -103,5 +115,26 @@ int grade_golden_close(const GoldCase *c, const char *name, const float *got, in
 
 /* Runs the exercises (argv[1]: only that one; "--list": print the ids). */
 int grade_main(int argc, char **argv, const GradeExercise *exercises, int n_exercises);
+
+/* ------------------------------------------------ hidden checks */
+
+/* The same, with hidden checks: hidden[] lists, per exercise id, the checks
+ * that run after its own when the command line has --hidden SEED (named
+ * "hidden: <check>" in the output). An exercise missing from hidden[] has
+ * none. */
+int grade_main_hidden(int argc, char **argv, const GradeExercise *exercises, int n_exercises,
+                      const GradeExercise *hidden, int n_hidden);
+
+/* A whole number in [lo, hi], and uniform numbers in [-scale, scale], from
+ * the stream of the current hidden check: the seed of --hidden and the
+ * check's place in the grader (the same draws in the teacher's build and
+ * the student's, whatever other checks ran). */
+int grade_draw(int lo, int hi);
+void grade_draw_fill(float *x, size_t n, float scale);
+
+/* got [dims] against the reference solution's values of the same name:
+ * recorded (--record) or compared (--reference; "<what> differs from the
+ * reference solution at [i, j] ..."). */
+int grade_reference(const char *what, const float *got, int ndim, const int *dims, double rtol, double atol);
 
 #endif

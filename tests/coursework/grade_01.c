@@ -235,6 +235,150 @@ static int context_gradient(void) {
     return result;
 }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes, lengths, tokens and weights
+ * drawn from the teacher's seed, outputs and gradients compared with the
+ * reference solution's. As above, the encoder and the decoder run on the
+ * tanh RNN and the LSTM, never the GRU, and the decoder's check compares
+ * only the decoder's gradients. */
+
+/* with_mask: a drawn mask with at least one padded row (its state passes through). */
+static int hidden_gru_with(int with_mask) {
+    const int B = grade_draw(1, 4), I = grade_draw(1, 5), S = grade_draw(1, 5);
+    int *mask = with_mask ? grade_ints((size_t)B) : NULL;
+    for (int b = 0; mask && b < B; b++) mask[b] = grade_draw(0, 1);
+    if (mask) mask[grade_draw(0, B - 1)] = 0;
+    float *x = grade_floats((size_t)B * I), *h_prev = grade_floats((size_t)B * S), *dh = grade_floats((size_t)B * S);
+    float *W_x = grade_floats((size_t)I * 3 * S), *W_h = grade_floats((size_t)S * 3 * S), *b = grade_floats((size_t)3 * S);
+    grade_draw_fill(x, (size_t)B * I, 1.0f);
+    grade_draw_fill(h_prev, (size_t)B * S, 1.0f);
+    grade_draw_fill(dh, (size_t)B * S, 1.0f);
+    grade_draw_fill(W_x, (size_t)I * 3 * S, 0.8f);
+    grade_draw_fill(W_h, (size_t)S * 3 * S, 0.8f);
+    grade_draw_fill(b, (size_t)3 * S, 0.5f);
+    float *h = grade_floats((size_t)B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
+    float *scratch = grade_floats((size_t)B * 6 * S);
+    cell_forward(CELL_GRU, h, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, b, mask, B, I, S);
+    if (grade_reference("h", h, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    float *dx = grade_floats((size_t)B * I), *dh_prev = grade_floats((size_t)B * S);
+    float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S), *db = grade_floats((size_t)3 * S);
+    grade_draw_fill(dW_x, (size_t)I * 3 * S, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dW_h, (size_t)S * 3 * S, 1.0f);
+    grade_draw_fill(db, (size_t)3 * S, 1.0f);
+    cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, dh, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, mask,
+                  B, I, S);
+    if (grade_reference("dh_prev", dh_prev, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dx", dx, 2, (int[]){B, I}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dW_x", dW_x, 2, (int[]){I, 3 * S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dW_h", dW_h, 2, (int[]){S, 3 * S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    return grade_reference("db", db, 1, (int[]){3 * S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* Every parameter's gradient of a drawn tanh-RNN or LSTM encoder under the
+ * loss of encoder_loss, on drawn lengths and tokens. */
+static int hidden_encoder(void) {
+    const CellType cell = grade_draw(0, 1) ? CELL_LSTM : CELL_RNN;
+    const int B = grade_draw(1, ENC_B), T = grade_draw(1, ENC_T);
+    EncoderLoss e;
+    memset(&e, 0, sizeof e);
+    params_init(&e.p);
+    rnn_encoder_declare(&e.enc, &e.p, "enc", cell, ENC_V, ENC_DE, ENC_S);
+    if (params_alloc(&e.p) < 0) return grade_fail("params_alloc failed");
+    Rng rng;
+    rng_seed(&rng, (uint64_t)grade_draw(1, 1 << 30), 1);
+    rnn_encoder_init(&e.enc, &e.p, &rng);
+    rnn_encoder_alloc(&e.enc, B, T);
+    for (int b = 0; b < B; b++) {
+        e.lens[b] = grade_draw(1, T);
+        for (int t = 0; t < T; t++) e.src[b * T + t] = t < e.lens[b] ? grade_draw(3, ENC_V - 1) : PAD_ID;
+    }
+    const size_t hs = (size_t)B * ENC_S;
+    e.w = grade_floats(T * hs);
+    e.u = grade_floats(hs);
+    e.u_c = grade_floats(hs);
+    grade_draw_fill(e.w, T * hs, 1.0f);
+    grade_draw_fill(e.u, hs, 1.0f);
+    grade_draw_fill(e.u_c, hs, 1.0f);
+    rnn_encoder_forward(&e.enc, &e.p, e.src, e.lens, B, T);
+    params_zero_grad(&e.p);
+    rnn_encoder_backward(&e.enc, &e.p, e.w, e.u, cell_has_c(cell) ? e.u_c : NULL);
+    const int n = (int)e.p.size;
+    const int result = grade_reference("every encoder parameter's gradient", e.p.grad, 1, (int[]){n}, GRADE_RTOL_GRAD,
+                                       GRADE_ATOL_GRAD);
+    rnn_encoder_free(&e.enc);
+    params_free(&e.p);
+    return result;
+}
+
+/* The loss, the decoder's gradients (dec.*, out.*) and the one it hands to
+ * the context, of a drawn batch. */
+static int hidden_decoder(void) {
+    const CellType cell = grade_draw(0, 1) ? CELL_LSTM : CELL_RNN;
+    const int B = grade_draw(1, 3), T = grade_draw(1, 5), TT = grade_draw(2, 5), V = grade_draw(5, 9);
+    const RnnConfig cfg = {.cell = cell, .D_E = grade_draw(1, 4), .S = grade_draw(1, 5)};
+    RnnSeq2Seq model;
+    if (rnn_seq2seq_create(&model, &cfg, V, V, B, T, TT - 1, (uint64_t)grade_draw(1, 1 << 30)) < 0)
+        return grade_fail("rnn_seq2seq_create failed");
+    Batch batch = {0};
+    batch.batch = B;
+    batch.src_len = T;
+    batch.tgt_len = TT;
+    batch.src = grade_ints((size_t)B * T);
+    batch.src_lens = grade_ints((size_t)B);
+    batch.tgt_in = grade_ints((size_t)B * TT);
+    batch.tgt_out = grade_ints((size_t)B * TT);
+    batch.tgt_lens = grade_ints((size_t)B);
+    for (int r = 0; r < B; r++) {
+        batch.src_lens[r] = grade_draw(1, T);
+        batch.tgt_lens[r] = grade_draw(1, TT);
+        for (int t = 0; t < T; t++) batch.src[r * T + t] = t < batch.src_lens[r] ? grade_draw(3, V - 1) : PAD_ID;
+        for (int t = 0; t < TT; t++) {
+            const int y = grade_draw(3, V - 1), len = batch.tgt_lens[r];
+            batch.tgt_out[r * TT + t] = t < len - 1 ? y : t == len - 1 ? EOS_ID : PAD_ID;
+            batch.tgt_in[r * TT + t] = t == 0 ? BOS_ID : t < len ? batch.tgt_out[r * TT + t - 1] : PAD_ID;
+        }
+    }
+    Params *p = &model.params;
+    params_zero_grad(p);
+    const float loss = (float)rnn_seq2seq_train_step(&model, &batch, 1);
+    int result = grade_reference("the loss", &loss, 1, (int[]){1}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+    if (result == 0)   /* dec.g.dh: what the decoder hands back to the context c = h_T */
+        result = grade_reference("the gradient reaching the context c", model.dec.g.dh, 2, (int[]){B, cfg.S},
+                                 GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+    for (int k = 0; k < p->n_tensors && result == 0; k++) {
+        const ParamTensor *t = &p->tensors[k];
+        if (strncmp(t->name, "enc.", 4) == 0) continue;   /* the encoder's: exercise 01.encoder_bptt */
+        char what[64];
+        snprintf(what, sizeof what, "d %s", t->name);
+        result = grade_reference(what, p->grad + t->offset, t->ndim, t->dims, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+    }
+    rnn_seq2seq_free(&model);
+    return result;
+}
+
+static int hidden_gru(void) { return hidden_gru_with(0); }
+static int hidden_gru_masked(void) { return hidden_gru_with(1); }
+
+static const GradeCheck HIDDEN_GRU_STEP[] = {
+    {"h and every gradient of a GRU step on a drawn shape", hidden_gru},
+    {"the same with padded rows (a drawn mask)", hidden_gru_masked},
+};
+static const GradeCheck HIDDEN_ENCODER_BPTT[] = {
+    {"every gradient of a drawn encoder (RNN or LSTM), lengths and tokens", hidden_encoder},
+    {"the same for another drawn encoder", hidden_encoder},
+};
+static const GradeCheck HIDDEN_DECODER[] = {
+    {"the loss and the decoder's gradients on a drawn model and batch", hidden_decoder},
+    {"the same on another drawn model and batch", hidden_decoder},
+};
+static const GradeExercise HIDDEN[] = {
+    {"01.gru_step", HIDDEN_GRU_STEP, GRADE_COUNT(HIDDEN_GRU_STEP)},
+    {"01.encoder_bptt", HIDDEN_ENCODER_BPTT, GRADE_COUNT(HIDDEN_ENCODER_BPTT)},
+    {"01.decoder", HIDDEN_DECODER, GRADE_COUNT(HIDDEN_DECODER)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck GRU_STEP[] = {
@@ -256,4 +400,6 @@ static const GradeExercise EXERCISES[] = {
     {"01.decoder", DECODER, GRADE_COUNT(DECODER)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

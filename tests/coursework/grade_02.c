@@ -143,6 +143,102 @@ static int annotation_gradients(void) {
                        dims, 0.0, 0.0);
 }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes, lengths and inputs drawn
+ * from the teacher's seed, outputs compared with the reference solution's. */
+
+static int *drawn_lens(int B, int T) {
+    int *lens = grade_ints((size_t)B);
+    for (int b = 0; b < B; b++) lens[b] = grade_draw(1, T);
+    return lens;
+}
+
+static int hidden_additive(void) {
+    const int B = grade_draw(1, 3), T = grade_draw(1, 7), D_A = grade_draw(1, 5);
+    const int *lens = drawn_lens(B, T);
+    float *keys = grade_floats((size_t)B * T * D_A), *query = grade_floats((size_t)B * D_A), *v = grade_floats((size_t)D_A);
+    float *dweights = grade_floats((size_t)B * T);
+    grade_draw_fill(keys, (size_t)B * T * D_A, 1.5f);
+    grade_draw_fill(query, (size_t)B * D_A, 1.5f);
+    grade_draw_fill(v, (size_t)D_A, 1.0f);
+    grade_draw_fill(dweights, (size_t)B * T, 1.0f);
+    float *weights = grade_floats((size_t)B * T), *feat = grade_floats((size_t)B * T * D_A);
+    additive_attention_forward(weights, feat, keys, query, v, lens, B, T, D_A);
+    if (grade_reference("weights", weights, 2, (int[]){B, T}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    float *dkeys = grade_floats((size_t)B * T * D_A), *dquery = grade_floats((size_t)B * D_A);
+    float *dv = grade_floats((size_t)D_A), *dscores = grade_floats((size_t)B * T);
+    grade_draw_fill(dkeys, (size_t)B * T * D_A, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dquery, (size_t)B * D_A, 1.0f);
+    grade_draw_fill(dv, (size_t)D_A, 1.0f);
+    additive_attention_backward(dkeys, dquery, dv, dscores, dweights, weights, feat, v, lens, B, T, D_A);
+    if (grade_reference("dkeys", dkeys, 3, (int[]){B, T, D_A}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dquery", dquery, 2, (int[]){B, D_A}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    return grade_reference("dv", dv, 1, (int[]){D_A}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static int hidden_context(void) {
+    const int B = grade_draw(1, 3), T = grade_draw(1, 7), D = grade_draw(1, 5);
+    float *weights = grade_floats((size_t)B * T), *values = grade_floats((size_t)B * T * D);
+    float *dcontext = grade_floats((size_t)B * D), *context = grade_floats((size_t)B * D);
+    grade_draw_fill(weights, (size_t)B * T, 1.0f);
+    grade_draw_fill(values, (size_t)B * T * D, 1.0f);
+    grade_draw_fill(dcontext, (size_t)B * D, 1.0f);
+    grade_draw_fill(context, (size_t)B * D, 1.0f);   /* what was there must go */
+    attention_context_forward(context, weights, values, B, T, D);
+    if (grade_reference("context", context, 2, (int[]){B, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    float *dweights = grade_floats((size_t)B * T), *dvalues = grade_floats((size_t)B * T * D);
+    grade_draw_fill(dweights, (size_t)B * T, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dvalues, (size_t)B * T * D, 1.0f);
+    attention_context_backward(dweights, dvalues, dcontext, weights, values, B, T, D);
+    if (grade_reference("dweights", dweights, 2, (int[]){B, T}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("dvalues", dvalues, 3, (int[]){B, T, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* The annotations of drawn encoder states (both encoders), and the
+ * gradients of drawn dann back to the states. */
+static int hidden_annotations(void) {
+    const int B = grade_draw(1, 3), T = grade_draw(1, 6), S = grade_draw(1, 3);
+    const int *lens = drawn_lens(B, T);
+    RnnEncoder fwd, bwd;
+    memset(&fwd, 0, sizeof fwd);
+    memset(&bwd, 0, sizeof bwd);
+    fwd.S = bwd.S = S;
+    const size_t n_states = (size_t)(T + 1) * B * S, per_encoder = (size_t)T * B * S;
+    fwd.h = grade_floats(n_states);
+    bwd.h = grade_floats(n_states);
+    grade_draw_fill(fwd.h, n_states, 1.0f);
+    grade_draw_fill(bwd.h, n_states, 1.0f);
+    float *ann = grade_floats((size_t)B * T * 2 * S), *dann = grade_floats((size_t)B * T * 2 * S);
+    grade_draw_fill(ann, (size_t)B * T * 2 * S, 1.0f);   /* what was there must go */
+    grade_draw_fill(dann, (size_t)B * T * 2 * S, 1.0f);
+    encoder_states_to_rows(ann, &fwd, &bwd, lens, B, T);
+    if (grade_reference("ann", ann, 3, (int[]){B, T, 2 * S}, 0.0, 0.0)) return -1;
+    float *dH_fwd = grade_floats(per_encoder), *dH_bwd = grade_floats(per_encoder);
+    grade_draw_fill(dH_fwd, per_encoder, 1.0f);   /* what was there must go */
+    grade_draw_fill(dH_bwd, per_encoder, 1.0f);
+    encoder_grads_from_rows(dH_fwd, dH_bwd, dann, lens, B, T, S);
+    if (grade_reference("dH_fwd", dH_fwd, 3, (int[]){T, B, S}, 0.0, 0.0)) return -1;
+    return grade_reference("dH_bwd", dH_bwd, 3, (int[]){T, B, S}, 0.0, 0.0);
+}
+
+static const GradeCheck HIDDEN_ADDITIVE_SCORE[] = {
+    {"weights, dkeys, dquery, dv on a drawn shape and lengths", hidden_additive},
+    {"the same on another drawn shape", hidden_additive},
+};
+static const GradeCheck HIDDEN_CONTEXT[] = {
+    {"context, dweights, dvalues on a drawn shape", hidden_context},
+};
+static const GradeCheck HIDDEN_ANNOTATIONS[] = {
+    {"ann and the state gradients on drawn states and lengths", hidden_annotations},
+};
+static const GradeExercise HIDDEN[] = {
+    {"02.additive_score", HIDDEN_ADDITIVE_SCORE, GRADE_COUNT(HIDDEN_ADDITIVE_SCORE)},
+    {"02.context", HIDDEN_CONTEXT, GRADE_COUNT(HIDDEN_CONTEXT)},
+    {"02.annotations", HIDDEN_ANNOTATIONS, GRADE_COUNT(HIDDEN_ANNOTATIONS)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck ADDITIVE_SCORE[] = {
@@ -164,4 +260,6 @@ static const GradeExercise EXERCISES[] = {
     {"02.annotations", ANNOTATIONS, GRADE_COUNT(ANNOTATIONS)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

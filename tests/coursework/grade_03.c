@@ -52,6 +52,112 @@ static int scaled_backward(void) { return grade_golden_cases("attention", scaled
 static int learned_forward(void) { return grade_golden_cases("attention", learned_case, layer_forward_case); }
 static int learned_backward(void) { return grade_golden_cases("attention", learned_case, layer_backward_case); }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes, weights and inputs drawn from
+ * the teacher's seed, outputs compared with the reference solution's. */
+
+/* A score of type t on drawn shapes: the spec, its weights, Q, K, V. */
+typedef struct {
+    ScoreSpec s;
+    ScoreWeights w;
+    int N_Q, N_X, D_V;
+    float *Q, *K, *V;
+} DrawnCase;
+
+static DrawnCase draw_case(ScoreType t) {
+    DrawnCase c;
+    const int D_Q = grade_draw(2, 6);   /* D_Q = 1 would make sqrt(D_Q) = D_Q = 1 */
+    const int learned = t == SCORE_MULTIPLICATIVE || t == SCORE_ADDITIVE;
+    c.s = (ScoreSpec){t, D_Q, learned ? grade_draw(1, 6) : D_Q, t == SCORE_ADDITIVE ? grade_draw(1, 5) : 0};
+    c.N_Q = grade_draw(1, 6);
+    c.N_X = grade_draw(2, 7);   /* one key: softmax gives 1 whatever the scores */
+    c.D_V = grade_draw(1, 4);
+    float *params = grade_floats(score_param_count(&c.s));
+    grade_draw_fill(params, score_param_count(&c.s), 0.7f);
+    c.w = score_weights_view(&c.s, params);
+    c.Q = grade_floats((size_t)c.N_Q * c.s.D_Q);
+    c.K = grade_floats((size_t)c.N_X * c.s.D_K);
+    c.V = grade_floats((size_t)c.N_X * c.D_V);
+    grade_draw_fill(c.Q, (size_t)c.N_Q * c.s.D_Q, 1.5f);
+    grade_draw_fill(c.K, (size_t)c.N_X * c.s.D_K, 1.5f);
+    grade_draw_fill(c.V, (size_t)c.N_X * c.D_V, 1.0f);
+    return c;
+}
+
+/* Each query alone (attention_single_query): a and y. */
+static int hidden_single(ScoreType t) {
+    const DrawnCase c = draw_case(t);
+    float *Y = grade_floats((size_t)c.N_Q * c.D_V), *A = grade_floats((size_t)c.N_Q * c.N_X);
+    float *e = grade_floats((size_t)c.N_X);
+    for (int i = 0; i < c.N_Q; i++)
+        attention_single_query(Y + (size_t)i * c.D_V, A + (size_t)i * c.N_X, e, c.Q + (size_t)i * c.s.D_Q, c.K, c.V,
+                               &c.s, &c.w, NULL, i, c.N_X, c.D_V);
+    if (grade_reference("a", A, 2, (int[]){c.N_Q, c.N_X}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("y", Y, 2, (int[]){c.N_Q, c.D_V}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* The layer (attention_forward, then attention_backward of a drawn dY):
+ * A, Y, dQ, dK, dV and the score's weight gradients. */
+static int hidden_layer(ScoreType t) {
+    const DrawnCase c = draw_case(t);
+    const ScoreSpec *s = &c.s;
+    float *Y = grade_floats((size_t)c.N_Q * c.D_V), *A = grade_floats((size_t)c.N_Q * c.N_X);
+    float *cache = grade_floats(attention_cache_floats(s, c.N_Q, c.N_X));
+    float *dY = grade_floats((size_t)c.N_Q * c.D_V);
+    grade_draw_fill(dY, (size_t)c.N_Q * c.D_V, 1.0f);
+    attention_forward(Y, A, cache, c.Q, c.K, c.V, s, &c.w, NULL, c.N_Q, c.N_X, c.D_V);
+    if (grade_reference("A", A, 2, (int[]){c.N_Q, c.N_X}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("Y", Y, 2, (int[]){c.N_Q, c.D_V}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    float *scratch = grade_floats(attention_scratch_floats(s, c.N_Q, c.N_X));
+    float *dQ = grade_floats((size_t)c.N_Q * s->D_Q), *dK = grade_floats((size_t)c.N_X * s->D_K);
+    float *dV = grade_floats((size_t)c.N_X * c.D_V), *dparams = grade_floats(score_param_count(s));
+    ScoreWeights dw = score_weights_view(s, dparams);
+    grade_draw_fill(dQ, (size_t)c.N_Q * s->D_Q, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dK, (size_t)c.N_X * s->D_K, 1.0f);
+    grade_draw_fill(dV, (size_t)c.N_X * c.D_V, 1.0f);
+    grade_draw_fill(dparams, score_param_count(s), 1.0f);
+    attention_backward(dQ, dK, dV, &dw, scratch, dY, A, cache, c.Q, c.K, c.V, s, &c.w, c.N_Q, c.N_X, c.D_V);
+    if (grade_reference("dQ", dQ, 2, (int[]){c.N_Q, s->D_Q}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dK", dK, 2, (int[]){c.N_X, s->D_K}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dV", dV, 2, (int[]){c.N_X, c.D_V}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    const int n_params = (int)score_param_count(s);
+    return n_params ? grade_reference("the score's weight gradients", dparams, 1, (int[]){n_params}, GRADE_RTOL_GRAD,
+                                      GRADE_ATOL_GRAD)
+                    : 0;
+}
+
+static int hidden_single_dot(void) { return hidden_single(SCORE_DOT); }
+static int hidden_single_scaled(void) { return hidden_single(SCORE_SCALED_DOT); }
+static int hidden_single_multiplicative(void) { return hidden_single(SCORE_MULTIPLICATIVE); }
+static int hidden_single_additive(void) { return hidden_single(SCORE_ADDITIVE); }
+static int hidden_layer_scaled(void) { return hidden_layer(SCORE_SCALED_DOT); }
+static int hidden_layer_dot(void) { return hidden_layer(SCORE_DOT); }
+static int hidden_layer_multiplicative(void) { return hidden_layer(SCORE_MULTIPLICATIVE); }
+static int hidden_layer_additive(void) { return hidden_layer(SCORE_ADDITIVE); }
+
+static const GradeCheck HIDDEN_SCORE_FUNCTIONS[] = {
+    {"dot, one query at a time, on drawn shapes", hidden_single_dot},
+    {"scaled dot, one query at a time, on drawn shapes", hidden_single_scaled},
+    {"multiplicative, one query at a time, on drawn shapes", hidden_single_multiplicative},
+    {"additive, one query at a time, on drawn shapes", hidden_single_additive},
+};
+static const GradeCheck HIDDEN_SCALED_DOT[] = {
+    {"scaled dot attention and its gradients on a drawn shape", hidden_layer_scaled},
+    {"plain dot attention and its gradients on a drawn shape", hidden_layer_dot},
+};
+static const GradeCheck HIDDEN_LEARNED_SCORES[] = {
+    {"multiplicative attention and its gradients on a drawn shape", hidden_layer_multiplicative},
+    {"additive attention and its gradients on a drawn shape", hidden_layer_additive},
+};
+static const GradeExercise HIDDEN[] = {
+    {"03.score_functions", HIDDEN_SCORE_FUNCTIONS, GRADE_COUNT(HIDDEN_SCORE_FUNCTIONS)},
+    {"03.scaled_dot", HIDDEN_SCALED_DOT, GRADE_COUNT(HIDDEN_SCALED_DOT)},
+    {"03.learned_scores", HIDDEN_LEARNED_SCORES, GRADE_COUNT(HIDDEN_LEARNED_SCORES)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck SCORE_FUNCTIONS[] = {
@@ -76,4 +182,6 @@ static const GradeExercise EXERCISES[] = {
     {"03.learned_scores", LEARNED_SCORES, GRADE_COUNT(LEARNED_SCORES)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

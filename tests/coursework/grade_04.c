@@ -154,6 +154,93 @@ static int sinusoid_case(const GoldCase *c) {
 
 static int sinusoids(void) { return grade_golden_cases("positional_encoding", NULL, sinusoid_case); }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes and inputs drawn from the
+ * teacher's seed, outputs compared with the reference solution's. */
+
+/* The layer on B, N, D_in, D drawn from the seed: Y, A, then dX and the dW. */
+static int hidden_projections(void) {
+    const int B = grade_draw(1, 3), N = grade_draw(1, 7), D_in = grade_draw(1, 6), D = grade_draw(1, 5);
+    const int causal = grade_draw(0, 1);
+    float *X = grade_floats((size_t)B * N * D_in), *dY = grade_floats((size_t)B * N * D);
+    float *W[3], *dW[3];
+    for (int k = 0; k < 3; k++) {
+        W[k] = grade_floats((size_t)D_in * D);
+        dW[k] = grade_floats((size_t)D_in * D);
+        grade_draw_fill(W[k], (size_t)D_in * D, 0.8f);
+    }
+    grade_draw_fill(X, (size_t)B * N * D_in, 1.0f);
+    grade_draw_fill(dY, (size_t)B * N * D, 1.0f);
+    SelfAttentionWeights w = {W[0], W[1], W[2]}, dw = {dW[0], dW[1], dW[2]};
+    float *Y = grade_floats((size_t)B * N * D), *A = grade_floats((size_t)B * N * N);
+    float *cache = grade_floats(self_attention_cache_floats(B, N, D));
+    float *scratch = grade_floats(self_attention_scratch_floats(B, N, D)), *dX = grade_floats((size_t)B * N * D_in);
+    self_attention_forward(Y, A, cache, X, &w, causal, NULL, B, N, D_in, D);
+    if (grade_reference("Y", Y, 3, (int[]){B, N, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("A", A, 3, (int[]){B, N, N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    grade_draw_fill(dX, (size_t)B * N * D_in, 1.0f);   /* backward adds to what is there */
+    for (int k = 0; k < 3; k++) grade_draw_fill(dW[k], (size_t)D_in * D, 1.0f);
+    self_attention_backward(dX, &dw, scratch, dY, A, cache, X, &w, B, N, D_in, D);
+    static const char *const names[3] = {"dW_Q", "dW_K", "dW_V"};
+    for (int k = 0; k < 3; k++)
+        if (grade_reference(names[k], dW[k], 2, (int[]){D_in, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("dX", dX, 3, (int[]){B, N, D_in}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* Scaled dot attention of N_Q = N_X drawn positions under a mask: A and Y. */
+static int hidden_masked_attention(int causal, int padded) {
+    const int N = grade_draw(1, 9), D = grade_draw(1, 6), D_V = grade_draw(1, 4);
+    const int key_len = padded ? grade_draw(1, N + 1) : 0;
+    const ScoreSpec s = {SCORE_SCALED_DOT, D, D, 0};
+    const ScoreWeights w = {NULL, NULL, NULL, NULL};
+    const AttentionMask mask = {NULL, causal, key_len, 0};
+    float *Q = grade_floats((size_t)N * D), *K = grade_floats((size_t)N * D), *V = grade_floats((size_t)N * D_V);
+    grade_draw_fill(Q, (size_t)N * D, 1.5f);
+    grade_draw_fill(K, (size_t)N * D, 1.5f);
+    grade_draw_fill(V, (size_t)N * D_V, 1.0f);
+    float *Y = grade_floats((size_t)N * D_V), *A = grade_floats((size_t)N * N);
+    float *cache = grade_floats(attention_cache_floats(&s, N, N));
+    attention_forward(Y, A, cache, Q, K, V, &s, &w, &mask, N, N, D_V);
+    if (grade_reference("A", A, 2, (int[]){N, N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("Y", Y, 2, (int[]){N, D_V}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static int hidden_causal(void) { return hidden_masked_attention(1, 0); }
+static int hidden_unmasked(void) { return hidden_masked_attention(0, 0); }
+static int hidden_padded(void) { return hidden_masked_attention(0, 1); }
+static int hidden_padded_causal(void) { return hidden_masked_attention(1, 1); }
+
+static int hidden_sinusoids(void) {
+    const int N = grade_draw(1, 40), D = grade_draw(1, 33);
+    float *P = grade_floats((size_t)N * D);
+    positional_encoding_sinusoidal(P, N, D);
+    return grade_reference("P", P, 2, (int[]){N, D}, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
+}
+
+static const GradeCheck HIDDEN_PROJECTIONS[] = {
+    {"Y, A, dW_Q, dW_K, dW_V, dX on a drawn shape", hidden_projections},
+    {"the same on another drawn shape", hidden_projections},
+};
+static const GradeCheck HIDDEN_CAUSAL[] = {
+    {"causal attention on a drawn shape", hidden_causal},
+    {"attention without a mask (causal = 0) on a drawn shape", hidden_unmasked},
+};
+static const GradeCheck HIDDEN_PADDING[] = {
+    {"padded attention on a drawn shape", hidden_padded},
+    {"padded causal attention on a drawn shape", hidden_padded_causal},
+};
+static const GradeCheck HIDDEN_SINUSOIDAL[] = {
+    {"P on a drawn N and D", hidden_sinusoids},
+};
+static const GradeExercise HIDDEN[] = {
+    {"04.projections", HIDDEN_PROJECTIONS, GRADE_COUNT(HIDDEN_PROJECTIONS)},
+    {"04.causal_mask", HIDDEN_CAUSAL, GRADE_COUNT(HIDDEN_CAUSAL)},
+    {"04.padding_mask", HIDDEN_PADDING, GRADE_COUNT(HIDDEN_PADDING)},
+    {"04.sinusoidal", HIDDEN_SINUSOIDAL, GRADE_COUNT(HIDDEN_SINUSOIDAL)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck PROJECTIONS[] = {
@@ -179,4 +266,6 @@ static const GradeExercise EXERCISES[] = {
     {"04.sinusoidal", SINUSOIDAL, GRADE_COUNT(SINUSOIDAL)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

@@ -136,6 +136,134 @@ static int flash_backward_head(void) {
     return 0;
 }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes, masks, block sizes and
+ * inputs drawn from the teacher's seed, outputs compared with the reference
+ * solution's. */
+
+/* The plain layer on drawn B, N, D, H, D_H, D_out, mask: O, A, dX, dW_QKV, dW_O. */
+static int hidden_heads(void) {
+    const int B = grade_draw(1, 2), N = grade_draw(1, 6), D = grade_draw(1, 6), H = grade_draw(1, 3);
+    const int D_H = grade_draw(1, 3), D_out = grade_draw(1, 5), causal = grade_draw(0, 1), HD = H * D_H;
+    int *lens = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
+    for (int b = 0; lens && b < B; b++) lens[b] = grade_draw(1, N);
+    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    MultiHeadWeights w = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out), grade_floats((size_t)D_out),
+                          NULL};
+    float *X = grade_floats((size_t)B * N * D), *dO = grade_floats((size_t)B * N * D_out);
+    grade_draw_fill(w.W_QKV, (size_t)D * 3 * HD, 0.8f);
+    grade_draw_fill(w.W_O, (size_t)HD * D_out, 0.8f);
+    grade_draw_fill(w.b_O, (size_t)D_out, 0.5f);
+    grade_draw_fill(X, (size_t)B * N * D, 1.0f);
+    grade_draw_fill(dO, (size_t)B * N * D_out, 1.0f);
+    float *O = grade_floats((size_t)B * N * D_out), *A = grade_floats(multi_head_attention_floats(&s, B, N));
+    float *cache = grade_floats(multi_head_cache_floats(&s, B, N));
+    multi_head_forward(O, A, NULL, cache, X, &s, &w, causal, lens, B, N);
+    if (grade_reference("O", O, 3, (int[]){B, N, D_out}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("A", A, 1, (int[]){(int)multi_head_attention_floats(&s, B, N)}, GRADE_RTOL_GRAD,
+                        GRADE_ATOL_GRAD))
+        return -1;
+    float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N)), *dX = grade_floats((size_t)B * N * D);
+    MultiHeadWeights dw = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
+                           grade_floats((size_t)D_out), NULL};
+    grade_draw_fill(dX, (size_t)B * N * D, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dw.W_QKV, (size_t)D * 3 * HD, 1.0f);
+    grade_draw_fill(dw.W_O, (size_t)HD * D_out, 1.0f);
+    multi_head_backward(dX, &dw, scratch, dO, A, NULL, cache, X, &s, &w, causal, lens, B, N);
+    if (grade_reference("dX", dX, 3, (int[]){B, N, D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dW_QKV", dw.W_QKV, 2, (int[]){D, 3 * HD}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    return grade_reference("dW_O", dw.W_O, 2, (int[]){HD, D_out}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* One head of drawn N, D_H, mask and block sizes; with the reference
+ * answers of chapter 03 (O and lse) for the fused backward. */
+typedef struct {
+    int N, D_H, causal, key_len, Bq, Bk;
+    float *Q, *K, *V, *dO, *Y, *lse;
+} DrawnHead;
+
+/* mask: 0 none, 1 causal, 2 padded keys. */
+static DrawnHead draw_head(int mask) {
+    DrawnHead h;
+    h.N = grade_draw(2, 13);
+    h.D_H = grade_draw(1, 6);
+    h.causal = mask == 1;
+    h.key_len = mask == 2 ? grade_draw(1, h.N - 1) : 0;
+    h.Bq = grade_draw(1, 5);
+    h.Bk = grade_draw(1, 5);
+    const size_t n = (size_t)h.N * h.D_H;
+    h.Q = grade_floats(n), h.K = grade_floats(n), h.V = grade_floats(n), h.dO = grade_floats(n);
+    grade_draw_fill(h.Q, n, 2.0f);
+    grade_draw_fill(h.K, n, 2.0f);
+    grade_draw_fill(h.V, n, 1.0f);
+    grade_draw_fill(h.dO, n, 1.0f);
+    h.Y = grade_floats(n);
+    h.lse = grade_floats((size_t)h.N);
+    float *A = grade_floats((size_t)h.N * h.N), *E = grade_floats((size_t)h.N * h.N);
+    const AttentionMask m = {NULL, h.causal, h.key_len, 0};
+    dot_attention_forward(h.Y, h.D_H, A, E, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, 1.0f / sqrtf((float)h.D_H), &m, NULL,
+                          h.N, h.N, h.D_H, h.D_H);
+    for (int i = 0; i < h.N; i++) {
+        double mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < h.N; j++) mx = fmax(mx, E[i * h.N + j]);
+        for (int j = 0; j < h.N; j++) sum += exp((double)E[i * h.N + j] - mx);
+        h.lse[i] = (float)(mx + log(sum));
+    }
+    return h;
+}
+
+static int hidden_online_softmax(int mask) {
+    const DrawnHead h = draw_head(mask);
+    float *O = grade_floats((size_t)h.N * h.D_H), *lse = grade_floats((size_t)h.N);
+    float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
+    flash_attention_forward(O, h.D_H, lse, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.N, h.D_H, h.causal, h.key_len, h.Bq,
+                            h.Bk, scratch);
+    if (grade_reference("O", O, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("lse", lse, 1, (int[]){h.N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static int hidden_flash_backward(int mask) {
+    const DrawnHead h = draw_head(mask);
+    const size_t n = (size_t)h.N * h.D_H;
+    float *dQ = grade_floats(n), *dK = grade_floats(n), *dV = grade_floats(n);
+    float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
+    flash_attention_backward(dQ, dK, dV, h.D_H, h.dO, h.D_H, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.Y, h.D_H, h.lse,
+                             h.N, h.D_H, h.causal, h.key_len, h.Bq, h.Bk, scratch);
+    if (grade_reference("dQ", dQ, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
+        grade_reference("dK", dK, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    return grade_reference("dV", dV, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static const GradeCheck HIDDEN_HEADS[] = {
+    {"O, A, dX, dW_QKV, dW_O on a drawn shape, heads and mask", hidden_heads},
+    {"the same on another drawn shape", hidden_heads},
+};
+static int hidden_online_plain(void) { return hidden_online_softmax(0); }
+static int hidden_online_causal(void) { return hidden_online_softmax(1); }
+static int hidden_online_padded(void) { return hidden_online_softmax(2); }
+static int hidden_flash_plain(void) { return hidden_flash_backward(0); }
+static int hidden_flash_causal(void) { return hidden_flash_backward(1); }
+static int hidden_flash_padded(void) { return hidden_flash_backward(2); }
+
+static const GradeCheck HIDDEN_ONLINE_SOFTMAX[] = {
+    {"O and lse of one head, drawn shape and blocks, no mask", hidden_online_plain},
+    {"the same, causal", hidden_online_causal},
+    {"the same, padded keys", hidden_online_padded},
+};
+static const GradeCheck HIDDEN_FLASH_BACKWARD[] = {
+    {"dQ, dK, dV of one head, drawn shape and blocks, no mask", hidden_flash_plain},
+    {"the same, causal", hidden_flash_causal},
+    {"the same, padded keys", hidden_flash_padded},
+};
+static const GradeExercise HIDDEN[] = {
+    {"05.heads", HIDDEN_HEADS, GRADE_COUNT(HIDDEN_HEADS)},
+    {"05.online_softmax", HIDDEN_ONLINE_SOFTMAX, GRADE_COUNT(HIDDEN_ONLINE_SOFTMAX)},
+    {"05.flash_backward", HIDDEN_FLASH_BACKWARD, GRADE_COUNT(HIDDEN_FLASH_BACKWARD)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck HEADS[] = {
@@ -155,4 +283,6 @@ static const GradeExercise EXERCISES[] = {
     {"05.flash_backward", FLASH_BACKWARD, GRADE_COUNT(FLASH_BACKWARD)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

@@ -187,6 +187,91 @@ static int sampling_cool(void) { return sampling_follows(0.5f, 0); }
 static int sampling_top_k(void) { return sampling_follows(1.0f, 3); }
 static int sampling_top_1(void) { return sampling_follows(2.0f, 1); }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): block settings, shapes, weights and
+ * inputs drawn from the teacher's seed. The block's backward and the KV cache
+ * are compared with the reference solution's outputs; sampling, whose draws
+ * may use the random numbers in another order and still be right, is checked
+ * against its distribution as above, with a drawn temperature and top_k. */
+
+/* A block of drawn settings (encoder or causal, every norm and MLP) with drawn weights. */
+static BlockSpec drawn_block(int causal, float **params) {
+    const int H = grade_draw(1, 2), D_H = grade_draw(1, 3);
+    const BlockSpec s = {H * D_H + grade_draw(0, 2), H, D_H, grade_draw(1, 6), (BlockNormPlace)grade_draw(0, 1),
+                         (BlockNorm)grade_draw(0, 2), (BlockMlp)grade_draw(0, 3), 0.0f, MULTI_HEAD_PLAIN,
+                         causal, 0, 0.0f, 0, 0.0f};
+    *params = grade_floats(block_param_count(&s));
+    grade_draw_fill(*params, block_param_count(&s), 0.6f);
+    return s;
+}
+
+static int hidden_block_backward(void) {
+    float *params;
+    const BlockSpec s = drawn_block(grade_draw(0, 1), &params);
+    const int B = grade_draw(1, 2), N = grade_draw(1, 5);
+    int *lens = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
+    for (int b = 0; lens && b < B; b++) lens[b] = grade_draw(1, N);
+    const size_t n_params = block_param_count(&s), nX = (size_t)B * N * s.D;
+    BlockWeights w = block_weights_view(&s, params);
+    float *dparams = grade_floats(n_params);
+    BlockWeights dw = block_weights_view(&s, dparams);
+    float *X = grade_floats(nX), *dY = grade_floats(nX), *Y = grade_floats(nX), *dX = grade_floats(nX);
+    grade_draw_fill(X, nX, 1.0f);
+    grade_draw_fill(dY, nX, 1.0f);
+    float *scratch = grade_floats(block_scratch_floats(&s, B, N, 0));
+    const BlockCache cache = block_cache_view(&s, B, N, 0, grade_floats(block_cache_floats(&s, B, N, 0)));
+    block_forward(Y, &cache, X, &s, &w, lens, NULL, B, N, 0, NULL);
+    grade_draw_fill(dX, nX, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dparams, n_params, 1.0f);
+    block_backward(dX, NULL, &dw, scratch, dY, &cache, X, &s, &w, lens, NULL, B, N);
+    if (grade_reference("dX", dX, 3, (int[]){B, N, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    return grade_reference("the weights' gradients (W_QKV | W_O | b_O | norms | MLP)", dparams, 1, (int[]){(int)n_params},
+                           GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+/* A causal block fed one position at a time (block_step): every step's rows. */
+static int hidden_kv_cache(void) {
+    float *params;
+    const BlockSpec s = drawn_block(1, &params);
+    const int rows_n = grade_draw(1, 3), N = grade_draw(1, 6);
+    BlockWeights w = block_weights_view(&s, params);
+    BlockStepRow rows[3];
+    for (int r = 0; r < rows_n; r++)
+        rows[r] = (BlockStepRow){grade_floats((size_t)N * s.H * s.D_H), grade_floats((size_t)N * s.H * s.D_H), 0, NULL, 0};
+    float *work = grade_floats(block_step_work_floats(&s, rows_n, N, 0));
+    float *x_t = grade_floats((size_t)rows_n * s.D), *y = grade_floats((size_t)N * rows_n * s.D);
+    for (int t = 0; t < N; t++) {
+        for (int r = 0; r < rows_n; r++) rows[r].pos = t;
+        grade_draw_fill(x_t, (size_t)rows_n * s.D, 1.0f);
+        block_step(y + (size_t)t * rows_n * s.D, NULL, x_t, &s, &w, rows, rows_n, N, 0, work);
+    }
+    return grade_reference("each step's Y", y, 3, (int[]){N, rows_n, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static int hidden_sampling(void) {
+    static const float temperatures[4] = {0.5f, 0.8f, 1.0f, 1.5f};
+    return sampling_follows(temperatures[grade_draw(0, 3)], grade_draw(0, GPT_V - 1));
+}
+
+static const GradeCheck HIDDEN_BLOCK_BACKWARD[] = {
+    {"dX and every weight's gradient of a drawn block (norm, MLP, mask, shape)", hidden_block_backward},
+    {"the same for another drawn block", hidden_block_backward},
+    {"the same for a third drawn block", hidden_block_backward},
+};
+static const GradeCheck HIDDEN_KV_CACHE[] = {
+    {"each step's Y of a drawn causal block, one position at a time", hidden_kv_cache},
+    {"the same for another drawn block", hidden_kv_cache},
+};
+static const GradeCheck HIDDEN_SAMPLING[] = {
+    {"draws against softmax(logits / temperature) over the top_k, drawn temperature and top_k", hidden_sampling},
+};
+static const GradeExercise HIDDEN[] = {
+    {"06.block_backward", HIDDEN_BLOCK_BACKWARD, GRADE_COUNT(HIDDEN_BLOCK_BACKWARD)},
+    {"06.kv_cache", HIDDEN_KV_CACHE, GRADE_COUNT(HIDDEN_KV_CACHE)},
+    {"06.sampling", HIDDEN_SAMPLING, GRADE_COUNT(HIDDEN_SAMPLING)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck BLOCK_BACKWARD[] = {
@@ -210,4 +295,6 @@ static const GradeExercise EXERCISES[] = {
     {"06.sampling", SAMPLING, GRADE_COUNT(SAMPLING)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}

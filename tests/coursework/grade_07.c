@@ -105,6 +105,84 @@ static int pool_mean(void) { return pool_forward_with(VIT_POOL_MEAN); }
 static int pool_cls_backward(void) { return pool_backward_with(VIT_POOL_CLS); }
 static int pool_mean_backward(void) { return pool_backward_with(VIT_POOL_MEAN); }
 
+/* ------------------------------------------------------------ hidden checks
+ *
+ * make grade-submissions only (grade.h): shapes and inputs drawn from the
+ * teacher's seed, outputs compared with the reference solution's. */
+
+/* The patch embedding of drawn images, patches (overlapping or not) and D:
+ * out, then dimages, dW, db of a drawn dout. */
+static int hidden_patches(void) {
+    const int P = grade_draw(1, 3), overlap = grade_draw(0, 1);
+    const PatchEmbedSpec s = {grade_draw(1, 3), P * grade_draw(1, 4), P * grade_draw(1, 4), P, grade_draw(1, 4),
+                              overlap ? P + 2 * grade_draw(1, 2) : 0};
+    const int B = grade_draw(1, 2), N = patch_embed_count(&s), D_in = patch_embed_dim(&s);
+    const size_t n_images = (size_t)B * s.channels * s.rows * s.cols;
+    float *images = grade_floats(n_images), *W = grade_floats((size_t)D_in * s.D), *b = grade_floats((size_t)s.D);
+    float *dout = grade_floats((size_t)B * N * s.D);
+    grade_draw_fill(images, n_images, 1.0f);
+    grade_draw_fill(W, (size_t)D_in * s.D, 0.5f);
+    grade_draw_fill(b, (size_t)s.D, 0.5f);
+    grade_draw_fill(dout, (size_t)B * N * s.D, 1.0f);
+    float *out = grade_floats((size_t)B * N * s.D), *cache = grade_floats(patch_embed_cache_floats(&s, B));
+    patch_embed_forward(out, cache, images, W, b, &s, B);
+    if (grade_reference("out", out, 3, (int[]){B, N, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
+    float *dimages = grade_floats(n_images), *dW = grade_floats((size_t)D_in * s.D), *db = grade_floats((size_t)s.D);
+    float *scratch = grade_floats(patch_embed_scratch_floats(&s, B));
+    grade_draw_fill(dimages, n_images, 1.0f);   /* backward adds to what is there */
+    grade_draw_fill(dW, (size_t)D_in * s.D, 1.0f);
+    grade_draw_fill(db, (size_t)s.D, 1.0f);
+    patch_embed_backward(dimages, dW, db, scratch, dout, cache, W, &s, B);
+    if (grade_reference("dimages", dimages, 4, (int[]){B, s.channels, s.rows, s.cols}, GRADE_RTOL_GRAD,
+                        GRADE_ATOL_GRAD) ||
+        grade_reference("dW", dW, 2, (int[]){D_in, s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+        return -1;
+    return grade_reference("db", db, 1, (int[]){s.D}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
+}
+
+static int hidden_positions(void) {
+    const int rows = grade_draw(2, 6), cols = grade_draw(2, 6), D = 2 * grade_draw(1, 7), has_cls = grade_draw(0, 1);
+    const int T = rows * cols + has_cls;
+    float *P = grade_floats((size_t)T * D);
+    grade_draw_fill(P, (size_t)T * D, 1.0f);   /* what was there must go */
+    vit_positions_2d(P, rows, cols, D, has_cls);
+    return grade_reference("P", P, 2, (int[]){T, D}, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
+}
+
+static int hidden_pool(VitPool pool) {
+    const int B = grade_draw(1, 3), T = grade_draw(1, 8), D = grade_draw(1, 5);
+    float *Z = grade_floats((size_t)B * T * D), *pooled = grade_floats((size_t)B * D);
+    float *dpooled = grade_floats((size_t)B * D), *dZ = grade_floats((size_t)B * T * D);
+    grade_draw_fill(Z, (size_t)B * T * D, 1.0f);
+    grade_draw_fill(pooled, (size_t)B * D, 1.0f);
+    grade_draw_fill(dpooled, (size_t)B * D, 1.0f);
+    grade_draw_fill(dZ, (size_t)B * T * D, 1.0f);   /* backward adds */
+    vit_pool_forward(pooled, Z, pool, B, T, D);
+    if (grade_reference("pooled", pooled, 2, (int[]){B, D}, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    vit_pool_backward(dZ, dpooled, pool, B, T, D);
+    return grade_reference("dZ", dZ, 3, (int[]){B, T, D}, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
+}
+
+static int hidden_pool_cls(void) { return hidden_pool(VIT_POOL_CLS); }
+static int hidden_pool_mean(void) { return hidden_pool(VIT_POOL_MEAN); }
+
+static const GradeCheck HIDDEN_PATCH_EMBEDDING[] = {
+    {"out, dimages, dW, db on drawn images and patches", hidden_patches},
+    {"the same on other drawn images and patches", hidden_patches},
+};
+static const GradeCheck HIDDEN_POSITIONS_2D[] = {
+    {"P on a drawn grid and D", hidden_positions},
+};
+static const GradeCheck HIDDEN_POOLING[] = {
+    {"cls pooling and its backward on a drawn shape", hidden_pool_cls},
+    {"mean pooling and its backward on a drawn shape", hidden_pool_mean},
+};
+static const GradeExercise HIDDEN[] = {
+    {"07.patch_embedding", HIDDEN_PATCH_EMBEDDING, GRADE_COUNT(HIDDEN_PATCH_EMBEDDING)},
+    {"07.positions_2d", HIDDEN_POSITIONS_2D, GRADE_COUNT(HIDDEN_POSITIONS_2D)},
+    {"07.pooling", HIDDEN_POOLING, GRADE_COUNT(HIDDEN_POOLING)},
+};
+
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck PATCH_EMBEDDING[] = {
@@ -127,4 +205,6 @@ static const GradeExercise EXERCISES[] = {
     {"07.pooling", POOLING, GRADE_COUNT(POOLING)},
 };
 
-int main(int argc, char **argv) { return grade_main(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES)); }
+int main(int argc, char **argv) {
+    return grade_main_hidden(argc, argv, EXERCISES, GRADE_COUNT(EXERCISES), HIDDEN, GRADE_COUNT(HIDDEN));
+}
