@@ -15,6 +15,8 @@
 #   make golden     regenerate the PyTorch golden vectors (tests/golden/)
 #   make coursework student trees with TODO stubs (CHAPTER=NN: one chapter; out/coursework/)
 #   make grade      run the coursework graders (in a student tree: its score table)
+#   make coursework-check  every chapter's student tree: builds warning-free, stubs 0 points,
+#                   each solution alone its own points, all of them full marks (CHAPTER=NN: one)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
@@ -165,7 +167,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: doc-check all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
-        coursework grade mutants \
+        coursework coursework-check grade mutants \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(ALL_LIBS) $(CHAPTER_BINS)
@@ -339,6 +341,11 @@ twin: deps-twin all $(TOOL_BINS)
 COURSEWORK_OUT ?= out/coursework
 coursework:
 	@/usr/bin/python3 tools/coursework.py --out $(COURSEWORK_OUT) $(if $(CHAPTER),--chapter $(CHAPTER))
+
+# make coursework-check: every chapter's tree built once, then each exercise's
+# solution put back alone and all together, each graded (tools/coursework_check.py).
+coursework-check:
+	@/usr/bin/python3 tools/coursework_check.py $(if $(CHAPTER),--chapter $(CHAPTER))
 
 grade: $(ALL_LIBS) $(GRADE_BINS)
 	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)
