@@ -313,15 +313,17 @@ def student_makefile(nn, name):
     PyTorch twins there). tools/coursework_check.py checks each of them."""
     text = open(os.path.join(ROOT, "Makefile")).read()
     cut = text.index("# Warnings are errors")
-    head = f"""# Makefile - builds the coursework tree of {name}: common/, chapters 01 to {nn}
+    earlier = "#   make run-NN     the same for an earlier chapter NN\n" if nn > "01" else ""
+    upto = "chapter 01" if nn == "01" else f"chapters 01 to {nn}"
+    every = "chapter 01" if nn == "01" else f"chapters 01-{nn}"
+    head = f"""# Makefile - builds the coursework tree of {name}: common/, {upto}
 # and the grader of chapter {nn}'s exercises.
 #
-#   make            build every program of chapters 01-{nn} (build/)
+#   make            build every program of {every} (build/)
 #   make grade      build, run each exercise's checks, print the score table
 #                   (build/coursework/grade.json)
 #   make run-{nn}     train chapter {nn}'s models on its quick default (out/; once your code passes)
-#   make run-NN     the same for an earlier chapter NN
-#   make run        every chapter 01-{nn} in order
+{earlier}#   make run        every program of {every} in order
 #   make clean      remove the build
 #
 # The other targets of the full project (tests, benchmarks, PyTorch
