@@ -111,8 +111,8 @@ def listed_targets(tree):
             if not line.startswith("#"):
                 break
             if line.startswith("#   make"):
-                words = line[len("#   make"):].split()
-                target = words[0] if words and not words[0][0].isupper() and words[0][0] != "(" else ""
+                rest = line[len("#   make"):]   # "make grade   what" or "make         what": plain make
+                target = rest.split()[0] if rest.startswith(" ") and not rest.startswith("  ") else ""
                 listed.append(target.replace("run-NN", "run-01"))
     for target in listed:
         run = subprocess.run(["make", "-C", tree, "-n", "BUILD=build"] + ([target] if target else []),
