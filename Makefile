@@ -17,6 +17,8 @@
 #   make grade      run the coursework graders (in a student tree: its score table)
 #   make submit     in a student tree: the tarball to hand in (STUDENT=id the first time)
 #   make grade-submissions DIR=dir  the teacher's gradebook of a folder of submissions
+#   make coursework-check  every chapter's student tree: builds warning-free, stubs 0 points,
+#                   each solution alone its own points, all of them full marks (CHAPTER=NN: one)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
@@ -167,7 +169,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: doc-check all run compare gpt-variants caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
-        coursework grade mutants submit grade-submissions test-submissions _build_graders \
+        coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
 all: $(ALL_LIBS) $(CHAPTER_BINS)
@@ -341,6 +343,11 @@ twin: deps-twin all $(TOOL_BINS)
 COURSEWORK_OUT ?= out/coursework
 coursework:
 	@/usr/bin/python3 tools/coursework.py --out $(COURSEWORK_OUT) $(if $(CHAPTER),--chapter $(CHAPTER))
+
+# make coursework-check: every chapter's tree built once, then each exercise's
+# solution put back alone and all together, each graded (tools/coursework_check.py).
+coursework-check:
+	@/usr/bin/python3 tools/coursework_check.py $(if $(CHAPTER),--chapter $(CHAPTER))
 
 grade: $(ALL_LIBS) $(GRADE_BINS)
 	@/usr/bin/python3 tools/coursework_grade.py --build $(BUILD)

@@ -11,7 +11,9 @@ each on a line of its own:
 
 An exercise may have several parts (a forward and its backward, possibly in
 different files): the first says how many points it is worth, the others say
-"continued" instead. NN is the chapter the exercise belongs to, which may
+"continued" instead. "(3 bonus points)" makes it a bonus: stubbed and graded
+like the others, its points shown apart and not part of the total. NN is
+the chapter the exercise belongs to, which may
 differ from the folder of the file (chapter 04's masks sit in chapter 03's
 attention.c, chapter 01's GRU step in common/nn/cells.c).
 
@@ -57,7 +59,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-BEGIN = re.compile(r"^(\s*)/\* Exercise (\d\d)\.([a-z0-9_]+)(?: \((\d+) points?\))?(,? continued)?: (.*?) \*/\s*$")
+BEGIN = re.compile(r"^(\s*)/\* Exercise (\d\d)\.([a-z0-9_]+)(?: \((\d+) (bonus )?points?\))?(,? continued)?: (.*?) \*/\s*$")
 END = re.compile(r"^\s*/\* End of exercise (\d\d\.[a-z0-9_]+)\. \*/\s*$")
 FUNCTION = re.compile(r"^[A-Za-z_][\w \*]*?\b([A-Za-z_]\w*)\(")
 # as the Makefile's CFLAGS (its warnings, and -O2 for the ones only the optimiser finds)
@@ -75,6 +77,7 @@ class Part:
 class Exercise:
     def __init__(self, ident):
         self.id, self.points, self.title, self.parts, self.functions = ident, None, None, [], []
+        self.bonus = False   # "(P bonus points)": graded and shown, not counted in the total
 
     @property
     def chapter(self):
@@ -123,8 +126,8 @@ def find_exercises():
                 if m.group(4):
                     if ex.points is not None:
                         fail(f"{path}:{i + 1}: the points of {ident} are given twice")
-                    ex.points, ex.title = int(m.group(4)), m.group(6)
-                elif not m.group(5):
+                    ex.points, ex.title, ex.bonus = int(m.group(4)), m.group(7), bool(m.group(5))
+                elif not m.group(6):
                     fail(f"{path}:{i + 1}: a marker of {ident} needs '(P points)' or ', continued'")
                 open_part = (ident, i, m.group(1))
             elif e:
@@ -284,17 +287,25 @@ def tree_files(nn, names):
 
 def exercise_table(exs):
     rows = ["| exercise | points | where |", "|---|---|---|"]
-    for ex in exs:
+    for ex in sorted(exs, key=lambda e: e.bonus):
         where = "<br>".join(f"`{w}`" for w in ex.functions)
-        rows.append(f"| `{ex.id}`: {ex.title} | {ex.points} | {where} |")
-    rows.append(f"| total | {sum(ex.points for ex in exs)} | |")
+        points = f"bonus {ex.points}" if ex.bonus else str(ex.points)
+        rows.append(f"| `{ex.id}`{' (bonus)' if ex.bonus else ''}: {ex.title} | {points} | {where} |")
+    rows.append(f"| total | {total(exs)} | |")
+    if any(ex.bonus for ex in exs):
+        rows.append(f"| bonus, on top | {sum(ex.points for ex in exs if ex.bonus)} | |")
     return "\n".join(rows)
+
+
+def total(exs):
+    """The points of the exercises that count (not the bonus ones)."""
+    return sum(ex.points for ex in exs if not ex.bonus)
 
 
 def fill(template, nn, name, exs):
     text = open(os.path.join(ROOT, template)).read()
     values = {"{{chapter}}": name, "{{NN}}": nn, "{{exercises}}": exercise_table(exs),
-              "{{total}}": str(sum(ex.points for ex in exs))}
+              "{{total}}": str(total(exs))}
     for key, value in values.items():
         text = text.replace(key, value)
     return text
@@ -314,9 +325,35 @@ def answers_template(sheet_text, nn):
 
 def manifest(exs, chapter):
     return {"chapter": chapter,
-            "exercises": [{"id": ex.id, "title": ex.title, "points": ex.points, "grader": f"grade_{ex.chapter}",
-                           "where": ex.functions} for ex in exs],
-            "total": sum(ex.points for ex in exs)}
+            "exercises": [{"id": ex.id, "title": ex.title, "points": ex.points, "bonus": ex.bonus,
+                           "grader": f"grade_{ex.chapter}", "where": ex.functions} for ex in exs],
+            "total": total(exs), "bonus": sum(ex.points for ex in exs if ex.bonus)}
+
+
+def student_makefile(nn, name):
+    """The Makefile of chapter nn's tree: this one, its list of targets at the top
+    replaced by the ones that work in a student tree (no tests/, bench/ or
+    PyTorch twins there). tools/coursework_check.py checks each of them."""
+    text = open(os.path.join(ROOT, "Makefile")).read()
+    cut = text.index("# Warnings are errors")
+    earlier = "#   make run-NN     the same for an earlier chapter NN\n" if nn > "01" else ""
+    upto = "chapter 01" if nn == "01" else f"chapters 01 to {nn}"
+    every = "chapter 01" if nn == "01" else f"chapters 01-{nn}"
+    head = f"""# Makefile - builds the coursework tree of {name}: common/, {upto}
+# and the grader of chapter {nn}'s exercises.
+#
+#   make            build every program of {every} (build/)
+#   make grade      build, run each exercise's checks, print the score table
+#                   (build/coursework/grade.json)
+#   make run-{nn}     train chapter {nn}'s models on its quick default (out/; once your code passes)
+{earlier}#   make run        every program of {every} in order
+#   make clean      remove the build
+#
+# The other targets of the full project (tests, benchmarks, PyTorch
+# cross-checks) need files this tree does not have.
+#
+"""
+    return head + text[cut:]
 
 
 def write_tree(nn, names, exercises, out, keep):
@@ -335,8 +372,9 @@ def write_tree(nn, names, exercises, out, keep):
     write_if_changed(os.path.join(tree, "common/util/coursework_todo.h"), source=os.path.join(ROOT, todo + ".h"))
     write_if_changed(os.path.join(tree, "common/util/coursework_todo.c"), source=os.path.join(ROOT, todo + ".c"))
     files = tree_files(nn, names)
+    write_if_changed(os.path.join(tree, "Makefile"), text=student_makefile(nn, name))
     for path in files:   # first the plain copies: compiling a stubbed file needs the tree's headers
-        if path not in marked:
+        if path not in marked and path != "Makefile":
             write_if_changed(os.path.join(tree, path), source=os.path.join(ROOT, path))
     for path in files:
         if path in marked:
@@ -366,7 +404,7 @@ def main():
     ordered = [ex for nn in wanted for ex in grader_order(nn, [e for e in exercises.values() if e.chapter == nn])]
     if args.list:
         for ex in ordered:
-            print(f"{ex.id} {ex.points} {ex.title}")
+            print(f"{ex.id} {ex.points}{' bonus' if ex.bonus else ''} {ex.title}")
         return
     if args.manifest:
         exs = ordered

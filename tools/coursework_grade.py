@@ -117,20 +117,30 @@ def main():
     build = os.path.join(ROOT, args.build)
     out = args.json or os.path.join(build, "coursework", "grade.json")
     sheet = exercises(build)
-    rows, earned = [], 0
-    width = max(len(ex["id"]) for ex in sheet["exercises"])
+    rows, earned, bonus = [], 0, 0
+    width = max(len(ex["id"]) + 8 for ex in sheet["exercises"])
     print(f"{'exercise':<{width}}  points  result")
-    for ex in sheet["exercises"]:
+    # the bonus exercises (coursework.py: "(P bonus points)") last, their points apart from the total
+    for ex in sorted(sheet["exercises"], key=lambda e: e.get("bonus", False)):
         r = run_exercise(os.path.join(build, "coursework", ex["grader"]), ex["id"])
         passed, message = r["passed"], describe(r, part_names(ex))
         points = ex["points"] if passed else 0
-        earned += points
-        rows.append({"id": ex["id"], "points": ex["points"], "earned": points, "passed": passed, "message": message})
-        print(f"{ex['id']:<{width}}  {points:>2} / {ex['points']:<2} {message}", flush=True)
+        is_bonus = ex.get("bonus", False)
+        if is_bonus:
+            bonus += points
+        else:
+            earned += points
+        rows.append({"id": ex["id"], "points": ex["points"], "earned": points, "passed": passed, "bonus": is_bonus,
+                     "message": message})
+        name = ex["id"] + (" (bonus)" if is_bonus else "")
+        print(f"{name:<{width}}  {points:>2} / {ex['points']:<2} {message}", flush=True)
     print(f"{'total':<{width}}  {earned:>2} / {sheet['total']}")
+    if sheet.get("bonus"):
+        print(f"{'bonus':<{width}}  {bonus:>2} / {sheet['bonus']}  (on top of the total)")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:   # one exercise per line: easy to read back without a JSON parser
-        head = {"chapter": sheet["chapter"], "total": sheet["total"], "earned": earned}
+        head = {"chapter": sheet["chapter"], "total": sheet["total"], "earned": earned,
+                "bonus": sheet.get("bonus", 0), "bonus_earned": bonus}
         f.write(json.dumps(head)[:-1] + ', "exercises": [\n')
         f.write(",\n".join(json.dumps(row) for row in rows))
         f.write("\n]}\n")

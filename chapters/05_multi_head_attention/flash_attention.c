@@ -68,7 +68,7 @@ void flash_attention_forward(float *O, int ldo, float *lse,
             /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
             sgemm(0, 1, bq, bk, D_H, scale, Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk,
                   0.0f, S, bk);
-            /* Exercise 05.online_softmax (3 points): fold this block into each row's running m, l and O. */
+            /* Exercise 05.online_softmax (3 bonus points): fold this block into each row's running m, l and O. */
             for (int r = 0; r < bq; r++) {
                 float *s = S + (size_t)r * bk;
                 /* keys j0 + c >= limit are masked: weight exactly 0 */
@@ -130,7 +130,7 @@ void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
         const float *Q_I = Q + (size_t)i0 * ldq, *dO_I = dO + (size_t)i0 * lddo;
         float *dQ_I = dQ + (size_t)i0 * ldd;
         /* Dvec_i = sum_d dO_id O_id (= sum_j a_ij dP_ij, the softmax backward's row sum) */
-        /* Exercise 05.flash_backward (3 points): Dvec_i = dO_i . O_i, the softmax backward's row sum. */
+        /* Exercise 05.flash_backward (3 bonus points): Dvec_i = dO_i . O_i, the softmax backward's row sum. */
         for (int r = 0; r < bq; r++) {
             const float *o = O + (size_t)(i0 + r) * ldo, *g = dO_I + (size_t)r * lddo;
             float acc = 0.0f;

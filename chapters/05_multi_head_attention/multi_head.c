@@ -106,17 +106,64 @@ size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N) {
     return linear + (size_t)threads_slots(B) * 2 * N * N;        /* dA, dE per thread: chapter 03's */
 }
 
+/* Step 1: X [R, D] -> [Q|K|V] [R, 3 H D_H], every head and position in one product. */
+void multi_head_qkv_forward(float *QKV, const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, int R) {
+    const int ld_qkv = 3 * s->H * s->D_H;
+    /* Exercise 05.qkv_projection (3 points): [Q|K|V] = X [W_Q|W_K|W_V], one product forward, two backward. */
+    /* [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H] */
+    sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
+    /* End of exercise 05.qkv_projection. */
+}
+
+/* Step 1': d[Q|K|V] [R, 3 H D_H] -> dW_QKV [D, 3 H D_H] +=, dX [R, D] +=. */
+void multi_head_qkv_backward(float *dX, float *dW_QKV, const float *dQKV, const float *X, const MultiHeadSpec *s,
+                             const MultiHeadWeights *w, int R) {
+    const int ld_qkv = 3 * s->H * s->D_H;
+    /* Exercise 05.qkv_projection, continued: dW_QKV += X^T d[Q|K|V], dX += d[Q|K|V] W_QKV^T. */
+    /* dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */
+    if (dW_QKV) sgemm(1, 0, s->D, ld_qkv, R, 1.0f, X, s->D, dQKV, ld_qkv, 1.0f, dW_QKV, ld_qkv);
+    /* dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
+    if (dX) sgemm(0, 1, R, s->D, ld_qkv, 1.0f, dQKV, ld_qkv, w->W_QKV, ld_qkv, 1.0f, dX, s->D);
+    /* End of exercise 05.qkv_projection. */
+}
+
+/* Step 4: Y [R, H D_H] -> O [R, D_out], the heads mixed by W_O. */
+void multi_head_output_forward(float *O, const float *Y, const MultiHeadSpec *s, const MultiHeadWeights *w, int R) {
+    const int HD = s->H * s->D_H;
+    /* Exercise 05.output_projection (3 points): O = Y W_O + b_O forward; dY, dW_O, db_O backward. */
+    /* O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
+    sgemm(0, 0, R, s->D_out, HD, 1.0f, Y, HD, w->W_O, s->D_out, 0.0f, O, s->D_out);
+    if (w->b_O)
+        for (int r = 0; r < R; r++)
+            for (int o = 0; o < s->D_out; o++) O[(size_t)r * s->D_out + o] += w->b_O[o];
+    /* End of exercise 05.output_projection. */
+}
+
+/* Step 4': dO [R, D_out] -> dY [R, H D_H] (written), dW_O [H D_H, D_out] +=, db_O [D_out] +=. */
+void multi_head_output_backward(float *dY, MultiHeadWeights *dw, const float *dO, const float *Y,
+                                const MultiHeadSpec *s, const MultiHeadWeights *w, int R) {
+    const int HD = s->H * s->D_H;
+    /* Exercise 05.output_projection, continued: dY = dO W_O^T, dW_O += Y^T dO, db_O += column sums of dO. */
+    /* dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H] */
+    sgemm(0, 1, R, HD, s->D_out, 1.0f, dO, s->D_out, w->W_O, s->D_out, 0.0f, dY, HD);
+    /* dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out];  db_O += sum over rows of dO */
+    if (dw && dw->W_O) sgemm(1, 0, HD, s->D_out, R, 1.0f, Y, HD, dO, s->D_out, 1.0f, dw->W_O, s->D_out);
+    if (dw && dw->b_O)
+        for (int r = 0; r < R; r++)
+            for (int o = 0; o < s->D_out; o++) dw->b_O[o] += dO[(size_t)r * s->D_out + o];
+    /* End of exercise 05.output_projection. */
+}
+
 /* Steps 2-3 of the plain path, every sequence and head, by chapter 03:
  * QKV [B, N, 3 H D_H], keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, H D_H].
- * dropped [threads_slots(B), N, N]: each thread's room for one head's A o keep
- * (when keep is given). */
-static void plain_attention_forward(float *Y, float *A, const float *keep, float *dropped_rooms,
-                                    const float *QKV, const MultiHeadWeights *w, int H, int D_H, int causal,
-                                    const int *lens, int B, int N) {
+ * dropped_rooms [threads_slots(B), N, N]: each thread's room for one head's A o keep
+ * (when keep is given; may be NULL without). */
+void multi_head_heads_forward(float *Y, float *A, const float *keep, float *dropped_rooms, const float *QKV,
+                              const MultiHeadWeights *w, int H, int D_H, int causal, const int *lens, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
 #pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
-        float *dropped = dropped_rooms + (size_t)omp_get_thread_num() * N * N;
+        float *dropped = keep ? dropped_rooms + (size_t)omp_get_thread_num() * N * N : NULL;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
         /* as in chapter 04; with locality also the diagonal */
@@ -141,9 +188,8 @@ static void plain_attention_forward(float *Y, float *A, const float *keep, float
 /* Steps 3'-2' of the plain path, every sequence and head, by chapter 03:
  * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.
  * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE */
-static void plain_attention_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A,
-                                     const float *keep, const float *QKV, const MultiHeadWeights *w, int H,
-                                     int D_H, int B, int N) {
+void multi_head_heads_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A, const float *keep,
+                               const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
 #pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
     for (int b = 0; b < B; b++) {
@@ -197,7 +243,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
     assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
 
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
-    sgemm(0, 0, R, ld_qkv, s->D, 1.0f, X, s->D, w->W_QKV, ld_qkv, 0.0f, QKV, ld_qkv);
+    multi_head_qkv_forward(QKV, X, s, w, R);
 
     if (s->attention == MULTI_HEAD_FUSED) {
         /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
@@ -209,14 +255,11 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
     } else {
         /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward;
          * with dropout, each head's A o keep is made in the room after Y */
-        plain_attention_forward(Y, A, keep, Y + (size_t)R * HD, QKV, w, H, D_H, causal, lens, B, N);
+        multi_head_heads_forward(Y, A, keep, Y + (size_t)R * HD, QKV, w, H, D_H, causal, lens, B, N);
     }
 
     /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
-    sgemm(0, 0, R, s->D_out, HD, 1.0f, Y, HD, w->W_O, s->D_out, 0.0f, O, s->D_out);
-    if (w->b_O)
-        for (int r = 0; r < R; r++)
-            for (int o = 0; o < s->D_out; o++) O[(size_t)r * s->D_out + o] += w->b_O[o];
+    multi_head_output_forward(O, Y, s, w, R);
 }
 
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
@@ -231,13 +274,9 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
 
-    /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H] */
-    sgemm(0, 1, R, HD, s->D_out, 1.0f, dO, s->D_out, w->W_O, s->D_out, 0.0f, dY, HD);
-    /*     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out];  db_O += sum over rows of dO */
-    if (dw && dw->W_O) sgemm(1, 0, HD, s->D_out, R, 1.0f, Y, HD, dO, s->D_out, 1.0f, dw->W_O, s->D_out);
-    if (dw && dw->b_O)
-        for (int r = 0; r < R; r++)
-            for (int o = 0; o < s->D_out; o++) dw->b_O[o] += dO[(size_t)r * s->D_out + o];
+    /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H],
+     *     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out],  db_O += sum over rows of dO */
+    multi_head_output_backward(dY, dw, dO, Y, s, w, R);
 
     /* 3'.-2'. both paths accumulate into d[Q|K|V], which starts at 0 */
     memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);
@@ -250,13 +289,11 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
                                        FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
         /* plain: chapter 03 on the saved N x N weights A */
-        plain_attention_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
+        multi_head_heads_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
         if (w->log_scale && dw && dw->log_scale) log_scale_backward(dw->log_scale, QKV, dQKV, H, D_H, R);
     }
 
-    /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H] */
-    if (dw && dw->W_QKV)
-        sgemm(1, 0, s->D, ld_qkv, R, 1.0f, X, s->D, dQKV, ld_qkv, 1.0f, dw->W_QKV, ld_qkv);
-    /*     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
-    if (dX) sgemm(0, 1, R, s->D, ld_qkv, 1.0f, dQKV, ld_qkv, w->W_QKV, ld_qkv, 1.0f, dX, s->D);
+    /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H],
+     *     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
+    multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);
 }

@@ -118,6 +118,35 @@ size_t multi_head_cache_floats(const MultiHeadSpec *s, int B, int N);
  * a time; fused: flash_attention_scratch_floats). */
 size_t multi_head_scratch_floats(const MultiHeadSpec *s, int B, int N);
 
+/* The layer's steps, each on its own (multi_head_forward and _backward call
+ * them in order; the coursework grades each). R = B*N rows, HD = H*D_H.
+ * Step 1, the three input products in one: [Q|K|V] [R, 3 HD] = X [R, D] W_QKV
+ * (written). Its backward: dW_QKV [D, 3 HD] += X^T d[Q|K|V] and
+ * dX [R, D] += d[Q|K|V] W_QKV^T (either may be NULL). */
+void multi_head_qkv_forward(float *QKV, const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, int R);
+void multi_head_qkv_backward(float *dX, float *dW_QKV, const float *dQKV, const float *X, const MultiHeadSpec *s,
+                             const MultiHeadWeights *w, int R);
+/* Step 4, the output projection: O [R, D_out] = Y [R, HD] W_O + b_O (written;
+ * no bias when w->b_O is NULL). Its backward: dY [R, HD] = dO W_O^T (written),
+ * dW_O [HD, D_out] += Y^T dO, db_O += the column sums of dO (dw or its fields may
+ * be NULL). */
+void multi_head_output_forward(float *O, const float *Y, const MultiHeadSpec *s, const MultiHeadWeights *w, int R);
+void multi_head_output_backward(float *dY, MultiHeadWeights *dw, const float *dO, const float *Y,
+                                const MultiHeadSpec *s, const MultiHeadWeights *w, int R);
+/* Steps 2-3 of the plain path, the heads split and merged: QKV [B, N, 3 HD],
+ * keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, HD] (written), head h
+ * of sequence b by chapter 03's dot_attention_forward on the column blocks h
+ * of Q, K and V, its Y_h into columns h D_H.. of Y. dropped [threads_slots(B),
+ * N, N]: each thread's room for one head's A o keep (unused, may be NULL,
+ * without keep). w: for the scales (log_scale with locality). */
+void multi_head_heads_forward(float *Y, float *A, const float *keep, float *dropped, const float *QKV,
+                              const MultiHeadWeights *w, int H, int D_H, int causal, const int *lens, int B, int N);
+/* Their backward: dY [B, N, HD], A, keep, QKV as forward saw them ->
+ * d[Q|K|V] [B, N, 3 HD] += (dQ_h, dK_h, dV_h into their column blocks).
+ * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE (chapter 03's). */
+void multi_head_heads_backward(float *dQKV, float *scratch, const float *dY, const float *A, const float *keep,
+                               const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N);
+
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
  * cache [multi_head_cache_floats] (written).
  * keep [B, H, N, N] (or NULL): dropout multipliers of the weights, 0 or

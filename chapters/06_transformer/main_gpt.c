@@ -352,7 +352,13 @@ static int generate(Gpt *g, const BrownCorpus *c, const Flags *f) {
         for (int i = 0; i < n; i++) n_unk += ids[i] == BROWN_UNK;
         printf("prompt: %d tokens (%d of them <unk>: not in the vocabulary)\n", n, n_unk);
         const char *prompts[1] = {f->prompt};
+        const double t0 = now_seconds();
         print_samples(g, c, f, prompts, 1);
+        /* the cost of generation, with the cache or without (--no-kv-cache): the same tokens */
+        const double seconds = now_seconds() - t0;
+        const int n_new = f->max_new > 0 ? f->max_new : 1;
+        printf("generated %d tokens in %.2f s (%.1f ms a token, %s)\n", n_new, seconds, 1000.0 * seconds / n_new,
+               f->no_kv_cache ? "no KV cache: the whole window for every token" : "with the KV cache");
     }
     if (rc == 0 && f->plot) {
         char dir[1100], stem[1200];

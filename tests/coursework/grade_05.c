@@ -1,8 +1,11 @@
 /* grade_05.c - the coursework grader of chapter 05 (see grade.h): the heads
- * as column blocks of [Q|K|V] (plain path), the online softmax of the fused
- * forward, the fused backward.
+ * split and merged as column blocks of [Q|K|V] and Y (plain path), the two
+ * projections ([Q|K|V] = X W_QKV and O = Y W_O + b_O, forward and backward);
+ * the bonus: the online softmax of the fused forward, the fused backward.
  *
- * The plain layer against PyTorch (tests/golden/multi_head.bin); the fused
+ * The heads against PyTorch (tests/golden/multi_head.bin), the projections
+ * around them made by the grader's own loops; the projections against those
+ * loops on random numbers; the fused
  * kernel's forward and backward, one head at a time, against chapter 03's
  * attention on the same Q, K, V (and the fused layer against PyTorch too).
  * The fused kernel's checks use blocks smaller than N, so the running
@@ -16,40 +19,201 @@
 #include "05_multi_head_attention/flash_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 
+/* ------------------------------------------------ the products, as plain loops */
+
+/* out [M, N] = op(a) op(b) (written), in double: a is [M, K] (a_t: [K, M], used
+ * transposed), b is [K, N] (b_t: [N, K]). The grader's own answer for the
+ * layer's four products, so that each exercise is checked without the others. */
+static void product(float *out, const float *a, int a_t, const float *b, int b_t, int M, int K, int N) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0.0;
+            for (int k = 0; k < K; k++)
+                sum += (double)(a_t ? a[(size_t)k * M + i] : a[(size_t)i * K + k]) *
+                       (b_t ? b[(size_t)j * K + k] : b[(size_t)k * N + j]);
+            out[(size_t)i * N + j] = (float)sum;
+        }
+}
+
 /* ------------------------------------------------------------ 05.heads */
 
-static int multi_head_case(const GoldCase *c, MultiHeadAttention attention, int with_backward) {
+/* The plain path's steps 2-3 (and 3'-2') on their own: the grader makes
+ * [Q|K|V] = X W_QKV and O = Y W_O + b_O (and their backward) with its loops,
+ * the student's code splits and merges the heads; O, A and the gradients
+ * against PyTorch. */
+static int heads_case(const GoldCase *c, int with_backward) {
     const GoldTensor *X = grade_tensor(c, "X"), *W_O = grade_tensor(c, "W_O");
     const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = grade_i32(c, "heads")[0];
-    const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0];
+    const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0], R = B * N;
     const int *lens = grade_i32_or_null(c, "lens");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, attention, 0, 0};
-    MultiHeadWeights w = {(float *)grade_f32(c, "W_QKV"), (float *)W_O->data, (float *)grade_f32_or_null(c, "b_O"), NULL};
-    float *O = grade_floats((size_t)B * N * D_out), *A = grade_floats(multi_head_attention_floats(&s, B, N));
-    float *cache = grade_floats(multi_head_cache_floats(&s, B, N));
-    multi_head_forward(O, attention == MULTI_HEAD_PLAIN ? A : NULL, NULL, cache, X->data, &s, &w, causal, lens, B, N);
-    if (grade_golden_close(c, "O", O, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
-    if (attention == MULTI_HEAD_PLAIN && grade_golden_close(c, "A", A, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
+    const float *W_QKV = grade_f32(c, "W_QKV"), *b_O = grade_f32_or_null(c, "b_O");
+    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadWeights w = {(float *)W_QKV, (float *)W_O->data, (float *)b_O, NULL};
+    float *QKV = grade_floats((size_t)R * 3 * HD), *Y = grade_floats((size_t)R * HD);
+    float *A = grade_floats(multi_head_attention_floats(&s, B, N)), *O = grade_floats((size_t)R * D_out);
+    product(QKV, X->data, 0, W_QKV, 0, R, D, 3 * HD);
+    multi_head_heads_forward(Y, A, NULL, NULL, QKV, &w, H, HD / H, causal, lens, B, N);
+    product(O, Y, 0, W_O->data, 0, R, HD, D_out);
+    for (int r = 0; b_O && r < R; r++)
+        for (int o = 0; o < D_out; o++) O[(size_t)r * D_out + o] += b_O[o];
+    if (grade_golden_close(c, "A", A, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT) ||
+        grade_golden_close(c, "O", O, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT))
+        return -1;
     if (!with_backward) return 0;
-    float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N)), *dX = grade_floats((size_t)B * N * D);
-    MultiHeadWeights dw = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
-                           w.b_O ? grade_floats((size_t)D_out) : NULL, NULL};
-    for (int times = 1; times <= 2; times++) {
-        multi_head_backward(dX, &dw, scratch, grade_f32(c, "dO"), A, NULL, cache, X->data, &s, &w, causal, lens, B, N);
+    float *dY = grade_floats((size_t)R * HD), *dQKV = grade_floats((size_t)R * 3 * HD);
+    float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N));
+    float *dX = grade_floats((size_t)R * D), *dW_QKV = grade_floats((size_t)D * 3 * HD);
+    product(dY, grade_f32(c, "dO"), 0, W_O->data, 1, R, D_out, HD);
+    for (int times = 1; times <= 2; times++) {   /* a second call adds to d[Q|K|V] */
+        multi_head_heads_backward(dQKV, scratch, dY, A, NULL, QKV, &w, H, HD / H, B, N);
+        product(dX, dQKV, 0, W_QKV, 1, R, 3 * HD, D);
+        product(dW_QKV, X->data, 1, dQKV, 0, D, R, 3 * HD);
         if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
-            grade_golden_close(c, "dW_QKV", dw.W_QKV, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
-            grade_golden_close(c, "dW_O", dw.W_O, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
+            grade_golden_close(c, "dW_QKV", dW_QKV, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
             return -1;
     }
     return 0;
 }
 
-static int plain_forward_case(const GoldCase *c) { return multi_head_case(c, MULTI_HEAD_PLAIN, 0); }
-static int plain_backward_case(const GoldCase *c) { return multi_head_case(c, MULTI_HEAD_PLAIN, 1); }
-static int fused_forward_case(const GoldCase *c) { return multi_head_case(c, MULTI_HEAD_FUSED, 0); }
-static int heads_forward(void) { return grade_golden_cases("multi_head", NULL, plain_forward_case); }
-static int heads_backward(void) { return grade_golden_cases("multi_head", NULL, plain_backward_case); }
+static int heads_forward_case(const GoldCase *c) { return heads_case(c, 0); }
+static int heads_backward_case(const GoldCase *c) { return heads_case(c, 1); }
+static int heads_forward(void) { return grade_golden_cases("multi_head", NULL, heads_forward_case); }
+static int heads_backward(void) { return grade_golden_cases("multi_head", NULL, heads_backward_case); }
+
+/* The fused kernel on every head of the layer against PyTorch (05.online_softmax's
+ * second check): the projections around it by the grader's loops. */
+static int fused_forward_case(const GoldCase *c) {
+    const GoldTensor *X = grade_tensor(c, "X"), *W_O = grade_tensor(c, "W_O");
+    const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = grade_i32(c, "heads")[0];
+    const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0], R = B * N;
+    const float *b_O = grade_f32_or_null(c, "b_O");
+    float *QKV = grade_floats((size_t)R * 3 * HD), *Y = grade_floats((size_t)R * HD);
+    float *lse = grade_floats((size_t)B * H * N), *O = grade_floats((size_t)R * D_out);
+    float *block = grade_floats(flash_attention_scratch_floats(FLASH_BLOCK_Q, FLASH_BLOCK_K));
+    product(QKV, X->data, 0, grade_f32(c, "W_QKV"), 0, R, D, 3 * HD);
+    flash_attention_forward_heads(Y, lse, QKV, B, N, H, HD / H, causal, grade_i32_or_null(c, "lens"), FLASH_BLOCK_Q,
+                                  FLASH_BLOCK_K, block);
+    product(O, Y, 0, W_O->data, 0, R, HD, D_out);
+    for (int r = 0; b_O && r < R; r++)
+        for (int o = 0; o < D_out; o++) O[(size_t)r * D_out + o] += b_O[o];
+    return grade_golden_close(c, "O", O, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
+}
 static int fused_layer_forward(void) { return grade_golden_cases("multi_head", NULL, fused_forward_case); }
+
+/* ------------------------------------------- 05.qkv_projection, 05.output_projection */
+
+/* A small layer with random weights: D = 5, H = 2 heads of D_H = 3, D_out = 4,
+ * R = 7 rows. Outputs that are written start as junk (so must be
+ * overwritten), gradients that accumulate start as junk too, and backward
+ * runs twice (so must add). */
+enum { P_D = 5, P_H = 2, P_DH = 3, P_HD = P_H * P_DH, P_DOUT = 4, P_R = 7 };
+
+static int qkv_forward(void) {
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], QKV[P_R * 3 * P_HD], want[P_R * 3 * P_HD];
+    grade_fill(X, P_R * P_D, 1.0f, 51);
+    grade_fill(W_QKV, P_D * 3 * P_HD, 1.0f, 52);
+    grade_fill(QKV, P_R * 3 * P_HD, 9.0f, 53);   /* junk: forward writes */
+    const MultiHeadWeights w = {W_QKV, NULL, NULL, NULL};
+    multi_head_qkv_forward(QKV, X, &s, &w, P_R);
+    product(want, X, 0, W_QKV, 0, P_R, P_D, 3 * P_HD);
+    return grade_close("[Q|K|V]", "X W_QKV as plain loops", QKV, want, 2, (int[]){P_R, 3 * P_HD}, 1e-5, 1e-6);
+}
+
+static int qkv_backward(void) {
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], dQKV[P_R * 3 * P_HD];
+    float dX[P_R * P_D], dW[P_D * 3 * P_HD], dX_want[P_R * P_D], dW_want[P_D * 3 * P_HD];
+    float dX0[P_R * P_D], dW0[P_D * 3 * P_HD];
+    grade_fill(X, P_R * P_D, 1.0f, 54);
+    grade_fill(W_QKV, P_D * 3 * P_HD, 1.0f, 55);
+    grade_fill(dQKV, P_R * 3 * P_HD, 1.0f, 56);
+    grade_fill(dX, P_R * P_D, 1.0f, 57);          /* what earlier gradients left there: backward adds */
+    grade_fill(dW, P_D * 3 * P_HD, 1.0f, 58);
+    memcpy(dX0, dX, sizeof dX);
+    memcpy(dW0, dW, sizeof dW);
+    const MultiHeadWeights w = {W_QKV, NULL, NULL, NULL};
+    product(dX_want, dQKV, 0, W_QKV, 1, P_R, 3 * P_HD, P_D);
+    product(dW_want, X, 1, dQKV, 0, P_D, P_R, 3 * P_HD);
+    for (int times = 1; times <= 2; times++) {
+        multi_head_qkv_backward(dX, dW, dQKV, X, &s, &w, P_R);
+        float want_x[P_R * P_D], want_w[P_D * 3 * P_HD];
+        for (int i = 0; i < P_R * P_D; i++) want_x[i] = dX0[i] + (float)times * dX_want[i];
+        for (int i = 0; i < P_D * 3 * P_HD; i++) want_w[i] = dW0[i] + (float)times * dW_want[i];
+        char what[64];
+        snprintf(what, sizeof what, "dX after %d backward call%s", times, times > 1 ? "s" : "");
+        if (grade_close(what, "what was there + d[Q|K|V] W_QKV^T (plain loops)", dX, want_x, 2,
+                        (int[]){P_R, P_D}, 1e-5, 1e-5))
+            return -1;
+        snprintf(what, sizeof what, "dW_QKV after %d backward call%s", times, times > 1 ? "s" : "");
+        if (grade_close(what, "what was there + X^T d[Q|K|V] (plain loops)", dW, want_w, 2,
+                        (int[]){P_D, 3 * P_HD}, 1e-5, 1e-5))
+            return -1;
+    }
+    return 0;
+}
+
+static int output_forward(void) {
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], O[P_R * P_DOUT], want[P_R * P_DOUT];
+    grade_fill(Y, P_R * P_HD, 1.0f, 61);
+    grade_fill(W_O, P_HD * P_DOUT, 1.0f, 62);
+    grade_fill(b_O, P_DOUT, 1.0f, 63);
+    for (int with_bias = 0; with_bias <= 1; with_bias++) {
+        grade_fill(O, P_R * P_DOUT, 9.0f, 64);   /* junk: forward writes */
+        const MultiHeadWeights w = {NULL, W_O, with_bias ? b_O : NULL, NULL};
+        multi_head_output_forward(O, Y, &s, &w, P_R);
+        product(want, Y, 0, W_O, 0, P_R, P_HD, P_DOUT);
+        for (int r = 0; with_bias && r < P_R; r++)
+            for (int o = 0; o < P_DOUT; o++) want[r * P_DOUT + o] += b_O[o];
+        if (grade_close(with_bias ? "O (with b_O)" : "O (no bias)", "Y W_O + b_O as plain loops", O, want, 2,
+                        (int[]){P_R, P_DOUT}, 1e-5, 1e-6))
+            return -1;
+    }
+    return 0;
+}
+
+static int output_backward(void) {
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], dO[P_R * P_DOUT], dY[P_R * P_HD], dY_want[P_R * P_HD];
+    float dW[P_HD * P_DOUT], db[P_DOUT], dW0[P_HD * P_DOUT], db0[P_DOUT], dW_want[P_HD * P_DOUT], db_want[P_DOUT];
+    grade_fill(Y, P_R * P_HD, 1.0f, 65);
+    grade_fill(W_O, P_HD * P_DOUT, 1.0f, 66);
+    grade_fill(b_O, P_DOUT, 1.0f, 67);
+    grade_fill(dO, P_R * P_DOUT, 1.0f, 68);
+    grade_fill(dW, P_HD * P_DOUT, 1.0f, 69);      /* what earlier gradients left there: backward adds */
+    grade_fill(db, P_DOUT, 1.0f, 70);
+    memcpy(dW0, dW, sizeof dW);
+    memcpy(db0, db, sizeof db);
+    const MultiHeadWeights w = {NULL, W_O, b_O, NULL};
+    MultiHeadWeights dw = {NULL, dW, db, NULL};
+    product(dY_want, dO, 0, W_O, 1, P_R, P_DOUT, P_HD);
+    product(dW_want, Y, 1, dO, 0, P_HD, P_R, P_DOUT);
+    for (int o = 0; o < P_DOUT; o++) {
+        double sum = 0.0;
+        for (int r = 0; r < P_R; r++) sum += dO[r * P_DOUT + o];
+        db_want[o] = (float)sum;
+    }
+    for (int times = 1; times <= 2; times++) {
+        grade_fill(dY, P_R * P_HD, 9.0f, 71);    /* junk: dY is written */
+        multi_head_output_backward(dY, &dw, dO, Y, &s, &w, P_R);
+        float want_w[P_HD * P_DOUT], want_b[P_DOUT];
+        for (int i = 0; i < P_HD * P_DOUT; i++) want_w[i] = dW0[i] + (float)times * dW_want[i];
+        for (int i = 0; i < P_DOUT; i++) want_b[i] = db0[i] + (float)times * db_want[i];
+        char what[64];
+        snprintf(what, sizeof what, "dY (backward call %d)", times);
+        if (grade_close(what, "dO W_O^T as plain loops", dY, dY_want, 2, (int[]){P_R, P_HD}, 1e-5, 1e-5))
+            return -1;
+        snprintf(what, sizeof what, "dW_O after %d backward call%s", times, times > 1 ? "s" : "");
+        if (grade_close(what, "what was there + Y^T dO (plain loops)", dW, want_w, 2, (int[]){P_HD, P_DOUT}, 1e-5,
+                        1e-5))
+            return -1;
+        snprintf(what, sizeof what, "db_O after %d backward call%s", times, times > 1 ? "s" : "");
+        if (grade_close(what, "what was there + dO's column sums", db, want_b, 1, (int[]){P_DOUT}, 1e-5, 1e-5))
+            return -1;
+    }
+    return 0;
+}
 
 /* ------------------------------------------------ one head: 05.online_softmax, 05.flash_backward */
 
@@ -267,8 +431,16 @@ static const GradeExercise HIDDEN[] = {
 /* ------------------------------------------------------------ the exercises */
 
 static const GradeCheck HEADS[] = {
-    {"O and A against PyTorch (plain path)", heads_forward},
-    {"dX, dW_QKV, dW_O against PyTorch's autograd (plain path)", heads_backward},
+    {"O and A against PyTorch (plain path; the projections by the grader)", heads_forward},
+    {"dX, dW_QKV against PyTorch's autograd (plain path; the projections by the grader)", heads_backward},
+};
+static const GradeCheck QKV_PROJECTION[] = {
+    {"[Q|K|V] = X W_QKV", qkv_forward},
+    {"dX, dW_QKV: added, twice", qkv_backward},
+};
+static const GradeCheck OUTPUT_PROJECTION[] = {
+    {"O = Y W_O + b_O, with and without the bias", output_forward},
+    {"dY written; dW_O, db_O added, twice", output_backward},
 };
 static const GradeCheck ONLINE_SOFTMAX[] = {
     {"one head's O and lse against chapter 03's attention", online_softmax_head},
@@ -279,6 +451,8 @@ static const GradeCheck FLASH_BACKWARD[] = {
 };
 static const GradeExercise EXERCISES[] = {
     {"05.heads", HEADS, GRADE_COUNT(HEADS)},
+    {"05.qkv_projection", QKV_PROJECTION, GRADE_COUNT(QKV_PROJECTION)},
+    {"05.output_projection", OUTPUT_PROJECTION, GRADE_COUNT(OUTPUT_PROJECTION)},
     {"05.online_softmax", ONLINE_SOFTMAX, GRADE_COUNT(ONLINE_SOFTMAX)},
     {"05.flash_backward", FLASH_BACKWARD, GRADE_COUNT(FLASH_BACKWARD)},
 };
