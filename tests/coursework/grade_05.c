@@ -23,7 +23,7 @@ static int multi_head_case(const GoldCase *c, MultiHeadAttention attention, int 
     const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = grade_i32(c, "heads")[0];
     const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0];
     const int *lens = grade_i32_or_null(c, "lens");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, attention, 0, 0};
+    const MultiHeadSpec s = {D, H, HD / H, D_out, attention, 0, 0, 0};
     MultiHeadWeights w = {(float *)grade_f32(c, "W_QKV"), (float *)W_O->data, (float *)grade_f32_or_null(c, "b_O"), NULL};
     float *O = grade_floats((size_t)B * N * D_out), *A = grade_floats(multi_head_attention_floats(&s, B, N));
     float *cache = grade_floats(multi_head_cache_floats(&s, B, N));
