@@ -93,7 +93,7 @@ typedef struct {
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
     int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
     int locality;                   /* 1: locality self-attention (above); 0: the plain layer */
-    int rope;                       /* 1: rotary positions (below); 0: none */
+    int rope;                       /* 1: rotary positions (above); 0: none */
 } MultiHeadSpec;
 
 typedef struct {
