@@ -203,7 +203,7 @@ static void test_block_gradients_every_combination(void **state) {
             for (int mlp = 0; mlp < 4; mlp++)
                 for (int causal = 0; causal < 2; causal++) {
                     BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
-                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f};
+                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0};
                     check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
                 }
 }
@@ -214,14 +214,14 @@ static void test_block_gradients_odd_shapes(void **state) {
     rng_seed(&r, 2, 0);
     /* one position, one head of width 1; H D_H != D; fused attention */
     BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                      0.0f, 0, 0.0f};
+                      0.0f, 0, 0.0f, 0};
     check_block_gradients(tiny, 1, 1, NULL, 1, &r);
     BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0,
-                      0.0f, 0, 0.0f};
+                      0.0f, 0, 0.0f, 0};
     check_block_gradients(wide, 1, 7, NULL, 1, &r);
     int lens[2] = {4, 6};
     BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0,
-                       0.0f, 0, 0.0f};
+                       0.0f, 0, 0.0f, 0};
     check_block_gradients(fused, 2, 6, lens, 1, &r);
     fused.norm_place = BLOCK_POST_NORM;
     fused.norm = BLOCK_RMSNORM;
@@ -229,7 +229,7 @@ static void test_block_gradients_odd_shapes(void **state) {
     check_block_gradients(fused, 2, 6, NULL, 1, &r);
     /* locality self-attention (chapter 07's --locality): the learned scales' gradients too */
     BlockSpec locality = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                          0.0f, 1, 0.0f};
+                          0.0f, 1, 0.0f, 0};
     check_block_gradients(locality, 2, 6, lens, 1, &r);
 }
 
@@ -241,7 +241,7 @@ static void test_block_gradients_with_dropout(void **state) {
     rng_seed(&r, 3, 0);
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
-                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f};
+                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
         /* drop path, alone and after dropout: 4 examples, about half their branches dropped */
         s.drop_path = 0.5f;
@@ -261,7 +261,7 @@ static void test_block_drop_path_skips_whole_examples(void **state) {
     const int B = 16, N = 5;
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
-                       1, 0, 0.0f, 0, 0.9f};
+                       1, 0, 0.0f, 0, 0.9f, 0};
         Block b;
         block_make(&b, s, B, N, &r);
         b.train = 1;
@@ -293,12 +293,12 @@ static void test_decoder_block_gradients(void **state) {
         for (int norm = 0; norm < 3; norm++)
             for (int mlp = 0; mlp < 4; mlp++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0, 0.0f};
+                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0, 0.0f, 0};
                 check_gradients_with_memory(s, 2, 5, lens, 6, mem_lens, 1, &r);
             }
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f, MULTI_HEAD_PLAIN,
-                       1, 1, 0.0f, 0, 0.0f};
+                       1, 1, 0.0f, 0, 0.0f, 0};
         check_gradients_with_memory(s, 2, 4, NULL, 5, mem_lens, 1, &r);
     }
 }
@@ -318,11 +318,11 @@ static void test_block_gradients_with_attention_dropout(void **state) {
             const float p_out = out_drop ? 0.3f : 0.0f;
             for (int causal = 0; causal < 2; causal++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0, 0.0f};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0, 0.0f, 0};
                 check_block_gradients(s, 2, 5, lens, 1, &r);
             }
             BlockSpec dec = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0, 0.0f};
+                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0, 0.0f, 0};
             check_gradients_with_memory(dec, 2, 5, lens, 6, mem_lens, 1, &r);
         }
 }
@@ -341,7 +341,7 @@ static void test_block_step_matches_forward(void **state) {
                 const int B = 2, N = 7, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 9;
                 int mem_lens[2] = {2, 5};
                 BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f};
+                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0};
                 Block b;
                 block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
                 run_forward(&b);
@@ -398,7 +398,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 const int B = 2, N = 9, D = 8;
                 int lens[2] = {5, 0};
                 BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0};
                 Block b;
                 block_make(&b, s, B, N, &r);
                 b.lens = lens;
@@ -453,7 +453,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             rng_seed(&r, 5, 0);
             const int B = 2, N = 6;
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f};
+                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0};
             Block b;
             block_make(&b, s, B, N, &r);
             run_forward(&b);
@@ -541,7 +541,7 @@ static void test_block_attention_dropout_off_at_evaluation(void **state) {
             const int B = 2, N = 6, N_M = 5;
             int mem_lens[2] = {3, 0};
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f};
+                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0};
             Block b;
             block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
             run_forward(&b);
@@ -589,7 +589,7 @@ static void test_block_attention_dropout_is_chapter_05_with_keep(void **state) {
     int lens[2] = {5, 0};
     Rng r;
     rng_seed(&r, 12, 0);
-    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0, 0.0f};
+    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0, 0.0f, 0};
     Block b;
     block_make(&b, s, B, N, &r);
     b.lens = lens;
@@ -629,7 +629,7 @@ static void test_block_sizes(void **state) {
     (void)state;
     const int D = 6, H = 2, D_H = 3, F = 10;
     const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
-    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f};
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0};
     assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
     s.norm = BLOCK_RMSNORM;
     s.mlp = BLOCK_MLP_SWIGLU;

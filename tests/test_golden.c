@@ -49,6 +49,7 @@
 #include "06_transformer/block.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
+#include "nn/rope.h"
 #include "nn/transformer_layers.h"
 
 #include <setjmp.h>
@@ -551,7 +552,10 @@ static void check_multi_head(Case *c) {
     const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
     int HD = W_O->dims[0], D_out = W_O->dims[1];
-    MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    /* multi_head_rope.bin: rotary positions (rope = 1), some cases on the fused path */
+    const int rope = maybe(c, "rope") ? i32(c, "rope")[0] : 0;
+    const int fused = maybe(c, "fused") ? i32(c, "fused")[0] : 0;
+    MultiHeadSpec s = {D, H, HD / H, D_out, fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN, 0, 0, rope};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
     MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O"), NULL};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
@@ -560,7 +564,7 @@ static void check_multi_head(Case *c) {
     float *scratch = buf(c, multi_head_scratch_floats(&s, B, N));
     multi_head_forward(O, A, NULL, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
     expect_out(c, "O", O);
-    expect_out(c, "A", A);
+    if (!fused) expect_out(c, "A", A);   /* the fused path forms no weights */
     MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
                            w.b_O ? buf(c, (size_t)D_out) : NULL, NULL};
     float *dX = buf(c, (size_t)B * N * D);
@@ -575,6 +579,21 @@ static void check_multi_head(Case *c) {
 }
 
 /* ------------------------------------------------------------ chapter 06 */
+
+/* rope.bin: X [N, H D_H], dims = {H, D_H, pos0}; forward in place, backward
+ * in place on a copy of dY (it overwrites, so "twice" is not a sum here) */
+static void check_rope(Case *c) {
+    const GoldTensor *X = need(c, "X");
+    const int N = X->dims[0], *dims = i32(c, "dims"), H = dims[0], D_H = dims[1], pos0 = dims[2];
+    const size_t n = (size_t)N * H * D_H;
+    float *Y = buf(c, n), *dX = buf(c, n);
+    memcpy(Y, X->data, sizeof(float) * n);
+    rope_forward(Y, H * D_H, N, H, D_H, pos0);
+    expect_out(c, "Y", Y);
+    memcpy(dX, f32(c, "dY"), sizeof(float) * n);
+    rope_backward(dX, H * D_H, N, H, D_H, pos0);
+    expect_out(c, "dX", dX);
+}
 
 static void check_rmsnorm(Case *c) {
     const GoldTensor *x = need(c, "x");
@@ -632,7 +651,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f, 0};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);
@@ -785,6 +804,8 @@ static const GoldLayer LAYERS[] = {
     {"self_attention", check_self_attention},             /* chapter 04 */
     {"positional_encoding", check_positional_encoding},   /* chapter 04 */
     {"multi_head", check_multi_head},                     /* chapter 05 */
+    {"rope", check_rope},                                 /* chapter 06: rotary positions */
+    {"multi_head_rope", check_multi_head},                /* chapter 06: chapter 05's layer with rope = 1 */
     {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */

@@ -2,12 +2,14 @@
  *
  *  - the whole GPT's backward against finite differences (every parameter:
  *    the tied embedding, learned positions, every block, the final norm),
- *    pre- and post-norm, LayerNorm and RMSNorm, GELU and SwiGLU, learned and
- *    sinusoidal positions, with some targets not scored (-1);
+ *    pre- and post-norm, LayerNorm and RMSNorm, GELU and SwiGLU, learned,
+ *    sinusoidal and rotary (rope) positions, with some targets not scored (-1);
  *  - the causal mask: changing a later token changes no earlier logit;
  *  - generation with the KV cache gives the same tokens and logits (within
  *    1e-5) as running the whole window again for every token, greedy and
- *    sampled, also past the end of the window (where it keeps the last N/2);
+ *    sampled, also past the end of the window (where it keeps the last N/2),
+ *    with learned, sinusoidal and rotary positions (rope: each cached key
+ *    stays rotated at its own position);
  *  - perplexity over a stream: every position from `first` on is scored
  *    exactly once, and with stride N it equals one forward per window. */
 #include <math.h>
@@ -63,8 +65,8 @@ static void test_gpt_gradients(void **state) {
         tokens[i] = (int)rng_below(&r, V);
         targets[i] = i % 5 == 3 ? -1 : (int)rng_below(&r, V);   /* some positions not scored */
     }
-    for (int k = 0; k < 4; k++) {
-        GptConfig c = tiny(places[k & 1], norms[(k >> 1) & 1], mlps[(k >> 1) & 1], poss[k & 1], N);
+    for (int k = 0; k < 5; k++) {   /* k = 4: rotary positions */
+        GptConfig c = tiny(places[k & 1], norms[(k >> 1) & 1], mlps[(k >> 1) & 1], k == 4 ? POS_ROPE : poss[k & 1], N);
         Gpt g;
         assert_int_equal(gpt_create(&g, &c, B, 7 + k), 0);
         /* move the norms' gammas and betas off 1 and 0, so their gradients are
@@ -127,9 +129,10 @@ static void test_gpt_is_causal(void **state) {
 static void test_gpt_kv_cache_matches_recompute(void **state) {
     (void)state;
     enum { CTX = 8, NEW = 21 };
-    for (int k = 0; k < 2; k++) {
-        GptConfig c = tiny(k ? BLOCK_POST_NORM : BLOCK_PRE_NORM, k ? BLOCK_RMSNORM : BLOCK_LAYERNORM,
-                           k ? BLOCK_MLP_SWIGLU : BLOCK_MLP_GELU, k ? POS_SINUSOIDAL : POS_LEARNED, CTX);
+    const PosType poss[3] = {POS_LEARNED, POS_SINUSOIDAL, POS_ROPE};
+    for (int k = 0; k < 3; k++) {
+        GptConfig c = tiny(k == 1 ? BLOCK_POST_NORM : BLOCK_PRE_NORM, k == 1 ? BLOCK_RMSNORM : BLOCK_LAYERNORM,
+                           k == 1 ? BLOCK_MLP_SWIGLU : BLOCK_MLP_GELU, poss[k], CTX);
         Gpt g;
         assert_int_equal(gpt_create(&g, &c, 1, 11 + k), 0);
         const int prompt[3] = {4, 1, 7};
@@ -221,6 +224,17 @@ static void test_gpt_config_roundtrip(void **state) {
     /* a config with a line missing: one clear error */
     assert_int_equal(config_read("model=gpt\nlayers=2\n", GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), -1);
     assert_non_null(strstr(last_error(), "dim"));
+    /* rotary positions: the line pos=rope, read back; no pos_emb tensor */
+    c.pos = POS_ROPE;
+    snprintf(text, sizeof text, "model=gpt\n");
+    assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
+    assert_non_null(strstr(text, "\npos=rope\n"));
+    memset(&d, 0, sizeof d);
+    assert_int_equal(config_read(text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), 0);
+    assert_int_equal(d.pos, POS_ROPE);
+    assert_int_equal(gpt_create(&g, &d, 1, 1), 0);
+    assert_null(params_find(&g.params, "pos_emb"));
+    gpt_free(&g);
 }
 
 int main(void) {

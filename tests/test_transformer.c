@@ -2,7 +2,7 @@
  *
  *  - the whole model's backward against finite differences (every
  *    parameter: embeddings, positions, every block, final norms, output
- *    layer), post-norm and pre-norm, sinusoidal and learned positions,
+ *    layer), post-norm and pre-norm, sinusoidal, learned and rotary positions,
  *    LayerNorm and RMSNorm, GELU and SwiGLU, on a padded toy batch;
  *  - label smoothing: the gradient is that of the smoothed cross-entropy
  *    (finite differences of the smoothed loss, computed here);
@@ -10,7 +10,8 @@
  *    and beam search use) reproduces the teacher-forced pass within 1e-5;
  *  - the KV cache: decoding with it gives the same logits (within 1e-5) and
  *    the same tokens as recomputing the whole prefix at every step, for
- *    greedy decoding of a batch and for beam search. */
+ *    greedy decoding of a batch and for beam search; both also with rotary
+ *    positions (rope), whose cached keys stay rotated at their positions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static TransformerConfig tiny_config(BlockNormPlace place, BlockNorm norm, Block
     TransformerConfig c;
     memset(&c, 0, sizeof c);
     c.layers = 2;
-    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f};
+    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0};
     c.pos = pos;
     c.kv_cache = 1;
     return c;
@@ -87,6 +88,7 @@ static void test_model_gradients(void **state) {
     check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED);
     check_model_gradients(BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL);
     check_model_gradients(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_LEARNED);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_ROPE);
 }
 
 /* -------------------------------------------------------- label smoothing */
@@ -150,8 +152,10 @@ static void test_decoding_matches_training(void **state) {
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 22);
     Batch batch;
     make_batch(&batch, &ts, 4);
-    for (int place = 0; place < 2; place++) {
-        TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED);
+    for (int k = 0; k < 3; k++) {   /* post-norm, pre-norm; pre-norm with rotary positions */
+        const int place = k > 0;
+        TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU,
+                                          k == 2 ? POS_ROPE : POS_LEARNED);
         Transformer t;
         assert_int_equal(transformer_create(&t, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 6), 0);
         Seq2Seq m;
@@ -188,8 +192,10 @@ static void test_kv_cache_matches_recompute(void **state) {
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 23);
     Batch batch;
     make_batch(&batch, &ts, 4);
-    for (int place = 0; place < 2; place++) {
-        TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL);
+    for (int k = 0; k < 3; k++) {   /* post-norm, pre-norm; pre-norm with rotary positions */
+        const int place = k > 0;
+        TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU,
+                                          k == 2 ? POS_ROPE : POS_SINUSOIDAL);
         Transformer cached, recomputed;
         assert_int_equal(transformer_create(&cached, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 8), 0);
         c.kv_cache = 0;

@@ -686,6 +686,95 @@ def gen_multi_head():
     return cases
 
 
+# ------------------------------------------------- chapter 06: rotary positions (RoPE)
+
+ROPE_BASE = 10000.0   # common/nn/rope.h
+
+
+def rope_rotate(X, H, D_H, positions):
+    """RoPE written out (torch 1.13 has none): X [..., n, H D_H], row n at positions[n];
+    in every head pair i = (entries 2i, 2i+1) turned by the angle positions[n] theta_i,
+    theta_i = ROPE_BASE^(-2i / D_H):  x'_2i = x_2i cos - x_2i+1 sin,  x'_2i+1 = x_2i sin + x_2i+1 cos."""
+    i = torch.arange(D_H // 2, dtype=torch.float64)
+    theta = ROPE_BASE ** (-2.0 * i / D_H)                          # [D_H/2]
+    angle = positions.double().view(-1, 1) * theta.view(1, -1)    # [n, D_H/2]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    pairs = X.reshape(*X.shape[:-1], H, D_H // 2, 2)               # [..., n, H, D_H/2, 2]
+    a, b = pairs[..., 0], pairs[..., 1]
+    cos, sin = cos.view(-1, 1, D_H // 2), sin.view(-1, 1, D_H // 2)   # broadcast over the heads
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).reshape(X.shape)
+
+
+@layer("rope")
+def gen_rope():
+    """rope_forward/backward: X [N, H D_H] with row n at position pos0 + n, Y = the rotation
+    (rope_rotate), dX = autograd's gradient through it."""
+    cases = []
+    for seed, (N, H, D_H, pos0) in enumerate([(1, 1, 2, 0), (5, 2, 4, 0), (7, 3, 6, 11), (3, 1, 16, 1000),
+                                              (4, 2, 8, 4093)]):
+        r = Draw(2600 + seed)
+        X = r.uniform(N, H * D_H)
+        dY = r.uniform(N, H * D_H, grad=False)
+        Y = rope_rotate(X, H, D_H, torch.arange(N) + pos0)
+        backward(Y, dY)
+        cases.append((f"n{N}_h{H}_dh{D_H}_pos{pos0}", OrderedDict(
+            X=np32(X), dims=np.array([H, D_H, pos0], np.int32), dY=np32(dY), Y=np32(Y), dX=np32(X.grad))))
+    return cases
+
+
+@layer("multi_head_rope")
+def gen_multi_head_rope():
+    """multi_head_forward/backward with spec.rope = 1: gen_multi_head's formulas written out
+    per head, with Q and K of each sequence rotated by rope_rotate at positions 0..N-1 before
+    the scores. fused = 1 runs the C layer's fused path on the same case."""
+    cases = []
+    specs = [  # B, N, D, H, D_H, D_out, causal, padded, fused
+        (1, 1, 2, 1, 2, 2, False, False, False),
+        (2, 5, 6, 2, 4, 6, False, False, False),
+        (2, 6, 8, 2, 4, 8, True, False, False),
+        (3, 7, 9, 3, 2, 5, True, True, False),
+        (3, 7, 9, 3, 2, 5, True, True, True),
+        (2, 9, 6, 1, 6, 6, False, True, True),
+    ]
+    for seed, (B, N, D, H, D_H, D_out, causal, padded, fused) in enumerate(specs):
+        r = Draw(2700 + seed)
+        HD = H * D_H
+        X = r.uniform(B, N, D)
+        W_QKV, W_O, b_O = r.uniform(D, 3 * HD), r.uniform(HD, D_out), r.uniform(D_out)
+        dO = r.uniform(B, N, D_out, grad=False)
+        lens = torch.zeros(B, dtype=torch.int64)
+        if padded:
+            lens = r.ints(1, N + 1, B)
+            lens[0] = 1
+        key_len = torch.where(lens > 0, lens, torch.full_like(lens, N))
+        j = torch.arange(N)
+        pad_mask = j.view(1, N) >= key_len.view(B, 1)
+        causal_mask = (j.view(1, N) > j.view(N, 1)) if causal else torch.zeros(N, N, dtype=torch.bool)
+        QKV = X @ W_QKV
+        Qr = rope_rotate(QKV[..., :HD], H, D_H, j)                   # [B, N, H D_H], rotated
+        Kr = rope_rotate(QKV[..., HD:2 * HD], H, D_H, j)
+        Q, K, V = (T.reshape(B, N, H, D_H).transpose(1, 2) for T in (Qr, Kr, QKV[..., 2 * HD:]))
+        E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)
+        blocked = pad_mask.view(B, 1, 1, N) | causal_mask.view(1, 1, N, N)
+        A = torch.softmax(E.masked_fill(blocked, -math.inf), dim=-1)
+        Y = (A @ V).transpose(1, 2).reshape(B, N, HD)
+        O = Y @ W_O + b_O
+        backward(O, dO)
+        t = OrderedDict(X=np32(X), W_QKV=np32(W_QKV), W_O=np32(W_O), b_O=np32(b_O))
+        t["heads"] = np.array([H], np.int32)
+        t["causal"] = np.array([int(causal)], np.int32)
+        t["rope"] = np.array([1], np.int32)
+        t["fused"] = np.array([int(fused)], np.int32)
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dO=np32(dO), O=np32(O), A=np32(A), dX=np32(X.grad), dW_QKV=np32(W_QKV.grad),
+                 dW_O=np32(W_O.grad), db_O=np32(b_O.grad))
+        name = f"b{B}_n{N}_d{D}_h{H}_dh{D_H}_o{D_out}"
+        name += ("_causal" if causal else "") + ("_padded" if padded else "") + ("_fused" if fused else "")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------- chapter 06: the transformer block
 
 NORM_EPS = float(np.float32(1e-5))   # BLOCK_NORM_EPS (block.h), as the float32 the C code uses

@@ -22,7 +22,10 @@ nn.MultiheadAttention, nn.Linear and nn.LayerNorm or a written-out RMSNorm,
 with torch's attribute names, so one layout table serves both. Every
 nn.MultiheadAttention has its in_proj_bias frozen at 0 (the C attention has no
 Q/K/V biases). The sinusoidal table is computed in float64 by the twin
-(twin_04.sinusoidal), not read from C.
+(twin_04.sinusoidal), not read from C. With pos=rope nothing is added to the
+embeddings and every self-attention is RopeAttention below (the written
+layers around it): queries and keys rotated by golden.rope_rotate, written out
+by hand (torch 1.13 has no RoPE); the cross-attention has no positions.
 
 Each C block is ONE flat tensor (enc<l>, dec<l>) in the order of block.h's
 block_weights_view; split_blocks() cuts it into pieces ("enc0.W_QKV", ...) that
@@ -37,6 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import twinmap
+from golden import rope_rotate
 from twin_04 import sinusoidal
 
 CHAPTER = "06_transformer"
@@ -56,6 +60,8 @@ RUNS = [
                             "--task", "dates"] + _SMALL),
     ("post rms gelu ls0", ["--norm", "post", "--norm-type", "rmsnorm", "--mlp", "gelu", "--pos", "sinusoidal",
                            "--label-smoothing", "0"] + _REVERSE + _SMALL),
+    ("pre ln gelu rope", ["--norm", "pre", "--norm-type", "layernorm", "--mlp", "gelu", "--pos", "rope"]
+     + _REVERSE + _SMALL),
 ]
 
 
@@ -80,16 +86,47 @@ def make_norm(norm, D):
     return nn.Identity()
 
 
+class RopeAttention(nn.Module):
+    """Self-attention with rotary positions, named as nn.MultiheadAttention (in_proj_weight,
+    in_proj_bias, out_proj) so the layout table serves it: [Q|K|V] = X W_in^T, Q and K of
+    each head rotated at positions 0..N-1 (golden.rope_rotate), then softmax(Q K^T / sqrt(D_H)) V
+    per head with the causal and padding masks, and out_proj."""
+
+    def __init__(self, D, H):
+        super().__init__()
+        self.H = H
+        self.in_proj_weight = nn.Parameter(torch.zeros(3 * D, D))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * D))
+        self.out_proj = nn.Linear(D, D)
+
+    def forward(self, query, key, value, attn_mask=None, key_padding_mask=None, need_weights=False):
+        B, N, D = query.shape
+        H, D_H = self.H, D // self.H
+        Q, K, V = F.linear(query, self.in_proj_weight, self.in_proj_bias).split(D, dim=-1)
+        positions = torch.arange(N)
+        Q, K = rope_rotate(Q, H, D_H, positions), rope_rotate(K, H, D_H, positions)
+        Q, K, V = (T.reshape(B, N, H, D_H).transpose(1, 2) for T in (Q, K, V))
+        E = Q @ K.transpose(-1, -2) / math.sqrt(D_H)                 # [B, H, N, N]
+        blocked = torch.zeros(B, 1, N, N, dtype=torch.bool)
+        if attn_mask is not None:
+            blocked = blocked | attn_mask.view(1, 1, N, N)
+        if key_padding_mask is not None:
+            blocked = blocked | key_padding_mask.view(B, 1, 1, N)
+        A = torch.softmax(E.masked_fill(blocked, -math.inf), dim=-1)
+        Y = (A @ V).transpose(1, 2).reshape(B, N, D)
+        return self.out_proj(Y), None
+
+
 class WrittenLayer(nn.Module):
     """A block of block.h from torch modules, named as torch's transformer layers:
     self_attn, multihead_attn (decoder), linear1/linear2 (+ linear3: SwiGLU's gate),
     norm1, norm2 (+ norm3 in a decoder: norm1 after self-attention, norm2 after
     cross-attention, the last after the MLP)."""
 
-    def __init__(self, D, H, F_, place, norm, mlp, cross):
+    def __init__(self, D, H, F_, place, norm, mlp, cross, rope=False):
         super().__init__()
         self.pre, self.mlp = place == "pre", mlp
-        self.self_attn = nn.MultiheadAttention(D, H, batch_first=True)
+        self.self_attn = RopeAttention(D, H) if rope else nn.MultiheadAttention(D, H, batch_first=True)
         norms = ["norm1"]
         if cross:
             self.multihead_attn = nn.MultiheadAttention(D, H, batch_first=True)
@@ -120,8 +157,8 @@ class WrittenLayer(nn.Module):
 
 
 class WrittenEncoderLayer(WrittenLayer):
-    def __init__(self, D, H, F_, place, norm, mlp):
-        super().__init__(D, H, F_, place, norm, mlp, cross=False)
+    def __init__(self, D, H, F_, place, norm, mlp, rope=False):
+        super().__init__(D, H, F_, place, norm, mlp, cross=False, rope=rope)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None):
         def sa(U):
@@ -131,8 +168,8 @@ class WrittenEncoderLayer(WrittenLayer):
 
 
 class WrittenDecoderLayer(WrittenLayer):
-    def __init__(self, D, H, F_, place, norm, mlp):
-        super().__init__(D, H, F_, place, norm, mlp, cross=True)
+    def __init__(self, D, H, F_, place, norm, mlp, rope=False):
+        super().__init__(D, H, F_, place, norm, mlp, cross=True, rope=rope)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_key_padding_mask=None):
         def sa(U):
@@ -144,15 +181,15 @@ class WrittenDecoderLayer(WrittenLayer):
         return self.run(tgt, [sa, ca] + ([self.ff] if self.mlp != "none" else []))
 
 
-def make_layer(cross, D, H, F_, place, norm, mlp):
-    """torch's own layer where it has one (LayerNorm, GELU or ReLU), else the written one."""
-    if norm == "layernorm" and mlp in ("gelu", "relu"):
+def make_layer(cross, D, H, F_, place, norm, mlp, rope=False):
+    """torch's own layer where it has one (LayerNorm, GELU or ReLU, no rope), else the written one."""
+    if norm == "layernorm" and mlp in ("gelu", "relu") and not rope:
         cls = nn.TransformerDecoderLayer if cross else nn.TransformerEncoderLayer
         layer = cls(d_model=D, nhead=H, dim_feedforward=F_, dropout=0.0, activation=mlp, layer_norm_eps=NORM_EPS,
                     batch_first=True, norm_first=(place == "pre"))
     else:
         cls = WrittenDecoderLayer if cross else WrittenEncoderLayer
-        layer = cls(D, H, F_, place, norm, mlp)
+        layer = cls(D, H, F_, place, norm, mlp, rope)
     twinmap.freeze(layer.self_attn.in_proj_bias, 0.0)
     if cross:
         twinmap.freeze(layer.multihead_attn.in_proj_bias, 0.0)
@@ -244,7 +281,7 @@ class TransformerTwin(nn.Module):
     def __init__(self, cfg, tensors, dtype=torch.float64):
         super().__init__()
         L, D, H, F_, place, norm, mlp = block_settings(cfg)
-        self.L, self.D, self.learned = L, D, cfg["pos"] == "learned"
+        self.L, self.D, self.learned, self.rope = L, D, cfg["pos"] == "learned", cfg["pos"] == "rope"
         self.eps = float(cfg["label_smoothing"])
         V_src, V_tgt = tensors["src_emb"].shape[0], tensors["tgt_emb"].shape[0]
         self.src_emb, self.tgt_emb = nn.Embedding(V_src, D), nn.Embedding(V_tgt, D)
@@ -253,8 +290,8 @@ class TransformerTwin(nn.Module):
             self.tgt_pos = nn.Parameter(torch.zeros(tensors["tgt_pos"].shape))
         else:
             self.register_buffer("P_sin", sinusoidal(SIN_ROWS, D, dtype))
-        self.enc_layers = nn.ModuleList(make_layer(False, D, H, F_, place, norm, mlp) for _ in range(L))
-        self.dec_layers = nn.ModuleList(make_layer(True, D, H, F_, place, norm, mlp) for _ in range(L))
+        self.enc_layers = nn.ModuleList(make_layer(False, D, H, F_, place, norm, mlp, self.rope) for _ in range(L))
+        self.dec_layers = nn.ModuleList(make_layer(True, D, H, F_, place, norm, mlp, self.rope) for _ in range(L))
         self.final_norm = place == "pre" and norm != "none"
         if self.final_norm:
             self.enc_norm, self.dec_norm = make_norm(norm, D), make_norm(norm, D)
@@ -284,8 +321,10 @@ class TransformerTwin(nn.Module):
         twinmap.load_c(self, self.layout, pieces_in)
 
     def embed(self, ids, emb, pos):
-        """sqrt(D) E[ids] + P[0..N)."""
+        """sqrt(D) E[ids] + P[0..N) (rope: no P)."""
         N = ids.shape[1]
+        if self.rope:
+            return emb(ids) * math.sqrt(self.D)
         P = pos[:N] if self.learned else self.P_sin[:N]
         return emb(ids) * math.sqrt(self.D) + P
 

@@ -2,6 +2,7 @@
 
 The C model (chapters/06_transformer/gpt.h):
     X_0 = E[x_t] + P[t]                E tok_emb [V, D]; P pos_emb [N, D] (learned) or sinusoidal
+                                       (rope: X_0 = E[x_t], queries and keys rotated: twin_06.RopeAttention)
     X_l = Block_l(X_{l-1})             chapter 06's block, causal self-attention, no cross-attention
     Z   = Norm(X_L)                    pre-norm stacks only (norm.gamma, norm.beta)
     logits = Z E^T                     tied embeddings, no output bias
@@ -41,6 +42,8 @@ RUNS = [
      + _SMALL),
     ("post ln gelu sin", ["--norm", "post", "--norm-type", "layernorm", "--mlp", "gelu", "--pos", "sinusoidal"]
      + _SMALL),
+    ("pre ln gelu rope", ["--norm", "pre", "--norm-type", "layernorm", "--mlp", "gelu", "--pos", "rope"]
+     + _SMALL),
 ]
 
 
@@ -49,13 +52,13 @@ class GptTwin(nn.Module):
         super().__init__()
         L, D, H, F_, place, norm, mlp = block_settings(cfg)
         N, V = int(cfg["context"]), int(cfg["vocab"])
-        self.N, self.learned = N, cfg["pos"] == "learned"
+        self.N, self.learned, self.rope = N, cfg["pos"] == "learned", cfg["pos"] == "rope"
         self.tok_emb = nn.Embedding(V, D)
         if self.learned:
             self.pos_emb = nn.Parameter(torch.zeros(N, D))
-        else:
+        elif not self.rope:
             self.register_buffer("P_sin", sinusoidal(N, D, dtype))
-        self.layers = nn.ModuleList(make_layer(False, D, H, F_, place, norm, mlp) for _ in range(L))
+        self.layers = nn.ModuleList(make_layer(False, D, H, F_, place, norm, mlp, self.rope) for _ in range(L))
         self.final_norm = place == "pre" and norm != "none"
         if self.final_norm:
             self.norm = make_norm(norm, D)
@@ -80,7 +83,9 @@ class GptTwin(nn.Module):
         """tokens [B, n] (n <= N) -> logits [B, n, V]."""
         n = x.shape[1]
         causal = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)   # True = j > i: not attended
-        X = self.tok_emb(x) + (self.pos_emb[:n] if self.learned else self.P_sin[:n])
+        X = self.tok_emb(x)
+        if not self.rope:
+            X = X + (self.pos_emb[:n] if self.learned else self.P_sin[:n])
         for layer in self.layers:
             X = layer(X, src_mask=causal)
         Z = self.norm(X) if self.final_norm else X

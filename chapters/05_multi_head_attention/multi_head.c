@@ -21,6 +21,9 @@
  * float rounding, O(N) memory instead of N x N per head).
  * With keep masks (dropout on the weights, plain path only), step 3 is
  * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both.
+ * With rope (multi_head.h), step 1 is followed by the rotation of every
+ * head's Q and K by their positions, and 2'-3' by the rotation back of
+ * dQ and dK (common/nn/rope.h), on both paths.
  * With locality (multi_head.h, plain path only), step 2 scales head h by
  * exp(t_h) instead of 1/sqrt(D_H) and blocks the diagonal, and after 2'
  * dt_h += sum(Q_h o dQ_h).
@@ -40,6 +43,7 @@
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "nn/params.h"
+#include "nn/rope.h"
 
 int multi_head_attention_from_name(const char *name, MultiHeadAttention *out) {
     if (name && strcmp(name, "plain") == 0) *out = MULTI_HEAD_PLAIN;
@@ -52,6 +56,8 @@ int multi_head_spec_check(const MultiHeadSpec *s) {
     if (s->locality && s->attention == MULTI_HEAD_FUSED)
         return fail("locality self-attention needs the plain attention: the fused kernel has neither its "
                     "diagonal mask nor its learned scales (use attention=plain)");
+    if (s->rope && s->D_H % 2 != 0)
+        return fail("rotary positions turn pairs of numbers: head width D_H = %d must be even", s->D_H);
     return 0;
 }
 
@@ -232,6 +238,23 @@ static void log_scale_backward(float *dlog_scale, const float *QKV, const float 
     }
 }
 
+/* rope: the Q and K columns of QKV [B, N, 3 H D_H] (or of d[Q|K|V]) rotated
+ * in place, row n of each sequence at position n; back = 1 rotates a
+ * gradient back (rope_backward). */
+static void rotate_queries_keys(float *QKV, int H, int D_H, int B, int N, int back) {
+    const int HD = H * D_H, ld_qkv = 3 * HD;
+    for (int b = 0; b < B; b++) {
+        float *Q_b = QKV + (size_t)b * N * ld_qkv, *K_b = Q_b + HD;
+        if (back) {
+            rope_backward(Q_b, ld_qkv, N, H, D_H, 0);
+            rope_backward(K_b, ld_qkv, N, H, D_H, 0);
+        } else {
+            rope_forward(Q_b, ld_qkv, N, H, D_H, 0);
+            rope_forward(K_b, ld_qkv, N, H, D_H, 0);
+        }
+    }
+}
+
 /* X [B, N, D], keep [B, H, N, N] or NULL -> O [B, N, D_out], A [B, H, N, N],
  * cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] (| plain with keep_masks: [N, N]) */
 void multi_head_forward(float *O, float *A, const float *keep, float *cache, const float *X,
@@ -244,6 +267,8 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
 
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
     multi_head_qkv_forward(QKV, X, s, w, R);
+    /*    rope: Q_h, K_h [N, D_H] of each sequence rotated by their positions 0..N-1 */
+    if (s->rope) rotate_queries_keys(QKV, H, D_H, B, N, 0);
 
     if (s->attention == MULTI_HEAD_FUSED) {
         /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
@@ -292,6 +317,9 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
         multi_head_heads_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
         if (w->log_scale && dw && dw->log_scale) log_scale_backward(dw->log_scale, QKV, dQKV, H, D_H, R);
     }
+
+    /*     rope: d[Q|K] back through the rotation (the rotated Q, K are what 2-3 saw) */
+    if (s->rope) rotate_queries_keys(dQKV, H, D_H, B, N, 1);
 
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H],
      *     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */

@@ -77,6 +77,14 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
  *     columns receive.
  * Plain path only (the fused kernel has neither rule), and an encoder's: with
  * a causal mask the first position would have no key left. */
+/* rope = 1 rotates each head's queries and keys by their positions after
+ * step 1 (common/nn/rope.h; chapter 06's --pos rope): row n of a sequence
+ * is position n, and
+ *   Q_h <- rotate(Q_h), K_h <- rotate(K_h)    [N, D_H] each, V untouched
+ * so E = Q_h K_h^T / sqrt(D_H) depends on positions only through their
+ * differences. The cache keeps the rotated Q and K (steps 2-3 and their
+ * backward read them); backward turns dQ_h and dK_h back before step 1'.
+ * D_H must be even. Both paths, plain and fused. */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
@@ -85,6 +93,7 @@ typedef struct {
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
     int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
     int locality;                   /* 1: locality self-attention (above); 0: the plain layer */
+    int rope;                       /* 1: rotary positions (above); 0: none */
 } MultiHeadSpec;
 
 typedef struct {
@@ -95,7 +104,7 @@ typedef struct {
 } MultiHeadWeights;
 
 /* Returns 0, or -1 with fail() for a spec the layer cannot run (locality
- * with the fused kernel). */
+ * with the fused kernel, rope with an odd D_H). */
 int multi_head_spec_check(const MultiHeadSpec *s);
 /* Parameters of one layer: W_QKV, W_O and b_O (and log_scale with locality). */
 size_t multi_head_param_count(const MultiHeadSpec *s);

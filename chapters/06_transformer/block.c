@@ -28,6 +28,7 @@
 #include "kernels/matmul.h"
 #include "nn/layers.h"
 #include "nn/params.h"
+#include "nn/rope.h"
 #include "nn/transformer_layers.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -61,7 +62,7 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
     const int keep_masks = s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_PLAIN;
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality};
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality, s->rope};
     return a;
 }
 
@@ -530,6 +531,12 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
     const float scale = 1.0f / sqrtf((float)D_H);
     /* 1. [q|k|v] [n, 3 H D_H] = U W_QKV: only the new rows */
     sgemm(0, 0, n, 3 * HD, s->D, 1.0f, U, s->D, w->attn.W_QKV, 3 * HD, 0.0f, k->QKV, 3 * HD);
+    /*    rope: row r's q and k [1, H D_H] rotated at its own position */
+    if (s->rope)
+        for (int r = 0; r < n; r++) {
+            rope_forward(k->QKV + (size_t)r * 3 * HD, 3 * HD, 1, H, D_H, rows[r].pos);
+            rope_forward(k->QKV + (size_t)r * 3 * HD + HD, 3 * HD, 1, H, D_H, rows[r].pos);
+        }
     /* Exercise 06.kv_cache (3 points): append the new k and v to the cache; the new q attends over keys 0..t. */
     for (int r = 0; r < n; r++) {
         const float *qkv = k->QKV + (size_t)r * 3 * HD;

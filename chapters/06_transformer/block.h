@@ -83,6 +83,8 @@ typedef struct {
                                    * --locality): encoder blocks, plain attention only */
     float drop_path;              /* stochastic depth: p in [0, 1) of skipping a sublayer's branch for a
                                    * whole example; 0 = none (a stack spreads it over the layers) */
+    int rope;                     /* 1: rotary positions on the self-attention's queries and keys
+                                   * (chapter 05's MultiHeadSpec.rope, common/nn/rope.h); D_H even */
 } BlockSpec;
 
 /* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
@@ -214,7 +216,9 @@ size_t block_step_work_floats(const BlockSpec *s, int n, int T_cap, int N_M);
 
 /* One new position for each of n rows (evaluation: no dropout; plain
  * attention): X [n, D] -> Y [n, D], the same numbers as row pos of
- * block_forward over the row's whole prefix. cross_A [n, H, N_M] (or NULL)
+ * block_forward over the row's whole prefix. With rope, the new query and
+ * key are rotated at position pos before the key joins the cache, so every
+ * cached key stays rotated at its own position. cross_A [n, H, N_M] (or NULL)
  * gets the cross-attention weights. */
 void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, const BlockWeights *w,
                 const BlockStepRow *rows, int n, int T_cap, int N_M, float *work);

@@ -26,8 +26,8 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     memset(g, 0, sizeof *g);
     if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
     if (cfg->V < 2) return fail("vocab=%d: expected at least 2 tokens", cfg->V);
-    if (cfg->pos != POS_LEARNED && cfg->pos != POS_SINUSOIDAL)
-        return fail("pos=%s: the GPT needs positions (sinusoidal or learned)", pos_type_name(cfg->pos));
+    if (cfg->pos != POS_LEARNED && cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_ROPE)
+        return fail("pos=%s: the GPT needs positions (sinusoidal, learned or rope)", pos_type_name(cfg->pos));
     BlockSpec s = cfg->block;
     if (s.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
         if (s.H < 1 || s.D % s.H != 0)
@@ -38,6 +38,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     g->cfg.block.D_H = s.D_H;
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
+    s.rope = cfg->pos == POS_ROPE;   /* rotary positions: inside every block's attention, nothing added to X_0 */
     if (block_spec_check(&s) < 0) return -1;
     const int D = s.D, N = cfg->context, V = cfg->V;
     g->L = cfg->layers;
@@ -65,7 +66,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     init_normal(params_data(p, g->tok_emb), (size_t)V * D, 0.02f, &rng);
     if (cfg->pos == POS_LEARNED) {
         init_normal(params_data(p, g->pos_emb), (size_t)N * D, 0.02f, &rng);
-    } else {
+    } else if (cfg->pos == POS_SINUSOIDAL) {
         g->P = xcalloc((size_t)N * D, sizeof(float));
         positional_encoding_sinusoidal(g->P, N, D);   /* chapter 04's */
     }
@@ -105,7 +106,9 @@ void gpt_free(Gpt *g) {
     params_free(&g->params);
 }
 
+/* P [N, D], the table added to X_0: sinusoidal, learned, or NULL (rope) */
 static const float *positions(Gpt *g) {
+    if (g->cfg.pos == POS_ROPE) return NULL;
     return g->P ? g->P : params_data(&g->params, g->pos_emb);
 }
 
@@ -116,10 +119,10 @@ static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, in
     const int D = g->D, V = g->V, R = B * n;
     const float *E = params_data(&g->params, g->tok_emb);
     g->B = B;
-    /* X_0 = E[x_t] + P[t], then dropout */
+    /* X_0 = E[x_t] + P[t] (rope: E[x_t]), then dropout */
     float *X0 = g->st.x[0];
     embedding_forward(X0, tokens, E, R, D);
-    add_positional_encoding(X0, positions(g), B, n, D);   /* chapter 04's */
+    if (positions(g)) add_positional_encoding(X0, positions(g), B, n, D);   /* chapter 04's */
     dropout_forward(X0, g->emb_mask, X0, R * D, g->st.spec.dropout, train, &g->dropout_rng);
     /* the causal stack: Z = Norm(X_L) */
     stack_forward(&g->st, NULL, NULL, B, n, train, &g->dropout_rng);
@@ -201,9 +204,9 @@ static void next_logits(Gpt *g, const int *window, int len, int kv_cache) {
         memcpy(g->step_logits, g->logits + (size_t)pos * V, sizeof(float) * (size_t)V);
         return;
     }
-    /* x = E[token] + P[pos] */
-    const float *e = E + (size_t)window[pos] * D, *P = positions(g) + (size_t)pos * D;
-    for (int j = 0; j < D; j++) g->step_x[j] = e[j] + P[j];
+    /* x = E[token] + P[pos] (rope: E[token]; block_step rotates at pos) */
+    const float *e = E + (size_t)window[pos] * D, *P = positions(g) ? positions(g) + (size_t)pos * D : NULL;
+    for (int j = 0; j < D; j++) g->step_x[j] = P ? e[j] + P[j] : e[j];
     for (int l = 0; l < g->L; l++) {
         BlockStepRow row = {g->kv_K[l], g->kv_V[l], pos, NULL, 0};
         BlockWeights w = stack_block_weights(&g->st, l, 0);
@@ -304,7 +307,7 @@ const ConfigField GPT_CONFIG_FIELDS[] = {
     {"dropout", CONFIG_FLOAT, offsetof(GptConfig, block.dropout), .lo = 0, .hi = 1},
     {"attn_dropout", CONFIG_FLOAT, offsetof(GptConfig, block.attn_dropout), .lo = 0, .hi = 1,
      .fallback = "0"},   /* came later: a checkpoint without the line means 0 */
-    {"pos", CONFIG_CHOICE, offsetof(GptConfig, pos), .choices = "none,sinusoidal,learned"},
+    {"pos", CONFIG_CHOICE, offsetof(GptConfig, pos), .choices = "none,sinusoidal,learned,rope"},
     {"label_smoothing", CONFIG_FLOAT, offsetof(GptConfig, label_smoothing), .lo = 0, .hi = 1},
     {"kv_cache", CONFIG_INT, offsetof(GptConfig, kv_cache), .lo = 0, .hi = 1},
     {"context", CONFIG_INT, offsetof(GptConfig, context), .lo = 2, .hi = 65536},

@@ -3,6 +3,8 @@
  *
  * Lecture notation, tokens x_1 .. x_N of one window of text:
  *   X_0 = E[x_t] + P[t]                    E [V, D] token embeddings, P [N, D] positions
+ *                                          (rope: X_0 = E[x_t]; every block rotates its
+ *                                          queries and keys by t, common/nn/rope.h)
  *   X_l = Block_l(X_{l-1})  l = 1..L       causal self-attention and an MLP (block.h), no
  *                                          cross-attention: there is no encoder
  *   Z   = Norm(X_L)                        pre-norm stacks end with a norm (stack.h)
@@ -35,7 +37,7 @@ typedef struct {
     int layers;             /* L */
     BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (causal: set by the model);
                              * D_H 0: D / H (the checkpoint text gives dim and heads) */
-    PosType pos;            /* POS_LEARNED or POS_SINUSOIDAL */
+    PosType pos;            /* POS_LEARNED, POS_SINUSOIDAL or POS_ROPE */
     float label_smoothing;  /* part 1's key, kept in the text: 0 (the GPT trains on the plain cross-entropy) */
     int kv_cache;           /* part 1's key, kept in the text: 1 (generation takes GptSampling's) */
     int context;            /* N: positions per window */
@@ -55,7 +57,7 @@ typedef struct {
     int L, D, N, V, max_B;
     Params params;
     size_t tok_emb, pos_emb;
-    float *P;                 /* [N, D] the sinusoidal table (NULL when learned) */
+    float *P;                 /* [N, D] the sinusoidal table (NULL when learned or rope) */
     Rng dropout_rng;
     /* one pass, for up to max_B windows */
     int B;                    /* windows in the last forward */

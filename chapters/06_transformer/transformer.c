@@ -29,8 +29,9 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     memset(t, 0, sizeof *t);
     if (cfg->layers < 1 || cfg->layers > TRANSFORMER_MAX_LAYERS)
         return fail("layers=%d: expected 1 to %d", cfg->layers, TRANSFORMER_MAX_LAYERS);
-    if (cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_LEARNED)
-        return fail("pos=%s: the transformer needs positions (sinusoidal or learned)", pos_type_name(cfg->pos));
+    if (cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_LEARNED && cfg->pos != POS_ROPE)
+        return fail("pos=%s: the transformer needs positions (sinusoidal, learned or rope)",
+                    pos_type_name(cfg->pos));
     t->cfg = *cfg;
     if (t->cfg.block.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
         if (cfg->block.H < 1 || cfg->block.D % cfg->block.H != 0)
@@ -38,6 +39,9 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
                         cfg->block.H);
         t->cfg.block.D_H = cfg->block.D / cfg->block.H;
     }
+    /* rope: both stacks' self-attention rotates its queries and keys; the
+     * cross-attention stays without positions, and nothing is added to X_0, Y_0 */
+    t->cfg.block.rope = cfg->pos == POS_ROPE;
     if (block_spec_check(&t->cfg.block) < 0) return -1;
     cfg = &t->cfg;
     BlockSpec enc = cfg->block, dec = cfg->block;
@@ -86,7 +90,7 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     if (cfg->pos == POS_LEARNED) {
         init_normal(params_data(p, t->src_pos), (size_t)T_src * D, 0.1f, &rng);
         init_normal(params_data(p, t->tgt_pos), (size_t)t->T_cap * D, 0.1f, &rng);
-    } else {
+    } else if (cfg->pos == POS_SINUSOIDAL) {
         t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
         t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
         positional_encoding_sinusoidal(t->P_src, T_src, D);      /* chapter 04's */
@@ -144,7 +148,8 @@ static void transformer_destroy(void *self) {
 /* ========================================================== the two stacks */
 
 /* ids [B, N] -> X [B, N, D] = sqrt(D) E[ids] + P[0..N), then dropout (mask kept).
- * P is the sinusoidal table, or the learned one (pos_offset in params). */
+ * P is the sinusoidal table, or the learned one (pos_offset in params); with
+ * rope there is none (the blocks rotate Q and K). */
 static void embed_forward(Transformer *t, float *X, float *mask, const int *ids, size_t emb, size_t pos,
                           const float *P_fixed, int B, int N, int train) {
     const int D = t->D;
@@ -152,7 +157,8 @@ static void embed_forward(Transformer *t, float *X, float *mask, const int *ids,
     const float scale = sqrtf((float)D);
     embedding_forward(X, ids, params_data(&t->params, emb), B * N, D);
     for (size_t i = 0; i < n; i++) X[i] *= scale;
-    add_positional_encoding(X, P_fixed ? P_fixed : params_data(&t->params, pos), B, N, D);   /* chapter 04's */
+    if (t->cfg.pos != POS_ROPE)
+        add_positional_encoding(X, P_fixed ? P_fixed : params_data(&t->params, pos), B, N, D);   /* chapter 04's */
     dropout_forward(X, mask, X, (int)n, t->cfg.block.dropout, train, &t->dropout_rng);
 }
 
@@ -279,13 +285,13 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
         out[1 + pos] = (float)prev[r];
     }
     if (t->cfg.kv_cache && !full) {
-        /* the new token's vector: sqrt(D) E[y] + P[pos] */
+        /* the new token's vector: sqrt(D) E[y] + P[pos] (rope: sqrt(D) E[y]; block_step rotates at pos) */
         for (int r = 0; r < n; r++) {
             const int pos = (int)next[(size_t)r * S];
             const float *e = params_data(&t->params, t->tgt_emb) + (size_t)prev[r] * D;
-            const float *P = t->P_tgt ? t->P_tgt : params_data(&t->params, t->tgt_pos);
+            const float *P = t->cfg.pos == POS_ROPE ? NULL : t->P_tgt ? t->P_tgt : params_data(&t->params, t->tgt_pos);
             float *x = t->step_x + (size_t)r * D;
-            for (int j = 0; j < D; j++) x[j] = sqrtf((float)D) * e[j] + P[(size_t)pos * D + j];
+            for (int j = 0; j < D; j++) x[j] = sqrtf((float)D) * e[j] + (P ? P[(size_t)pos * D + j] : 0.0f);
         }
         BlockStepRow rows[n > 0 ? n : 1];
         for (int l = 0; l < t->L; l++) {
@@ -436,7 +442,7 @@ const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
     {"dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.dropout), .lo = 0, .hi = 1},
     {"attn_dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.attn_dropout), .lo = 0, .hi = 1,
      .fallback = "0"},   /* came later: a checkpoint without the line means 0 */
-    {"pos", CONFIG_CHOICE, offsetof(TransformerConfig, pos), .choices = "none,sinusoidal,learned"},
+    {"pos", CONFIG_CHOICE, offsetof(TransformerConfig, pos), .choices = "none,sinusoidal,learned,rope"},
     {"label_smoothing", CONFIG_FLOAT, offsetof(TransformerConfig, label_smoothing), .lo = 0, .hi = 1},
     {"kv_cache", CONFIG_INT, offsetof(TransformerConfig, kv_cache), .lo = 0, .hi = 1},
 };

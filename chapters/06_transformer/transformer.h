@@ -3,7 +3,8 @@
  * tasks with the same flags, tables, beam search and plots as chapters 01-03.
  *
  * Lecture notation, a source x_1..x_T and a target prefix y_0 = <bos>, y_1..:
- *   encoder:  X_0 = sqrt(D) E_src[x_t] + P[t]          P: chapter 04's positions
+ *   encoder:  X_0 = sqrt(D) E_src[x_t] + P[t]          P: chapter 04's positions (rope: no P,
+ *                                                      the self-attentions rotate Q and K by t)
  *             X_l = EncoderBlock_l(X_{l-1})            l = 1..L  (self-attention, MLP)
  *             M   = Norm(X_L)   (pre-norm stacks end with a norm; post-norm: M = X_L)
  *   decoder:  Y_0 = sqrt(D) E_tgt[y_t] + P[t]
@@ -40,7 +41,7 @@ typedef struct {
     int layers;             /* L: blocks in the encoder, and in the decoder */
     BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (also on embeddings);
                              * D_H 0: D / H (the checkpoint text gives dim and heads) */
-    PosType pos;            /* POS_SINUSOIDAL or POS_LEARNED */
+    PosType pos;            /* POS_SINUSOIDAL, POS_LEARNED or POS_ROPE */
     float label_smoothing;  /* eps in [0, 1) */
     int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
 } TransformerConfig;

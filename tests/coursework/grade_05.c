@@ -47,7 +47,7 @@ static int heads_case(const GoldCase *c, int with_backward) {
     const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0], R = B * N;
     const int *lens = grade_i32_or_null(c, "lens");
     const float *W_QKV = grade_f32(c, "W_QKV"), *b_O = grade_f32_or_null(c, "b_O");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0, 0};
     const MultiHeadWeights w = {(float *)W_QKV, (float *)W_O->data, (float *)b_O, NULL};
     float *QKV = grade_floats((size_t)R * 3 * HD), *Y = grade_floats((size_t)R * HD);
     float *A = grade_floats(multi_head_attention_floats(&s, B, N)), *O = grade_floats((size_t)R * D_out);
@@ -109,7 +109,7 @@ static int fused_layer_forward(void) { return grade_golden_cases("multi_head", N
 enum { P_D = 5, P_H = 2, P_DH = 3, P_HD = P_H * P_DH, P_DOUT = 4, P_R = 7 };
 
 static int qkv_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], QKV[P_R * 3 * P_HD], want[P_R * 3 * P_HD];
     grade_fill(X, P_R * P_D, 1.0f, 51);
     grade_fill(W_QKV, P_D * 3 * P_HD, 1.0f, 52);
@@ -121,7 +121,7 @@ static int qkv_forward(void) {
 }
 
 static int qkv_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], dQKV[P_R * 3 * P_HD];
     float dX[P_R * P_D], dW[P_D * 3 * P_HD], dX_want[P_R * P_D], dW_want[P_D * 3 * P_HD];
     float dX0[P_R * P_D], dW0[P_D * 3 * P_HD];
@@ -154,7 +154,7 @@ static int qkv_backward(void) {
 }
 
 static int output_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], O[P_R * P_DOUT], want[P_R * P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 61);
     grade_fill(W_O, P_HD * P_DOUT, 1.0f, 62);
@@ -174,7 +174,7 @@ static int output_forward(void) {
 }
 
 static int output_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], dO[P_R * P_DOUT], dY[P_R * P_HD], dY_want[P_R * P_HD];
     float dW[P_HD * P_DOUT], db[P_DOUT], dW0[P_HD * P_DOUT], db0[P_DOUT], dW_want[P_HD * P_DOUT], db_want[P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 65);
@@ -312,7 +312,7 @@ static int hidden_heads(void) {
     const int D_H = grade_draw(1, 3), D_out = grade_draw(1, 5), causal = grade_draw(0, 1), HD = H * D_H;
     int *lens = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
     for (int b = 0; lens && b < B; b++) lens[b] = grade_draw(1, N);
-    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0, 0};
     MultiHeadWeights w = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out), grade_floats((size_t)D_out),
                           NULL};
     float *X = grade_floats((size_t)B * N * D), *dO = grade_floats((size_t)B * N * D_out);
