@@ -619,7 +619,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f, {0}};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);
