@@ -255,6 +255,88 @@ static void report_experts(const Gpt *g, const GptBatches *b, Results *res) {
     results_set_num(res, "moe_dropped_share", dropped);
 }
 
+/* --mlp moe: which expert each token goes to. Over the first windows of
+ * the validation part (up to 20,000 tokens), each block's share of the
+ * (token, expert) pairs per expert -> OUT/moe_share.png (blocks x experts)
+ * and results.json (moe_share_l<l>), and for each expert of each block the
+ * 5 tokens (seen 50 times or more) it takes the largest part of
+ * (moe_tokens_l<l>_e<e>), printed as a table. */
+static int expert_usage(Gpt *g, const BrownCorpus *c, const Flags *f, Results *res) {
+    const BlockSpec *s = &g->cfg.block;
+    if (s->moe.E == 0) return 0;
+    enum { TOP = 5, MIN_SEEN = 50 };
+    const int L = g->L, E = s->moe.E, k = s->moe.k, N = g->N, V = c->V;
+    const int n = c->valid.n < 20000 ? c->valid.n : 20000;
+    float *share = xcalloc((size_t)L * E, sizeof(float));
+    long *count = xcalloc((size_t)L * E * V, sizeof(long)), *seen = xcalloc((size_t)V, sizeof(long));
+    for (int start = 0; start + N <= n; start += N) {
+        const int *ids = c->valid.ids + start;
+        gpt_forward(g, ids, NULL, 1, 0);
+        for (int r = 0; r < N; r++) seen[ids[r]]++;
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < N * k; i++) {
+                const int e = g->st.cache[l].moe.choice[i];
+                share[l * E + e] += 1.0f;
+                count[((size_t)l * E + e) * V + ids[i / k]]++;
+            }
+    }
+    printf("\nthe tokens each expert takes the largest part of (of those seen %d times or more):\n", MIN_SEEN);
+    for (int l = 0; l < L; l++) {
+        float total = 0.0f;
+        for (int e = 0; e < E; e++) total += share[l * E + e];
+        char key[64], line[256];
+        int at = 0;
+        for (int e = 0; e < E; e++) {
+            share[l * E + e] /= total > 0.0f ? total : 1.0f;
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%.3f", e ? " " : "", (double)share[l * E + e]);
+            if (at >= (int)sizeof line) at = (int)sizeof line - 1;
+        }
+        snprintf(key, sizeof key, "moe_share_l%d", l);
+        results_set_str(res, key, line);
+        for (int e = 0; e < E; e++) {
+            const long *ce = count + ((size_t)l * E + e) * V;
+            int top[TOP], n_top = 0;
+            for (int t = 0; t < V; t++) {   /* insertion into the best TOP by ce[t] / seen[t] */
+                if (seen[t] < MIN_SEEN || ce[t] == 0) continue;
+                int j = n_top < TOP ? n_top++ : TOP;
+                while (j > 0 && (double)ce[t] * seen[top[j - 1]] > (double)ce[top[j - 1]] * seen[t]) {
+                    if (j < TOP) top[j] = top[j - 1];
+                    j--;
+                }
+                if (j < TOP) top[j] = t;
+            }
+            at = 0;
+            for (int j = 0; j < n_top; j++) {
+                const char *tok = brown_token(c, top[j]);
+                at += snprintf(line + at, sizeof line - (size_t)at, "%s%s %.0f%%", j ? ", " : "",
+                               strcmp(tok, " ") == 0 ? "(space)" : strcmp(tok, "\n") == 0 ? "(newline)" : tok,
+                               100.0 * ce[top[j]] / seen[top[j]]);
+                if (at >= (int)sizeof line) at = (int)sizeof line - 1;
+            }
+            printf("  block %d expert %d (%4.1f%% of the pairs): %s\n", l, e, 100.0 * share[l * E + e], line);
+            snprintf(key, sizeof key, "moe_tokens_l%d_e%d", l, e);
+            results_set_str(res, key, line);
+        }
+    }
+    char stem[1100], x_text[BLOCK_MAX_EXPERTS][8], y_text[STACK_MAX_LAYERS][16];
+    const char *xl[BLOCK_MAX_EXPERTS], *yl[STACK_MAX_LAYERS];
+    for (int e = 0; e < E; e++) {
+        snprintf(x_text[e], sizeof x_text[e], "%d", e);
+        xl[e] = x_text[e];
+    }
+    for (int l = 0; l < L; l++) {
+        snprintf(y_text[l], sizeof y_text[l], "block %d", l);
+        yl[l] = y_text[l];
+    }
+    int rc = path_format(stem, sizeof stem, "%s/moe_share", f->out);
+    if (rc == 0)
+        rc = plot_heatmap(stem, "share of the (token, expert) pairs each expert takes", share, L, E, xl, yl,
+                          "expert", "", "share", 0.0f, 0.0f);
+    if (rc == 0) printf("expert shares: %s.png\n", stem);
+    free(share); free(count); free(seen);
+    return rc;
+}
+
 static void print_figures(const Flags *f, const BrownCorpus *c, const Figures *e, double kn_test,
                           const TrainLog *log) {
     const BrownTokens kind = c->kind;
@@ -636,6 +718,7 @@ int main(int argc, char **argv) {
     const Figures figures = evaluate(g, &c, &f);
     print_figures(&f, &c, &figures, kn_test, &log);
     report_experts(g, &batches, &res);
+    if (expert_usage(g, &c, &f, &res) < 0) goto done;
 
     /* 7. the checkpoint, results.json, the loss curves; then samples */
     if (write_outputs(g, &c, &f, config, &res, &figures, &log) < 0) goto done;
