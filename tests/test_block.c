@@ -203,9 +203,27 @@ static void test_block_gradients_every_combination(void **state) {
             for (int mlp = 0; mlp < 4; mlp++)
                 for (int causal = 0; causal < 2; causal++) {
                     BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp,
-                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0};
+                                   0.0f, MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0, {0}};
                     check_block_gradients(s, 2, 5, causal ? lens : NULL, 1, &r);
                 }
+}
+
+/* The MLP sublayer as a mixture of experts (moe.h; alpha 0: the loss here
+ * is only sum wY * Y), post- and pre-norm, k = 1 and 2, in training with a
+ * capacity that drops pairs and at evaluation. The routing is piecewise:
+ * a step of EPS that changes a position's experts makes the finite
+ * difference a jump (other seeds here do); with this seed none does. */
+static void test_block_gradients_with_experts(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 23, 0);
+    for (int place = 0; place < 2; place++)
+        for (int k = 1; k <= 2; k++)
+            for (int train = 0; train < 2; train++) {
+                BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_SWIGLU, 0.0f,
+                               MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, {3, k, 0.0f, train ? 1.0f : 0.0f, k - 1}};
+                check_block_gradients(s, 2, 5, NULL, train, &r);
+            }
 }
 
 static void test_block_gradients_odd_shapes(void **state) {
@@ -214,14 +232,14 @@ static void test_block_gradients_odd_shapes(void **state) {
     rng_seed(&r, 2, 0);
     /* one position, one head of width 1; H D_H != D; fused attention */
     BlockSpec tiny = {1, 1, 1, 1, BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                      0.0f, 0, 0.0f, 0};
+                      0.0f, 0, 0.0f, 0, {0}};
     check_block_gradients(tiny, 1, 1, NULL, 1, &r);
     BlockSpec wide = {5, 3, 3, 9, BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0,
-                      0.0f, 0, 0.0f, 0};
+                      0.0f, 0, 0.0f, 0, {0}};
     check_block_gradients(wide, 1, 7, NULL, 1, &r);
     int lens[2] = {4, 6};
     BlockSpec fused = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_FUSED, 1, 0,
-                       0.0f, 0, 0.0f, 0};
+                       0.0f, 0, 0.0f, 0, {0}};
     check_block_gradients(fused, 2, 6, lens, 1, &r);
     fused.norm_place = BLOCK_POST_NORM;
     fused.norm = BLOCK_RMSNORM;
@@ -229,7 +247,7 @@ static void test_block_gradients_odd_shapes(void **state) {
     check_block_gradients(fused, 2, 6, NULL, 1, &r);
     /* locality self-attention (chapter 07's --locality): the learned scales' gradients too */
     BlockSpec locality = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                          0.0f, 1, 0.0f, 0};
+                          0.0f, 1, 0.0f, 0, {0}};
     check_block_gradients(locality, 2, 6, lens, 1, &r);
 }
 
@@ -241,7 +259,7 @@ static void test_block_gradients_with_dropout(void **state) {
     rng_seed(&r, 3, 0);
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f,
-                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0};
+                       MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0, {0}};
         check_block_gradients(s, 2, 4, NULL, 1, &r);
         /* drop path, alone and after dropout: 4 examples, about half their branches dropped */
         s.drop_path = 0.5f;
@@ -261,7 +279,7 @@ static void test_block_drop_path_skips_whole_examples(void **state) {
     const int B = 16, N = 5;
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
-                       1, 0, 0.0f, 0, 0.9f, 0};
+                       1, 0, 0.0f, 0, 0.9f, 0, {0}};
         Block b;
         block_make(&b, s, B, N, &r);
         b.train = 1;
@@ -293,12 +311,12 @@ static void test_decoder_block_gradients(void **state) {
         for (int norm = 0; norm < 3; norm++)
             for (int mlp = 0; mlp < 4; mlp++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, (BlockNorm)norm, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, 1, 1, 0.0f, 0, 0.0f, 0, {0}};
                 check_gradients_with_memory(s, 2, 5, lens, 6, mem_lens, 1, &r);
             }
     for (int place = 0; place < 2; place++) {
         BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.3f, MULTI_HEAD_PLAIN,
-                       1, 1, 0.0f, 0, 0.0f, 0};
+                       1, 1, 0.0f, 0, 0.0f, 0, {0}};
         check_gradients_with_memory(s, 2, 4, NULL, 5, mem_lens, 1, &r);
     }
 }
@@ -318,11 +336,11 @@ static void test_block_gradients_with_attention_dropout(void **state) {
             const float p_out = out_drop ? 0.3f : 0.0f;
             for (int causal = 0; causal < 2; causal++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.3f, 0, 0.0f, 0, {0}};
                 check_block_gradients(s, 2, 5, lens, 1, &r);
             }
             BlockSpec dec = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, p_out,
-                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0, 0.0f, 0};
+                             MULTI_HEAD_PLAIN, 1, 1, 0.3f, 0, 0.0f, 0, {0}};
             check_gradients_with_memory(dec, 2, 5, lens, 6, mem_lens, 1, &r);
         }
 }
@@ -333,6 +351,7 @@ static void test_block_gradients_with_attention_dropout(void **state) {
  * decoder blocks, both placements. */
 static void test_block_step_matches_forward(void **state) {
     (void)state;
+    for (int experts = 0; experts < 2; experts++)   /* 1: a mixture of 3 experts, k = 2 */
     for (int cross = 0; cross < 2; cross++)
         for (int place = 0; place < 2; place++)
             for (int mlp = 0; mlp < 3; mlp++) {
@@ -341,7 +360,8 @@ static void test_block_step_matches_forward(void **state) {
                 const int B = 2, N = 7, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 9;
                 int mem_lens[2] = {2, 5};
                 BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0, {0}};
+                if (experts) s.moe = (BlockMoe){3, 2, 0.01f, 1.0f, 0};   /* capacity: training only */
                 Block b;
                 block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
                 run_forward(&b);
@@ -364,8 +384,8 @@ static void test_block_step_matches_forward(void **state) {
                         for (int d = 0; d < D; d++) {
                             float want = b.Y[((size_t)i * N + t) * D + d], got = y[(size_t)i * D + d];
                             if (fabsf(got - want) > 1e-5f * (1.0f + fabsf(want)))
-                                fail_msg("cross %d place %d mlp %d: row %d position %d [%d]: step %.8g, forward %.8g",
-                                         cross, place, mlp, i, t, d, got, want);
+                                fail_msg("experts %d cross %d place %d mlp %d: row %d position %d [%d]: step %.8g, "
+                                         "forward %.8g", experts, cross, place, mlp, i, t, d, got, want);
                         }
                     if (cross) {   /* the step's cross-attention weights are forward's row t */
                         const float *A = b.cache.cross_A;
@@ -398,7 +418,7 @@ static void test_block_idea_off_is_chapter_05(void **state) {
                 const int B = 2, N = 9, D = 8;
                 int lens[2] = {5, 0};
                 BlockSpec s = {D, 2, 4, 16, (BlockNormPlace)place, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f,
-                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0};
+                               MULTI_HEAD_PLAIN, causal, 0, 0.0f, 0, 0.0f, 0, {0}};
                 Block b;
                 block_make(&b, s, B, N, &r);
                 b.lens = lens;
@@ -453,7 +473,7 @@ static void test_block_dropout_off_at_evaluation(void **state) {
             rng_seed(&r, 5, 0);
             const int B = 2, N = 6;
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, (BlockMlp)mlp, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0};
+                           MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0, {0}};
             Block b;
             block_make(&b, s, B, N, &r);
             run_forward(&b);
@@ -541,7 +561,7 @@ static void test_block_attention_dropout_off_at_evaluation(void **state) {
             const int B = 2, N = 6, N_M = 5;
             int mem_lens[2] = {3, 0};
             BlockSpec s = {8, 2, 4, 12, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
-                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0};
+                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0, {0}};
             Block b;
             block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
             run_forward(&b);
@@ -589,7 +609,7 @@ static void test_block_attention_dropout_is_chapter_05_with_keep(void **state) {
     int lens[2] = {5, 0};
     Rng r;
     rng_seed(&r, 12, 0);
-    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0, 0.0f, 0};
+    BlockSpec s = {D, 2, 4, 16, BLOCK_PRE_NORM, BLOCK_NO_NORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 1, 0, p, 0, 0.0f, 0, {0}};
     Block b;
     block_make(&b, s, B, N, &r);
     b.lens = lens;
@@ -629,7 +649,7 @@ static void test_block_sizes(void **state) {
     (void)state;
     const int D = 6, H = 2, D_H = 3, F = 10;
     const size_t attn = (size_t)D * 3 * H * D_H + (size_t)H * D_H * D + D;
-    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0};
+    BlockSpec s = {D, H, D_H, F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0, {0}};
     assert_int_equal(block_param_count(&s), attn + 2 * D + (size_t)D * F + F + (size_t)F * D + D + 2 * D);
     s.norm = BLOCK_RMSNORM;
     s.mlp = BLOCK_MLP_SWIGLU;
@@ -754,6 +774,7 @@ int main(void) {
         cmocka_unit_test(test_prenorm_block_is_the_block),
         cmocka_unit_test(test_block_gradients_every_combination),
         cmocka_unit_test(test_block_gradients_odd_shapes),
+        cmocka_unit_test(test_block_gradients_with_experts),
         cmocka_unit_test(test_block_gradients_with_dropout),
         cmocka_unit_test(test_block_drop_path_skips_whole_examples),
         cmocka_unit_test(test_block_idea_off_is_chapter_05),

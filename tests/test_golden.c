@@ -47,6 +47,7 @@
 #include "04_self_attention/self_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "06_transformer/block.h"
+#include "06_transformer/moe.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/rope.h"
@@ -622,6 +623,48 @@ static void check_swiglu(Case *c) {
     }
 }
 
+/* config = {E, k, renorm, mlp, train}: the mixture of experts (moe.h) from
+ * the case's U, W_r and experts (C's layout), its output, routing, aux loss
+ * and dropped count, and the gradient of sum(out * dout) + alpha aux. */
+static void check_moe(Case *c) {
+    const GoldTensor *U = need(c, "U");
+    const int *config = i32(c, "config");
+    const int R = U->dims[0], D = U->dims[1], E = config[0], k = config[1];
+    BlockSpec s;
+    memset(&s, 0, sizeof s);
+    s.D = D;
+    s.mlp = (BlockMlp)config[3];
+    s.moe = (BlockMoe){E, k, f32(c, "alpha")[0], f32(c, "capacity")[0], config[2]};
+    /* F from one expert's size: D F 3 (SwiGLU), or 2 D F + F + D */
+    const size_t per = need(c, "experts")->count / (size_t)E;
+    s.F = s.mlp == BLOCK_MLP_SWIGLU ? (int)(per / (3 * (size_t)D)) : (int)((per - (size_t)D) / (2 * (size_t)D + 1));
+    assert_int_equal(moe_param_count(&s), (size_t)D * E + per * E);
+    BlockWeights w, dw;
+    memset(&w, 0, sizeof w);
+    memset(&dw, 0, sizeof dw);
+    w.W_r = (float *)f32(c, "W_r");
+    w.experts = (float *)f32(c, "experts");
+    dw.W_r = buf(c, (size_t)D * E);
+    dw.experts = buf(c, per * E);
+    BlockMoeCache mc;
+    moe_cache_layout(&s, R, buf(c, moe_cache_layout(&s, R, NULL, &mc)), &mc);
+    float *out = buf(c, (size_t)R * D), *dU = buf(c, (size_t)R * D), *scratch = buf(c, moe_scratch_floats(&s, R));
+    moe_forward(out, &mc, f32(c, "U"), &s, &w, R, config[4]);
+    expect_out(c, "out", out);
+    expect_out(c, "P", mc.P);
+    const int *choice = i32(c, "choice");
+    for (int i = 0; i < R * k; i++) assert_int_equal(mc.choice[i], choice[i]);
+    float aux = mc.stats[0];
+    expect_out(c, "aux", &aux);
+    assert_int_equal((int)mc.stats[1], i32(c, "dropped")[0]);
+    for (int times = 1; times <= 2; times++) {
+        moe_backward(dU, &dw, scratch, f32(c, "dout"), &mc, f32(c, "U"), &s, &w, R);
+        expect_grad(c, "dU", dU, times);
+        expect_grad(c, "dW_r", dw.W_r, times);
+        expect_grad(c, "dexperts", dw.experts, times);
+    }
+}
+
 /* The tensors of a BlockWeights by their names in the golden file (NULL
  * data: the spec has no such tensor, and neither has the case). A decoder
  * block's cross-attention tensors are cross_W_Q, cross_W_KV, cross_W_O,
@@ -651,7 +694,7 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f, 0};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f, 0, {0}};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);
@@ -810,6 +853,7 @@ static const GoldLayer LAYERS[] = {
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */
+    {"moe", check_moe},                                   /* chapter 06: a mixture of experts */
     {"patch_embed", check_patch_embed},                   /* chapter 07: conv2d, stride = kernel */
     {"vit", check_vit},                                   /* chapter 07: the whole model */
 };

@@ -49,7 +49,8 @@ typedef struct {
 
 static double model_loss(void *ctx) {
     LossCtx *c = ctx;
-    return gpt_forward(c->g, c->tokens, c->targets, B, 0) / c->g->last_counted;
+    const double nll = gpt_forward(c->g, c->tokens, c->targets, B, 0) / c->g->last_counted;
+    return nll + (double)c->g->cfg.block.moe.aux * c->g->moe_aux;   /* a mixture of experts' balance (else 0) */
 }
 
 static void test_gpt_gradients(void **state) {
@@ -65,8 +66,9 @@ static void test_gpt_gradients(void **state) {
         tokens[i] = (int)rng_below(&r, V);
         targets[i] = i % 5 == 3 ? -1 : (int)rng_below(&r, V);   /* some positions not scored */
     }
-    for (int k = 0; k < 5; k++) {   /* k = 4: rotary positions */
+    for (int k = 0; k < 6; k++) {   /* k = 4: rotary positions; k = 5: the MLPs a mixture of 3 experts, 2 per token */
         GptConfig c = tiny(places[k & 1], norms[(k >> 1) & 1], mlps[(k >> 1) & 1], k == 4 ? POS_ROPE : poss[k & 1], N);
+        if (k == 5) c.block.moe = (BlockMoe){3, 2, 0.05f, 0.0f, 1};
         Gpt g;
         assert_int_equal(gpt_create(&g, &c, B, 7 + k), 0);
         /* move the norms' gammas and betas off 1 and 0, so their gradients are
@@ -130,9 +132,10 @@ static void test_gpt_kv_cache_matches_recompute(void **state) {
     (void)state;
     enum { CTX = 8, NEW = 21 };
     const PosType poss[3] = {POS_LEARNED, POS_SINUSOIDAL, POS_ROPE};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {   /* k = 2: rotary positions; k = 3, 4: a mixture of experts (capacity: training only) */
         GptConfig c = tiny(k == 1 ? BLOCK_POST_NORM : BLOCK_PRE_NORM, k == 1 ? BLOCK_RMSNORM : BLOCK_LAYERNORM,
-                           k == 1 ? BLOCK_MLP_SWIGLU : BLOCK_MLP_GELU, poss[k], CTX);
+                           k == 1 ? BLOCK_MLP_SWIGLU : BLOCK_MLP_GELU, poss[k < 3 ? k : k - 3], CTX);
+        if (k >= 3) c.block.moe = (BlockMoe){4, k - 2, 0.01f, 1.0f, k - 3};
         Gpt g;
         assert_int_equal(gpt_create(&g, &c, 1, 11 + k), 0);
         const int prompt[3] = {4, 1, 7};
@@ -199,9 +202,11 @@ static void test_gpt_config_roundtrip(void **state) {
     c.block.dropout = 0.25f;
     c.block.attn_dropout = 0.125f;
     c.kv_cache = 1;
+    c.block.moe = (BlockMoe){3, 2, 0.5f, 1.25f, 1};
     char text[1024] = "model=gpt\n";
     assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
     assert_string_equal(text, "model=gpt\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=post\nnorm_type=rmsnorm\nmlp=swiglu\n"
+                              "experts=3\nmoe_top_k=2\nmoe_aux=0.5\ncapacity=1.25\nmoe_renorm=1\n"
                               "dropout=0.25\nattn_dropout=0.125\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n"
                               "context=17\nvocab=11\n");
     memset(&d, 0, sizeof d);
@@ -217,6 +222,7 @@ static void test_gpt_config_roundtrip(void **state) {
     assert_int_equal(d.block.mlp, BLOCK_MLP_SWIGLU);
     assert_float_equal(d.block.dropout, 0.25f, 0);
     assert_float_equal(d.block.attn_dropout, 0.125f, 0);
+    assert_memory_equal(&d.block.moe, &c.block.moe, sizeof c.block.moe);
     Gpt g;
     assert_int_equal(gpt_create(&g, &d, 1, 1), 0);
     assert_int_equal(g.cfg.block.D_H, 4);

@@ -37,7 +37,7 @@ static TransformerConfig tiny_config(BlockNormPlace place, BlockNorm norm, Block
     TransformerConfig c;
     memset(&c, 0, sizeof c);
     c.layers = 2;
-    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0};
+    c.block = (BlockSpec){8, 2, 4, 12, place, norm, mlp, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f, 0, 0.0f, 0, {0}};
     c.pos = pos;
     c.kv_cache = 1;
     return c;

@@ -824,6 +824,75 @@ def gen_swiglu():
     return cases
 
 
+@layer("moe")
+def gen_moe():
+    """moe_forward/backward (chapters/06_transformer/moe.h), written out: p =
+    softmax(U W_r), the k largest (torch.topk), g = p or p renormalised over
+    the k, each pair through its expert's MLP, out = sum g MLP_e(u); with a
+    capacity (training), ceil(c R k / E) pairs per expert, first choices
+    first, rows in order. L = sum(out * dout) + alpha E sum_e f_e P_e.
+    config = {E, k, renorm, mlp (BlockMlp), train}; experts: the C layout,
+    W_1 | b_1 | W_3 | W_2 | b_2 of expert 0, then 1, ..."""
+    cases = []
+    for seed, (R, D, F_, E, k, renorm, mlp, alpha, cap) in enumerate([
+            (7, 5, 6, 4, 1, 0, "gelu", 0.1, 0.0), (9, 6, 4, 4, 2, 1, "swiglu", 0.05, 0.0),
+            (11, 4, 5, 3, 2, 0, "gelu", 0.0, 1.0), (5, 3, 4, 6, 3, 1, "relu", 0.2, 0.0)]):
+        r = Draw(2600 + seed)
+        U, W_r = r.uniform(R, D), r.uniform(D, E)
+        swiglu = mlp == "swiglu"
+        experts = []
+        for e in range(E):
+            x = OrderedDict(W_1=r.uniform(D, F_))
+            if not swiglu:
+                x["b_1"] = r.uniform(F_, lo=-0.5, hi=0.5)
+            else:
+                x["W_3"] = r.uniform(D, F_)
+            x["W_2"] = r.uniform(F_, D)
+            if not swiglu:
+                x["b_2"] = r.uniform(D, lo=-0.5, hi=0.5)
+            experts.append(x)
+        dout = r.uniform(R, D, grad=False)
+
+        def expert(x, u):
+            a = u @ x["W_1"] + (x["b_1"] if "b_1" in x else 0)
+            h = F.silu(a) * (u @ x["W_3"]) if swiglu else (F.gelu(a) if mlp == "gelu" else F.relu(a))
+            return h @ x["W_2"] + (x["b_2"] if "b_2" in x else 0)
+
+        p = F.softmax(U @ W_r, dim=-1)                          # [R, E]
+        top_p, top_e = torch.topk(p, k, dim=-1)                 # [R, k], the most likely first
+        g = top_p / top_p.sum(-1, keepdim=True) if renorm else top_p
+        limit = math.ceil(cap * R * k / E) if cap > 0 else R
+        taken, keep = [0] * E, torch.zeros(R, k, dtype=torch.bool)
+        for j in range(k):                                      # first choices first, rows in order
+            for t in range(R):
+                e = int(top_e[t, j])
+                if taken[e] < limit:
+                    taken[e] += 1
+                    keep[t, j] = True
+        rows = []
+        for t in range(R):
+            y = torch.zeros(D, dtype=torch.float64)
+            for j in range(k):
+                if keep[t, j]:
+                    y = y + g[t, j] * expert(experts[int(top_e[t, j])], U[t])
+            rows.append(y)
+        out = torch.stack(rows)
+        f = torch.tensor([float((top_e == e).sum()) / (R * k) for e in range(E)], dtype=torch.float64)
+        aux = E * (f * p.mean(0)).sum()
+        ((out * dout).sum() + alpha * aux).backward()
+        flat = torch.cat([v.reshape(-1) for x in experts for v in x.values()])
+        dflat = torch.cat([(v.grad if v.grad is not None else torch.zeros_like(v)).reshape(-1)   # idle: 0
+                           for x in experts for v in x.values()])
+        t = OrderedDict(config=np.array([E, k, renorm, MLPS.index(mlp), 1 if cap > 0 else 0], np.int32),
+                        alpha=np.array([alpha], np.float32), capacity=np.array([cap], np.float32),
+                        U=np32(U), W_r=np32(W_r), experts=np32(flat), dout=np32(dout), out=np32(out),
+                        P=np32(p), choice=top_e.numpy().astype(np.int32),
+                        aux=np.array([aux.item()], np.float32), dropped=np.array([int((~keep).sum())], np.int32),
+                        dU=np32(U.grad), dW_r=np32(W_r.grad), dexperts=np32(dflat))
+        cases.append((f"r{R}_e{E}_k{k}_{mlp}{'_renorm' if renorm else ''}{'_capacity' if cap else ''}", t))
+    return cases
+
+
 # = BlockNormPlace, BlockNorm, BlockMlp in block.h
 PLACES = ["post", "pre"]
 NORMS = ["layernorm", "rmsnorm", "none"]

@@ -434,6 +434,44 @@ def table_gpt_variants(out_dir, readme):
     return rows, caption
 
 
+def table_gpt_moe(out_dir, readme):
+    """A mixture of experts against dense MLPs on the GPT (tools/gpt_moe.sh): one row per run, then the
+    share of each block's tokens each expert takes and, for the last block, the tokens each takes most."""
+    runs = [("dense", "dense MLP, F = 512"), ("moe-k1", "4 experts of F = 512, k = 1 (equal active)"),
+            ("moe-k2", "4 experts of F = 512, k = 2"), ("dense-4x", "dense MLP, F = 2048 (equal total)")]
+    rows = ["| model | parameters | active per token | validation bpc | test bpc | ms per step | tokens dropped |",
+            "|---|---|---|---|---|---|---|"]
+    datas, shares = [], []
+    for run, label in runs:
+        path, d = read_results(os.path.join(out_dir, "gpt_moe", run, "results.json"), "gpt-moe", readme,
+                               "run `make gpt-moe` first")
+        datas.append(d)
+        total = number(d, "parameters", path)
+        active = d.get("active_parameters", total)
+        rows.append("| %s | %.2fM | %.2fM | %.3f | %.3f | %.0f | %s |" % (
+            label, total / 1e6, active / 1e6, number(d, "valid_bpc", path),
+            number(d, "test_bpc", path), 1000.0 * number(d, "train_seconds", path) / number(d, "steps", path),
+            "%.1f%%" % (100.0 * d["moe_dropped_share"]) if "moe_dropped_share" in d else "-"))
+        if "moe_experts" in d:
+            shares.append((label, d))
+    rows += ["", "| model | block | share of the tokens, expert 0 .. E-1 |", "|---|---|---|"]
+    for label, d in shares:
+        l = 0
+        while "moe_share_l%d" % l in d:
+            rows.append("| %s | %d | %s |" % (label, l, d["moe_share_l%d" % l]))
+            l += 1
+    rows += ["", "| model | last block's expert | the characters it takes the largest part of |", "|---|---|---|"]
+    for label, d in shares:
+        L = int(d["layers"]) if "layers" in d else 4
+        for e in range(int(d["moe_experts"])):
+            key = "moe_tokens_l%d_e%d" % (L - 1, e)
+            if key in d:
+                rows.append("| %s | %d | %s |" % (label, e, d[key].replace("|", "\\|")))
+    caption = ("From `tools/gpt_moe.sh` (`out/gpt_moe/*/results.json`, %s; the runs one after another, two "
+               "threads each); `make readme` rewrites these tables." % conditions(datas))
+    return rows, caption
+
+
 def table_caption(out_dir, readme):
     """Chapter 07's captioners on 2 x 2 scenes, one row per model (tools/compare_caption.sh)."""
     models = [("pool", "no attention: the grid pooled to one vector, chapter 01's GRU decoder"),
@@ -644,7 +682,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, compare-06, compare-06-length, gpt, gpt-long, gpt-variants, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, compare-06, compare-06-length, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -673,6 +711,8 @@ def make_table(name, out_dir, readme):
         return table_norm_06(out_dir, readme)
     if name == "gpt-variants":
         return table_gpt_variants(out_dir, readme)
+    if name == "gpt-moe":
+        return table_gpt_moe(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":

@@ -19,6 +19,7 @@
  * block_step() runs the same sublayers for one new position per row, with
  * the attention branches reading and extending each row's KV cache. */
 #include "06_transformer/block.h"
+#include "06_transformer/moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -35,6 +36,11 @@
 
 /* The sublayers, in order. */
 enum { SUB_SELF = 0, SUB_CROSS = 1, SUB_MLP = 2, N_SUBLAYERS = 3 };
+
+/* 1: the MLP sublayer is one dense MLP (0: none, or a mixture of experts) */
+static int dense_mlp(const BlockSpec *s) {
+    return s->mlp != BLOCK_NO_MLP && s->moe.E == 0;
+}
 
 static int has_sublayer(const BlockSpec *s, int k) {
     if (k == SUB_CROSS) return s->cross;
@@ -80,16 +86,42 @@ int block_spec_check(const BlockSpec *s) {
     if (s->locality && (s->causal || s->cross))
         return fail("locality self-attention is an encoder's: with a causal mask the first position would "
                     "have no key left (use it with causal = 0 and no cross-attention)");
+    if (moe_spec_check(s) != 0) return -1;
     const MultiHeadSpec as = block_attention_spec(s);
     return multi_head_spec_check(&as);
+}
+
+/* One dense MLP's tensors W_1 | b_1 | W_3 | W_2 | b_2 from base (or only
+ * their count, base NULL), into w's MLP views. */
+static size_t mlp_layout(const BlockSpec *s, float *base, BlockWeights *w) {
+    const int swiglu = s->mlp == BLOCK_MLP_SWIGLU;
+    const size_t DF = (size_t)s->D * s->F;
+    size_t used = 0;
+    w->W_1 = take(base, &used, DF);
+    w->b_1 = take(base, &used, !swiglu ? (size_t)s->F : 0);
+    w->W_3 = take(base, &used, swiglu ? DF : 0);
+    w->W_2 = take(base, &used, DF);
+    w->b_2 = take(base, &used, !swiglu ? (size_t)s->D : 0);
+    return used;
+}
+
+size_t block_mlp_param_count(const BlockSpec *s) {
+    BlockWeights w;
+    return mlp_layout(s, NULL, &w);
+}
+
+BlockWeights block_mlp_view(const BlockSpec *s, float *base) {
+    BlockWeights w;
+    memset(&w, 0, sizeof w);
+    mlp_layout(s, base, &w);
+    return w;
 }
 
 /* Lays the parameters out from base (or only counts them, base NULL);
  * returns how many floats they take. */
 static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
     const MultiHeadSpec as = block_attention_spec(s);
-    const int mlp = s->mlp != BLOCK_NO_MLP, swiglu = s->mlp == BLOCK_MLP_SWIGLU;
-    const size_t DF = mlp ? (size_t)s->D * s->F : 0;
+    const int mlp = s->mlp != BLOCK_NO_MLP;
     size_t used = 0;
     memset(w, 0, sizeof *w);
     float *attn = take(base, &used, multi_head_param_count(&as));
@@ -100,11 +132,12 @@ static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
     if (cross) w->cross = multi_head_cross_weights_view(&as, cross);
     w->normc_gamma = take(base, &used, s->cross ? norm_params(s, 0) : 0);
     w->normc_beta = take(base, &used, s->cross ? norm_params(s, 1) : 0);
-    w->W_1 = take(base, &used, DF);
-    w->b_1 = take(base, &used, mlp && !swiglu ? (size_t)s->F : 0);
-    w->W_3 = take(base, &used, swiglu ? DF : 0);
-    w->W_2 = take(base, &used, DF);
-    w->b_2 = take(base, &used, mlp && !swiglu ? (size_t)s->D : 0);
+    if (dense_mlp(s)) {
+        used += mlp_layout(s, base ? base + used : NULL, w);
+    } else if (mlp) {   /* a mixture of experts: the router, then the E experts */
+        w->W_r = take(base, &used, (size_t)s->D * s->moe.E);
+        w->experts = take(base, &used, (size_t)s->moe.E * block_mlp_param_count(s));
+    }
     w->norm2_gamma = take(base, &used, mlp ? norm_params(s, 0) : 0);
     w->norm2_beta = take(base, &used, mlp ? norm_params(s, 1) : 0);
     return used;
@@ -138,6 +171,7 @@ void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng) {
     if (w->W_3) init_xavier(w->W_3, s->D, s->F, rng);
     if (w->W_2) init_xavier(w->W_2, s->F, s->D, rng);
     if (w->b_2) init_constant(w->b_2, D, 0.0f);
+    if (w->W_r) moe_init(s, w, rng);
     init_norm(w->norm2_gamma, w->norm2_beta, D);
 }
 
@@ -165,7 +199,7 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     const MultiHeadSpec as = block_attention_spec(s);
     const size_t R = (size_t)B * N, RD = R * s->D;
     const int norm = s->norm != BLOCK_NO_NORM;
-    const size_t RF = s->mlp != BLOCK_NO_MLP ? R * s->F : 0;
+    const size_t RF = dense_mlp(s) ? R * s->F : 0;
     size_t used = 0;
     memset(c, 0, sizeof *c);
     for (int k = 0; k < N_SUBLAYERS; k++) {
@@ -190,6 +224,8 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     c->pre_act = take(base, &used, RF);
     c->gate = take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
     c->hidden = take(base, &used, RF);
+    if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP)
+        used += moe_cache_layout(s, (int)R, base ? base + used : NULL, &c->moe);
     return used;
 }
 
@@ -227,12 +263,13 @@ typedef struct {
     float *dhidden, *dpre_act, *dgate;   /* [R, F] */
     float *attn_scratch;    /* chapter 05's scratch */
     float *cross_scratch;   /* multi_head_cross's scratch */
+    float *moe_scratch;     /* moe.h's scratch (a mixture of experts) */
 } BlockScratch;
 
 static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *base, BlockScratch *k) {
     const MultiHeadSpec as = block_attention_spec(s);
     const size_t R = (size_t)B * N, RD = R * s->D;
-    const size_t RF = s->mlp != BLOCK_NO_MLP ? R * s->F : 0;
+    const size_t RF = dense_mlp(s) ? R * s->F : 0;
     size_t used = 0;
     memset(k, 0, sizeof *k);
     k->grad_a = take(base, &used, RD);
@@ -247,6 +284,7 @@ static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *b
     k->dgate = take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
     k->attn_scratch = take(base, &used, multi_head_scratch_floats(&as, B, N));
     if (s->cross) k->cross_scratch = take(base, &used, multi_head_cross_scratch_floats(&as, B, N, N_M));
+    if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) k->moe_scratch = take(base, &used, moe_scratch_floats(s, (int)R));
     return used;
 }
 
@@ -272,8 +310,8 @@ void block_norm_backward(float *dx, float *dgamma, float *dbeta, const float *do
 }
 
 /* U [R, D] -> out [R, D] = MLP(U); keeps pre_act, gate, hidden ([R, F] each) */
-static void mlp_forward(float *out, float *pre_act, float *gate, float *hidden, const float *U,
-                        const BlockSpec *s, const BlockWeights *w, int R) {
+void block_mlp_forward(float *out, float *pre_act, float *gate, float *hidden, const float *U,
+                       const BlockSpec *s, const BlockWeights *w, int R) {
     const int D = s->D, F = s->F, RF = R * F;
     if (s->mlp == BLOCK_MLP_SWIGLU) {
         linear_forward(pre_act, U, w->W_1, NULL, R, D, F);   /* a = U W_1 */
@@ -288,23 +326,23 @@ static void mlp_forward(float *out, float *pre_act, float *gate, float *hidden, 
 }
 
 /* dout [R, D] -> dU [R, D] +=, dW_1, db_1, dW_3, dW_2, db_2 += */
-static void mlp_backward(float *dU, BlockWeights *dw, const BlockScratch *k, const float *dout,
-                         const BlockCache *c, const float *U, const BlockSpec *s, const BlockWeights *w,
-                         int R) {
+void block_mlp_backward(float *dU, BlockWeights *dw, float *dhidden, float *dpre_act, float *dgate,
+                        const float *dout, const float *pre_act, const float *gate, const float *hidden,
+                        const float *U, const BlockSpec *s, const BlockWeights *w, int R) {
     const int D = s->D, F = s->F, RF = R * F;
-    memset(k->dhidden, 0, sizeof(float) * (size_t)RF);
-    linear_backward(k->dhidden, dw->W_2, dw->b_2, dout, c->hidden, w->W_2, R, F, D);
-    memset(k->dpre_act, 0, sizeof(float) * (size_t)RF);
+    memset(dhidden, 0, sizeof(float) * (size_t)RF);
+    linear_backward(dhidden, dw->W_2, dw->b_2, dout, hidden, w->W_2, R, F, D);
+    memset(dpre_act, 0, sizeof(float) * (size_t)RF);
     if (s->mlp == BLOCK_MLP_SWIGLU) {
-        memset(k->dgate, 0, sizeof(float) * (size_t)RF);
-        swiglu_backward(k->dpre_act, k->dgate, k->dhidden, c->pre_act, c->gate, RF);
-        linear_backward(dU, dw->W_3, NULL, k->dgate, U, w->W_3, R, D, F);
+        memset(dgate, 0, sizeof(float) * (size_t)RF);
+        swiglu_backward(dpre_act, dgate, dhidden, pre_act, gate, RF);
+        linear_backward(dU, dw->W_3, NULL, dgate, U, w->W_3, R, D, F);
     } else if (s->mlp == BLOCK_MLP_GELU) {
-        gelu_backward(k->dpre_act, k->dhidden, c->pre_act, RF);
+        gelu_backward(dpre_act, dhidden, pre_act, RF);
     } else {
-        relu_backward(k->dpre_act, k->dhidden, c->pre_act, RF);
+        relu_backward(dpre_act, dhidden, pre_act, RF);
     }
-    linear_backward(dU, dw->W_1, dw->b_1, k->dpre_act, U, w->W_1, R, D, F);
+    linear_backward(dU, dw->W_1, dw->b_1, dpre_act, U, w->W_1, R, D, F);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -347,8 +385,10 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
         const float *keep = draw_attention_keep(p, k, train, rng);
         multi_head_cross_forward(O, c->cross_A, keep, c->cross_cache, U, p->mem->M, &as, &p->w->cross,
                                  p->mem->lens, p->B, p->N, p->mem->N_M);
+    } else if (p->s->moe.E > 0) {
+        moe_forward(O, &c->moe, U, p->s, p->w, p->B * p->N, train);
     } else {
-        mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
+        block_mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
     }
 }
 
@@ -364,8 +404,11 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
         multi_head_cross_backward(dU, dM, &dw->cross, sc->cross_scratch, dO, c->cross_A, c->cross_keep,
                                   c->cross_cache, U, p->mem->M, &as, &p->w->cross, p->mem->lens, p->B, p->N,
                                   p->mem->N_M);
+    else if (p->s->moe.E > 0)
+        moe_backward(dU, dw, sc->moe_scratch, dO, &c->moe, U, p->s, p->w, p->B * p->N);
     else
-        mlp_backward(dU, dw, sc, dO, c, U, p->s, p->w, p->B * p->N);
+        block_mlp_backward(dU, dw, sc->dhidden, sc->dpre_act, sc->dgate, dO, c->pre_act, c->gate, c->hidden, U,
+                           p->s, p->w, p->B * p->N);
 }
 
 /* X_k [R, D] -> Z_k = the sublayer's output (cache.sub[k].out) */
@@ -493,11 +536,12 @@ typedef struct {
     float *QKV, *Y, *A;
     float *cross_work;
     float *pre_act, *gate, *hidden;
+    BlockMoeCache moe;      /* a mixture of experts: its cache for the n rows */
 } StepWork;
 
 static size_t step_layout(const BlockSpec *s, int n, int T_cap, int N_M, float *base, StepWork *k) {
     const size_t nD = (size_t)n * s->D, HD = (size_t)s->H * s->D_H;
-    const size_t nF = s->mlp != BLOCK_NO_MLP ? (size_t)n * s->F : 0;
+    const size_t nF = dense_mlp(s) ? (size_t)n * s->F : 0;
     size_t used = 0;
     memset(k, 0, sizeof *k);
     for (int j = 0; j < N_SUBLAYERS; j++) {
@@ -513,6 +557,7 @@ static size_t step_layout(const BlockSpec *s, int n, int T_cap, int N_M, float *
     k->pre_act = take(base, &used, nF);
     k->gate = take(base, &used, nF);
     k->hidden = take(base, &used, nF);
+    if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) used += moe_cache_layout(s, n, base ? base + used : NULL, &k->moe);
     return used;
 }
 
@@ -579,7 +624,8 @@ void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, co
         if (j == SUB_SELF) step_self_attention(S, U, s, w, rows, n, &k);
         else if (j == SUB_CROSS)
             multi_head_cross_attend(S, cross_A, k.cross_work, U, KV_rows, mem_lens, &as, &w->cross, n, N_M);
-        else mlp_forward(S, k.pre_act, k.gate, k.hidden, U, s, w, n);
+        else if (s->moe.E > 0) moe_forward(S, &k.moe, U, s, w, n, 0);
+        else block_mlp_forward(S, k.pre_act, k.gate, k.hidden, U, s, w, n);
         residual_forward(S, in, S, nD);
         if (!pre && norm)
             block_norm_forward(k.out[j], k.mean[j], k.rstd[j], S, s, sub_gamma(w, j), sub_beta(w, j), n);

@@ -63,6 +63,18 @@ typedef enum { BLOCK_LAYERNORM = 0, BLOCK_RMSNORM = 1, BLOCK_NO_NORM = 2 } Block
 /* The position-wise MLP: GELU (exact erf form), ReLU, SwiGLU, or none. */
 typedef enum { BLOCK_MLP_GELU = 0, BLOCK_MLP_RELU = 1, BLOCK_MLP_SWIGLU = 2, BLOCK_NO_MLP = 3 } BlockMlp;
 
+/* A mixture of experts in place of the one MLP (moe.h): E experts, each
+ * the MLP above (mlp: gelu, relu or swiglu), a linear router picking k of
+ * them per position. E 0: the one dense MLP. */
+#define BLOCK_MAX_EXPERTS 64
+typedef struct {
+    int E;                        /* experts; 0: a dense MLP */
+    int k;                        /* experts per position, 1 <= k <= E (Switch: 1, Mixtral: 2) */
+    float aux;                    /* alpha, the load-balancing loss's coefficient (>= 0) */
+    float capacity;               /* capacity factor: expert slots ceil(c R k / E) in training; 0: no limit */
+    int renorm;                   /* 1: the k weights renormalised to sum to 1 (Mixtral); 0: p itself (Switch) */
+} BlockMoe;
+
 /* The eps of both norms: PyTorch's default for nn.LayerNorm. */
 #define BLOCK_NORM_EPS 1e-5f
 
@@ -85,6 +97,7 @@ typedef struct {
                                    * whole example; 0 = none (a stack spreads it over the layers) */
     int rope;                     /* 1: rotary positions on the self-attention's queries and keys
                                    * (chapter 05's MultiHeadSpec.rope, common/nn/rope.h); D_H even */
+    BlockMoe moe;                 /* E 0 (the default): one dense MLP */
 } BlockSpec;
 
 /* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
@@ -107,6 +120,8 @@ typedef struct {
     float *W_3;                   /* [D, F] SwiGLU's gate product only */
     float *W_2;                   /* [F, D] */
     float *b_2;                   /* [D]  GELU and ReLU only */
+    float *W_r;                   /* [D, E] mixture of experts: the router (then W_1 .. b_2 are NULL) */
+    float *experts;               /* E experts, each block_mlp_param_count floats (block_mlp_view) */
     float *norm2_gamma;           /* [D] */
     float *norm2_beta;            /* [D] */
 } BlockWeights;
@@ -126,13 +141,45 @@ MultiHeadSpec block_attention_spec(const BlockSpec *s);
 
 /* Number of parameters, in the order of the views: attn | norm1_gamma |
  * norm1_beta | cross | normc_gamma | normc_beta | W_1 | b_1 | W_3 | W_2 | b_2 |
- * norm2_gamma | norm2_beta (absent tensors take no room). */
+ * norm2_gamma | norm2_beta (absent tensors take no room); with experts,
+ * W_r | expert 0 | .. | expert E-1 in place of W_1 .. b_2. */
 size_t block_param_count(const BlockSpec *s);
 /* Point w into base (block_param_count floats). */
 BlockWeights block_weights_view(const BlockSpec *s, float *base);
 /* Attention as chapter 05 (multi_head_init; multi_head_cross_init), W_1,
  * W_3, W_2 Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
+
+/* One dense MLP's parameters (W_1 | b_1 | W_3 | W_2 | b_2: one expert's),
+ * and a BlockWeights with only those views, into base. */
+size_t block_mlp_param_count(const BlockSpec *s);
+BlockWeights block_mlp_view(const BlockSpec *s, float *base);
+/* The MLP alone, on R rows: U [R, D] -> out [R, D] (written); keeps
+ * pre_act, gate (SwiGLU), hidden [R, F]. */
+void block_mlp_forward(float *out, float *pre_act, float *gate, float *hidden, const float *U,
+                       const BlockSpec *s, const BlockWeights *w, int R);
+/* dout [R, D] -> dU [R, D] +=, dW_1, db_1, dW_3, dW_2, db_2 += (any may be
+ * NULL); dhidden, dpre_act, dgate [R, F]: scratch. */
+void block_mlp_backward(float *dU, BlockWeights *dw, float *dhidden, float *dpre_act, float *dgate,
+                        const float *dout, const float *pre_act, const float *gate, const float *hidden,
+                        const float *U, const BlockSpec *s, const BlockWeights *w, int R);
+
+/* What a mixture-of-experts sublayer keeps for R rows (moe.h), S = R k
+ * (position, choice) pairs. The int arrays lie in the cache's float memory
+ * (each entry only ever read and written as an int). */
+typedef struct {
+    float *P;               /* [R, E] router probabilities softmax(U W_r) */
+    int *choice;            /* [R, k] each position's experts, the most likely first */
+    float *g;               /* [R, k] their weights */
+    int *slot;              /* [R, k] the pair's row among the gathered rows; -1: dropped (capacity) */
+    int *slot_pair;         /* [S] the pair r k + j of each gathered row */
+    int *offset;            /* [E + 1] expert e's gathered rows are offset[e] .. offset[e+1] - 1 */
+    float *Ug;              /* [S, D] the gathered inputs, expert by expert */
+    float *pre_act, *gate, *hidden;   /* [S, F] the experts' MLPs (gate: SwiGLU) */
+    float *Yg;              /* [S, D] the experts' outputs */
+    float *f;               /* [E] f_e: share of the R k choices that went to e (before capacity) */
+    float *stats;           /* [2] aux = E sum_e f_e P_e (without alpha), pairs dropped */
+} BlockMoeCache;
 
 /* What forward keeps for backward, one named buffer each (as llm.c's
  * ActivationTensors), laid out once by block_cache_alloc for up to max_B
@@ -161,6 +208,7 @@ typedef struct {
     float *pre_act;         /* [R, F] U W_1 (+ b_1) */
     float *gate;            /* [R, F] U W_3 (SwiGLU) */
     float *hidden;          /* [R, F] act(pre_act), or silu(pre_act) gate */
+    BlockMoeCache moe;      /* mixture of experts (moe.E > 0) */
     float *memory;          /* the one allocation they all point into */
 } BlockCache;
 

@@ -126,6 +126,13 @@ static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, in
     dropout_forward(X0, g->emb_mask, X0, R * D, g->st.spec.dropout, train, &g->dropout_rng);
     /* the causal stack: Z = Norm(X_L) */
     stack_forward(&g->st, NULL, NULL, B, n, train, &g->dropout_rng);
+    g->moe_aux = 0.0;   /* a mixture of experts: its balance and its drops, over the blocks */
+    g->moe_dropped = 0;
+    if (g->st.spec.moe.E > 0)
+        for (int l = 0; l < g->L; l++) {
+            g->moe_aux += g->st.cache[l].moe.stats[0];
+            g->moe_dropped += (long)g->st.cache[l].moe.stats[1];
+        }
     /* logits [R, V] = Z [R, D] @ E^T [D, V]: the tied output layer */
     sgemm(0, 1, R, V, D, 1.0f, g->st.out, D, E, D, 0.0f, g->logits, V);
     g->last_counted = 0;
@@ -304,6 +311,12 @@ const ConfigField GPT_CONFIG_FIELDS[] = {
     {"norm", CONFIG_CHOICE, offsetof(GptConfig, block.norm_place), .choices = "post,pre"},
     {"norm_type", CONFIG_CHOICE, offsetof(GptConfig, block.norm), .choices = "layernorm,rmsnorm,none"},
     {"mlp", CONFIG_CHOICE, offsetof(GptConfig, block.mlp), .choices = "gelu,relu,swiglu,none"},
+    {"experts", CONFIG_INT, offsetof(GptConfig, block.moe.E), .lo = 0, .hi = BLOCK_MAX_EXPERTS,
+     .fallback = "0"},   /* a mixture of experts came later: without the lines, the dense MLP */
+    {"moe_top_k", CONFIG_INT, offsetof(GptConfig, block.moe.k), .lo = 0, .hi = BLOCK_MAX_EXPERTS, .fallback = "1"},
+    {"moe_aux", CONFIG_FLOAT, offsetof(GptConfig, block.moe.aux), .lo = 0, .hi = 100, .fallback = "0"},
+    {"capacity", CONFIG_FLOAT, offsetof(GptConfig, block.moe.capacity), .lo = 0, .hi = 1000, .fallback = "0"},
+    {"moe_renorm", CONFIG_INT, offsetof(GptConfig, block.moe.renorm), .lo = 0, .hi = 1, .fallback = "0"},
     {"dropout", CONFIG_FLOAT, offsetof(GptConfig, block.dropout), .lo = 0, .hi = 1},
     {"attn_dropout", CONFIG_FLOAT, offsetof(GptConfig, block.attn_dropout), .lo = 0, .hi = 1,
      .fallback = "0"},   /* came later: a checkpoint without the line means 0 */

@@ -47,7 +47,10 @@ typedef struct {
 /* The checkpoint's keys of a GptConfig, in the order of its text
  * (io/config.h): part 1's (transformer.h: layers, dim, heads, ff, norm,
  * norm_type, mlp, dropout, attn_dropout, pos, label_smoothing, kv_cache),
- * then context and vocab. The program reads and writes them. */
+ * then context and vocab; after mlp, the mixture of experts (experts 0:
+ * the dense MLP, what a checkpoint without the keys means; moe_top_k,
+ * moe_aux, capacity, moe_renorm: block.h's BlockMoe). The program reads
+ * and writes them. */
 extern const ConfigField GPT_CONFIG_FIELDS[];
 extern const int GPT_CONFIG_N;
 
@@ -66,6 +69,8 @@ typedef struct {
     float *probs;             /* [B N, V] */
     float *dtop;              /* [B N, D] */
     int last_counted;         /* targets the last forward scored */
+    double moe_aux;           /* mixture of experts: the last forward's aux losses, summed over the blocks */
+    long moe_dropped;         /* ... and its (position, expert) pairs dropped by the capacity (training) */
     /* generation, one row: the KV cache and the step's buffers */
     float *kv_K[STACK_MAX_LAYERS], *kv_V[STACK_MAX_LAYERS];   /* [N, H D_H] each */
     float *step_x, *step_y, *step_top, *step_mean, *step_rstd, *step_work, *step_logits;

@@ -44,7 +44,8 @@ typedef struct {
     const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
     int layers, dim, heads, ff, context, batch, seed, threads, eval_tokens, eval_max_tokens, top_k, max_new,
         no_kv_cache, plot, eval_stride, final_valid_tokens;
-    float dropout, attn_dropout, temperature;
+    int experts, moe_top_k;       /* --mlp moe: E experts, k per position */
+    float dropout, attn_dropout, temperature, moe_aux, capacity;
     TrainOptions train;           /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
 } Flags;
 
@@ -127,11 +128,15 @@ static int config_from_flags(const Flags *f, const BrownCorpus *corpus, GptConfi
     const int V = corpus->V;
     static const char *const places[] = {"post", "pre"}, *const norms[] = {"layernorm", "rmsnorm", "none"},
                              *const mlps[] = {"gelu", "relu", "swiglu", "none"};
+    const int moe = strcmp(f->mlp, "moe") == 0;   /* a mixture of GELU experts (moe.h) */
     *c = (GptConfig){.layers = f->layers,
                      .block = {.D = f->dim, .H = f->heads, .D_H = f->dim / f->heads, .F = f->ff,
                                .norm_place = (BlockNormPlace)name_to_index(f->norm, places, 2),
                                .norm = (BlockNorm)name_to_index(f->norm_type, norms, 3),
-                               .mlp = (BlockMlp)name_to_index(f->mlp, mlps, 4), .dropout = f->dropout,
+                               .mlp = moe ? BLOCK_MLP_GELU : (BlockMlp)name_to_index(f->mlp, mlps, 4),
+                               .moe = {moe ? f->experts : 0, moe ? f->moe_top_k : 1, moe ? f->moe_aux : 0.0f,
+                                       moe ? f->capacity : 0.0f, moe && f->moe_top_k > 1},
+                               .dropout = f->dropout,
                                .attn_dropout = f->attn_dropout, .attention = MULTI_HEAD_PLAIN, .causal = 1},
                      .kv_cache = 1,   /* part 1's key, in the text as always (generation takes --no-kv-cache) */
                      .context = f->context,
@@ -165,6 +170,8 @@ typedef struct {
     int *tokens, *targets;    /* [B, N] the batch: windows and the tokens that follow each position */
     int B;
     Rng rng;                  /* which windows */
+    long moe_dropped, moe_pairs;   /* --mlp moe: (position, expert) pairs dropped, and chosen, over training */
+    double moe_aux;           /* ... and the last step's aux loss, summed over the blocks */
     const int *valid;         /* the validation part: its first valid_n tokens are each check's */
     int valid_n;
     char checkpoint[1200];    /* --out/model.ckpt, and the config text it keeps */
@@ -184,6 +191,9 @@ static double gradient(void *self, int step, long *count) {
     }
     const double sum = gpt_forward(b->g, b->tokens, b->targets, b->B, 1);
     const int counted = b->g->last_counted;
+    b->moe_dropped += b->g->moe_dropped;
+    b->moe_pairs += (long)b->B * N * b->g->cfg.block.moe.k * b->g->L;
+    b->moe_aux = b->g->moe_aux;
     if (counted) gpt_backward(b->g, b->tokens, b->targets, b->B, (float)counted);
     *count = (long)b->B * N;
     return counted ? sum / counted : 0.0;
@@ -224,6 +234,107 @@ static Figures evaluate(Gpt *g, const BrownCorpus *c, const Flags *f) {
     e.seconds = now_seconds() - t0;
     free(stream);
     return e;
+}
+
+/* --mlp moe: the parameters all experts hold beside the ones a token uses,
+ * the balance and the drops of training; printed and into results.json. */
+static void report_experts(const Gpt *g, const GptBatches *b, Results *res) {
+    const BlockSpec *s = &g->cfg.block;
+    if (s->moe.E == 0) return;
+    const size_t per_expert = block_mlp_param_count(s);
+    const size_t active = g->params.size - (size_t)g->L * (s->moe.E - s->moe.k) * per_expert;
+    const double dropped = b->moe_pairs ? (double)b->moe_dropped / (double)b->moe_pairs : 0.0;
+    printf("mixture of experts: %d experts, %d per token: %zu parameters, %zu active per token; aux loss %.3f "
+           "(1 is balanced) per block at the last step; %ld of %ld (position, expert) pairs dropped in training "
+           "(%.2f%%)\n", s->moe.E, s->moe.k, g->params.size, active, g->moe_aux / g->L, b->moe_dropped,
+           b->moe_pairs, 100.0 * dropped);
+    results_set_num(res, "moe_experts", s->moe.E);
+    results_set_num(res, "moe_top_k", s->moe.k);
+    results_set_num(res, "active_parameters", (double)active);
+    results_set_num(res, "moe_aux_per_block", b->moe_aux / g->L);
+    results_set_num(res, "moe_dropped_share", dropped);
+}
+
+/* --mlp moe: which expert each token goes to. Over the first windows of
+ * the validation part (up to 20,000 tokens), each block's share of the
+ * (token, expert) pairs per expert -> OUT/moe_share.png (blocks x experts)
+ * and results.json (moe_share_l<l>), and for each expert of each block the
+ * 5 tokens (seen 50 times or more) it takes the largest part of
+ * (moe_tokens_l<l>_e<e>), printed as a table. */
+static int expert_usage(Gpt *g, const BrownCorpus *c, const Flags *f, Results *res) {
+    const BlockSpec *s = &g->cfg.block;
+    if (s->moe.E == 0) return 0;
+    enum { TOP = 5, MIN_SEEN = 50 };
+    const int L = g->L, E = s->moe.E, k = s->moe.k, N = g->N, V = c->V;
+    const int n = c->valid.n < 20000 ? c->valid.n : 20000;
+    float *share = xcalloc((size_t)L * E, sizeof(float));
+    long *count = xcalloc((size_t)L * E * V, sizeof(long)), *seen = xcalloc((size_t)V, sizeof(long));
+    for (int start = 0; start + N <= n; start += N) {
+        const int *ids = c->valid.ids + start;
+        gpt_forward(g, ids, NULL, 1, 0);
+        for (int r = 0; r < N; r++) seen[ids[r]]++;
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < N * k; i++) {
+                const int e = g->st.cache[l].moe.choice[i];
+                share[l * E + e] += 1.0f;
+                count[((size_t)l * E + e) * V + ids[i / k]]++;
+            }
+    }
+    printf("\nthe tokens each expert takes the largest part of (of those seen %d times or more):\n", MIN_SEEN);
+    for (int l = 0; l < L; l++) {
+        float total = 0.0f;
+        for (int e = 0; e < E; e++) total += share[l * E + e];
+        char key[64], line[256];
+        int at = 0;
+        for (int e = 0; e < E; e++) {
+            share[l * E + e] /= total > 0.0f ? total : 1.0f;
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%.3f", e ? " " : "", (double)share[l * E + e]);
+            if (at >= (int)sizeof line) at = (int)sizeof line - 1;
+        }
+        snprintf(key, sizeof key, "moe_share_l%d", l);
+        results_set_str(res, key, line);
+        for (int e = 0; e < E; e++) {
+            const long *ce = count + ((size_t)l * E + e) * V;
+            int top[TOP], n_top = 0;
+            for (int t = 0; t < V; t++) {   /* insertion into the best TOP by ce[t] / seen[t] */
+                if (seen[t] < MIN_SEEN || ce[t] == 0) continue;
+                int j = n_top < TOP ? n_top++ : TOP;
+                while (j > 0 && (double)ce[t] * seen[top[j - 1]] > (double)ce[top[j - 1]] * seen[t]) {
+                    if (j < TOP) top[j] = top[j - 1];
+                    j--;
+                }
+                if (j < TOP) top[j] = t;
+            }
+            at = 0;
+            for (int j = 0; j < n_top; j++) {
+                const char *tok = brown_token(c, top[j]);
+                at += snprintf(line + at, sizeof line - (size_t)at, "%s%s %.0f%%", j ? ", " : "",
+                               strcmp(tok, " ") == 0 ? "(space)" : strcmp(tok, "\n") == 0 ? "(newline)" : tok,
+                               100.0 * ce[top[j]] / seen[top[j]]);
+                if (at >= (int)sizeof line) at = (int)sizeof line - 1;
+            }
+            printf("  block %d expert %d (%4.1f%% of the pairs): %s\n", l, e, 100.0 * share[l * E + e], line);
+            snprintf(key, sizeof key, "moe_tokens_l%d_e%d", l, e);
+            results_set_str(res, key, line);
+        }
+    }
+    char stem[1100], x_text[BLOCK_MAX_EXPERTS][8], y_text[STACK_MAX_LAYERS][16];
+    const char *xl[BLOCK_MAX_EXPERTS], *yl[STACK_MAX_LAYERS];
+    for (int e = 0; e < E; e++) {
+        snprintf(x_text[e], sizeof x_text[e], "%d", e);
+        xl[e] = x_text[e];
+    }
+    for (int l = 0; l < L; l++) {
+        snprintf(y_text[l], sizeof y_text[l], "block %d", l);
+        yl[l] = y_text[l];
+    }
+    int rc = path_format(stem, sizeof stem, "%s/moe_share", f->out);
+    if (rc == 0)
+        rc = plot_heatmap(stem, "share of the (token, expert) pairs each expert takes", share, L, E, xl, yl,
+                          "expert", "", "share", 0.0f, 0.0f);
+    if (rc == 0) printf("expert shares: %s.png\n", stem);
+    free(share); free(count); free(seen);
+    return rc;
 }
 
 static void print_figures(const Flags *f, const BrownCorpus *c, const Figures *e, double kn_test,
@@ -455,9 +566,12 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"context", ARG_INT, &f->context, "positions per window N", 2, 4096, NULL, ARG_MODEL},
         {"norm", ARG_STRING, &f->norm, "where the norms sit", 0, 0, "post,pre", ARG_MODEL},
         {"norm-type", ARG_STRING, &f->norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none", ARG_MODEL},
-        {"mlp", ARG_STRING, &f->mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL},
-        {"pos", ARG_STRING, &f->pos, "positions: added to X (chapter 04) or rotary on Q, K", 0, 0,
-         "learned,sinusoidal,rope", ARG_MODEL},
+        {"mlp", ARG_STRING, &f->mlp, "the MLP (moe: GELU experts)", 0, 0, "gelu,relu,swiglu,none,moe", ARG_MODEL},
+        {"experts", ARG_INT, &f->experts, "--mlp moe: experts E, each an MLP of width F", 1, BLOCK_MAX_EXPERTS, NULL, ARG_MODEL},
+        {"moe-top-k", ARG_INT, &f->moe_top_k, "--mlp moe: experts per token k (k > 1: weights renormalised)", 1, BLOCK_MAX_EXPERTS, NULL, ARG_MODEL},
+        {"moe-aux", ARG_FLOAT, &f->moe_aux, "--mlp moe: coefficient of the load-balancing loss", 0, 100, NULL, ARG_TRAINING},
+        {"capacity", ARG_FLOAT, &f->capacity, "--mlp moe: capacity factor in training (0: no limit)", 0, 1000, NULL, ARG_TRAINING},
+        {"pos", ARG_STRING, &f->pos, "positions: added to X (ch. 04) or rotary on Q, K", 0, 0, "learned,sinusoidal,rope", ARG_MODEL},
         {"dropout", ARG_FLOAT, &f->dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95, NULL, ARG_TRAINING},
         {"attn-dropout", ARG_FLOAT, &f->attn_dropout, "dropout on the attention weights (training only)", 0, 0.95, NULL, ARG_TRAINING},
         {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
@@ -484,7 +598,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"no-kv-cache", ARG_BOOL, &f->no_kv_cache, "generate by running the whole window for every token (slower; same tokens)", 0, 0, NULL, ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --prompt: draw each layer's and head's attention", 0, 0, NULL, ARG_OUTPUT},
         {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
-        {"preset", ARG_STRING, &f->preset, "long: the README's word-level run (flags still override)", 0, 0, "none,long", ARG_TRAINING},
+        {"preset", ARG_STRING, &f->preset, "long: the README's word-level run", 0, 0, "none,long", ARG_TRAINING},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     int rc = args_parse(argc, argv, specs, n_specs);
@@ -546,7 +660,8 @@ int main(int argc, char **argv) {
      * (train/loop.h) where the GPT's differ */
     Flags f = {.tokens = "char", .norm = "pre", .norm_type = "layernorm", .mlp = "gelu", .pos = "learned",
                .preset = "none", .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .batch = 16,
-               .seed = 42, .eval_tokens = 20000, .top_k = 40, .temperature = 0.8f, .train = TRAIN_DEFAULTS};
+               .seed = 42, .eval_tokens = 20000, .top_k = 40, .temperature = 0.8f, .experts = 4, .moe_top_k = 1,
+               .moe_aux = 0.01f, .train = TRAIN_DEFAULTS};
     f.train.steps = 600;
     f.train.lr = 2e-3f;
     f.train.warmup = 60;
@@ -608,6 +723,8 @@ int main(int argc, char **argv) {
     /* 6. the final figures, beside the baselines */
     const Figures figures = evaluate(g, &c, &f);
     print_figures(&f, &c, &figures, kn_test, &log);
+    report_experts(g, &batches, &res);
+    if (expert_usage(g, &c, &f, &res) < 0) goto done;
 
     /* 7. the checkpoint, results.json, the loss curves; then samples */
     if (write_outputs(g, &c, &f, config, &res, &figures, &log) < 0) goto done;

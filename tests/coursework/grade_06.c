@@ -37,7 +37,7 @@ static int block_case(const GoldCase *c) {
     const int *config = grade_i32(c, "config");   /* H, norm placement, norm, MLP, causal */
     const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0];
     const BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                         (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, MULTI_HEAD_PLAIN, config[4], 0, 0.0f, 0, 0.0f, 0};
+                         (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, MULTI_HEAD_PLAIN, config[4], 0, 0.0f, 0, 0.0f, 0, {0}};
     const int *lens = grade_i32_or_null(c, "lens");
     const size_t n_params = block_param_count(&s);
     BlockWeights w = block_weights_view(&s, grade_floats(n_params)), dw = block_weights_view(&s, grade_floats(n_params));
@@ -78,7 +78,7 @@ enum { KV_ROWS = 2, KV_N = 6, KV_D = 8, KV_H = 2 };
  * every new row with block_forward's (causal) output at that position. */
 static int kv_cache_with(BlockNormPlace place) {
     const BlockSpec s = {KV_D, KV_H, KV_D / KV_H, 16, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
-                         1, 0, 0.0f, 0, 0.0f, 0};
+                         1, 0, 0.0f, 0, 0.0f, 0, {0}};
     const size_t n_params = block_param_count(&s), nX = (size_t)KV_ROWS * KV_N * KV_D;
     float *params = grade_floats(n_params);
     BlockWeights w = block_weights_view(&s, params);
