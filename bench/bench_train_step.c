@@ -358,8 +358,9 @@ static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chap
     return 0;
 }
 
-/* build/06_gpt's default (chapters/06_transformer/main_gpt.c): characters, 4
- * blocks, D 128, 4 heads, F 512, context 128, batch 16. */
+/* build/06_gpt's model (chapters/06_transformer/main_gpt.c): characters, 4
+ * blocks, D 128, 4 heads, F 512, batch 16, here with windows of 128 (the
+ * quick default trains on windows of 64). */
 static int create_06_gpt(BenchModel *model, FILE *batch_log) {
     return gpt_bench_create(model, batch_log, "06_gpt", 4, 128, 4, 128, 16);
 }

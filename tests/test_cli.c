@@ -549,6 +549,10 @@ static void test_gpt_load_default_out(void **state) {
     assert_int_equal(r->code, 0);
     read_text_file("out/06_gpt/results.json", saved, sizeof saved);
     assert_non_null(strstr(saved, "\"steps\": 2"));
+    /* a character model reports how many of its sampled words occur in the training text */
+    assert_non_null(strstr(saved, "\"sampled_word_share\": "));
+    assert_non_null(strstr(saved, "\"sampled_words\": "));
+    assert_non_null(strstr(r->out, "sampled words (with a letter, not cut off) occur in the training text"));
     run(r, "06_gpt", "--load out/06_gpt/model.ckpt");
     if (r->code != 0) print_error("06_gpt --load out/06_gpt/model.ckpt: %s\n", r->err);
     assert_int_equal(r->code, 0);

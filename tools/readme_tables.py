@@ -384,8 +384,8 @@ def table_compare_length(out_dir, readme):
 def table_gpt(out_dir, readme, long=False):
     """Chapter 06's GPT: the quick default (DIR/06_gpt) or --preset long
     (DIR/06_gpt_long), beside the counting baselines on the same split."""
-    rows = ["| run | tokens | model | parameters | tokens trained | train s | unigram | Kneser-Ney trigram | GPT validation | GPT test |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| run | tokens | model | parameters | tokens trained | train s | unigram | Kneser-Ney trigram | GPT validation | GPT test | sampled words in the training text |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     datas = []
     runs = [("06_gpt_long", "`./build/06_gpt --preset long --threads 1 --out out/06_gpt_long`")] if long else \
         [("06_gpt", "`./build/06_gpt` (make run-06)")]
@@ -401,14 +401,17 @@ def table_gpt(out_dir, readme, long=False):
                                                        number(d, "heads", path), number(d, "ff", path),
                                                        number(d, "context", path), d.get("norm"),
                                                        d.get("norm_type"), d.get("mlp"))
-        rows.append("| %s | %ss | %s | %s | %.2fM | %.0f | %s | %s | %s | %s |" % (
+        share = d.get("sampled_word_share")   # character models only (and not in older results)
+        share = "-" if share is None else "%.0f%% of %d" % (100.0 * number(d, "sampled_word_share", path),
+                                                           number(d, "sampled_words", path))
+        rows.append("| %s | %ss | %s | %s | %.2fM | %.0f | %s | %s | %s | %s | %s |" % (
             how, d.get("tokens"), model, "%.2fM" % (number(d, "parameters", path) / 1e6),
             number(d, "steps", path) * number(d, "batch", path) * number(d, "context", path) / 1e6,
             number(d, "train_seconds", path),
             (fmt % number(d, "unigram_test", path)) + " " + unit,
             (fmt % number(d, "kn_trigram_test", path)) + " " + unit,
             (fmt % number(d, "valid_" + key, path)) + " " + unit,
-            "**" + (fmt % number(d, "test_" + key, path)) + " " + unit + "**"))
+            "**" + (fmt % number(d, "test_" + key, path)) + " " + unit + "**", share))
     caption = ("From `out/%s/results.json` (%s); baselines and GPT on the same split, test part; `make readme` "
                "rewrites this table." % (runs[0][0], conditions(datas)))
     return rows, caption

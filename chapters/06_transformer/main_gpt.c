@@ -11,8 +11,9 @@
  * --load, use the saved model and stop; load the corpus and measure the
  * counting baselines; build the GPT; train it with the one training loop
  * (train/loop.h), a batch of random windows per step; measure the final
- * figures; write the checkpoint, results.json and the loss curves; print
- * samples. The model is gpt.c (chapter 06's blocks in one causal stack);
+ * figures; print samples, and how many of their words occur in the
+ * training text; write the checkpoint, results.json and the loss curves.
+ * The model is gpt.c (chapter 06's blocks in one causal stack);
  * the data and the split are common/data/brown.c, the baselines
  * common/data/ngram.c. */
 #include <ctype.h>
@@ -395,8 +396,87 @@ static int write_outputs(Gpt *g, const BrownCorpus *c, const Flags *f, const cha
     return 0;
 }
 
+/* ------------------------------------------- are the sampled words words? */
+
+/* The distinct words of the training text (character view): its characters
+ * as one string, cut at the separators, and an open-addressing table of
+ * pointers to the words (FNV-1a hash, at most half full). */
+typedef struct {
+    char *text;           /* the training characters, each separator made a NUL */
+    const char **slots;   /* [mask + 1] a word, or NULL */
+    size_t mask;
+    int n;                /* distinct words */
+} WordSet;
+
+static uint64_t word_hash(const char *w) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *w; w++) h = (h ^ (unsigned char)*w) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of w: where it is, or the empty slot where it would go. */
+static size_t word_slot(const WordSet *s, const char *w) {
+    size_t i = (size_t)word_hash(w) & s->mask;
+    while (s->slots[i] && strcmp(s->slots[i], w) != 0) i = (i + 1) & s->mask;
+    return i;
+}
+
+static void word_set_build(WordSet *s, const BrownCorpus *c) {
+    const BrownPart *p = &c->train;
+    s->text = xmalloc((size_t)p->n + 1);
+    for (int i = 0; i < p->n; i++) {
+        const char ch = brown_token(c, p->ids[i])[0];   /* one character per id (<unk>: '<', never a separator) */
+        s->text[i] = isspace((unsigned char)ch) ? '\0' : ch;
+    }
+    s->text[p->n] = '\0';
+    size_t cap = 1024;
+    while (cap < 2 * (size_t)p->n_words + 2) cap *= 2;   /* distinct words <= words: at most half full */
+    s->slots = xcalloc(cap, sizeof *s->slots);
+    s->mask = cap - 1;
+    s->n = 0;
+    for (int i = 0; i < p->n;) {
+        if (s->text[i] == '\0') { i++; continue; }
+        const char *w = s->text + i;
+        const size_t at = word_slot(s, w);
+        if (!s->slots[at]) { s->slots[at] = w; s->n++; }
+        i += (int)strlen(w);
+    }
+}
+
+static void word_set_free(WordSet *s) {
+    free(s->text);
+    free(s->slots);
+}
+
+/* Count the sampled words of prompt + text: the words that end inside text
+ * and before a separator (the last one, cut off by --max-new, is not a word
+ * yet) and hold a letter (punctuation marks would pass too easily); known
+ * counts those that occur in the training text. */
+static void count_sampled_words(const WordSet *s, const char *prompt, const char *text, int *known, int *total) {
+    const size_t p0 = strlen(prompt);
+    char *all = xmalloc(p0 + strlen(text) + 1);
+    strcpy(all, prompt);
+    strcpy(all + p0, text);
+    for (size_t i = 0; all[i];) {
+        if (isspace((unsigned char)all[i])) { i++; continue; }
+        size_t end = i;
+        int letter = 0;
+        while (all[end] && !isspace((unsigned char)all[end])) letter |= isalpha((unsigned char)all[end++]) != 0;
+        if (!all[end]) break;   /* no separator after it: cut off */
+        if (end > p0 && letter) {
+            all[end] = '\0';
+            (*total)++;
+            *known += s->slots[word_slot(s, all + i)] != NULL;
+        }
+        i = end + 1;
+    }
+    free(all);
+}
+
+/* Samples from each prompt. With a word set (character models), also count
+ * the sampled words and those of them that occur in the training text. */
 static void print_samples(Gpt *g, const BrownCorpus *c, const Flags *f, const char *const *prompts,
-                          int n_prompts) {
+                          int n_prompts, const WordSet *words, int *known, int *total) {
     const int cap = 4096;
     int *ids = xmalloc(sizeof(int) * cap), *out = xmalloc(sizeof(int) * (size_t)(f->max_new > 0 ? f->max_new : 1));
     Rng rng;
@@ -411,6 +491,7 @@ static void print_samples(Gpt *g, const BrownCorpus *c, const Flags *f, const ch
         char *text = xmalloc(len);
         brown_decode(c, out, f->max_new, text, (int)len);
         printf("  [%s]%s%s\n", prompts[i], c->kind == BROWN_WORDS ? " " : "", text);
+        if (words) count_sampled_words(words, prompts[i], text, known, total);
         free(text);
     }
     free(ids);
@@ -464,7 +545,7 @@ static int generate(Gpt *g, const BrownCorpus *c, const Flags *f) {
         printf("prompt: %d tokens (%d of them <unk>: not in the vocabulary)\n", n, n_unk);
         const char *prompts[1] = {f->prompt};
         const double t0 = now_seconds();
-        print_samples(g, c, f, prompts, 1);
+        print_samples(g, c, f, prompts, 1, NULL, NULL, NULL);
         /* the cost of generation, with the cache or without (--no-kv-cache): the same tokens */
         const double seconds = now_seconds() - t0;
         const int n_new = f->max_new > 0 ? f->max_new : 1;
@@ -659,16 +740,19 @@ int main(int argc, char **argv) {
     /* 1. the flags: the model's and the run's defaults, then the loop's
      * (train/loop.h) where the GPT's differ */
     Flags f = {.tokens = "char", .norm = "pre", .norm_type = "layernorm", .mlp = "gelu", .pos = "learned",
-               .preset = "none", .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 128, .batch = 16,
+               .preset = "none", .layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 64, .batch = 16,
                .seed = 42, .eval_tokens = 20000, .top_k = 40, .temperature = 0.8f, .experts = 4, .moe_top_k = 1,
                .moe_aux = 0.01f, .train = TRAIN_DEFAULTS};
-    f.train.steps = 600;
+    /* 2,000 steps of 16 windows of 64: about two minutes on two cores. Steps
+     * matter more than window length here: 600 steps of windows of 128 (the
+     * same time) left the model behind the trigram, barely using its context */
+    f.train.steps = 2000;
     f.train.lr = 2e-3f;
-    f.train.warmup = 60;
+    f.train.warmup = 100;
     f.train.lr_floor = 0.1f;   /* the cosine decay ends at lr / 10 (the loop's default: lr / 20) */
     f.train.clip = 1.0f;
     f.train.weight_decay = 0.1f;
-    f.train.eval_every = 100;
+    f.train.eval_every = 200;
     f.train.unit = "tokens";
     int rc = parse_flags(argc, argv, &f);
     if (rc != 0) return finish(rc > 0 ? 0 : -1);
@@ -683,6 +767,7 @@ int main(int argc, char **argv) {
     Gpt *g = xcalloc(1, sizeof *g);
     GptBatches batches = {0};
     TrainLog log = {0};
+    WordSet words = {0};
     Results res;
     GptConfig cfg;
     char config[2048];
@@ -726,15 +811,28 @@ int main(int argc, char **argv) {
     report_experts(g, &batches, &res);
     if (expert_usage(g, &c, &f, &res) < 0) goto done;
 
-    /* 7. the checkpoint, results.json, the loss curves; then samples */
-    if (write_outputs(g, &c, &f, config, &res, &figures, &log) < 0) goto done;
+    /* 7. samples; from a character model, the share of its sampled words
+     * that occur in the training text (a word model samples only words) */
     printf("\nsamples (temperature %g, top-k %d, seed %d):\n", (double)f.temperature, f.top_k, f.seed);
-    print_samples(g, &c, &f, SAMPLE_PROMPTS, 3);
+    if (c.kind == BROWN_CHARS) word_set_build(&words, &c);
+    int known = 0, total = 0;
+    print_samples(g, &c, &f, SAMPLE_PROMPTS, 3, c.kind == BROWN_CHARS ? &words : NULL, &known, &total);
+    if (c.kind == BROWN_CHARS) {   /* (no words at all: a share of 0) */
+        const double share = total > 0 ? (double)known / total : 0.0;
+        printf("%d of the %d sampled words (with a letter, not cut off) occur in the training text: %.0f%%\n", known,
+               total, 100.0 * share);
+        results_set_num(&res, "sampled_word_share", share);
+        results_set_num(&res, "sampled_words", total);
+    }
+
+    /* 8. the checkpoint, results.json, the loss curves */
+    if (write_outputs(g, &c, &f, config, &res, &figures, &log) < 0) goto done;
     rc = 0;
 done:
     free(batches.tokens);
     free(batches.targets);
     train_log_free(&log);
+    word_set_free(&words);
     gpt_free(g);
     free(g);
     brown_free(&c);
