@@ -141,7 +141,7 @@ def torch_config_line(results):
     """The PyTorch the ratios are against (tools/bench_torch.py's torch_config.txt), in one sentence."""
     path = os.path.join(results, "torch_config.txt")
     if not os.path.isfile(path):
-        return "PyTorch's build and BLAS were not recorded (no `bench/results/torch_config.txt`)."
+        return "PyTorch's BLAS: not recorded."
     keep = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -178,8 +178,8 @@ def t_train_step(results):
                      "%s (%s)" % (f1(tb), tb_how.split()[1]) if tb else "-", speed, vs])
     out = table(["chapter", "naive 1t", "avx2 1t", "avx512 1t", "ours at best", "torch 1t", "torch at best",
                  "naive / avx2 (1t)", "torch / ours (each at its best)"], rows)
-    counts = ", ".join(str(t) if t else "all (the default)" for t in sorted(threads))
-    return out + ["", "Thread counts tried: %s. %s" % (counts, torch_config_line(results))]
+    counts = ", ".join(str(t) if t else "all" for t in sorted(threads))
+    return out + ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
 
 
 def t_busy(results):
