@@ -3,7 +3,8 @@
  * thread and large ones on every thread; the cap (threads_set, --threads N)
  * and the number of pieces are respected; a batch loop of 2 items of tiny
  * work stays on one thread; a region inside a parallel region takes one;
- * the constant-time choice is the brute-force minimum of the model; and the
+ * with the model off (for the tests that compare bits) even tiny work is
+ * split; the constant-time choice is the brute-force minimum of the model; and the
  * grid of a product's blocks (gemm_choose_grid) is the one the search over
  * every thread count below the cap finds. */
 #include <math.h>
@@ -75,6 +76,20 @@ static void test_nested_region_one_thread(void **state) {
 #pragma omp parallel num_threads(2)
     inside[omp_get_thread_num()] = threads_for_product(2048, 2048, 2048, 64 * 128);
     assert_int_equal(inside[0], openmp_enabled() ? 1 : threads_for_product(2048, 2048, 2048, 64 * 128));
+    threads_set(0);
+}
+
+/* With the model off (the tests that compare bits) even tiny work is split,
+ * as far as the cap and its pieces allow. */
+static void test_model_off_splits(void **state) {
+    (void)state;
+    threads_set(4);
+    threads_model_set(0);
+    assert_int_equal(threads_for_product(8, 8, 16, 2), with_openmp(2));
+    assert_int_equal(threads_for_elements(1000), with_openmp(4));
+    assert_int_equal(threads_for_elements(10), 1);   /* one block of 64 values: one piece */
+    threads_model_set(1);
+    assert_int_equal(threads_for_product(8, 8, 16, 2), 1);
     threads_set(0);
 }
 
@@ -161,6 +176,7 @@ int main(void) {
         cmocka_unit_test(test_cap_respected),
         cmocka_unit_test(test_tiny_batch_one_thread),
         cmocka_unit_test(test_nested_region_one_thread),
+        cmocka_unit_test(test_model_off_splits),
         cmocka_unit_test(test_choice_is_the_minimum),
         cmocka_unit_test(test_grid),
     };

@@ -73,28 +73,37 @@ int threads_for_work(double work_ns, double bytes, double pieces, int cap) {
 
 static double product_bytes(int M, int N, int K) { return 4.0 * ((double)M * K + (double)K * N + (double)M * N); }
 
+static int model_on = 1;   /* threads_model_set; set by a test's main thread between regions */
+
+void threads_model_set(int on) { model_on = on != 0; }
+
+/* The model's count, or with the model off (tests) every thread it may take. */
+static int decide(double work_ns, double bytes, double pieces, int cap) {
+    if (model_on) return threads_for_work(work_ns, bytes, pieces, cap);
+    int most = pieces < cap ? (pieces >= 1.0 ? (int)pieces : 1) : cap;
+    return most > 1 ? most : 1;
+}
+
 int threads_cap(void) {
     if (omp_in_parallel() || threads_backed_off()) return 1;
     return omp_get_max_threads();
 }
 
 int threads_for_product(int M, int N, int K, double pieces) {
-    return threads_for_work((double)M * N * K * THREAD_COSTS.mac_ns, product_bytes(M, N, K), pieces, threads_cap());
+    return decide((double)M * N * K * THREAD_COSTS.mac_ns, product_bytes(M, N, K), pieces, threads_cap());
 }
 
 int threads_for_naive_product(int M, int N, int K, double pieces) {
-    return threads_for_work((double)M * N * K * THREAD_COSTS.naive_mac_ns, product_bytes(M, N, K), pieces,
-                            threads_cap());
+    return decide((double)M * N * K * THREAD_COSTS.naive_mac_ns, product_bytes(M, N, K), pieces, threads_cap());
 }
 
 int threads_for_elements(size_t n) {
-    return threads_for_work((double)n * THREAD_COSTS.element_ns, 8.0 * (double)n, (double)((n + 63) / 64),
-                            threads_cap());
+    return decide((double)n * THREAD_COSTS.element_ns, 8.0 * (double)n, (double)((n + 63) / 64), threads_cap());
 }
 
 int threads_for_items(int items, double macs_per_item, double bytes_per_item) {
-    return threads_for_work((double)items * macs_per_item * THREAD_COSTS.mac_ns, (double)items * bytes_per_item,
-                            items, threads_cap());
+    return decide((double)items * macs_per_item * THREAD_COSTS.mac_ns, (double)items * bytes_per_item, items,
+                  threads_cap());
 }
 
 int threads_slots(int items) {
@@ -106,8 +115,8 @@ int threads_slots(int items) {
 int threads_in_slots(int items, double macs_per_item, double bytes_per_item) {
     int slots = threads_slots(items);
     int cap = threads_cap();
-    return threads_for_work((double)items * macs_per_item * THREAD_COSTS.small_mac_ns,
-                            (double)items * bytes_per_item, items, cap < slots ? cap : slots);
+    return decide((double)items * macs_per_item * THREAD_COSTS.small_mac_ns, (double)items * bytes_per_item, items,
+                  cap < slots ? cap : slots);
 }
 
 /* ---- The count itself ------------------------------------------------------ */

@@ -52,6 +52,12 @@ extern const ThreadCosts THREAD_COSTS;
  * the tests ask it directly. */
 int threads_for_work(double work_ns, double bytes, double pieces, int cap);
 
+/* 1 (the default): every region below asks the model. 0: every region takes
+ * as many threads as its cap and its pieces allow, whatever its work, so
+ * that the tests that compare the bits of 1 and 2 threads split even small
+ * work (never in a program). */
+void threads_model_set(int on);
+
 /* The cap of a region starting now: the thread count; 1 inside a parallel
  * region (nested regions run on their caller's thread) or while sgemm has
  * found another program on our cores (threads_backed_off, matmul_blocked.h). */
