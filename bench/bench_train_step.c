@@ -1,7 +1,7 @@
 /* bench_train_step.c - milliseconds per training step of each chapter's default model.
  *
  *   build/bench/bench_train_step [--out DIR] [--reps N] [--chapters 01,04] [--backends avx2,avx512]
- *                                [--threads 1,2] [--busy]
+ *                                [--threads 1,2,0] [--busy]
  *
  * One training step is what the chapter's training loop does for one batch:
  * zero the gradients, forward, backward, clip the gradient norm, Adam update.
@@ -9,9 +9,18 @@
  * on a realistic batch (the dataset's first shuffled training batch, or the
  * digit task's batch), on the naive, the AVX2 and (when the CPU has it) the
  * AVX-512 backend, or on an ARM CPU (AArch64) the naive and the NEON
- * backend, with 1 and 2 threads. Every figure is the median of --reps timed steps after one warm-up
- * step; the four configurations take turns step by step, so a slow spell of
- * this shared machine hits all of them alike.
+ * backend, the SIMD ones at each thread count of --threads (default 1, 2 and
+ * 0; the naive one at 1 thread only). 0 is the programs' default, all cores,
+ * where each parallel region takes as many threads as its work pays for
+ * (common/kernels/threads.c); a fixed count N is threads_set(N), the cap of
+ * --threads N. Every figure is the median of --reps timed steps after one
+ * warm-up step; the configurations take turns step by step, so a slow spell
+ * of this shared machine hits all of them alike.
+ *
+ * The check: with 0 in the list and a fixed count beside it, each chapter's
+ * line ends with whether the default (0) step of the widest backend is within
+ * 10% of that backend's best fixed thread count of the list, both measured in
+ * this run, taking turns; the last line counts the chapters that are.
  *
  * Writes DIR/train_step.tsv (chapter impl threads ms) and
  * DIR/train_step_batches.txt: each chapter's sizes and the exact batch, so
@@ -456,34 +465,54 @@ enum { N_CHAPTERS = sizeof CHAPTERS / sizeof CHAPTERS[0] };
 
 typedef struct {
     const char *backend;   /* "naive", "avx2", "avx512" or "neon" */
-    int threads;
+    int threads;           /* 0: the default, all cores */
 } Config;
 
-static const Config CONFIGS[] = {{"naive", 1},  {"naive", 2},  {"avx2", 1}, {"avx2", 2},
-                                 {"avx512", 1}, {"avx512", 2}, {"neon", 1}, {"neon", 2}};
+static const char *const BACKENDS[] = {"naive", "avx2", "avx512", "neon"};
+enum { N_BACKENDS = 4, MAX_THREAD_COUNTS = 16, N_CONFIGS = N_BACKENDS * MAX_THREAD_COUNTS, MAX_REPS = 64 };
 static int chapter_selected(const char *list, const char *chapter);
 /* --backends: the backends to time (NULL: all). */
 static const char *only_backends = NULL;
-static const char *only_threads = NULL;  /* --threads: "1", "2" or "1,2" */
-/* The configurations this CPU can run (the AVX-512 ones only with AVX-512F,
- * the NEON ones only on AArch64) and --backends selects. */
-static int config_runs_here(const Config *c) {
-    char threads[8];
-    snprintf(threads, sizeof threads, "%d", c->threads);
-    return (strcmp(c->backend, "avx2") != 0 || cpu_has_avx2_fma()) &&
-           (strcmp(c->backend, "avx512") != 0 || cpu_has_avx512f()) &&
-           (strcmp(c->backend, "neon") != 0 || cpu_has_neon()) &&
-           chapter_selected(only_backends, c->backend) && chapter_selected(only_threads, threads);
+/* --threads: the thread counts (0: the default, all cores), in the order given. */
+static int thread_counts[MAX_THREAD_COUNTS], n_thread_counts;
+
+/* A backend this CPU can run (AVX-512 only with AVX-512F, NEON only on
+ * AArch64) and --backends selects. */
+static int backend_runs_here(const char *backend) {
+    return (strcmp(backend, "avx2") != 0 || cpu_has_avx2_fma()) &&
+           (strcmp(backend, "avx512") != 0 || cpu_has_avx512f()) &&
+           (strcmp(backend, "neon") != 0 || cpu_has_neon()) && chapter_selected(only_backends, backend);
 }
 
-/* The table's columns: the configurations of this CPU's instruction set,
- * x86 (naive, avx2, avx512) or ARM (naive, neon), each shown even where not
- * run ("-": no AVX-512, --backends). */
-static int shown_here(const Config *c) {
-    int neon = strcmp(c->backend, "neon") == 0;
-    return cpu_has_neon() ? neon || strcmp(c->backend, "naive") == 0 : !neon;
+/* "1,2,0" -> thread_counts; 0 or -1 with a message naming what was wrong. */
+static int parse_thread_counts(const char *text) {
+    n_thread_counts = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0') || v < 0 || v > THREADS_MAX) {
+            fprintf(stderr, "bench_train_step: --threads expects thread counts from 0 (the default, all cores) "
+                            "to %d separated by commas, got '%s'\n", THREADS_MAX, text);
+            return -1;
+        }
+        int seen = 0;
+        for (int i = 0; i < n_thread_counts; i++) seen |= thread_counts[i] == (int)v;
+        if (!seen) {
+            if (n_thread_counts == MAX_THREAD_COUNTS) {
+                fprintf(stderr, "bench_train_step: --threads lists more than %d counts\n", MAX_THREAD_COUNTS);
+                return -1;
+            }
+            thread_counts[n_thread_counts++] = (int)v;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n_thread_counts == 0) {
+        fprintf(stderr, "bench_train_step: --threads expects at least one thread count\n");
+        return -1;
+    }
+    return 0;
 }
-enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0], MAX_REPS = 64 };
 
 /* One training step as the chapters' loops do it; returns milliseconds. */
 static double timed_step(BenchModel *m, Adam *opt, double *loss) {
@@ -500,10 +529,29 @@ static void use_config(const Config *c) {
     threads_set(c->threads);
 }
 
-/* With --busy: the default backend only, 1 and 2 threads. */
-static const Config *configs = CONFIGS;
-static int n_configs = N_CONFIGS;
-static Config busy_configs[2];
+/* What is timed: each backend that runs here at each thread count (the
+ * naive one at 1 thread only: it is the specification, timed to show what
+ * the SIMD kernels gain); with --busy the default backend at 1 and 2. */
+static Config configs[N_CONFIGS];
+static int n_configs;
+
+static void build_configs(void) {
+    n_configs = 0;
+    for (int b = 0; b < N_BACKENDS; b++) {
+        if (!backend_runs_here(BACKENDS[b])) continue;
+        for (int i = 0; i < n_thread_counts; i++) {
+            if (b == 0 && thread_counts[i] != 1) continue;
+            configs[n_configs++] = (Config){BACKENDS[b], thread_counts[i]};
+        }
+    }
+}
+
+/* "1t", "2t" or "all" (the default) */
+static const char *threads_label(int threads, char *buf, size_t size) {
+    if (threads == 0) snprintf(buf, size, "all");
+    else snprintf(buf, size, "%dt", threads);
+    return buf;
+}
 
 /* ms[config] = median over reps of one step in each configuration. Returns 0,
  * or -1 when the loss is not finite (a broken model is not worth timing). */
@@ -532,7 +580,6 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     if (adam_init(&opt, m->params, 1e-3f, 0.0f) < 0) return -1;
     double loss = 0.0;
     for (int c = 0; c < n_configs; c++) {   /* warm-up: caches, thread pool, first touch */
-        if (!config_runs_here(&configs[c])) continue;
         use_config(&configs[c]);
         timed_step(m, &opt, &loss);
     }
@@ -541,7 +588,6 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     perf_control("enable");
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < n_configs; c++) {
-            if (!config_runs_here(&configs[c])) continue;
             use_config(&configs[c]);
             samples[c][r] = timed_step(m, &opt, &loss);
             steps++;
@@ -550,8 +596,6 @@ static int measure_chapter(BenchModel *m, int reps, double ms[N_CONFIGS]) {
     m->multiply_adds = steps > 0 ? (double)(sgemm_multiply_adds() - macs_before) / steps : 0.0;
     adam_free(&opt);
     for (int c = 0; c < n_configs; c++) {
-        ms[c] = 0.0;
-        if (!config_runs_here(&configs[c])) continue;
         qsort(samples[c], reps, sizeof samples[c][0], bench_compare_doubles);
         ms[c] = samples[c][reps / 2];
     }
@@ -582,8 +626,11 @@ static void usage(FILE *f) {
             "  --chapters LIST  comma-separated chapter numbers, e.g. 01,04 (default: all)\n"
             "  --backends LIST  comma-separated backends among naive, avx2, avx512, neon (default: all;\n"
             "                   the others' columns are left at -)\n"
-            "  --threads LIST   thread counts among 1, 2 (default: both; tools/profile_step.sh\n"
-            "                   profiles one configuration with --backends X --threads N)\n"
+            "  --threads LIST   comma-separated thread counts, 0 = the default (all cores, each\n"
+            "                   region as many threads as its work pays for); default 1,2,0.\n"
+            "                   With 0 and a fixed count: the check, default against the best\n"
+            "                   fixed count (tools/profile_step.sh profiles one configuration\n"
+            "                   with --backends X --threads N)\n"
             "  --busy           time the default backend on 1 and 2 threads while another\n"
             "                   process spins on the CPU (writes train_step_busy.tsv)\n",
             MAX_REPS);
@@ -605,7 +652,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--backends") == 0 && i + 1 < argc) {
             only_backends = argv[++i];
         } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            only_threads = argv[++i];
+            if (parse_thread_counts(argv[++i]) != 0) return 2;
         } else if (strcmp(argv[i], "--busy") == 0) {
             busy = 1;
         } else {
@@ -618,6 +665,9 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    if (n_thread_counts == 0) parse_thread_counts("1,2,0");
+    build_configs();
+
     /* --busy: the default backend, 1 and 2 threads, beside a spinning child. */
     pid_t spinner = 0;
     char busy_impl[32] = "";
@@ -626,11 +676,25 @@ int main(int argc, char **argv) {
         backend_select("auto");
         const char *name = backend_name(backend_current());
         snprintf(busy_impl, sizeof busy_impl, "%s+busy", name);
-        busy_configs[0] = (Config){name, 1};
-        busy_configs[1] = (Config){name, 2};
-        configs = busy_configs;
+        configs[0] = (Config){name, 1};
+        configs[1] = (Config){name, 2};
         n_configs = 2;
     }
+    if (n_configs == 0) {
+        fprintf(stderr, "bench_train_step: nothing to time: --backends names none this CPU runs\n");
+        return 2;
+    }
+    /* The check's configurations: the widest backend timed (the last), at the
+     * default (0) and at its best fixed count. */
+    const char *check_backend = configs[n_configs - 1].backend;
+    int check_default = -1, check_fixed = 0;
+    for (int c = 0; c < n_configs && !busy; c++) {
+        if (strcmp(configs[c].backend, check_backend) != 0) continue;
+        if (configs[c].threads == 0) check_default = c;
+        else check_fixed++;
+    }
+    if (check_fixed == 0) check_default = -1;
+    int checked = 0, within = 0;
 
     const char *tsv_name = busy ? "train_step_busy.tsv" : "train_step.tsv";
     AtomicFile tsv_file, log_file;
@@ -671,16 +735,15 @@ int main(int argc, char **argv) {
                (int)spinner, configs[0].backend);
         printf("\n%-26s %9s %9s %11s\n", "chapter", "busy 1t", "busy 2t", "2t / 1t");
     } else {
-        /* the configurations' columns, then naive / each SIMD backend on 1 thread */
+        /* the configurations' columns ("all": the default), then the check */
         printf("\n%-26s", "chapter");
-        for (int c = 0; c < N_CONFIGS; c++) {
-            if (!shown_here(&CONFIGS[c])) continue;
-            char label[24];
-            snprintf(label, sizeof label, "%s %dt", CONFIGS[c].backend, CONFIGS[c].threads);
-            printf(" %9s", label);
+        for (int c = 0; c < n_configs; c++) {
+            char label[32], t[16];
+            snprintf(label, sizeof label, "%s %s", configs[c].backend,
+                     threads_label(configs[c].threads, t, sizeof t));
+            printf(" %10s", label);
         }
-        for (int c = 2; c < N_CONFIGS; c += 2)
-            if (shown_here(&CONFIGS[c])) printf(" naive/%s 1t", CONFIGS[c].backend);
+        if (check_default >= 0) printf("  default / best fixed (%s)", check_backend);
         printf("\n");
     }
     long backoffs_before = sgemm_busy_backoffs();
@@ -708,26 +771,27 @@ int main(int argc, char **argv) {
             fflush(stdout);
             continue;
         }
-        /* a figure, or "-" for a configuration not run (no AVX-512, --backends) */
         printf("%-26s", ch->chapter);
-        for (int c = 0; c < N_CONFIGS; c++) {
-            if (!shown_here(&CONFIGS[c])) continue;
-            if (ms[c] > 0) printf(" %9.2f", ms[c]);
-            else printf(" %9s", "-");
-        }
-        /* naive 1t (CONFIGS[0]) / each SIMD backend's 1t (CONFIGS[2], [4], [6]) */
-        for (int c = 2; c < N_CONFIGS; c += 2) {
-            if (!shown_here(&CONFIGS[c])) continue;
-            char speedup[16] = "-";
-            if (ms[0] > 0 && ms[c] > 0) snprintf(speedup, sizeof speedup, "%.1fx", ms[0] / ms[c]);
-            printf(" %*s", (int)strlen("naive/ 1t") + (int)strlen(CONFIGS[c].backend), speedup);
+        for (int c = 0; c < n_configs; c++) printf(" %10.2f", ms[c]);
+        if (check_default >= 0) {   /* the default against the best fixed count of the same backend */
+            int best = -1;
+            for (int c = 0; c < n_configs; c++)
+                if (strcmp(configs[c].backend, check_backend) == 0 && configs[c].threads > 0 &&
+                    (best < 0 || ms[c] < ms[best]))
+                    best = c;
+            double ratio = ms[check_default] / ms[best];
+            char t[16];
+            checked++;
+            within += ratio <= 1.10;
+            printf("  %.2fx of %s: %s", ratio, threads_label(configs[best].threads, t, sizeof t),
+                   ratio <= 1.10 ? "within 10%" : "SLOWER than 10%");
         }
         printf("\n");
         printf("%-26s (%s)\n", "", ch->description);
         printf("%-26s (gemm: %.2f million multiply-adds per step)\n", "", model.multiply_adds * 1e-6);
         fflush(stdout);
         for (int c = 0; c < n_configs; c++)
-            if (ms[c] > 0)
+            if (ms[c] > 0)   /* threads 0: the default */
                 fprintf(tsv, "%s\t%s\t%d\t%.3f\n", ch->chapter, configs[c].backend, configs[c].threads, ms[c]);
     }
     if (spinner > 0) {
@@ -737,6 +801,10 @@ int main(int argc, char **argv) {
                "sgemm fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
                sgemm_busy_backoffs() - backoffs_before);
     }
+    if (checked > 0)
+        printf("check: the default (all %d cores, each region's threads from the cost model) is within 10%% of\n"
+               "the best fixed thread count in %d of %d chapters (%s, measured in this run, taking turns)\n",
+               cores, within, checked, check_backend);
     int written = bench_close_result(&tsv_file, "bench_train_step") == 0;
     if (busy)
         fclose(batch_log);

@@ -54,12 +54,15 @@ run() {  # run one benchmark binary, keep going on failure
 # second process with OPENBLAS_CORETYPE=Haswell (see bench/bench_sgemm.c).
 run env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/bench/bench_sgemm" --out "$results"
 
-# Training steps: C (naive, avx2, avx512; naive, neon on ARM) then PyTorch, in ROUNDS rounds that
+# Training steps: C (naive, avx2, avx512; naive, neon on ARM) then PyTorch, each at every
+# thread count of THREADS (default 1,2,0: 1, 2 and all cores; for C, 0 is the default
+# where each region takes the threads its work pays for), in ROUNDS rounds that
 # take turns (C, PyTorch, C, PyTorch, ...): the two run in different processes,
 # and this virtual machine's clock drifts by tens of percent over minutes, so
 # one run of each could compare a fast spell with a slow one. Each round's
 # figure is a median of 7 steps; train_step.tsv gets the median over rounds.
 rounds=${ROUNDS:-3}
+threads=${THREADS:-1,2,0}
 if [ -x "$build/bench/bench_train_step" ]; then
   have_torch=0
   if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then have_torch=1; fi
@@ -67,17 +70,20 @@ if [ -x "$build/bench/bench_train_step" ]; then
   for r in $(seq 1 "$rounds"); do
     dir=$(mktemp -d)
     round_dirs+=("$dir")
-    run "$build/bench/bench_train_step" --out "$dir"
+    run "$build/bench/bench_train_step" --out "$dir" --threads "$threads"
     echo
     echo "=== tools/bench_torch.py (round $r of $rounds)"
     if [ "$have_torch" = 1 ]; then
-      /usr/bin/python3 tools/bench_torch.py --results "$dir" ||
+      # the same fair OpenBLAS as bench_sgemm's (above); bench_torch.py unsets them too
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tools/bench_torch.py --results "$dir" \
+        --threads "$threads" ||
         echo "run.sh: tools/bench_torch.py failed (skipped)" >&2
     else
       echo "note: /usr/bin/python3 cannot import torch: the PyTorch comparison is skipped (make deps-twin)"
     fi
   done
   cp "${round_dirs[0]}/train_step_batches.txt" "$results/"
+  [ -f "${round_dirs[0]}/torch_config.txt" ] && cp "${round_dirs[0]}/torch_config.txt" "$results/"
   # The median over rounds of each (chapter, impl, threads) figure.
   awk -F'\t' '
     FNR == 1 { next }
@@ -104,9 +110,9 @@ if [ -x "$build/bench/bench_train_step" ]; then
     {
       key = $1 SUBSEP $2 SUBSEP $3; ms[key] = $4
       if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
-      if ($2 == "torch" && (best[$1] == "" || $4 < best[$1])) { best[$1] = $4; best_t[$1] = $3 }
+      if ($2 == "torch" && (best[$1] == "" || $4 < best[$1])) { best[$1] = $4; best_t[$1] = $3 }  # any thread count
       if ($2 != "torch" && $2 != "naive" && (ours[$1] == "" || $4 < ours[$1])) {
-        ours[$1] = $4; ours_how[$1] = $2 " " $3 "t"
+        ours[$1] = $4; ours_how[$1] = $2 " " ($3 == 0 ? "all" : $3 "t")
       }
     }
     END {

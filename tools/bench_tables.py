@@ -137,30 +137,49 @@ def t_sgemm(results):
     return out
 
 
+def torch_config_line(results):
+    """The PyTorch the ratios are against (tools/bench_torch.py's torch_config.txt), in one sentence."""
+    path = os.path.join(results, "torch_config.txt")
+    if not os.path.isfile(path):
+        return "PyTorch's BLAS: not recorded."
+    keep = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith(("torch ", "BLAS_INFO=", "CPU capability", "loaded: ", "OpenBLAS: ", "WARNING", "OPENBLAS_CORETYPE")):
+                keep.append(line.replace("loaded: ", "BLAS library "))
+    return "PyTorch: %s (`bench/results/torch_config.txt`)." % "; ".join(keep)
+
+
 def t_train_step(results):
-    ms, chapters = {}, []
+    ms, chapters, threads = {}, [], set()
     for ch, impl, t, v in read_tsv(results, "train_step.tsv"):
         chapters.append(ch)
         ms[ch, impl, int(t)] = float(v)
+        threads.add(int(t))
 
     def cell(ch, i, t):
         return f1(ms[ch, i, t]) if (ch, i, t) in ms else "-"
 
-    def best(ch, i):
-        vals = [ms[ch, i, t] for t in (1, 2) if (ch, i, t) in ms]
-        return min(vals) if vals else 0.0
+    def best(ch, impls):
+        """(ms, "impl Nt") of the fastest of impls at any thread count, or (0, "-")."""
+        found = [(ms[ch, i, t], "%s %s" % (i, "%dt" % t if t else "all")) for i in impls for t in sorted(threads) if (ch, i, t) in ms]
+        return min(found) if found else (0.0, "-")
 
     rows = []
     for ch in ordered(chapters):
-        a, a512, tb = best(ch, "avx2"), best(ch, "avx512"), best(ch, "torch")
-        ours = a512 if 0 < a512 < a else a
+        ours, ours_how = best(ch, ("avx2", "avx512", "neon"))
+        tb, tb_how = best(ch, ("torch",))
         speed = "%.1fx" % (ms[ch, "naive", 1] / ms[ch, "avx2", 1]) \
             if (ch, "naive", 1) in ms and (ch, "avx2", 1) in ms else "-"
         vs = "%.2fx" % (tb / ours) if ours > 0 and tb > 0 else "-"
-        rows.append([ch, cell(ch, "naive", 1), cell(ch, "avx2", 1), cell(ch, "avx2", 2), cell(ch, "avx512", 1),
-                     cell(ch, "avx512", 2), cell(ch, "torch", 1), cell(ch, "torch", 2), speed, vs])
-    return table(["chapter", "naive 1t", "avx2 1t", "avx2 2t", "avx512 1t", "avx512 2t", "torch 1t", "torch 2t",
-                  "naive / avx2 (1t)", "torch / ours (best of each)"], rows)
+        rows.append([ch, cell(ch, "naive", 1), cell(ch, "avx2", 1), cell(ch, "avx512", 1),
+                     "%s (%s)" % (f1(ours), ours_how) if ours else "-", cell(ch, "torch", 1),
+                     "%s (%s)" % (f1(tb), tb_how.split()[1]) if tb else "-", speed, vs])
+    out = table(["chapter", "naive 1t", "avx2 1t", "avx512 1t", "ours at best", "torch 1t", "torch at best",
+                 "naive / avx2 (1t)", "torch / ours (each at its best)"], rows)
+    counts = ", ".join(str(t) if t else "all" for t in sorted(threads))
+    return out + ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
 
 
 def t_busy(results):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench_torch.py - the chapters' default models in PyTorch, one training step timed.
 
-    /usr/bin/python3 tools/bench_torch.py [--results bench/results] [--reps 7]
+    /usr/bin/python3 tools/bench_torch.py [--results bench/results] [--reps 7] [--threads 1,2,4]
 
 The PyTorch side of bench/bench_train_step.c. That program writes
 RESULTS/train_step_batches.txt: for every chapter the model sizes and the
@@ -12,11 +12,20 @@ clip the gradient norm to 1, torch.optim.Adam step. Median of --reps steps
 after two warm-up steps. It appends rows `chapter torch threads ms` to
 RESULTS/train_step.tsv and prints them.
 
-Threads: each thread count runs in a fresh subprocess, because PyTorch fixes
-its OpenMP pool when it is imported: 1 thread with torch.set_num_threads(1),
-2 threads with OMP_WAIT_POLICY=passive in the environment before the import
-(an OpenMP thread that spins while waiting takes a whole core from the other
-thread on a 2-core machine).
+Threads: --threads lists the thread counts (default 1, 2 and all cores;
+0 in the list means all cores). Each runs in a fresh subprocess, because
+PyTorch fixes its OpenMP pool when it is imported: torch.set_num_threads(n),
+with OMP_WAIT_POLICY=passive in the environment before the import for more
+than one (an OpenMP thread that spins while waiting takes a whole core from
+the other thread on a 2-core machine).
+
+A fair PyTorch: the subprocesses run with OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE removed from the environment. Some machines set them (for
+old OpenBLAS builds that misdetect new CPUs), and OPENBLAS_CORETYPE=Haswell
+makes OpenBLAS run its AVX2 kernels on an AVX-512 CPU; without them it picks
+the kernels it would pick itself. Which BLAS PyTorch was built with and which
+library it loaded are written to RESULTS/torch_config.txt (and printed), so
+the tables can name the PyTorch they were measured against.
 
 The models (see each chapter's header for the equations):
   01  nn.GRU encoder (packed, so padding is skipped), context c = h_T;
@@ -392,6 +401,74 @@ def child(results, threads, reps):
     return 1 if failed else 0
 
 
+def fair_environment(threads):
+    """The environment of a timing subprocess: OpenBLAS left to pick its own kernels."""
+    env = dict(os.environ)
+    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        env.pop(name, None)
+    env["OMP_NUM_THREADS"] = str(threads)
+    if threads > 1:
+        env["OMP_WAIT_POLICY"] = "passive"
+    return env
+
+
+def child_config():
+    """Runs in a subprocess: the lines that say which PyTorch and which BLAS."""
+    import ctypes
+    import torch
+    torch.randn(64, 64) @ torch.randn(64, 64)          # a product, so the BLAS library is loaded
+    lines = ["torch %s" % torch.__version__]
+    for line in torch.__config__.show().splitlines():
+        line = line.strip().lstrip("- ")
+        if line.startswith(("CPU capability", "LAPACK is", "Intel(R) Math Kernel Library", "OpenBLAS")):
+            lines.append(line)
+        for item in line.split(", "):
+            if item.startswith(("BLAS_INFO=", "LAPACK_INFO=", "TORCH_VERSION=")) or "BLAS_INFO=" in item:
+                lines.append(item.split("Build settings: ")[-1])
+    libraries = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            name = os.path.basename(path)
+            if path.startswith("/") and any(k in name for k in ("blas", "lapack", "mkl")) and path not in libraries:
+                libraries.append(path)
+    for path in libraries:
+        lines.append("loaded: %s" % os.path.realpath(path))
+    for path in libraries:
+        try:
+            lib = ctypes.CDLL(path)
+            get_config, get_core = lib.openblas_get_config, lib.openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        get_config.restype = get_core.restype = ctypes.c_char_p
+        lines.append("OpenBLAS: %s; kernels for core %s" % (get_config().decode().strip(), get_core().decode()))
+        break
+    if not any(line.startswith("OpenBLAS: ") for line in lines) and any("/blas/libblas" in p for p in libraries):
+        lines.append("WARNING: the reference BLAS (netlib): PyTorch's products are unoptimised here; "
+                     "install OpenBLAS (make deps-bench) for a fair comparison")
+    lines.append("OPENBLAS_CORETYPE %s, OPENBLAS_L2_SIZE %s in the timing processes' environment" % (
+        os.environ.get("OPENBLAS_CORETYPE", "unset"), os.environ.get("OPENBLAS_L2_SIZE", "unset")))
+    print("\n".join(lines))
+    return 0
+
+
+def thread_list(text):
+    """--threads "1,2,0": positive counts, 0 = all cores; duplicates dropped, order kept."""
+    counts = []
+    for item in text.split(","):
+        try:
+            n = int(item)
+        except ValueError:
+            n = -1
+        if n < 0 or n > 256:
+            raise argparse.ArgumentTypeError(
+                "expected thread counts from 0 (all cores) to 256 separated by commas, got '%s'" % text)
+        n = n or (os.cpu_count() or 1)
+        if n not in counts:
+            counts.append(n)
+    return counts
+
+
 def load_average():
     try:
         with open("/proc/loadavg") as f:
@@ -404,12 +481,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", default="bench/results", help="directory of train_step.tsv (default bench/results)")
     parser.add_argument("--reps", type=int, default=7, help="timed steps per figure, median reported (default 7)")
+    parser.add_argument("--threads", type=thread_list, default=None,
+                        help="thread counts, comma-separated, 0 = all cores (default 1,2,all cores)")
     parser.add_argument("--child-threads", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--child-config", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reps < 1:
         parser.error(f"--reps expects a positive number, got {args.reps}")
+    if args.child_config:
+        return child_config()
     if args.child_threads:
         return child(args.results, args.child_threads, args.reps)
+    threads_list = args.threads or thread_list("1,2,0")
 
     batches = os.path.join(args.results, "train_step_batches.txt")
     tsv = os.path.join(args.results, "train_step.tsv")
@@ -420,12 +503,18 @@ def main():
     print(f"PyTorch, one training step, ms: median of {args.reps} steps after 2 warm-ups; load average {load:.2f}")
     if load > 0.5:
         print(f"WARNING: load average {load:.2f}: figures are slow and noisy, 2-thread ones most")
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-config"], env=fair_environment(1),
+                          stdout=subprocess.PIPE, text=True)
+    if done.returncode == 0:
+        with open(os.path.join(args.results, "torch_config.txt"), "w") as f:
+            f.write(done.stdout)
+        print("PyTorch's build and BLAS (written to %s):" % os.path.join(args.results, "torch_config.txt"))
+        print("".join("  " + line + "\n" for line in done.stdout.splitlines()), end="")
+    else:
+        print("bench_torch: could not read PyTorch's configuration (status %d)" % done.returncode, file=sys.stderr)
     rows = []
-    for threads in (1, 2):
-        env = dict(os.environ)
-        env["OMP_NUM_THREADS"] = str(threads)
-        if threads > 1:
-            env["OMP_WAIT_POLICY"] = "passive"
+    for threads in threads_list:
+        env = fair_environment(threads)
         command = [sys.executable, os.path.abspath(__file__), "--results", args.results,
                    "--reps", str(args.reps), "--child-threads", str(threads)]
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
@@ -435,10 +524,10 @@ def main():
     with open(tsv, "a") as f:
         for row in rows:
             f.write("\t".join(row) + "\n")
-    print(f"{'chapter':26s} {'torch 1t':>9s} {'torch 2t':>9s}")
+    print(f"{'chapter':26s}" + "".join(f" {'torch %dt' % t:>9s}" for t in threads_list))
     for chapter in dict.fromkeys(r[0] for r in rows):
         ms = {int(r[2]): float(r[3]) for r in rows if r[0] == chapter}
-        print(f"{chapter:26s} {ms.get(1, float('nan')):9.2f} {ms.get(2, float('nan')):9.2f}")
+        print(f"{chapter:26s}" + "".join(f" {ms.get(t, float('nan')):9.2f}" for t in threads_list))
     print(f"appended {len(rows)} rows to {tsv}")
     return 0
 

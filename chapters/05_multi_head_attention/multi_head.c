@@ -167,7 +167,10 @@ void multi_head_output_backward(float *dY, MultiHeadWeights *dw, const float *dO
 void multi_head_heads_forward(float *Y, float *A, const float *keep, float *dropped_rooms, const float *QKV,
                               const MultiHeadWeights *w, int H, int D_H, int causal, const int *lens, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
+    /* a sequence's work: H heads of Q K^T and A V, 2 H N N D_H multiply-adds,
+     * on its rows of [Q|K|V] and Y and its weights A (floats) */
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_in_slots(B, 2.0 * H * N * N * D_H, 4.0 * (4.0 * N * HD + (double)H * N * N)))
     for (int b = 0; b < B; b++) {
         float *dropped = keep ? dropped_rooms + (size_t)omp_get_thread_num() * N * N : NULL;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
@@ -197,7 +200,10 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
 void multi_head_heads_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A, const float *keep,
                                const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
+    /* a sequence's work: H heads of dA, dV, dQ, dK, 4 H N N D_H multiply-adds,
+     * on its rows of [Q|K|V], d[Q|K|V] and dY and its weights A (floats) */
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_in_slots(B, 4.0 * H * N * N * D_H, 4.0 * (7.0 * N * HD + (double)H * N * N)))
     for (int b = 0; b < B; b++) {
         float *scratch = scratch_rooms + (size_t)omp_get_thread_num() * 2 * N * N;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;

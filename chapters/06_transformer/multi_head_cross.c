@@ -77,7 +77,10 @@ static void attend_rows(float *Y, float *A, const float *keep, float *dropped_ro
                         int N_M) {
     const int HD = H * D_H;
     const float scale = 1.0f / sqrtf((float)D_H);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots(n_rows))
+    /* a row's work: H heads of Q K^T and A V, 2 H N_Q N_M D_H multiply-adds,
+     * on its Q, [K|V], Y and A (floats) */
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots( \
+    n_rows, 2.0 * H * N_Q * N_M * D_H, 4.0 * ((2.0 * N_Q + 2.0 * N_M) * HD + (double)H * N_Q * N_M)))
     for (int r = 0; r < n_rows; r++) {
         float *dropped = dropped_rooms ? dropped_rooms + (size_t)omp_get_thread_num() * N_Q * N_M : NULL;
         const AttentionMask mask = {NULL, 0, lens ? lens[r] : 0, 0};
@@ -132,7 +135,10 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
     /* 3'.-2'. chapter 03 per (sequence, head) */
     memset(dQ, 0, sizeof(float) * (size_t)R * HD);
     memset(dKV, 0, sizeof(float) * (size_t)R_M * 2 * HD);
-#pragma omp parallel for schedule(static) num_threads(threads_in_slots(B))
+    /* a sequence's work: H heads of dA, dV, dQ, dK, 4 H N N_M D_H multiply-adds,
+     * on its Q, dQ, dY, [K|V], d[K|V] and A (floats) */
+#pragma omp parallel for schedule(static) num_threads(threads_in_slots( \
+    B, 4.0 * H * N * N_M * D_H, 4.0 * ((3.0 * N + 4.0 * N_M) * HD + (double)H * N * N_M)))
     for (int b = 0; b < B; b++) {
         float *att_scratch = att_rooms + (size_t)omp_get_thread_num() * 2 * N * N_M;
         const float *Q_b = Q + (size_t)b * N * HD, *KV_b = KV + (size_t)b * N_M * 2 * HD;

@@ -9,8 +9,8 @@
  *   cpu_has_avx2_fma, cpu_has_avx512f, cpu_has_avx512_bf16, cpu_has_neon,
  *   backend_select/current/name
  *                 run-time backend choice;
- *   matmul_precision_select/current/name   float or bf16 products;
- *   threads_set/current            the OpenMP thread count.
+ *   matmul_precision_select/current/name   float or bf16 products.
+ * The thread count and the threads each product takes: threads.c.
  *
  * Backend default: nothing is chosen until the first sgemm() (or
  * backend_current()) call; if backend_select() was never called by then, the
@@ -50,9 +50,9 @@ static void naive_loops(int trans_a, int trans_b, int M, int N, int K, float alp
                         const float *A, int lda, const float *B, int ldb, float beta,
                         float *C, int ldc, int round_to_bf16) {
     if (M <= 0 || N <= 0) return;
-    /* Threads only pay off on big products; the if() keeps small ones
-     * (M N K up to 2^18 multiply-adds) serial. */
-    #pragma omp parallel for schedule(static) if ((long)M * N * (K > 0 ? K : 1) > (1L << 18))
+    /* As many threads as the product pays for (threads.h), one row of C at
+     * least each. */
+    #pragma omp parallel for schedule(static) num_threads(threads_for_naive_product(M, N, K > 0 ? K : 1, M))
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             double sum = 0.0;
@@ -360,55 +360,4 @@ void matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, in
 /* C[M,N] (+)= A[K,M]^T @ B[K,N] */
 void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate) {
     sgemm(1, 0, M, N, K, 1.0f, A, M, B, N, accumulate ? 1.0f : 0.0f, C, N);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Threads                                                                   */
-/* ------------------------------------------------------------------------ */
-
-void threads_set(int n) {
-    if (n <= 0) {
-        const char *env = getenv("OMP_NUM_THREADS");
-        long v = env ? strtol(env, NULL, 10) : 0;   /* "4" or "4,2" (nested lists): first number */
-        n = v > THREADS_MAX ? THREADS_MAX : v > 0 ? (int)v : 0;
-        if (n <= 0) n = omp_get_num_procs();
-    }
-    omp_set_num_threads(n < THREADS_MAX ? n : THREADS_MAX);
-}
-
-/* OpenMP reads OMP_NUM_THREADS itself, at start-up, for every parallel
- * region that names no count: capped here before main() runs, so a program
- * or test that never calls threads_set is as safe (matmul.h). LLVM's libomp
- * (clang's OpenMP) reads the variable at the program's first OpenMP call and
- * stops it there on a count like 99999999 ("Out of heap memory"), so the
- * variable itself is capped first; gcc's libgomp has read it already, when
- * the program was loaded, so its count is capped after. */
-__attribute__((constructor)) static void threads_cap_environment(void) {
-    const char *env = getenv("OMP_NUM_THREADS");
-    if (env && strtol(env, NULL, 10) > THREADS_MAX) {   /* "99999999" or "99999999,2": its first number */
-        char capped[16];
-        snprintf(capped, sizeof capped, "%d", THREADS_MAX);
-        setenv("OMP_NUM_THREADS", capped, 1);
-    }
-    if (omp_get_max_threads() > THREADS_MAX) omp_set_num_threads(THREADS_MAX);
-}
-
-int threads_current(void) { return omp_get_max_threads(); }
-
-int threads_slots(int items) {
-    int cores = omp_get_num_procs();
-    if (items < 1) return 1;
-    return items < cores ? items : cores;
-}
-
-/* Both below run on one thread while sgemm has found another program on our
- * cores (threads_backed_off, common/kernels/matmul_blocked.c). */
-int threads_for_elements(size_t n) {
-    if (n < THREADS_MIN_ELEMENTS || omp_in_parallel() || threads_backed_off()) return 1;
-    return omp_get_max_threads();
-}
-
-int threads_in_slots(int items) {
-    int t = omp_in_parallel() || threads_backed_off() ? 1 : omp_get_max_threads(), slots = threads_slots(items);
-    return t < slots ? t : slots;
 }

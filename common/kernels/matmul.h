@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include "kernels/threads.h"
+
 typedef enum { BACKEND_NAIVE = 0, BACKEND_AVX2 = 1, BACKEND_AVX512 = 2, BACKEND_NEON = 3 } Backend;
 
 void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -132,28 +134,6 @@ int matmul_bf16_pays(int M, int N);
 MatmulPrecision matmul_precision_current(void);
 const char *matmul_precision_name(MatmulPrecision p);
 
-/* Threads used by the kernels (OpenMP). n <= 0 means: OMP_NUM_THREADS if set,
- * else the number of cores. Results are deterministic for a fixed count. In
- * a build without OpenMP (make OMP=0) the count is always 1.
- * Never more than THREADS_MAX, whatever n or OMP_NUM_THREADS asks (the
- * programs' --threads stops there too): OMP_NUM_THREADS=99999999 would make
- * the first big product start that many threads, after a search of the grid
- * that takes time quadratic in the count. A program that never calls
- * threads_set starts with OpenMP's count capped the same way. */
-#define THREADS_MAX 256
-void threads_set(int n);
-int threads_current(void);
-/* Loops over `items` independent pieces of work that give each thread a
- * room of its own (attention per sequence: each thread its [N, N] scratch)
- * allocate threads_slots(items) rooms, min(cores, items), and run on
- * threads_in_slots(items) threads: the thread count, at most that many (1
- * inside a parallel region). Thread t uses room t. */
-int threads_slots(int items);
-int threads_in_slots(int items);
-/* Threads for an element-wise pass over n independent values or rows of
- * values (softmax, LayerNorm, GELU): 1 below THREADS_MIN_ELEMENTS or inside
- * a parallel region, else the thread count. */
-#define THREADS_MIN_ELEMENTS 32768
-int threads_for_elements(size_t n);
+/* The thread count and how many threads each region takes: threads.h. */
 
 #endif

@@ -16,6 +16,7 @@
  * packed and per tile computed (each call does thousands of FMAs, so the
  * indirect call costs nothing measurable). */
 #include "kernels/matmul_blocked.h"
+#include "kernels/threads.h"
 
 #include <math.h>
 #include "util/openmp.h"
@@ -27,13 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Below this many multiply-adds (M*N*K) two threads are no faster than one:
- * starting the second thread and waiting for it costs a few microseconds,
- * the time of a small product. Measured here with the AVX-512 kernel, each
- * thread on its own block of C (below), 2 threads against 1, medians of 15 interleaved
- * samples: 32^3 0.78x, 64^3 1.14x but 32x128x64 0.90x and 128x32x64 1.02x;
- * 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3 1.66x. */
-static const double PARALLEL_MIN_WORK = 524288.0; /* 2^19, about 80^3 */
+/* How many threads a product takes is the cost model's (kernels/threads.h):
+ * its M N K multiply-adds against the cost of starting and joining each
+ * thread. Before the model, a fixed limit measured here with the AVX-512
+ * kernel, each thread on its own block of C (below), 2 threads against 1,
+ * medians of 15 interleaved samples: 32^3 0.78x, 64^3 1.14x but 32x128x64
+ * 0.90x and 128x32x64 1.02x; 64x64x128 1.30x, 80^3 1.35x, 96^3 1.46x, 128^3
+ * 1.66x: two threads start to pay at about 2^19 multiply-adds, where the
+ * model's constants put it too. */
 
 /* Three loop nests, by size (GEMM_AUTO):
  *
@@ -516,27 +518,35 @@ typedef struct {
     int row_parts, col_parts; /* row_parts * col_parts threads */
 } Grid;
 
-/* The grid for up to `threads` threads over row_units x col_units whole
- * tiles that packs the fewest floats per thread; fewer threads when no grid
- * of `threads` blocks fits (a thin C). On a tie (a square C on 2 threads) the
- * rows are cut: each thread then packs all of B, a copy, rather than all of
- * A, a transpose, which took 2.4x as long here (7 against 2.9 us at 128^3). */
+/* The grid of the most blocks, at most `threads`, over row_units x
+ * col_units whole tiles, and of those the one that packs the fewest floats
+ * per thread. On a tie (a square C on 2 threads) the rows are cut: each
+ * thread then packs all of B, a copy, rather than all of A, a transpose,
+ * which took 2.4x as long here (7 against 2.9 us at 128^3).
+ * For each number of row parts the most column parts that fit is
+ * min(threads / rows, col_units): any other grid of that many rows has
+ * fewer blocks. So one pass over the row counts finds it, linear in the
+ * thread count. */
 static Grid choose_grid(int threads, int M, int N, int row_units, int col_units) {
-    for (int t = threads; t > 1; t--) {
-        Grid best = {0, 0};
-        double best_floats = 0.0; /* per thread, divided by K */
-        for (int rows = t; rows >= 1; rows--) { /* most row parts first: they win ties */
-            int cols = t / rows;
-            if (rows * cols != t || rows > row_units || cols > col_units) continue;
-            double floats = (double)M / rows + (double)N / cols;
-            if (best.row_parts == 0 || floats < best_floats) {
-                best = (Grid){rows, cols};
-                best_floats = floats;
-            }
+    Grid best = {1, 1};
+    double best_floats = (double)M + N; /* per thread, divided by K */
+    int most_rows = threads < row_units ? threads : row_units;
+    for (int rows = most_rows; rows >= 1; rows--) { /* most row parts first: they win ties */
+        int cols = threads / rows < col_units ? threads / rows : col_units;
+        double floats = (double)M / rows + (double)N / cols;
+        int blocks = rows * cols, best_blocks = best.row_parts * best.col_parts;
+        if (blocks > best_blocks || (blocks == best_blocks && floats < best_floats)) {
+            best = (Grid){rows, cols};
+            best_floats = floats;
         }
-        if (best.row_parts > 0) return best;
     }
-    return (Grid){1, 1};
+    return best;
+}
+
+void gemm_choose_grid(int threads, int M, int N, int mr, int nr, int *row_parts, int *col_parts) {
+    Grid g = choose_grid(threads, M, N, ceil_div(M, mr), ceil_div(N, nr));
+    *row_parts = g.row_parts;
+    *col_parts = g.col_parts;
 }
 
 void sgemm_blocked(const GemmKernel *kernel, int trans_a, int trans_b, int M, int N, int K,
@@ -556,10 +566,9 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
     }
     if (kernel->mr * kernel->nr > MAX_TILE_FLOATS) abort(); /* a kernel file's constants are wrong */
 
-    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if ((double)M * N * K < PARALLEL_MIN_WORK) threads = 1;
-    if (threads > 1 && threads_backed_off()) threads = 1;
     int row_units = ceil_div(M, kernel->mr), col_units = ceil_div(N, kernel->nr);
+    /* the cost model's count (1 inside a parallel region or while backed off) */
+    int threads = threads_for_product(M, N, K, (double)row_units * col_units);
     Grid grid = choose_grid(threads, M, N, row_units, col_units);
     threads = grid.row_parts * grid.col_parts;
     if (threads <= 1) {

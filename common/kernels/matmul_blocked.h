@@ -103,6 +103,12 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
  * which path it picks beside the time of each, and the tests can check it. */
 int gemm_reads_a_in_place(const GemmKernel *kernel, int N, int lda);
 
+/* The grid of blocks of C the threads of one product take (matmul_blocked.c):
+ * row_parts x col_parts <= threads blocks of whole mr x nr tiles of an M x N
+ * C, the most blocks that fit, then the fewest floats packed per thread. For
+ * the tests. */
+void gemm_choose_grid(int threads, int M, int N, int mr, int nr, int *row_parts, int *col_parts);
+
 /* The cache blocks sgemm_blocked uses with `kernel` on this CPU: KC is the
  * kernel's (fixed, see matmul_avx512.c), MC and NC are derived from the L2
  * and L3 sizes the CPU reports (sysconf), see matmul_blocked.c. */

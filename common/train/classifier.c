@@ -87,8 +87,12 @@ double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, flo
         /* one replica per thread (with fewer threads than replicas, a thread
          * takes them in turn); inside the region every product runs on its
          * caller's thread (matmul.h); the count is written in the pragma, which a
-         * build without OpenMP ignores */
-#pragma omp parallel for schedule(static, 1) num_threads(n_replicas < threads_current() ? n_replicas : threads_current())
+         * build without OpenMP ignores. A replica's work, forward and backward,
+         * is at least 3 multiply-adds per parameter and example, on its copy of
+         * the weights: the cost model's count (threads.h), at most one thread
+         * per replica. */
+#pragma omp parallel for schedule(static, 1) \
+    num_threads(threads_for_items(n_replicas, 3.0 * (double)p->size * e->B / n_replicas, 4.0 * (double)p->size))
         for (int r = 0; r < n_replicas; r++) {
             Examples s = slice_of(e, r, n_replicas);
             losses[r] = replica_gradient(&m[r], &s, sam);

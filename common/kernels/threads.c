@@ -1,0 +1,151 @@
+/* threads.c - the thread count (threads_set) and the cost model every
+ * parallel region asks for its threads (threads.h says the model).
+ *
+ * THREAD_COSTS below are measured, not guessed, by
+ *
+ *     make build/bench/bench_threads && ./build/bench/bench_threads
+ *
+ * which prints this table's line (bench/bench_threads.c says how each figure
+ * is taken). The figures below: the 2-core AVX-512 development machine (an
+ * Intel Xeon of the Sapphire Rapids class, a virtual machine), two runs with
+ * other programs busy beside it (load average 17-19), each figure the
+ * quietest of its batches (the cost with the cores free), rounded:
+ *
+ *   fork_join_ns   728 and 742    an empty 2-thread region
+ *   moved_byte_ns  0.143, 0.150   128^3 products on A, B just written: 2
+ *                                 threads 31.0 us against 1 thread 31.2-32.4
+ *   mac_ns         0.0142, 0.0148 256^3, 1 thread
+ *   small_mac_ns   0.121, 0.116   8x8x16 and 8x16x8, 1 thread
+ *   naive_mac_ns   3.80, 2.00     64^3 naive, 1 thread (the noisiest)
+ *   element_ns     0.061, 0.064   ReLU, the cheapest pass (GELU 1.3, softmax 0.9)
+ *
+ * So here two threads pay from products of about 128^3 (the earlier fixed
+ * limit, 2^19 multiply-adds, was measured on inputs already in both cores'
+ * caches), and an element-wise pass never pays: bringing its values to
+ * another core costs more than computing them. On a machine of 2 cores the
+ * cost of each further thread cannot be measured, and the model charges each
+ * the same as the second (libgomp wakes its threads one by one);
+ * bench_threads prints the slope on a machine with more cores. On a CPU
+ * whose SIMD kernels are slower (AVX2 only, NEON) the products' work is
+ * underestimated, so a region there takes at most the threads it would take
+ * here: never more than pays. */
+#include "kernels/threads.h"
+#include "kernels/matmul_blocked.h"
+
+#include <math.h>
+#include "util/openmp.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+const ThreadCosts THREAD_COSTS = {
+    .fork_join_ns = 735.0,
+    .moved_byte_ns = 0.15,
+    .mac_ns = 0.0145,
+    .small_mac_ns = 0.12,
+    .naive_mac_ns = 2.0,
+    .element_ns = 0.06,
+};
+
+/* time(t) = W / t + F (t - 1) is convex in t, smallest at t = sqrt(W / F):
+ * the better of the two whole counts either side of it (constant time,
+ * whatever the cap). */
+static double region_ns(double work_ns, double bytes, int t) {
+    if (t <= 1) return work_ns;
+    return (work_ns + THREAD_COSTS.moved_byte_ns * bytes) / t + THREAD_COSTS.fork_join_ns * (t - 1);
+}
+
+/* For t > 1, time(t) = (W + X b) / t + F (t - 1) is convex in t, smallest
+ * at t = sqrt((W + X b) / F): the better of the two whole counts either side
+ * of it, and then 1 if that is better still (constant time, whatever the cap). */
+int threads_for_work(double work_ns, double bytes, double pieces, int cap) {
+    int most = cap;
+    if (pieces < most) most = pieces >= 1.0 ? (int)pieces : 1;
+    if (most <= 1 || !(work_ns > 0.0)) return 1;
+    if (!(bytes > 0.0)) bytes = 0.0;
+    double best = sqrt((work_ns + THREAD_COSTS.moved_byte_ns * bytes) / THREAD_COSTS.fork_join_ns);
+    int t = most;
+    if (best < most) {
+        int below = best < 2.0 ? 2 : (int)best, above = below + 1 <= most ? below + 1 : most;
+        t = region_ns(work_ns, bytes, above) < region_ns(work_ns, bytes, below) ? above : below;
+    }
+    return region_ns(work_ns, bytes, t) < region_ns(work_ns, bytes, 1) ? t : 1;
+}
+
+static double product_bytes(int M, int N, int K) { return 4.0 * ((double)M * K + (double)K * N + (double)M * N); }
+
+static int model_on = 1;   /* threads_model_set; set by a test's main thread between regions */
+
+void threads_model_set(int on) { model_on = on != 0; }
+
+/* The model's count, or with the model off (tests) every thread it may take. */
+static int decide(double work_ns, double bytes, double pieces, int cap) {
+    if (model_on) return threads_for_work(work_ns, bytes, pieces, cap);
+    int most = pieces < cap ? (pieces >= 1.0 ? (int)pieces : 1) : cap;
+    return most > 1 ? most : 1;
+}
+
+int threads_cap(void) {
+    if (omp_in_parallel() || threads_backed_off()) return 1;
+    return omp_get_max_threads();
+}
+
+int threads_for_product(int M, int N, int K, double pieces) {
+    return decide((double)M * N * K * THREAD_COSTS.mac_ns, product_bytes(M, N, K), pieces, threads_cap());
+}
+
+int threads_for_naive_product(int M, int N, int K, double pieces) {
+    return decide((double)M * N * K * THREAD_COSTS.naive_mac_ns, product_bytes(M, N, K), pieces, threads_cap());
+}
+
+int threads_for_elements(size_t n) {
+    return decide((double)n * THREAD_COSTS.element_ns, 8.0 * (double)n, (double)((n + 63) / 64), threads_cap());
+}
+
+int threads_for_items(int items, double macs_per_item, double bytes_per_item) {
+    return decide((double)items * macs_per_item * THREAD_COSTS.mac_ns, (double)items * bytes_per_item, items,
+                  threads_cap());
+}
+
+int threads_slots(int items) {
+    int cores = omp_get_num_procs();
+    if (items < 1) return 1;
+    return items < cores ? items : cores;
+}
+
+int threads_in_slots(int items, double macs_per_item, double bytes_per_item) {
+    int slots = threads_slots(items);
+    int cap = threads_cap();
+    return decide((double)items * macs_per_item * THREAD_COSTS.small_mac_ns, (double)items * bytes_per_item, items,
+                  cap < slots ? cap : slots);
+}
+
+/* ---- The count itself ------------------------------------------------------ */
+
+void threads_set(int n) {
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        long v = env ? strtol(env, NULL, 10) : 0;   /* "4" or "4,2" (nested lists): first number */
+        n = v > THREADS_MAX ? THREADS_MAX : v > 0 ? (int)v : 0;
+        if (n <= 0) n = omp_get_num_procs();
+    }
+    omp_set_num_threads(n < THREADS_MAX ? n : THREADS_MAX);
+}
+
+/* OpenMP reads OMP_NUM_THREADS itself, at start-up, for every parallel
+ * region that names no count: capped here before main() runs, so a program
+ * or test that never calls threads_set is as safe. LLVM's libomp (clang's
+ * OpenMP) reads the variable at the program's first OpenMP call and stops it
+ * there on a count like 99999999 ("Out of heap memory"), so the variable
+ * itself is capped first; gcc's libgomp has read it already, when the
+ * program was loaded, so its count is capped after. */
+__attribute__((constructor)) static void threads_cap_environment(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && strtol(env, NULL, 10) > THREADS_MAX) {   /* "99999999" or "99999999,2": its first number */
+        char capped[16];
+        snprintf(capped, sizeof capped, "%d", THREADS_MAX);
+        setenv("OMP_NUM_THREADS", capped, 1);
+    }
+    if (omp_get_max_threads() > THREADS_MAX) omp_set_num_threads(THREADS_MAX);
+}
+
+int threads_current(void) { return omp_get_max_threads(); }
