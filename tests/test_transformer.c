@@ -10,10 +10,7 @@
  *    and beam search use) reproduces the teacher-forced pass within 1e-5;
  *  - the KV cache: decoding with it gives the same logits (within 1e-5) and
  *    the same tokens as recomputing the whole prefix at every step, for
- *    greedy decoding of a batch and for beam search;
- *  - src_eos: the encoder reads each source followed by <eos> and then
- *    padding, and a row's memory does not depend on the longer rows beside
- *    it; the gradient, decoding and KV-cache checks above run with it too. */
+ *    greedy decoding of a batch and for beam search. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +60,12 @@ static double model_loss(void *ctx) {
     return transformer_train_step(c->t, c->batch, 0);
 }
 
-static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, PosType pos, int src_eos) {
+static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, PosType pos) {
     ToySplit ts;
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 21);
     Batch batch;
     make_batch(&batch, &ts, 4);
     TransformerConfig c = tiny_config(place, norm, mlp, pos);
-    c.src_eos = src_eos;
     Transformer t;
     assert_int_equal(transformer_create(&t, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 5), 0);
     params_zero_grad(&t.params);
@@ -77,9 +73,9 @@ static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp
     LossCtx ctx = {&t, &batch};
     GradCheckResult r = gradcheck(model_loss, &ctx, t.params.data, t.params.grad, t.params.size, 3e-3f, 400);
     if (!(r.max_rel_err < 3e-2))
-        fail_msg("transformer (%s-norm, norm %d, mlp %d, pos %d, src_eos %d): max_rel_err %.3g at %zu (numeric "
-                 "%.6g, analytic %.6g)",
-                 place == BLOCK_PRE_NORM ? "pre" : "post", norm, mlp, pos, src_eos, r.max_rel_err, r.worst_index,
+        fail_msg("transformer (%s-norm, norm %d, mlp %d, pos %d): max_rel_err %.3g at %zu (numeric %.6g, "
+                 "analytic %.6g)",
+                 place == BLOCK_PRE_NORM ? "pre" : "post", norm, mlp, pos, r.max_rel_err, r.worst_index,
                  r.worst_numeric, r.worst_analytic);
     transformer_free(&t);
     batch_free(&batch);
@@ -87,11 +83,10 @@ static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model_gradients(BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL, 0);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED, 0);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL, 0);
-    check_model_gradients(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_LEARNED, 0);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED, 1);   /* + <eos>'s row */
+    check_model_gradients(BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL);
+    check_model_gradients(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_LEARNED);
 }
 
 /* -------------------------------------------------------- label smoothing */
@@ -155,10 +150,8 @@ static void test_decoding_matches_training(void **state) {
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 22);
     Batch batch;
     make_batch(&batch, &ts, 4);
-    for (int run = 0; run < 3; run++) {   /* post-norm, pre-norm, pre-norm with src_eos */
-        const int place = run > 0;
+    for (int place = 0; place < 2; place++) {
         TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED);
-        c.src_eos = run == 2;
         Transformer t;
         assert_int_equal(transformer_create(&t, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 6), 0);
         Seq2Seq m;
@@ -195,10 +188,8 @@ static void test_kv_cache_matches_recompute(void **state) {
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 23);
     Batch batch;
     make_batch(&batch, &ts, 4);
-    for (int run = 0; run < 3; run++) {   /* post-norm, pre-norm, pre-norm with src_eos */
-        const int place = run > 0;
+    for (int place = 0; place < 2; place++) {
         TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL);
-        c.src_eos = run == 2;
         Transformer cached, recomputed;
         assert_int_equal(transformer_create(&cached, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 8), 0);
         c.kv_cache = 0;
@@ -218,8 +209,8 @@ static void test_kv_cache_matches_recompute(void **state) {
             mr.step(mr.self, B, src_row, sr, prev, nr, lr, ar);
             for (int i = 0; i < B * V; i++)
                 if (fabsf(lc[i] - lr[i]) > 1e-5f * (1.0f + fabsf(lr[i])))
-                    fail_msg("%s-norm (src_eos %d) step %d logprob %d: cached %.8g, recomputed %.8g",
-                             place ? "pre" : "post", c.src_eos, step, i, lc[i], lr[i]);
+                    fail_msg("%s-norm step %d logprob %d: cached %.8g, recomputed %.8g", place ? "pre" : "post", step,
+                             i, lc[i], lr[i]);
             for (int i = 0; i < B * batch.src_len; i++) assert_float_equal(ac[i], ar[i], 1e-5);
             for (int b = 0; b < B; b++) {   /* feed the argmax, not <eos>: longer than any target */
                 int best = 3;
@@ -251,54 +242,6 @@ static void test_kv_cache_matches_recompute(void **state) {
     batch_free(&batch);
 }
 
-/* src_eos: each source row is followed by <eos> (then padding) in what the
- * encoder reads, and the memory of a row (its tokens and its <eos>) is the
- * same whether it is encoded alone or beside a longer row: the padding after
- * the marker is masked as it was without it. */
-static void test_src_eos_marks_the_end(void **state) {
-    (void)state;
-    ToySplit ts;
-    toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 24);
-    Batch batch, one;
-    make_batch(&batch, &ts, 4);
-    TransformerConfig c = tiny_config(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL);
-    c.src_eos = 1;
-    Transformer t;
-    assert_int_equal(transformer_create(&t, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 9), 0);
-    const int B = batch.batch, T = batch.src_len, T1 = T + 1, D = t.D;
-    int shorter = -1;
-    for (int b = 0; b < B; b++)
-        if (batch.src_lens[b] < T) shorter = b;
-    assert_true(shorter >= 0);   /* the toy batch has a row shorter than the longest */
-    Seq2Seq m;
-    transformer_interface(&t, &m);
-    float *states = xmalloc(sizeof(float) * (size_t)B * m.state_size);
-    transformer_encode(&t, &batch, states);
-    assert_int_equal(t.enc_T, T1);
-    for (int b = 0; b < B; b++) {
-        const int n = batch.src_lens[b];
-        assert_int_equal(t.src_lens[b], n + 1);
-        for (int i = 0; i < T1; i++) {
-            const int want = i < n ? batch.src[b * T + i] : i == n ? EOS_ID : PAD_ID;
-            if (t.src_ids[b * T1 + i] != want)
-                fail_msg("row %d position %d: id %d, expected %d", b, i, t.src_ids[b * T1 + i], want);
-        }
-    }
-    const int n = batch.src_lens[shorter];
-    float *M = xmalloc(sizeof(float) * (size_t)(n + 1) * D);
-    memcpy(M, t.enc.out + (size_t)shorter * T1 * D, sizeof(float) * (size_t)(n + 1) * D);
-    int idx[1] = {shorter};
-    batch_alloc(&one, 1, MAX_LEN, MAX_LEN);
-    batch_fill(&one, &ts.split, idx, 1);
-    transformer_encode(&t, &one, states);
-    assert_int_equal(t.enc_T, n + 1);
-    for (int i = 0; i < (n + 1) * D; i++) assert_float_equal(t.enc.out[i], M[i], 1e-5);
-    free(M); free(states);
-    transformer_free(&t);
-    batch_free(&one);
-    batch_free(&batch);
-}
-
 /* The text read with the table (transformer.h), then the model built:
  * 0 with the model's configuration in *c, or -1 with one message. */
 static int read_and_create(const char *text, TransformerConfig *c) {
@@ -319,8 +262,7 @@ static void test_config_text(void **state) {
     char text[512] = "model=transformer\n";
     assert_int_equal(config_write(text, sizeof text, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &c), 0);
     assert_string_equal(text, "model=transformer\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=pre\nnorm_type=layernorm\n"
-                              "mlp=gelu\ndropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n"
-                              "src_eos=0\n");
+                              "mlp=gelu\ndropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n");
     assert_int_equal(read_and_create(text, &back), 0);
     assert_memory_equal(&back, &c, sizeof c);
 }
@@ -335,7 +277,6 @@ static void test_config_errors(void **state) {
     assert_int_equal(c.block.D_H, 4);   /* dim / heads */
     assert_true(c.block.norm_place == BLOCK_PRE_NORM && c.block.mlp == BLOCK_MLP_GELU);
     assert_true(c.block.attn_dropout == 0.0f);   /* no attn_dropout line (older checkpoints): 0 */
-    assert_int_equal(c.src_eos, 0);              /* no src_eos line (older checkpoints): no marker */
     char text[512];
     snprintf(text, sizeof text, "%sattn_dropout=0.25\n", good);
     assert_int_equal(read_and_create(text, &c), 0);
@@ -366,7 +307,6 @@ int main(void) {
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_decoding_matches_training),
         cmocka_unit_test(test_kv_cache_matches_recompute),
-        cmocka_unit_test(test_src_eos_marks_the_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

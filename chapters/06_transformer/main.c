@@ -106,8 +106,6 @@ int main(int argc, char **argv) {
         {"attn-dropout", ARG_FLOAT, &cfg.block.attn_dropout, "dropout on the attention weights (training only)", 0,
          0.95, NULL, ARG_TRAINING},
         {"pos", ARG_STRING, &pos, "positions (chapter 04)", 0, 0, "sinusoidal,learned", ARG_MODEL},
-        {"src-eos", ARG_INT, &cfg.src_eos, "1: the encoder reads <eos> after the source, marking where it ends", 0, 1,
-         NULL, ARG_MODEL},
         {"label-smoothing", ARG_FLOAT, &cfg.label_smoothing, "eps of label smoothing (0 = off)", 0, 0.95, NULL,
          ARG_TRAINING},
         {"no-kv-cache", ARG_BOOL, &no_kv_cache,

@@ -51,7 +51,6 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->D = D;
     t->V_src = V_src;
     t->V_tgt = V_tgt;
-    if (cfg->src_eos) T_src += 1;   /* room for the <eos> after the longest source */
     t->T_src = T_src;
     t->T_tgt = T_tgt;
     t->T_cap = T_tgt + 10;   /* the driver decodes up to max_tgt_len + 10 tokens, then <eos> */
@@ -111,7 +110,6 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->probs = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
     t->dlogits = xcalloc((size_t)max_B * T_tgt * V_tgt, sizeof(float));
     t->src_lens = xcalloc((size_t)max_B, sizeof(int));
-    t->src_ids = xcalloc((size_t)max_B * T_src, sizeof(int));
     t->dtop = xcalloc(BT, sizeof(float));
     t->dM = xcalloc(BS, sizeof(float));
     const int HD = cfg->block.H * cfg->block.D_H;
@@ -132,7 +130,7 @@ void transformer_free(Transformer *t) {
     stack_free(&t->dec);
     for (int l = 0; l < t->L; l++) free(t->mem_KV[l]);
     free(t->P_src); free(t->P_tgt); free(t->enc_mask); free(t->dec_mask);
-    free(t->logits); free(t->probs); free(t->dlogits); free(t->src_lens); free(t->src_ids); free(t->dtop); free(t->dM);
+    free(t->logits); free(t->probs); free(t->dlogits); free(t->src_lens); free(t->dtop); free(t->dM);
     free(t->step_x); free(t->step_y); free(t->step_top); free(t->step_mean); free(t->step_rstd);
     free(t->step_logits); free(t->step_work); free(t->step_cross);
     params_free(&t->params);
@@ -171,34 +169,11 @@ static void embed_backward(Transformer *t, float *dX, const float *mask, const i
     embedding_backward(params_grad(&t->params, emb), dX, ids, B * N, D);
 }
 
-/* The encoder's input: src [B, T] as it is, or (src_eos) each row followed
- * by <eos> in t->src_ids [B, T + 1], lengths + 1 in t->src_lens. Returns the
- * ids the encoder reads; *T_enc their width. */
-static const int *encoder_input(Transformer *t, const int *src, const int *lens, int B, int T, int *T_enc) {
-    if (!t->cfg.src_eos) {
-        memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
-        *T_enc = T;
-        return src;
-    }
-    const int T1 = T + 1;
-    for (int b = 0; b < B; b++) {
-        int *row = t->src_ids + (size_t)b * T1;
-        for (int i = 0; i < T1; i++) row[i] = i < lens[b] ? src[(size_t)b * T + i] : PAD_ID;
-        row[lens[b]] = EOS_ID;
-        t->src_lens[b] = lens[b] + 1;
-    }
-    *T_enc = T1;
-    return t->src_ids;
-}
-
-/* src [B, T] -> the memory M = t->enc.out [B, T_enc, D] (T_enc = T, or T + 1
- * with src_eos; the lengths in t->src_lens). Returns T_enc. */
-static int encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
-    int T_enc;
-    const int *ids = encoder_input(t, src, lens, B, T, &T_enc);
-    embed_forward(t, t->enc.x[0], t->enc_mask, ids, t->src_emb, t->src_pos, t->P_src, B, T_enc, train);
-    stack_forward(&t->enc, t->src_lens, NULL, B, T_enc, train, &t->dropout_rng);
-    return T_enc;
+/* src [B, T] -> the memory M = t->enc.out [B, T, D] */
+static void encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
+    embed_forward(t, t->enc.x[0], t->enc_mask, src, t->src_emb, t->src_pos, t->P_src, B, T, train);
+    stack_forward(&t->enc, lens, NULL, B, T, train, &t->dropout_rng);
+    memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
 }
 
 /* tgt_in [B, Tt] and the memory -> top = t->dec.out [B, Tt, D] (the causal
@@ -213,9 +188,9 @@ static void decoder_forward(Transformer *t, const int *tgt_in, const BlockMemory
  * cross-entropy; with backward, every gradient (dropout on: training). */
 double transformer_train_step(void *self, const Batch *b, int backward) {
     Transformer *t = self;
-    const int B = b->batch, Tt = b->tgt_len, V = t->V_tgt, R = B * Tt;
-    const int T = encoder_forward(t, b->src, b->src_lens, B, b->src_len, backward);
-    const BlockMemory mem = {t->enc.out, t->src_lens, T};
+    const int B = b->batch, T = b->src_len, Tt = b->tgt_len, V = t->V_tgt, R = B * Tt;
+    encoder_forward(t, b->src, b->src_lens, B, T, backward);
+    const BlockMemory mem = {t->enc.out, b->src_lens, T};
     decoder_forward(t, b->tgt_in, &mem, B, Tt, backward);
     linear_forward(t->logits, t->dec.out, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), R,
                    t->D, V);
@@ -234,8 +209,8 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
     memset(t->dM, 0, sizeof(float) * (size_t)B * T * t->D);
     float *dY0 = stack_backward(&t->dec, t->dtop, NULL, &mem, t->dM, B, Tt);
     embed_backward(t, dY0, t->dec_mask, b->tgt_in, t->tgt_emb, t->tgt_pos, B, Tt);
-    float *dX0 = stack_backward(&t->enc, t->dM, t->src_lens, NULL, NULL, B, T);
-    embed_backward(t, dX0, t->enc_mask, t->cfg.src_eos ? t->src_ids : b->src, t->src_emb, t->src_pos, B, T);
+    float *dX0 = stack_backward(&t->enc, t->dM, b->src_lens, NULL, NULL, B, T);
+    embed_backward(t, dX0, t->enc_mask, b->src, t->src_emb, t->src_pos, B, T);
     return loss;
 }
 
@@ -259,7 +234,8 @@ static float *state_V(const Transformer *t, float *state, int l) {
 
 void transformer_encode(void *self, const Batch *b, float *states) {
     Transformer *t = self;
-    const int B = b->batch, T = encoder_forward(t, b->src, b->src_lens, B, b->src_len, 0);
+    const int B = b->batch, T = b->src_len;
+    encoder_forward(t, b->src, b->src_lens, B, T, 0);
     /* each decoder block's keys and values of the memory: once per source */
     for (int l = 0; l < t->L; l++) {
         BlockWeights w = stack_block_weights(&t->dec, l, 0);
@@ -358,14 +334,12 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
         }
         st[0] += 1.0f;
     }
-    if (attn) {   /* the driver's one map per step over its source: the last block's heads, averaged
-                   * (src_eos: without the <eos> column) */
-        const int T_src = T - t->cfg.src_eos;
+    if (attn) {   /* the driver's one map per step: the last block's heads, averaged */
         for (int r = 0; r < n; r++)
-            for (int j = 0; j < T_src; j++) {
+            for (int j = 0; j < T; j++) {
                 float sum = 0.0f;
                 for (int h = 0; h < H; h++) sum += t->step_cross[((size_t)r * H + h) * T + j];
-                attn[(size_t)r * T_src + j] = sum / (float)H;
+                attn[(size_t)r * T + j] = sum / (float)H;
             }
     }
 }
@@ -393,22 +367,22 @@ int transformer_plot_grid(const char *stem, const char *what, const float *maps,
 int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
                                int out_len, const char *stem) {
     Transformer *t = self;
-    const int L = t->L, H = t->cfg.block.H, Tt = out_len + 1;
+    const int L = t->L, H = t->cfg.block.H, T = src_len, Tt = out_len + 1;
     if (Tt > t->T_cap) return 0;   /* (decoding never makes one this long) */
     /* one teacher-forced pass over <bos> + the output: the caches then hold every map */
     int *tgt_in = xcalloc((size_t)Tt, sizeof(int));
     tgt_in[0] = BOS_ID;
     memcpy(tgt_in + 1, out, sizeof(int) * (size_t)out_len);
     int lens[1] = {src_len};
-    const int T = encoder_forward(t, src, lens, 1, src_len, 0);   /* src_eos: src_len + 1 columns */
-    const BlockMemory mem = {t->enc.out, t->src_lens, T};
+    encoder_forward(t, src, lens, 1, T, 0);
+    const BlockMemory mem = {t->enc.out, lens, T};
     decoder_forward(t, tgt_in, &mem, 1, Tt, 0);
 
     char (*src_tok)[TOKEN_MAX] = xcalloc((size_t)T, TOKEN_MAX);
     char (*out_tok)[TOKEN_MAX] = xcalloc((size_t)Tt, TOKEN_MAX);
     const char **x_labels = xcalloc((size_t)T, sizeof(char *)), **y_labels = xcalloc((size_t)Tt, sizeof(char *));
     for (int i = 0; i < T; i++) {
-        snprintf(src_tok[i], TOKEN_MAX, "%s", i < src_len ? vocab_token(&d->src_vocab, src[i]) : "<eos>");
+        snprintf(src_tok[i], TOKEN_MAX, "%s", vocab_token(&d->src_vocab, src[i]));
         x_labels[i] = src_tok[i];
     }
     for (int i = 0; i < Tt; i++) {   /* row i predicts out[i] (the last row: <eos>) */
@@ -465,8 +439,6 @@ const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
     {"pos", CONFIG_CHOICE, offsetof(TransformerConfig, pos), .choices = "none,sinusoidal,learned"},
     {"label_smoothing", CONFIG_FLOAT, offsetof(TransformerConfig, label_smoothing), .lo = 0, .hi = 1},
     {"kv_cache", CONFIG_INT, offsetof(TransformerConfig, kv_cache), .lo = 0, .hi = 1},
-    {"src_eos", CONFIG_INT, offsetof(TransformerConfig, src_eos), .lo = 0, .hi = 1,
-     .fallback = "0"},   /* came later: a checkpoint without the line has no <eos> after the source */
 };
 const int TRANSFORMER_CONFIG_N = (int)(sizeof TRANSFORMER_CONFIG_FIELDS / sizeof TRANSFORMER_CONFIG_FIELDS[0]);
 

@@ -43,14 +43,12 @@ typedef struct {
     PosType pos;            /* POS_SINUSOIDAL or POS_LEARNED */
     float label_smoothing;  /* eps in [0, 1) */
     int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
-    int src_eos;            /* 1: the encoder reads the source followed by <eos>, a token that marks
-                             * where the source ends (without it, the length is only in the positions) */
 } TransformerConfig;
 
 /* The checkpoint's keys of a TransformerConfig, in the order of its text
  * (io/config.h): layers, dim, heads, ff, norm, norm_type, mlp, dropout,
  * attn_dropout (0 when missing: older checkpoints), pos, label_smoothing,
- * kv_cache, src_eos (0 when missing). The program reads and writes them; the model takes the struct. */
+ * kv_cache. The program reads and writes them; the model takes the struct. */
 extern const ConfigField TRANSFORMER_CONFIG_FIELDS[];
 extern const int TRANSFORMER_CONFIG_N;
 
@@ -59,7 +57,7 @@ typedef struct {
     Stack enc, dec;         /* cfg.block as encoder blocks (not causal) and decoder blocks (causal, cross);
                              * enc.out is the memory M [B, T, D], dec.out the top [B, Tt, D] */
     int L, D, V_src, V_tgt;
-    int T_src;              /* longest source (+ 1 with src_eos) */
+    int T_src;              /* longest source */
     int T_tgt;              /* longest target + 1 (<eos>): teacher-forced positions */
     int T_cap;              /* decoding positions a state can hold */
     int max_B;
@@ -71,8 +69,7 @@ typedef struct {
     /* activations of one pass, sized for max_B (the blocks' are in the stacks) */
     float *enc_mask, *dec_mask;                 /* dropout on the embeddings */
     float *logits, *probs;                      /* [B Tt, V_tgt] */
-    int *src_lens;                              /* the last pass's source lengths [B] (with <eos>) */
-    int *src_ids;                               /* src_eos: the last pass's source + <eos> [B, T_src] */
+    int *src_lens;                              /* the last pass's source lengths [B] */
     /* backward */
     float *dlogits, *dtop, *dM;
     /* decoding */
