@@ -221,7 +221,7 @@ static void test_block_gradients_with_experts(void **state) {
         for (int k = 1; k <= 2; k++)
             for (int train = 0; train < 2; train++) {
                 BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_SWIGLU, 0.0f,
-                               MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, {3, k, 0.0f, train ? 1.0f : 0.0f, k - 1}};
+                               MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0, {3, k, 0.0f, train ? 1.0f : 0.0f, k - 1}};
                 check_block_gradients(s, 2, 5, NULL, train, &r);
             }
 }

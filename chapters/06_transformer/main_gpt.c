@@ -652,7 +652,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"moe-top-k", ARG_INT, &f->moe_top_k, "--mlp moe: experts per token k (k > 1: weights renormalised)", 1, BLOCK_MAX_EXPERTS, NULL, ARG_MODEL},
         {"moe-aux", ARG_FLOAT, &f->moe_aux, "--mlp moe: coefficient of the load-balancing loss", 0, 100, NULL, ARG_TRAINING},
         {"capacity", ARG_FLOAT, &f->capacity, "--mlp moe: capacity factor in training (0: no limit)", 0, 1000, NULL, ARG_TRAINING},
-        {"pos", ARG_STRING, &f->pos, "positions: added to X (ch. 04) or rotary on Q, K", 0, 0, "learned,sinusoidal,rope", ARG_MODEL},
+        {"pos", ARG_STRING, &f->pos, "positions", 0, 0, "learned,sinusoidal,rope", ARG_MODEL},
         {"dropout", ARG_FLOAT, &f->dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95, NULL, ARG_TRAINING},
         {"attn-dropout", ARG_FLOAT, &f->attn_dropout, "dropout on the attention weights (training only)", 0, 0.95, NULL, ARG_TRAINING},
         {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},

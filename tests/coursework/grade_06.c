@@ -200,7 +200,7 @@ static BlockSpec drawn_block(int causal, float **params) {
     const int H = grade_draw(1, 2), D_H = grade_draw(1, 3);
     const BlockSpec s = {H * D_H + grade_draw(0, 2), H, D_H, grade_draw(1, 6), (BlockNormPlace)grade_draw(0, 1),
                          (BlockNorm)grade_draw(0, 2), (BlockMlp)grade_draw(0, 3), 0.0f, MULTI_HEAD_PLAIN,
-                         causal, 0, 0.0f, 0, 0.0f};
+                         causal, 0, 0.0f, 0, 0.0f, 0, {0}};
     *params = grade_floats(block_param_count(&s));
     grade_draw_fill(*params, block_param_count(&s), 0.6f);
     return s;
