@@ -1252,6 +1252,12 @@ int main(int argc, char **argv) {
     (void)argc;
     /* argv[0] is <build>/tests/test_robust */
     program_build_dir(build_dir, sizeof build_dir, argv[0]);
+    /* A suite started in the background by a non-interactive shell (nohup,
+     * `cmd &`) inherits SIGINT ignored, and the library leaves an ignored
+     * signal alone (write_signals_install): the signal tests need the
+     * default action a program run from a terminal has. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_finite_names_the_tensor),
         cmocka_unit_test(test_absurd_learning_rate_stops_training),
