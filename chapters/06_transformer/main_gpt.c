@@ -319,7 +319,7 @@ static int expert_usage(Gpt *g, const BrownCorpus *c, const Flags *f, Results *r
             results_set_str(res, key, line);
         }
     }
-    char stem[1100], x_text[BLOCK_MAX_EXPERTS][8], y_text[STACK_MAX_LAYERS][16];
+    char stem[1100], x_text[BLOCK_MAX_EXPERTS][16], y_text[STACK_MAX_LAYERS][24];
     const char *xl[BLOCK_MAX_EXPERTS], *yl[STACK_MAX_LAYERS];
     for (int e = 0; e < E; e++) {
         snprintf(x_text[e], sizeof x_text[e], "%d", e);
