@@ -22,6 +22,7 @@
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
 #   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
+#   make length-ood trained on reverse 5-40, tested on 41-80: three positions and chapter 02 (out/length_ood/)
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
 #   make gpt-moe       a mixture of experts against dense MLPs on chapter 06's GPT (out/gpt_moe/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
@@ -169,7 +170,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check all run compare gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check all run compare length-ood gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -284,6 +285,10 @@ gpt-variants: deps-run all
 # A mixture of experts against dense MLPs on chapter 06's GPT (tools/gpt_moe.sh; about 15 minutes).
 gpt-moe: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_moe.sh
+
+# Length generalisation: four models trained on 5-40, tested on 41-80 (tools/length_ood.sh).
+length-ood: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/length_ood.sh
 
 # Chapter 07's captioners, pool / attend / transformer, one after another (tools/compare_caption.sh).
 caption-compare: deps-run all

@@ -533,6 +533,36 @@ static void test_gpt_paths(void **state) {
  * --prompt --plot). The evaluation goes to out/06_gpt/eval_model, and the
  * training run's results stay as they were; the old code took its own default
  * --out for the user's and refused both. Run in a scratch working directory. */
+/* Length generalisation: a reverse model trained on 3-6 letters tested on
+ * 7-12 (--load CKPT --min-len --max-len), learned positions past their table
+ * (ASan and valgrind watch the reads); other tasks, and lengths the wrong way
+ * round, refused. */
+static void test_longer_test_lengths(void **state) {
+    (void)state;
+    char args[4096], path[700], text[16384];
+    short_run("06_transformer", "--task reverse --min-len 3 --max-len 6 --pos learned --steps 2 --dim 8 --heads 2 "
+                                "--ff 8 --layers 1 --n-train 200 --max-eval 10 --samples 0 --quiet", "nood/model.ckpt");
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--load %s/nood/model.ckpt --min-len 7 --max-len 12 --max-eval 20 --samples 0 --out "
+             "%s/nood_7_12", tmp_dir, tmp_dir);
+    run(r, "06_transformer", args);
+    if (r->code != 0) print_error("%s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "testing on lengths 7-12 (the model trained on 3-6)"));
+    free(r);
+    snprintf(path, sizeof path, "%s/nood_7_12/results.json", tmp_dir);
+    read_text_file(path, text, sizeof text);
+    assert_non_null(strstr(text, "\"src_pos_rows\": 6"));      /* the table as trained ... */
+    assert_non_null(strstr(text, "\"test_exact_len_7_"));       /* ... tested on the longer strings */
+    assert_null(strstr(text, "\"test_exact_len_3_"));
+    snprintf(args, sizeof args, "--load %s/nood/model.ckpt --min-len 12 --max-len 8", tmp_dir);
+    expect_error("06_transformer", args, "--min-len 12 is larger than --max-len 8");
+    short_run("06_transformer", "--steps 2 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 200 --max-eval 10 "
+                                "--samples 0 --quiet", "ndates/model.ckpt");
+    snprintf(args, sizeof args, "--load %s/ndates/model.ckpt --max-len 30", tmp_dir);
+    expect_error("06_transformer", args, "only the reverse task has lengths to change");
+}
+
 static void test_gpt_load_default_out(void **state) {
     (void)state;
     char cwd[1024], dir[700], data[1100], saved[16384], now[16384];
@@ -761,6 +791,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_digit_checkpoints),
         cmocka_unit_test(test_newcomer_paths),
         cmocka_unit_test(test_gpt_paths),
+        cmocka_unit_test(test_longer_test_lengths),
         cmocka_unit_test(test_gpt_load_default_out),
         cmocka_unit_test(test_vit_program),
     };

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/readme_tables.py [--out DIR] [--check] [README.md ...]
     /usr/bin/python3 tools/readme_tables.py [--out DIR] --print NAME [--print NAME ...]
+    /usr/bin/python3 tools/readme_tables.py [--out DIR] --data length-ood
     make readme                       (the same, on out/ and every README)
 
 --print writes the table NAME (below) with its caption to standard output and
@@ -33,6 +34,11 @@ NAME is one of
     compare-06-length  the same runs' reverse 5-80 exact match by input
                length (the test_exact_len_LO_HI keys), one row per length
                bucket, one column per chapter;
+    length-ood models trained on reverse 5-40 and tested on 41-80
+               (tools/length_ood.sh), one row per length bucket of both
+               tests, one column per model; from DIR/length_ood/MODEL/ and
+               MODEL_41_80/results.json. `--data length-ood` writes the same
+               figures as gnuplot's data blocks (the script's plot);
     caption-07 chapter 07's three captioners at the same budget
                (tools/compare_caption.sh), one row per model: parameters,
                exact caption match, per-word accuracy, exact match by the
@@ -381,6 +387,60 @@ def table_compare_length(out_dir, readme):
     return lines, caption
 
 
+LENGTH_OOD_MODELS = (("06_sinusoidal", "transformer, sinusoidal"), ("06_learned", "transformer, learned"),
+                     ("06_rope", "transformer, RoPE"), ("02_bahdanau", "chapter 02, Bahdanau"))
+
+
+def length_ood_rows(out_dir, readme):
+    """[(lo, hi, [exact per model])] over both tests (5-40, then 41-80), and the results read."""
+    rows, found = None, []
+    for run, _ in LENGTH_OOD_MODELS:
+        mine = []
+        for part in (run, run + "_41_80"):
+            path, d = read_results(os.path.join(out_dir, "length_ood", part, "results.json"), "length-ood", readme,
+                                   "run `make length-ood` first")
+            found.append(d)
+            mine += sorted((int(m.group(1)), int(m.group(2)), 100.0 * number(d, m.group(0), path)) for m in
+                           (re.fullmatch(r"test_exact_len_([0-9]+)_([0-9]+)", k) for k in d) if m)
+        if rows is None:
+            rows = [(lo, hi, [v]) for lo, hi, v in mine]
+        elif [(lo, hi) for lo, hi, _ in rows] != [(lo, hi) for lo, hi, _ in mine]:
+            raise Failure("%s: length buckets differ from %s's" % (run, LENGTH_OOD_MODELS[0][0]))
+        else:
+            for row, (_, _, v) in zip(rows, mine):
+                row[2].append(v)
+    return rows, found
+
+
+def table_length_ood(out_dir, readme):
+    rows, found = length_ood_rows(out_dir, readme)
+    lines = ["| input length | " + " | ".join(name for _, name in LENGTH_OOD_MODELS) + " |",
+             "|" + "---|" * (1 + len(LENGTH_OOD_MODELS))]
+    for lo, hi, values in rows:
+        cells = ["%.2f%%" % v for v in values]
+        bold_best(cells, [round(v, 2) for v in values])
+        lines.append("| %d-%d%s | %s |" % (lo, hi, "" if hi <= 40 else " (longer)", " | ".join(cells)))
+    first = found[0]
+    caption = ("Reverse, trained on 5-40 letters (%d steps of %d, lr %g, seed %d), then each checkpoint "
+               "tested on 2000 strings of 41-80 (`--load CKPT --min-len 41 --max-len 80`); exact match by input "
+               "length. From `bash tools/length_ood.sh` (`out/length_ood/*/results.json`; %s). The learned table "
+               "has one source row per trained position (40): past them every position gets the last row. `make readme` rewrites this "
+               "table." % (number(first, "steps", "length_ood"), number(first, "batch", "length_ood"),
+                           number(first, "lr", "length_ood"), number(first, "seed", "length_ood"),
+                           conditions(found)))
+    return lines, caption
+
+
+def data_length_ood(out_dir):
+    """gnuplot's data: one block per model (two blank lines between), x = the bucket's middle."""
+    rows, _ = length_ood_rows(out_dir, "--data")
+    blocks = []
+    for m, (_, name) in enumerate(LENGTH_OOD_MODELS):
+        blocks.append("# %s\n" % name + "".join("%.1f %.2f\n" % ((lo + hi) / 2.0, values[m])
+                                                 for lo, hi, values in rows))
+    return "\n\n".join(blocks)
+
+
 def table_gpt(out_dir, readme, long=False):
     """Chapter 06's GPT: the quick default (DIR/06_gpt) or --preset long
     (DIR/06_gpt_long), beside the counting baselines on the same split."""
@@ -685,7 +745,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, compare-06, compare-06-length, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -696,6 +756,8 @@ def make_table(name, out_dir, readme):
         return table_compare(out_dir, readme)
     if name == "compare-06-length":
         return table_compare_length(out_dir, readme)
+    if name == "length-ood":
+        return table_length_ood(out_dir, readme)
     if name == "gpt":
         return table_gpt(out_dir, readme)
     if name == "gpt-long":
@@ -804,6 +866,12 @@ def main(argv):
             if a == "--print" and not args:
                 raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
             prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
+        elif a == "--data":
+            if not args or args[0] != "length-ood":
+                raise Failure("--data: expected length-ood after the flag")
+            args.pop(0)
+            sys.stdout.write(data_length_ood(out_dir))
+            return 0
         elif a == "--check":
             check = True
         elif a.startswith("-"):

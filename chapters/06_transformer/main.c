@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = seq2seq_load_data(&run);
 
     /* 3. The model, from its configuration (with --load, the checkpoint's). */
+    if (rc == 0 && !run.flags.load) transformer_pos_rows(&cfg, &run.data);
     if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
     if (rc == 0)
         rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);

@@ -57,16 +57,18 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->V_tgt = V_tgt;
     t->T_src = T_src;
     t->T_tgt = T_tgt;
-    t->T_cap = T_tgt + 10;   /* the driver decodes up to max_tgt_len + 10 tokens, then <eos> */
+    t->T_cap = T_tgt + TRANSFORMER_DECODE_EXTRA;   /* the driver decodes up to max_tgt_len + 10 tokens */
     t->max_B = max_B;
 
     Params *p = &t->params;
     params_init(p);
     t->src_emb = params_add(p, "src_emb", 2, (int[]){V_src, D});
     t->tgt_emb = params_add(p, "tgt_emb", 2, (int[]){V_tgt, D});
-    if (cfg->pos == POS_LEARNED) {
-        t->src_pos = params_add(p, "src_pos", 2, (int[]){T_src, D});
-        t->tgt_pos = params_add(p, "tgt_pos", 2, (int[]){t->T_cap, D});
+    if (cfg->pos == POS_LEARNED) {   /* rows as trained (fewer when testing on longer inputs) */
+        if (!t->cfg.src_pos_rows) t->cfg.src_pos_rows = T_src;
+        if (!t->cfg.tgt_pos_rows) t->cfg.tgt_pos_rows = t->T_cap;
+        t->src_pos = params_add(p, "src_pos", 2, (int[]){t->cfg.src_pos_rows, D});
+        t->tgt_pos = params_add(p, "tgt_pos", 2, (int[]){t->cfg.tgt_pos_rows, D});
     }
     if (stack_declare(&t->enc, &enc, L, p, "enc") < 0 || stack_declare(&t->dec, &dec, L, p, "dec") < 0) return -1;
     if (stack_has_final_norm(&cfg->block)) {
@@ -88,8 +90,10 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     init_normal(params_data(p, t->src_emb), (size_t)V_src * D, 1.0f / sqrtf((float)D), &rng);
     init_normal(params_data(p, t->tgt_emb), (size_t)V_tgt * D, 1.0f / sqrtf((float)D), &rng);
     if (cfg->pos == POS_LEARNED) {
-        init_normal(params_data(p, t->src_pos), (size_t)T_src * D, 0.1f, &rng);
-        init_normal(params_data(p, t->tgt_pos), (size_t)t->T_cap * D, 0.1f, &rng);
+        init_normal(params_data(p, t->src_pos), (size_t)cfg->src_pos_rows * D, 0.1f, &rng);
+        init_normal(params_data(p, t->tgt_pos), (size_t)cfg->tgt_pos_rows * D, 0.1f, &rng);
+        if (cfg->src_pos_rows < T_src) t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
+        if (cfg->tgt_pos_rows < t->T_cap) t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
     } else if (cfg->pos == POS_SINUSOIDAL) {
         t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
         t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
@@ -147,6 +151,24 @@ static void transformer_destroy(void *self) {
 
 /* ========================================================== the two stacks */
 
+/* Learned tables [rows, D] shorter than the inputs (a model trained on
+ * shorter strings): P [T, D] = the table, then its last row at every later
+ * position. The trained rows say nothing about positions never seen. */
+static void spread_learned_positions(Transformer *t) {
+    if (t->cfg.pos != POS_LEARNED) return;
+    const size_t D = (size_t)t->D;
+    const struct { float *P; size_t table; int rows, T; } tables[2] = {
+        {t->P_src, t->src_pos, t->cfg.src_pos_rows, t->T_src}, {t->P_tgt, t->tgt_pos, t->cfg.tgt_pos_rows, t->T_cap}};
+    for (int k = 0; k < 2; k++) {
+        if (!tables[k].P) continue;
+        const float *W = params_data(&t->params, tables[k].table);
+        for (int i = 0; i < tables[k].T; i++) {
+            const int row = i < tables[k].rows ? i : tables[k].rows - 1;
+            memcpy(tables[k].P + (size_t)i * D, W + (size_t)row * D, sizeof(float) * D);
+        }
+    }
+}
+
 /* ids [B, N] -> X [B, N, D] = sqrt(D) E[ids] + P[0..N), then dropout (mask kept).
  * P is the sinusoidal table, or the learned one (pos_offset in params); with
  * rope there is none (the blocks rotate Q and K). */
@@ -177,6 +199,7 @@ static void embed_backward(Transformer *t, float *dX, const float *mask, const i
 
 /* src [B, T] -> the memory M = t->enc.out [B, T, D] */
 static void encoder_forward(Transformer *t, const int *src, const int *lens, int B, int T, int train) {
+    spread_learned_positions(t);
     embed_forward(t, t->enc.x[0], t->enc_mask, src, t->src_emb, t->src_pos, t->P_src, B, T, train);
     stack_forward(&t->enc, lens, NULL, B, T, train, &t->dropout_rng);
     memcpy(t->src_lens, lens, sizeof(int) * (size_t)B);
@@ -445,8 +468,16 @@ const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
     {"pos", CONFIG_CHOICE, offsetof(TransformerConfig, pos), .choices = "none,sinusoidal,learned,rope"},
     {"label_smoothing", CONFIG_FLOAT, offsetof(TransformerConfig, label_smoothing), .lo = 0, .hi = 1},
     {"kv_cache", CONFIG_INT, offsetof(TransformerConfig, kv_cache), .lo = 0, .hi = 1},
+    {"src_pos_rows", CONFIG_INT, offsetof(TransformerConfig, src_pos_rows), .lo = 0, .hi = 100000, .fallback = "0"},
+    {"tgt_pos_rows", CONFIG_INT, offsetof(TransformerConfig, tgt_pos_rows), .lo = 0, .hi = 100000, .fallback = "0"},
 };
 const int TRANSFORMER_CONFIG_N = (int)(sizeof TRANSFORMER_CONFIG_FIELDS / sizeof TRANSFORMER_CONFIG_FIELDS[0]);
+
+void transformer_pos_rows(TransformerConfig *c, const Dataset *d) {
+    if (c->pos != POS_LEARNED) return;
+    if (!c->src_pos_rows) c->src_pos_rows = d->max_src_len;
+    if (!c->tgt_pos_rows) c->tgt_pos_rows = d->max_tgt_len + 1 + TRANSFORMER_DECODE_EXTRA;
+}
 
 int transformer_build(Seq2Seq *m, const Dataset *d, const TransformerConfig *c, int max_batch, uint64_t seed) {
     Transformer *t = xmalloc(sizeof *t);

@@ -36,6 +36,7 @@
 #include "model/seq2seq.h"
 
 #define TRANSFORMER_MAX_LAYERS STACK_MAX_LAYERS
+#define TRANSFORMER_DECODE_EXTRA 10   /* decoding positions beyond the longest target (then <eos>) */
 
 typedef struct {
     int layers;             /* L: blocks in the encoder, and in the decoder */
@@ -44,12 +45,16 @@ typedef struct {
     PosType pos;            /* POS_SINUSOIDAL, POS_LEARNED or POS_ROPE */
     float label_smoothing;  /* eps in [0, 1) */
     int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
+    int src_pos_rows;       /* learned positions: rows of the source table (0: the data's longest source) */
+    int tgt_pos_rows;       /* ... and of the target table (0: the data's T_cap). A longer input (testing
+                             * on longer strings than trained on) gets the last row at every later position */
 } TransformerConfig;
 
 /* The checkpoint's keys of a TransformerConfig, in the order of its text
  * (io/config.h): layers, dim, heads, ff, norm, norm_type, mlp, dropout,
  * attn_dropout (0 when missing: older checkpoints), pos, label_smoothing,
- * kv_cache. The program reads and writes them; the model takes the struct. */
+ * kv_cache, src_pos_rows and tgt_pos_rows (0 when missing). The program reads
+ * and writes them; the model takes the struct. */
 extern const ConfigField TRANSFORMER_CONFIG_FIELDS[];
 extern const int TRANSFORMER_CONFIG_N;
 
@@ -64,7 +69,8 @@ typedef struct {
     int max_B;
     Params params;
     size_t src_emb, tgt_emb, src_pos, tgt_pos, out_W, out_b;
-    float *P_src, *P_tgt;   /* [T_src, D], [T_cap, D]: sinusoidal tables (NULL when learned) */
+    float *P_src, *P_tgt;   /* [T_src, D], [T_cap, D]: sinusoidal tables; learned ones shorter than T_src
+                             * or T_cap, spread out to full length (the last row repeated); else NULL */
     Rng dropout_rng;
 
     /* activations of one pass, sized for max_B (the blocks' are in the stacks) */
@@ -102,6 +108,10 @@ int transformer_plot_grid(const char *stem, const char *what, const float *maps,
                           const char *y_title);
 int transformer_plot_layers(void *self, const Dataset *d, const int *src, int src_len, const int *out,
                                int out_len, const char *stem);
+
+/* Learned positions: the tables' rows from the data set d where c says 0
+ * (a new model; a checkpoint's config keeps its own). */
+void transformer_pos_rows(TransformerConfig *c, const Dataset *d);
 
 /* A Transformer on the heap, sized for the data set d, as the seq2seq
  * driver's model m (m->destroy frees it). Returns 0, or -1 with fail(). */

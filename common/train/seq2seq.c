@@ -292,8 +292,10 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
          ARG_DATA},
         {"n-train", ARG_INT, &f->n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
          ARG_DATA},
-        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string (0 = task default)", 0, 100, NULL, ARG_DATA},
-        {"max-len", ARG_INT, &f->max_len, "reverse: longest string (0 = task default)", 0, 100, NULL, ARG_DATA},
+        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string (0 = task default; --load: test lengths)", 0, 100,
+         NULL, ARG_DATA},
+        {"max-len", ARG_INT, &f->max_len, "reverse: longest string (0 = task default; --load: test lengths)", 0, 100,
+         NULL, ARG_DATA},
         {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
         {"batch", ARG_INT, &f->batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
         {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
@@ -351,7 +353,7 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     /* with --load, only these flags still act (the checkpoint decides the rest) */
     char keep[512];
     snprintf(keep, sizeof keep, "out,load,translate,plot,backend,matmul-precision,threads,quiet,beam,max-eval,"
-             "samples,batch%s%s", pg->load_flags ? "," : "", pg->load_flags ? pg->load_flags : "");
+             "samples,batch,min-len,max-len%s%s", pg->load_flags ? "," : "", pg->load_flags ? pg->load_flags : "");
     if (rc == 0 && f->load) rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
     free(specs);
     if (rc != 0) return rc;
@@ -393,6 +395,19 @@ int seq2seq_load_data(Seq2SeqRun *run) {
         if (seq2seq_saved_config(run) < 0) return -1;
         if (task_from_config(&tc, run->config, task_name, sizeof task_name) < 0)
             return fail("%s: %s", f->load, last_error());
+        /* --min-len/--max-len with --load: the same task on other lengths
+         * (length generalisation: train on 5-40, test on 41-80) */
+        if ((f->min_len || f->max_len) && strcmp(task_name, "reverse") != 0)
+            return fail("--min-len/--max-len with --load: only the reverse task has lengths to change, and %s "
+                        "holds a model of the %s task", f->load, task_name);
+        if (f->min_len || f->max_len) {
+            printf("testing on lengths %d-%d (the model trained on %d-%d)\n", f->min_len ? f->min_len : tc.min_len,
+                   f->max_len ? f->max_len : tc.max_len, tc.min_len, tc.max_len);
+            if (f->min_len) tc.min_len = f->min_len;
+            if (f->max_len) tc.max_len = f->max_len;
+            if (tc.min_len > tc.max_len)
+                return fail("--min-len %d is larger than --max-len %d", tc.min_len, tc.max_len);
+        }
         if (dataset_load(&run->data, &tc) < 0) return -1;
         return seq2seq_check_vocab_sizes(run);
     }
