@@ -5,7 +5,7 @@
 #   bash tools/gpt_moe.sh            (or: make gpt-moe)
 #
 # Four runs of build/06_gpt on the Brown characters, the quick default (4 blocks, D 128, 4 heads,
-# context 128, 600 steps of 16 windows, seed 42) with the MLP changed:
+# context 64, 2000 steps of 16 windows, seed 42) with the MLP changed:
 #   dense      one GELU MLP, F = 512                     (the reference)
 #   moe-k1     4 experts of F = 512, k = 1 (Switch)      equal ACTIVE parameters per token to dense
 #   moe-k2     4 experts of F = 512, k = 2 (Mixtral's renormalised weights)
@@ -20,7 +20,7 @@ set -euo pipefail
 
 BUILD=${BUILD:-build}
 OUT=${OUT:-out}
-STEPS=${STEPS:-600}
+STEPS=${STEPS:-2000}
 DIR="$OUT/gpt_moe"
 mkdir -p "$DIR"
 start=$(date +%s)
