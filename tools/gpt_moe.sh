@@ -10,7 +10,7 @@
 #   moe-k1     4 experts of F = 512, k = 1 (Switch)      equal ACTIVE parameters per token to dense
 #   moe-k2     4 experts of F = 512, k = 2 (Mixtral's renormalised weights)
 #   dense-4x   one GELU MLP, F = 2048                    equal TOTAL parameters to moe-k1 (less the router)
-# one after another, --threads 2, aux coefficient 0.01, no capacity limit; the final figures on
+# one after another, --threads THREADS (default 2), aux coefficient 0.01, no capacity limit; the final figures on
 # the first 100,000 validation and test characters. Outputs OUT/gpt_moe/NAME/ (results.json,
 # moe_share.png: the share of each block's tokens each expert takes) and NAME.log; a run whose
 # results.json exists is skipped. Prints the time it took. Then the table:
@@ -20,6 +20,7 @@ set -euo pipefail
 
 BUILD=${BUILD:-build}
 OUT=${OUT:-out}
+THREADS=${THREADS:-2}
 STEPS=${STEPS:-2000}
 DIR="$OUT/gpt_moe"
 mkdir -p "$DIR"
@@ -29,7 +30,7 @@ run() {
   local name=$1; shift
   if [ -f "$DIR/$name/results.json" ]; then echo "$name: done before ($DIR/$name/results.json)"; return; fi
   echo "$name: $*"
-  "./$BUILD/06_gpt" --steps "$STEPS" --threads 2 --quiet --eval-max-tokens 100000 --out "$DIR/$name" "$@" \
+  "./$BUILD/06_gpt" --steps "$STEPS" --threads "$THREADS" --quiet --eval-max-tokens 100000 --out "$DIR/$name" "$@" \
     > "$DIR/$name.log" 2>&1 || { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }
   grep -E "^GPT \(this run\)|^trained|^mixture" "$DIR/$name.log" | sed 's/^/  /'
 }

@@ -6,7 +6,7 @@
 #   /usr/bin/python3 tools/readme_tables.py --print length-ood      the table
 #
 # Four models, one after another, each trained as in tools/compare_seq2seq.sh (2000 steps of 32,
-# lr 3e-3, seed 42, --threads 2) on reverse 5-40:
+# lr 3e-3, seed 42, --threads THREADS, default 2) on reverse 5-40:
 #   06_sinusoidal  chapter 06's transformer, sinusoidal positions added to X (the default)
 #   06_learned     ... a learned table of 40 source rows: past it, every position gets row 40's vector
 #   06_rope        ... rotary positions on Q and K of the self-attention
@@ -19,6 +19,7 @@ set -euo pipefail
 
 BUILD=${BUILD:-build}
 OUT=${OUT:-out}
+THREADS=${THREADS:-2}
 STEPS=${STEPS:-2000}
 DIR="$OUT/length_ood"
 mkdir -p "$DIR"
@@ -30,11 +31,11 @@ run() {
   shift 2
   if [ ! -f "$DIR/$name/results.json" ]; then
     echo "$name: $BUILD/$ch $* (reverse 5-40, $STEPS steps of 32)"
-    "./$BUILD/$ch" --task reverse --min-len 5 --max-len 40 --steps "$STEPS" --batch 32 --threads 2 --quiet \
+    "./$BUILD/$ch" --task reverse --min-len 5 --max-len 40 --steps "$STEPS" --batch 32 --threads "$THREADS" --quiet \
       --out "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 || { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }
   fi
   if [ ! -f "$DIR/${name}_41_80/results.json" ]; then
-    "./$BUILD/$ch" --load "$DIR/$name/model.ckpt" --min-len 41 --max-len 80 --threads 2 --samples 4 \
+    "./$BUILD/$ch" --load "$DIR/$name/model.ckpt" --min-len 41 --max-len 80 --threads "$THREADS" --samples 4 \
       --out "$DIR/${name}_41_80" >> "$DIR/$name.log" 2>&1 || { echo "$name (41-80) failed; see $DIR/$name.log" >&2; exit 1; }
   fi
   grep -E "^  exact match" "$DIR/$name.log" | tr -s ' ' | sed "s/^/  $name:/"
