@@ -268,7 +268,8 @@ static void test_config_text(void **state) {
     char text[512] = "model=transformer\n";
     assert_int_equal(config_write(text, sizeof text, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &c), 0);
     assert_string_equal(text, "model=transformer\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=pre\nnorm_type=layernorm\n"
-                              "mlp=gelu\ndropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n");
+                              "mlp=gelu\ndropout=0\nattn_dropout=0\npos=sinusoidal\nlabel_smoothing=0.1\nkv_cache=1\n"
+                              "src_pos_rows=0\ntgt_pos_rows=0\n");
     assert_int_equal(read_and_create(text, &back), 0);
     assert_memory_equal(&back, &c, sizeof c);
 }
