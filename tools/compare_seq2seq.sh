@@ -6,7 +6,7 @@
 #   /usr/bin/python3 tools/readme_tables.py --print compare-06 --print compare-06-length   the tables
 #
 # Every chapter trains with its own default model flags (01: GRU S 128; 02: GRU S 96, additive
-# attention; 03: GRU S 128, scaled dot attention; 06: 2+2 pre-LN blocks, D 64, 4 heads, F 256, label
+# attention; 03: GRU S 128, scaled dot attention; 06: 2+2 pre-LN blocks, D 128, 4 heads, F 512, label
 # smoothing 0.1) and the shared defaults (Adam, lr 3e-3, 100 warm-up steps, cosine decay, seed 42),
 # one thread, on:
 #   dates         1000 steps of 64 (DATES_STEPS, DATES_BATCH)
@@ -20,10 +20,10 @@
 # reverse80, g2p, g2p_beam5. A run whose results.json exists is skipped (delete its directory to
 # redo it), so an interrupted comparison resumes where it stopped.
 #
-# Time: 32 minutes (1927 s of wall time, 1795 s of CPU time) on the 2-core x86-64 machine of the
-# READMEs, avx512 backend, while another program kept the other core busy; 56% of it is reverse 5-80
-# (chapter 06 alone took 464 s there, chapter 02 355 s; each chapter's runs in turn: 01 275 s,
-# 02 570 s, 03 267 s, 06 815 s). Every budget can be changed from the environment, e.g. a smoke test:
+# Time: 31 minutes (1834 s of the runs' wall time) on the 2-core x86-64 machine of the READMEs, avx512
+# backend, while other programs kept the other core busy; 39% of it is reverse 5-80 (chapter 06 alone took
+# 581 s there, chapter 02 210 s; each chapter's runs in turn: 01 197 s, 02 333 s, 03 167 s, 06 1117 s).
+# Every budget can be changed from the environment, e.g. a smoke test:
 #   OUT=/tmp/cmp DATES_STEPS=20 REVERSE_STEPS=20 G2P_STEPS=20 bash tools/compare_seq2seq.sh
 set -euo pipefail
 

@@ -499,7 +499,7 @@ def table_gpt_variants(out_dir, readme):
 
 def table_gpt_moe(out_dir, readme):
     """A mixture of experts against dense MLPs on the GPT (tools/gpt_moe.sh): one row per run, then the
-    share of each block's tokens each expert takes and, for the last block, the tokens each takes most."""
+    share of each block's tokens each expert takes and, for the first block, the tokens each takes most."""
     runs = [("dense", "dense MLP, F = 512"), ("moe-k1", "4 experts of F = 512, k = 1 (equal active)"),
             ("moe-k2", "4 experts of F = 512, k = 2"), ("dense-4x", "dense MLP, F = 2048 (equal total)")]
     rows = ["| model | parameters | active per token | validation bpc | test bpc | ms per step | tokens dropped |",
@@ -523,15 +523,18 @@ def table_gpt_moe(out_dir, readme):
         while "moe_share_l%d" % l in d:
             rows.append("| %s | %d | %s |" % (label, l, d["moe_share_l%d" % l]))
             l += 1
-    rows += ["", "| model | last block's expert | the characters it takes the largest part of |", "|---|---|---|"]
+    rows += ["", "| model | first block's expert | the characters it takes the largest part of |", "|---|---|---|"]
     for label, d in shares:
-        L = int(d["layers"]) if "layers" in d else 4
         for e in range(int(d["moe_experts"])):
-            key = "moe_tokens_l%d_e%d" % (L - 1, e)
+            key = "moe_tokens_l0_e%d" % e
             if key in d:
                 rows.append("| %s | %d | %s |" % (label, e, d[key].replace("|", "\\|")))
-    caption = ("From `tools/gpt_moe.sh` (`out/gpt_moe/*/results.json`, %s; the runs one after another, two "
-               "threads each); `make readme` rewrites these tables." % conditions(datas))
+    first = datas[0]
+    caption = ("The Brown characters, %d steps of %d windows of %d; bits per character on the first "
+               "100,000 characters of the validation and test parts; ms per step of training. From "
+               "`tools/gpt_moe.sh` (`out/gpt_moe/*/results.json`, %s; the runs one after another); `make readme` "
+               "rewrites these tables." % (number(first, "steps", "gpt-moe"), number(first, "batch", "gpt-moe"),
+                                           number(first, "context", "gpt-moe"), conditions(datas)))
     return rows, caption
 
 

@@ -326,13 +326,13 @@ static int expert_usage(Gpt *g, const BrownCorpus *c, const Flags *f, Results *r
         xl[e] = x_text[e];
     }
     for (int l = 0; l < L; l++) {
-        snprintf(y_text[l], sizeof y_text[l], "block %d", l);
+        snprintf(y_text[l], sizeof y_text[l], "%d", l);
         yl[l] = y_text[l];
     }
     int rc = path_format(stem, sizeof stem, "%s/moe_share", f->out);
     if (rc == 0)
         rc = plot_heatmap(stem, "share of the (token, expert) pairs each expert takes", share, L, E, xl, yl,
-                          "expert", "", "share", 0.0f, 0.0f);
+                          "expert", "block", "share", 0.0f, 0.0f);
     if (rc == 0) printf("expert shares: %s.png\n", stem);
     free(share); free(count); free(seen);
     return rc;
