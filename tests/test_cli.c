@@ -548,7 +548,7 @@ static void test_longer_test_lengths(void **state) {
     run(r, "06_transformer", args);
     if (r->code != 0) print_error("%s\n", r->err);
     assert_int_equal(r->code, 0);
-    assert_non_null(strstr(r->out, "testing on lengths 7-12 (the model trained on 3-6)"));
+    assert_non_null(strstr(r->out, "strings of 7-12 letters (the model trained on 3-6)"));
     free(r);
     snprintf(path, sizeof path, "%s/nood_7_12/results.json", tmp_dir);
     read_text_file(path, text, sizeof text);

@@ -424,10 +424,10 @@ def table_length_ood(out_dir, readme):
     caption = ("Reverse, trained on 5-40 letters (%d steps of %d, lr %g, seed %d), then each checkpoint "
                "tested on 2000 strings of 41-80 (`--load CKPT --min-len 41 --max-len 80`); exact match by input "
                "length. From `bash tools/length_ood.sh` (`out/length_ood/*/results.json`; %s). The learned table "
-               "has one source row per trained position (40): past them every position gets the last row. `make readme` rewrites this "
+               "has one source row per trained position (%d): past them every position gets the last row. `make readme` rewrites this "
                "table." % (number(first, "steps", "length_ood"), number(first, "batch", "length_ood"),
                            number(first, "lr", "length_ood"), number(first, "seed", "length_ood"),
-                           conditions(found)))
+                           conditions(found), number(found[2], "src_pos_rows", "06_learned")))
     return lines, caption
 
 

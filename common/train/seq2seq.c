@@ -401,12 +401,13 @@ int seq2seq_load_data(Seq2SeqRun *run) {
             return fail("--min-len/--max-len with --load: only the reverse task has lengths to change, and %s "
                         "holds a model of the %s task", f->load, task_name);
         if (f->min_len || f->max_len) {
-            printf("testing on lengths %d-%d (the model trained on %d-%d)\n", f->min_len ? f->min_len : tc.min_len,
-                   f->max_len ? f->max_len : tc.max_len, tc.min_len, tc.max_len);
+            const int trained_min = tc.min_len, trained_max = tc.max_len;
             if (f->min_len) tc.min_len = f->min_len;
             if (f->max_len) tc.max_len = f->max_len;
             if (tc.min_len > tc.max_len)
                 return fail("--min-len %d is larger than --max-len %d", tc.min_len, tc.max_len);
+            printf("strings of %d-%d letters (the model trained on %d-%d)\n", tc.min_len, tc.max_len, trained_min,
+                   trained_max);
         }
         if (dataset_load(&run->data, &tc) < 0) return -1;
         return seq2seq_check_vocab_sizes(run);
