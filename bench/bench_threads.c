@@ -13,7 +13,8 @@
  *               step pays per region.
  * moved_byte_ns the cache a product needs: 128 x 128 x 128 products whose
  *               A and B the calling thread has just written (as the layer
- *               before does in a training step), on 2 threads and on 1; what
+ *               before does in a training step) and whose C it reads after
+ *               (as the layer after does), on 2 threads and on 1; what
  *               2 threads take beyond half the work and fork_join_ns, per
  *               byte of A, B and C the second thread's half brings to its core.
  * mac_ns        ns per multiply-add of a 256 x 256 x 256 product, 1 thread
@@ -21,9 +22,11 @@
  * small_mac_ns  the same for 8 x 8 x 16 and 8 x 16 x 8 products, one head's
  *               Q K^T and A V in chapters 04-05 (the per-sequence loops).
  * naive_mac_ns  the naive backend's product, 64 x 64 x 64, 1 thread.
- * element_ns    ns per value of the cheapest element-wise pass (ReLU, GELU,
- *               softmax rows of 64) over 4096 values, 1 thread: a pass is
- *               shared out only when even the cheapest would pay.
+ * gelu_ns, softmax_ns, layernorm_ns, adam_ns
+ *               ns per value of each element-wise pass the kernels share out,
+ *               over 4096 values, 1 thread: GELU (erf form), softmax rows of
+ *               64, LayerNorm's forward pass on rows of 128, Adam's update of
+ *               4096 parameters (ReLU is printed beside them: the cheapest).
  * Each figure is the quietest (smallest) of N batches (default 15), each
  * batch the mean of many repetitions: the cost with the cores free, which is
  * what the model is for (another program on the cores is sgemm's back-off,
@@ -37,6 +40,8 @@
 #include "kernels/matmul.h"
 #include "kernels/threads.h"
 #include "kernels/vecmath.h"
+#include "nn/layers.h"
+#include "nn/optim.h"
 
 /* The smallest over batches of the mean ns of one call of f(arg) in a batch
  * of `reps` calls. */
@@ -83,21 +88,37 @@ static void touch(void *arg) {
     for (int i = 0; i < p->K * p->N; i++) p->B[i] += 1e-7f;
 }
 
+/* ... and C read by it, as by the layer after (a sum the compiler must keep) */
+static volatile float c_sum;
+
 static void touch_then_product(void *arg) {
+    Product *p = arg;
     touch(arg);
     product(arg);
+    float sum = 0.0f;
+    for (int i = 0; i < p->M * p->N; i++) sum += p->C[i];
+    c_sum = sum;
 }
+
+enum { PASS_RELU, PASS_GELU, PASS_SOFTMAX, PASS_LAYERNORM, PASS_ADAM, PASSES };
 
 typedef struct {
     int kind, n;
-    float *x, *y;
+    float *x, *y, *mean, *rstd, *gamma, *beta;
+    Params *params;
+    Adam *adam;
 } Pass;
 
+/* One element-wise pass over p->n values, on the calling thread (threads_set(1)). */
 static void pass(void *arg) {
     Pass *p = arg;
-    if (p->kind == 0) vec_relu(p->y, p->x, p->n);
-    else if (p->kind == 1) vec_gelu(p->y, p->x, p->n);
-    else vec_softmax_rows(p->y, p->x, p->n / 64, 64);
+    switch (p->kind) {
+    case PASS_RELU: vec_relu(p->y, p->x, p->n); break;
+    case PASS_GELU: vec_gelu(p->y, p->x, p->n); break;
+    case PASS_SOFTMAX: vec_softmax_rows(p->y, p->x, p->n / 64, 64); break;
+    case PASS_LAYERNORM: layernorm_forward(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n / 128, 128, 1e-5f); break;
+    default: adam_step(p->adam, p->params, 1e-9f); break;
+    }
 }
 
 static double product_mac_ns(int M, int N, int K, int batches) {
@@ -172,33 +193,65 @@ int main(int argc, char **argv) {
     backend_select(NULL);
 
     enum { N_VALUES = 4096 };
-    Pass p = {0, N_VALUES, malloc(sizeof(float) * N_VALUES), malloc(sizeof(float) * N_VALUES)};
+    Pass p = {0, N_VALUES, malloc(sizeof(float) * N_VALUES), malloc(sizeof(float) * N_VALUES),
+              malloc(sizeof(float) * N_VALUES / 128), malloc(sizeof(float) * N_VALUES / 128),
+              malloc(sizeof(float) * 128), calloc(128, sizeof(float)), NULL, NULL};
     for (int i = 0; i < N_VALUES; i++) p.x[i] = (float)(i % 17) * 0.25f - 2.0f;
-    double element = 0.0;
-    const char *names[] = {"ReLU", "GELU", "softmax rows of 64"};
-    for (int k = 0; k < 3; k++) {
-        p.kind = k;
-        double ns = quietest_ns(pass, &p, 200, batches) / N_VALUES;
-        printf("element-wise %-19s %.3f ns per value\n", names[k], ns);
-        if (k == 0 || ns < element) element = ns;
+    for (int i = 0; i < 128; i++) p.gamma[i] = 1.0f;
+    Params params;
+    params_init(&params);
+    size_t w = params_add(&params, "w", 1, (int[]){N_VALUES});
+    Adam adam;
+    if (params_alloc(&params) != 0 || adam_init(&adam, &params, 1e-3f, 0.0f) != 0) {
+        fprintf(stderr, "bench_threads: out of memory\n");
+        return 1;
     }
+    for (int i = 0; i < N_VALUES; i++) {
+        params_data(&params, w)[i] = p.x[i];
+        params_grad(&params, w)[i] = 0.01f * p.x[i];
+    }
+    p.params = &params;
+    p.adam = &adam;
+    double value_ns[PASSES];
+    const char *names[PASSES] = {"ReLU", "GELU", "softmax rows of 64", "LayerNorm rows of 128", "Adam"};
+    for (int k = 0; k < PASSES; k++) {
+        p.kind = k;
+        value_ns[k] = quietest_ns(pass, &p, 200, batches) / N_VALUES;
+        printf("element-wise %-22s %.3f ns per value\n", names[k], value_ns[k]);
+    }
+    adam_free(&adam);
+    params_free(&params);
     free(p.x);
     free(p.y);
+    free(p.mean);
+    free(p.rstd);
+    free(p.gamma);
+    free(p.beta);
     printf("product 256^3 %.4f ns, one head's 8x8x16 / 8x16x8 %.4f ns, naive 64^3 %.3f ns per multiply-add\n\n",
            mac, small, naive);
 
-    printf("measured:  .fork_join_ns = %.0f, .moved_byte_ns = %.4f, .mac_ns = %.4f, .small_mac_ns = %.4f, .naive_mac_ns = %.3f, "
-           ".element_ns = %.3f\n", fork_join, moved_byte, mac, small, naive, element);
-    printf("compiled:  .fork_join_ns = %.0f, .moved_byte_ns = %.4f, .mac_ns = %.4f, .small_mac_ns = %.4f, .naive_mac_ns = %.3f, "
-           ".element_ns = %.3f\n", THREAD_COSTS.fork_join_ns, THREAD_COSTS.moved_byte_ns, THREAD_COSTS.mac_ns, THREAD_COSTS.small_mac_ns,
-           THREAD_COSTS.naive_mac_ns, THREAD_COSTS.element_ns);
+    printf("measured:  .fork_join_ns = %.0f, .moved_byte_ns = %.4f, .mac_ns = %.4f, .small_mac_ns = %.4f, "
+           ".naive_mac_ns = %.3f,\n           .gelu_ns = %.3f, .softmax_ns = %.3f, .layernorm_ns = %.3f, .adam_ns = %.3f\n",
+           fork_join, moved_byte, mac, small, naive, value_ns[PASS_GELU], value_ns[PASS_SOFTMAX],
+           value_ns[PASS_LAYERNORM], value_ns[PASS_ADAM]);
+    const ThreadCosts *c = &THREAD_COSTS;
+    printf("compiled:  .fork_join_ns = %.0f, .moved_byte_ns = %.4f, .mac_ns = %.4f, .small_mac_ns = %.4f, "
+           ".naive_mac_ns = %.3f,\n           .gelu_ns = %.3f, .softmax_ns = %.3f, .layernorm_ns = %.3f, .adam_ns = %.3f\n",
+           c->fork_join_ns, c->moved_byte_ns, c->mac_ns, c->small_mac_ns, c->naive_mac_ns, c->gelu_ns,
+           c->softmax_ns, c->layernorm_ns, c->adam_ns);
     /* where the measured model starts to take 2 threads: the smallest n^3 product and pass */
     int n = 1;
     while (n < 4096 && !(((double)n * n * n * mac + moved_byte * 12.0 * n * n) / 2 + fork_join < (double)n * n * n * mac))
         n++;
-    size_t values = 64;
-    while (values < (1u << 30) && !((values * element + moved_byte * 8.0 * values) / 2 + fork_join < values * element))
-        values *= 2;
-    printf("With the measured figures two threads pay from a %d^3 product and a pass over %zu values.\n", n, values);
+    printf("With the measured figures two threads pay from a %d^3 product;", n);
+    for (int k = PASS_GELU; k < PASSES; k++) {
+        double v = value_ns[k];
+        size_t values = 64;
+        while (values < (1u << 30) && !((values * v + moved_byte * 8.0 * values) / 2 + fork_join < values * v))
+            values *= 2;
+        if (values >= (1u << 30)) printf(" %s never;", names[k]);
+        else printf(" %s from %zu values;", names[k], values);
+    }
+    printf("\n");
     return 0;
 }

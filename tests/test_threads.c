@@ -1,6 +1,6 @@
 /* test_threads.c - the decisions of the threads' cost model
  * (common/kernels/threads.c), never its times: small products run on one
- * thread and large ones on every thread; the cap (threads_set, --threads N)
+ * thread and large ones (and long dear passes: GELU, Adam) on every thread; the cap (threads_set, --threads N)
  * and the number of pieces are respected; a batch loop of 2 items of tiny
  * work stays on one thread; a region inside a parallel region takes one;
  * with the model off (for the tests that compare bits) even tiny work is
@@ -29,7 +29,8 @@ static void test_small_product_one_thread(void **state) {
     assert_int_equal(threads_for_product(8, 8, 16, 1), 1);      /* one head's Q K^T */
     assert_int_equal(threads_for_product(32, 32, 32, 16), 1);
     assert_int_equal(threads_for_naive_product(2, 2, 2, 2), 1);
-    assert_int_equal(threads_for_elements(100), 1);
+    assert_int_equal(threads_for_elements(100, THREAD_COSTS.gelu_ns), 1);
+    assert_int_equal(threads_for_elements(100000, THREAD_COSTS.layernorm_ns * 1e-3), 1);   /* a cheap pass */
 }
 
 static void test_large_product_all_threads(void **state) {
@@ -37,6 +38,10 @@ static void test_large_product_all_threads(void **state) {
     threads_set(8);
     assert_int_equal(threads_for_product(2048, 2048, 2048, 64 * 128), with_openmp(8));
     assert_int_equal(threads_for_naive_product(512, 512, 512, 512), with_openmp(8));
+    /* a dear pass over a million values: GELU, Adam's update of a million parameters */
+    threads_set(2);
+    assert_int_equal(threads_for_elements(1 << 20, THREAD_COSTS.gelu_ns), with_openmp(2));
+    assert_int_equal(threads_for_elements(1 << 20, THREAD_COSTS.adam_ns), with_openmp(2));
     threads_set(0);
 }
 
@@ -86,8 +91,8 @@ static void test_model_off_splits(void **state) {
     threads_set(4);
     threads_model_set(0);
     assert_int_equal(threads_for_product(8, 8, 16, 2), with_openmp(2));
-    assert_int_equal(threads_for_elements(1000), with_openmp(4));
-    assert_int_equal(threads_for_elements(10), 1);   /* one block of 64 values: one piece */
+    assert_int_equal(threads_for_elements(1000, THREAD_COSTS.gelu_ns), with_openmp(4));
+    assert_int_equal(threads_for_elements(10, THREAD_COSTS.gelu_ns), 1);   /* one block of 64 values: one piece */
     threads_model_set(1);
     assert_int_equal(threads_for_product(8, 8, 16, 2), 1);
     threads_set(0);

@@ -146,8 +146,11 @@ def torch_config_line(results):
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
-            if line.startswith(("torch ", "BLAS_INFO=", "CPU capability", "loaded: ", "OpenBLAS: ", "WARNING", "OPENBLAS_CORETYPE")):
+            if line.startswith(("torch ", "BLAS_INFO=", "loaded: ", "OpenBLAS: ", "WARNING", "OPENBLAS_CORETYPE",
+                                "glibc malloc", "timed at CPU capabilities")):
                 keep.append(line.replace("loaded: ", "BLAS library "))
+    if any(line.startswith("OpenBLAS: ") for line in keep):   # the OpenBLAS line names the library
+        keep = [line for line in keep if not line.startswith("BLAS library ")]
     return "PyTorch: %s (`bench/results/torch_config.txt`)." % "; ".join(keep)
 
 
@@ -157,29 +160,47 @@ def t_train_step(results):
         chapters.append(ch)
         ms[ch, impl, int(t)] = float(v)
         threads.add(int(t))
+    fixed = sorted(t for t in threads if t > 0)
 
     def cell(ch, i, t):
         return f1(ms[ch, i, t]) if (ch, i, t) in ms else "-"
 
-    def best(ch, impls):
-        """(ms, "impl Nt") of the fastest of impls at any thread count, or (0, "-")."""
-        found = [(ms[ch, i, t], "%s %s" % (i, "%dt" % t if t else "all")) for i in impls for t in sorted(threads) if (ch, i, t) in ms]
-        return min(found) if found else (0.0, "-")
+    def best(ch, impls, counts):
+        """(ms, impl, threads) of the fastest of impls at any of counts, or (0, "-", 0)."""
+        found = [(ms[ch, i, t], i, t) for i in impls for t in counts if (ch, i, t) in ms]
+        return min(found) if found else (0.0, "-", 0)
 
-    rows = []
+    rows, ratios, checks = [], [], []
     for ch in ordered(chapters):
-        ours, ours_how = best(ch, ("avx2", "avx512", "neon"))
-        tb, tb_how = best(ch, ("torch",))
+        ours, impl, ours_t = best(ch, ("avx512", "avx2", "neon"), sorted(threads))
+        widest = next((i for i in ("avx512", "neon", "avx2") if any((ch, i, t) in ms for t in threads)), "-")
+        tb, _, tb_t = best(ch, ("torch",), fixed)
         speed = "%.1fx" % (ms[ch, "naive", 1] / ms[ch, "avx2", 1]) \
             if (ch, "naive", 1) in ms and (ch, "avx2", 1) in ms else "-"
-        vs = "%.2fx" % (tb / ours) if ours > 0 and tb > 0 else "-"
-        rows.append([ch, cell(ch, "naive", 1), cell(ch, "avx2", 1), cell(ch, "avx512", 1),
-                     "%s (%s)" % (f1(ours), ours_how) if ours else "-", cell(ch, "torch", 1),
-                     "%s (%s)" % (f1(tb), tb_how.split()[1]) if tb else "-", speed, vs])
-    out = table(["chapter", "naive 1t", "avx2 1t", "avx512 1t", "ours at best", "torch 1t", "torch at best",
-                 "naive / avx2 (1t)", "torch / ours (each at its best)"], rows)
-    counts = ", ".join(str(t) if t else "all" for t in sorted(threads))
-    return out + ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
+        vs = tb / ours if ours > 0 and tb > 0 else 0.0
+        if vs:
+            ratios.append(vs)
+        fixed_best, _, _ = best(ch, (widest,), fixed)
+        if (ch, widest, 0) in ms and fixed_best > 0:
+            checks.append(ms[ch, widest, 0] / fixed_best)
+        rows.append([ch, cell(ch, "naive", 1), cell(ch, "avx2", 1)] + [cell(ch, widest, t) for t in fixed] +
+                    [cell(ch, widest, 0)] + [cell(ch, "torch", t) for t in fixed] +
+                    [speed, "%.2fx (ours %s %s, torch %dt)" % (vs, impl, "%dt" % ours_t if ours_t else "default", tb_t)
+                     if vs else "-"])
+    widest_name = next((i for i in ("avx512", "neon", "avx2") if any(k[1] == i for k in ms)), "avx2")
+    out = table(["chapter", "naive 1t", "avx2 1t"] + ["%s %dt" % (widest_name, t) for t in fixed] +
+                ["%s default" % widest_name] + ["torch %dt" % t for t in fixed] +
+                ["naive / avx2 (1t)", "torch / ours (each at its best)"], rows)
+    counts = ", ".join([str(t) for t in fixed] + (["the default (all cores, each region's threads from the cost "
+                                                   "model)"] if 0 in threads else []))
+    notes = ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
+    if ratios:
+        notes += ["", "Ours at its best against PyTorch at its best: %.2f-%.2fx faster; %d of %d chapters at least 2x."
+                  % (min(ratios), max(ratios), sum(r >= 2.0 for r in ratios), len(ratios))]
+    if checks:
+        notes[-1] += (" The default thread count against the best fixed count: %.2f-%.2fx the time, %d of %d "
+                      "chapters within 10%%." % (min(checks), max(checks), sum(c <= 1.10 for c in checks), len(checks)))
+    return out + notes
 
 
 def t_busy(results):

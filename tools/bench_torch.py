@@ -2,6 +2,7 @@
 """bench_torch.py - the chapters' default models in PyTorch, one training step timed.
 
     /usr/bin/python3 tools/bench_torch.py [--results bench/results] [--reps 7] [--threads 1,2,4]
+    /usr/bin/python3 tools/bench_torch.py --profile 06_gpt_nanogpt_cpu --threads 1 [--capability avx512]
 
 The PyTorch side of bench/bench_train_step.c. That program writes
 RESULTS/train_step_batches.txt: for every chapter the model sizes and the
@@ -19,13 +20,21 @@ with OMP_WAIT_POLICY=passive in the environment before the import for more
 than one (an OpenMP thread that spins while waiting takes a whole core from
 the other thread on a 2-core machine).
 
-A fair PyTorch: the subprocesses run with OPENBLAS_CORETYPE and
+A fair PyTorch, at its best: the subprocesses run with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE removed from the environment. Some machines set them (for
 old OpenBLAS builds that misdetect new CPUs), and OPENBLAS_CORETYPE=Haswell
 makes OpenBLAS run its AVX2 kernels on an AVX-512 CPU; without them it picks
-the kernels it would pick itself. Which BLAS PyTorch was built with and which
-library it loaded are written to RESULTS/torch_config.txt (and printed), so
-the tables can name the PyTorch they were measured against.
+the kernels it would pick itself. glibc's malloc is told to keep freed memory
+(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_): by default each tensor over
+128 KiB is a fresh mmap whose pages fault in again at every step, which made
+the GPT's PyTorch step 2-3x slower in a fresh process (PyTorch's CPU tuning
+guides preload jemalloc or tcmalloc for the same reason). On a CPU with
+AVX-512 every thread count runs twice, with PyTorch's own kernels at its
+default CPU capability (AVX2 for 1.13) and at ATEN_CPU_CAPABILITY=avx512, and
+each figure is the faster of the two (the table marks the AVX-512 ones with
+*). Which BLAS PyTorch was built with and which library it loaded are written
+to RESULTS/torch_config.txt (and printed), so the tables can name the PyTorch
+they were measured against.
 
 The models (see each chapter's header for the equations):
   01  nn.GRU encoder (packed, so padding is skipped), context c = h_T;
@@ -356,14 +365,17 @@ def build_models():
     return make
 
 
-def child(results, threads, reps):
-    """Runs in the subprocess: time every chapter on `threads` threads, print TSV rows."""
+def child(results, threads, reps, profile=None):
+    """Runs in the subprocess: time every chapter on `threads` threads, print TSV rows;
+    with profile (a chapter's name), that chapter only, then its steps under torch.profiler."""
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     make = build_models()
     failed = False
     for entry in read_batches(os.path.join(results, "train_step_batches.txt")):
+        if profile and entry["chapter"] != profile:
+            continue
         try:
             model, loss_fn = make(entry)
         except ValueError as e:
@@ -398,18 +410,43 @@ def child(results, threads, reps):
             step()
         ms = statistics.median(step() for _ in range(reps))
         print(f"{entry['chapter']}\ttorch\t{threads}\t{ms:.3f}", flush=True)
+        if profile:
+            from torch.profiler import ProfilerActivity
+            with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(reps):
+                    step()
+            print(f"torch.profiler, {reps} steps of {profile} on {threads} thread(s) (self CPU time: the op alone, "
+                  "not what it calls):")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+            return 0
+    if profile:
+        print(f"bench_torch: no chapter '{profile}' in train_step_batches.txt", file=sys.stderr)
+        return 2
     return 1 if failed else 0
 
 
-def fair_environment(threads):
-    """The environment of a timing subprocess: OpenBLAS left to pick its own kernels."""
+def fair_environment(threads, capability=None):
+    """The environment of a timing subprocess: PyTorch at its best (see the header)."""
     env = dict(os.environ)
-    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY"):
         env.pop(name, None)
+    env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
     env["OMP_NUM_THREADS"] = str(threads)
     if threads > 1:
         env["OMP_WAIT_POLICY"] = "passive"
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability
     return env
+
+
+def capabilities():
+    """PyTorch's CPU capabilities to try: its default, and avx512 where the CPU has it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return [None, "avx512"] if all(f in flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq")) else [None]
 
 
 def child_config():
@@ -448,6 +485,10 @@ def child_config():
                      "install OpenBLAS (make deps-bench) for a fair comparison")
     lines.append("OPENBLAS_CORETYPE %s, OPENBLAS_L2_SIZE %s in the timing processes' environment" % (
         os.environ.get("OPENBLAS_CORETYPE", "unset"), os.environ.get("OPENBLAS_L2_SIZE", "unset")))
+    lines.append("glibc malloc keeps freed memory (MALLOC_MMAP_THRESHOLD_=%s, MALLOC_TRIM_THRESHOLD_=%s)" % (
+        os.environ.get("MALLOC_MMAP_THRESHOLD_", "unset"), os.environ.get("MALLOC_TRIM_THRESHOLD_", "unset")))
+    lines.append("timed at CPU capabilities: %s; each figure the faster" % " and ".join(
+        (c.upper() if c else "default") for c in capabilities()))
     print("\n".join(lines))
     return 0
 
@@ -483,6 +524,11 @@ def main():
     parser.add_argument("--reps", type=int, default=7, help="timed steps per figure, median reported (default 7)")
     parser.add_argument("--threads", type=thread_list, default=None,
                         help="thread counts, comma-separated, 0 = all cores (default 1,2,all cores)")
+    parser.add_argument("--profile", metavar="CHAPTER", default=None,
+                        help="time one chapter (e.g. 06_gpt_nanogpt_cpu) at the first of --threads, then print "
+                             "torch.profiler's table of its ops (the other side of tools/profile_step.sh)")
+    parser.add_argument("--capability", choices=("default", "avx512"), default="default",
+                        help="with --profile: PyTorch's CPU capability (default: its own choice)")
     parser.add_argument("--child-threads", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--child-config", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -491,8 +537,13 @@ def main():
     if args.child_config:
         return child_config()
     if args.child_threads:
-        return child(args.results, args.child_threads, args.reps)
+        return child(args.results, args.child_threads, args.reps, args.profile)
     threads_list = args.threads or thread_list("1,2,0")
+    if args.profile:
+        capability = None if args.capability == "default" else args.capability
+        command = [sys.executable, os.path.abspath(__file__), "--results", args.results, "--reps", str(args.reps),
+                   "--child-threads", str(threads_list[0]), "--profile", args.profile]
+        return subprocess.run(command, env=fair_environment(threads_list[0], capability)).returncode
 
     batches = os.path.join(args.results, "train_step_batches.txt")
     tsv = os.path.join(args.results, "train_step.tsv")
@@ -512,22 +563,34 @@ def main():
         print("".join("  " + line + "\n" for line in done.stdout.splitlines()), end="")
     else:
         print("bench_torch: could not read PyTorch's configuration (status %d)" % done.returncode, file=sys.stderr)
-    rows = []
+    best = {}   # (chapter, threads) -> (ms, capability)
     for threads in threads_list:
-        env = fair_environment(threads)
-        command = [sys.executable, os.path.abspath(__file__), "--results", args.results,
-                   "--reps", str(args.reps), "--child-threads", str(threads)]
-        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            print(f"bench_torch: the {threads}-thread run failed (status {done.returncode})", file=sys.stderr)
-        rows += [line.split("\t") for line in done.stdout.splitlines() if line.count("\t") == 3]
+        for capability in capabilities():
+            command = [sys.executable, os.path.abspath(__file__), "--results", args.results,
+                       "--reps", str(args.reps), "--child-threads", str(threads)]
+            done = subprocess.run(command, env=fair_environment(threads, capability), stdout=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                print(f"bench_torch: the {threads}-thread run ({capability or 'default capability'}) failed "
+                      f"(status {done.returncode})", file=sys.stderr)
+            for line in done.stdout.splitlines():
+                if line.count("\t") == 3:
+                    chapter, _, t, ms = line.split("\t")
+                    key = (chapter, int(t))
+                    if key not in best or float(ms) < best[key][0]:
+                        best[key] = (float(ms), capability)
+    rows = [(chapter, "torch", str(t), "%.3f" % ms) for (chapter, t), (ms, _) in best.items()]
     with open(tsv, "a") as f:
         for row in rows:
             f.write("\t".join(row) + "\n")
-    print(f"{'chapter':26s}" + "".join(f" {'torch %dt' % t:>9s}" for t in threads_list))
-    for chapter in dict.fromkeys(r[0] for r in rows):
-        ms = {int(r[2]): float(r[3]) for r in rows if r[0] == chapter}
-        print(f"{chapter:26s}" + "".join(f" {ms.get(t, float('nan')):9.2f}" for t in threads_list))
+    print(f"{'chapter':26s}" + "".join(f" {'torch %dt' % t:>10s}" for t in threads_list))
+    for chapter in dict.fromkeys(c for c, _ in best):
+        cells = []
+        for t in threads_list:
+            ms, capability = best.get((chapter, t), (float("nan"), None))
+            cells.append(f" {ms:9.2f}{'*' if capability else ' '}")
+        print(f"{chapter:26s}" + "".join(cells))
+    if len(capabilities()) > 1:
+        print("each figure the faster of PyTorch's default CPU capability and AVX-512 (*)")
     print(f"appended {len(rows)} rows to {tsv}")
     return 0
 

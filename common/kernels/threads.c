@@ -2,31 +2,28 @@
  * parallel region asks for its threads (threads.h says the model).
  *
  * THREAD_COSTS below are measured, not guessed, by
- *
  *     make build/bench/bench_threads && ./build/bench/bench_threads
- *
  * which prints this table's line (bench/bench_threads.c says how each figure
  * is taken). The figures below: the 2-core AVX-512 development machine (an
- * Intel Xeon of the Sapphire Rapids class, a virtual machine), two runs with
- * other programs busy beside it (load average 17-19), each figure the
- * quietest of its batches (the cost with the cores free), rounded:
- *
- *   fork_join_ns   728 and 742    an empty 2-thread region
- *   moved_byte_ns  0.143, 0.150   128^3 products on A, B just written: 2
- *                                 threads 31.0 us against 1 thread 31.2-32.4
- *   mac_ns         0.0142, 0.0148 256^3, 1 thread
- *   small_mac_ns   0.121, 0.116   8x8x16 and 8x16x8, 1 thread
- *   naive_mac_ns   3.80, 2.00     64^3 naive, 1 thread (the noisiest)
- *   element_ns     0.061, 0.064   ReLU, the cheapest pass (GELU 1.3, softmax 0.9)
- *
- * So here two threads pay from products of about 128^3 (the earlier fixed
- * limit, 2^19 multiply-adds, was measured on inputs already in both cores'
- * caches), and an element-wise pass never pays: bringing its values to
- * another core costs more than computing them. On a machine of 2 cores the
- * cost of each further thread cannot be measured, and the model charges each
+ * AMD EPYC of the Zen 5 class, a virtual machine), two runs on the idle
+ * machine, each figure the quietest of its batches, rounded:
+ *   fork_join_ns   2895, 3058     an empty 2-thread region
+ *   moved_byte_ns  0.1120, 0.1138 128^3 products on A, B just written, C read
+ *                                 after (1 thread 27.8 us, 2 threads 27.7)
+ *   mac_ns         0.0088, 0.0089 256^3, 1 thread
+ *   small_mac_ns   0.0751, 0.0788 8x8x16 and 8x16x8, 1 thread
+ *   naive_mac_ns   0.681, 0.748   64^3 naive, 1 thread
+ *   gelu_ns        1.080, 1.126   GELU (erf form) over 4096 values, 1 thread
+ *   softmax_ns     0.714, 0.749   softmax rows of 64
+ *   layernorm_ns   0.369, 0.387   LayerNorm rows of 128
+ *   adam_ns        1.411, 1.470   Adam over 4096 parameters
+ * So here two threads pay from products of about 175^3, a GELU pass from
+ * 32768 values, Adam from 16384 parameters, softmax and LayerNorm's forward
+ * pass never (bench_threads prints these). On a machine of 2 cores the cost
+ * of each further thread cannot be measured, and the model charges each
  * the same as the second (libgomp wakes its threads one by one);
  * bench_threads prints the slope on a machine with more cores. On a CPU
- * whose SIMD kernels are slower (AVX2 only, NEON) the products' work is
+ * whose SIMD kernels are slower (AVX2 only, NEON) the work is
  * underestimated, so a region there takes at most the threads it would take
  * here: never more than pays. */
 #include "kernels/threads.h"
@@ -38,12 +35,15 @@
 #include <stdlib.h>
 
 const ThreadCosts THREAD_COSTS = {
-    .fork_join_ns = 735.0,
-    .moved_byte_ns = 0.15,
-    .mac_ns = 0.0145,
-    .small_mac_ns = 0.12,
-    .naive_mac_ns = 2.0,
-    .element_ns = 0.06,
+    .fork_join_ns = 2900.0,
+    .moved_byte_ns = 0.112,
+    .mac_ns = 0.0088,
+    .small_mac_ns = 0.075,
+    .naive_mac_ns = 0.68,
+    .gelu_ns = 1.08,
+    .softmax_ns = 0.71,
+    .layernorm_ns = 0.37,
+    .adam_ns = 1.41,
 };
 
 /* time(t) = W / t + F (t - 1) is convex in t, smallest at t = sqrt(W / F):
@@ -97,8 +97,8 @@ int threads_for_naive_product(int M, int N, int K, double pieces) {
     return decide((double)M * N * K * THREAD_COSTS.naive_mac_ns, product_bytes(M, N, K), pieces, threads_cap());
 }
 
-int threads_for_elements(size_t n) {
-    return decide((double)n * THREAD_COSTS.element_ns, 8.0 * (double)n, (double)((n + 63) / 64), threads_cap());
+int threads_for_elements(size_t n, double value_ns) {
+    return decide((double)n * value_ns, 8.0 * (double)n, (double)((n + 63) / 64), threads_cap());
 }
 
 int threads_for_items(int items, double macs_per_item, double bytes_per_item) {

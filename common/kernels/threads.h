@@ -13,7 +13,8 @@
  * smallest, never more than the thread count (threads_set: the cap) nor than
  * its pieces of work (rows of tiles, sequences, blocks of 64 values). W comes
  * from what the region does, times the measured cost of one unit of it on one
- * thread: a multiply-add of a product, one value of an element-wise pass.
+ * thread: a multiply-add of a product, one value of an element-wise pass
+ * (each pass its own: a value of GELU costs 25 of ReLU).
  * The constants are measured by bench/bench_threads.c (threads.c says how).
  *
  * The thread count changes which thread computes which piece, never how a
@@ -42,7 +43,10 @@ typedef struct {
     double mac_ns;             /* one multiply-add of a SIMD product, one thread */
     double small_mac_ns;       /* one multiply-add of a product of one head (8..64 rows) */
     double naive_mac_ns;       /* one multiply-add of the naive (specification) product */
-    double element_ns;         /* one value of an element-wise pass (GELU, softmax, LayerNorm, Adam) */
+    double gelu_ns;            /* one value of GELU or its gradient (either form) */
+    double softmax_ns;         /* one value of softmax rows or their gradient */
+    double layernorm_ns;       /* one value of LayerNorm's forward pass */
+    double adam_ns;            /* one parameter's Adam update */
 } ThreadCosts;
 extern const ThreadCosts THREAD_COSTS;
 
@@ -68,9 +72,10 @@ int threads_cap(void);
 int threads_for_product(int M, int N, int K, double pieces);
 int threads_for_naive_product(int M, int N, int K, double pieces);
 
-/* An element-wise pass over n independent values (softmax, LayerNorm, GELU,
- * Adam), cut in blocks of 64 values; 8 bytes each (read one, write one). */
-int threads_for_elements(size_t n);
+/* An element-wise pass over n independent values of value_ns each on one
+ * thread (THREAD_COSTS.gelu_ns, .softmax_ns, .layernorm_ns, .adam_ns), cut in
+ * blocks of 64 values; 8 bytes each (read one, write one). */
+int threads_for_elements(size_t n, double value_ns);
 
 /* Loops over `items` independent pieces of work of macs_per_item multiply-
  * adds each (attention per sequence: a few products of one head, at

@@ -148,7 +148,8 @@ void vec_softmax_backward_rows_naive(float *dx, const float *dy, const float *y,
 /* Dispatch on the backend                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* A long array is cut into one piece per thread. The cuts fall on multiples
+/* GELU's passes (the dearest element-wise ones, THREAD_COSTS.gelu_ns a value)
+ * share a long array out: it is cut into one piece per thread. The cuts fall on multiples
  * of 64 elements, so each value goes through the same code (the vector loop,
  * or the last n mod 8 values through the tail) as in one call over the whole
  * array: the bits do not depend on the thread count. */
@@ -165,7 +166,7 @@ static void piece_of(int n, int *start, int *count) {
 }
 
 static void vec_apply(VecFunction f, float *y, const float *x, int n) {
-    int threads = threads_for_elements((size_t)n);
+    int threads = threads_for_elements((size_t)n, THREAD_COSTS.gelu_ns);
     if (threads <= 1) {
         f(y, x, n);
         return;
@@ -179,7 +180,7 @@ static void vec_apply(VecFunction f, float *y, const float *x, int n) {
 }
 
 static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const float *x, int n) {
-    int threads = threads_for_elements((size_t)n);
+    int threads = threads_for_elements((size_t)n, THREAD_COSTS.gelu_ns);
     if (threads <= 1) {
         f(dx, dy, x, n);
         return;

@@ -120,7 +120,7 @@ static void layernorm_forward_rows(float *out, float *mean, float *rstd, const f
  * machine, thousands of times a step when attention calls this per sequence. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *gamma,
                        const float *beta, int N, int D, float eps) {
-    const int threads = threads_for_elements((size_t)N * D);
+    const int threads = threads_for_elements((size_t)N * D, THREAD_COSTS.layernorm_ns);
     if (threads <= 1) {
         layernorm_forward_rows(out, mean, rstd, x, gamma, beta, 0, N, D, eps);
         return;
@@ -154,7 +154,7 @@ void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dou
  * e^-inf = 0 exactly; a fully masked row (max = -inf) would give 0/0, so it
  * is defined as all zeros. */
 void softmax_forward(float *y, const float *x, int N, int C) {
-    const int threads = threads_for_elements((size_t)N * C);
+    const int threads = threads_for_elements((size_t)N * C, THREAD_COSTS.softmax_ns);
     if (threads <= 1) {
         vec_softmax_rows(y, x, N, C);
         return;
@@ -171,7 +171,7 @@ void softmax_forward(float *y, const float *x, int N, int C) {
  * dx_j = y_j (dy_j - sum_i dy_i y_i) (vec_softmax_backward_rows). Masked
  * entries have y = 0: no gradient. */
 void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) {
-    const int threads = threads_for_elements((size_t)N * C);   /* as in softmax_forward */
+    const int threads = threads_for_elements((size_t)N * C, THREAD_COSTS.softmax_ns);   /* as in softmax_forward */
     if (threads <= 1) {
         vec_softmax_backward_rows(dx, dy, y, N, C);
         return;

@@ -83,7 +83,7 @@ void adam_step(Adam *opt, Params *p, float lr) {
     double correction2 = 1.0 - pow((double)opt->beta2, (double)opt->step);
     /* Each parameter's update is independent of the others: one band per
      * thread (bands of whole 64-parameter blocks) gives the same bits. */
-    const int threads = threads_for_elements(p->size);
+    const int threads = threads_for_elements(p->size, THREAD_COSTS.adam_ns);
     if (threads <= 1) {
         adam_update_range(opt, p, lr, 0, p->size, correction1, correction2);
         return;
