@@ -160,7 +160,9 @@ if [ -x "$build/bench/bench_generate" ]; then
     if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
       echo
       echo "=== tools/bench_torch_generate.py (round $r of $rounds)"
-      /usr/bin/python3 tools/bench_torch_generate.py --results "$dir" --reps 3 ||
+      # PyTorch as in bench_torch.py: its own OpenBLAS kernels, malloc keeping freed memory
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 \
+        /usr/bin/python3 tools/bench_torch_generate.py --results "$dir" --reps 3 ||
         echo "run.sh: tools/bench_torch_generate.py failed (skipped)" >&2
     fi
   done
