@@ -6,7 +6,12 @@ if (strstrt(GPVAL_TERMINALS, " pngcairo ") > 0) {
 } else {
     set terminal png noenhanced size 900,560
 }
-set output "generate.png"
+# gnuplot -c this.gp FILE draws into FILE instead of the .png below
+if (ARGC > 0) {
+    set output ARG1
+} else {
+    set output "generate.png"
+}
 set title "GPT generation, greedy: tokens/s up to a context of n (log-log)"
 set xlabel "context n (positions; 1-token prompt, n tokens generated)"
 set ylabel "tokens/s"

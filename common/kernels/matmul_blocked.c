@@ -116,7 +116,7 @@ static const long long BUSY_BACKOFF_NS = 250 * 1000 * 1000; /* 0.25 s */
 static atomic_llong one_thread_until_ns;                    /* 0: never */
 static atomic_long busy_backoffs;                           /* how many times, for the curious */
 
-static long long monotonic_ns(void) {
+long long threads_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -130,8 +130,8 @@ static long long monotonic_ns(void) {
 static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
 static atomic_llong last_late_wait_ns;                        /* 0: never */
 
-static void note_join_wait(long long waited_since, long long own_ns) {
-    long long now = monotonic_ns();
+void threads_note_join(long long waited_since, long long own_ns) {
+    long long now = threads_now_ns();
     long long wait_ns = now - waited_since;
     if (wait_ns <= LATE_NS || wait_ns <= own_ns) return;
     long long previous = atomic_exchange(&last_late_wait_ns, now);
@@ -145,7 +145,7 @@ long sgemm_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
 
 int threads_backed_off(void) {
     long long until = atomic_load(&one_thread_until_ns);
-    return until != 0 && monotonic_ns() < until;
+    return until != 0 && threads_now_ns() < until;
 }
 
 /* ---- Packing buffers ---------------------------------------------------------
@@ -577,7 +577,7 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
         return;
     }
 
-    long long started_at = monotonic_ns();
+    long long started_at = threads_now_ns();
     long long work_done_at = 0; /* when the calling thread finished its block */
 #pragma omp parallel num_threads(threads) default(none)                                          \
     shared(kernel, path, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads,      \
@@ -595,7 +595,7 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
         const float *b_block = trans_b ? B + (size_t)j0 * ldb : B + j0;
         blocked_one_thread(kernel, path, trans_a, trans_b, i1 - i0, j1 - j0, K, alpha, a_block,
                            lda, b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
-        if (t == 0) work_done_at = monotonic_ns();
+        if (t == 0) work_done_at = threads_now_ns();
     } /* the end of the region waits for every thread */
-    note_join_wait(work_done_at, work_done_at - started_at);
+    threads_note_join(work_done_at, work_done_at - started_at);
 }

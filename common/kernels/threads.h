@@ -67,6 +67,15 @@ void threads_model_set(int on);
  * found another program on our cores (threads_backed_off, matmul_blocked.h). */
 int threads_cap(void);
 
+/* Every region of more than one thread times its join, as sgemm does
+ * (matmul_blocked.c, where the back-off lives): the calling thread reads
+ * threads_now_ns() (CLOCK_MONOTONIC) as it starts its share and again as it
+ * finishes it, and after the region calls threads_note_join(finished,
+ * finished - started). Two late waits for a switched-out partner less than
+ * 0.1 s apart send every region of the next quarter second to one thread. */
+long long threads_now_ns(void);
+void threads_note_join(long long waited_since, long long own_ns);
+
 /* A product C[M,N] = A[M,K] B[K,N] on the SIMD kernels, in `pieces` blocks
  * of whole tiles at most (matmul_blocked.c); the naive loops' likewise. */
 int threads_for_product(int M, int N, int K, double pieces);

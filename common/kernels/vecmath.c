@@ -171,12 +171,15 @@ static void vec_apply(VecFunction f, float *y, const float *x, int n) {
         f(y, x, n);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         int start, count;
         piece_of(n, &start, &count);
         if (count > 0) f(y + start, x + start, count);
+        if (omp_get_thread_num() == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const float *x, int n) {
@@ -185,12 +188,15 @@ static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const 
         f(dx, dy, x, n);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         int start, count;
         piece_of(n, &start, &count);
         if (count > 0) f(dx + start, dy + start, x + start, count);
+        if (omp_get_thread_num() == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 void vec_exp(float *y, const float *x, int n) {

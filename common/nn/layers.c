@@ -125,12 +125,15 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
         layernorm_forward_rows(out, mean, rstd, x, gamma, beta, 0, N, D, eps);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
         int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
         layernorm_forward_rows(out, mean, rstd, x, gamma, beta, n0, n1, D, eps);
+        if (t == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
@@ -159,12 +162,15 @@ void softmax_forward(float *y, const float *x, int N, int C) {
         vec_softmax_rows(y, x, N, C);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
         int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
         vec_softmax_rows(y + (size_t)n0 * C, x + (size_t)n0 * C, n1 - n0, C);
+        if (t == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 /* Jacobian of softmax: dy_i/dx_j = y_i (delta_ij - y_j), so
@@ -176,13 +182,16 @@ void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) 
         vec_softmax_backward_rows(dx, dy, y, N, C);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), bands = omp_get_num_threads();
         int n0 = (int)((long long)N * t / bands), n1 = (int)((long long)N * (t + 1) / bands);
         size_t at = (size_t)n0 * C;
         vec_softmax_backward_rows(dx + at, dy + at, y + at, n1 - n0, C);
+        if (t == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -88,13 +88,16 @@ void adam_step(Adam *opt, Params *p, float lr) {
         adam_update_range(opt, p, lr, 0, p->size, correction1, correction2);
         return;
     }
+    long long started = threads_now_ns(), done = 0;
 #pragma omp parallel num_threads(threads)
     {
         size_t blocks = (p->size + 63) / 64, t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
         size_t i0 = blocks * t / n * 64, i1 = blocks * (t + 1) / n * 64;
         if (i1 > p->size) i1 = p->size;
         if (i0 < i1) adam_update_range(opt, p, lr, i0, i1, correction1, correction2);
+        if (t == 0) done = threads_now_ns();
     }
+    threads_note_join(done, done - started);
 }
 
 /* Global L2 norm over every gradient; if it exceeds max_norm, every gradient
