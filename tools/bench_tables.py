@@ -142,16 +142,28 @@ def torch_config_line(results):
     path = os.path.join(results, "torch_config.txt")
     if not os.path.isfile(path):
         return "PyTorch's BLAS: not recorded."
-    keep = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith(("torch ", "BLAS_INFO=", "loaded: ", "OpenBLAS: ", "WARNING", "OPENBLAS_CORETYPE",
-                                "glibc malloc", "timed at CPU capabilities")):
-                keep.append(line.replace("loaded: ", "BLAS library "))
-    if any(line.startswith("OpenBLAS: ") for line in keep):   # the OpenBLAS line names the library
-        keep = [line for line in keep if not line.startswith("BLAS library ")]
-    return "PyTorch: %s (`bench/results/torch_config.txt`)." % "; ".join(keep)
+        lines = [line.strip() for line in f]
+    first = lambda prefix: next((line[len(prefix):] for line in lines if line.startswith(prefix)), None)
+    parts = ["PyTorch %s" % (first("torch ") or "?")]
+    openblas = first("OpenBLAS: ")
+    if openblas:   # "OpenBLAS 0.3.21 NO_LAPACKE ... ; kernels for core Cooperlake"
+        parts.append("on %s (its %s kernels)" % (" ".join(openblas.split()[:2]), openblas.split()[-1]))
+    else:
+        library = first("loaded: ")
+        parts.append("on %s" % (os.path.basename(library) if library else "an unrecorded BLAS"))
+    coretype = first("OPENBLAS_CORETYPE ")
+    if coretype:
+        parts.append("OPENBLAS_CORETYPE " + coretype.split(",")[0])
+    if first("glibc malloc keeps freed memory"):
+        parts.append("malloc keeping freed memory")
+    capabilities = first("timed at CPU capabilities: ")
+    if capabilities:
+        parts.append("each figure the faster of its CPU capabilities " + capabilities.split(";")[0])
+    warning = first("WARNING: ")
+    if warning:
+        parts.append("WARNING: " + warning)
+    return "%s (`bench/results/torch_config.txt`)." % ", ".join(parts)
 
 
 def t_train_step(results):
@@ -185,12 +197,12 @@ def t_train_step(results):
             checks.append(ms[ch, widest, 0] / fixed_best)
         rows.append([ch, cell(ch, "naive", 1), cell(ch, "avx2", 1)] + [cell(ch, widest, t) for t in fixed] +
                     [cell(ch, widest, 0)] + [cell(ch, "torch", t) for t in fixed] +
-                    [speed, "%.2fx (ours %s %s, torch %dt)" % (vs, impl, "%dt" % ours_t if ours_t else "default", tb_t)
+                    [speed, "%.2fx (%s / %dt)" % (vs, "%dt" % ours_t if ours_t else "default", tb_t)
                      if vs else "-"])
     widest_name = next((i for i in ("avx512", "neon", "avx2") if any(k[1] == i for k in ms)), "avx2")
     out = table(["chapter", "naive 1t", "avx2 1t"] + ["%s %dt" % (widest_name, t) for t in fixed] +
                 ["%s default" % widest_name] + ["torch %dt" % t for t in fixed] +
-                ["naive / avx2 (1t)", "torch / ours (each at its best)"], rows)
+                ["naive / avx2 (1t)", "torch / ours, each at its best (ours / torch threads)"], rows)
     counts = ", ".join([str(t) for t in fixed] + (["the default (all cores, each region's threads from the cost "
                                                    "model)"] if 0 in threads else []))
     notes = ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
