@@ -299,9 +299,9 @@ int main(int argc, char **argv) {
                 printf("%d\t%d\t%.3f\t%.3f\n", s, t, g[IMPL_AVX2], g[IMPL_OPENBLAS]);
                 fflush(stdout);
             }
-        if (sgemm_busy_backoffs() > 0)
+        if (threads_busy_backoffs() > 0)
             fprintf(stderr, "note: in the avx2 / ob-avx2 run, %ld fall-back(s) to one thread: another "
-                    "program was using the CPU\n", sgemm_busy_backoffs());
+                    "program was using the CPU\n", threads_busy_backoffs());
         return 0;
     }
 
@@ -430,10 +430,10 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (sgemm_busy_backoffs() > 0)
+    if (threads_busy_backoffs() > 0)
         printf("\nnote: %ld time(s) a thread of ours was twice found switched out (late waits), and the\n"
                "products of the next quarter second ran on one thread (common/kernels/matmul_blocked.c): some 2-thread\n"
-               "figures are partly 1-thread figures. Something else was using the CPU.\n", sgemm_busy_backoffs());
+               "figures are partly 1-thread figures. Something else was using the CPU.\n", threads_busy_backoffs());
     if (has_neon)
         printf("\nopenblas = OpenBLAS as installed (%s kernels). 'of peak' = neon / the NEON FMA peak\n"
                "on the same thread count.\n", core);

@@ -746,7 +746,7 @@ int main(int argc, char **argv) {
         if (check_default >= 0) printf("  default / best fixed (%s)", check_backend);
         printf("\n");
     }
-    long backoffs_before = sgemm_busy_backoffs();
+    long backoffs_before = threads_busy_backoffs();
 
     for (int k = 0; k < N_CHAPTERS; k++) {
         const ChapterBench *ch = &CHAPTERS[k];
@@ -799,7 +799,7 @@ int main(int argc, char **argv) {
         waitpid(spinner, NULL, 0);
         printf("2t / 1t above 1x: two threads were slower than one beside the busy process.\n"
                "sgemm fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
-               sgemm_busy_backoffs() - backoffs_before);
+               threads_busy_backoffs() - backoffs_before);
     }
     if (checked > 0)
         printf("check: the default (all %d cores, each region's threads from the cost model) is within 10%% of\n"

@@ -497,7 +497,7 @@ int main(int argc, char **argv) {
     for (int c = 0; c < N_CONFIGS; c++)
         if (config_runs_here(&CONFIGS[c])) peak[c] = fma_peak(CONFIGS[c].threads, CONFIGS[c].lanes);
 
-    const long backoffs_before = sgemm_busy_backoffs();
+    const long backoffs_before = threads_busy_backoffs();
     /* Warm-up, then reps rounds in which the configurations take turns. */
     static double samples[N_CONFIGS][N_MEASURES][MAX_REPS];
     double loss = 0.0, ms[N_MEASURES];
@@ -586,7 +586,7 @@ int main(int argc, char **argv) {
            "(projections + MLP + output; per-(sequence, head) attention products), operands warm in cache;\n"
            "other = fwd+bwd - proj - attn: softmax, norms, GELU, residuals, memsets, embeddings, loss.\n"
            "of peak = GFLOP/s / the FMA loop's on the same instruction set and threads.\n");
-    const long backoffs = sgemm_busy_backoffs() - backoffs_before;
+    const long backoffs = threads_busy_backoffs() - backoffs_before;
     if (backoffs > 0)
         printf("NOTE: sgemm fell back to one thread %ld time(s) during the steps (a partner thread found\n"
                "switched out by another program): the 2-thread figures are partly 1-thread ones.\n", backoffs);

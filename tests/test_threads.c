@@ -1,7 +1,7 @@
 /* test_threads.c - the decisions of the threads' cost model
  * (common/kernels/threads.c), never its times: small products run on one
- * thread and large ones (and long dear passes: GELU, Adam) on every thread; the cap (threads_set, --threads N)
- * and the number of pieces are respected; a batch loop of 2 items of tiny
+ * thread and large ones (and long dear passes: GELU, Adam) on every thread;
+ * the cap (threads_set, --threads N) and the number of pieces are respected; a batch loop of 2 items of tiny
  * work stays on one thread; a region inside a parallel region takes one;
  * with the model off (for the tests that compare bits) even tiny work is
  * split; the constant-time choice is the brute-force minimum of the model; and the

@@ -120,16 +120,4 @@ void gemm_blocking(const GemmKernel *kernel, int *kc, int *mc, int *nc);
  * bits are the same. */
 void gemm_set_fetch_next(int on);
 
-/* How many times a thread of ours was found switched out by another program
- * (two late waits for a partner thread less than 0.1 s apart: over 1 ms and
- * over the caller's own share), each time sending the next quarter second of
- * products to one thread. For benchmarks and the curious; see matmul_blocked.c. */
-long sgemm_busy_backoffs(void);
-
-/* 1 during such a quarter second: then the other parallel loops (element-wise
- * passes, attention's loop over sequences: threads_for_elements and
- * threads_in_slots in matmul.h) run on one thread too, since their joins wait
- * for a switched-out thread just as the products' do. */
-int threads_backed_off(void);
-
 #endif

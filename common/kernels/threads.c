@@ -9,7 +9,7 @@
  * machine, each figure the quietest of its batches, rounded:
  *   fork_join_ns   2895, 3058     an empty 2-thread region
  *   moved_byte_ns  0.1120, 0.1138 128^3 products on A, B just written, C read
- *                                 after (1 thread 27.8 us, 2 threads 27.7)
+ *                                 after (1 and 2 threads both 27.7-27.9 us)
  *   mac_ns         0.0088, 0.0089 256^3, 1 thread
  *   small_mac_ns   0.0751, 0.0788 8x8x16 and 8x16x8, 1 thread
  *   naive_mac_ns   0.681, 0.748   64^3 naive, 1 thread
@@ -27,12 +27,13 @@
  * underestimated, so a region there takes at most the threads it would take
  * here: never more than pays. */
 #include "kernels/threads.h"
-#include "kernels/matmul_blocked.h"
 
 #include <math.h>
 #include "util/openmp.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 const ThreadCosts THREAD_COSTS = {
     .fork_join_ns = 2900.0,
@@ -82,6 +83,72 @@ static int decide(double work_ns, double bytes, double pieces, int cap) {
     if (model_on) return threads_for_work(work_ns, bytes, pieces, cap);
     int most = pieces < cap ? (pieces >= 1.0 ? (int)pieces : 1) : cap;
     return most > 1 ? most : 1;
+}
+
+/* ---- Sharing the cores with other programs (common/README.md, step 5) -------
+ * Two threads on two cores are fast only while both cores are ours. When
+ * another program (a browser, a second training run) is running too, the
+ * kernel's scheduler gives three busy threads two cores by turns, and a thread
+ * of ours is regularly switched out for a few milliseconds. Its partner then
+ * waits at the end of the product for that long, and a product that takes 50
+ * microseconds takes 5 milliseconds: measured here with one busy-looping
+ * process beside it, 2 threads ran a training step many times slower than 1.
+ *
+ * So the calling thread times its wait for its partner at the end of each
+ * parallel region (each product, each element-wise pass: threads_note_join).
+ * On an idle machine that wait lasts microseconds (the blocks are
+ * equal). A wait is late when it is longer than LATE_NS (a switch-out, not
+ * the jitter of waking a thread) and longer than the caller's own block took:
+ * then two threads took longer than the caller alone would have taken for
+ * both blocks. (An absolute limit alone is wrong for big products: at 1024^3
+ * each block takes 5-10 ms, and a core of this VM running 15% slower than the
+ * other for a while is a 1 ms wait that costs nothing.) After late waits
+ * every region of the next BUSY_BACKOFF_NS runs on one thread (threads_cap),
+ * after which two are tried again. The bits do not change (each piece is
+ * computed the same way by whichever thread takes it), only the speed.
+ *
+ * Even an idle virtual machine like this one sees such waits (the host runs
+ * something else on our core for a while). Counted in 12 s of back-to-back
+ * 128^3..1024^3 products on 2 threads (a throwaway loop, twice): 110 and 342
+ * waits over 1 ms, of which 2 and 0 were late by the rule above. Hence a
+ * short back-off, a quarter of a second, and only after two late waits less
+ * than 0.1 s apart (below): a lone hiccup of the host is not a busy
+ * machine. Those two runs fell back 0 times. */
+static const long long LATE_NS = 1000 * 1000;              /* 1 ms */
+static const long long BUSY_BACKOFF_NS = 250 * 1000 * 1000; /* 0.25 s */
+static atomic_llong one_thread_until_ns;                    /* 0: never */
+static atomic_long busy_backoffs;                           /* how many times, for the curious */
+
+long long threads_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Called by the calling thread after waiting for its partners since
+ * waited_since, its own block having taken own_ns.
+ * One late wait alone is not enough: it takes a second one within
+ * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
+ * every product, so the second comes at once; the host's hiccups come alone. */
+static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
+static atomic_llong last_late_wait_ns;                        /* 0: never */
+
+void threads_note_join(long long waited_since, long long own_ns) {
+    long long now = threads_now_ns();
+    long long wait_ns = now - waited_since;
+    if (wait_ns <= LATE_NS || wait_ns <= own_ns) return;
+    long long previous = atomic_exchange(&last_late_wait_ns, now);
+    if (previous != 0 && now - previous < SECOND_STRIKE_NS) {
+        atomic_store(&one_thread_until_ns, now + BUSY_BACKOFF_NS);
+        atomic_fetch_add(&busy_backoffs, 1);
+    }
+}
+
+long threads_busy_backoffs(void) { return atomic_load(&busy_backoffs); }
+
+int threads_backed_off(void) {
+    long long until = atomic_load(&one_thread_until_ns);
+    return until != 0 && threads_now_ns() < until;
 }
 
 int threads_cap(void) {

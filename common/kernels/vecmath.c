@@ -149,9 +149,9 @@ void vec_softmax_backward_rows_naive(float *dx, const float *dy, const float *y,
 /* ------------------------------------------------------------------------ */
 
 /* GELU's passes (the dearest element-wise ones, THREAD_COSTS.gelu_ns a value)
- * share a long array out: it is cut into one piece per thread. The cuts fall on multiples
- * of 64 elements, so each value goes through the same code (the vector loop,
- * or the last n mod 8 values through the tail) as in one call over the whole
+ * share a long array out: one piece per thread. The cuts fall on multiples of
+ * 64 elements, so each value goes through the same code (the vector loop, or
+ * the last n mod 8 values through the tail) as in one call over the whole
  * array: the bits do not depend on the thread count. */
 typedef void (*VecFunction)(float *y, const float *x, int n);
 typedef void (*VecGradient)(float *dx, const float *dy, const float *x, int n);
