@@ -798,7 +798,7 @@ int main(int argc, char **argv) {
         kill(spinner, SIGKILL);
         waitpid(spinner, NULL, 0);
         printf("2t / 1t above 1x: two threads were slower than one beside the busy process.\n"
-               "sgemm fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
+               "the parallel regions fell back to one thread %ld time(s) (a partner thread twice found switched out).\n",
                threads_busy_backoffs() - backoffs_before);
     }
     if (checked > 0)

@@ -588,7 +588,7 @@ int main(int argc, char **argv) {
            "of peak = GFLOP/s / the FMA loop's on the same instruction set and threads.\n");
     const long backoffs = threads_busy_backoffs() - backoffs_before;
     if (backoffs > 0)
-        printf("NOTE: sgemm fell back to one thread %ld time(s) during the steps (a partner thread found\n"
+        printf("NOTE: the parallel regions fell back to one thread %ld time(s) during the steps (a partner thread found\n"
                "switched out by another program): the 2-thread figures are partly 1-thread ones.\n", backoffs);
     if (detail) print_detail(&gemms, &rb, reps, flops);
     replay_free(&rb);
