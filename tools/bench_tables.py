@@ -182,10 +182,11 @@ def t_train_step(results):
         found = [(ms[ch, i, t], i, t) for i in impls for t in counts if (ch, i, t) in ms]
         return min(found) if found else (0.0, "-", 0)
 
+    # the backend whose thread curve the table shows: the widest SIMD measured
+    widest = next((i for i in ("avx512", "neon", "avx2") if any(k[1] == i for k in ms)), "avx2")
     rows, ratios, checks = [], [], []
     for ch in ordered(chapters):
         ours, impl, ours_t = best(ch, ("avx512", "avx2", "neon"), sorted(threads))
-        widest = next((i for i in ("avx512", "neon", "avx2") if any((ch, i, t) in ms for t in threads)), "-")
         tb, _, tb_t = best(ch, ("torch",), fixed)
         speed = "%.1fx" % (ms[ch, "naive", 1] / ms[ch, "avx2", 1]) \
             if (ch, "naive", 1) in ms and (ch, "avx2", 1) in ms else "-"
@@ -199,20 +200,19 @@ def t_train_step(results):
                     [cell(ch, widest, 0)] + [cell(ch, "torch", t) for t in fixed] +
                     [speed, "%.2fx (%s / %dt)" % (vs, "%dt" % ours_t if ours_t else "default", tb_t)
                      if vs else "-"])
-    widest_name = next((i for i in ("avx512", "neon", "avx2") if any(k[1] == i for k in ms)), "avx2")
-    out = table(["chapter", "naive 1t", "avx2 1t"] + ["%s %dt" % (widest_name, t) for t in fixed] +
-                ["%s default" % widest_name] + ["torch %dt" % t for t in fixed] +
+    out = table(["chapter", "naive 1t", "avx2 1t"] + ["%s %dt" % (widest, t) for t in fixed] +
+                ["%s default" % widest] + ["torch %dt" % t for t in fixed] +
                 ["naive / avx2 (1t)", "torch / ours, each at its best (ours / torch threads)"], rows)
     counts = ", ".join([str(t) for t in fixed] + (["the default (all cores, each region's threads from the cost "
                                                    "model)"] if 0 in threads else []))
-    notes = ["", "Threads: %s. %s" % (counts, torch_config_line(results))]
+    summary = []
     if ratios:
-        notes += ["", "Ours at its best against PyTorch at its best: %.2f-%.2fx faster; %d of %d chapters at least 2x."
-                  % (min(ratios), max(ratios), sum(r >= 2.0 for r in ratios), len(ratios))]
+        summary.append("Ours at its best against PyTorch at its best: %.2f-%.2fx faster; %d of %d chapters at least 2x."
+                       % (min(ratios), max(ratios), sum(r >= 2.0 for r in ratios), len(ratios)))
     if checks:
-        notes[-1] += (" The default thread count against the best fixed count: %.2f-%.2fx the time, %d of %d "
-                      "chapters within 10%%." % (min(checks), max(checks), sum(c <= 1.10 for c in checks), len(checks)))
-    return out + notes
+        summary.append("The default thread count against the best fixed count: %.2f-%.2fx the time, %d of %d "
+                       "chapters within 10%%." % (min(checks), max(checks), sum(c <= 1.10 for c in checks), len(checks)))
+    return out + ["", "Threads: %s. %s" % (counts, torch_config_line(results))] + (["", " ".join(summary)] if summary else [])
 
 
 def t_busy(results):

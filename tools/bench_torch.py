@@ -539,17 +539,17 @@ def main():
     if args.child_threads:
         return child(args.results, args.child_threads, args.reps, args.profile)
     threads_list = args.threads or thread_list("1,2,0")
-    if args.profile:
-        capability = None if args.capability == "default" else args.capability
-        command = [sys.executable, os.path.abspath(__file__), "--results", args.results, "--reps", str(args.reps),
-                   "--child-threads", str(threads_list[0]), "--profile", args.profile]
-        return subprocess.run(command, env=fair_environment(threads_list[0], capability)).returncode
 
     batches = os.path.join(args.results, "train_step_batches.txt")
     tsv = os.path.join(args.results, "train_step.tsv")
     if not os.path.exists(batches) or not os.path.exists(tsv):
         print(f"bench_torch: {batches} or {tsv} missing: run build/bench/bench_train_step first", file=sys.stderr)
         return 1
+    if args.profile:
+        capability = None if args.capability == "default" else args.capability
+        command = [sys.executable, os.path.abspath(__file__), "--results", args.results, "--reps", str(args.reps),
+                   "--child-threads", str(threads_list[0]), "--profile", args.profile]
+        return subprocess.run(command, env=fair_environment(threads_list[0], capability)).returncode
     load = load_average()
     print(f"PyTorch, one training step, ms: median of {args.reps} steps after 2 warm-ups; load average {load:.2f}")
     if load > 0.5:
