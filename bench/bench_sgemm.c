@@ -432,7 +432,7 @@ int main(int argc, char **argv) {
     }
     if (threads_busy_backoffs() > 0)
         printf("\nnote: %ld time(s) a thread of ours was twice found switched out (late waits), and the\n"
-               "products of the next quarter second ran on one thread (common/kernels/matmul_blocked.c): some 2-thread\n"
+               "products of the next quarter second ran on one thread (common/kernels/threads.c): some 2-thread\n"
                "figures are partly 1-thread figures. Something else was using the CPU.\n", threads_busy_backoffs());
     if (has_neon)
         printf("\nopenblas = OpenBLAS as installed (%s kernels). 'of peak' = neon / the NEON FMA peak\n"

@@ -34,7 +34,7 @@
  * DIR/train_step_busy.tsv (chapter impl threads ms, impl = the backend name
  * followed by "+busy"). Two threads beside a busy program can be far slower
  * than one, because every product waits for whichever thread was switched
- * out; common/kernels/matmul_blocked.c detects that and falls back to one thread.
+ * out; common/kernels/threads.c detects that and falls back to one thread.
  *
  * A chapter joins by adding one entry to CHAPTERS below: its name, and a
  * create function that builds its model and batch. Prints figures and ratios;

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 /* How many threads a product takes is the cost model's (kernels/threads.h):
@@ -532,5 +531,5 @@ void sgemm_blocked_path(GemmPath path, const GemmKernel *kernel, int trans_a, in
                            lda, b_block, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
         if (t == 0) work_done_at = threads_now_ns();
     } /* the end of the region waits for every thread */
-    threads_note_join(work_done_at, work_done_at - started_at);
+    threads_note_join(started_at, work_done_at);
 }

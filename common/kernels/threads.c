@@ -90,7 +90,7 @@ static int decide(double work_ns, double bytes, double pieces, int cap) {
  * another program (a browser, a second training run) is running too, the
  * kernel's scheduler gives three busy threads two cores by turns, and a thread
  * of ours is regularly switched out for a few milliseconds. Its partner then
- * waits at the end of the product for that long, and a product that takes 50
+ * waits at the end of the region for that long, and a product that takes 50
  * microseconds takes 5 milliseconds: measured here with one busy-looping
  * process beside it, 2 threads ran a training step many times slower than 1.
  *
@@ -125,17 +125,18 @@ long long threads_now_ns(void) {
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Called by the calling thread after waiting for its partners since
- * waited_since, its own block having taken own_ns.
+/* Called by the calling thread after the region's join: it started its own
+ * block at `started` and finished it at `finished`, then waited for its
+ * partners until now.
  * One late wait alone is not enough: it takes a second one within
  * SECOND_STRIKE_NS. A busy program beside us makes late waits at almost
  * every product, so the second comes at once; the host's hiccups come alone. */
 static const long long SECOND_STRIKE_NS = 100 * 1000 * 1000; /* 0.1 s */
 static atomic_llong last_late_wait_ns;                        /* 0: never */
 
-void threads_note_join(long long waited_since, long long own_ns) {
+void threads_note_join(long long started, long long finished) {
     long long now = threads_now_ns();
-    long long wait_ns = now - waited_since;
+    long long wait_ns = now - finished, own_ns = finished - started;
     if (wait_ns <= LATE_NS || wait_ns <= own_ns) return;
     long long previous = atomic_exchange(&last_late_wait_ns, now);
     if (previous != 0 && now - previous < SECOND_STRIKE_NS) {

@@ -63,20 +63,20 @@ int threads_for_work(double work_ns, double bytes, double pieces, int cap);
 void threads_model_set(int on);
 
 /* The cap of a region starting now: the thread count; 1 inside a parallel
- * region (nested regions run on their caller's thread) or while sgemm has
+ * region (nested regions run on their caller's thread) or while a region has
  * found another program on our cores (threads_backed_off). */
 int threads_cap(void);
 
 /* Sharing the cores with another program (threads.c): every region of more
  * than one thread times its join. The calling thread reads threads_now_ns()
  * (CLOCK_MONOTONIC) as it starts its share and again as it finishes it, and
- * after the region calls threads_note_join(finished, finished - started).
+ * after the region calls threads_note_join(started, finished).
  * Two late waits for a switched-out partner (over 1 ms and over the caller's
  * own share) less than 0.1 s apart make threads_backed_off() 1 for the next
  * quarter second, and every region then runs on one thread.
  * threads_busy_backoffs() counts those quarter seconds, for benchmarks. */
 long long threads_now_ns(void);
-void threads_note_join(long long waited_since, long long own_ns);
+void threads_note_join(long long started, long long finished);
 int threads_backed_off(void);
 long threads_busy_backoffs(void);
 

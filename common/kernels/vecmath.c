@@ -179,7 +179,7 @@ static void vec_apply(VecFunction f, float *y, const float *x, int n) {
         if (count > 0) f(y + start, x + start, count);
         if (omp_get_thread_num() == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const float *x, int n) {
@@ -196,7 +196,7 @@ static void vec_apply_gradient(VecGradient f, float *dx, const float *dy, const 
         if (count > 0) f(dx + start, dy + start, x + start, count);
         if (omp_get_thread_num() == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 void vec_exp(float *y, const float *x, int n) {

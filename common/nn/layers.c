@@ -133,7 +133,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
         layernorm_forward_rows(out, mean, rstd, x, gamma, beta, n0, n1, D, eps);
         if (t == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 void layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
@@ -170,7 +170,7 @@ void softmax_forward(float *y, const float *x, int N, int C) {
         vec_softmax_rows(y + (size_t)n0 * C, x + (size_t)n0 * C, n1 - n0, C);
         if (t == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 /* Jacobian of softmax: dy_i/dx_j = y_i (delta_ij - y_j), so
@@ -191,7 +191,7 @@ void softmax_backward(float *dx, const float *dy, const float *y, int N, int C) 
         vec_softmax_backward_rows(dx + at, dy + at, y + at, n1 - n0, C);
         if (t == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 /* ------------------------------------------------------------------------ */

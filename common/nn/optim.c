@@ -97,7 +97,7 @@ void adam_step(Adam *opt, Params *p, float lr) {
         if (i0 < i1) adam_update_range(opt, p, lr, i0, i1, correction1, correction2);
         if (t == 0) done = threads_now_ns();
     }
-    threads_note_join(done, done - started);
+    threads_note_join(started, done);
 }
 
 /* Global L2 norm over every gradient; if it exceeds max_norm, every gradient
