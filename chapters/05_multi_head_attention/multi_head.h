@@ -9,7 +9,7 @@
  *   W_Q, W_K, W_V [D, H*D_H]     W_O [H*D_H, D_out]
  *   Q = X W_Q, K = X W_K, V = X W_V     [N, H*D_H], read as [H, N, D_H]
  *   E = Q K^T / sqrt(D_H)               [H, N, N]   one N x N block per head
- *   A = softmax(E, dim=-1)              [H, N, N]
+ *   A_h = softmax(E_h, dim=1)           [H, N, N]   per head, over the keys
  *   Y = A V                             [H, N, D_H], stored as [N, H*D_H]
  *   O = Y W_O + b_O                     [N, D_out]
  *
