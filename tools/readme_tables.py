@@ -74,8 +74,11 @@ says so. Each README is written to a temporary file next to it and renamed
 over it. With --check nothing is written: the exit status is 1 when a README
 would change (its name printed).
 
-Standard library only; DIR defaults to out, the READMEs to README.md and
-chapters/*/*.md.
+    teacher-*  the figures of the model answers in tests/coursework/TEACHER.md,
+               from the runs each question names (tools/teacher_tables.py).
+
+Standard library only; DIR defaults to out, the READMEs to README.md,
+chapters/*/*.md and tests/coursework/TEACHER.md.
 """
 import glob
 import json
@@ -787,6 +790,10 @@ def make_table(name, out_dir, readme):
         return table_vit(out_dir, readme)
     if re.fullmatch(r"[0-9][0-9]", name):
         return table_chapter(name, out_dir, readme)
+    if name.startswith("teacher-"):
+        # the model answers' figures (tests/coursework/TEACHER.md), from the runs the questions name
+        import teacher_tables
+        return teacher_tables.make_table(name, out_dir, readme, sys.modules[__name__])
     raise Failure("%s: unknown table <!-- results:%s --> (known: %s)" % (readme, name, TABLES))
 
 
@@ -889,7 +896,8 @@ def main(argv):
         return 0
     if not readmes:
         readmes = [os.path.relpath(p) for p in
-                   [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "*.md")))]
+                   [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "chapters", "*", "*.md")))
+                   + [os.path.join(ROOT, "tests", "coursework", "TEACHER.md")]]
 
     updates = []                  # every README is rewritten in memory first
     for readme in readmes:
