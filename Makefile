@@ -170,7 +170,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check all run compare length-ood gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check all run compare length-ood teacher-runs gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -297,6 +297,11 @@ caption-compare: deps-run all
 # One program at a time, one thread each (tools/compare_seq2seq.sh); then the two tables.
 compare: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/compare_seq2seq.sh
+
+# The runs the coursework questions name, under out/teacher/, for TEACHER.md's model answers
+# (tools/teacher_runs.sh; about 45 minutes; then make readme).
+teacher-runs: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/teacher_runs.sh
 
 test: deps-test
 	@$(MAKE) --no-print-directory _build_tests
