@@ -1,7 +1,7 @@
 /* test_util.c - the small helpers: mkdir -p, atomic writes (the old file
  * survives an abandoned write, no temporary file is left behind),
  * read_whole_file on plain and gzip files, aligned allocation, results.json
- * (JSON escaping, %.6g numbers, null for NaN/inf, replacing a key), where an
+ * (JSON escaping, exact numbers, null for NaN/inf, replacing a key), where an
  * evaluation (--load) writes, and the plain-log mode of the progress line. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -305,7 +305,7 @@ static void test_results_json(void **state) {
         "  \"steps\": 2000,\n"
         "  \"loss\": null,\n"
         "  \"ppl\": null,\n"
-        "  \"third\": 0.333333,\n"
+        "  \"third\": 0.3333333333333333,\n"
         "  \"quo\\\"te\": \"x\"\n"
         "}\n";
     assert_string_equal(text, expected);

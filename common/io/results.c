@@ -1,9 +1,12 @@
 /* results.c - the flat results.json every run writes (see results.h).
  *
  * Values are stored already JSON-encoded: a string value with its quotes and
- * escapes, a number printed with %.6g (JSON has no NaN or Infinity, so a
- * non-finite number is written as null). Setting a key again replaces its
- * value, so the file never holds duplicate keys. */
+ * escapes, a number exactly (json_number: an integer as an integer, any other
+ * value with the fewest digits that read back to the same float or double;
+ * JSON has no NaN or Infinity, so a non-finite number is written as null). A
+ * config value that is an id (a key ending in _crc: hex digits) stays a
+ * string. Setting a key again replaces its value, so the file never holds
+ * duplicate keys. */
 #include "io/results.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -75,10 +78,30 @@ void results_set_str(Results *r, const char *key, const char *value) {
     set_encoded(r, key, encoded);
 }
 
+/* value as JSON that reads back to the same number: an integer below 2^53
+ * with all its digits (2385408, never 2.38541e+06); a value that is a float
+ * widened to double (a loss, a rate) with the fewest digits (at most 9) that
+ * strtof reads back to that float, so 0.0003f is 0.0003; any other double
+ * with the fewest (at most 17) that strtod reads back; null when not finite. */
+static void json_number(char *out, size_t cap, double value) {
+    if (!isfinite(value)) {
+        snprintf(out, cap, "null");
+        return;
+    }
+    if (value == floor(value) && fabs(value) < 9007199254740992.0) {    /* 2^53: every integer exact */
+        snprintf(out, cap, "%.0f", value);
+        return;
+    }
+    int is_float = fabs(value) <= 3.4e38 && (double)(float)value == value;
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(out, cap, "%.*g", digits, value);
+        if (is_float ? (double)strtof(out, NULL) == value : strtod(out, NULL) == value) return;
+    }
+}
+
 void results_set_num(Results *r, const char *key, double value) {
     char encoded[64];
-    if (isfinite(value)) snprintf(encoded, sizeof encoded, "%.6g", value);
-    else snprintf(encoded, sizeof encoded, "null");
+    json_number(encoded, sizeof encoded, value);
     set_encoded(r, key, encoded);
 }
 
@@ -106,7 +129,9 @@ void results_set_config(Results *r, const char *config) {
             snprintf(value, sizeof value, "%.*s", (int)(nl - eq - 1), eq + 1);
             char *end;
             double num = strtod(value, &end);
-            if (end != value && *end == '\0') results_set_num(r, key, num);
+            size_t key_len = strlen(key);
+            int is_id = key_len >= 4 && strcmp(key + key_len - 4, "_crc") == 0;   /* hex: 57522811 is no number */
+            if (!is_id && end != value && *end == '\0') results_set_num(r, key, num);
             else results_set_str(r, key, value);
         }
         line = *nl ? nl + 1 : nl;
@@ -126,6 +151,30 @@ static const char *json_value(const char *json, const char *key, int *len) {
     if (end > value && end[-1] == ',') end--;
     *len = (int)(end - value);
     return value;
+}
+
+/* Whether a results.json value (len characters) and an encoded one mean the
+ * same: the same text, or two numbers that agree to 6 digits (files written
+ * before numbers were exact kept %.6g: 2.38541e+06 for 2385408), where a
+ * quoted id counts as its digits ("57522811" and 5.75228e+07). */
+static int same_value(const char *old, int len, const char *now) {
+    if (len == (int)strlen(now) && strncmp(old, now, (size_t)len) == 0) return 1;
+    char a[64], b[64];
+    const char *texts[2] = {old, now};
+    int lens[2] = {len, (int)strlen(now)};
+    char *outs[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        const char *t = texts[i];
+        int n = lens[i];
+        if (n >= 2 && t[0] == '"' && t[n - 1] == '"') t++, n -= 2;
+        if (n <= 0 || n >= 48) return 0;
+        char digits[48], *end;
+        snprintf(digits, sizeof digits, "%.*s", n, t);
+        double v = strtod(digits, &end);
+        if (end == digits || *end != '\0') return 0;
+        snprintf(outs[i], 64, "%.6g", v);
+    }
+    return strcmp(a, b) == 0;
 }
 
 int results_note_other_run(const char *out_dir, const char *config) {
@@ -148,8 +197,7 @@ int results_note_other_run(const char *out_dir, const char *config) {
     for (int i = 0; steps && atof(steps) > 0 && i < mine.n && !noted; i++) {
         int old_len = 0;
         const char *old = json_value(json, mine.keys[i], &old_len);
-        if (old && old_len == (int)strlen(mine.values[i]) && strncmp(old, mine.values[i], (size_t)old_len) == 0)
-            continue;
+        if (old && same_value(old, old_len, mine.values[i])) continue;
         printf("note: %s holds the results of a training run with another configuration (%s: %.*s there, %s "
                "now): this run replaces its files of the same names, and its other files stay beside them\n",
                out_dir, mine.keys[i], old ? (old_len > 60 ? 60 : old_len) : 7, old ? old : "missing",
