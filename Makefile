@@ -20,6 +20,8 @@
 #   make coursework-check  every chapter's student tree: builds warning-free, stubs 0 points,
 #                   each solution alone its own points, all of them full marks (CHAPTER=NN: one)
 #   make readme     rewrite the READMEs' results tables from out/*/results.json (after make run)
+#   make figures    redraw the texts' pictures through chapters/FIGURES.tsv (CHAPTER=NN: one chapter)
+#   make figures-check  the make-run pictures in img/ against a fresh make run's, byte for byte
 #   make doc-check  every command the READMEs show: the cheap ones run (after make run), the rest's flags checked
 #   make compare    chapters 01, 02, 03, 06 on the same seq2seq tasks and budget (about 30 min; out/compare/)
 #   make length-ood trained on reverse 5-40, tested on 41-80: three positions and chapter 02 (out/length_ood/)
@@ -170,7 +172,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check all run compare length-ood teacher-runs gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -267,8 +269,11 @@ run: deps-run all
 	@set -e; start=$$(date +%s.%N); for c in $(PROGRAMS); do \
 	  echo "=== $$c"; t0=$$(date +%s.%N); ./$(BUILD)/$$c --out out/$$c; \
 	  echo "=== $$c: $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done; \
+	BUILD=$(BUILD) OUT=out bash tools/side_by_side.sh; \
 	echo; echo "All chapters: $$(awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; echo
 	@bash tools/results_table.sh $(PROGRAMS:%=out/%/results.json)
+	@echo; echo "Each idea beside the one before it, on the same data:"; echo
+	@/usr/bin/python3 tools/readme_tables.py --out out --print side-by-side
 
 define RUN_RULE
 run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(BUILD)/$(1) $(patsubst %,$(BUILD)/%,$(call extra_programs,$(1)))
@@ -405,6 +410,19 @@ golden: deps-twin
 OUT ?= out
 readme:
 	@/usr/bin/python3 tools/readme_tables.py --out $(OUT)
+
+# The figure manifest, chapters/FIGURES.tsv (tools/figures.py): make figures
+# redraws every picture a text shows (CHAPTER=NN: that chapter's; MAX_MINUTES=m:
+# leave out the commands that take longer, and say which), copies it into img/
+# and stamps the commit it was drawn at (the code behind it must be committed).
+# make figures-check compares the make-run pictures with the last make run's, byte
+# for byte; make test checks that no picture is older than its code.
+figures: all
+	@/usr/bin/python3 tools/figures.py draw --build $(BUILD) $(if $(CHAPTER),--chapter $(CHAPTER)) \
+	  $(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES))
+
+figures-check:
+	@/usr/bin/python3 tools/figures.py check-run --out $(OUT)
 
 # Every ./build/... and make line of the READMEs' code blocks (tools/doc_check.py):
 # --help, --compose and --load commands run against make run's checkpoints, a

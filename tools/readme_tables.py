@@ -18,6 +18,9 @@ A README marks a generated table with two lines of their own:
 NAME is one of
     make-run   one row per chapter, as tools/results_table.sh prints it, from
                DIR/NN_*/results.json of every chapter (what `make run` writes);
+    side-by-side  each chapter's idea beside the one before it (or a baseline
+               without it) on the same data: SIDE_BY_SIDE below, from make
+               run's results and tools/side_by_side.sh's runs;
     NN         (e.g. 04, 05) chapter NN's runs, one row each, from
                DIR/NN_*/results.json: every key <run>_exact_match other than
                test_exact_match is a run, with <run>_token_acc, _final_loss,
@@ -103,7 +106,7 @@ class Missing(Failure):
 
 
 # The tables that `make run` alone fills: their results must be there.
-MAKE_RUN_TABLES = ("make-run", "vit-07", "gpt")
+MAKE_RUN_TABLES = ("make-run", "side-by-side", "vit-07", "gpt")
 
 
 def chapters():
@@ -751,13 +754,97 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
+
+
+# The side-by-side table (make run's last table): each chapter's idea beside the one before it, or a baseline
+# without it, on the same data and budget. (chapter, idea, data and measure, [before: (label, dir, key)],
+# [after: (label, dir, key)], lower_is_better). A directory is out/DIR/results.json of make run (the chapters'
+# own runs and tools/side_by_side.sh's). Seed runs, when made (tools/side_by_side.sh --seeds), are
+# DIR/seeds/NAME_seedK/results.json with the same keys; their spread decides "win" or "tie".
+SIDE_BY_SIDE = [
+    ("02", "a context per output step (attention) instead of one fixed context", "reverse 5-40 letters, exact match",
+     ("01: fixed context c = h_T", "01_reverse40", "test_exact_match"),
+     ("02: additive attention", "02_reverse40", "test_exact_match"), False),
+    ("03", "the dot-product layer, read after the decoder's step", "reverse 5-40 letters, exact match",
+     ("02: additive, read before the step", "02_reverse40", "test_exact_match"),
+     ("03: scaled dot, after the step", "03_reverse40", "test_exact_match"), False),
+    ("04", "positions added to the tokens", "reverse 8 digits, exact match",
+     ("04: no positions", "04_self_attention", "reverse_none_exact_match"),
+     ("04: sinusoidal positions", "04_self_attention", "reverse_sinusoidal_exact_match"), False),
+    ("05", "4 heads instead of 1 of the same total width", "count + next digit, exact match",
+     ("05: H = 1", "05_multi_head_attention", "count_next_h1_exact_match"),
+     ("05: H = 4", "05_multi_head_attention", "count_next_h4_exact_match"), False),
+    ("06", "the transformer instead of a recurrent encoder-decoder", "dates, exact match",
+     ("02: GRU with additive attention", "02_bahdanau_attention", "test_exact_match"),
+     ("06: 2 + 2 blocks", "06_transformer", "test_exact_match"), False),
+    ("06 GPT", "causal self-attention over 128 characters instead of counts of 2", "Brown characters, test bpc",
+     ("Kneser-Ney trigram", "06_gpt", "kn_trigram_test"),
+     ("GPT, 4 blocks", "06_gpt", "test_bpc"), True),
+    ("07", "patches through a transformer instead of pixels through an MLP", "Fashion-MNIST, test accuracy",
+     ("07_mlp: MLP on pixels", "07_mlp", "test_exact_match"),
+     ("07: ViT, patch 7", "07_vision_transformer", "test_exact_match"), False),
+    ("07 caption", "attention over the grid of patches instead of their mean", "2 x 2 scenes, exact caption",
+     ("pool: one vector", "07_caption_pool", "test_exact_match"),
+     ("attend: additive attention", "07_caption", "test_exact_match"), False),
+]
+
+
+def side_value(out_dir, directory, key, readme):
+    data = read_results(os.path.join(out_dir, directory, "results.json"), "side-by-side", readme,
+                        "run `make run` first")
+    return number(data, key, os.path.join(out_dir, directory, "results.json"))
+
+
+def seed_values(out_dir, directory, key):
+    """The figure of every seed run of DIR (DIR/seeds/*/results.json), [] when none were made."""
+    values = []
+    for path in sorted(glob.glob(os.path.join(out_dir, directory, "seeds", "*", "results.json"))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                values.append(float(json.load(f)[key]))
+        except (OSError, ValueError, KeyError):
+            raise Failure("%s: no number %s in it" % (path, key))
+    return values
+
+
+def table_side_by_side(out_dir, readme):
+    rows, n_seeds = [], set()
+    for chapter, idea, data, before, after, lower in SIDE_BY_SIDE:
+        b = side_value(out_dir, before[1], before[2], readme)
+        a = side_value(out_dir, after[1], after[2], readme)
+        show = (lambda x: "%.3f" % x) if lower else pct
+        # the spread: the range of each side over its seeds (the make-run run is seed 1); a win needs the two
+        # ranges apart
+        bs, as_ = [b] + seed_values(out_dir, before[1], before[2]), [a] + seed_values(out_dir, after[1], after[2])
+        if len(bs) > 1 and len(bs) == len(as_):
+            n_seeds.add(len(bs))
+            better = (max(as_) < min(bs)) if lower else (min(as_) > max(bs))
+            worse = (min(as_) > max(bs)) if lower else (max(as_) < min(bs))
+            verdict = "**win**" if better else ("loss" if worse else "tie")
+            spread = "%s-%s / %s-%s" % (show(min(bs)), show(max(bs)), show(min(as_)), show(max(as_)))
+        else:
+            verdict, spread = "one seed", "-"
+        rows.append("| %s | %s | %s | %s %s | %s %s | %s | %s |" % (chapter, idea, data, before[0] + ":", show(b),
+                                                                 after[0] + ":", show(a), spread, verdict))
+    table = ["| chapter | the idea | data, measure | before | with the idea | range over seeds (before / with) "
+             "| verdict |", "|---|---|---|---|---|---|---|"] + rows
+    if n_seeds:
+        seeds = ("%d seeds each (`bash tools/side_by_side.sh --seeds`): a win when the ranges do not overlap, "
+                 "otherwise a tie" % max(n_seeds))
+    else:
+        seeds = "one seed each: no verdict without the seed runs (`bash tools/side_by_side.sh --seeds`)"
+    caption = ("From `make run`'s `out/*/results.json` (the chapters' quick defaults and `tools/side_by_side.sh`'s "
+               "runs); %s. `make readme` rewrites this table." % seeds)
+    return table, caption
 
 
 def make_table(name, out_dir, readme):
     if name == "make-run":
         return table_make_run(out_dir, readme)
+    if name == "side-by-side":
+        return table_side_by_side(out_dir, readme)
     if name == "compare-06":
         return table_compare(out_dir, readme)
     if name == "compare-06-length":

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# side_by_side.sh - the runs that put a chapter's idea beside the one before it on the same data, which the
+# chapters' own quick defaults do not already make (make run calls it after the chapters; the table is
+# `tools/readme_tables.py --print side-by-side`):
+#   01, 02, 03 on reverse 5-40 (a fixed context, additive attention, the dot-product layer; the same steps and
+#                batch, chapter 01 at S = 96, E = 32 for about chapter 02's parameters),
+#   07_caption --model pool (the captioner without attention, beside make run's attend).
+# The others come from the chapters' own runs: 04's positions against none, 05's heads at equal width, 06 and
+# 02 on dates, the GPT against its n-gram baselines, 07's ViT against 07_mlp (an MLP on the pixels).
+#
+#   bash tools/side_by_side.sh            the runs above (BUILD=build OUT=out by default)
+#   bash tools/side_by_side.sh --seeds    seeds 2 and 3 of every run the table reads, chapters' runs included,
+#                                         into OUT/NAME/seeds/seedK/ (about twice make run's time): the spread
+#                                         that decides "win" or "tie" (make run's own runs are seed 1)
+# Every run is made anew, as make run's chapters are, into OUT/NAME (its command in OUT/NAME/command.txt).
+set -euo pipefail
+BUILD=${BUILD:-build}
+OUT=${OUT:-out}
+SEEDS=""
+case "${1:-}" in
+  "") ;;
+  --seeds) SEEDS="2 3" ;;
+  *) echo "side_by_side: unknown argument '$1' (expected nothing or --seeds)" >&2; exit 2 ;;
+esac
+run() {   # NAME COMMAND...: ./$BUILD/COMMAND --out $OUT/NAME (with --seeds: each seed K into $OUT/NAME/seeds/seedK)
+  local name=$1; shift
+  if [ -n "$SEEDS" ]; then
+    local k
+    for k in $SEEDS; do one "$name/seeds/seed$k" "$@" --seed "$k"; done
+  else
+    one "$name" "$@"
+  fi
+}
+one() {
+  local name=$1; shift
+  local dir="$OUT/$name" cmd="./$BUILD/$* --out $OUT/$name"
+  echo "=== $name: $cmd"
+  local t0; t0=$(date +%s.%N)
+  $cmd
+  echo "$cmd" > "$dir/command.txt"
+  echo "=== $name: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+}
+run 01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
+run 02_reverse40 02_bahdanau_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
+run 03_reverse40 03_dot_product_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
+run 07_caption_pool 07_caption --model pool
+if [ -n "$SEEDS" ]; then   # the chapters' own quick defaults that the table reads
+  for p in 02_bahdanau_attention 04_self_attention 05_multi_head_attention 06_transformer 06_gpt \
+           07_vision_transformer 07_mlp 07_caption; do
+    run "$p" "$p"
+  done
+fi
