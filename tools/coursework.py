@@ -356,6 +356,29 @@ def student_makefile(nn, name):
     return head + text[cut:]
 
 
+LINK = re.compile(r"\[([^\]]+)\]\(([^()\s#]+)(#[^()\s]*)?\)")
+
+
+def tree_links(path, text, present, sheet):
+    """A text copied into the tree with its links kept true: a link to the chapter's sheet goes to ASSIGNMENT.md;
+    a link to a file the tree does not have (tests, later chapters, tools) keeps its words, marked as a file of
+    the full project, without the link."""
+    folder = os.path.dirname(path)
+
+    def keep_or_unlink(m):
+        words, target, anchor = m.group(1), m.group(2), m.group(3) or ""
+        if re.match(r"[a-z]+:", target):
+            return m.group(0)
+        where = os.path.normpath(os.path.join(folder, target))
+        if where == sheet:
+            return f"[{words}]({os.path.relpath('ASSIGNMENT.md', folder or '.')})"
+        if where in present or any(p.startswith(where + "/") for p in present):
+            return m.group(0)
+        return f"{words} (`{where}` in the full project)"
+
+    return LINK.sub(keep_or_unlink, text)
+
+
 def write_tree(nn, names, exercises, out, keep):
     name = names[nn]
     tree = os.path.join(out, name)
@@ -373,8 +396,13 @@ def write_tree(nn, names, exercises, out, keep):
     write_if_changed(os.path.join(tree, "common/util/coursework_todo.c"), source=os.path.join(ROOT, todo + ".c"))
     files = tree_files(nn, names)
     write_if_changed(os.path.join(tree, "Makefile"), text=student_makefile(nn, name))
+    present = set(files) | {"ASSIGNMENT.md", "README.md", "ANSWERS.md", "coursework.json"}
+    sheet = f"tests/coursework/sheets/{name}.md"
     for path in files:   # first the plain copies: compiling a stubbed file needs the tree's headers
-        if path not in marked and path != "Makefile":
+        if path.endswith(".md"):
+            with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                write_if_changed(os.path.join(tree, path), text=tree_links(path, f.read(), present, sheet))
+        elif path not in marked and path != "Makefile":
             write_if_changed(os.path.join(tree, path), source=os.path.join(ROOT, path))
     for path in files:
         if path in marked:
