@@ -27,7 +27,10 @@ run() {
   local name=$1 result=$2 program=$3
   shift 3
   local dir="$DIR/$name"
-  local cmd="$program $* --out $dir"      # command.txt: the same for any BUILD
+  local cmd=$program a                     # command.txt: the same for any BUILD, quoted where needed
+  for a in "$@" --out "$dir"; do
+    case "$a" in *[!A-Za-z0-9_./,=:+-]* | '') cmd="$cmd \"$a\"" ;; *) cmd="$cmd $a" ;; esac
+  done
   if [ -f "$dir/$result" ] && [ -f "$dir/log.txt" ] && [ "$(cat "$dir/command.txt" 2>/dev/null)" = "$cmd" ]; then
     echo "$name: reused ($dir/command.txt: same command, $dir/$result there)"
     return 0
@@ -69,9 +72,8 @@ run 01_q2_gru results.json 01_rnn_seq2seq --cell gru
 run 03_q1 scaling_entropy.dat 03_dot_product_attention --scaling-experiment
 run 03_q2_dot results.json 03_dot_product_attention --score dot --state 256 --steps 1000
 run 03_q2_scaled results.json 03_dot_product_attention --score scaled_dot --state 256 --steps 1000
-# 07 Q1: the patch-size table; Q2: one change at a time from the default.
-run 07_q1 patch_table.md 07_vision_transformer --patch 14,7,4 --steps 1000 --pictures 0
-run 07_q2_default results.json 07_vision_transformer
+# 07 Q1: the patch-size table; Q2: one change at a time from make run-07's default.
+run 07_q1 results.json 07_vision_transformer --patch 14,7,4 --steps 1000 --pictures 0
 run 07_q2_sin2d results.json 07_vision_transformer --pos sinusoidal2d --pictures 0
 run 07_q2_mean results.json 07_vision_transformer --pool mean --pictures 0
 
