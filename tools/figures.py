@@ -20,7 +20,8 @@ The manifest has one row per image, tab-separated:
               of build/ binaries, or -); their sources are read from the
               binaries' debug information: every .c file linked into them,
               and the .h beside each
-    also      other files that decide it (scripts, data; comma-separated, or -)
+    also      other files that decide it (scripts, data, the sources of a program
+              that `make all` does not build; comma-separated paths or globs, or -)
     source    the file the command writes, copied to `image`
     command   the shell command, run from the repository's root
 
@@ -51,7 +52,8 @@ import sys
 
 COLUMNS = ["image", "drawn_at", "minutes", "kind", "programs", "also", "source", "command"]
 KINDS = ("run", "timing", "experiment")
-IMAGE_EXT = (".png", ".pgm", ".jpg", ".svg")
+# img/*.pgm are inputs a text hands to a program (--image), not pictures it drew
+IMAGE_EXT = (".png", ".jpg", ".svg")
 
 
 class ManifestError(Exception):
@@ -134,7 +136,12 @@ def program_sources(repo, build, program, cache={}):
 
 
 def row_files(repo, build, row):
-    files = set(split_list(row["also"]))
+    files = set()
+    for pattern in split_list(row["also"]):   # a path, or a glob such as chapters/06_transformer/*.c
+        found = glob.glob(os.path.join(repo, pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not found:
+            raise ManifestError(f"{row['image']}: '{pattern}' (its 'also' column) matches no file")
+        files.update(os.path.relpath(f, repo) if os.path.isabs(f) else f for f in found)
     for program in split_list(row["programs"]):
         files.update(program_sources(repo, build, program))
     return sorted(files)
@@ -147,7 +154,7 @@ def shown_images(repo):
         folder = os.path.dirname(text)
         with open(text, encoding="utf-8") as f:
             body = f.read()
-        for name in re.findall(r"img/([A-Za-z0-9_.-]+\.(?:png|pgm|jpg|svg))", body):
+        for name in re.findall(r"img/([A-Za-z0-9_.-]+\.(?:png|jpg|svg))", body):
             image = os.path.relpath(os.path.join(folder, "img", name), repo)
             shown.setdefault(image, []).append(os.path.relpath(text, repo))
     return shown

@@ -764,30 +764,30 @@ TABLES = ("make-run, side-by-side, compare-06, compare-06-length, length-ood, gp
 # own runs and tools/side_by_side.sh's). Seed runs, when made (tools/side_by_side.sh --seeds), are
 # DIR/seeds/NAME_seedK/results.json with the same keys; their spread decides "win" or "tie".
 SIDE_BY_SIDE = [
-    ("02", "a context per output step (attention) instead of one fixed context", "reverse 5-40 letters, exact match",
-     ("01: fixed context c = h_T", "01_reverse40", "test_exact_match"),
-     ("02: additive attention", "02_reverse40", "test_exact_match"), False),
-    ("03", "the dot-product layer, read after the decoder's step", "reverse 5-40 letters, exact match",
-     ("02: additive, read before the step", "02_reverse40", "test_exact_match"),
-     ("03: scaled dot, after the step", "03_reverse40", "test_exact_match"), False),
-    ("04", "positions added to the tokens", "reverse 8 digits, exact match",
-     ("04: no positions", "04_self_attention", "reverse_none_exact_match"),
-     ("04: sinusoidal positions", "04_self_attention", "reverse_sinusoidal_exact_match"), False),
-    ("05", "4 heads instead of 1 of the same total width", "count + next digit, exact match",
-     ("05: H = 1", "05_multi_head_attention", "count_next_h1_exact_match"),
-     ("05: H = 4", "05_multi_head_attention", "count_next_h4_exact_match"), False),
-    ("06", "the transformer instead of a recurrent encoder-decoder", "dates, exact match",
-     ("02: GRU with additive attention", "02_bahdanau_attention", "test_exact_match"),
-     ("06: 2 + 2 blocks", "06_transformer", "test_exact_match"), False),
-    ("06 GPT", "causal self-attention over 128 characters instead of counts of 2", "Brown characters, test bpc",
+    ("02", "attention", "reverse 5-40, exact match",
+     ("01 fixed context", "01_reverse40", "test_exact_match"),
+     ("02 additive attention", "02_reverse40", "test_exact_match"), False),
+    ("03", "the dot-product layer", "reverse 5-40, exact match",
+     ("02 additive, before the step", "02_reverse40", "test_exact_match"),
+     ("03 scaled dot, after the step", "03_reverse40", "test_exact_match"), False),
+    ("04", "positions", "reverse digits, exact match",
+     ("none", "04_self_attention", "reverse_none_exact_match"),
+     ("sinusoidal", "04_self_attention", "reverse_sinusoidal_exact_match"), False),
+    ("05", "heads at equal width", "count + next, exact match",
+     ("H = 1", "05_multi_head_attention", "count_next_h1_exact_match"),
+     ("H = 4", "05_multi_head_attention", "count_next_h4_exact_match"), False),
+    ("06", "the transformer", "dates, exact match",
+     ("02 GRU + attention", "02_bahdanau_attention", "test_exact_match"),
+     ("06 2 + 2 blocks", "06_transformer", "test_exact_match"), False),
+    ("06 GPT", "causal self-attention", "Brown, test bpc",
      ("Kneser-Ney trigram", "06_gpt", "kn_trigram_test"),
-     ("GPT, 4 blocks", "06_gpt", "test_bpc"), True),
-    ("07", "patches through a transformer instead of pixels through an MLP", "Fashion-MNIST, test accuracy",
-     ("07_mlp: MLP on pixels", "07_mlp", "test_exact_match"),
-     ("07: ViT, patch 7", "07_vision_transformer", "test_exact_match"), False),
-    ("07 caption", "attention over the grid of patches instead of their mean", "2 x 2 scenes, exact caption",
-     ("pool: one vector", "07_caption_pool", "test_exact_match"),
-     ("attend: additive attention", "07_caption", "test_exact_match"), False),
+     ("GPT", "06_gpt", "test_bpc"), True),
+    ("07", "patches and attention", "Fashion-MNIST, test accuracy",
+     ("MLP on pixels", "07_mlp", "test_exact_match"),
+     ("ViT", "07_vision_transformer", "test_exact_match"), False),
+    ("07 caption", "attention over the grid", "scenes, exact caption",
+     ("pool", "07_caption_pool", "test_exact_match"),
+     ("attend", "07_caption", "test_exact_match"), False),
 ]
 
 
@@ -828,8 +828,8 @@ def table_side_by_side(out_dir, readme):
             verdict, spread = "one seed", "-"
         rows.append("| %s | %s | %s | %s %s | %s %s | %s | %s |" % (chapter, idea, data, before[0] + ":", show(b),
                                                                  after[0] + ":", show(a), spread, verdict))
-    table = ["| chapter | the idea | data, measure | before | with the idea | range over seeds (before / with) "
-             "| verdict |", "|---|---|---|---|---|---|---|"] + rows
+    table = ["| chapter | idea | data | without | with | seeds' range | verdict |",
+             "|---|---|---|---|---|---|---|"] + rows
     if n_seeds:
         seeds = ("%d seeds each (`bash tools/side_by_side.sh --seeds`): a win when the ranges do not overlap, "
                  "otherwise a tie" % max(n_seeds))
