@@ -21,6 +21,8 @@ NAME is one of
     side-by-side  each chapter's idea beside the one before it (or a baseline
                without it) on the same data: SIDE_BY_SIDE below, from make
                run's results and tools/side_by_side.sh's runs;
+    reverse40  make run's reverse 5-40 runs of chapters 01, 02 and 03 (and 03 in
+               chapter 02's placement), exact match by input length;
     NN         (e.g. 04, 05) chapter NN's runs, one row each, from
                DIR/NN_*/results.json: every key <run>_exact_match other than
                test_exact_match is a run, with <run>_token_acc, _final_loss,
@@ -106,7 +108,7 @@ class Missing(Failure):
 
 
 # The tables that `make run` alone fills: their results must be there.
-MAKE_RUN_TABLES = ("make-run", "side-by-side", "vit-07", "gpt")
+MAKE_RUN_TABLES = ("make-run", "side-by-side", "reverse40", "vit-07", "gpt")
 
 
 def chapters():
@@ -754,7 +756,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -840,11 +842,44 @@ def table_side_by_side(out_dir, readme):
     return table, caption
 
 
+# make run's reverse 5-40 runs (tools/side_by_side.sh): the same task, steps and batch for chapters 01, 02 and 03,
+# and chapter 03's layer in chapter 02's placement.
+REVERSE40 = [("01: fixed context", "01_reverse40"), ("02: additive attention", "02_reverse40"),
+             ("03: scaled dot, after the step", "03_reverse40"),
+             ("03: scaled dot, before the step", "03_reverse40_bahdanau")]
+
+
+def table_reverse40(out_dir, readme):
+    found = []
+    for label, directory in REVERSE40:
+        path, d = read_results(os.path.join(out_dir, directory, "results.json"), "reverse40", readme,
+                               "run `make run` first")
+        found.append((label, path, d))
+    buckets = length_buckets(found[0][2])
+    lines = ["| input length | " + " | ".join(label for label, _, _ in found) + " |",
+             "|---|" + "---|" * len(found)]
+    for lo, hi in buckets:
+        lines.append("| %d - %d | " % (lo, hi) + " | ".join(
+            pct(number(d, "test_exact_len_%d_%d" % (lo, hi), path)) for _, path, d in found) + " |")
+    lines.append("| **all** | " + " | ".join("**%s**" % pct(number(d, "test_exact_match", path))
+                                             for _, path, d in found) + " |")
+    lines.append("| parameters | " + " | ".join("{:,}".format(int(number(d, "parameters", path)))
+                                               for _, path, d in found) + " |")
+    caption = ("Reverse, strings of 5-40 letters: test exact match by input length, %d steps of %d, seed %d. From "
+               "`make run`'s `out/{%s}/results.json` (`tools/side_by_side.sh`; %s). `make readme` rewrites this table."
+               % (int(number(found[0][2], "steps", found[0][1])), int(number(found[0][2], "batch", found[0][1])),
+                  int(number(found[0][2], "seed", found[0][1])), ",".join(dr for _, dr in REVERSE40),
+                  conditions([d for _, _, d in found])))
+    return lines, caption
+
+
 def make_table(name, out_dir, readme):
     if name == "make-run":
         return table_make_run(out_dir, readme)
     if name == "side-by-side":
         return table_side_by_side(out_dir, readme)
+    if name == "reverse40":
+        return table_reverse40(out_dir, readme)
     if name == "compare-06":
         return table_compare(out_dir, readme)
     if name == "compare-06-length":

@@ -3,7 +3,8 @@
 # chapters' own quick defaults do not already make (make run calls it after the chapters; the table is
 # `tools/readme_tables.py --print side-by-side`):
 #   01, 02, 03 on reverse 5-40 (a fixed context, additive attention, the dot-product layer; the same steps and
-#                batch, chapter 01 at S = 96, E = 32 for about chapter 02's parameters),
+#                batch, chapter 01 at S = 96, E = 32 for about chapter 02's parameters), and 03 in chapter 02's
+#                placement (the query is the previous state, the context feeds the next: chapter 03's README),
 #   07_caption --model pool (the captioner without attention, beside make run's attend).
 # The others come from the chapters' own runs: 04's positions against none, 05's heads at equal width, 06 and
 # 02 on dates, the GPT against its n-gram baselines, 07's ViT against 07_mlp (an MLP on the pixels).
@@ -43,6 +44,8 @@ one() {
 run 01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
 run 02_reverse40 02_bahdanau_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
 run 03_reverse40 03_dot_product_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
+[ -n "$SEEDS" ] || one 03_reverse40_bahdanau 03_dot_product_attention --task reverse --min-len 5 --max-len 40 \
+  --batch 32 --steps 2000 --placement bahdanau
 run 07_caption_pool 07_caption --model pool
 if [ -n "$SEEDS" ]; then   # the chapters' own quick defaults that the table reads
   for p in 02_bahdanau_attention 04_self_attention 05_multi_head_attention 06_transformer 06_gpt \
