@@ -767,11 +767,11 @@ TABLES = ("make-run, side-by-side, reverse40, compare-06, compare-06-length, len
 # DIR/seeds/NAME_seedK/results.json with the same keys; their spread decides "win" or "tie".
 SIDE_BY_SIDE = [
     ("02", "attention", "reverse 5-40, exact match",
-     ("01 fixed context", "01_reverse40", "test_exact_match"),
-     ("02 additive attention", "02_reverse40", "test_exact_match"), False),
+     ("01 fixed context", "side_by_side/01_reverse40", "test_exact_match"),
+     ("02 additive attention", "side_by_side/02_reverse40", "test_exact_match"), False),
     ("03", "the dot-product layer", "reverse 5-40, exact match",
-     ("02 additive, before the step", "02_reverse40", "test_exact_match"),
-     ("03 scaled dot, after the step", "03_reverse40", "test_exact_match"), False),
+     ("02 additive, before the step", "side_by_side/02_reverse40", "test_exact_match"),
+     ("03 scaled dot, after the step", "side_by_side/03_reverse40", "test_exact_match"), False),
     ("04", "positions", "reverse digits, exact match",
      ("none", "04_self_attention", "reverse_none_exact_match"),
      ("sinusoidal", "04_self_attention", "reverse_sinusoidal_exact_match"), False),
@@ -788,7 +788,7 @@ SIDE_BY_SIDE = [
      ("MLP on pixels", "07_mlp", "test_exact_match"),
      ("ViT", "07_vision_transformer", "test_exact_match"), False),
     ("07 caption", "attention over the grid", "scenes, exact caption",
-     ("pool", "07_caption_pool", "test_exact_match"),
+     ("pool", "side_by_side/07_caption_pool", "test_exact_match"),
      ("attend", "07_caption", "test_exact_match"), False),
 ]
 
@@ -844,9 +844,9 @@ def table_side_by_side(out_dir, readme):
 
 # make run's reverse 5-40 runs (tools/side_by_side.sh): the same task, steps and batch for chapters 01, 02 and 03,
 # and chapter 03's layer in chapter 02's placement.
-REVERSE40 = [("01: fixed context", "01_reverse40"), ("02: additive attention", "02_reverse40"),
-             ("03: scaled dot, after the step", "03_reverse40"),
-             ("03: scaled dot, before the step", "03_reverse40_bahdanau")]
+REVERSE40 = [("01: fixed context", "side_by_side/01_reverse40"), ("02: additive attention", "side_by_side/02_reverse40"),
+             ("03: scaled dot, after the step", "side_by_side/03_reverse40"),
+             ("03: scaled dot, before the step", "side_by_side/03_reverse40_bahdanau")]
 
 
 def table_reverse40(out_dir, readme):
@@ -866,9 +866,10 @@ def table_reverse40(out_dir, readme):
     lines.append("| parameters | " + " | ".join("{:,}".format(int(number(d, "parameters", path)))
                                                for _, path, d in found) + " |")
     caption = ("Reverse, strings of 5-40 letters: test exact match by input length, %d steps of %d, seed %d. From "
-               "`make run`'s `out/{%s}/results.json` (`tools/side_by_side.sh`; %s). `make readme` rewrites this table."
+               "`make run`'s `out/side_by_side/{%s}/results.json` (`tools/side_by_side.sh`; %s). "
+               "`make readme` rewrites this table."
                % (int(number(found[0][2], "steps", found[0][1])), int(number(found[0][2], "batch", found[0][1])),
-                  int(number(found[0][2], "seed", found[0][1])), ",".join(dr for _, dr in REVERSE40),
+                  int(number(found[0][2], "seed", found[0][1])), ",".join(dr.split("/")[-1] for _, dr in REVERSE40),
                   conditions([d for _, _, d in found])))
     return lines, caption
 

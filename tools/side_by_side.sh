@@ -13,7 +13,8 @@
 #   bash tools/side_by_side.sh --seeds    seeds 2 and 3 of every run the table reads, chapters' runs included,
 #                                         into OUT/NAME/seeds/seedK/ (about twice make run's time): the spread
 #                                         that decides "win" or "tie" (make run's own runs are seed 1)
-# Every run is made anew, as make run's chapters are, into OUT/NAME (its command in OUT/NAME/command.txt).
+# Every run is made anew, as make run's chapters are, into OUT/side_by_side/NAME (its command in command.txt there),
+# apart from the folders the chapters' texts and questions use.
 set -euo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-out}
@@ -41,12 +42,12 @@ one() {
   echo "$cmd" > "$dir/command.txt"
   echo "=== $name: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 }
-run 01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
-run 02_reverse40 02_bahdanau_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
-run 03_reverse40 03_dot_product_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
-[ -n "$SEEDS" ] || one 03_reverse40_bahdanau 03_dot_product_attention --task reverse --min-len 5 --max-len 40 \
+run side_by_side/01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
+run side_by_side/02_reverse40 02_bahdanau_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
+run side_by_side/03_reverse40 03_dot_product_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
+[ -n "$SEEDS" ] || one side_by_side/03_reverse40_bahdanau 03_dot_product_attention --task reverse --min-len 5 --max-len 40 \
   --batch 32 --steps 2000 --placement bahdanau
-run 07_caption_pool 07_caption --model pool
+run side_by_side/07_caption_pool 07_caption --model pool
 if [ -n "$SEEDS" ]; then   # the chapters' own quick defaults that the table reads
   for p in 02_bahdanau_attention 04_self_attention 05_multi_head_attention 06_transformer 06_gpt \
            07_vision_transformer 07_mlp 07_caption; do
