@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
 
     /* 1. Flags: the model's shape, then the flags every such program shares,
      *    with the ViT's defaults (main.c) for the budget. */
-    PixelMlpConfig c = {.inputs = FASHION_MNIST_ROWS * FASHION_MNIST_COLS, .hidden = 96, .layers = 2,
+    PixelMlpConfig c = {.inputs = FASHION_MNIST_ROWS * FASHION_MNIST_COLS, .hidden = 80, .layers = 2,
                         .classes = FASHION_MNIST_CLASSES};
     const char *data_dir = NULL;
     const ArgSpec model_flags[] = {
