@@ -315,9 +315,16 @@ test: deps-test
 test-san:
 	@$(MAKE) --no-print-directory SAN=1 test
 
-# The whole suite once per backend, forced with ATTN_BACKEND (the ones this CPU
-# cannot run are skipped with a note): every layer and chapter test must pass
-# on the specification (naive) as well as on the fast kernels.
+# The kernel, layer and model suites once per backend, forced with ATTN_BACKEND
+# (the ones this CPU cannot run are skipped with a note): every kernel, layer
+# and model must pass on the specification (naive) as well as on the fast
+# kernels. The suites of flags, files, data readers and whole-program runs do
+# not depend on the backend: make test runs them once.
+BACKEND_SUITES := test_matmul test_sgemm_simd test_sgemm_bf16 test_sgemm_neon test_vecmath test_vecmath_neon \
+  test_threads test_layers test_layernorm test_optim test_cells test_rope test_attention test_self_attention \
+  test_multi_head test_flash_attention test_block test_moe test_transformer test_patch_embed test_vit \
+  test_pixel_mlp test_golden test_rnn_seq2seq test_bahdanau test_attn_seq2seq test_gpt test_caption \
+  test_classifier test_robust_determinism
 test-backends: deps-test
 	@$(MAKE) --no-print-directory _build_tests
 	@set -e; for b in naive avx2 avx512 neon; do \
@@ -325,7 +332,7 @@ test-backends: deps-test
 	  if [ $$b = avx512 ] && ! grep -qw avx512f /proc/cpuinfo; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
 	  if [ $$b = neon ] && [ "$$(uname -m)" != aarch64 ]; then echo "=== $$b: not on this CPU, skipped"; continue; fi; \
 	  echo "=== ATTN_BACKEND=$$b"; log=$$(mktemp); \
-	  if ATTN_BACKEND=$$b bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	  if ATTN_BACKEND=$$b SUITES="$(BACKEND_SUITES)" bash tests/run_all.sh $(BUILD) >$$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else cat $$log; rm -f $$log; exit 1; fi; done
 
 # The suites under valgrind memcheck (tests/run_all.sh runs each through

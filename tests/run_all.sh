@@ -4,6 +4,8 @@
 # Exits non-zero if any suite fails (or crashes).
 # RUNNER, when set, is put in front of each suite (make test-valgrind:
 # RUNNER="valgrind ... --error-exitcode=99"), so a memory error fails it.
+# SUITES, when set, names the suites to run (e.g. "test_matmul test_layers";
+# make test-backends: the kernel and layer suites), and no others.
 set -u
 build=${1:-build}
 passed=0 failed=0 failed_suites=()
@@ -15,6 +17,9 @@ for t in "$build"/tests/test_* "$(dirname "$0")"/test_*.sh; do
     *) [ -x "$t" ] || continue ;;
   esac
   name=$(basename "$t")
+  if [ -n "${SUITES:-}" ]; then
+    case " $SUITES " in *" ${name%.sh} "*) ;; *) continue ;; esac
+  fi
   log=$(mktemp)
   case "$t" in
     *.sh) bash "$t" "$build" >"$log" 2>&1 ;;
