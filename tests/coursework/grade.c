@@ -16,6 +16,13 @@
 static char message[1024];
 static const char *current_case;   /* the golden case being checked, named in messages */
 
+/* Record mode (--record FILE): every comparison writes the values it was
+ * given instead of judging them, for the teacher's process to compare
+ * (defined with the hidden checks below). */
+static int recording(void);
+static void record_values(const char *what, const float *got, int ndim, const int *dims, double rtol,
+                          double atol);
+
 int grade_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -87,6 +94,10 @@ static const char *case_note(void) {
 
 int grade_close(const char *what, const char *source, const float *got, const float *want, int ndim,
                 const int *dims, double rtol, double atol) {
+    if (recording()) {
+        record_values(what, got, ndim, dims, rtol, atol);
+        return 0;
+    }
     GoldDiff d = gold_compare(got, want, count_of(ndim, dims), rtol, atol);
     if (d.ok) return 0;
     char idx[96];
@@ -98,6 +109,10 @@ int grade_close(const char *what, const char *source, const float *got, const fl
 int grade_gradient(const char *what, LossFn loss, void *ctx, float *x, const float *analytic, int ndim,
                    const int *dims, float eps, double tol) {
     const size_t n = count_of(ndim, dims);
+    if (recording()) {   /* the analytic gradient, against the solution's (no finite differences needed) */
+        record_values(what, analytic, ndim, dims, tol, gold_atol_for_scale(analytic, n, GRADE_ATOL_GRAD));
+        return 0;
+    }
     GradCheckResult r = gradcheck(loss, ctx, x, analytic, n, eps, 0);
     if (r.n_checked > 0 && r.max_rel_err < tol) return 0;
     char idx[96];
@@ -182,7 +197,43 @@ static struct {
     Rng rng;                 /* the current hidden check's stream */
     char key[96];            /* "<exercise>/<check index>": names its values */
     int n_values;            /* values recorded or compared in the current check */
+    char record_key[96];     /* "<exercise>/<v or h><check index>": names what record mode writes */
+    int n_recorded;          /* values record mode wrote in the current check */
 } hidden;
+
+static int recording(void) { return hidden.writer_open; }
+
+/* "<record key>/<n>/<what>" with got, and "<...>#tol" with [rtol, atol]:
+ * the teacher's process (tools/coursework_submissions.py) compares a
+ * student's values with the solution's, within the solution's tolerances. */
+static void record_values(const char *what, const float *got, int ndim, const int *dims, double rtol,
+                          double atol) {
+    char name[320];
+    snprintf(name, sizeof name, "%s/%d/%s", hidden.record_key, hidden.n_recorded++, what);
+    gold_write_f32(&hidden.writer, name, got, ndim, dims);
+    const float tol[2] = {(float)rtol, (float)atol};
+    strncat(name, "#tol", sizeof name - strlen(name) - 1);
+    gold_write_f32(&hidden.writer, name, tol, 1, (int[]){2});
+}
+
+int grade_counts(const char *what, const float *count, const float *expected, const float *bound, int n) {
+    if (recording()) {   /* the counts, and (the solution's are the ones used) what they are held to */
+        char name[320];
+        snprintf(name, sizeof name, "%s/%d/%s", hidden.record_key, hidden.n_recorded++, what);
+        gold_write_f32(&hidden.writer, name, count, 1, &n);
+        const size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, "#want");
+        gold_write_f32(&hidden.writer, name, expected, 1, &n);
+        snprintf(name + len, sizeof name - len, "#atol");
+        gold_write_f32(&hidden.writer, name, bound, 1, &n);
+        return 0;
+    }
+    for (int v = 0; v < n; v++)
+        if (!(fabs((double)count[v] - (double)expected[v]) <= (double)bound[v]))
+            return grade_fail("%s: entry %d is %.0f, want %.0f +- %.0f", what, v, (double)count[v],
+                              (double)expected[v], (double)bound[v]);
+    return 0;
+}
 
 int grade_draw(int lo, int hi) { return lo + (int)rng_below(&hidden.rng, (uint32_t)(hi - lo + 1)); }
 
@@ -204,6 +255,9 @@ int grade_reference(const char *what, const float *got, int ndim, const int *dim
     snprintf(name, sizeof name, "%s/%d/%s", hidden.key, hidden.n_values++, what);
     if (hidden.record) {
         gold_write_f32(&hidden.writer, name, got, ndim, dims);
+        char tol[300];
+        snprintf(tol, sizeof tol, "%s#tol", name);
+        gold_write_f32(&hidden.writer, tol, (const float[]){(float)rtol, (float)atol}, 1, (int[]){2});
         return 0;
     }
     const GoldTensor *want = hidden.file_read ? gold_find(&hidden.file, name) : NULL;
@@ -248,8 +302,8 @@ static int hidden_options(int *argc, char **argv) {
                 argv[0]);
         return -1;
     }
-    if (!hidden.on && (hidden.record || hidden.reference)) {
-        fprintf(stderr, "%s: --record and --reference go with --hidden SEED\n", argv[0]);
+    if (!hidden.on && hidden.reference) {
+        fprintf(stderr, "%s: --reference goes with --hidden SEED\n", argv[0]);
         return -1;
     }
     if (hidden.record) {
@@ -276,6 +330,8 @@ static int run_checks(const char *id, const GradeCheck *checks, int n, const cha
     int failed = 0;
     for (int k = 0; k < n; k++) {
         if (*prefix) start_hidden_check(id, k);
+        snprintf(hidden.record_key, sizeof hidden.record_key, "%s/%c%d", id, *prefix ? 'h' : 'v', k);
+        hidden.n_recorded = 0;
         printf("check %s: %s%s\n", id, prefix, checks[k].name);
         fflush(stdout);
         message[0] = '\0';
@@ -286,6 +342,7 @@ static int run_checks(const char *id, const GradeCheck *checks, int n, const cha
             printf("ok %s: %s%s\n", id, prefix, checks[k].name);
         }
         fflush(stdout);
+        if (hidden.writer_open) fflush(hidden.writer.fp);   /* a later crash keeps this check's values */
         free_buffers();
     }
     return failed;
@@ -296,13 +353,15 @@ int grade_main_hidden(int argc, char **argv, const GradeExercise *exercises, int
     if (hidden_options(&argc, argv) < 0) return 2;
     const char *only = argc > 1 ? argv[1] : NULL;
     if (only && strcmp(only, "--help") == 0) {
-        printf("usage: %s [EXERCISE | --list] [--hidden SEED (--record FILE | --reference FILE)]\n\n"
+        printf("usage: %s [EXERCISE | --list] [--record FILE] [--hidden SEED (--record FILE | --reference FILE)]\n\n"
                "Runs the checks of every exercise, or of the one named (as in the code's\n"
                "markers, e.g. %s), and prints PASS or FAIL with each failing check.\n"
                "make grade runs each exercise alone and prints the score table.\n"
-               "--hidden SEED also runs the hidden checks, on shapes drawn from SEED: --record\n"
-               "writes the outputs (the solution's build), --reference compares with them\n"
-               "(a student's build; make grade-submissions does both).\n", argv[0], exercises[0].id);
+               "--record FILE judges nothing: every check writes the values it would compare\n"
+               "to FILE (make grade-submissions compares them with the solution's, outside\n"
+               "this program). --hidden SEED also runs the hidden checks, on shapes drawn\n"
+               "from SEED; with --reference FILE (a file the solution's build recorded) their\n"
+               "outputs are compared with the solution's here.\n", argv[0], exercises[0].id);
         return 0;
     }
     if (only && strcmp(only, "--list") == 0) {

@@ -26,6 +26,16 @@
  * processes: the student's functions and the solution's, which have the same
  * names, never meet in one program.
  *
+ * Record mode (--record FILE, with or without --hidden): nothing is judged
+ * in the program. Every grade_close(), grade_gradient(), grade_counts()
+ * and grade_reference() writes the values it was given (the analytic
+ * gradient, not finite differences) and the tolerance, named by exercise,
+ * check and order ("04.projections/v0/2/dX", "04.projections/h1/0/Y"), and
+ * returns 0. make grade-submissions records the solution's values once and
+ * each student's in a sandbox, and its own process compares them: what a
+ * student's program prints, or its exit status, never makes a check pass.
+ * So every check must compare at least one value through these functions.
+ *
  * Each exercise's checks depend on that exercise's code only: the code they
  * call around it is never another exercise of the same chapter, and the
  * answers come from PyTorch (tests/golden/), from finite differences, or from
@@ -131,6 +141,11 @@ int grade_main_hidden(int argc, char **argv, const GradeExercise *exercises, int
  * the student's, whatever other checks ran). */
 int grade_draw(int lo, int hi);
 void grade_draw_fill(float *x, size_t n, float scale);
+
+/* count[n] against expected[n]: passes when every |count - expected| <=
+ * bound (a statistical check: the draws of a sampler). In record mode the
+ * counts are written with the solution's expected and bound. */
+int grade_counts(const char *what, const float *count, const float *expected, const float *bound, int n);
 
 /* got [dims] against the reference solution's values of the same name:
  * recorded (--record) or compared (--reference; "<what> differs from the

@@ -183,7 +183,9 @@ static int teacher_forcing(void) {
     }
     const double want = sum / n_tokens;
     rnn_seq2seq_free(&d.model);
-    if (fabs(loss - want) > 1e-5 * (1.0 + fabs(want)))
+    const float got_loss = (float)loss, want_loss = (float)want;
+    if (grade_close("the teacher-forced loss", "the loss of decoding the true tokens step by step", &got_loss,
+                    &want_loss, 1, (int[]){1}, 1e-5, 1e-5))
         return grade_fail("the teacher-forced loss %.6f differs from %.6f, the loss of decoding the true tokens "
                           "step by step", loss, want);
     return 0;

@@ -89,14 +89,20 @@ static int projections_finite_differences(void) {
 
 /* mask_key_limit for every query i of N_X = 6 keys against want(i). */
 static int key_limits(const char *what, AttentionMask m, int (*want)(const AttentionMask *m, int i, int N_X)) {
-    const int N_X = 6;
+    enum { N_X = 6 };
+    float got[N_X], expected[N_X];
     for (int i = 0; i < N_X; i++) {
-        const int got = mask_key_limit(&m, i, N_X), expected = want(&m, i, N_X);
-        if (got != expected)
-            return grade_fail("%s: query %d of %d sees keys 0..%d, want 0..%d (mask_key_limit %d, want %d)", what, i,
-                              N_X, got - 1, expected - 1, got, expected);
+        got[i] = (float)mask_key_limit(&m, i, N_X);
+        expected[i] = (float)want(&m, i, N_X);
     }
-    return 0;
+    char limits[160];
+    snprintf(limits, sizeof limits, "%s: mask_key_limit of each query", what);
+    if (grade_close(limits, "the limits the mask asks for", got, expected, 1, (int[]){N_X}, 0.0, 0.0) == 0) return 0;
+    for (int i = 0; i < N_X; i++)   /* the message, in the mask's own words */
+        if (got[i] != expected[i])
+            return grade_fail("%s: query %d of %d sees keys 0..%d, want 0..%d (mask_key_limit %d, want %d)", what, i,
+                              N_X, (int)got[i] - 1, (int)expected[i] - 1, (int)got[i], (int)expected[i]);
+    return -1;
 }
 
 static int causal_limit(const AttentionMask *m, int i, int N_X) { (void)m; (void)N_X; return i + 1; }
