@@ -19,13 +19,17 @@
 # (<title>, <speaker>, <note> and what they hold) goes; word elements
 # (<w savlm="strong:H0430">God</w>: the Strong's numbers live in their
 # attributes) keep their words, and two word elements with nothing between
-# them get a space (the WEB has "Godcreated" in 103 places); any other tag
+# them get a space (the WEB has "Godcreated" in 103 places), and so do a
+# word and a word the 1909 translators added (<transChange>: "Abram" "de
+# allí") unless the added word is a pronoun joined to its verb ("Júrame" "lo"
+# is "Júramelo"); any other tag
 # (line, paragraph and chapter marks) becomes a space; text after a chapter's
 # end mark (the WEB glossary after Revelation 22:21) goes; entities are
 # decoded and runs of white space become one space. In the Spanish, the
 # Hebrew letter before every eighth verse of Psalm 119 ("ALEPH.") goes, and
-# the capitals that open a chapter ("EN el principio", "DE SIETE años") are
-# written as ordinary words ("En el principio", "De siete años"). The 1909
+# the capitals that open a chapter ("EN el principio", "DE SIETE años",
+# "EMPERO Jehová") are written as ordinary words ("En el principio", "De
+# siete años", "Empero Jehová"). The 1909
 # spelling ("fué", "á", "Ezechîas") is kept as printed.
 #
 # The split: a chapter goes to test when the CRC-32 of "Book C" (e.g.
@@ -51,13 +55,16 @@ diatheke -b spaRV1909eb -k Gen-Rev >"$work/es.osis"
 /usr/bin/python3 - "$work/en.osis" "$work/es.osis" "$work/bible.tsv" <<'PY'
 import collections, difflib, html, re, sys, zlib
 
+# A pronoun the 1909 text writes onto its verb: <w>Júrame</w><transChange>lo</transChange> is "Júramelo".
+ENCLITICS = 'lo|la|los|las|le|les|me|te|se|nos|os'
 REF = re.compile(r'((?:[1-3] )?[A-Z][A-Za-z ]*?) (\d+):(\d+): ')
 
 def clean(t):
     t = t.split('<chapter eID=')[0]
     for tag in ('title', 'note', 'speaker'):
         t = re.sub(r'<%s\b[^>]*>.*?</%s>' % (tag, tag), ' ', t)
-    t = t.replace('</w><w', '</w> <w')
+    t = t.replace('</w><w', '</w> <w').replace('</transChange><w', '</transChange> <w')
+    t = re.sub(r'</w>(?=<transChange\b[^>]*>(?!(?:%s)<)[^<])' % ENCLITICS, '</w> ', t)
     t = re.sub(r'</?(w|transChange|q|seg|name)\b[^>]*>', '', t)
     t = re.sub(r'<[^>]*>', ' ', t)
     return ' '.join(html.unescape(t).split())
@@ -71,7 +78,7 @@ def parse(path):
     return verses
 
 CAPS = 'A-ZÁÉÍÓÚÑÜ'
-OPENING = re.compile(r'^((?:[%s]{2,}[,.;:]? )+)(?=[a-záéíóúñü¿¡])' % CAPS)
+OPENING = re.compile(r'^((?:[%s]{2,}[,.;:]? )+)(?=\S*[a-záéíóúñü])' % CAPS)
 
 def spanish(book, chapter, verse, s):
     if book == 'Psalms' and chapter == 119 and verse % 8 == 1:
