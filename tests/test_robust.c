@@ -893,8 +893,13 @@ static void test_stopped_run_keeps_its_weights_so_far(void **state) {
     program_run(&run_result, build_dir, "01_rnn_seq2seq", args, tmp_dir);
     if (!run_result.exited || run_result.code != 0) print_error("--load of the weights so far: %s\n", run_result.err);
     assert_true(run_result.exited && run_result.code == 0);
-    /* a run that finishes into the same --out: its model.ckpt, and no weights so far left */
+    /* a new run into the same --out refuses to replace them; with --force it finishes: its
+     * model.ckpt, and no weights so far left */
     snprintf(args, sizeof args, "%s --steps 10 --quiet --threads 1 --out %s", small, out);
+    program_run(&run_result, build_dir, "01_rnn_seq2seq", args, tmp_dir);
+    assert_true(program_failed_cleanly(&run_result, "add --force"));
+    assert_int_equal(stat(so_far, &st), 0);
+    snprintf(args, sizeof args, "%s --steps 10 --quiet --threads 1 --force --out %s", small, out);
     program_run(&run_result, build_dir, "01_rnn_seq2seq", args, tmp_dir);
     assert_true(run_result.exited && run_result.code == 0);
     assert_int_equal(stat(ckpt, &st), 0);

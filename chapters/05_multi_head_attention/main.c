@@ -44,12 +44,18 @@ static const ClassifierProgram PROGRAM = {
 
 #define MAX_HEAD_COUNTS 8
 
-/* "1,2,4" -> heads[] = {1, 2, 4}; every count must divide dim. */
+/* "1,2,4" -> heads[] = {1, 2, 4}; every count must divide dim, and none
+ * comes twice (it would train the same model again). */
 static int parse_heads(const char *text, int dim, int *heads) {
     int n = args_int_list("heads", text, heads, MAX_HEAD_COUNTS, dim);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (dim % heads[i] != 0)
             return fail("--heads: %d heads do not divide --dim %d (each head gets dim / heads)", heads[i], dim);
+        for (int j = 0; j < i; j++)
+            if (heads[j] == heads[i])
+                return fail("--heads %s: %d comes twice (it would train the same model twice): expected "
+                            "different head counts", text, heads[i]);
+    }
     return n;
 }
 

@@ -94,6 +94,36 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     return 0;
 }
 
+int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *parts) {
+    BlockSpec s = cfg->block;   /* the spec as gpt_create makes it */
+    if (s.D_H == 0) {
+        if (s.H < 1 || s.D % s.H != 0)
+            return fail("dim=%d is not a multiple of heads=%d: each head gets dim / heads", s.D, s.H);
+        s.D_H = s.D / s.H;
+    }
+    s.causal = 1;
+    s.cross = 0;
+    s.rope = cfg->pos == POS_ROPE;
+    if (block_spec_check(&s) < 0) return -1;
+    const double D = s.D, N = cfg->context, V = cfg->V, L = cfg->layers, B = max_B, R = B * N, RD = R * D;
+    const double P = V * D + (cfg->pos == POS_LEARNED ? N * D : 0.0) + L * (double)block_param_count(&s) +
+                     (stack_has_final_norm(&s) ? (s.norm == BLOCK_LAYERNORM ? 2.0 : 1.0) * D : 0.0);
+    const MultiHeadSpec as = block_attention_spec(&s);
+    const double maps = L * (double)multi_head_attention_floats(&as, max_B, cfg->context) *
+                        (s.attn_dropout > 0.0f ? 2.0 : 1.0);   /* A, and its dropout mask */
+    const double caches = L * (double)block_cache_floats(&s, max_B, cfg->context, 0);
+    const double activations = caches - maps + (L + 6.0) * RD + 2.0 * R +   /* X_0..X_L, out, grads, masks */
+                               (double)block_scratch_floats(&s, max_B, cfg->context, 0);
+    parts[0] = (MemoryPart){training ? "the parameters with their gradients and AdamW's two moments, 4 x P floats"
+                                     : "the parameters and their gradients, 2 x P floats",
+                            4.0 * (training ? 4.0 : 2.0) * P};
+    parts[1] = (MemoryPart){"the attention maps, L x B x H x N x N floats", 4.0 * maps};
+    parts[2] = (MemoryPart){"the other activations and their gradients, about (L + 6) x B x N x D floats", 4.0 * activations};
+    parts[3] = (MemoryPart){"the logits and probabilities, 2 x B x N x V floats", 4.0 * 2.0 * R * V};
+    parts[4] = (MemoryPart){"the KV cache, 2 x L x N x D floats", 4.0 * 2.0 * L * N * s.H * s.D_H};
+    return GPT_MEMORY_PARTS;
+}
+
 void gpt_free(Gpt *g) {
     stack_free(&g->st);
     for (int l = 0; l < g->L; l++) {
@@ -323,7 +353,7 @@ const ConfigField GPT_CONFIG_FIELDS[] = {
     {"pos", CONFIG_CHOICE, offsetof(GptConfig, pos), .choices = "none,sinusoidal,learned,rope"},
     {"label_smoothing", CONFIG_FLOAT, offsetof(GptConfig, label_smoothing), .lo = 0, .hi = 1},
     {"kv_cache", CONFIG_INT, offsetof(GptConfig, kv_cache), .lo = 0, .hi = 1},
-    {"context", CONFIG_INT, offsetof(GptConfig, context), .lo = 2, .hi = 65536},
+    {"context", CONFIG_INT, offsetof(GptConfig, context), .lo = 2, .hi = 4096},   /* --context's range */
     {"vocab", CONFIG_INT, offsetof(GptConfig, V), .lo = 2, .hi = 1 << 24},
 };
 const int GPT_CONFIG_N = (int)(sizeof GPT_CONFIG_FIELDS / sizeof GPT_CONFIG_FIELDS[0]);

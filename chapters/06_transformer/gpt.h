@@ -31,6 +31,7 @@
 #include "04_self_attention/digit_model.h"
 #include "06_transformer/stack.h"
 #include "io/config.h"
+#include "train/memory.h"
 #include "util/rng.h"
 
 typedef struct {
@@ -79,6 +80,16 @@ typedef struct {
 /* Build the model (parameters from seed) with room for max_B windows.
  * Returns 0, or -1 with fail() for a configuration it cannot run. */
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed);
+
+/* The memory gpt_create(cfg, max_B) asks for, in parts (train/memory.h):
+ * the parameters with their gradients (and, training: 1, AdamW's two
+ * moments), the attention maps, the other activations and their backward
+ * pass, the logits and probabilities, the KV cache. For memory_check before
+ * gpt_create, so a model too large for the machine is refused in one line,
+ * not by an allocation that aborts. Returns how many parts (at most
+ * GPT_MEMORY_PARTS), or -1 with fail() for a config gpt_create refuses. */
+#define GPT_MEMORY_PARTS 5
+int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *parts);
 void gpt_free(Gpt *g);
 
 /* tokens [B, N] -> logits [B N, V] (g->logits). With targets [B, N]

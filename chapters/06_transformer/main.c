@@ -18,6 +18,7 @@
 #include "06_transformer/norm_experiment.h"
 #include "06_transformer/transformer.h"
 #include "io/args.h"
+#include "io/checkpoint.h"
 #include "train/loop.h"
 #include "train/seq2seq.h"
 #include "util/error.h"
@@ -34,6 +35,7 @@ static const Seq2SeqProgram PROGRAM = {
                 "./build/06_transformer --load out/06_transformer/model.ckpt --translate \"12th of Feb. 2042\" --plot",
     .preset_long = "--task g2p --steps 4000 --layers 2 --dim 256 --heads 4 --ff 1024 --batch 128 "
                    "--lr 1e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 --beam 5",
+    .load_flags = "no-kv-cache",   /* a decoding option: it acts on a saved model too */
 };
 
 /* The block's choices from the flags' names (args_parse has checked each
@@ -47,6 +49,28 @@ static void block_choices(BlockSpec *b, const char *norm, const char *norm_type,
              : strcmp(mlp, "swiglu") == 0 ? BLOCK_MLP_SWIGLU
              : strcmp(mlp, "none") == 0   ? BLOCK_NO_MLP
                                           : BLOCK_MLP_GELU;
+}
+
+/* With --load: the learned tables' rows as the checkpoint's config gives
+ * them. A file written by training has src_pos_rows and tgt_pos_rows above
+ * 0 with pos=learned and 0 otherwise; a missing line (a file from before the
+ * keys) means the data's lengths. Returns 0, or -1 with fail() naming the
+ * file, the line and what was expected. */
+static int check_pos_rows(const char *path, const char *config, const TransformerConfig *cfg) {
+    const char *keys[2] = {"src_pos_rows", "tgt_pos_rows"};
+    const int rows[2] = {cfg->src_pos_rows, cfg->tgt_pos_rows};
+    for (int i = 0; i < 2; i++) {
+        char line[32];
+        if (config_get_or(config, keys[i], "", line, sizeof line) < 0) return -1;
+        if (!line[0]) continue;
+        if (cfg->pos == POS_LEARNED && rows[i] == 0)
+            return fail("%s: %s=0 with pos=learned: expected the rows of the learned table (1 or more), as "
+                        "training writes them", path, keys[i]);
+        if (cfg->pos != POS_LEARNED && rows[i] != 0)
+            return fail("%s: %s=%d, but only learned positions have a table (pos is not learned): expected 0", path,
+                        keys[i], rows[i]);
+    }
+    return 0;
 }
 
 /* --norm-experiment (norm_experiment.h): post-LN against pre-LN at depth 2,
@@ -70,6 +94,12 @@ static int run_norm_experiment(const char *out_dir) {
         const Trainer trainer = {.self = &run, .params = &run.t.params, .gradient = norm_run_gradient};
         TrainLog log;
         const int diverged_at = train_loop(&trainer, &o, &log) < 0 ? log.steps_done : -1;
+        if (diverged_at >= 0 && train_loop_interrupted()) {   /* Ctrl-C: not a divergence; stop */
+            train_log_free(&log);
+            norm_run_free(&run);
+            norm_experiment_free(&e);
+            return -1;
+        }
         norm_experiment_record(&e, r, log.train, log.n, diverged_at, log.seconds);
         train_log_free(&log);
         norm_run_free(&run);
@@ -137,6 +167,8 @@ int main(int argc, char **argv) {
     /* 3. The model, from its configuration (with --load, the checkpoint's). */
     if (rc == 0 && !run.flags.load) transformer_pos_rows(&cfg, &run.data);
     if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
+    if (rc == 0 && run.flags.load) rc = check_pos_rows(run.flags.load, run.config, &cfg);
+    if (rc == 0 && run.flags.load && no_kv_cache) cfg.kv_cache = 0;   /* decoding: the saved model's choice, or the flag */
     if (rc == 0)
         rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);
 

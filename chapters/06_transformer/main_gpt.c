@@ -44,9 +44,10 @@ typedef struct {
     const char *tokens, *data, *out, *load, *prompt, *norm, *norm_type, *mlp, *pos, *backend, *preset;
     const char *matmul_precision; /* "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
     int layers, dim, heads, ff, context, batch, seed, threads, eval_tokens, eval_max_tokens, top_k, max_new,
-        no_kv_cache, plot, eval_stride, final_valid_tokens;
+        no_kv_cache, plot, eval_stride, final_valid_tokens, force;
     int experts, moe_top_k;       /* --mlp moe: E experts, k per position */
     float dropout, attn_dropout, temperature, moe_aux, capacity;
+    float max_memory;             /* MiB this run may use (0: what the machine and ulimit -v allow) */
     TrainOptions train;           /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
 } Flags;
 
@@ -245,9 +246,11 @@ static void report_experts(const Gpt *g, const GptBatches *b, Results *res) {
     const size_t per_expert = block_mlp_param_count(s);
     const size_t active = g->params.size - (size_t)g->L * (s->moe.E - s->moe.k) * per_expert;
     const double dropped = b->moe_pairs ? (double)b->moe_dropped / (double)b->moe_pairs : 0.0;
+    /* the aux loss of the last training step's batch (as results.json's moe_aux_per_block), not of the
+     * model's last forward pass, which was an evaluation batch */
     printf("mixture of experts: %d experts, %d per token: %zu parameters, %zu active per token; aux loss %.3f "
-           "(1 is balanced) per block at the last step; %ld of %ld (position, expert) pairs dropped in training "
-           "(%.2f%%)\n", s->moe.E, s->moe.k, g->params.size, active, g->moe_aux / g->L, b->moe_dropped,
+           "(1 is balanced) per block on the last training batch; %ld of %ld (position, expert) pairs dropped in "
+           "training (%.2f%%)\n", s->moe.E, s->moe.k, g->params.size, active, b->moe_aux / g->L, b->moe_dropped,
            b->moe_pairs, 100.0 * dropped);
     results_set_num(res, "moe_experts", s->moe.E);
     results_set_num(res, "moe_top_k", s->moe.k);
@@ -585,6 +588,31 @@ static int measure_saved(Gpt *g, const BrownCorpus *c, const Flags *f, const cha
     return 0;
 }
 
+/* Before gpt_create: the memory the model of cfg with room for --batch
+ * windows asks for (training: with AdamW's moments), against what this
+ * process may use (train/memory.h). Returns 0, or -1 with fail() naming the
+ * total and its largest part. */
+static int check_memory(const GptConfig *cfg, const Flags *f, int training, const char *subject) {
+    MemoryPart parts[GPT_MEMORY_PARTS];
+    const int n = gpt_memory_parts(cfg, f->batch, training, parts);
+    if (n < 0) return -1;
+    return memory_check(subject, parts, n, f->max_memory,
+                        training ? "lower --batch, --context, --dim, --ff or --layers"
+                                 : "lower --batch (its windows have the model's context)");
+}
+
+/* The model a checkpoint's config describes; a config the model refuses
+ * (top-k above the experts, ...) or one too large for this machine is named
+ * with the file. */
+static int create_saved(Gpt *g, const GptConfig *cfg, const Flags *f) {
+    char subject[1200];
+    snprintf(subject, sizeof subject, "%s: its model (context=%d, dim=%d, layers=%d) with --batch %d", f->load,
+             cfg->context, cfg->block.D, cfg->layers, f->batch);
+    if (check_memory(cfg, f, 0, subject) < 0) return -1;
+    if (gpt_create(g, cfg, f->batch, 1) == 0) return 0;
+    return fail("%s: %s", f->load, last_error());
+}
+
 /* --load: the model its checkpoint describes, on the corpus it was trained
  * on; generate from --prompt, or (without) measure its test figures. */
 static int use_saved_model(Flags *f) {
@@ -623,7 +651,7 @@ static int use_saved_model(Flags *f) {
         fail("%s: the model has a vocabulary of %d tokens, but %s gives %d: not the corpus it was trained on",
              f->load, cfg.V, f->data ? f->data : BROWN_DEFAULT_PATH, c.V);
     else if (check_vocabulary(f->load, config, &c, f->data ? f->data : BROWN_DEFAULT_PATH) == 0 &&
-             gpt_create(g, &cfg, f->batch, 1) == 0 && checkpoint_load(f->load, &g->params) == 0)
+             create_saved(g, &cfg, f) == 0 && checkpoint_load(f->load, &g->params) == 0)
         rc = f->prompt ? generate(g, &c, f) : measure_saved(g, &c, f, config);
     gpt_free(g);
     free(g);
@@ -663,7 +691,8 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
         {"seed", ARG_INT, &f->seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL, ARG_TRAINING},
         {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0, BACKEND_CHOICES, ARG_SHARED},
+        {"max-memory", ARG_FLOAT, &f->max_memory, "MiB the model may take, checked first (0: the machine's)", 0, 1e9, NULL, ARG_SHARED},
+        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0, BACKEND_CHOICES, ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation checks", 0, 1000000, NULL, ARG_TRAINING},
         {"eval-tokens", ARG_INT, &f->eval_tokens, "validation tokens of each check", 2, 100000000, NULL, ARG_TRAINING},
@@ -671,6 +700,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"final-valid-tokens", ARG_INT, &f->final_valid_tokens, "final validation tokens (0: all words, 100000 chars)", 0, 100000000, NULL, ARG_OUTPUT},
         {"eval-max-tokens", ARG_INT, &f->eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0, 100000000, NULL, ARG_OUTPUT},
         {"out", ARG_STRING, &f->out, "output directory (default out/06_gpt; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
+        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL, ARG_OUTPUT},
         {"prompt", ARG_STRING, &f->prompt, "text to continue (words: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
         {"temperature", ARG_FLOAT, &f->temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL, ARG_OUTPUT},
@@ -688,8 +718,8 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         rc = args_parse_with_preset(argc, argv, PRESET_LONG, specs, n_specs, &preset_argv);
     if (rc == 1) {
         args_print_help(argv[0],
-                        "Chapter 06, part 2: a decoder-only transformer (GPT) on the Brown corpus, beside a\n"
-                        "unigram and a Kneser-Ney trigram model on the same split; sampling with a KV cache.",
+                        "Chapter 06, part 2: a GPT on the Brown corpus beside unigram and Kneser-Ney trigram models; "
+                        "sampling with a KV cache.",
                         specs, n_specs,
                         "./build/06_gpt\n"
                         "./build/06_gpt --tokens word --preset long\n"
@@ -699,16 +729,26 @@ static int parse_flags(int argc, char **argv, Flags *f) {
     }
     if (rc == 0 && f->load)
         rc = args_refuse_with_load(argc, argv, specs, n_specs,
-                                   "load,data,prompt,temperature,top-k,max-new,no-kv-cache,plot,out,seed,threads,"
+                                   "load,data,prompt,temperature,top-k,max-new,no-kv-cache,plot,out,seed,threads,max-memory,"
                                    "backend,matmul-precision,batch,eval-stride");
     if (rc < 0) return -1;
+    const char *const moe_flags[] = {"experts", "moe-top-k", "moe-aux", "capacity"};
+    for (int i = 0; i < 4 && strcmp(f->mlp, "moe") != 0; i++)   /* the MLP is dense: they would do nothing */
+        if (args_given(argc, argv, moe_flags[i]))
+            return fail("--%s sets the mixture of experts, but the MLP is --mlp %s: add --mlp moe, or leave "
+                        "--%s out", moe_flags[i], f->mlp, moe_flags[i]);
+    if (strcmp(f->mlp, "moe") == 0 && f->moe_top_k > f->experts)
+        return fail("--moe-top-k %d: expected at most --experts (%d): each token picks k of the E experts",
+                    f->moe_top_k, f->experts);
     if ((f->prompt || f->plot) && !f->load)
         return fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
     if (f->plot && !f->prompt)
         return fail("--plot draws the attention over the text of --prompt: add --prompt TEXT (without it, --load "
                     "measures the model's test figures and draws nothing)");
     /* no --backend: $ATTN_BACKEND, else auto; a bad value is an error here, as in every program */
-    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0) return -1;
+    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
+        gnuplot_timeout_check() < 0)
+        return -1;
     if (f->final_valid_tokens == 1 || f->eval_max_tokens == 1)
         return fail("--%s 1: expected 0 (all) or at least 2 tokens (the first one only gives context)",
                     f->final_valid_tokens == 1 ? "final-valid-tokens" : "eval-max-tokens");
@@ -720,6 +760,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", f->dim,
                     f->heads);
     if (!f->out) f->out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
+    if (checkpoint_check_stopped_run(f->out, f->force) < 0) return -1;   /* a stopped run's weights so far */
     const int words = strcmp(f->tokens, "word") == 0;
     if (f->eval_stride == 0) f->eval_stride = words ? (f->context / 2 > 0 ? f->context / 2 : 1) : f->context;
     if (f->final_valid_tokens == 0 && !words) f->final_valid_tokens = 100000;
@@ -784,7 +825,11 @@ int main(int argc, char **argv) {
         fail("the training part has %d tokens: too few for --context %d", c.train.n, f.context);
         goto done;
     }
-    if (config_from_flags(&f, &c, &cfg, config, sizeof config) < 0 || gpt_create(g, &cfg, f.batch, (uint64_t)f.seed) < 0)
+    char subject[160];
+    snprintf(subject, sizeof subject, "the GPT of --layers %d --dim %d --ff %d --context %d --batch %d", f.layers,
+             f.dim, f.ff, f.context, f.batch);
+    if (config_from_flags(&f, &c, &cfg, config, sizeof config) < 0 || check_memory(&cfg, &f, 1, subject) < 0 ||
+        gpt_create(g, &cfg, f.batch, (uint64_t)f.seed) < 0)
         goto done;
     results_note_other_run(f.out, config);   /* another model's files there? say so once */
     printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "

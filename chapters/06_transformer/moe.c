@@ -27,7 +27,13 @@ static float *next_floats(float *base, size_t *used, size_t n) {
 
 int moe_spec_check(const BlockSpec *s) {
     const BlockMoe *m = &s->moe;
-    if (m->E == 0) return 0;
+    if (m->E == 0) {   /* a dense MLP: the expert settings must say so (k 0 or 1, the rest 0), or they were meant */
+        if (m->k > 1 || m->aux != 0.0f || m->capacity != 0.0f || m->renorm != 0)
+            return fail("experts 0 (a dense MLP) with top-k %d, aux %g, capacity %g, renorm %d: expected top-k 1 "
+                        "and the others 0 (or experts 1 .. %d)", m->k, (double)m->aux, (double)m->capacity,
+                        m->renorm, BLOCK_MAX_EXPERTS);
+        return 0;
+    }
     if (m->E < 1 || m->E > BLOCK_MAX_EXPERTS)
         return fail("experts %d: expected 1 .. %d", m->E, BLOCK_MAX_EXPERTS);
     if (m->k < 1 || m->k > m->E) return fail("top-k %d: expected 1 .. experts (%d)", m->k, m->E);

@@ -22,6 +22,7 @@
 #include "util/reader.h"
 #include "util/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <limits.h>
@@ -431,6 +432,44 @@ static int open_checkpoint(const char *path, CheckpointFile *ck, int keep) {
     return 0;
 }
 
+/* A "key=" that starts two lines of config text: its first line's start and
+ * the key's length (*len), or NULL when every key comes once. Which line a
+ * reader would take is not for a checkpoint to leave open. */
+typedef struct {
+    const char *at;
+    size_t len;
+} ConfigKey;
+
+static int compare_keys(const void *a, const void *b) {
+    const ConfigKey *x = a, *y = b;
+    const size_t n = x->len < y->len ? x->len : y->len;
+    const int c = memcmp(x->at, y->at, n);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static const char *duplicate_key(const char *text, size_t *len) {
+    size_t lines = 1;
+    for (const char *c = text; *c; c++) lines += *c == '\n';
+    ConfigKey *keys = malloc(lines * sizeof *keys);
+    if (keys == NULL) return NULL;
+    size_t n = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n'), *eq = strchr(line, '=');
+        if (end == NULL) end = line + strlen(line);
+        if (eq && eq < end && eq > line) keys[n++] = (ConfigKey){line, (size_t)(eq - line)};
+        line = *end ? end + 1 : end;
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    const char *found = NULL;
+    for (size_t i = 1; i < n && !found; i++)
+        if (compare_keys(&keys[i - 1], &keys[i]) == 0) {
+            found = keys[i].at;
+            *len = keys[i].len;
+        }
+    free(keys);
+    return found;
+}
+
 int checkpoint_read_config(const char *path, char **config_out) {
     *config_out = NULL;
     CheckpointFile *ck = calloc(1, sizeof *ck);
@@ -447,9 +486,19 @@ int checkpoint_read_config(const char *path, char **config_out) {
     }
     memcpy(config, ck->bytes + ck->config_at, ck->config_len);
     config[ck->config_len] = '\0';
-    *config_out = config;
     free(ck->bytes);
     free(ck);
+    size_t key_len = 0;
+    const char *twice = duplicate_key(config, &key_len);
+    if (twice) {
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(key_len < 40 ? key_len : 40), twice);
+        fail("%s: its config has two '%s%s=' lines: expected each key once (which one would the model be?)", path,
+             key, key_len > 40 ? "..." : "");
+        free(config);
+        return -1;
+    }
+    *config_out = config;
     return 0;
 }
 
@@ -534,6 +583,28 @@ int checkpoint_load(const char *path, Params *p) {
     free(ck->bytes);
     free(ck);
     return 0;
+}
+
+int checkpoint_check_stopped_run(const char *out_dir, int force) {
+    DIR *d = opendir(out_dir);
+    if (d == NULL) return 0;   /* a new directory: nothing in it to lose */
+    const char *suffix = "_so_far.ckpt";
+    const size_t n = strlen(suffix);
+    char found[256] = "";
+    for (struct dirent *e = readdir(d); e != NULL && !found[0]; e = readdir(d)) {
+        const size_t len = strlen(e->d_name);
+        if (len > n && strcmp(e->d_name + len - n, suffix) == 0) snprintf(found, sizeof found, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!found[0]) return 0;
+    if (force) {
+        printf("note: --force: %s/%s, the weights of a run that stopped before its end, is replaced by this run's\n",
+               out_dir, found);
+        return 0;
+    }
+    return fail("%s/%s holds the weights of a run that stopped before its end, and this run would replace them: "
+                "evaluate them with --load %s/%s, move the file away, give another --out, or add --force to train "
+                "anew over them", out_dir, found, out_dir, found);
 }
 
 /* ------------------------------------------------------------ config text */

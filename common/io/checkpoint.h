@@ -41,6 +41,15 @@ int checkpoint_save_so_far(const char *path, const char *config_text, const Para
 /* Removes it, after the final PATH is written (absent: nothing to do). */
 void checkpoint_remove_so_far(const char *path);
 
+/* Before a training run writes into out_dir: a file there whose name ends
+ * in _so_far.ckpt holds the weights of a run that stopped before its end
+ * (Ctrl-C, a crash, a divergence), and this run would replace it. Returns 0
+ * when there is none (or no such directory yet), or when force (--force) is
+ * set, after one note on stdout naming the file to be replaced; otherwise -1
+ * with fail() naming the file and the ways on (--load it, move it, another
+ * --out, or --force). */
+int checkpoint_check_stopped_run(const char *out_dir, int force);
+
 /* Read only the config text (so the caller can build the matching model).
  * config_out gets a malloc'd NUL-terminated string the caller frees.
  * Returns 0, or -1 with fail(): missing file, wrong magic, unsupported

@@ -230,6 +230,16 @@ static double gnuplot_timeout(void) {
     return env && end != env && *end == '\0' && t > 0 && t < 1e6 ? t : 60.0;
 }
 
+int gnuplot_timeout_check(void) {
+    const char *env = getenv("ATTN_GNUPLOT_TIMEOUT");
+    char *end = NULL;
+    const double t = env ? strtod(env, &end) : 0.0;
+    if (env == NULL || env[0] == '\0' || (end != env && *end == '\0' && t > 0 && t < 1e6)) return 0;
+    char quoted[96];
+    return fail("ATTN_GNUPLOT_TIMEOUT=%s: expected the seconds one picture may take, a number above 0 and below "
+                "1000000 (unset: 60)", error_excerpt(env, quoted, sizeof quoted));
+}
+
 /* Wait for the gnuplot child: its wait status; -1 when waiting failed; -2
  * when it ran past timeout seconds (it is then killed and reaped). */
 static int wait_for_gnuplot(pid_t child, double timeout) {

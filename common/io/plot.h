@@ -68,4 +68,9 @@ int plot_lines_range(const char *path_stem, const char *title,
 /* 1 when a gnuplot binary is on PATH (checked once). */
 int gnuplot_available(void);
 
+/* $ATTN_GNUPLOT_TIMEOUT, when set, must be a number of seconds above 0 and
+ * below 10^6 (unset or empty: 60). Programs check it with their flags, before any
+ * training. Returns 0, or -1 with fail() naming the value. */
+int gnuplot_timeout_check(void);
+
 #endif

@@ -363,11 +363,12 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         {"test-size", ARG_INT, &f->test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT},
         {"out", ARG_STRING, &f->out, "output directory (--load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
         {"input", ARG_STRING, &f->input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
          NULL, ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
          ARG_OUTPUT},
-        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0,
          BACKEND_CHOICES, ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
@@ -422,7 +423,8 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
     /* before training: a path too long or a directory that cannot be written
      * is said now, not after the training whose models would be lost */
     if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
-        (!f->load && out_dir_prepare("--out", f->out) < 0) || (f->load && f->plot && make_dirs(f->out) < 0))
+        gnuplot_timeout_check() < 0 || (!f->load && out_dir_prepare("--out", f->out) < 0) ||
+        (!f->load && checkpoint_check_stopped_run(f->out, f->force) < 0) || (f->load && f->plot && make_dirs(f->out) < 0))
         return -1;
     threads_set(f->threads);
     return 0;

@@ -47,6 +47,7 @@ typedef struct {
     int seed;             /* --seed: the models' initial weights, the batches, the test examples */
     int test_size;        /* --test-size: test examples */
     const char *out, *load;   /* --out, --load (NULL: none) */
+    int force;            /* --force: train over a stopped run's weights so far in --out */
     const char *input;    /* --input: with --load, run the model on these typed digits */
     int plot;             /* --plot: with --input, draw its attention */
     const char *preset;   /* --preset: one of the program's presets (NULL: it has none) */

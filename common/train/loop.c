@@ -2,6 +2,7 @@
 #include "train/loop.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,7 +11,44 @@
 #include "util/error.h"
 #include "util/util.h"
 
+/* Ctrl-C (SIGINT) while the loop runs: a flag the loop reads after each
+ * update, so the step in flight ends and its weights are kept. The handler
+ * is reset by the signal (SA_RESETHAND): a second Ctrl-C stops the program
+ * at once. A SIGINT the program was started ignoring (nohup, a background
+ * job) stays ignored. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* Install the handler; returns 1 when it did (old then holds the one to put back). */
+static int catch_interrupt(struct sigaction *old) {
+    interrupted = 0;
+    if (sigaction(SIGINT, NULL, old) != 0 || old->sa_handler == SIG_IGN) return 0;
+    struct sigaction sa;
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;   /* a write in flight (the checkpoint) goes on */
+    return sigaction(SIGINT, &sa, NULL) == 0;
+}
+
+static int train_steps(const Trainer *t, const TrainOptions *o, TrainLog *log);
+
+int train_loop_interrupted(void) {
+    return interrupted;
+}
+
 int train_loop(const Trainer *t, const TrainOptions *o, TrainLog *log) {
+    struct sigaction old_int;
+    const int caught = catch_interrupt(&old_int);
+    const int rc = train_steps(t, o, log);
+    if (caught) sigaction(SIGINT, &old_int, NULL);
+    return rc;
+}
+
+static int train_steps(const Trainer *t, const TrainOptions *o, TrainLog *log) {
     const int every = o->eval_every > 0 ? o->eval_every : (o->steps > 0 ? o->steps : 1);
     const int max_points = o->steps / every + 2;
     *log = (TrainLog){.step = xcalloc((size_t)max_points, sizeof(float)),
@@ -39,6 +77,17 @@ int train_loop(const Trainer *t, const TrainOptions *o, TrainLog *log) {
         log->steps_done = step + 1;
         log->last_loss = loss;
         log->count += count;
+        if (interrupted) {   /* Ctrl-C: keep this step's weights, and say where they are */
+            progress_end(&pr);
+            adam_free(&opt);
+            log->seconds = now_seconds() - t0;
+            if (!t->save)
+                return fail("interrupted (Ctrl-C) after step %d of %d: nothing saved", step + 1, o->steps);
+            if (t->save(t->self) < 0) return -1;
+            return fail("interrupted (Ctrl-C) after step %d of %d: the weights of that step are in the checkpoint "
+                        "so far (NAME_so_far.ckpt in --out; --load evaluates them). The same command again refuses "
+                        "to replace them: --force trains anew over them", step + 1, o->steps);
+        }
         window += loss;
         window_n++;
         if ((step + 1) % every != 0 && step + 1 != o->steps) {

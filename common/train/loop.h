@@ -75,10 +75,17 @@ typedef struct {
 
 /* Train t for o->steps steps with AdamW, filling log (free it with
  * train_log_free). Returns 0; or -1 with fail()
+ * at a Ctrl-C (train_loop_interrupted), or
  * when a loss or a gradient was not finite: no update was made at that
  * step (log->steps_done says how many were), and the caller writes no
  * checkpoint. */
 int train_loop(const Trainer *t, const TrainOptions *o, TrainLog *log);
 void train_log_free(TrainLog *log);
+
+/* 1 when the last train_loop stopped at a Ctrl-C (SIGINT): it ended the step
+ * in flight, wrote the weights so far (Trainer.save) and returned -1 with a
+ * message saying where they are; a program running several trainings
+ * stops there too. */
+int train_loop_interrupted(void);
 
 #endif

@@ -314,11 +314,12 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
         {"out", ARG_STRING, &f->out, "output directory (default out/<chapter>; --load: eval_* in it)", 0, 0, NULL,
          ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
+        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
         {"translate", ARG_STRING, &f->translate, "with --load: decode this text and print the output", 0, 0, NULL,
          ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
          ARG_OUTPUT},
-        {"backend", ARG_STRING, &f->backend, "matmul backend (default: $ATTN_BACKEND, else auto)", 0, 0,
+        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0,
          BACKEND_CHOICES, ARG_SHARED},
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
@@ -359,7 +360,9 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     if (rc != 0) return rc;
     if (f->translate && !f->load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
     if (f->plot && !f->translate) return fail("--plot goes with --load CKPT --translate TEXT");
-    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0) return -1;
+    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
+        gnuplot_timeout_check() < 0)
+        return -1;
     threads_set(f->threads);
 
     /* training writes to --out (default out/<chapter>); evaluating a saved
@@ -487,7 +490,10 @@ int seq2seq_train(Seq2SeqRun *run) {
     const Seq2SeqFlags *f = &run->flags;
     const Dataset *d = &run->data;
     if (start_run(run) < 0) return -1;
-    if (f->load || f->train.steps == 0) return 0;
+    if (f->load) return 0;
+    /* a stopped run's weights so far are not replaced without --force (io/checkpoint.h) */
+    if (checkpoint_check_stopped_run(run->out_dir, f->force) < 0) return -1;
+    if (f->train.steps == 0) return 0;
     Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch, .config = run->config};
     if (path_format(tr.checkpoint, sizeof tr.checkpoint, "%s/model.ckpt", run->out_dir) < 0) return -1;
     batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);

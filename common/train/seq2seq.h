@@ -67,6 +67,7 @@ typedef struct {
     int samples;                   /* --samples: sample predictions printed */
     int max_eval;                  /* --max-eval: test examples evaluated (0: all) */
     const char *out, *load;        /* --out, --load (NULL: none) */
+    int force;                     /* --force: train over a stopped run's weights so far in --out */
     const char *translate;         /* --translate: with --load, decode this text */
     int plot;                      /* --plot: with --translate, draw its attention */
     const char *backend;           /* --backend (NULL: $ATTN_BACKEND, else auto) */
