@@ -12,7 +12,8 @@
 # training scenes, 2,000 test scenes; Adam, lr 2e-3, seed 42). The runs go one after another.
 # Outputs: OUT/caption_compare/gGRID_M/ (results.json, model.ckpt, loss and accuracy plots, the
 # panels of three test scenes) and OUT/caption_compare/gGRID_M.log. A run whose results.json exists
-# is skipped (delete its directory to redo it). Budgets from the environment, e.g. a smoke test:
+# with the same steps, batch and grid is reused, and said so (tools/reuse_run.sh; delete its
+# directory to redo it). Budgets from the environment, e.g. a smoke test:
 #   OUT=/tmp/cmp STEPS=20 bash tools/compare_caption.sh
 set -euo pipefail
 
@@ -26,6 +27,7 @@ MODELS="pool attend transformer"
 
 dir="$OUT/caption_compare"
 mkdir -p "$dir"
+source "$(dirname "$0")/reuse_run.sh"
 [ -x "$BUILD/07_caption" ] || { echo "compare_caption: $BUILD/07_caption not found: run make all first" >&2; exit 1; }
 
 now() { date +%s.%N; }
@@ -35,10 +37,7 @@ start=$(now)
 echo "compare_caption: --model $MODELS, --grid $GRID, $STEPS steps of $BATCH, $THREADS thread(s), into $dir/"
 for m in $MODELS; do
   name="g${GRID}_$m"
-  if [ -f "$dir/$name/results.json" ]; then
-    echo "  $name: $dir/$name/results.json exists, skipped"
-    continue
-  fi
+  if reuse_run "$dir/$name" --grid "$GRID" --steps "$STEPS" --batch "$BATCH"; then continue; fi   # (--model: its own key)
   t0=$(now)
   cmd=("$BUILD/07_caption" --model "$m" --grid "$GRID" --steps "$STEPS" --batch "$BATCH" --threads "$THREADS"
        --quiet --out "$dir/$name")

@@ -17,8 +17,9 @@
 # Reverse uses batches of 32, as chapter 02's README does: its long sequences are the costly part.
 # The runs go strictly one after another, each with --threads 1. Outputs: OUT/compare/NN_RUN/
 # (results.json, model.ckpt, plots) and OUT/compare/NN_RUN.log, RUN one of dates, reverse40,
-# reverse80, g2p, g2p_beam5. A run whose results.json exists is skipped (delete its directory to
-# redo it), so an interrupted comparison resumes where it stopped.
+# reverse80, g2p, g2p_beam5. A run whose results.json exists with the same settings is reused, and
+# said so (tools/reuse_run.sh; delete its directory to redo it), so an interrupted comparison
+# resumes where it stopped; one of other settings is run again.
 #
 # Time: 31 minutes (1834 s of the runs' wall time) on the 2-core x86-64 machine of the READMEs, avx512
 # backend, while other programs kept the other core busy; 39% of it is reverse 5-80 (chapter 06 alone took
@@ -39,6 +40,7 @@ CHAPTERS="01_rnn_seq2seq 02_bahdanau_attention 03_dot_product_attention 06_trans
 
 dir="$OUT/compare"
 mkdir -p "$dir"
+source "$(dirname "$0")/reuse_run.sh"
 for ch in $CHAPTERS; do
   [ -x "$BUILD/$ch" ] || { echo "compare_seq2seq: $BUILD/$ch not found: run make all first" >&2; exit 1; }
 done
@@ -50,10 +52,7 @@ seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; 
 run() {
   local name=$1 ch=$2
   shift 2
-  if [ -f "$dir/$name/results.json" ]; then
-    echo "  $name: $dir/$name/results.json exists, skipped"
-    return
-  fi
+  if reuse_run "$dir/$name" "$@"; then return; fi
   local t0
   t0=$(now)
   echo "  $name: $BUILD/$ch $* --threads 1 --quiet --out $dir/$name"

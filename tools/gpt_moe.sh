@@ -13,7 +13,8 @@
 # one after another, --threads THREADS (default 2), aux coefficient 0.01, no capacity limit; the final figures on
 # the first 100,000 validation and test characters. Outputs OUT/gpt_moe/NAME/ (results.json,
 # moe_share.png: the share of each block's tokens each expert takes) and NAME.log; a run whose
-# results.json exists is skipped. Prints the time it took. Then the table:
+# results.json exists with the same settings is reused, and said so (tools/reuse_run.sh).
+# Prints the time it took. Then the table:
 #   /usr/bin/python3 tools/readme_tables.py --print gpt-moe
 # STEPS=50 for a smoke test.
 set -euo pipefail
@@ -25,10 +26,11 @@ STEPS=${STEPS:-2000}
 DIR="$OUT/gpt_moe"
 mkdir -p "$DIR"
 start=$(date +%s)
+source "$(dirname "$0")/reuse_run.sh"
 
 run() {
   local name=$1; shift
-  if [ -f "$DIR/$name/results.json" ]; then echo "$name: done before ($DIR/$name/results.json)"; return; fi
+  if reuse_run "$DIR/$name" --steps "$STEPS" --eval-max-tokens 100000 "$@"; then return; fi
   echo "$name: $*"
   "./$BUILD/06_gpt" --steps "$STEPS" --threads "$THREADS" --quiet --eval-max-tokens 100000 --out "$DIR/$name" "$@" \
     > "$DIR/$name.log" 2>&1 || { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }

@@ -14,8 +14,8 @@
 #              the same number of MLP parameters (Shazeer 2020; the lecture's Narang et al. table)
 #   relu       --mlp relu
 # one after another, each with --threads 1. Outputs OUT/gpt_variants/NAME/ (results.json: validation
-# and test bits per character, train_seconds) and NAME.log; a run whose results.json exists is
-# skipped, so an interrupted sweep resumes. Then the table:
+# and test bits per character, train_seconds) and NAME.log; a run whose results.json exists with
+# the same settings is reused, and said so (tools/reuse_run.sh), so an interrupted sweep resumes. Then the table:
 #   /usr/bin/python3 tools/readme_tables.py --print gpt-variants
 # Budgets can be changed from the environment (STEPS=50 for a smoke test); ONLY="swiglu relu" runs
 # just those (two such sweeps side by side use the 2 cores, one thread each).
@@ -32,11 +32,13 @@ for name in ${ONLY:-}; do
   [[ " $NAMES " == *" $name "* ]] || { echo "gpt_variants.sh: ONLY names '$name', expected some of: $NAMES" >&2; exit 2; }
 done
 mkdir -p "$DIR"
+source "$(dirname "$0")/reuse_run.sh"
 
 run() {
   local name=$1; shift
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
-  if [ -f "$DIR/$name/results.json" ]; then echo "$name: done before ($DIR/$name/results.json)"; return; fi
+  # shellcheck disable=SC2086 # BUDGET is several flags
+  if reuse_run "$DIR/$name" --steps "$STEPS" $BUDGET "$@"; then return; fi
   echo "$name: $*"
   # shellcheck disable=SC2086 # BUDGET is several flags
   "./$BUILD/06_gpt" --steps "$STEPS" $BUDGET --threads 1 --quiet --out "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 ||

@@ -14,7 +14,9 @@
 # then each checkpoint tested on 2000 strings of 41-80 letters (--load CKPT --min-len 41 --max-len 80).
 # Outputs OUT/length_ood/NAME/ (the training run, its test on 5-40), OUT/length_ood/NAME_41_80/
 # (the longer test), NAME.log, and length_ood.png: exact match by input length, one line per model.
-# A run whose results.json exists is skipped. Prints the time it took. STEPS=50 for a smoke test.
+# A run whose results.json exists with the same settings (tools/reuse_run.sh: steps, lengths, flags)
+# is reused, and said so; one of other settings (a STEPS=50 smoke test) is run again. Prints the
+# time it took. STEPS=50 for a smoke test.
 set -euo pipefail
 
 BUILD=${BUILD:-build}
@@ -24,17 +26,20 @@ STEPS=${STEPS:-2000}
 DIR="$OUT/length_ood"
 mkdir -p "$DIR"
 start=$(date +%s)
+source "$(dirname "$0")/reuse_run.sh"
 
 # run NAME CHAPTER FLAGS...: train on 5-40, then test the checkpoint on 41-80
 run() {
-  local name=$1 ch=$2
+  local name=$1 ch=$2 trained=0
   shift 2
-  if [ ! -f "$DIR/$name/results.json" ]; then
+  if ! reuse_run "$DIR/$name" --task reverse --min-len 5 --max-len 40 --steps "$STEPS" --batch 32 "$@"; then
     echo "$name: $BUILD/$ch $* (reverse 5-40, $STEPS steps of 32)"
     "./$BUILD/$ch" --task reverse --min-len 5 --max-len 40 --steps "$STEPS" --batch 32 --threads "$THREADS" --quiet \
       --out "$DIR/$name" "$@" > "$DIR/$name.log" 2>&1 || { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }
+    trained=1
   fi
-  if [ ! -f "$DIR/${name}_41_80/results.json" ]; then
+  # the test on 41-80 is of the checkpoint above: again whenever it was trained again
+  if [ "$trained" = 1 ] || ! reuse_run "$DIR/${name}_41_80" "$@"; then
     "./$BUILD/$ch" --load "$DIR/$name/model.ckpt" --min-len 41 --max-len 80 --threads "$THREADS" --samples 4 \
       --out "$DIR/${name}_41_80" >> "$DIR/$name.log" 2>&1 || { echo "$name (41-80) failed; see $DIR/$name.log" >&2; exit 1; }
   fi
