@@ -370,6 +370,8 @@ static void test_line_plot_files(void **state) {
 
     char *gp = read_text(stem, ".gp");
     expect_in(gp, "set logscale y");
+    expect_in(gp, "set format y \"%g\"");          /* not gnuplot's 10.0000000 on a log axis */
+    assert_null(strstr(gp, "linecolor"));          /* 2 series: gnuplot's own colours */
     expect_in(gp, "\"loss.dat\" using 1:2 with lines");
     expect_in(gp, "\"loss.dat\" using 1:3 with lines");
     expect_in(gp, "title \"valid \\\"held out\\\"\"");
@@ -381,6 +383,7 @@ static void test_line_plot_files(void **state) {
     assert_int_equal(plot_lines(stem, "accuracy", "step", "exact match", x, ys, names, 1, POINTS, 0), 0);
     gp = read_text(stem, ".gp");
     assert_null(strstr(gp, "logscale"));
+    assert_null(strstr(gp, "set format"));
     free(gp);
     dat = read_text(stem, ".dat");
     expect_in(dat, "300 0\n");
@@ -388,9 +391,18 @@ static void test_line_plot_files(void **state) {
     free(dat);
 }
 
-/* An accuracy axis fixed to 0-100%: the .gp carries the range, the .dat the
- * points as they are; plot_lines (auto range) writes no yrange; a range that
- * is not an interval, or reaches 0 on a log axis, is refused. */
+/* The two numbers of "set yrange [lo:hi]" in a script. */
+static void read_yrange(const char *gp, double *lo, double *hi) {
+    const char *at = strstr(gp, "set yrange [");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, "set yrange [%lf:%lf]", lo, hi), 2);
+}
+
+/* An accuracy axis fixed to 0-100%: the .gp carries the range, with the
+ * frame a little outside it so a curve at 100% is not drawn on the frame,
+ * and ticks from 0 to 100 only; the .dat the points as they are;
+ * plot_lines (auto range) writes no yrange; a range that is not an
+ * interval, or reaches 0 on a log axis, is refused. */
 static void test_line_plot_fixed_range(void **state) {
     (void)state;
     enum { POINTS = 4 };
@@ -403,7 +415,11 @@ static void test_line_plot_fixed_range(void **state) {
     assert_int_equal(plot_lines_range(stem, "exact match by length", "length", "exact match (%)",
                                       x, ys, names, 1, POINTS, 0, 0.0f, 100.0f), 0);
     char *gp = read_text(stem, ".gp");
-    expect_in(gp, "set yrange [0:100]");
+    double lo, hi;
+    read_yrange(gp, &lo, &hi);
+    assert_true(lo < 0.0 && lo > -10.0);            /* room below 0 and above 100, a little */
+    assert_true(hi > 100.0 && hi < 110.0);
+    expect_in(gp, "set ytics 0, 20, 100\n");       /* the ticks stay 0..100 */
     assert_null(strstr(gp, "logscale"));
     free(gp);
     char *dat = read_text(stem, ".dat");
@@ -430,8 +446,159 @@ static void test_line_plot_fixed_range(void **state) {
     assert_non_null(strstr(last_error(), "log"));
     assert_int_equal(plot_lines_range(stem, "t", "x", "y", x, ys, names, 1, POINTS, 1, 1e-3f, 10.0f), 0);
     gp = read_text(stem, ".gp");
-    expect_in(gp, "set yrange [0.001:10]");
+    read_yrange(gp, &lo, &hi);                       /* a log axis: room by a factor, ticks gnuplot's */
+    assert_true(lo < 1e-3 && lo > 0.5e-3);
+    assert_true(hi > 10.0 && hi < 20.0);
+    assert_null(strstr(gp, "set ytics"));
     free(gp);
+}
+
+/* More series than gnuplot's 8 colours (chapter 04 draws 9 runs): each of
+ * the first 12 curves gets its own colour, neighbours differ in dash
+ * pattern too, and the key stands right of the plot, off the curves. */
+static void test_line_plot_many_series(void **state) {
+    (void)state;
+    enum { SERIES = 12, POINTS = 3 };
+    float x[POINTS] = {1, 2, 3}, y[SERIES][POINTS];
+    const float *ys[SERIES];
+    const char *names[SERIES];
+    char name_text[SERIES][16];
+    for (int s = 0; s < SERIES; s++) {
+        for (int i = 0; i < POINTS; i++) y[s][i] = (float)(s + i + 1);
+        ys[s] = y[s];
+        snprintf(name_text[s], sizeof name_text[s], "run %d", s);
+        names[s] = name_text[s];
+    }
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/many", tmp_dir);
+    assert_int_equal(plot_lines(stem, "loss", "step", "loss", x, ys, names, SERIES, POINTS, 1), 0);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set key outside right");
+    char styles[SERIES][16], dashes[SERIES][16];
+    for (int s = 0; s < SERIES; s++) {
+        char want[32];
+        snprintf(want, sizeof want, "using 1:%d with lines", s + 2);
+        const char *at = strstr(gp, want), *colour = at ? strstr(at, "linecolor rgb \"") : NULL;
+        assert_non_null(colour);
+        const char *dash = strstr(colour, "dashtype ");
+        assert_non_null(dash);
+        assert_int_equal(sscanf(colour, "linecolor rgb \"%7[#0-9a-f]\"", styles[s]), 1);
+        assert_int_equal(sscanf(dash, "dashtype %15[^ ]", dashes[s]), 1);
+        for (int t = 0; t < s; t++) assert_string_not_equal(styles[s], styles[t]);
+        if (s > 0) assert_string_not_equal(dashes[s], dashes[s - 1]);
+    }
+    free(gp);
+}
+
+/* A title wider than the picture's cells: the picture widens to hold it (up
+ * to 1,200 pixels) and wraps it at spaces beyond that, so no title is cut at
+ * the edges (a confusion matrix's was, at both sides). The break is
+ * gnuplot's \n escape; a newline in the text itself still shows as \n. */
+static void test_long_titles_fit(void **state) {
+    (void)state;
+    enum { R = 10, C = 10 };
+    float m[R * C] = {0};
+    char stem[512], title[400];
+    snprintf(title, sizeof title, "ViT, patch 7 (16 patches), cls pooling: test images of each true class (row) by "
+             "predicted class");
+    snprintf(stem, sizeof stem, "%s/confusion", tmp_dir);
+    assert_int_equal(plot_heatmap(stem, title, m, R, C, NULL, NULL, "predicted", "true", NULL, 0.0f, 1.0f), 0);
+    char *gp = read_text(stem, ".gp");
+    assert_true(picture_width(gp) >= 7 * (int)strlen(title));
+    const char *at = strstr(gp, "set title \""), *brk = at ? strstr(at, "\\n") : NULL;
+    assert_non_null(at);
+    assert_true(brk == NULL || brk > strchr(at, '\n'));   /* it fits on one line: no break in it */
+    free(gp);
+
+    /* too long for 1,200 pixels: wrapped at spaces, and a newline in it escaped */
+    char words[400] = "";
+    for (int i = 0; i < 30; i++) strcat(words, "attention ");
+    strcat(words, "a\nb");
+    assert_int_equal(plot_heatmap(stem, words, m, R, C, NULL, NULL, NULL, NULL, NULL, 0.0f, 1.0f), 0);
+    gp = read_text(stem, ".gp");
+    assert_true(picture_width(gp) <= 1200);
+    const char *line = strstr(gp, "set title \"");
+    assert_non_null(line);
+    expect_in(line, "attention\\nattention");      /* a break between two words */
+    expect_in(line, "a\\\\nb");                  /* the text's own newline: the two characters \n */
+    assert_true(strchr(line, '\n') > strstr(line, "a\\\\nb"));   /* the whole title on one script line */
+    free(gp);
+
+    /* a grid's figure title the same */
+    snprintf(stem, sizeof stem, "%s/grid_title", tmp_dir);
+    assert_int_equal(plot_heatmap_grid(stem, words, m, 1, 1, NULL, R, C, NULL, NULL, NULL, NULL, NULL, 0.0f, 1.0f),
+                     0);
+    gp = read_text(stem, ".gp");
+    assert_true(picture_width(gp) <= 1200);
+    expect_in(gp, "rowsfirst title \"attention attention");
+    expect_in(gp, "attention\\nattention");
+    free(gp);
+}
+
+/* Where a model looked (chapter 07's looked_*.png): four 28 x 28 images
+ * with titles and no ticks make one row of big panels, not a strip of small
+ * ones in a mostly empty picture; blank tick labels take no room either. */
+static void test_overlay_row_fills_the_picture(void **state) {
+    (void)state;
+    enum { R = 28, C = 28, PANELS = 4 };
+    float *inks = calloc((size_t)PANELS * R * C, sizeof(float)), *maps = calloc((size_t)PANELS * R * C, sizeof(float));
+    const char *titles[PANELS] = {"T-shirt/top (true Dress)", "layer 1", "layer 2", "rollout"};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/looked", tmp_dir);
+    assert_int_equal(plot_overlay_grid(stem, "test42: where the model looked", inks, maps, PANELS, PANELS, titles, R,
+                                       C), 0);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set multiplot layout 1,4");
+    const char *size = strstr(gp, " size ");
+    int w = 0, h = 0;
+    assert_non_null(size);
+    assert_int_equal(sscanf(size, " size %d,%d", &w, &h), 2);
+    /* the panels' side: the height of the one row of cells ("margins l, r, b, t" in
+     * fractions of the picture); the four cover over half of it */
+    const char *margins = strstr(gp, "\n    margins ");
+    double l, r, b, t;
+    assert_non_null(margins);
+    assert_int_equal(sscanf(margins, "\n    margins %lf, %lf, %lf, %lf", &l, &r, &b, &t), 4);
+    const double side = (t - b) * h;
+    assert_true(PANELS * side * side > 0.5 * w * h);
+    free(gp);
+
+    const char *blank[R];
+    for (int i = 0; i < R; i++) blank[i] = "";
+    snprintf(stem, sizeof stem, "%s/blank_ticks", tmp_dir);
+    assert_int_equal(plot_heatmap_grid(stem, "16 images", inks, PANELS, 4, titles, R, C, blank, blank, NULL, NULL,
+                                       "ink", 0.0f, 1.0f), 0);
+    gp = read_text(stem, ".gp");
+    expect_in(gp, "set multiplot layout 1,4");      /* not 2 panels a row, as labelled cells would need */
+    free(gp);
+    free(inks);
+    free(maps);
+}
+
+/* A diverging colour scale (chapter 06's expert shares): white at the
+ * centre (the even share 1/E), the range as given, from 0; a centre outside
+ * the range is refused. */
+static void test_heatmap_diverging(void **state) {
+    (void)state;
+    const float share[2 * 4] = {0.21f, 0.29f, 0.25f, 0.25f, 0.3f, 0.2f, 0.26f, 0.24f};
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/moe_share", tmp_dir);
+    assert_int_equal(plot_heatmap_diverging(stem, "share", share, 2, 4, NULL, NULL, "expert", "block",
+                                            "share (white: 1/E = 0.25)", 0.0f, 0.25f, 0.5f), 0);
+    char *gp = read_text(stem, ".gp");
+    expect_in(gp, "set palette defined (0 \"#2166ac\", 0.25 \"white\", 0.5 \"#b2182b\")");
+    expect_in(gp, "set cbrange [0:0.5]");
+    expect_in(gp, "set cblabel \"share (white: 1/E = 0.25)\"");
+    free(gp);
+    char *dat = read_text(stem, ".dat");
+    expect_in(dat, "0.21 0.29 0.25 0.25\n");         /* the numbers as they are */
+    free(dat);
+    clear_error();
+    assert_int_equal(plot_heatmap_diverging(stem, "share", share, 2, 4, NULL, NULL, NULL, NULL, NULL, 0.0f, 0.5f,
+                                            0.5f), -1);
+    assert_non_null(strstr(last_error(), "centre"));
+    assert_int_equal(plot_heatmap_diverging(stem, "share", share, 2, 4, NULL, NULL, NULL, NULL, NULL, 0.0f, NAN,
+                                            0.5f), -1);
 }
 
 /* ------------------------------------------------ strings that run nothing */
@@ -704,6 +871,10 @@ int main(void) {
         cmocka_unit_test(test_overlay_grid),
         cmocka_unit_test(test_line_plot_files),
         cmocka_unit_test(test_line_plot_fixed_range),
+        cmocka_unit_test(test_line_plot_many_series),
+        cmocka_unit_test(test_long_titles_fit),
+        cmocka_unit_test(test_overlay_row_fills_the_picture),
+        cmocka_unit_test(test_heatmap_diverging),
         cmocka_unit_test(test_planted_strings_run_nothing),
         cmocka_unit_test(test_control_characters_in_file_names),
         cmocka_unit_test(test_hung_gnuplot_is_stopped),

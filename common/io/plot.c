@@ -112,10 +112,27 @@ enum {
 /* Write s as a gnuplot double-quoted string that runs nothing: a backquote
  * as \140 (gnuplot would run `...` as a command), a double quote and a
  * backslash escaped, and no raw control character (a newline would end the
- * command). */
-static void write_gp_string(FILE *f, const char *s, int how) {
-    fputc('"', f);
+ * command). With wrap > 0 (a title), a space after which the next word
+ * would take the line past wrap characters becomes a line break: gnuplot's
+ * \n escape, which only this code writes (a newline in s still shows as
+ * the two characters \n). f NULL: write nothing, only count. Returns the
+ * number of lines. */
+static int write_gp_text(FILE *f, const char *s, int how, int wrap) {
+    int lines = 1, col = 0;
+    if (f) fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        if (wrap > 0 && how == GP_TEXT && *c == ' ' && col > 0) {
+            int word = 0;   /* characters up to the next space (UTF-8 continuation bytes do not count) */
+            for (const unsigned char *w = c + 1; *w && *w != ' '; w++) word += (*w & 0xC0) != 0x80;
+            if (col + 1 + word > wrap) {
+                if (f) fputs("\\n", f);
+                lines++;
+                col = 0;
+                continue;
+            }
+        }
+        col += (*c & 0xC0) != 0x80;
+        if (f == NULL) continue;
         if (*c == '"') fputs("\\\"", f);
         else if (*c == '\\') fputs("\\\\", f);
         else if (*c == '`') fputs("\\140", f);
@@ -127,8 +144,11 @@ static void write_gp_string(FILE *f, const char *s, int how) {
         else if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\\\x%02x", *c);
         else fputc(*c, f);
     }
-    fputc('"', f);
+    if (f) fputc('"', f);
+    return lines;
 }
+
+static void write_gp_string(FILE *f, const char *s, int how) { write_gp_text(f, s, how, 0); }
 
 /* A file name for "set output" or "plot": gnuplot pipes "|cmd" and "<cmd"
  * through the shell and reads "-", "+" and "$name" as special inputs, so a
@@ -383,6 +403,22 @@ static void write_set_string(FILE *f, const char *what, const char *text) {
     fputc('\n', f);
 }
 
+/* A picture's title, "set title "<text>"", wrapped at spaces to lines of
+ * at most wrap characters (see write_gp_text). Returns the number of lines. */
+static int write_set_title(FILE *f, const char *text, int wrap) {
+    fputs("set title ", f);
+    int lines = write_gp_text(f, text, GP_TEXT, wrap);
+    fputc('\n', f);
+    return lines;
+}
+
+/* How wide a character of a title is, in pixels, at most: the titles of
+ * line plots and heatmaps use the terminal's 10-point font, a grid's
+ * figure title 13 points (write_terminal, heatmap_grid). A title is given
+ * the width it needs (up to PLOT_MAX_WIDTH), and wrapped beyond that, so it
+ * is never cut at the picture's edges. */
+enum { TITLE_CHAR_PX = 7, BIG_TITLE_CHAR_PX = 9 };
+
 /* The data file's name as a gnuplot string: "attn_0.dat". */
 static void write_data_name(FILE *f, const char *base) {
     char data_name[1100];
@@ -452,12 +488,16 @@ static void write_heatmap_axes(FILE *f, int rows, int cols, int cell,
     fputs("set palette defined (0 \"white\", 0.5 \"#6baed6\", 1 \"#08306b\")   # white = 0, dark blue = high\n", f);
 }
 
-int plot_heatmap(const char *path_stem, const char *title,
-                 const float *m, int rows, int cols,
-                 const char *const *x_labels, const char *const *y_labels,
-                 const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax) {
+/* plot_heatmap, and with a finite centre plot_heatmap_diverging. */
+static int heatmap(const char *path_stem, const char *title, const float *m, int rows, int cols,
+                   const char *const *x_labels, const char *const *y_labels, const char *x_title,
+                   const char *y_title, const char *cb_title, float vmin, float vmax, float centre) {
     if (rows <= 0 || cols <= 0)
         return fail("plot_heatmap '%s': the matrix is empty (%d x %d)", path_stem, rows, cols);
+    const int diverging = isfinite(centre);
+    if (diverging && !(isfinite(vmin) && isfinite(vmax) && vmin < centre && centre < vmax))
+        return fail("plot_heatmap_diverging '%s': the centre %g is not inside the colour range [%g, %g] "
+                    "(want vmin < centre < vmax)", path_stem, (double)centre, (double)vmin, (double)vmax);
     char dir[1024], base[1024];
     AtomicFile dat, gp;
     if (begin_plot(path_stem, dir, base, sizeof dir, &dat, &gp) != 0) return -1;
@@ -474,7 +514,12 @@ int plot_heatmap(const char *path_stem, const char *title,
     int room = PLOT_MAX_WIDTH - y_label_px(y_labels, rows) - 220;
     if (cell * cols > room) cell = room / cols > 4 ? room / cols : 4;
     int width = clamp_int(cols * cell + y_label_px(y_labels, rows) + 220, 480, PLOT_MAX_WIDTH);
-    int height = clamp_int(rows * cell + x_label_px(x_labels, cols) + 160, 360, 4000);
+    /* room for the title (centred over the cells, which sit near the middle) */
+    const int title_w = TITLE_CHAR_PX * label_width(title) + 80;
+    if (width < title_w) width = title_w < PLOT_MAX_WIDTH ? title_w : PLOT_MAX_WIDTH;
+    const int wrap = (width - 80) / TITLE_CHAR_PX;
+    const int title_lines = write_gp_text(NULL, title, GP_TEXT, wrap);
+    int height = clamp_int(rows * cell + x_label_px(x_labels, cols) + 160 + 16 * (title_lines - 1), 360, 4000);
 
     FILE *f = gp.f;
     char shown[1024];
@@ -483,11 +528,23 @@ int plot_heatmap(const char *path_stem, const char *title,
     fprintf(f, "# Data: %s.dat (%d rows x %d columns). Render from this directory:\n", shown, rows, cols);
     fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
     write_terminal(f, width, height, base);
-    write_set_string(f, "title", title);
+    write_set_title(f, title, wrap);
     write_set_string(f, "xlabel", x_title);
     write_set_string(f, "ylabel", y_title);
     write_set_string(f, "cblabel", cb_title);
     write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
+    if (diverging) {
+        /* below the centre blue, the centre white, above it red; the palette's
+         * numbers are the values themselves (gnuplot maps their range onto
+         * the cbrange, which is the same range) */
+        fputs("set palette defined (", f);
+        write_value(f, vmin);
+        fputs(" \"#2166ac\", ", f);
+        write_value(f, centre);
+        fputs(" \"white\", ", f);
+        write_value(f, vmax);
+        fputs(" \"#b2182b\")   # diverging: white = the centre\n", f);
+    }
     if (vmin != vmax && isfinite(vmin) && isfinite(vmax)) {
         write_cbrange(f, vmin, vmax);
         fputc('\n', f);
@@ -502,6 +559,23 @@ int plot_heatmap(const char *path_stem, const char *title,
     if (close_outputs(&dat, &gp) != 0) return -1;
     render(dir, base);
     return 0;
+}
+
+int plot_heatmap(const char *path_stem, const char *title,
+                 const float *m, int rows, int cols,
+                 const char *const *x_labels, const char *const *y_labels,
+                 const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax) {
+    return heatmap(path_stem, title, m, rows, cols, x_labels, y_labels, x_title, y_title, cb_title, vmin, vmax,
+                   NAN);
+}
+
+int plot_heatmap_diverging(const char *path_stem, const char *title, const float *m, int rows, int cols,
+                           const char *const *x_labels, const char *const *y_labels, const char *x_title,
+                           const char *y_title, const char *cb_title, float vmin, float centre, float vmax) {
+    if (!isfinite(centre))
+        return fail("plot_heatmap_diverging '%s': the centre %g is not a number", path_stem, (double)centre);
+    return heatmap(path_stem, title, m, rows, cols, x_labels, y_labels, x_title, y_title, cb_title, vmin, vmax,
+                   centre);
 }
 
 /* ------------------------------------------------------------- heatmap grid */
@@ -577,18 +651,22 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
      *           smaller when the whole grid would not fit in 4000 pixels)
      *   right:  a small gap to the next panel
      * with the panel's title above and the rotated x tick labels and the x
-     * axis title below. The figure adds the title on top and one colour bar,
-     * for all panels, on the right. */
-    int left = y_label_px(y_labels, rows) + 40, right = 24;
-    int top = 28, bottom = x_label_px(x_labels, cols) + 40;
+     * axis title below (an overlay has no ticks, blank labels take no room,
+     * and a missing title none either: the images get the room). The figure
+     * adds the title on top and one colour bar, for all panels, on the right. */
+    const int tick_y = inks ? 0 : y_label_px(y_labels, rows), tick_x = inks ? 0 : x_label_px(x_labels, cols);
+    int left = tick_y + (y_title && *y_title ? 40 : 12), right = 24;
+    int top = panel_titles ? 28 : 12, bottom = tick_x + (x_title && *x_title ? 40 : 12);
     int fig_top = 44, colorbar = 110;
     int cell = heatmap_cell_px(rows, cols);
     int longest = rows > cols ? rows : cols;
     if (longest * cell < 160) cell = 160 / longest;   /* a tiny matrix: not a postage stamp */
     /* Cells too narrow for the width (labelled ones under 12 pixels lose
-     * every other label; any under 4 are specks): take fewer panels per row,
-     * more rows, until they fit or one panel is left per row. */
-    int narrowest = (x_labels || y_labels) ? 12 : 4;
+     * every other label; any under 4 are specks; blank labels count as
+     * none): take fewer panels per row, more rows, until they fit or one
+     * panel is left per row. */
+    const int labelled = max_label_width(x_labels, cols) > 0 || max_label_width(y_labels, rows) > 0;
+    int narrowest = labelled ? 12 : 4;
     if (narrowest > cell) narrowest = cell;
     while (grid_cols > 1 && ((PLOT_MAX_WIDTH - colorbar) / grid_cols - left - right) / cols < narrowest)
         grid_cols = (grid_cols + 1) / 2;
@@ -609,8 +687,16 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
     }
     if (left + right < title_px - cols * cell + 16) right = title_px - cols * cell + 16 - left;
     int panel_w = left + cols * cell + right, panel_h = top + rows * cell + bottom;
-    int grid_w = grid_cols * panel_w + colorbar, grid_h = fig_top + grid_rows * panel_h;
-    int width = grid_w > 480 ? grid_w : 480, height = grid_h > 360 ? grid_h : 360;
+    int grid_w = grid_cols * panel_w + colorbar;
+    int width = grid_w > 480 ? grid_w : 480;
+    /* the figure's title: as wide as it needs (up to PLOT_MAX_WIDTH), wrapped beyond */
+    const int title_w = BIG_TITLE_CHAR_PX * label_width(title) + 40;
+    const int widest = width > PLOT_MAX_WIDTH ? width : PLOT_MAX_WIDTH;
+    if (width < title_w) width = title_w < widest ? title_w : widest;
+    const int wrap = (width - 40) / BIG_TITLE_CHAR_PX;
+    fig_top += 20 * (write_gp_text(NULL, title, GP_TEXT, wrap) - 1);
+    int grid_h = fig_top + grid_rows * panel_h;
+    int height = grid_h > 200 ? grid_h : 200;
     int pad_x = (width - grid_w) / 2, pad_y = height - grid_h;   /* a tiny grid: centred, on the top */
 
     FILE *f = gp.f;
@@ -620,7 +706,7 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
     fprintf(f, "# Data: %s.dat, %d blocks (panels) of %d rows x %d columns. Render from this directory:\n",
             shown, n_panels, rows, cols);
     fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
-    write_terminal(f, clamp_int(width, 480, 4000), clamp_int(height, 360, 4000), base);
+    write_terminal(f, clamp_int(width, 480, 4000), clamp_int(height, 200, 4000), base);
     write_heatmap_axes(f, rows, cols, cell, x_labels, y_labels);
     double lo = vmin, hi = vmax;
     if (inks) {
@@ -652,7 +738,7 @@ static int heatmap_grid(const char *path_stem, const char *title, const float *m
                "# spacing = the room between two panels for their labels and titles\n",
             grid_rows, grid_cols);
     fprintf(f, "set multiplot layout %d,%d rowsfirst title ", grid_rows, grid_cols);
-    write_gp_string(f, title, GP_TEXT);
+    write_gp_text(f, title, GP_TEXT, wrap);
     fprintf(f, " font \",13\" \\\n    margins %.4f, %.4f, %.4f, %.4f spacing %.4f, %.4f\n",
             cells_left, cells_right, cells_bottom, cells_top,
             (double)(right + left) / width, (double)(bottom + top) / height);
@@ -696,6 +782,24 @@ int plot_overlay_grid(const char *path_stem, const char *title, const float *ink
 }
 
 /* ---------------------------------------------------------------- line plot */
+
+/* gnuplot's own line colours are 8, used again from the 9th series on. A
+ * plot with more series gives series s colour s % 12 of these (matplotlib's
+ * ten, black and navy) and dash pattern s % 3 (solid, dashed, dotted), so
+ * no two of its first 12 curves look alike, and neighbours in the key
+ * (often runs of one task) differ in both. */
+enum { LINE_COLOURS = 12, LINE_DASHES = 3, GNUPLOT_LINE_COLOURS = 8 };
+static const char *const line_colour[LINE_COLOURS] = {
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#000080"};
+static const char *const line_dash[LINE_DASHES] = {"solid", "(8,4)", "(3,3)"};
+
+/* A tick step for [lo, hi] (hi > lo): 1, 2 or 5 times a power of ten, about
+ * five steps in all, as gnuplot picks its own. */
+static double tick_step(double lo, double hi) {
+    const double raw = (hi - lo) / 5.0, mag = pow(10.0, floor(log10(raw))), norm = raw / mag;
+    return (norm <= 1.0 ? 1.0 : norm <= 2.0 ? 2.0 : norm <= 5.0 ? 5.0 : 10.0) * mag;
+}
 
 int plot_lines(const char *path_stem, const char *title,
                const char *x_title, const char *y_title,
@@ -749,27 +853,57 @@ int plot_lines_range(const char *path_stem, const char *title,
     fprintf(f, "# %s.gp - line plot written by plot_lines (common/io/plot.c).\n", shown);
     fprintf(f, "# Data: %s.dat (column 1 = x, then one column per series). Render from this directory:\n", shown);
     fprintf(f, "#   gnuplot %s.gp    -> %s.png\n", shown, shown);
-    write_terminal(f, 900, 560, base);
-    write_set_string(f, "title", title);
+    /* many series: the key right of the plot, off the curves, the picture
+     * wider by its width (the names and a sample of each line) */
+    const int many = n_series > GNUPLOT_LINE_COLOURS;
+    int width = 900 + (many ? TITLE_CHAR_PX * max_label_width(names, n_series) + 40 : 0);
+    if (width > PLOT_MAX_WIDTH) width = PLOT_MAX_WIDTH;
+    const int wrap = (width - 80) / TITLE_CHAR_PX;
+    const int title_lines = write_gp_text(NULL, title, GP_TEXT, wrap);
+    write_terminal(f, width, 560 + 16 * (title_lines - 1), base);
+    write_set_title(f, title, wrap);
     write_set_string(f, "xlabel", x_title);
     write_set_string(f, "ylabel", y_title);
     fputs("set grid\n", f);
     /* a log-log plot shows growing power laws: the top left corner is empty */
-    fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
-    if (log_y) fputs("set logscale y\n", f);
-    if (log_y == 2) fputs("set logscale x 2\n", f);   /* log-log: x doubles per tick */
+    if (many) fputs("set key outside right top Left reverse   # each line left of its name\n", f);
+    else fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
+    /* "%g" labels: gnuplot's own format prints a log axis down to 1e-7 as 10.0000000 */
+    if (log_y) fputs("set logscale y\nset format y \"%g\"\n", f);
+    if (log_y == 2) fputs("set logscale x 2\nset format x \"%g\"\n", f);   /* log-log: x doubles per tick */
     if (fixed_y) {
+        /* the frame a little outside the range, so a curve at y_max (100%)
+         * or y_min is not hidden in it; the ticks stay inside */
+        const double pad_lo = log_y ? y_min / pow((double)y_max / y_min, 0.03) : y_min - 0.03 * (y_max - y_min);
+        const double pad_hi = log_y ? y_max * pow((double)y_max / y_min, 0.03) : y_max + 0.03 * (y_max - y_min);
         fputs("set yrange [", f);
-        write_value(f, y_min);
+        write_value(f, pad_lo);
         fputc(':', f);
+        write_value(f, pad_hi);
+        fputs("]            # fixed by the caller (", f);
+        write_value(f, y_min);
+        fputs(" to ", f);
         write_value(f, y_max);
-        fputs("]            # fixed by the caller, not fitted to the data\n", f);
+        fputs("), not fitted to the data, with room for the curves\n", f);
+        if (!log_y) {
+            fputs("set ytics ", f);
+            write_value(f, y_min);
+            fputs(", ", f);
+            write_value(f, tick_step(y_min, y_max));
+            fputs(", ", f);
+            write_value(f, y_max);
+            fputc('\n', f);
+        }
     }
     fputs("plot ", f);
     for (int s = 0; s < n_series; s++) {
         if (s > 0) fputs(", \\\n     ", f);
         write_data_name(f, base);
-        fprintf(f, " using 1:%d with lines linewidth 2 title ", s + 2);
+        fprintf(f, " using 1:%d with lines linewidth 2", s + 2);
+        if (many)
+            fprintf(f, " linecolor rgb \"%s\" dashtype %s", line_colour[s % LINE_COLOURS],
+                    line_dash[s % LINE_DASHES]);
+        fputs(" title ", f);
         write_gp_string(f, names && names[s] ? names[s] : "", GP_TEXT);
     }
     fputc('\n', f);

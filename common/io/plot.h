@@ -18,6 +18,15 @@ int plot_heatmap(const char *path_stem, const char *title,
                  const char *const *x_labels, const char *const *y_labels,
                  const char *x_title, const char *y_title, const char *cb_title, float vmin, float vmax);
 
+/* plot_heatmap on a diverging colour scale over [vmin, vmax]: white at
+ * centre (vmin < centre < vmax), blue below it, red above it, for a
+ * quantity with a natural middle, e.g. each expert's share of the tokens
+ * against the even share 1/E (say which value is white in cb_title).
+ * Returns 0, or -1 with fail() (a centre outside the range, as plot_heatmap). */
+int plot_heatmap_diverging(const char *path_stem, const char *title, const float *m, int rows, int cols,
+                           const char *const *x_labels, const char *const *y_labels, const char *x_title,
+                           const char *y_title, const char *cb_title, float vmin, float centre, float vmax);
+
 /* A grid of heatmaps in one picture: n_panels matrices of the same shape
  * [rows, cols], stored one after another in maps (panel p at
  * maps + p * rows * cols), drawn grid_cols panels per row, left to right and
@@ -44,7 +53,9 @@ int plot_overlay_grid(const char *path_stem, const char *title, const float *ink
 /* Line plot of n_series curves sharing the x values x[n_points];
  * ys[s] points at n_points values of series s, named names[s].
  * log_y: 1 for a logarithmic y axis (loss curves), 2 for logarithmic x and
- * y axes (log-log: a power law y ~ x^k is a straight line of slope k). */
+ * y axes (log-log: a power law y ~ x^k is a straight line of slope k).
+ * Up to 8 series take gnuplot's 8 colours; more get 12 colours and 3 dash
+ * patterns, and the key moves to the right of the plot. */
 int plot_lines(const char *path_stem, const char *title,
                const char *x_title, const char *y_title,
                const float *x, const float *const *ys, const char *const *names,
@@ -56,7 +67,9 @@ int plot_lines(const char *path_stem, const char *title,
  * Percent accuracies (values already multiplied by 100):
  *   plot_lines_range(stem, "exact match by length", "length", "exact match (%)",
  *                    x, ys, names, n_series, n_points, 0, 0.0f, 100.0f);
- * writes "set yrange [0:100]" into stem.gp. y_min == y_max means auto (the
+ * writes "set yrange [-3:103]" and "set ytics 0, 20, 100" into stem.gp: the
+ * frame 3% outside the range, so a curve at 100% is not hidden in it, and
+ * ticks only inside (a log axis: 3% of its decades). y_min == y_max means auto (the
  * same as plot_lines); otherwise y_min < y_max, both finite, and y_min > 0
  * on a logarithmic axis, or -1 with fail(). Points outside the range are
  * kept in the .dat and clipped only in the picture. */
