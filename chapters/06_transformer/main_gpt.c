@@ -332,10 +332,17 @@ static int expert_usage(Gpt *g, const BrownCorpus *c, const Flags *f, Results *r
         snprintf(y_text[l], sizeof y_text[l], "%d", l);
         yl[l] = y_text[l];
     }
+    /* A diverging colour scale from 0, white at the even share 1/E, so a
+     * near-even split looks near-even (an automatic range would spread
+     * 0.21-0.29 over the whole palette); up to 2/E, or the largest share. */
+    float top = 2.0f / E;
+    for (int i = 0; i < L * E; i++) top = share[i] > top ? share[i] : top;
+    char cb_title[96];
+    snprintf(cb_title, sizeof cb_title, "share (white: 1/E = %.3g, an even split)", 1.0 / E);
     int rc = path_format(stem, sizeof stem, "%s/moe_share", f->out);
     if (rc == 0)
-        rc = plot_heatmap(stem, "share of the (token, expert) pairs each expert takes", share, L, E, xl, yl,
-                          "expert", "block", "share", 0.0f, 0.0f);
+        rc = plot_heatmap_diverging(stem, "share of the (token, expert) pairs each expert takes", share, L, E, xl,
+                                    yl, "expert", "block", cb_title, 0.0f, 1.0f / E, top);
     if (rc == 0) printf("expert shares: %s.png\n", stem);
     free(share); free(count); free(seen);
     return rc;
