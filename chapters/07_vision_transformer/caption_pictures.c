@@ -117,14 +117,24 @@ int caption_draw_one(Seq2Seq *m, const Dataset *d, const float *image, int side,
         snprintf(titles[k], 48, "%d. %s", k, k - 1 < n ? vocab_token(&d->tgt_vocab, out[k - 1]) : "<eos>");
     }
     for (int k = 0; k < panels; k++) tp[k] = titles[k];
-    char title[700];
-    snprintf(title, sizeof title, "%.100s: %.400s%s", label, caption,
-             m->has_attention ? " -- where the model looked for each word" : " (no attention to draw)");
+    /* the title: the model's caption, the true one beside it (a test scene),
+     * and what a panel's map is */
+    const Caption *c = m->self;
+    const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+    char title[1400], truth_text[420] = "", what[400];
+    if (truth) snprintf(truth_text, sizeof truth_text, "; true: %.400s", truth);
+    if (!m->has_attention) snprintf(what, sizeof what, " (no attention to draw)");
+    else if (c->cfg.kind == CAPTION_TRANSFORMER)
+        snprintf(what, sizeof what, " -- where it looked for each word: the last decoder block's cross-attention, "
+                 "the mean over its %d heads (each head: %.200s_heads.png)", c->cfg.heads, base);
+    else snprintf(what, sizeof what, " -- where it looked for each word");
+    snprintf(title, sizeof title, "%.100s -- model: %.400s%s%s", label, caption[0] ? caption : "(nothing)",
+             truth_text, what);
     const int cols = panels < 6 ? panels : 6;
     int rc = plot_overlay_grid(stem, title, inks, maps, panels, cols, tp, side, side);
     if (rc == 0) printf("    %s.%s\n", stem, gnuplot_available() ? "png" : "gp");
-    Caption *c = m->self;
-    if (rc == 0 && c->cfg.kind == CAPTION_TRANSFORMER) rc = draw_heads(c, d, &one, out, n, words, ink, side, P, stem, label);
+    if (rc == 0 && c->cfg.kind == CAPTION_TRANSFORMER)
+        rc = draw_heads(m->self, d, &one, out, n, words, ink, side, P, stem, label);
     free(src); free(out); free(attn); free(maps); free(inks); free(titles); free(tp);
     return rc;
 }

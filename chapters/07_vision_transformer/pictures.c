@@ -423,7 +423,8 @@ int vit_classify_one(const char *out, Vit *v, const FashionMnist *d, const char 
     if (make_dirs(out) < 0) return -1;
     char stem[1100], title[300];
     if (path_format(stem, sizeof stem, "%s/looked_%.100s", out, name) < 0) return -1;
-    snprintf(title, sizeof title, "%.100s: where the model looked (per layer, and rolled out)", name);
+    snprintf(title, sizeof title, "%.100s: where the model looked: each layer (mean over its heads), then the rollout",
+             name);
     int pred = order[0];
     printf("Wrote:\n");
     int rc = draw_looked(stem, title, v, ink28, &pred, truth >= 0 ? &truth : NULL, 1);
