@@ -451,6 +451,8 @@ void transformer_interface(Transformer *t, Seq2Seq *m) {
                    .encode = transformer_encode, .step = transformer_step, .destroy = transformer_destroy,
                    .plot_layers = transformer_plot_layers, .state_size = (int)state_size(t),
                    .vocab_size = t->V_tgt, .has_attention = 1};
+    snprintf(m->attention_name, sizeof m->attention_name,
+             "the last decoder block's cross-attention, the mean over its %d heads", t->cfg.block.H);
 }
 
 /* The checkpoint's keys (transformer.h); the GPT's table (gpt.c) starts with the same ones. */

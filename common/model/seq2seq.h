@@ -61,6 +61,10 @@ typedef struct {
     int state_size;
     int vocab_size;      /* target vocabulary size: length of a logprobs row */
     int has_attention;
+    /* What step()'s attn is, for its picture's title, when it is not the
+     * model's one attention: e.g. "the last decoder block's cross-attention,
+     * the mean over its 4 heads" ("": the one attention, nothing to say). */
+    char attention_name[96];
     void (*encode)(void *self, const Batch *b, float *states);
     void (*step)(void *self, int n, const int *src_row, const float *states, const int *prev,
                  float *next, float *logprobs, float *attn);

@@ -240,9 +240,10 @@ static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_sa
     free(idx);
 }
 
-/* Draw the attention map of one decoded input as a labelled heatmap. */
+/* Draw the attention map of one decoded input as a labelled heatmap, titled
+ * with the input (and, for a model of several heads, what the one map is). */
 static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_len,
-                          const char *stem, const char *title) {
+                          const char *stem, const char *input) {
     int max_out = d->max_tgt_len + 10;
     int *pred = xmalloc(sizeof(int) * (size_t)max_out);
     float *attn = xcalloc((size_t)max_out * src_len, sizeof(float));
@@ -263,6 +264,14 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
         snprintf(yl[t], TOKEN_MAX, "%s", t < n ? vocab_token(&d->tgt_vocab, pred[t]) : "<eos>");
         y_labels[t] = yl[t];
     }
+    char title[1400];
+    const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
+    if (m->attention_name[0] != '\0')
+        snprintf(title, sizeof title, "%.1000s -- %.96s%s%.200s%s", input, m->attention_name,
+                 m->plot_layers ? " (each layer and head: " : "", m->plot_layers ? base : "",
+                 m->plot_layers ? "_cross.png)" : "");
+    else
+        snprintf(title, sizeof title, "%.1000s", input);
     int rc = plot_heatmap(stem, title, attn, rows, src_len, x_labels, y_labels,
                           "source", "output", "attention weight a_{t,i}", 0.0f, 1.0f);
     if (rc == 0 && m->plot_layers) rc = m->plot_layers(m->self, d, src, src_len, pred, n, stem);
