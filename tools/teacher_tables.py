@@ -380,18 +380,23 @@ def t05_q3(out_dir, readme, rt, block):
 
 # ---- chapter 06
 
+NORM_ROW = re.compile(r"^\s*(post|pre)-LN\s+([0-9]+) \|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+) \| (\w+)", re.M)
+
+
 def t06_q1(out_dir, readme, rt, block):
-    path, d = rt.read_results(os.path.join(teacher_dir(out_dir, "06_q1"), "norm_experiment.json"), block, readme,
-                              "run `make teacher-runs` first")
-    lines = ["| norm | depth 2 | depth 6 | depth 12 |", "|---|---|---|---|"]
-    for place in ("post", "pre"):
-        cells = []
-        for depth in (2, 6, 12):
-            key = "%s_%d_final_loss" % (place, depth)
-            cells.append("diverged" if d.get(key) is None else "%.3f" % rt.number(d, key, path))
-        lines.append("| %s-LN | %s |" % (place, " | ".join(cells)))
-    caption = ("Training loss at the end (mean of the last 10 steps) of %s."
-               % command(out_dir, "06_q1", rt, block, readme))
+    text = log(out_dir, "06_q1", rt, block, readme)
+    where = os.path.join(teacher_dir(out_dir, "06_q1"), "log.txt")
+    rows = NORM_ROW.findall(text)
+    if len(rows) != 6:
+        raise rt.Failure("%s: expected the 6 rows of the norm table (post-LN / pre-LN at 3 depths), found %d"
+                         % (where, len(rows)))
+    lines = ["| norm | depth | loss at step 50 | 100 | 200 | final | what happened |", "|---|---|---|---|---|---|---|"]
+    for place, depth, a, b, c, final, what in rows:
+        lines.append("| %s-LN | %s | %s | %s | %s | **%s** | %s |" % (place, depth, a, b, c, final, what))
+    m = re.search(r"\(uniform guessing: ln ([0-9]+) = ([0-9.]+)\)", text)
+    caption = ("Training loss (cross-entropy per target token%s) from the table %s prints."
+               % ("; guessing uniformly over the %s tokens gives %s" % m.groups() if m else "",
+                  command(out_dir, "06_q1", rt, block, readme)))
     return lines, caption
 
 
@@ -499,27 +504,31 @@ def pos_neighbours(path, rt, block, readme):
 
 
 def t07_q2(out_dir, readme, rt, block):
-    pb, b = make_run_results(out_dir, "07_vision_transformer", rt, block, readme)
-    rows = [("`make run-07`: learned positions, cls pooling", pb, b)]
-    for run, label in (("07_q2_sin2d", "`--pos sinusoidal2d`"), ("07_q2_mean", "`--pool mean`")):
+    runs = [("07_q2_learned", "learned positions, cls pooling (the default)"),
+            ("07_q2_sin2d", "`--pos sinusoidal2d`"), ("07_q2_mean", "`--pool mean`")]
+    lines = ["| run (1000 steps each) | test acc. | validation acc. |", "|---|---|---|"]
+    cmds = []
+    for run, label in runs:
         path, d = results(out_dir, run, rt, block, readme)
-        rows.append((label, path, d))
-    lines = ["| run | test acc. | validation acc. | ms a step |", "|---|---|---|---|"]
-    for label, path, d in rows:
         h = d.get("headline")
         if not isinstance(h, str):
             raise rt.Failure("%s: no \"headline\" naming its model" % path)
-        test, valid, ms = vit_run(rt, d, path, h)
-        lines.append("| %s | %s | %s | %.1f |" % (label, pct2(test), pct2(valid), ms))
-    sim = os.path.join(out_dir, "07_vision_transformer", "pos_similarity_%s.dat" % b.get("headline"))
-    g, (near, two, far) = pos_neighbours(sim, rt, block, readme)
-    lines += ["", "| learned positions (`make run-07`): mean cosine similarity of a patch's embedding with | "
-              "its 4 neighbours | patches 2 steps away | patches 3 or more steps away |", "|---|---|---|---|",
-              "| (%d x %d grid, steps counted along rows and columns) | %.3f | %.3f | %.3f |" % (g, g, near, two, far)]
-    caption = ("Accuracies from `make run-07`'s `out/07_vision_transformer/results.json`, %s and %s (each "
-               "`--steps %d`); the similarities from `make run-07`'s `%s`."
-               % (command(out_dir, "07_q2_sin2d", rt, block, readme), command(out_dir, "07_q2_mean", rt, block, readme),
-                  rt.number(b, "steps", pb), os.path.basename(sim)))
+        test, valid, _ = vit_run(rt, d, path, h)
+        lines.append("| %s | %s | %s |" % (label, pct2(test), pct2(valid)))
+        cmds.append(command(out_dir, run, rt, block, readme))
+    sims = [(os.path.join(teacher_dir(out_dir, "07_q2_learned"), "pos_similarity_vit_p7.dat"), "1000 steps (the first run)")]
+    long = os.path.join(out_dir, "07_vision_transformer", "pos_similarity_vit_p7.dat")
+    if os.path.isfile(long):
+        pl, dl = make_run_results(out_dir, "07_vision_transformer", rt, block, readme)
+        sims.append((long, "%d steps (`make run-07`)" % rt.number(dl, "steps", pl)))
+    lines += ["", "| learned positions after | mean cosine similarity with the 4 grid neighbours | with patches 2 "
+              "steps away | 3 or more steps away |", "|---|---|---|---|"]
+    for sim, label in sims:
+        g, (near, two, far) = pos_neighbours(sim, rt, block, readme)
+        lines.append("| %s | %.3f | %.3f | %.3f |" % (label, near, two, far))
+    caption = ("Accuracies of %s; similarities from each learned run's `pos_similarity_vit_p7.dat` (the "
+               "cosines its picture draws; steps counted along the rows and columns of the %d x %d patch grid)."
+               % (", ".join(cmds), g, g))
     return lines, caption
 
 
