@@ -420,6 +420,7 @@ static void test_line_plot_fixed_range(void **state) {
     assert_true(lo < 0.0 && lo > -10.0);            /* room below 0 and above 100, a little */
     assert_true(hi > 100.0 && hi < 110.0);
     expect_in(gp, "set ytics 0, 20, 100\n");       /* the ticks stay 0..100 */
+    expect_in(gp, "set key below\n");              /* not on a curve at 100% */
     assert_null(strstr(gp, "logscale"));
     free(gp);
     char *dat = read_text(stem, ".dat");

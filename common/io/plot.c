@@ -860,13 +860,17 @@ int plot_lines_range(const char *path_stem, const char *title,
     if (width > PLOT_MAX_WIDTH) width = PLOT_MAX_WIDTH;
     const int wrap = (width - 80) / TITLE_CHAR_PX;
     const int title_lines = write_gp_text(NULL, title, GP_TEXT, wrap);
-    write_terminal(f, width, 560 + 16 * (title_lines - 1), base);
+    const int key_below = fixed_y && !many;   /* (see the key below) */
+    write_terminal(f, width, 560 + 16 * (title_lines - 1) + 20 * key_below, base);
     write_set_title(f, title, wrap);
     write_set_string(f, "xlabel", x_title);
     write_set_string(f, "ylabel", y_title);
     fputs("set grid\n", f);
-    /* a log-log plot shows growing power laws: the top left corner is empty */
+    /* a log-log plot shows growing power laws: the top left corner is
+     * empty; a fixed range's curves may run along its top or its bottom
+     * (100% or 0%): the key goes under the plot */
     if (many) fputs("set key outside right top Left reverse   # each line left of its name\n", f);
+    else if (key_below) fputs("set key below\n", f);
     else fputs(log_y == 2 ? "set key top left\n" : "set key top right\n", f);
     /* "%g" labels: gnuplot's own format prints a log axis down to 1e-7 as 10.0000000 */
     if (log_y) fputs("set logscale y\nset format y \"%g\"\n", f);

@@ -69,7 +69,8 @@ int plot_lines(const char *path_stem, const char *title,
  *                    x, ys, names, n_series, n_points, 0, 0.0f, 100.0f);
  * writes "set yrange [-3:103]" and "set ytics 0, 20, 100" into stem.gp: the
  * frame 3% outside the range, so a curve at 100% is not hidden in it, and
- * ticks only inside (a log axis: 3% of its decades). y_min == y_max means auto (the
+ * ticks only inside (a log axis: 3% of its decades), and the key under the
+ * plot, off a curve along 100% or 0%. y_min == y_max means auto (the
  * same as plot_lines); otherwise y_min < y_max, both finite, and y_min > 0
  * on a logarithmic axis, or -1 with fail(). Points outside the range are
  * kept in the .dat and clipped only in the picture. */
