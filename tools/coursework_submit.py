@@ -29,7 +29,7 @@ import tarfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDENT_FILE = ".student"
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")   # the whole id (fullmatch: no trailing newline)
 GRADER_FILES = ("tests/coursework", "tools/coursework_grade.py", "tools/coursework_submit.py")
 
 
@@ -49,7 +49,7 @@ def student_id(given):
         given = open(path).read().strip()
     if not given:
         refuse("who is handing in? run: make submit STUDENT=your-id (remembered in .student)")
-    if not STUDENT_ID.match(given):
+    if not STUDENT_ID.fullmatch(given):
         refuse(f"STUDENT={given}: expected letters, digits, '.', '_' or '-' (at most 64)")
     with open(path, "w") as f:
         f.write(given + "\n")
@@ -107,6 +107,9 @@ def main():
     missing = [p for p in files if not os.path.exists(os.path.join(ROOT, p))]
     if missing:
         refuse(f"{', '.join(missing)} missing from the tree")
+    links = [p for p in files if os.path.islink(os.path.join(ROOT, p)) or not os.path.isfile(os.path.join(ROOT, p))]
+    if links:   # the teacher's grader refuses them: a hand-in holds plain files only
+        refuse(f"{', '.join(links)}: not a plain file (a link?); copy the file itself there")
     nn = sheet["chapter"][:2]
     manifest = {"format": 1, "student": student, "chapter": sheet["chapter"],
                 "files": [{"path": p, "sha256": sha256(os.path.join(ROOT, p))} for p in files],
