@@ -10,6 +10,7 @@
 #   tools/deps.sh clang   clang, libomp-dev (clang's OpenMP), libcmocka-dev, zlib1g-dev,
 #                         dataset-fashion-mnist  (required: CC=clang make test)
 #   tools/deps.sh valgrind  valgrind (required: make test-valgrind)
+#   tools/deps.sh grade   bubblewrap (the sandbox of make grade-submissions and make test-submissions)
 #   tools/deps.sh arm     gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, libgomp1-arm64-cross,
 #                         qemu-user, and the arm64 builds of libcmocka-dev and zlib1g-dev
 #                         (Debian multiarch: adds the arm64 architecture to dpkg first)
@@ -31,9 +32,10 @@ case "$what" in
   fuzz)  required=(clang-14 libclang-rt-14-dev libomp-14-dev zlib1g-dev make) ;;
   clang) required=(clang libomp-dev libcmocka-dev zlib1g-dev dataset-fashion-mnist make) ;;
   valgrind) required=(valgrind) ;;
+  grade) required=(bubblewrap gcc make) ;;
   arm)   required=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user make
                    libcmocka-dev:arm64 zlib1g-dev:arm64) ;;
-  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz, clang, valgrind or arm)" >&2; exit 2 ;;
+  *) echo "deps.sh: unknown target '$what' (expected test, run, bench, twin, fuzz, clang, valgrind, grade or arm)" >&2; exit 2 ;;
 esac
 
 # macOS: Homebrew's packages, not Debian's; the line to run while one is missing.
