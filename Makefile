@@ -387,18 +387,23 @@ _build_graders: $(ALL_LIBS) $(GRADE_BINS)
 # grades each submission in dir with this repository's graders and hidden
 # checks (SEED=n: their seed, default a fresh one) into GRADEBOOK_OUT
 # (gradebook.csv, feedback/; tools/coursework_submissions.py).
-# make test-submissions grades a batch of made-up submissions
-# (tests/coursework/test_submissions.sh; about two minutes).
+# Each hand-in builds and runs in a bwrap sandbox (tools/deps.sh grade);
+# without one it refuses unless UNSANDBOXED=1. ROSTER=file: the class's ids.
+# make test-submissions grades a batch of made-up and hostile hand-ins
+# (tests/coursework/test_submissions.sh; a few minutes).
 submit:
 	@/usr/bin/python3 tools/coursework_submit.py --build $(BUILD) $(if $(STUDENT),--student $(STUDENT))
 
 GRADEBOOK_OUT ?= out/gradebook
 grade-submissions:
-	@test -n "$(DIR)" || { echo "make grade-submissions DIR=folder-of-submissions [SEED=n]"; exit 2; }
+	@test -n "$(DIR)" || { echo "make grade-submissions DIR=folder-of-submissions [SEED=n] [ROSTER=students.csv] [UNSANDBOXED=1]"; exit 2; }
+	@$(if $(filter 1,$(UNSANDBOXED)),true,bash tools/deps.sh grade || true)
 	@/usr/bin/python3 tools/coursework_submissions.py "$(DIR)" --out $(GRADEBOOK_OUT) $(if $(SEED),--seed $(SEED)) \
-	  $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
+	  $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(WORK),--work "$(WORK)") \
+	  $(if $(filter 1,$(UNSANDBOXED)),--unsandboxed)
 
 test-submissions:
+	@bash tools/deps.sh grade
 	@bash tests/coursework/test_submissions.sh
 
 # Mutation testing of the graders: each plausible wrong solution under
