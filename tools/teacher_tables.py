@@ -532,19 +532,64 @@ def t07_q2(out_dir, readme, rt, block):
     return lines, caption
 
 
+def overlay_panels(path, rt, block, readme):
+    """The panels of a plot_overlay_grid .dat (rows "x y r g b"): [(title, {(x, y): (map / max, ink)})].
+    The file blends the grey image (0.7 * 255 * ink) with orange by alpha = 0.85 map / max(map), so
+    r - b = 255 alpha gives the map (over its largest value) and b / (1 - alpha) the grey back."""
+    text = text_file(path, rt, block, readme)
+    panels = []
+    for chunk in text.split("\n\n\n"):
+        m = re.search(r"^# panel [0-9]+: (.*)$", chunk, re.M)
+        cells = {}
+        for line in chunk.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            x, y, r, g, b = (int(v) for v in line.split())
+            alpha = max(0.0, (r - b) / 255.0)
+            grey = b / (1.0 - alpha) if alpha < 1.0 else 0.0
+            cells[(x, y)] = (alpha / 0.85, grey / (0.7 * 255.0))
+        if m and cells:
+            panels.append((m.group(1), cells))
+    if not panels:
+        raise rt.Failure("%s: no panels of \"x y r g b\" rows" % path)
+    return panels
+
+
+def looked_at(cells, P):
+    """(largest patch as (row, col), 'object' or 'background', share of the weight on background patches)."""
+    side = 1 + max(x for x, _ in cells)
+    g = side // P
+    weight, ink = {}, {}
+    for (x, y), (w, k) in cells.items():
+        key = (y // P, x // P)
+        weight[key] = w                           # one value a patch
+        ink[key] = max(ink.get(key, 0.0), k)
+    total = sum(weight.values()) or 1.0
+    background = [k for k in weight if ink[k] < 0.1]
+    top = max(weight, key=lambda k: weight[k])
+    share = sum(weight[k] for k in background) / total
+    return top, ("background" if top in background else "object"), share, g
+
+
 def t07_q3(out_dir, readme, rt, block):
-    pb, b = make_run_results(out_dir, "07_vision_transformer", rt, block, readme)
-    stem = os.path.join(out_dir, "07_vision_transformer", "attention_%s" % b.get("headline"))
-    text = text_file(stem + ".dat", rt, block, readme, "run `make run-07` first")
-    titles = re.findall(r"^# panel [0-9]+: (.*)$", text, re.M)
-    images = [t for t in titles if not t.startswith("layer ") and t != "rollout"]
-    if not images:
-        raise rt.Failure("%s.dat: no panel titles naming the images" % stem)
-    lines = ["| row of the picture | predicted (true) class |", "|---|---|"]
-    for i, t in enumerate(images, 1):
-        m = re.fullmatch(r"(.*) \(true (.*)\)", t)
-        lines.append("| %d | %s |" % (i, "%s (%s)" % (m.group(1), m.group(2)) if m else t))
-    caption = "The images of `make run-07`'s `%s.png` (the first test images), from its `.dat`." % os.path.basename(stem)
+    run = "07_q2_learned"
+    path, d = results(out_dir, run, rt, block, readme)
+    P = int(rt.number(d, "patch", path))
+    dat = os.path.join(teacher_dir(out_dir, run), "attention_%s.dat" % d.get("headline"))
+    panels = overlay_panels(dat, rt, block, readme)
+    lines = ["| image: predicted (true) | panel | most weight on patch (row, column) | there | weight on background "
+             "patches |", "|---|---|---|---|---|"]
+    image, g = None, 0
+    for title, cells in panels:
+        if not title.startswith("layer ") and title != "rollout":
+            m = re.fullmatch(r"(.*) \(true (.*)\)", title)
+            image = "%s (%s)" % (m.group(1), m.group(2)) if m else title
+            continue
+        (r, c), where, share, g = looked_at(cells, P)
+        lines.append("| %s | %s | (%d, %d) | %s | %.0f%% |" % (image, title, r + 1, c + 1, where, 100 * share))
+    caption = ("Read from the `%s` of %s's picture (the first test images; %d x %d patches, counted from the top "
+               "left; a background patch holds no ink)." % (os.path.basename(dat), command(out_dir, run, rt, block,
+                                                                                            readme), g, g))
     return lines, caption
 
 
