@@ -10,7 +10,7 @@
 # command.txt holds the same command and whose result file is there is reused (and says so);
 # any other is run again. Questions about `make run`'s own outputs read OUT/NN_*/ (never written
 # here); a run that loads one of its checkpoints is skipped, with a message, until it exists.
-# About 45 minutes on 2 idle cores, most of it chapter 06's norm experiment and chapter 07.
+# Under an hour on 2 idle cores, most of it chapter 06's norm experiment and chapter 07.
 # Exits 1 when a run failed or was skipped.
 set -uo pipefail
 
@@ -48,6 +48,10 @@ run() {
   done
   mkdir -p "$dir" || { failed=1; return 0; }
   rm -f "$dir/$result" "$dir/command.txt" "$dir/log.txt"
+  local stopped
+  for stopped in "$dir"/*_so_far.ckpt; do   # this script's own run, stopped: it starts again from scratch
+    [ -f "$stopped" ] && { echo "$name: removing $stopped (a stopped run of this script; training again)"; rm -f "$stopped"; }
+  done
   echo "$name: ./$BUILD/$cmd"
   local t0
   t0=$(date +%s)
@@ -72,10 +76,11 @@ run 01_q2_gru results.json 01_rnn_seq2seq --cell gru
 run 03_q1 scaling_entropy.dat 03_dot_product_attention --scaling-experiment
 run 03_q2_dot results.json 03_dot_product_attention --score dot --state 256 --steps 1000
 run 03_q2_scaled results.json 03_dot_product_attention --score scaled_dot --state 256 --steps 1000
-# 07 Q1: the patch-size table; Q2: one change at a time from make run-07's default.
+# 07 Q1: the patch-size table; Q2: one change at a time from the default, at Q1's 1000 steps.
 run 07_q1 results.json 07_vision_transformer --patch 14,7,4 --steps 1000 --pictures 0
-run 07_q2_sin2d results.json 07_vision_transformer --pos sinusoidal2d --pictures 0
-run 07_q2_mean results.json 07_vision_transformer --pool mean --pictures 0
+run 07_q2_learned results.json 07_vision_transformer --steps 1000
+run 07_q2_sin2d results.json 07_vision_transformer --pos sinusoidal2d --steps 1000 --pictures 0
+run 07_q2_mean results.json 07_vision_transformer --pool mean --steps 1000 --pictures 0
 
 # 01 Q3: Q1's model decoded with a beam of 5.
 run 01_q3 results.json 01_rnn_seq2seq --load "$DIR/01_q1/model.ckpt" --beam 5
