@@ -455,9 +455,9 @@ def t06_q3(out_dir, readme, rt, block):
     lines.append("| with the KV cache | %d | %.2f | %.1f |" % a[2:])
     lines.append("| `--no-kv-cache` | %d | %.2f | %.1f |" % b[2:])
     same = "the same" if a[1] == b[1] else "different"
-    caption = ("%s, then with `--no-kv-cache`: the two continuations are %s (%d characters compared); "
-               "without the cache %.1fx the time a token." % (command(out_dir, "06_q3_cache", rt, block, readme), same,
-                                                            max(len(a[1]), len(b[1])), b[4] / a[4]))
+    ratio = " without the cache %.1fx the time a token." % (b[3] / a[3]) if a[3] > 0 else ""
+    caption = ("%s, then with `--no-kv-cache`: the two continuations are %s (%d characters compared);%s"
+               % (command(out_dir, "06_q3_cache", rt, block, readme), same, max(len(a[1]), len(b[1])), ratio))
     return lines, caption
 
 
