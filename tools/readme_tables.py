@@ -769,9 +769,9 @@ SIDE_BY_SIDE = [
     ("02", "attention", "reverse 5-40, exact match",
      ("01 fixed context", "side_by_side/01_reverse40", "test_exact_match"),
      ("02 additive attention", "side_by_side/02_reverse40", "test_exact_match"), False),
-    ("03", "the dot-product layer", "reverse 5-40, exact match",
-     ("02 additive, before the step", "side_by_side/02_reverse40", "test_exact_match"),
-     ("03 scaled dot, after the step", "side_by_side/03_reverse40", "test_exact_match"), False),
+    ("03", "the scaled dot-product score", "reverse 5-40, exact match",
+     ("02 additive score", "side_by_side/02_reverse40", "test_exact_match"),
+     ("03 scaled dot", "side_by_side/03_reverse40", "test_exact_match"), False),
     ("04", "positions", "reverse digits, exact match",
      ("none", "04_self_attention", "reverse_none_exact_match"),
      ("sinusoidal", "04_self_attention", "reverse_sinusoidal_exact_match"), False),
@@ -794,9 +794,9 @@ SIDE_BY_SIDE = [
 
 
 def side_value(out_dir, directory, key, readme):
-    data = read_results(os.path.join(out_dir, directory, "results.json"), "side-by-side", readme,
-                        "run `make run` first")
-    return number(data, key, os.path.join(out_dir, directory, "results.json"))
+    path, data = read_results(os.path.join(out_dir, directory, "results.json"), "side-by-side", readme,
+                              "run `make run` first")
+    return number(data, key, path)
 
 
 def seed_values(out_dir, directory, key):
@@ -845,8 +845,8 @@ def table_side_by_side(out_dir, readme):
 # make run's reverse 5-40 runs (tools/side_by_side.sh): the same task, steps and batch for chapters 01, 02 and 03,
 # and chapter 03's layer in chapter 02's placement.
 REVERSE40 = [("01: fixed context", "side_by_side/01_reverse40"), ("02: additive attention", "side_by_side/02_reverse40"),
-             ("03: scaled dot, after the step", "side_by_side/03_reverse40"),
-             ("03: scaled dot, before the step", "side_by_side/03_reverse40_bahdanau")]
+             ("03: scaled dot", "side_by_side/03_reverse40"),
+             ("03: scaled dot, chapter 02's placement", "side_by_side/03_reverse40_bahdanau")]
 
 
 def table_reverse40(out_dir, readme):
