@@ -1,6 +1,7 @@
 /* program_run.c - running a built program from a test (program_run.h). */
 #include "program_run.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +26,32 @@ void read_text_file(const char *path, char *buf, size_t cap) {
     buf[n] = '\0';
 }
 
-void program_run(RunResult *r, const char *build_dir, const char *program, const char *args, const char *tmp_dir) {
-    char cmd[4096], out_path[512], err_path[512];
+/* Runs the shell command cmd with stdin from /dev/null, its two streams through files in tmp_dir into r. */
+static void run_captured(RunResult *r, const char *cmd, const char *tmp_dir) {
+    char full[8192 + 1200], out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
     snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
-    snprintf(cmd, sizeof cmd, "%s/%s %s >%s 2>%s </dev/null", build_dir, program, args, out_path, err_path);
-    int status = system(cmd);
+    snprintf(full, sizeof full, "( %s ) >%s 2>%s </dev/null", cmd, out_path, err_path);
+    int status = system(full);
     r->exited = status != -1 && WIFEXITED(status);
     r->code = r->exited ? WEXITSTATUS(status) : -1;
     read_text_file(out_path, r->out, sizeof r->out);
     read_text_file(err_path, r->err, sizeof r->err);
+}
+
+void program_run(RunResult *r, const char *build_dir, const char *program, const char *args, const char *tmp_dir) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/%s %s", build_dir, program, args);
+    run_captured(r, cmd, tmp_dir);
+}
+
+void program_shell(RunResult *r, const char *tmp_dir, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    run_captured(r, cmd, tmp_dir);
 }
 
 int program_failed_cleanly(const RunResult *r, const char *expect) {

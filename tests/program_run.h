@@ -2,7 +2,8 @@
  * are (from the test's own argv[0]), one run through the shell with both
  * output streams captured, and the project's rule for bad input (exit 1 and
  * one clear error line). Shared by the suites that drive whole programs
- * (test_cli, test_caption_cli, test_robust, test_robust_determinism). */
+ * (test_cli, test_caption_cli, test_robust, test_robust_determinism, test_hostile,
+ * test_refusals, test_stopped_run). */
 #ifndef PROGRAM_RUN_H
 #define PROGRAM_RUN_H
 #include <stddef.h>
@@ -25,6 +26,11 @@ void read_text_file(const char *path, char *buf, size_t cap);
 /* Runs "<build_dir>/<program> <args>" through the shell, stdin from
  * /dev/null; stdout and stderr go through files in tmp_dir into r. */
 void program_run(RunResult *r, const char *build_dir, const char *program, const char *args, const char *tmp_dir);
+
+/* Runs a whole shell command (printf-formatted; it may hold pipes and
+ * redirections of its own) the same way: stdin from /dev/null, both output
+ * streams through files in tmp_dir into r. */
+void program_shell(RunResult *r, const char *tmp_dir, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* 1 when the run failed as bad input must: exit code 1 and at most two
  * lines on stderr, one of them mentioning expect; otherwise 0. */

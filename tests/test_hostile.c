@@ -69,25 +69,6 @@ static char repo_dir[1024];   /* the working directory at start: data/ is there 
 
 /* ------------------------------------------------------------ helpers */
 
-/* A shell command (it may hold pipes and redirections of its own), both
- * streams captured into r. */
-static void shell(RunResult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void shell(RunResult *r, const char *fmt, ...) {
-    char cmd[8192], full[8192 + 700], out_path[300], err_path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
-    snprintf(full, sizeof full, "( %s ) >%s 2>%s </dev/null", cmd, out_path, err_path);
-    int status = system(full);
-    r->exited = status != -1 && WIFEXITED(status);
-    r->code = r->exited ? WEXITSTATUS(status) : -1;
-    read_text_file(out_path, r->out, sizeof r->out);
-    read_text_file(err_path, r->err, sizeof r->err);
-}
-
 /* The run failed as bad input must: exit 1, one error line naming expect. */
 static void assert_clean_failure(const RunResult *r, const char *what, const char *expect) {
     if (!program_failed_cleanly(r, expect))
@@ -118,7 +99,7 @@ static int have_fashion_mnist(void) {
  * its checkpoint `name` there in ckpt. */
 static void train(const char *program, const char *args, const char *dir, const char *name, char *ckpt, size_t cap) {
     RunResult *r = malloc(sizeof *r);
-    shell(r, "cd %s && %s/%s %s --quiet --out %s/%s", repo_dir, build_dir, program, args, tmp_dir, dir);
+    program_shell(r, tmp_dir, "cd %s && %s/%s %s --quiet --out %s/%s", repo_dir, build_dir, program, args, tmp_dir, dir);
     assert_success(r, program);
     free(r);
     snprintf(ckpt, cap, "%s/%s/%s", tmp_dir, dir, name);
@@ -250,10 +231,10 @@ static void test_compose_past_the_test_set(void **state) {
     snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", dir);
     write_idx_gz(path, labels, sizeof labels, 1);
     RunResult *r = malloc(sizeof *r);
-    shell(r, "timeout 120 %s/07_caption --compose 0,1,2,3 --data %s --to %s/composed.pgm", build_dir, dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_caption --compose 0,1,2,3 --data %s --to %s/composed.pgm", build_dir, dir, tmp_dir);
     assert_clean_failure(r, "07_caption --compose 0,1,2,3 with one test image", "holds 1 images (0 to 0)");
     /* index 0 alone exists: a scene of it and empty cells is fine */
-    shell(r, "timeout 120 %s/07_caption --compose 0,-,-,- --data %s --to %s/composed.pgm", build_dir, dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_caption --compose 0,-,-,- --data %s --to %s/composed.pgm", build_dir, dir, tmp_dir);
     assert_success(r, "07_caption --compose 0,-,-,-");
     free(r);
 }
@@ -324,7 +305,7 @@ static void test_huge_thread_count(void **state) {
     assert_true(threads >= 1 && threads <= 256);
 
     RunResult *r = malloc(sizeof *r);
-    shell(r, "OMP_NUM_THREADS=99999999 timeout 120 %s/04_self_attention --task count --pos none --steps 2 "
+    program_shell(r, tmp_dir, "OMP_NUM_THREADS=99999999 timeout 120 %s/04_self_attention --task count --pos none --steps 2 "
              "--test-size 10 --quiet --out %s/threads04", build_dir, tmp_dir);
     assert_success(r, "04_self_attention with OMP_NUM_THREADS=99999999");
     free(r);
@@ -352,16 +333,16 @@ static void test_checkpoint_from_a_fifo_or_a_pipe(void **state) {
     snprintf(fifo, sizeof fifo, "%s/ckpt.fifo", tmp_dir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
     RunResult *r = malloc(sizeof *r);
-    shell(r, "(timeout 60 cat %s > %s &) ; timeout 60 %s/01_rnn_seq2seq --load %s --translate '21 Nov 2026' "
+    program_shell(r, tmp_dir, "(timeout 60 cat %s > %s &) ; timeout 60 %s/01_rnn_seq2seq --load %s --translate '21 Nov 2026' "
              "--out %s/fifo01", ckpt01, fifo, build_dir, fifo, tmp_dir);
     assert_success(r, "01_rnn_seq2seq --load FIFO");
     assert_non_null(strstr(r->out, "21 Nov 2026 ->"));
-    shell(r, "cat %s | timeout 60 %s/01_rnn_seq2seq --load /dev/stdin --translate '21 Nov 2026' --out %s/pipe01",
+    program_shell(r, tmp_dir, "cat %s | timeout 60 %s/01_rnn_seq2seq --load /dev/stdin --translate '21 Nov 2026' --out %s/pipe01",
           ckpt01, build_dir, tmp_dir);
     assert_success(r, "01_rnn_seq2seq --load /dev/stdin");
     assert_non_null(strstr(r->out, "21 Nov 2026 ->"));
     /* the GPT reads the config a third time (for --max-new's default) */
-    shell(r, "cat %s | timeout 60 %s/06_gpt --load /dev/stdin --data %s/data/brown.txt.gz --prompt 'The jury' "
+    program_shell(r, tmp_dir, "cat %s | timeout 60 %s/06_gpt --load /dev/stdin --data %s/data/brown.txt.gz --prompt 'The jury' "
              "--max-new 3 --out %s/pipegpt", ckpt_gpt, build_dir, repo_dir, tmp_dir);
     assert_success(r, "06_gpt --load /dev/stdin");
     assert_non_null(strstr(r->out, "[The jury]"));
@@ -369,7 +350,7 @@ static void test_checkpoint_from_a_fifo_or_a_pipe(void **state) {
     char corpus_fifo[400];
     snprintf(corpus_fifo, sizeof corpus_fifo, "%s/corpus.fifo", tmp_dir);
     assert_int_equal(mkfifo(corpus_fifo, 0600), 0);
-    shell(r, "(timeout 60 cat %s/data/brown.txt.gz > %s &) ; timeout 60 %s/06_gpt --load %s --data %s "
+    program_shell(r, tmp_dir, "(timeout 60 cat %s/data/brown.txt.gz > %s &) ; timeout 60 %s/06_gpt --load %s --data %s "
              "--prompt 'The jury' --max-new 3 --out %s/fifogpt", repo_dir, corpus_fifo, build_dir, ckpt_gpt,
           corpus_fifo, tmp_dir);
     assert_success(r, "06_gpt --data FIFO");
@@ -438,7 +419,7 @@ static void test_devices_refused_at_their_first_bytes(void **state) {
     }
     /* and through a program, the one error line */
     RunResult *r = malloc(sizeof *r);
-    shell(r, "%s timeout 60 %s/01_rnn_seq2seq --load /dev/zero --translate x --out %s/zero01",
+    program_shell(r, tmp_dir, "%s timeout 60 %s/01_rnn_seq2seq --load /dev/zero --translate x --out %s/zero01",
           UNDER_ASAN ? "" : "ulimit -v 4000000;", build_dir, tmp_dir);
     assert_clean_failure(r, "01_rnn_seq2seq --load /dev/zero", "is not a checkpoint");
     free(r);
@@ -480,7 +461,7 @@ static void test_escape_codes_in_messages(void **state) {
     snprintf(bad, sizeof bad, "%s/escape.ckpt", tmp_dir);
     rewrite_config(ckpt01, bad, "model=rnn_seq2seq", "model=\x1b[2J\x1b[31mevil\a");
     RunResult *r = malloc(sizeof *r);
-    shell(r, "%s/04_self_attention --load %s --test-size 5 --out %s/escape04", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "%s/04_self_attention --load %s --test-size 5 --out %s/escape04", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "04_self_attention --load a checkpoint with escape codes", "\\x1b[2J\\x1b[31mevil\\x07");
     for (const char *c = r->err; *c; c++) assert_true(*c != '\x1b' && *c != '\a');
     free(r);
@@ -492,17 +473,17 @@ static void test_escape_codes_in_messages(void **state) {
 static void test_list_flags_refuse_an_empty_item(void **state) {
     (void)state;
     RunResult *r = malloc(sizeof *r);
-    shell(r, "timeout 120 %s/05_multi_head_attention --task neighbours --heads 1,2, --steps 1 --dim 8 --ff 8 "
+    program_shell(r, tmp_dir, "timeout 120 %s/05_multi_head_attention --task neighbours --heads 1,2, --steps 1 --dim 8 --ff 8 "
              "--batch 8 --test-size 5 --scale-max-len 0 --quiet --out %s/comma05", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads 1,2,", "--heads '1,2,': item 3 is empty");
-    shell(r, "timeout 120 %s/05_multi_head_attention --heads ,2 --steps 1 --out %s/comma05", build_dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/05_multi_head_attention --heads ,2 --steps 1 --out %s/comma05", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads ,2", "item 1 is empty");
-    shell(r, "timeout 120 %s/07_vision_transformer --patch 7, --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 "
+    program_shell(r, tmp_dir, "timeout 120 %s/07_vision_transformer --patch 7, --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 "
              "--batch 8 --test-size 5 --pictures 0 --quiet --out %s/comma07", build_dir, tmp_dir);
     assert_clean_failure(r, "07 --patch 7,", "--patch '7,': item 2 is empty");
-    shell(r, "timeout 120 %s/07_vision_transformer --patch 14,,7 --steps 1 --out %s/comma07", build_dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_vision_transformer --patch 14,,7 --steps 1 --out %s/comma07", build_dir, tmp_dir);
     assert_clean_failure(r, "07 --patch 14,,7", "item 2 is empty");
-    shell(r, "timeout 120 %s/07_caption --compose 1,2,3,4, --to %s/comma.pgm", build_dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_caption --compose 1,2,3,4, --to %s/comma.pgm", build_dir, tmp_dir);
     assert_clean_failure(r, "07_caption --compose 1,2,3,4,", "item 5 is empty");
     free(r);
 }
@@ -513,10 +494,10 @@ static void test_gpt_flags(void **state) {
     (void)state;
     need_checkpoints();
     RunResult *r = malloc(sizeof *r);
-    shell(r, "cd %s && timeout 120 %s/06_gpt --load %s --plot --out %s/plotgpt", repo_dir, build_dir, ckpt_gpt,
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --load %s --plot --out %s/plotgpt", repo_dir, build_dir, ckpt_gpt,
           tmp_dir);
     assert_clean_failure(r, "06_gpt --load --plot", "add --prompt TEXT");
-    shell(r, "cd %s && ATTN_BACKEND=bogus timeout 120 %s/06_gpt --steps 1 --layers 1 --dim 8 --heads 2 --ff 8 "
+    program_shell(r, tmp_dir, "cd %s && ATTN_BACKEND=bogus timeout 120 %s/06_gpt --steps 1 --layers 1 --dim 8 --heads 2 --ff 8 "
              "--context 16 --batch 2 --eval-every 0 --eval-max-tokens 300 --max-new 5 --quiet --out %s/envgpt",
           repo_dir, build_dir, tmp_dir);
     assert_clean_failure(r, "ATTN_BACKEND=bogus 06_gpt", "ATTN_BACKEND");
@@ -538,9 +519,9 @@ static void test_gpt_refuses_another_vocabulary(void **state) {
     free(config);
     snprintf(other, sizeof other, "%s/brown_other.txt.gz", tmp_dir);
     RunResult *r = malloc(sizeof *r);
-    shell(r, "gzip -dc %s/data/brown.txt.gz | tr z '~' | gzip -1 > %s", repo_dir, other);
+    program_shell(r, tmp_dir, "gzip -dc %s/data/brown.txt.gz | tr z '~' | gzip -1 > %s", repo_dir, other);
     assert_success(r, "writing a Brown file with '~' for 'z'");
-    shell(r, "cd %s && timeout 120 %s/06_gpt --load %s --data %s --prompt 'The jury' --max-new 3 --out %s/othergpt",
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --load %s --data %s --prompt 'The jury' --max-new 3 --out %s/othergpt",
           repo_dir, build_dir, ckpt_gpt, other, tmp_dir);
     assert_clean_failure(r, "06_gpt --load CKPT --data (another mapping of the same size)", "vocab_crc=");
     assert_non_null(strstr(r->err, "brown_other.txt.gz give vocab_crc="));
@@ -555,7 +536,7 @@ static void test_gpt_refuses_another_vocabulary(void **state) {
 static void test_scaling_experiment_refused_with_load(void **state) {
     (void)state;
     RunResult *r = malloc(sizeof *r);
-    shell(r, "cd %s && timeout 120 %s/03_dot_product_attention --load "
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/03_dot_product_attention --load "
              "tests/data/old_checkpoints/03_dot_product_attention.ckpt --scaling-experiment --out %s/scaling03",
           repo_dir, build_dir, tmp_dir);
     assert_clean_failure(r, "03_dot_product_attention --load CKPT --scaling-experiment",
@@ -571,7 +552,7 @@ static void test_config_values_checked_at_load(void **state) {
     RunResult *r = malloc(sizeof *r);
     snprintf(bad, sizeof bad, "%s/tokens.ckpt", tmp_dir);
     rewrite_config(ckpt_gpt, bad, "tokens=char", "tokens=bogus");
-    shell(r, "cd %s && timeout 120 %s/06_gpt --load %s --out %s/badgpt", repo_dir, build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --load %s --out %s/badgpt", repo_dir, build_dir, bad, tmp_dir);
     assert_clean_failure(r, "06_gpt with tokens=bogus", "tokens=bogus in its config: expected char or word");
     if (!have_fashion_mnist()) {
         free(r);
@@ -582,20 +563,20 @@ static void test_config_values_checked_at_load(void **state) {
           "--test-size 5 --pictures 0", "r07", "model_vit_p14.ckpt", vit, sizeof vit);
     snprintf(bad, sizeof bad, "%s/task07.ckpt", tmp_dir);
     rewrite_config(vit, bad, "task=fashion_mnist", "task=bogus");
-    shell(r, "timeout 120 %s/07_vision_transformer --load %s --pictures 0 --out %s/bad07", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_vision_transformer --load %s --pictures 0 --out %s/bad07", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "07_vision_transformer with task=bogus", "task=bogus: expected fashion_mnist");
     train("07_caption", "--steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 "
           "--dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1", "rcap",
           "model.ckpt", cap, sizeof cap);
     snprintf(bad, sizeof bad, "%s/taskcap.ckpt", tmp_dir);
     rewrite_config(cap, bad, "task=scenes2x2", "task=bogus");
-    shell(r, "timeout 120 %s/07_caption --load %s --pictures 0 --out %s/badcap", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_caption --load %s --pictures 0 --out %s/badcap", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "07_caption with task=bogus", "task=bogus: expected scenes2x2 (grid=2)");
     rewrite_config(cap, bad, "task=scenes2x2", "task=scenes3x3");
-    shell(r, "timeout 120 %s/07_caption --load %s --pictures 0 --out %s/badcap", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/07_caption --load %s --pictures 0 --out %s/badcap", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "07_caption with task=scenes3x3, grid=2", "task=scenes3x3: expected scenes2x2 (grid=2)");
     /* and the captioner's checkpoint in another chapter is named as the captioner's */
-    shell(r, "timeout 120 %s/01_rnn_seq2seq --load %s --out %s/cap01", build_dir, cap, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 120 %s/01_rnn_seq2seq --load %s --out %s/cap01", build_dir, cap, tmp_dir);
     assert_clean_failure(r, "01_rnn_seq2seq --load a captioner checkpoint",
                          "a checkpoint of chapter 07_caption (model=ch07_caption)");
     free(r);
@@ -646,16 +627,16 @@ static void test_stdout_write_errors(void **state) {
     char what[128];
     if (exists("/dev/full")) {
         for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
-            shell(r, "%s/%s --help >/dev/full", build_dir, programs[p]);
+            program_shell(r, tmp_dir, "%s/%s --help >/dev/full", build_dir, programs[p]);
             snprintf(what, sizeof what, "%s --help >/dev/full", programs[p]);
             assert_clean_failure(r, what, "cannot write to standard output");
         }
-        shell(r, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 --quiet "
+        program_shell(r, tmp_dir, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 --quiet "
                  "--out %s/full01 >/dev/full", build_dir, tmp_dir);
         assert_clean_failure(r, "01_rnn_seq2seq >/dev/full", "cannot write to standard output");
     }
     /* closed: the checkpoint must not take the number of standard output and receive the printed text */
-    shell(r, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 "
+    program_shell(r, tmp_dir, "%s/01_rnn_seq2seq --steps 2 --state 8 --embed 4 --n-train 50 --max-eval 5 --samples 0 "
              "--out %s/closed01 >&-", build_dir, tmp_dir);
     assert_clean_failure(r, "01_rnn_seq2seq >&-", "cannot write to standard output");
     char path[600], *config = NULL;
@@ -664,7 +645,7 @@ static void test_stdout_write_errors(void **state) {
     assert_non_null(config);
     free(config);
     /* and a good run still exits 0 */
-    shell(r, "%s/04_self_attention --help", build_dir);
+    program_shell(r, tmp_dir, "%s/04_self_attention --help", build_dir);
     assert_success(r, "04_self_attention --help");
     free(r);
 }

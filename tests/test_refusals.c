@@ -43,24 +43,6 @@ static char build_dir[1024];
 static char tmp_dir[256];
 static char repo_dir[1024];   /* the working directory at start: data/ is there */
 
-/* A shell command, both streams captured into r. */
-static void shell(RunResult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void shell(RunResult *r, const char *fmt, ...) {
-    char cmd[8192], full[8192 + 700], out_path[300], err_path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmp_dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmp_dir);
-    snprintf(full, sizeof full, "( %s ) >%s 2>%s </dev/null", cmd, out_path, err_path);
-    int status = system(full);
-    r->exited = status != -1 && WIFEXITED(status);
-    r->code = r->exited ? WEXITSTATUS(status) : -1;
-    read_text_file(out_path, r->out, sizeof r->out);
-    read_text_file(err_path, r->err, sizeof r->err);
-}
-
 static void assert_clean_failure(const RunResult *r, const char *what, const char *expect) {
     if (!program_failed_cleanly(r, expect))
         print_error("%s\n  exit %d (exited normally: %d)\n  stderr: %.2000s\n  expected exit 1 and one error line "
@@ -78,7 +60,7 @@ static void assert_success(const RunResult *r, const char *what) {
 /* A short training run of program into tmp_dir/dir; its checkpoint's path in ckpt. */
 static void train(const char *program, const char *args, const char *dir, char *ckpt, size_t cap) {
     RunResult *r = malloc(sizeof *r);
-    shell(r, "cd %s && %s/%s %s --quiet --out %s/%s", repo_dir, build_dir, program, args, tmp_dir, dir);
+    program_shell(r, tmp_dir, "cd %s && %s/%s %s --quiet --out %s/%s", repo_dir, build_dir, program, args, tmp_dir, dir);
     assert_success(r, program);
     free(r);
     snprintf(ckpt, cap, "%s/%s/model.ckpt", tmp_dir, dir);
@@ -134,26 +116,26 @@ static void test_flags_without_effect(void **state) {
     const char *moe[][2] = {{"--experts 3", "--experts"}, {"--moe-top-k 2", "--moe-top-k"},
                             {"--capacity 1.5", "--capacity"}, {"--moe-aux 0.5", "--moe-aux"}};
     for (int i = 0; i < 4; i++) {
-        shell(r, "cd %s && timeout 60 %s/06_gpt --steps 1 %s --out %s/gpt_moe_flag", repo_dir, build_dir, moe[i][0],
+        program_shell(r, tmp_dir, "cd %s && timeout 60 %s/06_gpt --steps 1 %s --out %s/gpt_moe_flag", repo_dir, build_dir, moe[i][0],
               tmp_dir);
         assert_clean_failure(r, moe[i][0], "add --mlp moe");
     }
-    shell(r, "cd %s && timeout 60 %s/06_gpt --steps 1 --mlp moe --experts 2 --moe-top-k 3 --out %s/gpt_k", repo_dir,
+    program_shell(r, tmp_dir, "cd %s && timeout 60 %s/06_gpt --steps 1 --mlp moe --experts 2 --moe-top-k 3 --out %s/gpt_k", repo_dir,
           build_dir, tmp_dir);
     assert_clean_failure(r, "--moe-top-k 3 --experts 2", "at most --experts");
-    shell(r, "timeout 60 %s/05_multi_head_attention --heads 2,2 --steps 1 --out %s/h22", build_dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 60 %s/05_multi_head_attention --heads 2,2 --steps 1 --out %s/h22", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads 2,2", "2 comes twice");
-    shell(r, "timeout 60 %s/05_multi_head_attention --heads 1,2,4,2 --steps 1 --out %s/h22", build_dir, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 60 %s/05_multi_head_attention --heads 1,2,4,2 --steps 1 --out %s/h22", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads 1,2,4,2", "2 comes twice");
     const char *timeouts[] = {"0", "-1", "abc", "1e9"};
     for (int i = 0; i < 4; i++) {
-        shell(r, "ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/01_rnn_seq2seq --steps 1 --out %s/timeout01", timeouts[i],
+        program_shell(r, tmp_dir, "ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/01_rnn_seq2seq --steps 1 --out %s/timeout01", timeouts[i],
               build_dir, tmp_dir);
         assert_clean_failure(r, timeouts[i], "ATTN_GNUPLOT_TIMEOUT=");
-        shell(r, "cd %s && ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/06_gpt --steps 1 --out %s/timeout_gpt", repo_dir,
+        program_shell(r, tmp_dir, "cd %s && ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/06_gpt --steps 1 --out %s/timeout_gpt", repo_dir,
               timeouts[i], build_dir, tmp_dir);
         assert_clean_failure(r, timeouts[i], "ATTN_GNUPLOT_TIMEOUT=");
-        shell(r, "ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/04_self_attention --steps 1 --out %s/timeout04",
+        program_shell(r, tmp_dir, "ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/04_self_attention --steps 1 --out %s/timeout04",
               timeouts[i], build_dir, tmp_dir);
         assert_clean_failure(r, timeouts[i], "ATTN_GNUPLOT_TIMEOUT=");
     }
@@ -168,10 +150,10 @@ static void test_transformer_load(void **state) {
     train("06_transformer", "--steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --n-train 200 --max-eval 10 "
           "--samples 0 --pos learned", "t06", ckpt, sizeof ckpt);
     RunResult *r = malloc(sizeof *r), *with_cache = malloc(sizeof *with_cache);
-    shell(with_cache, "timeout 60 %s/06_transformer --load %s --translate '21 Nov 2026' --out %s/t06_eval", build_dir,
+    program_shell(with_cache, tmp_dir, "timeout 60 %s/06_transformer --load %s --translate '21 Nov 2026' --out %s/t06_eval", build_dir,
           ckpt, tmp_dir);
     assert_success(with_cache, "06_transformer --load --translate");
-    shell(r, "timeout 60 %s/06_transformer --load %s --no-kv-cache --translate '21 Nov 2026' --out %s/t06_eval",
+    program_shell(r, tmp_dir, "timeout 60 %s/06_transformer --load %s --no-kv-cache --translate '21 Nov 2026' --out %s/t06_eval",
           build_dir, ckpt, tmp_dir);
     assert_success(r, "06_transformer --load --no-kv-cache --translate");
     assert_non_null(strstr(r->out, "21 Nov 2026 -> "));
@@ -181,13 +163,13 @@ static void test_transformer_load(void **state) {
     config_line(ckpt, "src_pos_rows", line, sizeof line);
     snprintf(bad, sizeof bad, "%s/rows0.ckpt", tmp_dir);
     rewrite_config(ckpt, bad, line, "src_pos_rows=0\n");
-    shell(r, "timeout 60 %s/06_transformer --load %s --out %s/t06_bad", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 60 %s/06_transformer --load %s --out %s/t06_bad", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "src_pos_rows=0 with pos=learned", "src_pos_rows=0 with pos=learned");
 
     train("06_transformer", "--steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --n-train 200 --max-eval 10 "
           "--samples 0", "t06s", sin_ckpt, sizeof sin_ckpt);
     rewrite_config(sin_ckpt, bad, "tgt_pos_rows=0\n", "tgt_pos_rows=12\n");
-    shell(r, "timeout 60 %s/06_transformer --load %s --out %s/t06_bad", build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "timeout 60 %s/06_transformer --load %s --out %s/t06_bad", build_dir, bad, tmp_dir);
     assert_clean_failure(r, "tgt_pos_rows=12 with sinusoidal positions", "only learned positions have a table");
     free(r);
     free(with_cache);
@@ -202,13 +184,13 @@ static void test_gpt_config_at_load(void **state) {
     RunResult *r = malloc(sizeof *r);
     snprintf(bad, sizeof bad, "%s/k9.ckpt", tmp_dir);
     rewrite_config(ckpt, bad, "moe_top_k=1\n", "moe_top_k=9\n");
-    shell(r, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
     assert_clean_failure(r, "experts=0 moe_top_k=9", "experts 0 (a dense MLP) with top-k 9");
     rewrite_config(ckpt, bad, "tokens=char\n", "tokens=char\nvocab_crc=00000000\n");
-    shell(r, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
     assert_clean_failure(r, "two vocab_crc lines", "two 'vocab_crc=' lines");
     rewrite_config(ckpt, bad, "context=16\n", "context=65536\n");
-    shell(r, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
+    program_shell(r, tmp_dir, "cd %s && timeout 60 %s/06_gpt --load %s --out %s/g06_bad", repo_dir, build_dir, bad, tmp_dir);
     assert_clean_failure(r, "context=65536", "'context': expected an integer in 2..4096");
     free(r);
 }
@@ -218,7 +200,7 @@ static void test_gpt_config_at_load(void **state) {
 static void test_moe_aux_printed_as_recorded(void **state) {
     (void)state;
     RunResult *r = malloc(sizeof *r);
-    shell(r, "cd %s && timeout 120 %s/06_gpt --steps 3 --mlp moe --experts 3 --moe-top-k 2 " GPT_TINY
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --steps 3 --mlp moe --experts 3 --moe-top-k 2 " GPT_TINY
           " --out %s/moe_aux", repo_dir, build_dir, tmp_dir);
     assert_success(r, "06_gpt --mlp moe");
     const char *at = strstr(r->out, "aux loss ");
@@ -257,16 +239,16 @@ static void test_memory_checked_first(void **state) {
     RunResult *r = malloc(sizeof *r);
     const char *big = "--dim 64 --layers 1 --heads 4 --batch 4096 --context 4096 --steps 1 --eval-every 0";
     if (!UNDER_ASAN) {
-        shell(r, "cd %s && ulimit -v 4194304 && timeout 120 %s/06_gpt %s --out %s/big", repo_dir, build_dir, big,
+        program_shell(r, tmp_dir, "cd %s && ulimit -v 4194304 && timeout 120 %s/06_gpt %s --out %s/big", repo_dir, build_dir, big,
               tmp_dir);
         assert_clean_failure(r, "06_gpt --batch 4096 --context 4096 under ulimit -v 4 GiB", "the address-space limit");
         assert_non_null(strstr(r->err, "the largest part: the attention maps"));
     }
-    shell(r, "cd %s && timeout 120 %s/06_gpt %s --max-memory 1024 --out %s/big", repo_dir, build_dir, big, tmp_dir);
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt %s --max-memory 1024 --out %s/big", repo_dir, build_dir, big, tmp_dir);
     assert_clean_failure(r, "06_gpt --batch 4096 --context 4096 --max-memory 1024", "--max-memory");
     assert_non_null(strstr(r->err, "TB of memory"));
     /* the same flags at --batch 2 --context 16 fit in 1 GiB and train */
-    shell(r, "cd %s && timeout 120 %s/06_gpt --dim 64 --layers 1 --heads 4 --batch 2 --context 16 --steps 1 "
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --dim 64 --layers 1 --heads 4 --batch 2 --context 16 --steps 1 "
           "--eval-every 0 --eval-max-tokens 300 --max-new 5 --max-memory 1024 --quiet --out %s/small", repo_dir,
           build_dir, tmp_dir);
     assert_success(r, "06_gpt small under --max-memory 1024");
@@ -278,11 +260,11 @@ static void test_memory_checked_first(void **state) {
     snprintf(bad, sizeof bad, "%s/ctx4096.ckpt", tmp_dir);
     rewrite_config(ckpt, bad, "context=16\n", "context=4096\n");
     if (!UNDER_ASAN) {
-        shell(r, "cd %s && ulimit -v 4194304 && timeout 120 %s/06_gpt --load %s --batch 512 --out %s/ctx", repo_dir,
+        program_shell(r, tmp_dir, "cd %s && ulimit -v 4194304 && timeout 120 %s/06_gpt --load %s --batch 512 --out %s/ctx", repo_dir,
               build_dir, bad, tmp_dir);
         assert_clean_failure(r, "06_gpt --load (context=4096) --batch 512 under ulimit -v", "ctx4096.ckpt: its model");
     }
-    shell(r, "cd %s && timeout 120 %s/06_gpt --load %s --batch 512 --max-memory 100 --out %s/ctx", repo_dir,
+    program_shell(r, tmp_dir, "cd %s && timeout 120 %s/06_gpt --load %s --batch 512 --max-memory 100 --out %s/ctx", repo_dir,
           build_dir, bad, tmp_dir);
     assert_clean_failure(r, "06_gpt --load (context=4096) --batch 512 --max-memory 100", "--max-memory");
     free(r);
