@@ -33,7 +33,7 @@ check-run  compares every figure of kind run with what the last `make run`
            wrote, byte for byte.
 draw       runs each row's command (each distinct command once, in the
            manifest's order; a source newer than its programs' binaries is kept
-           as it is), copies the sources into img/ and writes HEAD as drawn_at.
+           as it is, and a row without programs is always drawn), copies the sources into img/ and writes HEAD as drawn_at.
            It refuses while a figure's files differ from HEAD: a figure is
            stamped with committed code only. --max-minutes M leaves out the
            commands that take longer (and says which).
@@ -106,10 +106,13 @@ def git(repo, *args, check=True):
     return subprocess.run(["git", "-C", repo] + list(args), capture_output=True, text=True, check=check)
 
 
-def program_sources(repo, build, program, cache={}):
+SOURCES = {}   # program -> its files, read once per run
+
+
+def program_sources(repo, build, program):
     """The repository files linked into BUILD/PROGRAM: the compile units named in its DWARF, and the .h beside each."""
-    if program in cache:
-        return cache[program]
+    if program in SOURCES:
+        return SOURCES[program]
     binary = os.path.join(repo, build, program)
     if not os.path.exists(binary):
         raise ManifestError(f"{binary} is not built (make all), so the files behind its figures are unknown")
@@ -131,8 +134,8 @@ def program_sources(repo, build, program, cache={}):
                     files.add(header)
     if not files:
         raise ManifestError(f"{binary} has no debug information naming the repository's sources (built without -g?)")
-    cache[program] = sorted(files)
-    return cache[program]
+    SOURCES[program] = sorted(files)
+    return SOURCES[program]
 
 
 def row_files(repo, build, row):
@@ -266,8 +269,9 @@ def draw(args):
         sources = [r["source"] for r in chosen if r["command"] == command]
         binaries = [os.path.join(repo, args.build, p) for p in split_list(row["programs"])]
         newest = max((os.path.getmtime(b) for b in binaries if os.path.exists(b)), default=0)
-        if all(os.path.exists(os.path.join(repo, s)) and os.path.getmtime(os.path.join(repo, s)) > newest
-               for s in sources):
+        # a row without programs (a benchmark make all does not build) cannot tell an old source: always drawn
+        if binaries and all(os.path.exists(os.path.join(repo, s)) and os.path.getmtime(os.path.join(repo, s)) > newest
+                            for s in sources):
             print(f"figures: kept (newer than its programs): {', '.join(sources)}")
         else:
             print(f"figures: about {row['minutes']} min: {command}", flush=True)
