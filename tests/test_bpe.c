@@ -140,14 +140,14 @@ static void test_text_form_round_trip(void **state) {
     (void)state;
     Bpe b, c;
     learn_textbook(&b, 100);
-    char *text = bpe_to_text(&b);
+    char *text = bpe_to_text(&b, "");
     assert_non_null(strstr(text, "bpe_alphabet=deilnorstw\nbpe_merges=15\nbpe_merge_1=e s\n"));
     assert_non_null(strstr(text, "bpe_merge_3=est </w>\n"));
     /* Other checkpoint keys around it are ignored. */
     size_t n = strlen(text) + 64;
     char *config = malloc(n);
     snprintf(config, n, "model=rnn\n%stask=translate\n", text);
-    if (bpe_from_text(&c, config) != 0) fail_msg("%s", last_error());
+    if (bpe_from_text(&c, config, "") != 0) fail_msg("%s", last_error());
     assert_int_equal(c.n_merges, b.n_merges);
     assert_int_equal(c.V, b.V);
     for (int m = 0; m < b.n_merges; m++) {
@@ -156,6 +156,16 @@ static void test_text_form_round_trip(void **state) {
         assert_int_equal(c.merge_result[m], b.merge_result[m]);
     }
     assert_int_equal(bpe_crc(&c), bpe_crc(&b));
+    /* Two vocabularies in one text, each behind its prefix (a translation checkpoint's). */
+    char *src = bpe_to_text(&b, "src_");
+    assert_non_null(strstr(src, "src_bpe_alphabet=deilnorstw\nsrc_bpe_merges=15\nsrc_bpe_merge_1=e s\n"));
+    Bpe prefixed;
+    assert_int_equal(bpe_from_text(&prefixed, src, "tgt_"), -1);   /* no tgt_ keys there */
+    assert_non_null(strstr(last_error(), "tgt_bpe_alphabet"));
+    if (bpe_from_text(&prefixed, src, "src_") != 0) fail_msg("%s", last_error());
+    assert_int_equal(bpe_crc(&prefixed), bpe_crc(&b));
+    bpe_free(&prefixed);
+    free(src);
     int x[16], y[16];
     int nx = bpe_encode(&b, "lowest newer wider", x, 16, NULL), ny = bpe_encode(&c, "lowest newer wider", y, 16, NULL);
     assert_int_equal(nx, ny);
@@ -212,23 +222,23 @@ static void test_bad_input(void **state) {
     expect_error("longer than the 1024");
     bpe_free(&b);
 
-    assert_int_equal(bpe_from_text(&b, "model=x\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "model=x\n", ""), -1);
     expect_error("bpe_alphabet");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ba\nbpe_merges=0\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ba\nbpe_merges=0\n", ""), -1);
     expect_error("byte order");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\n", ""), -1);
     expect_error("bpe_merges=N");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=2\nbpe_merge_1=a b\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=2\nbpe_merge_1=a b\n", ""), -1);
     expect_error("no line bpe_merge_2=");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=a c\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=a c\n", ""), -1);
     expect_error("bpe_merge_1=a c: expected two symbols");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=ab\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=ab\n", ""), -1);
     expect_error("separated by one space");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=</w> a\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=1\nbpe_merge_1=</w> a\n", ""), -1);
     expect_error("expected two symbols");
-    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=a\xff\nbpe_merges=0\n"), -1);
+    assert_int_equal(bpe_from_text(&b, "bpe_alphabet=a\xff\nbpe_merges=0\n", ""), -1);
     expect_error("not UTF-8");
-    if (bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=2\nbpe_merge_1=a b\nbpe_merge_2=ab </w>\n") != 0)
+    if (bpe_from_text(&b, "bpe_alphabet=ab\nbpe_merges=2\nbpe_merge_1=a b\nbpe_merge_2=ab </w>\n", "") != 0)
         fail_msg("%s", last_error());
     int ids[4];
     assert_int_equal(bpe_encode(&b, "ab", ids, 4, NULL), 1);

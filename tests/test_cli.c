@@ -568,6 +568,43 @@ static void test_longer_test_lengths(void **state) {
     expect_error("06_transformer", args, "only the reverse task has lengths to change");
 }
 
+/* The translate task end to end (chapter 02, a few steps): BLEU in the
+ * table and results.json, translations.tsv with a line per test verse,
+ * --load --translate printing the BPE pieces and the Spanish, --plot the
+ * word-by-word map; lengths cannot be changed with --load. */
+static void test_translate_task(void **state) {
+    (void)state;
+    char args[4096], path[700];
+    static char text[1 << 16];
+    short_run("02_bahdanau_attention", "--task translate --steps 2 --batch 4 --embed 8 --state 8 --max-eval 6 "
+                                       "--samples 1 --quiet", "tr02/model.ckpt");
+    snprintf(path, sizeof path, "%s/tr02/results.json", tmp_dir);
+    read_text_file(path, text, sizeof text);
+    assert_non_null(strstr(text, "\"task\": \"translate\""));
+    assert_non_null(strstr(text, "\"test_bleu\": "));
+    assert_non_null(strstr(text, "\"test_bleu_41_up\": "));
+    assert_null(strstr(text, "bpe_merge_1"));   /* the vocabularies stay in the checkpoint */
+    snprintf(path, sizeof path, "%s/tr02/translations.tsv", tmp_dir);
+    read_text_file(path, text, sizeof text);
+    int lines = 0;
+    for (const char *c = text; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 1 + 6);   /* the header, each evaluated verse */
+    const char *header = "reference\tsource\toutput\tsentence_bleu\n";
+    assert_true(strncmp(text, header, strlen(header)) == 0);
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--load %s/tr02/model.ckpt --translate \"In the beginning God created the heavens "
+             "and the earth.\" --plot --out %s/tr02_eval", tmp_dir, tmp_dir);
+    run(r, "02_bahdanau_attention", args);
+    if (r->code != 0) print_error("%s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "BPE pieces ("));
+    assert_non_null(strstr(r->out, "In the beginning God created the heavens and the earth. -> "));
+    assert_non_null(strstr(r->out, "translate_attention."));
+    free(r);
+    snprintf(args, sizeof args, "--load %s/tr02/model.ckpt --max-len 30", tmp_dir);
+    expect_error("02_bahdanau_attention", args, "only the reverse task has lengths to change");
+}
+
 static void test_gpt_load_default_out(void **state) {
     (void)state;
     char cwd[1024], dir[700], data[1100], saved[16384], now[16384];
@@ -797,6 +834,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_newcomer_paths),
         cmocka_unit_test(test_gpt_paths),
         cmocka_unit_test(test_longer_test_lengths),
+        cmocka_unit_test(test_translate_task),
         cmocka_unit_test(test_gpt_load_default_out),
         cmocka_unit_test(test_vit_program),
     };

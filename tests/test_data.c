@@ -123,8 +123,8 @@ static void test_vocab_basics(void **state) {
     assert_int_equal(vocab_char_id(&v, 'A'), UNK_ID); /* "AH" is not the character 'A' */
     assert_int_equal(vocab_char_id(&v, '<'), UNK_ID); /* nor is "<pad>" */
     assert_string_equal(vocab_token(&v, 99), "<?>");
-    assert_int_equal(vocab_add(&v, "much-too-long-token"), -1);
-    assert_error_mentions("much-too-long-token");
+    assert_int_equal(vocab_add(&v, "a-token-much-too-long-for-any-table"), -1);
+    assert_error_mentions("a-token-much-too-long-for-any-table");
     assert_int_equal(vocab_add(&v, ""), -1);
     assert_int_equal(vocab_add(&v, "a\tb"), -1);
 }
@@ -219,11 +219,14 @@ static void test_task_defaults(void **state) {
     assert_string_equal(cfg.data_dir, "data");
     assert_int_equal(task_defaults(&cfg, "reverse"), 0);
     assert_int_equal(task_defaults(&cfg, "g2p"), 0);
+    assert_int_equal(task_defaults(&cfg, "translate"), 0);   /* the training verses' words */
+    assert_int_equal(cfg.min_len, 1);
+    assert_int_equal(cfg.max_len, TRANSLATE_MAX_WORDS);
 
     clear_error();
-    assert_int_equal(task_defaults(&cfg, "translate"), -1);
-    assert_error_mentions("translate");
-    assert_error_mentions("dates, reverse or g2p");
+    assert_int_equal(task_defaults(&cfg, "french"), -1);
+    assert_error_mentions("french");
+    assert_error_mentions("dates, reverse, g2p or translate");
 }
 
 static void test_dataset_load_rejects_bad_config(void **state) {

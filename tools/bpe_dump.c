@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bpe_dump: %s\n", last_error());
         return 1;
     }
-    char *text = bpe_to_text(&b);
+    char *text = bpe_to_text(&b, "");
     fputs(text, stdout);
     free(text);
     int ids[4096];

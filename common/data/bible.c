@@ -27,9 +27,9 @@ const char *bible_split_name(BibleSplit s) {
     return "?";
 }
 
-int bible_source_words(const BiblePair *p) {
+int bible_words(const char *text) {
     int n = 0;
-    for (const char *s = p->english; *s;) {
+    for (const char *s = text; *s;) {
         while (*s == ' ') s++;
         if (*s == '\0') break;
         n++;
@@ -37,6 +37,8 @@ int bible_source_words(const BiblePair *p) {
     }
     return n;
 }
+
+int bible_source_words(const BiblePair *p) { return bible_words(p->english); }
 
 /* A whole number in [lo, hi] written with digits only. */
 static int parse_number(const char *s, int lo, int hi, int *out) {

@@ -76,6 +76,8 @@ const char *bible_split_name(BibleSplit s);
 /* The number of English words of a pair (runs of non-blank bytes): what the
  * BLEU-by-length buckets count. */
 int bible_source_words(const BiblePair *p);
+/* The same count for any text (a verse, a model's output). */
+int bible_words(const char *text);
 
 void bible_free(BibleCorpus *c);
 

@@ -550,17 +550,18 @@ static void append(char **buf, size_t *len, size_t *cap, const char *s) {
     *len += n;
 }
 
-char *bpe_to_text(const Bpe *b) {
+char *bpe_to_text(const Bpe *b, const char *prefix) {
     size_t len = 0, cap = 256;
     char *buf = xmalloc(cap);
     buf[0] = '\0';
+    append(&buf, &len, &cap, prefix);
     append(&buf, &len, &cap, "bpe_alphabet=");
     for (int i = 0; i < b->n_chars; i++) append(&buf, &len, &cap, b->text[BPE_FIRST_CHAR + i]);
     char line[64], piece[BPE_MAX_WORD + 8];
-    snprintf(line, sizeof line, "\nbpe_merges=%d\n", b->n_merges);
+    snprintf(line, sizeof line, "\n%.20sbpe_merges=%d\n", prefix, b->n_merges);
     append(&buf, &len, &cap, line);
     for (int m = 0; m < b->n_merges; m++) {
-        snprintf(line, sizeof line, "bpe_merge_%d=", m + 1);
+        snprintf(line, sizeof line, "%.20sbpe_merge_%d=", prefix, m + 1);
         append(&buf, &len, &cap, line);
         append(&buf, &len, &cap, bpe_piece(b, b->merge_left[m], piece, sizeof piece));
         append(&buf, &len, &cap, " ");
@@ -571,7 +572,7 @@ char *bpe_to_text(const Bpe *b) {
 }
 
 uint32_t bpe_crc(const Bpe *b) {
-    char *t = bpe_to_text(b);
+    char *t = bpe_to_text(b, "");
     uint32_t crc = (uint32_t)crc32(0L, (const Bytef *)t, (uInt)strlen(t));
     free(t);
     return crc;
@@ -605,25 +606,28 @@ static int parse_symbol(const Bpe *b, const char *s, size_t n) {
     return symbol_find(b, text, ends);
 }
 
-int bpe_from_text(Bpe *b, const char *config_text) {
+int bpe_from_text(Bpe *b, const char *config_text, const char *prefix) {
     memset(b, 0, sizeof *b);
+    if (strlen(prefix) > 20) return fail("bpe_from_text: the key prefix \"%s\" is longer than 20 bytes", prefix);
     size_t n;
-    const char *v = find_value(config_text, "bpe_alphabet", &n);
-    if (v == NULL) return fail("the BPE vocabulary has no line bpe_alphabet=...: expected the characters of its merges");
+    char key[64];
+    snprintf(key, sizeof key, "%sbpe_alphabet", prefix);
+    const char *v = find_value(config_text, key, &n);
+    if (v == NULL) return fail("the BPE vocabulary has no line %s=...: expected the characters of its merges", key);
     char **chars = xmalloc(sizeof(char *) * (n + 1));
     int n_chars = 0, rc = 0;
     for (size_t i = 0; i < n && rc == 0;) {
         int k = bpe_utf8_len(v + i, n - i);
         if (k == 0 || (k == 1 && (unsigned char)v[i] <= ' ')) {
-            rc = fail("bpe_alphabet= is not UTF-8 text without blanks at byte %zu", i + 1);
+            rc = fail("%s= is not UTF-8 text without blanks at byte %zu", key, i + 1);
             break;
         }
         chars[n_chars] = xmalloc((size_t)k + 1);
         memcpy(chars[n_chars], v + i, (size_t)k);
         chars[n_chars][k] = '\0';
         if (n_chars > 0 && strcmp(chars[n_chars - 1], chars[n_chars]) >= 0)
-            rc = fail("bpe_alphabet=: the character '%s' comes after '%s': expected each character once, in byte "
-                      "order", chars[n_chars], chars[n_chars - 1]);
+            rc = fail("%s=: the character '%s' comes after '%s': expected each character once, in byte "
+                      "order", key, chars[n_chars], chars[n_chars - 1]);
         n_chars++;
         i += (size_t)k;
     }
@@ -634,19 +638,20 @@ int bpe_from_text(Bpe *b, const char *config_text) {
     if (rc != 0) return -1;
 
     int merges = -1;
-    v = find_value(config_text, "bpe_merges", &n);
+    snprintf(key, sizeof key, "%sbpe_merges", prefix);
+    v = find_value(config_text, key, &n);
     if (v == NULL || sscanf(v, "%d", &merges) != 1 || merges < 0 || merges > 1000000 ||
         strspn(v, "0123456789") != n)
-        rc = fail("the BPE vocabulary has no line bpe_merges=N (N from 0 to 1000000)");
+        rc = fail("the BPE vocabulary has no line %s=N (N from 0 to 1000000)", key);
     if (rc == 0) {
         b->merge_left = xmalloc(sizeof(int) * (size_t)(merges + 1));
         b->merge_right = xmalloc(sizeof(int) * (size_t)(merges + 1));
         b->merge_result = xmalloc(sizeof(int) * (size_t)(merges + 1));
         b->merge_count = xcalloc((size_t)merges + 1, sizeof(long));
     }
-    char key[32], joined[2 * BPE_MAX_WORD + 16];
+    char joined[2 * BPE_MAX_WORD + 16];
     for (int m = 0; m < merges && rc == 0; m++) {
-        snprintf(key, sizeof key, "bpe_merge_%d", m + 1);
+        snprintf(key, sizeof key, "%sbpe_merge_%d", prefix, m + 1);
         v = find_value(config_text, key, &n);
         const char *space = v ? memchr(v, ' ', n) : NULL;
         int l = -1, r = -1;
@@ -655,7 +660,7 @@ int bpe_from_text(Bpe *b, const char *config_text) {
             r = parse_symbol(b, space + 1, n - (size_t)(space - v) - 1);
         }
         if (v == NULL)
-            rc = fail("the BPE vocabulary has bpe_merges=%d but no line %s=", merges, key);
+            rc = fail("the BPE vocabulary has %sbpe_merges=%d but no line %s=", prefix, merges, key);
         else if (space == NULL || l < 0 || r < 0 || b->ends[l] == 1)
             rc = fail("%s=%.*s: expected two symbols of the merges before it, separated by one space", key,
                       (int)(n > 60 ? 60 : n), v);

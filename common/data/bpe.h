@@ -35,7 +35,9 @@
  *   bpe_merge_2=es t</w>                      a symbol that ends a word written with "</w>"
  *
  * A training word containing the text "</w>" is refused, so that form is
- * never ambiguous; a word has no blank, so neither is the space. */
+ * never ambiguous; a word has no blank, so neither is the space. A
+ * translation checkpoint keeps two vocabularies, the keys of each behind a
+ * prefix ("src_bpe_alphabet=", "tgt_bpe_merge_1=", ...). */
 #ifndef BPE_H
 #define BPE_H
 #include <stddef.h>
@@ -95,14 +97,15 @@ int bpe_decode(const Bpe *b, const int *ids, int n, char *out, int outlen);
  * ("est</w>"), "<unk>" etc. for the specials, "?" outside [0, V). */
 const char *bpe_piece(const Bpe *b, int id, char *buf, int cap);
 
-/* The text form above, malloc'd, NUL-terminated, each line ending in '\n'. */
-char *bpe_to_text(const Bpe *b);
+/* The text form above, each key behind prefix ("" or e.g. "src_", at most
+ * 20 bytes); malloc'd, NUL-terminated, each line ending in '\n'. */
+char *bpe_to_text(const Bpe *b, const char *prefix);
 
 /* Read the text form back from "key=value" lines (other keys are ignored):
  * the alphabet, then merge 1 .. bpe_merges, each of two symbols that exist
  * by then. Returns 0, or -1 with fail() naming the first missing or bad
  * line; b is then empty. */
-int bpe_from_text(Bpe *b, const char *config_text);
+int bpe_from_text(Bpe *b, const char *config_text, const char *prefix);
 
 /* CRC-32 of bpe_to_text: equal only for the same alphabet and merges. */
 uint32_t bpe_crc(const Bpe *b);

@@ -3,7 +3,8 @@
  * encoding text a user types, and the helpers the task files share
  * (dataset_tasks.h).
  *
- * The tasks themselves live in task_dates.c, task_reverse.c and task_g2p.c. */
+ * The tasks themselves live in task_dates.c, task_reverse.c, task_g2p.c and
+ * task_translate.c. */
 #include "data/dataset.h"
 
 #include "io/checkpoint.h"
@@ -20,15 +21,17 @@
 
 int task_defaults(TaskConfig *cfg, const char *task) {
     memset(cfg, 0, sizeof *cfg);
-    if (task == NULL) return fail("no task given: expected dates, reverse or g2p");
+    if (task == NULL) return fail("no task given: expected " TASK_NAMES);
     if (strcmp(task, "dates") == 0) {
         cfg->task = "dates";
     } else if (strcmp(task, "reverse") == 0) {
         cfg->task = "reverse";
     } else if (strcmp(task, "g2p") == 0) {
         cfg->task = "g2p";
+    } else if (strcmp(task, "translate") == 0) {
+        cfg->task = "translate";
     } else {
-        return fail("unknown task \"%s\": expected dates, reverse or g2p", task);
+        return fail("unknown task \"%s\": expected " TASK_NAMES, task);
     }
     /* The sizes apply to the generated tasks; g2p ignores them (its splits
      * come from the dictionary). */
@@ -37,6 +40,11 @@ int task_defaults(TaskConfig *cfg, const char *task) {
     cfg->n_test = 2000;
     cfg->min_len = 4;
     cfg->max_len = 20;
+    if (strcmp(task, "translate") == 0) {   /* the training verses' English words */
+        cfg->min_len = 1;
+        cfg->max_len = TRANSLATE_MAX_WORDS;
+    }
+    cfg->bpe_merges = TRANSLATE_BPE_MERGES;
     cfg->seed = 1234;
     cfg->data_dir = "data";
     return 0;
@@ -62,7 +70,7 @@ static void update_max_lengths(Dataset *d, const Split *s) {
 
 int dataset_load(Dataset *d, const TaskConfig *cfg) {
     memset(d, 0, sizeof *d);
-    if (cfg->task == NULL) return fail("no task given: expected dates, reverse or g2p");
+    if (cfg->task == NULL) return fail("no task given: expected " TASK_NAMES);
     int rc;
     if (strcmp(cfg->task, "dates") == 0) {
         if (check_sizes(cfg) != 0) return -1;
@@ -75,8 +83,11 @@ int dataset_load(Dataset *d, const TaskConfig *cfg) {
     } else if (strcmp(cfg->task, "g2p") == 0) {
         strcpy(d->task, "g2p");
         rc = g2p_load(d, cfg);
+    } else if (strcmp(cfg->task, "translate") == 0) {
+        strcpy(d->task, "translate");
+        rc = translate_load(d, cfg);
     } else {
-        return fail("unknown task \"%s\": expected dates, reverse or g2p", cfg->task);
+        return fail("unknown task \"%s\": expected " TASK_NAMES, cfg->task);
     }
     if (rc != 0) {
         dataset_free(d);
@@ -93,6 +104,7 @@ static void split_free(Split *s) {
         Example *e = &s->ex[i];
         free(e->src);
         free(e->src_text);
+        free(e->tgt_text);
         for (int r = 0; r < e->n_refs; r++) free(e->refs[r]);
         free(e->refs);
         free(e->ref_lens);
@@ -109,6 +121,21 @@ void dataset_free(Dataset *d) {
     split_free(&d->test);
     free(d->value_store);   /* image tasks: every example's values */
     d->value_store = NULL;
+    if (d->src_bpe) bpe_free(d->src_bpe);
+    if (d->tgt_bpe) bpe_free(d->tgt_bpe);
+    free(d->src_bpe);
+    free(d->tgt_bpe);
+    d->src_bpe = d->tgt_bpe = NULL;
+}
+
+void dataset_decode_target(const Dataset *d, const int *ids, int n, char *out, int outlen) {
+    if (d->tgt_bpe == NULL) {
+        vocab_decode(&d->tgt_vocab, ids, n, d->tgt_sep, out, outlen);
+        return;
+    }
+    int len = 0;   /* up to <eos>, as vocab_decode */
+    while (len < n && ids[len] != EOS_ID) len++;
+    if (bpe_decode(d->tgt_bpe, ids, len, out, outlen) != 0) clear_error();   /* too long: what fitted */
 }
 
 const Split *dataset_split(const Dataset *d, const char *name) {
@@ -130,6 +157,7 @@ static const char *expected_input(const char *task) {
     if (strcmp(task, "g2p") == 0) {
         return "a word of letters A-Z (either case), apostrophe, period or hyphen";
     }
+    if (strcmp(task, "translate") == 0) return "an English sentence";
     return "text in the task's source alphabet";
 }
 
@@ -144,6 +172,13 @@ int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max,
                     expected_input(d->task));
     char quoted[96];
     error_excerpt(text, quoted, sizeof quoted);
+    if (d->src_bpe) {   /* translate: BPE pieces; a character the training verses never had becomes <unk> */
+        int count = bpe_encode(d->src_bpe, text, ids, max, NULL);
+        if (count < 0)
+            return fail("input \"%s\": %s (the model reads at most %d tokens)", quoted, last_error(), max);
+        *len = count;
+        return 0;
+    }
     for (int i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if (is_g2p) c = (unsigned char)toupper(c);
@@ -251,8 +286,8 @@ uint64_t hash_string(const char *s) {
     return hash_mix64(h);
 }
 
-/* task, data_seed, n_train, n_valid, n_test (and for reverse min_len,
- * max_len) from a config. */
+/* task, data_seed, n_train, n_valid, n_test (and for reverse and translate
+ * min_len, max_len) from a config. */
 int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap) {
     if (config_get(config, "task", task_buf, task_cap) < 0) return -1;
     if (task_defaults(tc, task_buf) < 0) return -1;
@@ -270,8 +305,10 @@ int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int tas
         config_get_int(config, "n_valid", &tc->n_valid) < 0 ||
         config_get_int(config, "n_test", &tc->n_test) < 0)
         return -1;
-    if (strcmp(tc->task, "reverse") == 0 &&
+    const int lengths = strcmp(tc->task, "reverse") == 0 || strcmp(tc->task, "translate") == 0;
+    if (lengths &&
         (config_get_int(config, "min_len", &tc->min_len) < 0 || config_get_int(config, "max_len", &tc->max_len) < 0))
         return -1;
+    if (strcmp(tc->task, "translate") == 0) tc->saved_bpe = config;
     return 0;
 }

@@ -13,11 +13,15 @@
  *          training every pronunciation is an example; for valid/test each word
  *          is one example whose refs[] hold all its pronunciations (any counts
  *          as correct).
+ *  translate  an English Bible verse -> the same verse in Spanish
+ *          (data/bible_en_es.tsv.gz, bible.h), byte-pair-encoded tokens (bpe.h),
+ *          split by whole Bible chapters (task_translate.c).
  *
  * Source and target sequences hold no <bos>/<eos>; models add them. */
 #ifndef DATASET_H
 #define DATASET_H
 #include <stdint.h>
+#include "data/bpe.h"
 #include "data/vocab.h"
 
 typedef struct {
@@ -26,18 +30,30 @@ typedef struct {
     int n_refs;                     /* >= 1 */
     int **refs; int *ref_lens;      /* every acceptable output */
     char *src_text;                 /* the raw input, for printing */
+    char *tgt_text;                 /* translate: the reference as printed, which BLEU scores
+                                     * against; NULL for the other tasks */
     const float *values;            /* image tasks (chapter 07's captions): the source as
                                      * Dataset.value_size floats, an image; NULL for token tasks */
 } Example;
 
 typedef struct { int n; Example *ex; } Split;
 
+#define TASK_NAMES "dates, reverse, g2p or translate"
+/* translate: the training verses' most English words by default, and the
+ * merges of each BPE vocabulary */
+#define TRANSLATE_MAX_WORDS 40
+#define TRANSLATE_BPE_MERGES 2000
+
 typedef struct {
-    const char *task;       /* "dates", "reverse", "g2p" */
-    int n_train, n_valid, n_test;   /* generated tasks (dates, reverse), each >= 1; ignored by g2p */
-    int min_len, max_len;   /* reverse: string lengths, inclusive */
+    const char *task;       /* "dates", "reverse", "g2p", "translate" */
+    int n_train, n_valid, n_test;   /* generated tasks (dates, reverse), each >= 1; ignored by g2p, translate */
+    int min_len, max_len;   /* reverse: string lengths; translate: the training verses' English words;
+                             * inclusive */
+    int bpe_merges;         /* translate: merges of each BPE vocabulary when it is learned */
+    const char *saved_bpe;  /* translate: a checkpoint's configuration text holding both vocabularies
+                             * (task_lines' src_bpe_* and tgt_bpe_* keys), or NULL to learn them */
     uint64_t seed;          /* generated tasks: the data seed (not the model seed) */
-    const char *data_dir;   /* g2p: directory holding cmudict.dict.gz ("data") */
+    const char *data_dir;   /* g2p, translate: directory holding cmudict.dict.gz, bible_en_es.tsv.gz ("data") */
 } TaskConfig;
 
 typedef struct {
@@ -55,6 +71,11 @@ typedef struct {
     int value_size;
     float *value_store;
     const char *src_len_name;
+    /* The translate task only (NULL / 0 otherwise): the two BPE vocabularies
+     * (the Vocabs above hold their pieces, id for id), and the CRC-32 of the
+     * training verses they were learned from (a checkpoint's train_crc). */
+    Bpe *src_bpe, *tgt_bpe;
+    uint32_t train_crc;
 } Dataset;
 
 /* Fill cfg with the task's defaults (sizes, lengths, seed, data_dir "data").
@@ -68,7 +89,8 @@ int task_defaults(TaskConfig *cfg, const char *task);
 int dataset_load(Dataset *d, const TaskConfig *cfg);
 /* Rebuild the task a checkpoint was trained on from its config lines (the
  * keys the seq2seq driver writes: task, data_seed, n_train, n_valid, n_test,
- * and for reverse min_len, max_len); task_buf (task_cap bytes) holds the task's name.
+ * for reverse and translate min_len, max_len; translate's vocabularies are
+ * read from the same text, so tc->saved_bpe points at config); task_buf (task_cap bytes) holds the task's name.
  * Returns 0, or -1 with fail() naming the missing or bad key. */
 int task_from_config(TaskConfig *tc, const char *config, char *task_buf, int task_cap);
 void dataset_free(Dataset *d);
@@ -88,6 +110,10 @@ int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max,
 void split_alloc(Split *s, int n);
 void example_init(Example *e, const char *src_text, const int *src, int src_len, int n_refs);
 void example_set_ref(Example *e, int r, const int *ids, int len);
+
+/* The text of target ids (up to <eos>): BPE pieces joined into words for
+ * translate, else vocab_decode with the task's separator. */
+void dataset_decode_target(const Dataset *d, const int *ids, int n, char *out, int outlen);
 
 /* Splits by name: "train", "valid", "test"; NULL for anything else. */
 const Split *dataset_split(const Dataset *d, const char *name);

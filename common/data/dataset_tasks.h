@@ -1,5 +1,5 @@
 /* dataset_tasks.h - what the task files (task_dates.c, task_reverse.c,
- * task_g2p.c) and dataset.c share. Not part of the public API: chapters use
+ * task_g2p.c, task_translate.c) and dataset.c share. Not part of the public API: chapters use
  * dataset.h.
  *
  * Memory of one Example: src, src_text, refs (the pointer array), ref_lens and
@@ -17,6 +17,7 @@
 int dates_load(Dataset *d, const TaskConfig *cfg);
 int reverse_load(Dataset *d, const TaskConfig *cfg);
 int g2p_load(Dataset *d, const TaskConfig *cfg);
+int translate_load(Dataset *d, const TaskConfig *cfg);
 
 /* split_alloc(), example_init() and example_set_ref() build the examples
  * (declared in dataset.h: chapter 07 builds its captions with them too). */

@@ -10,8 +10,8 @@
 #define BOS_ID 1
 #define EOS_ID 2
 #define UNK_ID 3
-#define VOCAB_MAX 512
-#define TOKEN_MAX 16
+#define VOCAB_MAX 4096
+#define TOKEN_MAX 32
 
 typedef struct {
     int size;

@@ -20,7 +20,7 @@
 
 #define CKPT_MAGIC "ATTNCKPT"
 #define CKPT_VERSION 1u
-#define CKPT_CONFIG_MAX 65536
+#define CKPT_CONFIG_MAX (1 << 20)   /* a translation model keeps its two BPE vocabularies here */
 /* The longest checkpoint a load reads (8 GiB: two billion floats, far more
  * than any model of these chapters): a longer file, or a header that
  * promises more, is refused rather than read. */

@@ -131,8 +131,10 @@ void results_set_config(Results *r, const char *config) {
             double num = strtod(value, &end);
             size_t key_len = strlen(key);
             int is_id = key_len >= 4 && strcmp(key + key_len - 4, "_crc") == 0;   /* hex: 57522811 is no number */
-            if (!is_id && end != value && *end == '\0') results_set_num(r, key, num);
-            else results_set_str(r, key, value);
+            /* a BPE vocabulary's lines stay in the checkpoint (its number of merges is kept) */
+            int is_vocabulary = strstr(key, "bpe_merge_") != NULL || strstr(key, "bpe_alphabet") != NULL;
+            if (!is_vocabulary && !is_id && end != value && *end == '\0') results_set_num(r, key, num);
+            else if (!is_vocabulary) results_set_str(r, key, value);
         }
         line = *nl ? nl + 1 : nl;
     }

@@ -3,11 +3,13 @@
  * order (see seq2seq.h). */
 #include "train/seq2seq.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/bible.h"
 #include "io/checkpoint.h"
 #include "io/plot.h"
 #include "kernels/matmul.h"
@@ -68,6 +70,13 @@ static void evaluate(Seq2Seq *m, const Dataset *d, const Split *s, int max_examp
     make_buckets(ev, s);
     double t0 = now_seconds();
     int n = s->n < max_examples ? s->n : max_examples;
+    char *text = xmalloc(SEQ2SEQ_TEXT_MAX);
+    ev->has_bleu = d->tgt_bpe != NULL;
+    if (ev->has_bleu) {   /* translate: BLEU on the text, each output kept for translations.tsv */
+        bleu_by_length_init(&ev->bleu);
+        ev->outputs = xcalloc((size_t)n, sizeof(char *));
+        ev->n_outputs = n;
+    }
     for (int start = 0; start < n; start += batch_size) {
         int count = n - start < batch_size ? n - start : batch_size;
         for (int i = 0; i < count; i++) idx[i] = start + i;
@@ -78,8 +87,15 @@ static void evaluate(Seq2Seq *m, const Dataset *d, const Split *s, int max_examp
             scores_add(&ev->all, pred, pred_lens[i], (const int *const *)e->refs, e->ref_lens, e->n_refs);
             scores_add(&ev->by_len[bucket_of(ev, e->src_len)], pred, pred_lens[i],
                        (const int *const *)e->refs, e->ref_lens, e->n_refs);
+            if (ev->has_bleu) {
+                dataset_decode_target(d, pred, pred_lens[i], text, SEQ2SEQ_TEXT_MAX);
+                bleu_by_length_add(&ev->bleu, bible_words(e->src_text), text, e->tgt_text);
+                ev->outputs[start + i] = xmalloc(strlen(text) + 1);
+                strcpy(ev->outputs[start + i], text);
+            }
         }
     }
+    free(text);
     ev->seconds = now_seconds() - t0;
     batch_free(&b);
     free(preds);
@@ -157,14 +173,21 @@ static int seq2seq_save(void *self) {
  * that has them (results.json repeats these lines). */
 static int task_lines(char *config, int cap, const TaskConfig *tc, const Dataset *d) {
     char lengths[64] = "";
-    if (strcmp(tc->task, "reverse") == 0)
+    if (strcmp(tc->task, "reverse") == 0 || strcmp(tc->task, "translate") == 0)
         snprintf(lengths, sizeof lengths, "min_len=%d\nmax_len=%d\n", tc->min_len, tc->max_len);
     int n = snprintf(config, (size_t)cap,
                      "task=%s\ndata_seed=%llu\nn_train=%d\nn_valid=%d\nn_test=%d\n%s"
                      "src_vocab_size=%d\ntgt_vocab_size=%d\n",
                      tc->task, (unsigned long long)tc->seed, tc->n_train, tc->n_valid, tc->n_test, lengths,
                      d->src_vocab.size, d->tgt_vocab.size);
-    return n < cap ? 0 : fail("configuration text too long");
+    if (n >= cap) return fail("configuration text too long");
+    if (d->src_bpe == NULL) return 0;
+    /* translate: the two BPE vocabularies, and what they were learned from (task_translate.c) */
+    char *src = bpe_to_text(d->src_bpe, "src_"), *tgt = bpe_to_text(d->tgt_bpe, "tgt_");
+    n = config_append(config, cap, "train_crc=%08x\n%s%s", d->train_crc, src, tgt);
+    free(src);
+    free(tgt);
+    return n < 0 ? -1 : 0;
 }
 
 
@@ -192,8 +215,17 @@ static void print_results_table(const char *chapter, const Dataset *d, const Seq
         printf("  %-22s %6.2f%%\n", "word error rate (WER)", 100.0 * scores_wer(&ev->all));
         printf("  %-22s %6.2f%%\n", "phoneme error rate", 100.0 * scores_per(&ev->all));
     }
+    if (ev->has_bleu) printf("  %-22s %6.2f\n", "BLEU", bleu_score(&ev->bleu.all));
     if (train_seconds > 0) printf("  %-22s %6.1f s\n", "training time", train_seconds);
     printf("  %-22s %6.1f s\n", "evaluation time", ev->seconds);
+    if (ev->has_bleu) {   /* translate: the score that shows the bottleneck, by the source's length */
+        printf("\nBLEU by English words in the source:\n  %-8s %8s %8s\n", "words", "verses", "BLEU");
+        for (int k = 0; k < BLEU_BUCKETS; k++)
+            if (ev->bleu.bucket[k].n > 0)
+                printf("  %-8s %8ld %8.2f\n", bleu_bucket_name(k), ev->bleu.bucket[k].n,
+                       bleu_score(&ev->bleu.bucket[k]));
+        return;
+    }
     const char *len_name = d->src_len_name ? d->src_len_name : "input length";
     printf("\nExact match by %s:\n", len_name);
     printf("  %-12s %8s %10s\n", d->src_len_name ? "count" : "length", "examples", "exact");
@@ -221,13 +253,18 @@ static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_sa
         decode_examples(m, s, idx + start, count, max_out, beam, &b, preds + (size_t)start * max_out,
                         pred_lens + start);
     }
-    char got[512], want[512];
+    char got[SEQ2SEQ_TEXT_MAX], want[SEQ2SEQ_TEXT_MAX];
     printf("\nSample predictions (test split):\n");
     for (int i = 0; i < n_samples; i++) {
         const Example *e = &s->ex[idx[i]];
         const int *pred = preds + (size_t)i * max_out;
-        vocab_decode(&d->tgt_vocab, pred, pred_lens[i], d->tgt_sep, got, sizeof got);
-        vocab_decode(&d->tgt_vocab, e->tgt, e->tgt_len, d->tgt_sep, want, sizeof want);
+        dataset_decode_target(d, pred, pred_lens[i], got, sizeof got);
+        if (e->tgt_text) {   /* translate: a sentence each, scored with sentence BLEU */
+            printf("  %s\n    model:     %s\n    reference: %s   (sentence BLEU %.1f)\n", e->src_text, got,
+                   e->tgt_text, bleu_sentence(got, e->tgt_text));
+            continue;
+        }
+        dataset_decode_target(d, e->tgt, e->tgt_len, want, sizeof want);
         Scores one;
         scores_init(&one);
         scores_add(&one, pred, pred_lens[i], (const int *const *)e->refs, e->ref_lens, e->n_refs);
@@ -240,8 +277,31 @@ static void print_samples(Seq2Seq *m, const Dataset *d, const Split *s, int n_sa
     free(idx);
 }
 
+#define LABEL_MAX 48
+
+/* translate: which word each BPE piece of ids[0..n) belongs to (group[i]),
+ * and each word's text in labels[] (room for n). A word ends at a piece
+ * that ends one (bpe.h's </w>), or at the end. Returns the number of words. */
+static int word_groups(const Bpe *b, const int *ids, int n, int *group, char (*labels)[LABEL_MAX]) {
+    int w = 0;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        const int known = ids[i] >= 0 && ids[i] < b->V;
+        const char *piece = ids[i] == BPE_UNK ? "<unk>" : (known ? b->text[ids[i]] : "?");
+        if (used == 0) labels[w][0] = '\0';
+        snprintf(labels[w] + used, LABEL_MAX - used, "%s", piece);
+        used = strlen(labels[w]);
+        group[i] = w;
+        if (i == n - 1 || (known && b->ends[ids[i]])) used = 0, w++;
+    }
+    return w;
+}
+
 /* Draw the attention map of one decoded input as a labelled heatmap, titled
- * with the input (and, for a model of several heads, what the one map is). */
+ * with the input (and, for a model of several heads, what the one map is).
+ * translate: words on both axes, the BPE pieces merged (a source word's
+ * pieces' weights summed, an output word's rows averaged), so the map reads
+ * as an alignment of words. */
 static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_len,
                           const char *stem, const char *input) {
     int max_out = d->max_tgt_len + 10;
@@ -252,18 +312,38 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
                  .tgt_in = zero, .tgt_out = zero, .tgt_lens = zero};
     decode_greedy(m, &one, max_out, pred, &n, attn);
     int rows = n < max_out ? n + 1 : n; /* the <eos> step too */
-    char (*xl)[TOKEN_MAX] = xcalloc((size_t)src_len, TOKEN_MAX);
-    char (*yl)[TOKEN_MAX] = xcalloc((size_t)rows, TOKEN_MAX);
-    const char **x_labels = xcalloc((size_t)src_len, sizeof(char *));
-    const char **y_labels = xcalloc((size_t)rows, sizeof(char *));
-    for (int i = 0; i < src_len; i++) {
-        snprintf(xl[i], TOKEN_MAX, "%s", vocab_token(&d->src_vocab, src[i]));
-        x_labels[i] = xl[i];
+    char (*xl)[LABEL_MAX] = xcalloc((size_t)src_len, LABEL_MAX);
+    char (*yl)[LABEL_MAX] = xcalloc((size_t)rows, LABEL_MAX);
+    int *row_group = xmalloc(sizeof(int) * (size_t)rows), *col_group = xmalloc(sizeof(int) * (size_t)src_len);
+    int n_rows = rows, n_cols = src_len;
+    if (d->src_bpe) {
+        n_cols = word_groups(d->src_bpe, src, src_len, col_group, xl);
+        n_rows = word_groups(d->tgt_bpe, pred, n, row_group, yl);
+        if (rows > n) {   /* the <eos> step: a row of its own */
+            row_group[n] = n_rows;
+            snprintf(yl[n_rows++], LABEL_MAX, "<eos>");
+        }
+    } else {
+        for (int i = 0; i < src_len; i++) {
+            snprintf(xl[i], LABEL_MAX, "%s", vocab_token(&d->src_vocab, src[i]));
+            col_group[i] = i;
+        }
+        for (int t = 0; t < rows; t++) {
+            snprintf(yl[t], LABEL_MAX, "%s", t < n ? vocab_token(&d->tgt_vocab, pred[t]) : "<eos>");
+            row_group[t] = t;
+        }
     }
-    for (int t = 0; t < rows; t++) {
-        snprintf(yl[t], TOKEN_MAX, "%s", t < n ? vocab_token(&d->tgt_vocab, pred[t]) : "<eos>");
-        y_labels[t] = yl[t];
-    }
+    /* the map over the groups: columns summed, rows averaged (for tokens, the map itself) */
+    float *map = xcalloc((size_t)n_rows * n_cols, sizeof(float));
+    int *row_count = xcalloc((size_t)n_rows, sizeof(int));
+    for (int t = 0; t < rows; t++) row_count[row_group[t]]++;
+    for (int t = 0; t < rows; t++)
+        for (int i = 0; i < src_len; i++)
+            map[(size_t)row_group[t] * n_cols + col_group[i]] += attn[(size_t)t * src_len + i] / (float)row_count[row_group[t]];
+    const char **x_labels = xcalloc((size_t)n_cols, sizeof(char *));
+    const char **y_labels = xcalloc((size_t)n_rows, sizeof(char *));
+    for (int i = 0; i < n_cols; i++) x_labels[i] = xl[i];
+    for (int t = 0; t < n_rows; t++) y_labels[t] = yl[t];
     char title[1400];
     const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
     if (m->attention_name[0] != '\0')
@@ -272,10 +352,13 @@ static int plot_attention(Seq2Seq *m, const Dataset *d, const int *src, int src_
                  m->plot_layers ? "_cross.png)" : "");
     else
         snprintf(title, sizeof title, "%.1000s", input);
-    int rc = plot_heatmap(stem, title, attn, rows, src_len, x_labels, y_labels,
-                          "source", "output", "attention weight a_{t,i}", 0.0f, 1.0f);
+    const char *x_title = d->src_bpe ? "source (English words)" : "source";
+    const char *y_title = d->src_bpe ? "output (Spanish words)" : "output";
+    int rc = plot_heatmap(stem, title, map, n_rows, n_cols, x_labels, y_labels,
+                          x_title, y_title, "attention weight a_{t,i}", 0.0f, 1.0f);
     if (rc == 0 && m->plot_layers) rc = m->plot_layers(m->self, d, src, src_len, pred, n, stem);
     free(pred); free(attn); free(xl); free(yl); free(x_labels); free(y_labels);
+    free(row_group); free(col_group); free(map); free(row_count);
     return rc;
 }
 
@@ -297,14 +380,14 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     const Seq2SeqProgram *pg = run->program;
     Seq2SeqFlags *f = &run->flags;
     const ArgSpec shared[] = {
-        {"task", ARG_STRING, &f->task, "the task to learn (see the chapter's README)", 0, 0, "dates,reverse,g2p",
+        {"task", ARG_STRING, &f->task, "the task to learn (see the chapter's README)", 0, 0, "dates,reverse,g2p,translate",
          ARG_DATA},
         {"n-train", ARG_INT, &f->n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
          ARG_DATA},
-        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string (0 = task default; --load: test lengths)", 0, 100,
-         NULL, ARG_DATA},
-        {"max-len", ARG_INT, &f->max_len, "reverse: longest string (0 = task default; --load: test lengths)", 0, 100,
-         NULL, ARG_DATA},
+        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string; translate: fewest words of a training verse "
+         "(0 = task default; --load: reverse's test lengths)", 0, 100, NULL, ARG_DATA},
+        {"max-len", ARG_INT, &f->max_len, "reverse: longest string; translate: most words of a training verse "
+         "(0 = task default; --load: reverse's test lengths)", 0, 100, NULL, ARG_DATA},
         {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
         {"batch", ARG_INT, &f->batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
         {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
@@ -445,6 +528,29 @@ int seq2seq_max_batch(const Seq2SeqRun *run) {
     return run->flags.batch > run->flags.beam ? run->flags.batch : run->flags.beam;   /* beam search steps W rows */
 }
 
+/* translate: the pieces BPE cut the typed text into, and what it did with
+ * words and characters the training verses never had. */
+static void print_pieces(const Dataset *d, const char *text, const int *ids, int len) {
+    char piece[BPE_MAX_WORD + 8];
+    int n_unk = 0, n_words = bible_words(text), n_pieces_word = 0;
+    printf("BPE pieces (%d for %d words):", len, n_words);
+    for (int i = 0; i < len; i++) {
+        printf(" %s", bpe_piece(d->src_bpe, ids[i], piece, sizeof piece));
+        n_unk += ids[i] == BPE_UNK;
+    }
+    for (int i = 0, start = 1; i < len; i++) {   /* words that are not one piece */
+        const int ends = ids[i] != BPE_UNK && d->src_bpe->ends[ids[i]];
+        if (start && !ends) n_pieces_word++;
+        start = ends;
+    }
+    printf("\n");
+    if (n_pieces_word)
+        printf("  %d word%s not in the vocabulary as a whole: BPE spells %s with smaller pieces\n", n_pieces_word,
+               n_pieces_word == 1 ? " is" : "s are", n_pieces_word == 1 ? "it" : "them");
+    if (n_unk)
+        printf("  %d character%s the training verses never had became <unk>\n", n_unk, n_unk == 1 ? "" : "s");
+}
+
 /* --translate: decode what the user typed (and with --plot draw where it looked). */
 static int translate(Seq2SeqRun *run) {
     const Seq2SeqFlags *f = &run->flags;
@@ -456,11 +562,13 @@ static int translate(Seq2SeqRun *run) {
     int *ids = xmalloc(sizeof(int) * (size_t)(d->max_src_len > 0 ? d->max_src_len : 1));
     int *out_ids = xmalloc(sizeof(int) * (size_t)max_out);
     int rc = dataset_encode_source(d, f->translate, ids, d->max_src_len, &len);
+    if (rc == 0 && d->src_bpe) print_pieces(d, f->translate, ids, len);
     if (rc == 0) {
         int n = decode_beam(m, ids, len, max_out, f->beam, out_ids);
-        char text[1024];
-        vocab_decode(&d->tgt_vocab, out_ids, n, d->tgt_sep, text, sizeof text);
+        char *text = xmalloc(SEQ2SEQ_TEXT_MAX);
+        dataset_decode_target(d, out_ids, n, text, SEQ2SEQ_TEXT_MAX);
         printf("%s -> %s\n", f->translate, text);
+        free(text);
     }
     if (rc == 0 && f->plot) {
         char stem[1024];
@@ -551,6 +659,19 @@ int seq2seq_evaluate(Seq2SeqRun *run) {
         results_set_num(res, "test_wer", scores_wer(&ev->all));
         results_set_num(res, "test_per", scores_per(&ev->all));
     }
+    if (ev->has_bleu) {   /* translate: "test_bleu", and "test_bleu_1_10" ... "test_bleu_41_up" with their counts */
+        results_set_num(res, "test_bleu", bleu_score(&ev->bleu.all));
+        for (int k = 0; k < BLEU_BUCKETS; k++) {
+            char key[48], name[16];
+            snprintf(name, sizeof name, "%s", bleu_bucket_name(k));
+            for (char *c = name; *c; c++) *c = *c == '-' ? '_' : *c;
+            if (name[strlen(name) - 1] == '+') strcpy(name + strlen(name) - 1, "_up");
+            snprintf(key, sizeof key, "test_bleu_%s", name);
+            results_set_num(res, key, bleu_score(&ev->bleu.bucket[k]));
+            snprintf(key, sizeof key, "test_n_%s", name);
+            results_set_num(res, key, (double)ev->bleu.bucket[k].n);
+        }
+    }
     results_set_num(res, "train_seconds", run->log.seconds);
     results_set_num(res, "eval_seconds", ev->seconds);
     results_set_num(res, "final_train_loss", run->log.last_loss);
@@ -560,6 +681,70 @@ int seq2seq_evaluate(Seq2SeqRun *run) {
         snprintf(key, sizeof key, "test_exact_len_%d_%d", ev->bucket_lo[k], ev->bucket_hi[k]);
         results_set_num(res, key, scores_exact(&ev->by_len[k]));
     }
+    return 0;
+}
+
+/* acc_by_len.png: test exact match by source length. */
+static int plot_exact_by_length(const Seq2SeqRun *run, char *path, size_t cap) {
+    const Dataset *d = &run->data;
+    const Seq2SeqScores *ev = &run->scores;
+    float xs[SEQ2SEQ_LEN_BUCKETS], acc[SEQ2SEQ_LEN_BUCKETS];
+    int k_used = 0;
+    for (int k = 0; k < ev->n_buckets; k++) {
+        if (ev->by_len[k].n == 0) continue;
+        xs[k_used] = 0.5f * (float)(ev->bucket_lo[k] + ev->bucket_hi[k]);
+        acc[k_used] = (float)(100.0 * scores_exact(&ev->by_len[k]));
+        k_used++;
+    }
+    const float *ys[1] = {acc};
+    const char *names[1] = {"exact match (%)"};
+    if (path_format(path, cap, "%s/acc_by_len", run->out_dir) < 0) return -1;
+    /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
+    const char *len_name = d->src_len_name ? d->src_len_name : "input length";
+    char title[128];
+    snprintf(title, sizeof title, "Test exact match by %s", len_name);
+    if (plot_lines_range(path, title, len_name, "exact match (%)", xs, ys, names, 1, k_used, 0, 0.0f, 100.0f) < 0)
+        return -1;
+    printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    return 0;
+}
+
+/* translate: bleu_by_len.png, corpus BLEU in each bucket of English words
+ * (drawn at the bucket's middle; 41+ at 46). */
+static int plot_bleu_by_length(const Seq2SeqRun *run, char *path, size_t cap) {
+    const Seq2SeqScores *ev = &run->scores;
+    float xs[BLEU_BUCKETS], ys0[BLEU_BUCKETS];
+    int k_used = 0;
+    for (int k = 0; k < BLEU_BUCKETS; k++) {
+        if (ev->bleu.bucket[k].n == 0) continue;
+        xs[k_used] = 5.5f + 10.0f * (float)k;
+        ys0[k_used++] = (float)bleu_score(&ev->bleu.bucket[k]);
+    }
+    const float *ys[1] = {ys0};
+    const char *names[1] = {"BLEU"};
+    if (path_format(path, cap, "%s/bleu_by_len", run->out_dir) < 0) return -1;
+    if (plot_lines(path, "Test BLEU by source length", "English words in the source (1-10, 11-20, ..., 41+)",
+                   "BLEU", xs, ys, names, 1, k_used, 0) < 0)
+        return -1;
+    printf("  %s.%s\n", path, gnuplot_available() ? "png" : "gp");
+    return 0;
+}
+
+/* translate: translations.tsv, every decoded test verse: the reference,
+ * the source, the model's output and its sentence BLEU (bleu.h), so the
+ * mistakes can be read and the run re-scored. */
+static int write_translations(const Seq2SeqRun *run, char *path, size_t cap) {
+    const Split *s = &run->data.test;
+    const Seq2SeqScores *ev = &run->scores;
+    if (path_format(path, cap, "%s/translations.tsv", run->out_dir) < 0) return -1;
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return fail("cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "reference\tsource\toutput\tsentence_bleu\n");
+    for (int i = 0; i < ev->n_outputs; i++)
+        fprintf(f, "%s\t%s\t%s\t%.2f\n", s->ex[i].tgt_text, s->ex[i].src_text, ev->outputs[i],
+                bleu_sentence(ev->outputs[i], s->ex[i].tgt_text));
+    if (fclose(f) != 0) return fail("cannot write '%s': %s", path, strerror(errno));
+    printf("  %s\n", path);
     return 0;
 }
 
@@ -586,24 +771,12 @@ int seq2seq_write_outputs(Seq2SeqRun *run) {
             return -1;
         printf("  %s.%s\n", path, ext);
     }
-    float xs[SEQ2SEQ_LEN_BUCKETS], acc[SEQ2SEQ_LEN_BUCKETS];
-    int k_used = 0;
-    for (int k = 0; k < ev->n_buckets; k++) {
-        if (ev->by_len[k].n == 0) continue;
-        xs[k_used] = 0.5f * (float)(ev->bucket_lo[k] + ev->bucket_hi[k]);
-        acc[k_used] = (float)(100.0 * scores_exact(&ev->by_len[k]));
-        k_used++;
-    }
-    const float *ys[1] = {acc};
-    const char *names[1] = {"exact match (%)"};
-    if (path_format(path, sizeof path, "%s/acc_by_len", out_dir) < 0) return -1;
-    /* accuracy axes run 0-100%: auto-scaling makes one miss in 288 look like a cliff */
-    const char *len_name = d->src_len_name ? d->src_len_name : "input length";
-    char title[128];
-    snprintf(title, sizeof title, "Test exact match by %s", len_name);
-    if (plot_lines_range(path, title, len_name, "exact match (%)", xs, ys, names, 1, k_used, 0, 0.0f, 100.0f) < 0)
+    if (ev->has_bleu) {
+        if (write_translations(run, path, sizeof path) < 0 || plot_bleu_by_length(run, path, sizeof path) < 0)
+            return -1;
+    } else if (plot_exact_by_length(run, path, sizeof path) < 0) {
         return -1;
-    printf("  %s.%s\n", path, ext);
+    }
     if (run->model.has_attention && !d->value_size) {   /* image tasks draw their own */
         for (int i = 0; i < 3 && i < d->test.n; i++) {
             const Example *e = &d->test.ex[i * (d->test.n / 3)];
@@ -623,6 +796,8 @@ int seq2seq_finish(Seq2SeqRun *run, int rc) {
     if (run->model.destroy) run->model.destroy(run->model.self);
     dataset_free(&run->data);
     free(run->config);
+    for (int i = 0; i < run->scores.n_outputs; i++) free(run->scores.outputs[i]);
+    free(run->scores.outputs);
     train_log_free(&run->log);
     free(run->preset_argv);
     return output_exit_status(run->program->chapter, rc < 0 ? 1 : 0);

@@ -25,10 +25,12 @@
  *
  * What they print and write: one line naming the task, its sizes and the
  * backend; the progress line; the results table on the test split (exact
- * match, token accuracy, for g2p word and phoneme error rates) and exact
- * match by input length; sample predictions; and in the output directory
- * (--out, default out/<chapter>; with --load eval_<checkpoint> in it):
- * results.json, model.ckpt, loss.png, acc_by_len.png, attention_{0,1,2}.png. */
+ * match, token accuracy, for g2p word and phoneme error rates, for translate
+ * BLEU) and exact match (translate: BLEU) by input length; sample
+ * predictions; and in the output directory (--out, default out/<chapter>;
+ * with --load eval_<checkpoint> in it): results.json, model.ckpt, loss.png,
+ * acc_by_len.png (translate: bleu_by_len.png and translations.tsv),
+ * attention_{0,1,2}.png. */
 #ifndef SEQ2SEQ_H
 #define SEQ2SEQ_H
 #include "data/dataset.h"
@@ -36,6 +38,7 @@
 #include "io/config.h"
 #include "io/results.h"
 #include "model/seq2seq.h"
+#include "train/bleu.h"
 #include "train/loop.h"
 #include "train/metrics.h"
 #include "util/util.h"
@@ -57,7 +60,7 @@ typedef struct {
 
 /* The flags every seq2seq program shares (seq2seq_init sets the defaults). */
 typedef struct {
-    const char *task;              /* --task: dates, reverse or g2p */
+    const char *task;              /* --task: dates, reverse, g2p or translate */
     int n_train, min_len, max_len; /* --n-train, --min-len, --max-len (0: the task's default) */
     TrainOptions train;            /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
     int batch;                     /* --batch: examples per step (and per decoded batch) */
@@ -77,12 +80,19 @@ typedef struct {
 
 /* The test split's scores: over all of it and by source length. */
 #define SEQ2SEQ_LEN_BUCKETS 6
+#define SEQ2SEQ_TEXT_MAX 8192   /* the longest decoded text kept (a verse is at most about 1 KB) */
 typedef struct {
     Scores all;
     Scores by_len[SEQ2SEQ_LEN_BUCKETS];   /* equal-width buckets of source lengths */
     int bucket_lo[SEQ2SEQ_LEN_BUCKETS], bucket_hi[SEQ2SEQ_LEN_BUCKETS];
     int n_buckets;
     double seconds;
+    /* translate: corpus BLEU over all and by the source's English words, and
+     * each decoded example's text [n_outputs] (translations.tsv) */
+    int has_bleu;
+    BleuByLength bleu;
+    char **outputs;
+    int n_outputs;
 } Seq2SeqScores;
 
 /* One run of a program: what the calls above share. */

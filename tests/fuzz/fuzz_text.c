@@ -1,8 +1,9 @@
 /* fuzz_text.c - libFuzzer target: the text-to-ids paths of what a user types.
  *
  *   --translate TEXT  (chapters 01-03, 06)  dataset_encode_source on the
- *                     dates, reverse and g2p tasks (g2p reads the shipped
- *                     data/cmudict.dict.gz once: run from the repository root)
+ *                     dates, reverse, g2p and translate tasks (g2p and
+ *                     translate read the shipped data/cmudict.dict.gz and
+ *                     data/bible_en_es.tsv.gz once: run from the repository root)
  *   --input DIGITS    (chapters 04, 05)     the digit tasks' parse_input
  *   --prompt TEXT     (chapter 06's GPT)    brown_encode, words and characters
  *                     views, on a small corpus written at start-up
@@ -22,7 +23,7 @@
 
 #define MAX_IDS 512
 
-static Dataset tasks[3];
+static Dataset tasks[4];
 static int n_tasks;
 static BrownCorpus brown[2];
 static DigitTaskSpec digit_specs[2];
@@ -38,8 +39,8 @@ static const char *const BROWN_TEXT =
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *names[3] = {"dates", "reverse", "g2p"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[4] = {"dates", "reverse", "g2p", "translate"};
+    for (int i = 0; i < 4; i++) {
         TaskConfig tc;
         if (task_defaults(&tc, names[i]) != 0) abort();
         if (tc.n_train > 2000) tc.n_train = 2000;   /* the vocabulary is what matters, not the size */
