@@ -26,7 +26,11 @@ untrusted data and its code untrusted code:
     grader writes the values of its checks to a folder only this process
     reads; this process compares them with the solution's (the solution's
     tolerances) and decides. Nothing the student's program prints, nor its
-    exit status, makes a check pass. All or nothing per exercise.
+    exit status, makes a check pass. All or nothing per exercise. Each
+    exercise is graded alone: for exercise X the copy is rebuilt with every
+    other exercise's part (between its markers) the solution's, so a mistake
+    elsewhere never costs X its points (a hand-in whose markers do not match,
+    or whose X does not build that way, is graded with its own parts, noted).
 
 A hand-in that cannot be read gets one row "not graded: <reason>"; one that
 does not build, crashes, loops or runs out of a limit gets a row that says
@@ -223,6 +227,10 @@ class Sandbox:
                 mine = sum(1 for p in os.listdir("/proc") if p.isdigit() and _uid_of(p) == os.getuid())
                 resource.setrlimit(resource.RLIMIT_NPROC, (mine + PROCESSES, mine + PROCESSES))
         return apply
+
+    def give_file(self, path):
+        if self.as_nobody and not self.unsandboxed:
+            os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
     def give(self, path):
         """Hands a folder (and what it holds) to the sandbox's user."""
@@ -666,6 +674,75 @@ def build_errors(log, limit):
     return shown(first[:300]), shown_lines("\n".join(shown_part))
 
 
+def regions(text):
+    """The exercise parts of a file's text: [(id, first body line, end marker line)], line indices, in order;
+    None when its markers do not pair up (a student removed or changed one)."""
+    out, open_part = [], None
+    for i, line in enumerate(text.split("\n")):
+        m, e = coursework.BEGIN.match(line), coursework.END.match(line)
+        if m:
+            if open_part:
+                return None
+            open_part = (m.group(2) + "." + m.group(3), i + 1)
+        elif e:
+            if not open_part or open_part[0] != e.group(1):
+                return None
+            out.append((open_part[0], open_part[1], i))
+            open_part = None
+    return None if open_part else out
+
+
+def alone(text, solution, ident):
+    """text with every exercise part but ident's replaced by the solution's part (the k-th part of an exercise by
+    the solution's k-th); None when the parts of the two do not match up."""
+    mine, theirs = regions(text), regions(solution)
+    if mine is None or theirs is None or [r[0] for r in mine] != [r[0] for r in theirs]:
+        return None
+    lines, sol = text.split("\n"), solution.split("\n")
+    for (ex, begin, end), (_, s_begin, s_end) in reversed(list(zip(mine, theirs))):
+        if ex != ident:
+            lines[begin:end] = sol[s_begin:s_end]
+    return "\n".join(lines)
+
+
+def alone_variants(chap, tree):
+    """Each exercise graded alone: ({files: exercise indices}, own files, indices that cannot be). files is the
+    hand-in's exercise files (as a tuple of (path, text)) with its part of the exercise linked with the
+    solution's other exercises; exercises with the same files share one build. An exercise whose markers do not
+    match the solution's (a student removed or changed one) keeps the hand-in's own files."""
+    own = {p: open(os.path.join(tree, p), encoding="utf-8", errors="surrogateescape").read() for p in chap.files}
+    solution = {p: open(os.path.join(chap.solution, p), encoding="utf-8").read() for p in chap.files}
+    groups, unmatched = {}, []
+    for i, ex in enumerate(chap.sheet["exercises"]):
+        files = {p: alone(own[p], solution[p], ex["id"]) for p in chap.files}
+        if any(t is None for t in files.values()):
+            unmatched.append(i)
+            files = own
+        groups.setdefault(tuple(sorted(files.items())), []).append(i)
+    return groups, own, unmatched
+
+
+def write_files(tree, files, sandbox):
+    for p, text in files.items():
+        path = os.path.join(tree, p)   # never through a link (the copy's files are the sandbox's user's)
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+        sandbox.give_file(path)
+
+
+def run_one(chap, sandbox, hdir, tree, i, seed, time_limit):
+    """Exercise i of the chapter run in its sandbox (the copy read-only) and judged here."""
+    ex = chap.sheet["exercises"][i]
+    out = os.path.join(hdir, f"out-{i}")
+    os.makedirs(out)
+    sandbox.give(out)
+    run_log = os.path.join(hdir, f"run-{i}.log")
+    code = sandbox.run([f"/hand-in/{chap.grader}", ex["id"], "--hidden", str(seed), "--record",
+                        "/out/values.bin"], tree, run_log, time_limit, out=out)
+    return judge(chap, ex, os.path.join(out, "values.bin"), run_log, code, time_limit)
+
+
 def grade(h, chap, sandbox, copies, index, seed, time_limit, build_limit):
     """The row and the feedback of one readable hand-in (its copy under copies/)."""
     hdir = os.path.join(copies, str(index))
@@ -696,15 +773,37 @@ def grade(h, chap, sandbox, copies, index, seed, time_limit, build_limit):
         first, errors = build_errors(log, build_limit)
         status = "does not compile" if code is not None else f"build did not finish in {build_limit} s"
         return {"status": status, "points": {}, "first_failure": first}, "The build's errors:\n" + errors
+    # each exercise graded alone: its part of the hand-in linked with the solution's other exercises
+    groups, own, unmatched = alone_variants(chap, tree)
+    own_key = tuple(sorted(own.items()))
+    results, fallback, built = {}, [], own_key
+
+    def build(files):
+        write_files(tree, files, sandbox)
+        return sandbox.run(["make", "-s", "-j2", "BUILD=build", "CI=", "STRICT=", "SAN=", chap.grader], tree,
+                           os.path.join(hdir, "build-alone.log"), build_limit, writable=True) == 0
+
+    for key in sorted(groups, key=lambda k: k == own_key, reverse=True):   # its own files (built) first
+        if key != built:
+            if not build(dict(key)):
+                fallback += groups[key]
+                continue
+            built = key
+        for i in groups[key]:
+            results[i] = run_one(chap, sandbox, hdir, tree, i, seed, time_limit)
+    if fallback:   # its part does not build with the solution's others: graded with its own
+        if not build(own):
+            first, errors = build_errors(os.path.join(hdir, "build-alone.log"), build_limit)
+            return {"status": "does not compile", "points": {}, "first_failure": first}, \
+                "The build's errors:\n" + errors
+        for i in fallback:
+            results[i] = run_one(chap, sandbox, hdir, tree, i, seed, time_limit)
+    for i in sorted(set(fallback) | set(unmatched)):
+        why = "its markers differ from the sheet's" if i in unmatched else "it does not build with the solution's"
+        h.notes.append(f"{chap.sheet['exercises'][i]['id']} graded with the hand-in's own other exercises ({why})")
     points, feedback, first = {}, [], ""
     for i, ex in enumerate(chap.sheet["exercises"]):
-        out = os.path.join(hdir, f"out-{i}")
-        os.makedirs(out)
-        sandbox.give(out)
-        run_log = os.path.join(hdir, f"run-{i}.log")
-        code = sandbox.run([f"/hand-in/{chap.grader}", ex["id"], "--hidden", str(seed), "--record",
-                            "/out/values.bin"], tree, run_log, time_limit, out=out)
-        r = judge(chap, ex, os.path.join(out, "values.bin"), run_log, code, time_limit)
+        r = results[i]
         message = coursework_grade.describe(r, coursework_grade.part_names(ex))
         points[ex["id"]] = ex["points"] if r["passed"] else 0
         if not r["passed"] and not first:

@@ -9,7 +9,9 @@
 #    compiling, crashing and looping (04.sinusoidal), empty code with the
 #    grader edited to pass everything, the complete one unpacked into a
 #    folder, a file that is no hand-in, a tarball whose file no longer matches
-#    its manifest;
+#    its manifest; a wrong causal mask with every other exercise right, which
+#    make grade and the gradebook both mark down by the mask's 2 points only
+#    (each exercise graded alone);
 #  - the hostile ones (tests/coursework/hostile/): code that prints PASS,
 #    replaces the grader, includes the solution or /etc/passwd, edits shared
 #    files, reads the teacher's files, writes outside its copy, opens a
@@ -115,6 +117,22 @@ submit crashing
 put_back all
 replace_stub_solved 'for (volatile int forever = 1; forever;) {}'
 submit looping
+put_back all
+# a wrong causal mask (one future key), every other exercise right: only the mask's 2 points go, in make grade
+# here and in the gradebook below (each exercise graded alone: the others are the solution's)
+att=$tree/chapters/03_dot_product_attention/attention.c
+sed -i 's/if (m->causal \&\& i + 1 < limit) limit = i + 1;/if (m->causal \&\& i + 2 < limit) limit = i + 2;/' "$att"
+grep -q 'limit = i + 2;' "$att" || fail "could not plant the wrong causal mask"
+make -C "$tree" -s -j2 BUILD=build grade >"$tmp/grade-wrong-mask.log" 2>&1 || true
+/usr/bin/python3 - "$tree/build/coursework/grade.json" "$tmp/grade-wrong-mask.log" <<'PY' || fail "make grade on the wrong mask"
+import json, sys
+g = json.load(open(sys.argv[1]))
+lost = {e["id"]: e["points"] - e["earned"] for e in g["exercises"] if e["earned"] != e["points"]}
+if lost != {"04.causal_mask": 2}:
+    print(open(sys.argv[2]).read())
+    sys.exit(f"make grade on a wrong causal mask took away {lost}, want only 04.causal_mask's 2 points")
+PY
+submit wrong-mask
 
 echo "== the hostile hand-ins"
 work=$tmp/work
@@ -219,6 +237,7 @@ want = {
     T("broken"): ("broken", "does not compile", "0", "error"),
     T("crashing"): ("crashing", "graded", "8", "04.sinusoidal: crashed (SIGSEGV)"),
     T("looping"): ("looping", "graded", "8", "04.sinusoidal: did not finish in 10 s"),
+    T("wrong-mask"): ("wrong-mask", "graded", "8", "04.causal_mask: "),
     T("edited-grader"): ("edited-grader", "graded; grader files changed (tests/coursework/grade.c, "
                          "tests/coursework/grade_04.c)", "0", "not written yet"),
     "homework.txt": ("homework.txt", NG, "0", "not a hand-in"),
