@@ -46,6 +46,8 @@ for m in "$root"/tests/coursework/mutants/*.patch; do
   else
     out=$(timeout 300 "build/coursework/grade_$chapter" "$exercise" 2>&1); rc=$?
     why=$(printf '%s\n' "$out" | grep -m 1 '^FAIL' | cut -c1-160)
+    # a crash (a signal: 128 + its number) costs the exercise its points as a FAIL does
+    [ -z "$why" ] && [ $rc -gt 128 ] && why="crashed (signal $((rc - 128))) in $(printf '%s\n' "$out" | grep '^check' | tail -n 1 | cut -c1-120)"
     if [ -n "$hidden" ]; then
       if timeout 300 "build/coursework/grade_$chapter" "$exercise" --hidden "$hidden" \
            --reference "$work/hidden_$chapter.bin" 2>&1 | grep -q "^FAIL $exercise: hidden: "; then

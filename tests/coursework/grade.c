@@ -121,6 +121,60 @@ int grade_gradient(const char *what, LossFn loss, void *ctx, float *x, const flo
                       case_note(), r.worst_analytic, r.worst_numeric);
 }
 
+/* ------------------------------------------------------------ checks by class */
+
+void grade_fill_garbage(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (i % 2 ? -1.0f : 1.0f) * (float)(7919 + (i * 104729u) % 1000003u) * 1e-2f;
+}
+
+float *grade_garbage(size_t n) {
+    float *x = grade_floats(n);
+    grade_fill_garbage(x, n);
+    return x;
+}
+
+int grade_added(const char *what, const float *got, const float *start, const float *once, int times, int ndim,
+                const int *dims, double rtol, double atol) {
+    const size_t n = count_of(ndim, dims);
+    float *want = grade_floats(n);
+    for (size_t i = 0; i < n; i++) want[i] = (start ? start[i] : 0.0f) + (float)times * once[i];
+    char full[256];
+    snprintf(full, sizeof full, "%s after %d backward call%s into a buffer that held %s (it must add: +=)", what,
+             times, times == 1 ? "" : "s", start ? "garbage" : "zeros");
+    return grade_close(full, "what was there plus the gradient", got, want, ndim, dims, rtol, atol);
+}
+
+int grade_finite(const char *what, const float *x, int ndim, const int *dims, float bound) {
+    if (recording()) {
+        record_values(what, x, ndim, dims, 1e-3, 1e-4);
+        return 0;
+    }
+    const size_t n = count_of(ndim, dims);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || fabsf(x[i]) > bound) {
+            char idx[96];
+            format_index(idx, sizeof idx, i, ndim, dims);
+            return grade_fail("%s at %s is %g%s (large inputs: expf overflows past 88: a softmax "
+                              "subtracts the maximum, a tanh is tanhf)", what, idx, (double)x[i],
+                              isfinite(x[i]) ? " (out of its range)" : "");
+        }
+    return 0;
+}
+
+int grade_true(const char *what, int holds, const char *fmt, ...) {
+    if (recording()) {
+        const float v = holds ? 1.0f : 0.0f;
+        record_values(what, &v, 1, (int[]){1}, 0.0, 0.0);
+        return 0;
+    }
+    if (holds) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 /* ------------------------------------------------------------ golden vectors */
 
 int grade_golden_cases(const char *layer, int (*want)(const GoldCase *c), int (*check)(const GoldCase *c)) {

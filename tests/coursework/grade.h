@@ -90,6 +90,53 @@ int grade_close(const char *what, const char *source, const float *got, const fl
 int grade_gradient(const char *what, LossFn loss, void *ctx, float *x, const float *analytic, int ndim,
                    const int *dims, float eps, double tol);
 
+/* ------------------------------------------------ checks by class
+ *
+ * The wrong solutions students write fall into classes a check on one
+ * small call never sees; these helpers are written once here and used by
+ * every grade_NN.c where the class applies:
+ *
+ *  - state across calls: call twice on the same state (a backward into
+ *    the same buffers must add the same gradient again: grade_added; a
+ *    forward twice must write the same output), and buffers pre-filled with
+ *    garbage (grade_garbage: an output written over whatever was there, a
+ *    gradient added to it, no reliance on zeroed memory);
+ *  - large inputs: scores of +-1e3, activations past 50 (a softmax without
+ *    the max subtraction, a tanh through exp: inf or NaN): grade_finite;
+ *  - shapes at least as large as the sheets' own commands use
+ *    (GRADE_LONG positions: a fixed local array of 32 must fail), and odd
+ *    ones (N != M, H > 1, D_H != D / H where the code allows it);
+ *  - every option a sheet asks for switched on in one case (dropout with a
+ *    fixed mask, drop_path, the learned per-head scale);
+ *  - randomness and bounds: the same seed gives the same draws and another
+ *    seed others (rand() must fail), top_k above V is top_k = 0, KV-cache
+ *    rows at different positions: grade_true for what is a yes or no. */
+
+/* Longer than any sequence a sheet's commands use (chapter 01's reverse
+ * strings of 40 letters). */
+enum { GRADE_LONG = 48 };
+
+/* A buffer of n floats (freed after the check) filled with garbage: large
+ * values of both signs, the same each time. grade_fill_garbage refills one. */
+float *grade_garbage(size_t n);
+void grade_fill_garbage(float *x, size_t n);
+
+/* Accumulation: got [dims] against start + times * once, what a backward
+ * that adds (+=) leaves in a buffer that held start before `times` calls
+ * that each give once. Fails with "<what> after N backward calls into a
+ * buffer that held ... (it must add: +=)". */
+int grade_added(const char *what, const float *got, const float *start, const float *once, int times, int ndim,
+                const int *dims, double rtol, double atol);
+
+/* Large inputs: every value of x [dims] finite and |x| <= bound (INFINITY:
+ * no bound). Record mode records x (compared with the solution's within
+ * rtol 1e-3, atol 1e-4). */
+int grade_finite(const char *what, const float *x, int ndim, const int *dims, float bound);
+
+/* A yes-or-no property: passes when holds; else fails with the message.
+ * Record mode records holds (the solution's is 1). */
+int grade_true(const char *what, int holds, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ------------------------------------------------ PyTorch's golden vectors */
 
 /* One case of tests/golden/<layer>.bin (or $ATTN_GOLDEN_DIR/<layer>.bin). */

@@ -48,6 +48,32 @@ static int gru_backward_case(const GoldCase *c) { return gru_case(c, 1); }
 static int gru_forward(void) { return grade_golden_cases("gru_cell", NULL, gru_forward_case); }
 static int gru_backward(void) { return grade_golden_cases("gru_cell", NULL, gru_backward_case); }
 
+/* Large inputs: pre-activations past 50 (n's near +-70, r's and z's up to 60).
+ * h' = (1 - z) n + z h stays within [-1, 1] when h does; a tanh written
+ * through exp gives inf / inf there. The gradients must stay finite too. */
+static int gru_large(void) {
+    enum { B = 2, I = 3, S = 4 };
+    float *x = grade_floats(B * I), *h_prev = grade_floats(B * S), *dh = grade_floats(B * S);
+    float *W_x = grade_floats(I * 3 * S), *W_h = grade_floats(S * 3 * S), *b = grade_floats(3 * S);
+    grade_fill(x, B * I, 1.0f, 31);
+    grade_fill(h_prev, B * S, 1.0f, 32);
+    grade_fill(dh, B * S, 1.0f, 33);
+    grade_fill(W_x, I * 3 * S, 5.0f, 34);
+    grade_fill(W_h, S * 3 * S, 5.0f, 35);
+    grade_fill(b, 3 * S, 60.0f, 36);
+    for (int j = 0; j < S; j++) b[2 * S + j] = j % 2 ? -70.0f : 70.0f;   /* n's pre-activations near +-70 */
+    float *h = grade_floats(B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
+    float *scratch = grade_floats(B * 6 * S);
+    cell_forward(CELL_GRU, h, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, b, NULL, B, I, S);
+    if (grade_finite("h' with pre-activations past 50", h, 2, (int[]){B, S}, 1.0f)) return -1;
+    float *dx = grade_floats(B * I), *dh_prev = grade_floats(B * S);
+    float *dW_x = grade_floats(I * 3 * S), *dW_h = grade_floats(S * 3 * S), *db = grade_floats(3 * S);
+    cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, dh, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h,
+                  NULL, B, I, S);
+    if (grade_finite("dh_prev with pre-activations past 50", dh_prev, 2, (int[]){B, S}, INFINITY)) return -1;
+    return grade_finite("dW_h with pre-activations past 50", dW_h, 2, (int[]){S, 3 * S}, INFINITY);
+}
+
 /* ------------------------------------------------------------ 01.encoder_bptt */
 
 enum { ENC_B = 3, ENC_T = 5, ENC_V = 7, ENC_DE = 3, ENC_S = 4 };
@@ -56,42 +82,47 @@ enum { ENC_B = 3, ENC_T = 5, ENC_V = 7, ENC_DE = 3, ENC_S = 4 };
 typedef struct {
     RnnEncoder enc;
     Params p;
-    int src[ENC_B * ENC_T], lens[ENC_B];
+    int src[ENC_B * GRADE_LONG], lens[ENC_B];
+    int T;                /* the batch's length (ENC_T, or GRADE_LONG) */
     float *w, *u, *u_c;   /* [T, B, S], [B, S], [B, S] */
 } EncoderLoss;
 
 static double encoder_loss(void *ctx) {
     EncoderLoss *e = ctx;
     RnnEncoder *enc = &e->enc;
-    rnn_encoder_forward(enc, &e->p, e->src, e->lens, ENC_B, ENC_T);
+    const int T = e->T ? e->T : ENC_T;
+    rnn_encoder_forward(enc, &e->p, e->src, e->lens, ENC_B, T);
     const size_t hs = (size_t)ENC_B * ENC_S;
     double L = 0.0;
-    for (size_t i = 0; i < (size_t)ENC_T * hs; i++) L += (double)e->w[i] * enc->h[hs + i];
+    for (size_t i = 0; i < (size_t)T * hs; i++) L += (double)e->w[i] * enc->h[hs + i];
     const float *h_T = rnn_encoder_final_h(enc), *c_T = rnn_encoder_final_c(enc);
     for (size_t i = 0; i < hs; i++) L += (double)e->u[i] * h_T[i] + (c_T ? (double)e->u_c[i] * c_T[i] : 0.0);
     return L;
 }
 
-static int encoder_gradients(CellType cell) {
+/* T: ENC_T, or GRADE_LONG (longer than the sheet's 40-letter strings:
+ * nothing may hold the steps in a fixed array of 32). */
+static int encoder_gradients(CellType cell, int T) {
     EncoderLoss e;
     memset(&e, 0, sizeof e);
+    e.T = T;
     params_init(&e.p);
     rnn_encoder_declare(&e.enc, &e.p, "enc", cell, ENC_V, ENC_DE, ENC_S);
     if (params_alloc(&e.p) < 0) return grade_fail("params_alloc failed");
     Rng rng;
     rng_seed(&rng, 1, 1);
     rnn_encoder_init(&e.enc, &e.p, &rng);
-    rnn_encoder_alloc(&e.enc, ENC_B, ENC_T);
-    const int lens[ENC_B] = {5, 2, 4};   /* padded rows: their last states pass through */
+    rnn_encoder_alloc(&e.enc, ENC_B, T);
+    const int lens[ENC_B] = {T, T * 2 / 5, T - 1};   /* padded rows: their last states pass through */
     for (int b = 0; b < ENC_B; b++) {
         e.lens[b] = lens[b];
-        for (int t = 0; t < ENC_T; t++) e.src[b * ENC_T + t] = t < lens[b] ? 3 + (b + 2 * t) % (ENC_V - 3) : PAD_ID;
+        for (int t = 0; t < T; t++) e.src[b * T + t] = t < lens[b] ? 3 + (b + 2 * t) % (ENC_V - 3) : PAD_ID;
     }
     const size_t hs = (size_t)ENC_B * ENC_S;
-    e.w = grade_floats(ENC_T * hs);
+    e.w = grade_floats(T * hs);
     e.u = grade_floats(hs);
     e.u_c = grade_floats(hs);
-    grade_fill(e.w, ENC_T * hs, 1.0f, 2);
+    grade_fill(e.w, T * hs, T > ENC_T ? 0.3f : 1.0f, 2);
     grade_fill(e.u, hs, 1.0f, 3);
     grade_fill(e.u_c, hs, 1.0f, 4);
 
@@ -111,8 +142,9 @@ static int encoder_gradients(CellType cell) {
     return result;
 }
 
-static int encoder_rnn(void) { return encoder_gradients(CELL_RNN); }
-static int encoder_lstm(void) { return encoder_gradients(CELL_LSTM); }
+static int encoder_rnn(void) { return encoder_gradients(CELL_RNN, ENC_T); }
+static int encoder_lstm(void) { return encoder_gradients(CELL_LSTM, ENC_T); }
+static int encoder_long(void) { return encoder_gradients(CELL_RNN, GRADE_LONG); }
 
 /* ------------------------------------------------------------ 01.decoder */
 
@@ -233,6 +265,34 @@ static int context_gradient(void) {
     }
     int result = grade_gradient("the gradient reaching the context c (through b of a constant encoder)",
                                 decoder_loss, &d, b_enc, analytic, 1, (int[]){S}, 1e-3f, 1e-2);
+    rnn_seq2seq_free(&d.model);
+    return result;
+}
+
+/* Two training steps on the same batch and state, without zeroing the
+ * gradients between them: every decoder gradient twice that of one step,
+ * and the gradient handed to the context the same both times (nothing may
+ * be cleared on the first call only). */
+static int decoder_twice(void) {
+    Decoder d;
+    if (decoder_make(&d)) return -1;
+    Params *p = &d.model.params;
+    const int S = d.model.dec.S;
+    params_zero_grad(p);
+    rnn_seq2seq_train_step(&d.model, &d.batch, 1);
+    float *once = grade_floats(p->size), *dc_once = grade_floats((size_t)DEC_B * S);
+    memcpy(once, p->grad, sizeof(float) * p->size);
+    memcpy(dc_once, d.model.dec.g.dh, sizeof(float) * (size_t)DEC_B * S);
+    rnn_seq2seq_train_step(&d.model, &d.batch, 1);
+    int result = grade_close("the gradient reaching the context c on the second step", "the first step's",
+                             d.model.dec.g.dh, dc_once, 2, (int[]){DEC_B, S}, 1e-5, 1e-6);
+    for (int k = 0; k < p->n_tensors && result == 0; k++) {
+        const ParamTensor *t = &p->tensors[k];
+        if (strncmp(t->name, "enc.", 4) == 0) continue;   /* the encoder's: exercise 01.encoder_bptt */
+        char what[64];
+        snprintf(what, sizeof what, "d %s", t->name);
+        result = grade_added(what, p->grad + t->offset, NULL, once + t->offset, 2, t->ndim, t->dims, 1e-5, 1e-6);
+    }
     rnn_seq2seq_free(&d.model);
     return result;
 }
@@ -386,15 +446,19 @@ static const GradeExercise HIDDEN[] = {
 static const GradeCheck GRU_STEP[] = {
     {"h' against PyTorch's GRUCell", gru_forward},
     {"the step's gradients against PyTorch's autograd", gru_backward},
+    {"large inputs (pre-activations past 50): h' within [-1, 1], gradients finite", gru_large},
 };
 static const GradeCheck ENCODER_BPTT[] = {
     {"encoder gradients, tanh RNN cell, padded batch, against finite differences", encoder_rnn},
     {"encoder gradients, LSTM cell, padded batch, against finite differences", encoder_lstm},
+    {"encoder gradients over 48 steps (longer than the sheet's 40-letter strings), against finite differences",
+     encoder_long},
 };
 static const GradeCheck DECODER[] = {
     {"teacher forcing: the training loss against step-by-step decoding", teacher_forcing},
     {"decoder gradients against finite differences", decoder_gradients},
     {"the gradient reaching the context c against finite differences", context_gradient},
+    {"two training steps on the same batch: the gradients add up, the context's the same again", decoder_twice},
 };
 static const GradeExercise EXERCISES[] = {
     {"01.gru_step", GRU_STEP, GRADE_COUNT(GRU_STEP)},
