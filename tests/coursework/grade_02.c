@@ -4,6 +4,7 @@
  * The score and the context against PyTorch (tests/golden/); the
  * annotations against their definition, on encoder states filled with
  * values that say which position they belong to. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,34 @@ static int additive_forward_case(const GoldCase *c) { return additive_case(c, 0)
 static int additive_backward_case(const GoldCase *c) { return additive_case(c, 1); }
 static int additive_forward(void) { return grade_golden_cases("additive_attention", NULL, additive_forward_case); }
 static int additive_backward(void) { return grade_golden_cases("additive_attention", NULL, additive_backward_case); }
+
+/* Large inputs: v of +-300 over tanh features near +-1 make scores of about
+ * +-1e3, where exp overflows (a softmax must subtract the row's maximum):
+ * the weights finite, in [0, 1], each row summing to 1; the gradients finite. */
+static int additive_large(void) {
+    enum { B = 2, T = 6, D_A = 4 };
+    const int lens[B] = {T, 4};
+    float *keys = grade_floats(B * T * D_A), *query = grade_floats(B * D_A), *v = grade_floats(D_A);
+    grade_fill(keys, B * T * D_A, 3.0f, 41);
+    grade_fill(query, B * D_A, 3.0f, 42);
+    for (int j = 0; j < D_A; j++) v[j] = j % 2 ? -300.0f : 300.0f;
+    float *weights = grade_floats(B * T), *feat = grade_floats(B * T * D_A);
+    additive_attention_forward(weights, feat, keys, query, v, lens, B, T, D_A);
+    if (grade_finite("the weights a with scores of about +-1e3", weights, 2, (int[]){B, T}, 1.0f)) return -1;
+    for (int b = 0; b < B; b++) {
+        double sum = 0.0;
+        for (int i = 0; i < T; i++) sum += weights[b * T + i];
+        if (grade_true("each row of weights sums to 1", fabs(sum - 1.0) < 1e-4,
+                       "the weights of row %d sum to %g with scores of about +-1e3, want 1", b, sum))
+            return -1;
+    }
+    float *dweights = grade_floats(B * T), *dkeys = grade_floats(B * T * D_A), *dquery = grade_floats(B * D_A);
+    float *dv = grade_floats(D_A), *dscores = grade_floats(B * T);
+    grade_fill(dweights, B * T, 1.0f, 43);
+    additive_attention_backward(dkeys, dquery, dv, dscores, dweights, weights, feat, v, lens, B, T, D_A);
+    return grade_finite("dkeys with scores of about +-1e3", dkeys, 3, (int[]){B, T, D_A}, INFINITY) ||
+           grade_finite("dv with scores of about +-1e3", dv, 1, (int[]){D_A}, INFINITY);
+}
 
 /* ------------------------------------------------------------ 02.context */
 
@@ -244,6 +273,7 @@ static const GradeExercise HIDDEN[] = {
 static const GradeCheck ADDITIVE_SCORE[] = {
     {"the weights a against PyTorch", additive_forward},
     {"the gradients of keys, query and v against PyTorch's autograd", additive_backward},
+    {"large inputs (scores of about +-1e3): the weights finite, summing to 1", additive_large},
 };
 static const GradeCheck CONTEXT[] = {
     {"the context c against PyTorch, written over what the buffer held (c =, not c +=)", context_forward},
