@@ -7,6 +7,7 @@
  * the scaled dot on the dot cases (scaled, and plain: a factor applied to
  * both is wrong) and the learned scores on theirs, so that each exercise
  * meets only its own code. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,34 @@ static int plain_dot_forward(void) { return grade_golden_cases("attention", dot_
 static int scaled_backward(void) { return grade_golden_cases("attention", scaled_dot_case, layer_backward_case); }
 static int learned_forward(void) { return grade_golden_cases("attention", learned_case, layer_forward_case); }
 static int learned_backward(void) { return grade_golden_cases("attention", learned_case, layer_backward_case); }
+
+/* The learned scores with Y, A and the cache pre-filled with garbage: E
+ * (and what it is made from) written, not added to what the buffer held. */
+static int learned_garbage(void) {
+    attention_garbage = 1;
+    const int result = grade_golden_cases("attention", learned_case, layer_forward_case);
+    attention_garbage = 0;
+    return result;
+}
+
+/* Large inputs: the additive score on queries and keys of +-60 (its tanh's
+ * arguments past 50): E, A and Y finite (a tanh through exp gives NaN). */
+static int additive_large(void) {
+    enum { N_Q = 3, N_X = 4, D = 3, D_A = 3, D_V = 2 };
+    const ScoreSpec s = {SCORE_ADDITIVE, D, D, D_A};
+    float *params = grade_floats(score_param_count(&s));
+    const ScoreWeights w = score_weights_view(&s, params);
+    grade_fill(params, score_param_count(&s), 1.0f, 51);
+    float *Q = grade_floats(N_Q * D), *K = grade_floats(N_X * D), *V = grade_floats(N_X * D_V);
+    grade_fill(Q, N_Q * D, 60.0f, 52);
+    grade_fill(K, N_X * D, 60.0f, 53);
+    grade_fill(V, N_X * D_V, 1.0f, 54);
+    const AttentionMask mask = {NULL, 0, 0, 0};
+    float *Y = grade_floats(N_Q * D_V), *A = grade_floats(N_Q * N_X), *cache = grade_floats(attention_cache_floats(&s, N_Q, N_X));
+    attention_forward(Y, A, cache, Q, K, V, &s, &w, &mask, N_Q, N_X, D_V);
+    return grade_finite("A with tanh arguments past 50", A, 2, (int[]){N_Q, N_X}, 1.0f) ||
+           grade_finite("Y with tanh arguments past 50", Y, 2, (int[]){N_Q, D_V}, INFINITY);
+}
 
 /* ------------------------------------------------------------ hidden checks
  *
@@ -175,6 +204,8 @@ static const GradeCheck SCALED_DOT[] = {
 static const GradeCheck LEARNED_SCORES[] = {
     {"multiplicative and additive attention: A and Y against PyTorch", learned_forward},
     {"their gradients (dQ, dK, dV, the score's weights) against PyTorch's autograd", learned_backward},
+    {"A and Y against PyTorch with Y, A and the cache pre-filled with garbage (E =, not E +=)", learned_garbage},
+    {"large inputs (the additive score's tanh past 50): A and Y finite", additive_large},
 };
 static const GradeExercise EXERCISES[] = {
     {"03.score_functions", SCORE_FUNCTIONS, GRADE_COUNT(SCORE_FUNCTIONS)},

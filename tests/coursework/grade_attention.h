@@ -24,6 +24,10 @@ static AttentionMask case_mask(const GoldCase *c) {
     return m;
 }
 
+/* 1: attention_case's Y, A and cache start as garbage (grade_garbage): the
+ * layer must write them, not add to what they held. */
+static int attention_garbage = 0;
+
 /* attention_forward against the case's A and Y; with_backward: then
  * attention_backward, twice into the same buffers, against every gradient. */
 static int attention_case(const GoldCase *c, int with_backward) {
@@ -32,8 +36,9 @@ static int attention_case(const GoldCase *c, int with_backward) {
     const ScoreSpec s = case_spec(c);
     const ScoreWeights w = case_weights(c);
     const AttentionMask mask = case_mask(c);
-    float *Y = grade_floats((size_t)N_Q * D_V), *A = grade_floats((size_t)N_Q * N_X);
-    float *cache = grade_floats(attention_cache_floats(&s, N_Q, N_X));
+    float *(*buffer)(size_t) = attention_garbage ? grade_garbage : grade_floats;
+    float *Y = buffer((size_t)N_Q * D_V), *A = buffer((size_t)N_Q * N_X);
+    float *cache = buffer(attention_cache_floats(&s, N_Q, N_X));
     attention_forward(Y, A, cache, Q->data, K->data, V->data, &s, &w, &mask, N_Q, N_X, D_V);
     if (grade_golden_close(c, "A", A, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT) ||
         grade_golden_close(c, "Y", Y, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT))
