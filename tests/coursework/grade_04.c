@@ -5,6 +5,7 @@
  * The projections on unmasked cases (PyTorch's golden vectors, and finite
  * differences); each mask through chapter 03's attention layer on the cases
  * that use that mask alone; the sinusoids against PyTorch's. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -160,6 +161,22 @@ static int sinusoid_case(const GoldCase *c) {
 
 static int sinusoids(void) { return grade_golden_cases("positional_encoding", NULL, sinusoid_case); }
 
+/* Wider and longer than the sheet's runs (D = 130, N = GRADE_LONG): nothing
+ * may hold the frequencies or the positions in a fixed array of 32; against
+ * the formula, in double. */
+static int sinusoids_wide(void) {
+    enum { N = GRADE_LONG, D = 130 };
+    float *P = grade_garbage((size_t)N * D), *want = grade_floats((size_t)N * D);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < D; i++) {
+            const double omega = 1.0 / pow(10000.0, (double)(i - i % 2) / D);
+            want[t * D + i] = (float)(i % 2 ? cos(omega * t) : sin(omega * t));
+        }
+    positional_encoding_sinusoidal(P, N, D);
+    return grade_close("P (N = 48, D = 130, the buffer pre-filled with garbage)", "sin and cos of omega_k t", P, want,
+                       2, (int[]){N, D}, 1e-5, 1e-5);
+}
+
 /* ------------------------------------------------------------ hidden checks
  *
  * make grade-submissions only (grade.h): shapes and inputs drawn from the
@@ -264,6 +281,7 @@ static const GradeCheck PADDING_MASK[] = {
 };
 static const GradeCheck SINUSOIDAL[] = {
     {"P against PyTorch's sinusoids (odd D too)", sinusoids},
+    {"P on N = 48, D = 130 against the formula (wider than any fixed array of 32)", sinusoids_wide},
 };
 static const GradeExercise EXERCISES[] = {
     {"04.projections", PROJECTIONS, GRADE_COUNT(PROJECTIONS)},
