@@ -80,6 +80,42 @@ static int heads_backward_case(const GoldCase *c) { return heads_case(c, 1); }
 static int heads_forward(void) { return grade_golden_cases("multi_head", NULL, heads_forward_case); }
 static int heads_backward(void) { return grade_golden_cases("multi_head", NULL, heads_backward_case); }
 
+/* The learned per-head scale (locality self-attention, which the sheet asks
+ * for): head h's scores are exp(t_h) Q_h K_h^T. The heads alone on
+ * [Q|K|V] drawn by the grader, with t = (0.7, -0.4) (neither 1/sqrt(D_H)),
+ * H = 2, D_H = 3: the backward against finite differences of L = sum wY . Y
+ * (a backward with the fixed 1/sqrt(D_H) fails). */
+enum { LS_B = 2, LS_N = 4, LS_H = 2, LS_DH = 3, LS_HD = LS_H * LS_DH };
+typedef struct {
+    float QKV[LS_B * LS_N * 3 * LS_HD], wY[LS_B * LS_N * LS_HD], Y[LS_B * LS_N * LS_HD];
+    float A[LS_B * LS_H * LS_N * LS_N], log_scale[LS_H];
+} LearnedScale;
+
+static double learned_scale_loss(void *ctx) {
+    LearnedScale *L = ctx;
+    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
+    multi_head_heads_forward(L->Y, L->A, NULL, NULL, L->QKV, &w, LS_H, LS_DH, 0, NULL, LS_B, LS_N);
+    double sum = 0.0;
+    for (int i = 0; i < LS_B * LS_N * LS_HD; i++) sum += (double)L->wY[i] * L->Y[i];
+    return sum;
+}
+
+static int heads_learned_scale(void) {
+    static LearnedScale L;
+    const int n_qkv = LS_B * LS_N * 3 * LS_HD, n_y = LS_B * LS_N * LS_HD;
+    grade_fill(L.QKV, (size_t)n_qkv, 1.0f, 61);
+    grade_fill(L.wY, (size_t)n_y, 1.0f, 62);
+    L.log_scale[0] = 0.7f;
+    L.log_scale[1] = -0.4f;
+    learned_scale_loss(&L);
+    const MultiHeadWeights w = {NULL, NULL, NULL, L.log_scale};
+    float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
+        &(MultiHeadSpec){LS_HD, LS_H, LS_DH, LS_HD, MULTI_HEAD_PLAIN, 0, 1, 0}, LS_B, LS_N));
+    multi_head_heads_backward(dQKV, scratch, L.wY, L.A, NULL, L.QKV, &w, LS_H, LS_DH, LS_B, LS_N);
+    return grade_gradient("d[Q|K|V] with the learned scales", learned_scale_loss, &L, L.QKV, dQKV, 3,
+                          (int[]){LS_B, LS_N, 3 * LS_HD}, 1e-3f, 1e-2);
+}
+
 /* The fused kernel on every head of the layer against PyTorch (05.online_softmax's
  * second check): the projections around it by the grader's loops. */
 static int fused_forward_case(const GoldCase *c) {
@@ -433,6 +469,7 @@ static const GradeExercise HIDDEN[] = {
 static const GradeCheck HEADS[] = {
     {"O and A against PyTorch (plain path; the projections by the grader)", heads_forward},
     {"dX, dW_QKV against PyTorch's autograd (plain path; the projections by the grader)", heads_backward},
+    {"the learned per-head scale, H = 2, D_H = 3: d[Q|K|V] against finite differences", heads_learned_scale},
 };
 static const GradeCheck QKV_PROJECTION[] = {
     {"[Q|K|V] = X W_QKV", qkv_forward},
