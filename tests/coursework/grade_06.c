@@ -111,6 +111,48 @@ static int kv_cache_with(BlockNormPlace place) {
     return 0;
 }
 
+/* Rows at different positions in one step: row 1 starts two steps after
+ * row 0, so each step's rows sit at positions t and t - 2 (each row's own
+ * position, never the first row's); each new row against block_forward's. */
+static int kv_cache_staggered(void) {
+    const BlockSpec s = {KV_D, KV_H, KV_D / KV_H, 16, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
+                         MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0, {0}};
+    enum { LAG = 2 };
+    const size_t n_params = block_param_count(&s), nX = (size_t)KV_ROWS * KV_N * KV_D;
+    BlockWeights w = block_weights_view(&s, grade_floats(n_params));
+    Rng rng;
+    rng_seed(&rng, 3, 7);
+    block_init(&s, &w, &rng);
+    float *X = grade_floats(nX), *Y = grade_floats(nX);
+    const BlockCache cache =
+        block_cache_view(&s, KV_ROWS, KV_N, 0, grade_floats(block_cache_floats(&s, KV_ROWS, KV_N, 0)));
+    grade_fill(X, nX, 1.0f, 8);
+    block_forward(Y, &cache, X, &s, &w, NULL, NULL, KV_ROWS, KV_N, 0, NULL);
+    BlockStepRow rows[KV_ROWS], active[KV_ROWS];
+    for (int r = 0; r < KV_ROWS; r++)
+        rows[r] = (BlockStepRow){grade_garbage((size_t)KV_N * KV_D), grade_garbage((size_t)KV_N * KV_D), 0, NULL, 0};
+    float *work = grade_floats(block_step_work_floats(&s, KV_ROWS, KV_N, 0));
+    float x_t[KV_ROWS * KV_D], y_t[KV_ROWS * KV_D], want[KV_ROWS * KV_D];
+    for (int step = 0; step < KV_N + LAG; step++) {
+        int n = 0;
+        for (int r = 0; r < KV_ROWS; r++) {
+            const int pos = step - r * LAG;
+            if (pos < 0 || pos >= KV_N) continue;
+            active[n] = rows[r];
+            active[n].pos = pos;
+            memcpy(x_t + n * KV_D, X + ((size_t)r * KV_N + pos) * KV_D, sizeof(float) * KV_D);
+            memcpy(want + n * KV_D, Y + ((size_t)r * KV_N + pos) * KV_D, sizeof(float) * KV_D);
+            n++;
+        }
+        block_step(y_t, NULL, x_t, &s, &w, active, n, KV_N, 0, work);
+        char what[128];
+        snprintf(what, sizeof what, "step %d, rows at positions %d and %d: Y", step, step, step - LAG);
+        if (grade_close(what, "block_forward's rows at those positions", y_t, want, 2, (int[]){n, KV_D}, 1e-4, 1e-5))
+            return -1;
+    }
+    return 0;
+}
+
 static int kv_cache_pre(void) { return kv_cache_with(BLOCK_PRE_NORM); }
 static int kv_cache_post(void) { return kv_cache_with(BLOCK_POST_NORM); }
 
@@ -193,6 +235,56 @@ static int sampling_follows(float temperature, int top_k) {
     snprintf(what, sizeof what, "temperature %.1f, top_k %d: the count of each token in %d draws (last: tokens of "
              "probability 0), against softmax(logits / temperature) over the top_k", (double)temperature, top_k, DRAWS);
     return grade_counts(what, count, want, bound, GPT_V + 1);
+}
+
+/* GEN_T tokens generated after a one-token prompt by draw()'s model, with
+ * rng seeded (seed, 6). */
+enum { GEN_T = 40 };
+static int generate_seeded(const GptSampling *sampling, uint64_t seed, int *out) {
+    const GptConfig cfg = {.layers = 1,
+                           .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
+                                     .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
+                                     .causal = 1},
+                           .pos = POS_LEARNED, .context = GEN_T + 1, .V = GPT_V};
+    static Gpt g;
+    if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
+    float *E = params_data(&g.params, g.tok_emb);
+    for (int i = 0; i < GPT_V * 8; i++) E[i] *= 3.0f;
+    Rng rng;
+    rng_seed(&rng, seed, 6);
+    const int prompt[1] = {1};
+    const int err = gpt_generate(&g, prompt, 1, GEN_T, sampling, &rng, out, NULL);
+    gpt_free(&g);
+    return err < 0 ? grade_fail("gpt_generate failed") : 0;
+}
+
+/* The generator, not rand(): the same seed gives the same tokens, another
+ * seed others. */
+static int sampling_seeded(void) {
+    const GptSampling s = {1.0f, 0, 0};
+    int *a = grade_ints(GEN_T), *b = grade_ints(GEN_T), *c = grade_ints(GEN_T);
+    if (generate_seeded(&s, 21, a) || generate_seeded(&s, 21, b) || generate_seeded(&s, 22, c)) return -1;
+    int same = 1, differ = 0;
+    for (int t = 0; t < GEN_T; t++) {
+        same &= a[t] == b[t];
+        differ |= a[t] != c[t];
+    }
+    return grade_true("the same seed, the same tokens", same, "two runs from the same seed drew different tokens "
+                      "(draw with rng_uniform(rng), the generator given, never rand())") ||
+           grade_true("another seed, other tokens", differ, "seeds 21 and 22 drew the same %d tokens (the draws "
+                      "must come from rng)", GEN_T);
+}
+
+/* top_k above V keeps every token: the same draws as top_k = 0 (and never
+ * a read past the V logits). */
+static int sampling_top_k_above_v(void) {
+    const GptSampling all = {1.0f, 0, 0}, above = {1.0f, GPT_V + 3, 0};
+    int *a = grade_ints(GEN_T), *b = grade_ints(GEN_T);
+    if (generate_seeded(&all, 23, a) || generate_seeded(&above, 23, b)) return -1;
+    int same = 1;
+    for (int t = 0; t < GEN_T; t++) same &= a[t] == b[t];
+    return grade_true("top_k above V: the draws of top_k = 0", same, "top_k = %d with V = %d drew other tokens than "
+                      "top_k = 0 from the same seed (top_k >= V keeps every token)", GPT_V + 3, GPT_V);
 }
 
 static int sampling_all(void) { return sampling_follows(1.0f, 0); }
@@ -295,12 +387,15 @@ static const GradeCheck BLOCK_BACKWARD[] = {
 static const GradeCheck KV_CACHE[] = {
     {"pre-norm: each step's row against the whole prefix's forward", kv_cache_pre},
     {"post-norm: each step's row against the whole prefix's forward", kv_cache_post},
+    {"rows at different positions in one step (the cache pre-filled with garbage)", kv_cache_staggered},
 };
 static const GradeCheck SAMPLING[] = {
     {"temperature 1: the draws follow softmax(logits)", sampling_all},
     {"temperature 0.5: the draws follow softmax(logits / 0.5)", sampling_cool},
     {"top_k 3: only the 3 most likely, renormalised", sampling_top_k},
     {"top_k 1: always the most likely", sampling_top_1},
+    {"seeds: the same seed draws the same tokens, another seed others (not rand())", sampling_seeded},
+    {"top_k above V draws as top_k = 0", sampling_top_k_above_v},
 };
 static const GradeExercise EXERCISES[] = {
     {"06.block_backward", BLOCK_BACKWARD, GRADE_COUNT(BLOCK_BACKWARD)},
