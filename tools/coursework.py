@@ -305,7 +305,7 @@ def total(exs):
 def fill(template, nn, name, exs):
     text = open(os.path.join(ROOT, template)).read()
     values = {"{{chapter}}": name, "{{NN}}": nn, "{{exercises}}": exercise_table(exs),
-              "{{total}}": str(total(exs))}
+              "{{total}}": str(total(exs)), "{{chapters}}": "chapter 01" if nn == "01" else f"chapters 01 to {nn}"}
     for key, value in values.items():
         text = text.replace(key, value)
     return text
@@ -317,7 +317,7 @@ def answers_template(sheet_text, nn):
     questions = re.split(r"\n(?=\d+\. )", "\n" + section.strip())
     out = [f"# Answers, chapter {nn}", "",
            "Your answers to the questions of ASSIGNMENT.md; `make submit` hands this file in with your code.", ""]
-    for q in (q.strip() for q in questions if q.strip()):
+    for q in (q.strip() for q in questions if re.match(r"\s*\d+\. ", q)):   # not the section's opening words
         number, _, text = q.partition(". ")
         out += [f"## Question {number}", "", "> " + re.sub(r"\n\s*", "\n> ", text), "", "Answer:", "", ""]
     return "\n".join(out).rstrip() + "\n"

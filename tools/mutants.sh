@@ -22,6 +22,9 @@ trap 'rm -rf "$work"' EXIT
 # The tracked files of this tree (with their changes), not a build of them.
 (cd "$root" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work"
 cd "$work" || exit 1
+# the scratch copy builds into its own build/ (make mutants BUILD=... names the caller's build, not this one)
+export BUILD=build
+unset MAKEFLAGS MFLAGS MAKELEVEL
 killed=0 survived=0 stale=0 total=0 hidden_killed=0
 hidden=${HIDDEN:-}
 if [ -n "$hidden" ]; then   # the solution's hidden outputs, one file per chapter
