@@ -6,12 +6,17 @@
  * for; the <unk> rule counts words in the training part only (or in the
  * whole corpus when asked); ids follow falling frequency; the chars view is
  * the text with a space between words and a newline after a sentence, its
- * alphabet taken from the training text; prompts encode and decode; and
+ * alphabet taken from the training text; the bpe view is the same text cut
+ * into words, its merges learned on the training words only, the parts
+ * decoding to their words with single spaces and spelling as many
+ * characters as the chars view's, its fingerprint changing with the merges;
+ * prompts encode and decode; and
  * every broken file (missing, empty, not gzip, truncated, corrupt, no
  * words, bad lines, too few words) is refused with one clear message.
  *
- * Then the shipped data/brown.txt.gz: the counts data/README.md reports
- * (run from the repository root, as make test does). */
+ * Then the shipped data/brown.txt.gz: the counts data/README.md reports,
+ * and those of the bpe view (run from the repository root, as make test
+ * does). */
 /* Project headers before cmocka.h: cmocka defines a macro fail() that
  * would otherwise clash with error.h's fail(). */
 #include "data/brown.h"
@@ -264,6 +269,112 @@ static void test_encode_and_decode(void **state) {
     brown_free(&c);
 }
 
+/* Load path in the bpe view with a split of n_train / n_valid words and merges merges. */
+static int load_bpe(BrownCorpus *c, const char *path, int n_train, int n_valid, int merges) {
+    BrownConfig cfg;
+    brown_defaults(&cfg, BROWN_BPE);
+    cfg.path = path;
+    cfg.n_train = n_train;
+    cfg.n_valid = n_valid;
+    cfg.bpe_merges = merges;
+    return brown_load_config(c, &cfg);
+}
+
+static void test_bpe_view(void **state) {
+    (void)state;
+    char path[512], text[256];
+    write_gz(path, sizeof path, "tiny.gz", TINY);
+    BrownCorpus c, ch;
+    BrownConfig dflt;
+    brown_defaults(&dflt, BROWN_BPE);
+    assert_int_equal(dflt.bpe_merges, BROWN_BPE_MERGES);
+    /* Train "The cat sat .": only "a t" (cat, sat) then "at </w>" occur twice,
+     * so learning stops after 2 merges of the 2000 asked for. */
+    if (load_bpe(&c, path, 4, 7, BROWN_BPE_MERGES) != 0) fail_msg("%s", last_error());
+    assert_int_equal(c.kind, BROWN_BPE);
+    assert_int_equal(c.unk, BPE_UNK);
+    assert_int_equal(c.bpe.n_merges, 2);
+    assert_int_equal(c.V, BPE_FIRST_CHAR + 8 + 2);           /* . T a c e h s t, "at", "at</w>" */
+    assert_string_equal(brown_token(&c, BPE_UNK), "<unk>");
+    assert_string_equal(brown_token(&c, BPE_END_OF_WORD), "</w>");
+    assert_string_equal(brown_token(&c, c.V - 1), "at</w>");
+    assert_int_equal(brown_id(&c, "at</w>"), c.V - 1);
+    assert_int_equal(brown_id(&c, "zebra"), BPE_UNK);
+    /* T h e </w> | c at</w> | s at</w> | . </w> */
+    assert_int_equal(c.train.n, 10);
+    assert_int_equal(c.train.n_words, 4);
+    assert_int_equal(c.train.n_unk, 0);
+    assert_int_equal(brown_decode(&c, c.train.ids, c.train.n, text, sizeof text), 0);
+    assert_string_equal(text, "The cat sat .");               /* the newline is a word end like the spaces */
+
+    /* Each part spells the characters of the chars view's part (the parts
+     * hold one-byte characters only, so <unk> counts right too). */
+    if (load(&ch, path, BROWN_CHARS, 4, 7, 0) != 0) fail_msg("%s", last_error());
+    const BrownPart *parts[3] = {&c.train, &c.valid, &c.test}, *char_parts[3] = {&ch.train, &ch.valid, &ch.test};
+    for (int p = 0; p < 3; p++) {
+        assert_int_equal(parts[p]->n_chars, char_parts[p]->n);
+        assert_int_equal(brown_chars(&c, parts[p]->ids, parts[p]->n), char_parts[p]->n);
+        assert_int_equal(parts[p]->n_unk, char_parts[p]->n_unk);   /* d o g o n 1 / 2 m; A r n */
+        assert_int_equal(parts[p]->n_words, char_parts[p]->n_words);
+    }
+    assert_int_equal(brown_chars(&ch, ch.test.ids, ch.test.n), ch.test.n);
+    assert_int_equal(brown_decode(&c, c.valid.ids, c.valid.n, text, sizeof text), 0);
+    assert_string_equal(text, "The <unk><unk><unk> sat <unk><unk> <unk><unk><unk> <unk>ats .");
+    assert_int_equal(brown_decode(&c, c.test.ids, c.test.n, text, sizeof text), 0);
+    assert_string_equal(text, "<unk> cat <unk>a<unk> .");
+    brown_free(&ch);
+
+    /* Text round trip: the decoded training part encodes to its ids again;
+     * an unknown character is <unk>, a word longer than BPE allows an error. */
+    int ids[32];
+    assert_int_equal(brown_decode(&c, c.train.ids, c.train.n, text, sizeof text), 0);
+    assert_int_equal(brown_encode(&c, text, ids, 32), c.train.n);
+    assert_memory_equal(ids, c.train.ids, sizeof(int) * (size_t)c.train.n);
+    assert_int_equal(brown_encode(&c, " cat!\n", ids, 32), 4);     /* c at ! </w> */
+    assert_int_equal(ids[2], BPE_UNK);
+    assert_string_equal(brown_token(&c, ids[1]), "at");
+    assert_int_equal(brown_chars(&c, ids, 4), 5);                   /* c a t ! and its space */
+    assert_int_equal(brown_encode(&c, "a b c", ids, 2), -1);
+    assert_int_equal(brown_encode(&c, "   ", ids, 2), 0);
+    assert_int_equal(brown_decode(&c, c.train.ids, c.train.n, text, 6), -1);   /* does not fit */
+    assert_string_equal(text, "The c");
+    brown_free(&c);
+
+    /* The fingerprint is the merges': the same settings give the same value,
+     * fewer merges another (and no merges the characters alone). */
+    BrownCorpus one, none;
+    if (load_bpe(&c, path, 4, 7, 2) != 0 || load_bpe(&one, path, 4, 7, 1) != 0 || load_bpe(&none, path, 4, 7, 0) != 0)
+        fail_msg("%s", last_error());
+    assert_int_equal(one.bpe.n_merges, 1);
+    assert_int_equal(none.V, BPE_FIRST_CHAR + 8);
+    assert_int_equal(brown_vocab_crc(&c), bpe_crc(&c.bpe));
+    assert_int_not_equal(brown_vocab_crc(&c), brown_vocab_crc(&one));
+    assert_int_not_equal(brown_vocab_crc(&one), brown_vocab_crc(&none));
+    BrownCorpus again;
+    if (load_bpe(&again, path, 4, 7, 2) != 0) fail_msg("%s", last_error());
+    assert_int_equal(brown_vocab_crc(&again), brown_vocab_crc(&c));
+    /* the merges are the training part's: more training words, other merges ("The" twice: "T h", ...) */
+    brown_free(&again);
+    if (load_bpe(&again, path, 13, 0, 2) != 0) fail_msg("%s", last_error());
+    assert_int_not_equal(brown_vocab_crc(&again), brown_vocab_crc(&c));
+    assert_int_equal(brown_decode(&again, again.train.ids, again.train.n, text, sizeof text), 0);
+    assert_string_equal(text, "The cat sat . The dog sat on 1/2 mats . A cat");
+    brown_free(&again);
+    brown_free(&c);
+    brown_free(&one);
+    brown_free(&none);
+
+    /* A training word BPE refuses, and a negative number of merges. */
+    write_gz(path, sizeof path, "latin1.gz", "# ca01\n\tcaf\xe9/nn sat/vbd ./. a/at\n");
+    assert_int_equal(load_bpe(&c, path, 2, 1, 10), -1);
+    assert_error_mentions(path);
+    assert_error_mentions("not UTF-8");
+    assert_null(c.tokens);
+    brown_free(&c);
+    assert_int_equal(load_bpe(&c, path, 2, 1, -1), -1);
+    assert_error_mentions("-1 BPE merges");
+}
+
 /* ---- broken files --------------------------------------------------------- */
 
 static void test_missing_empty_and_plain_files(void **state) {
@@ -382,6 +493,27 @@ static void test_shipped_corpus_chars(void **state) {
     brown_free(&c);
 }
 
+static void test_shipped_corpus_bpe(void **state) {
+    (void)state;
+    BrownCorpus c;
+    if (brown_load(&c, NULL, BROWN_BPE) != 0) fail_msg("%s", last_error());
+    assert_int_equal(c.bpe.n_merges, 2000);
+    assert_int_equal(c.bpe.n_chars, 83);        /* the chars view's 86 but <unk>, space and newline */
+    assert_int_equal(c.V, 2088);
+    assert_int_equal(c.train.n, 1323556);
+    assert_int_equal(c.valid.n, 321371);
+    assert_int_equal(c.test.n, 252390);
+    assert_int_equal(c.train.n_unk + c.valid.n_unk + c.test.n_unk, 0);
+    /* the characters the pieces spell: the chars view's parts exactly */
+    assert_int_equal(brown_chars(&c, c.train.ids, c.train.n), 4333993);
+    assert_int_equal(brown_chars(&c, c.valid.ids, c.valid.n), 1012550);
+    assert_int_equal(brown_chars(&c, c.test.ids, c.test.n), 780531);
+    char text[128];
+    assert_int_equal(brown_decode(&c, c.train.ids, 12, text, sizeof text), 0);
+    assert_string_equal(text, "The Fulton County Grand Jury");
+    brown_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tags_cut_at_the_last_slash),
@@ -389,12 +521,14 @@ int main(void) {
         cmocka_unit_test(test_unk_rule_counts_the_training_part_only),
         cmocka_unit_test(test_chars_view),
         cmocka_unit_test(test_encode_and_decode),
+        cmocka_unit_test(test_bpe_view),
         cmocka_unit_test(test_missing_empty_and_plain_files),
         cmocka_unit_test(test_truncated_and_corrupt_gzip),
         cmocka_unit_test(test_files_without_words_or_with_bad_lines),
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_shipped_corpus_words),
         cmocka_unit_test(test_shipped_corpus_chars),
+        cmocka_unit_test(test_shipped_corpus_bpe),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -8,7 +8,9 @@
  *                  words; each distinct word (a "type") is stored once and
  *                  the stream holds type numbers
  *   build_words    the <unk> rule and the word ids of each part, or
- *   build_chars    the text of each part and its characters as ids
+ *   build_chars    the text of each part and its characters as ids, or
+ *   build_bpe      merges learned on the training words, each part's
+ *                  words as BPE pieces
  *
  * Strings are found with small open-addressing hash tables: an array of
  * slots holding an index into an array of strings (-1 = empty slot), the
@@ -373,6 +375,95 @@ static void build_chars(BrownCorpus *c, const Stream *s) {
     }
 }
 
+/* The bpe view: merges learned on the training part's distinct words with
+ * their counts (what bpe_learn_texts would count in the training text: its
+ * words are the stream's words, which hold no blank), then every distinct
+ * word of the file encoded once (a word's pieces do not depend on its
+ * neighbours) and each part written as its words' pieces. Returns 0, or -1
+ * with fail() naming the file (a training word BPE refuses: not UTF-8, the
+ * text </w> in it, longer than BPE_MAX_WORD bytes). */
+static int build_bpe(BrownCorpus *c, const Stream *s, const BrownConfig *cfg, const char *path) {
+    long *count = xcalloc((size_t)s->n_types, sizeof(long));
+    for (int i = 0; i < cfg->n_train; i++) count[s->type_of[i]]++;
+    const char **words = xmalloc(sizeof(char *) * (size_t)s->n_types);
+    long *counts = xmalloc(sizeof(long) * (size_t)s->n_types);
+    int n = 0;
+    for (int t = 0; t < s->n_types; t++)
+        if (count[t] > 0) {
+            words[n] = s->type_word[t];
+            counts[n++] = count[t];
+        }
+    int rc = bpe_learn(&c->bpe, words, counts, n, cfg->bpe_merges);
+    free(words);
+    free(counts);
+    free(count);
+    if (rc != 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", last_error());
+        return fail("'%s': the byte-pair encoding of the training part: %s", path, why);
+    }
+    c->unk = BPE_UNK;
+
+    /* tokens[id]: each piece as bpe_piece shows it */
+    const Bpe *b = &c->bpe;
+    char **strings = xmalloc(sizeof(char *) * (size_t)b->V);
+    for (int id = 0; id < b->V; id++) {
+        const size_t cap = strlen(b->text[id]) + sizeof BPE_END_TEXT + 8;   /* ("<unk>" etc. fit too) */
+        strings[id] = xmalloc(cap);
+        bpe_piece(b, id, strings[id], (int)cap);
+    }
+    set_tokens(c, strings, b->V);
+    for (int id = 0; id < b->V; id++) free(strings[id]);
+    free(strings);
+
+    /* each distinct word's pieces: type t's are ids[start[t] .. start[t] + len[t]) */
+    size_t total = 0;
+    for (int t = 0; t < s->n_types; t++) total += strlen(s->type_word[t]) + 1;   /* at most a piece a byte, and </w> */
+    int *pieces = xmalloc(sizeof(int) * total), *start = xmalloc(sizeof(int) * (size_t)s->n_types),
+        *len = xmalloc(sizeof(int) * (size_t)s->n_types), *unk = xmalloc(sizeof(int) * (size_t)s->n_types);
+    size_t at = 0;
+    for (int t = 0; t < s->n_types && rc == 0; t++) {
+        const int room = (int)(strlen(s->type_word[t]) + 1);
+        const int k = bpe_encode(b, s->type_word[t], pieces + at, room, &unk[t]);
+        if (k < 0) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", last_error());
+            rc = fail("'%s': the byte-pair encoding of its words: %s", path, why);
+            break;
+        }
+        start[t] = (int)at;
+        len[t] = k;
+        at += (size_t)k;
+    }
+
+    /* the parts, consecutive runs of the stream as in the other views */
+    BrownPart *parts[3] = {&c->train, &c->valid, &c->test};
+    int first = 0;
+    for (int p = 0; p < 3 && rc == 0; p++) {
+        BrownPart *part = parts[p];
+        long n_ids = 0;
+        for (int i = first; i < first + part->n_words; i++) n_ids += len[s->type_of[i]];
+        if (n_ids > INT32_MAX) {
+            rc = fail("'%s' is too large: its BPE pieces do not fit in an int", path);
+            break;
+        }
+        alloc_part(part, (int)n_ids);
+        int k = 0;
+        for (int i = first; i < first + part->n_words; i++) {
+            const int t = s->type_of[i];
+            memcpy(part->ids + k, pieces + start[t], sizeof(int) * (size_t)len[t]);
+            k += len[t];
+            part->n_unk += unk[t];
+        }
+        first += part->n_words;
+    }
+    free(pieces);
+    free(start);
+    free(len);
+    free(unk);
+    return rc;
+}
+
 /* ------------------------------------------------------------ loading */
 
 void brown_defaults(BrownConfig *cfg, BrownTokens kind) {
@@ -383,6 +474,7 @@ void brown_defaults(BrownConfig *cfg, BrownTokens kind) {
     cfg->n_valid = BROWN_N_VALID;
     cfg->max_rare = BROWN_MAX_RARE;
     cfg->vocab_from_all = 0;
+    cfg->bpe_merges = BROWN_BPE_MERGES;
 }
 
 int brown_load(BrownCorpus *c, const char *path, BrownTokens kind) {
@@ -393,11 +485,13 @@ int brown_load(BrownCorpus *c, const char *path, BrownTokens kind) {
 }
 
 static int check_config(const BrownConfig *cfg) {
-    if (cfg->kind != BROWN_WORDS && cfg->kind != BROWN_CHARS)
-        return fail("Brown corpus: unknown token kind %d (expected words or chars)", (int)cfg->kind);
+    if (cfg->kind != BROWN_WORDS && cfg->kind != BROWN_CHARS && cfg->kind != BROWN_BPE)
+        return fail("Brown corpus: unknown token kind %d (expected words, chars or bpe)", (int)cfg->kind);
     if (cfg->n_train < 1 || cfg->n_valid < 0 || cfg->max_rare < 0)
         return fail("Brown corpus: bad split: %d training words (at least 1), %d validation words "
                     "(at least 0), max_rare %d (at least 0)", cfg->n_train, cfg->n_valid, cfg->max_rare);
+    if (cfg->bpe_merges < 0)
+        return fail("Brown corpus: %d BPE merges asked for (expected 0 or more)", cfg->bpe_merges);
     return 0;
 }
 
@@ -416,6 +510,10 @@ static int set_split(BrownCorpus *c, const Stream *s, const BrownConfig *cfg, co
     c->n_sentences = s->n_sentences;
     c->n_words = s->n_words;
     c->n_types = s->n_types;
+    BrownPart *parts[3] = {&c->train, &c->valid, &c->test};   /* each word and its separator */
+    for (int p = 0, i = 0; p < 3; p++)
+        for (int end = i + parts[p]->n_words; i < end; i++)
+            parts[p]->n_chars += (long)strlen(s->type_word[s->type_of[i]]) + 1;
 
     unsigned char *in_train = xcalloc((size_t)s->n_types, 1);
     for (int i = 0; i < cfg->n_train; i++) {
@@ -440,8 +538,10 @@ int brown_load_config(BrownCorpus *c, const BrownConfig *cfg) {
     if (rc == 0) rc = set_split(c, &s, cfg, path);
     if (rc == 0) {
         c->kind = cfg->kind;
+        c->unk = BROWN_UNK;
         if (cfg->kind == BROWN_WORDS) build_words(c, &s, cfg);
-        else build_chars(c, &s);
+        else if (cfg->kind == BROWN_CHARS) build_chars(c, &s);
+        else rc = build_bpe(c, &s, cfg, path);
     }
     stream_free(&s);
     free(text);
@@ -456,12 +556,14 @@ void brown_free(BrownCorpus *c) {
     free(c->tokens);
     free(c->pool);
     free(c->lookup);
+    bpe_free(&c->bpe);
     memset(c, 0, sizeof *c);
 }
 
 /* ------------------------------------------------------ ids and text */
 
 uint32_t brown_vocab_crc(const BrownCorpus *c) {
+    if (c->kind == BROWN_BPE) return bpe_crc(&c->bpe);
     uLong crc = crc32(0L, Z_NULL, 0);
     for (int id = 0; id < c->V; id++)   /* each token with its NUL: "ab","c" differs from "a","bc" */
         crc = crc32(crc, (const Bytef *)c->tokens[id], (uInt)strlen(c->tokens[id]) + 1);
@@ -474,9 +576,9 @@ const char *brown_token(const BrownCorpus *c, int id) {
 }
 
 int brown_id(const BrownCorpus *c, const char *token) {
-    if (c->lookup == NULL) return BROWN_UNK;
+    if (c->lookup == NULL) return c->unk;
     int slot = find_slot(c->lookup, c->lookup_mask, c->tokens, token);
-    return c->lookup[slot] >= 0 ? c->lookup[slot] : BROWN_UNK;
+    return c->lookup[slot] >= 0 ? c->lookup[slot] : c->unk;
 }
 
 /* Append id to ids, or fail when there is no room. */
@@ -487,6 +589,7 @@ static int push_id(int *ids, int *n, int max_ids, int id) {
 }
 
 int brown_encode(const BrownCorpus *c, const char *text, int *ids, int max_ids) {
+    if (c->kind == BROWN_BPE) return bpe_encode(&c->bpe, text, ids, max_ids, NULL);
     int n = 0;
     if (c->kind == BROWN_CHARS) {
         for (const char *p = text; *p; p++) {
@@ -515,6 +618,7 @@ int brown_encode(const BrownCorpus *c, const char *text, int *ids, int max_ids) 
 
 int brown_decode(const BrownCorpus *c, const int *ids, int n, char *out, int outlen) {
     if (outlen <= 0) return fail("brown_decode: no room for the text");
+    if (c->kind == BROWN_BPE) return bpe_decode(&c->bpe, ids, n, out, outlen);
     const char *sep = c->kind == BROWN_WORDS ? " " : "";
     int used = 0;
     out[0] = '\0';
@@ -533,4 +637,17 @@ int brown_decode(const BrownCorpus *c, const int *ids, int n, char *out, int out
         }
     }
     return 0;
+}
+
+long brown_chars(const BrownCorpus *c, const int *ids, int n) {
+    if (c->kind == BROWN_CHARS) return n;
+    long chars = 0;
+    for (int i = 0; i < n; i++) {
+        const int id = ids[i];
+        if (c->kind == BROWN_WORDS) chars += (long)strlen(brown_token(c, id)) + 1;
+        else if (id == BPE_UNK) chars += 1;
+        else if (id >= BPE_END_OF_WORD && id < c->V) chars += (long)strlen(c->bpe.text[id]) + c->bpe.ends[id];
+        /* <pad> <bos> <eos>, and an id outside [0, V), spell nothing */
+    }
+    return chars;
 }

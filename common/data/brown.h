@@ -17,7 +17,7 @@
  * none between sentences); the period that ends most sentences is itself a
  * word to predict.
  *
- * Two views of the same split (BrownTokens):
+ * Three views of the same split (BrownTokens):
  *
  *   BROWN_WORDS  one id per word. Words seen at most max_rare = 3 times in
  *                the training part become the one symbol <unk> (id 0), in
@@ -31,6 +31,21 @@
  *                token to predict. The characters of the training text get
  *                ids 1 ... V-1 in byte order; id 0 (<unk>) stands for a
  *                character the training text does not have.
+ *   BROWN_BPE    byte-pair encoding (bpe.h, Sennrich et al. 2016): the
+ *                chars view's text of each part cut into words at its
+ *                blanks (so the separators, newlines too, become word ends:
+ *                no token of their own), each word as BPE pieces, with
+ *                BROWN_BPE_MERGES merges learned on the training part's
+ *                words only. Ids are the Bpe's: 0..3 <pad> <bos> <eos> <unk>
+ *                (the parts hold none of the first three; <unk>, BPE_UNK,
+ *                is one character the training words do not have), 4 the
+ *                end of word </w> alone, then the training characters and
+ *                the merged symbols. tokens[id] is the piece as bpe_piece
+ *                shows it ("the</w>"); decoding gives the text with single
+ *                spaces; brown_chars counts the characters pieces spell, as
+ *                the chars view counts them (for bits per character).
+ *                V = 2,088 on the shipped file (83 characters, 2,000
+ *                merges); the test part is 252,390 pieces, 1.57 a word.
  *
  * Usage:
  *
@@ -40,19 +55,28 @@
  *   brown_free(&c);
  *
  * Errors (a missing, non-gzip, truncated or corrupt file, a line that is not
- * "word/tag" tokens, a file with no words or too few for the split) return -1
- * with one fail() message naming the file and what was wrong. */
+ * "word/tag" tokens, a file with no words or too few for the split; in the
+ * bpe view a training word BPE refuses: not UTF-8, holding "</w>", longer
+ * than BPE_MAX_WORD bytes) return -1 with one fail() message naming the file
+ * and what was wrong. */
 #ifndef BROWN_H
 #define BROWN_H
 #include <stdint.h>
+
+#include "data/bpe.h"
 
 #define BROWN_DEFAULT_PATH "data/brown.txt.gz"
 #define BROWN_N_TRAIN 800000
 #define BROWN_N_VALID 200000
 #define BROWN_MAX_RARE 3
-#define BROWN_UNK 0            /* the id of <unk> in both views */
+#define BROWN_UNK 0            /* the id of <unk> in the words and chars views (bpe: BPE_UNK; c->unk) */
+/* The bpe view's merges: V = 2,088 on the shipped file (about 1.6 pieces a
+ * word), between the chars view's 86 and the words view's 14,114: frequent
+ * words are one piece, rare ones a few, and the GPT's tied embedding and
+ * softmax stay small. */
+#define BROWN_BPE_MERGES 2000
 
-typedef enum { BROWN_WORDS, BROWN_CHARS } BrownTokens;
+typedef enum { BROWN_WORDS, BROWN_CHARS, BROWN_BPE } BrownTokens;
 
 typedef struct {
     const char *path;     /* NULL or "": BROWN_DEFAULT_PATH */
@@ -63,21 +87,25 @@ typedef struct {
     int vocab_from_all;   /* 0: count word frequencies in the training part (the default: the
                            * vocabulary sees nothing of valid/test); 1: in the whole corpus, as the
                            * published 17,905 on NLTK's copy did (words view only) */
+    int bpe_merges;       /* bpe view: merges to learn on the training part (>= 0; BROWN_BPE_MERGES) */
 } BrownConfig;
 
 /* One part of the split. */
 typedef struct {
     int *ids;             /* [n] token ids in [0, V) */
-    int n;                /* tokens: words, or characters in the chars view */
+    int n;                /* tokens: words, characters (chars view) or BPE pieces (bpe view) */
     int n_words;          /* corpus words it holds (= n in the words view) */
-    int n_unk;            /* how many of the n ids are BROWN_UNK */
+    int n_unk;            /* how many of the n ids are <unk> (c->unk) */
+    long n_chars;         /* the characters of its text, separators included (the chars view's n) */
 } BrownPart;
 
 typedef struct {
     BrownTokens kind;
     BrownPart train, valid, test;
     int V;                /* vocabulary size, <unk> included */
-    char **tokens;        /* [V] the text of each id: "<unk>", a word, or one character */
+    int unk;              /* the id of <unk>: BROWN_UNK, or BPE_UNK in the bpe view */
+    char **tokens;        /* [V] the text of each id: "<unk>", a word, one character, or a piece */
+    Bpe bpe;              /* bpe view: the merges learned on the training part (else empty) */
     /* What the file held. */
     int n_files;          /* "# name" headers (500) */
     int n_sentences;      /* lines with at least one token (57,340) */
@@ -91,7 +119,7 @@ typedef struct {
 } BrownCorpus;
 
 /* The paper's settings for a view: the default path, 800,000 / 200,000
- * words, max_rare 3, frequencies from the training part. */
+ * words, max_rare 3, frequencies from the training part; BROWN_BPE_MERGES. */
 void brown_defaults(BrownConfig *cfg, BrownTokens kind);
 
 /* Load with the defaults, from path (NULL: BROWN_DEFAULT_PATH).
@@ -102,29 +130,44 @@ int brown_load(BrownCorpus *c, const char *path, BrownTokens kind);
 int brown_load_config(BrownCorpus *c, const BrownConfig *cfg);
 
 /* The vocabulary's fingerprint: the CRC-32 of tokens[0 .. V), in id order,
- * each with its terminating NUL. Two files give the same value only when
- * every id means the same token, so a checkpoint keeps it (vocab_crc=) and
- * refuses a corpus whose ids would mean other tokens, even of the same V. */
+ * each with its terminating NUL; in the bpe view bpe_crc (the alphabet and
+ * every merge in order: the same pieces from other merges would encode a
+ * word otherwise). Two files give the same value only when every id means
+ * the same token, so a checkpoint keeps it (vocab_crc=) and refuses a corpus
+ * whose ids would mean other tokens, even of the same V. */
 uint32_t brown_vocab_crc(const BrownCorpus *c);
 
 /* The text of id ("<unk>" for BROWN_UNK); "?" for an id outside [0, V). */
 const char *brown_token(const BrownCorpus *c, int id);
 
-/* The id of one token: a word (words view) or a one-character string (chars
- * view); BROWN_UNK when the vocabulary does not have it. */
+/* The id of one token: a word (words view), a one-character string (chars
+ * view) or a piece as tokens[] spells it (bpe view: "the</w>"); c->unk when
+ * the vocabulary does not have it. */
 int brown_id(const BrownCorpus *c, const char *token);
 
 /* Text a user typed (a prompt) as ids. Words view: words are split at
  * spaces, tabs and newlines only, so punctuation must stand apart as in the
  * corpus ("The jury said ."); a word not in the vocabulary is <unk>. Chars
- * view: one id per byte. Returns the number of ids (0 for blank text), or -1
- * with fail() when there are more than max_ids. */
+ * view: one id per byte. Bpe view: bpe_encode (words cut at blanks, each
+ * ending with </w>; a character the merges do not know is <unk>). Returns
+ * the number of ids (0 for blank text), or -1 with fail() when there are
+ * more than max_ids (bpe view: or a word is longer than BPE_MAX_WORD). */
 int brown_encode(const BrownCorpus *c, const char *text, int *ids, int max_ids);
 
-/* ids as text: words joined by single spaces, characters concatenated.
- * Always NUL-terminates out; returns 0, or -1 with fail() when the text did
- * not fit in outlen bytes (out then holds what fitted). */
+/* ids as text: words joined by single spaces, characters concatenated,
+ * BPE pieces joined into words with a space after each word's end
+ * (bpe_decode). Always NUL-terminates out; returns 0, or -1 with fail()
+ * when the text did not fit in outlen bytes (out then holds what fitted). */
 int brown_decode(const BrownCorpus *c, const int *ids, int n, char *out, int outlen);
+
+/* The characters ids[0 .. n) stand for, counted as the chars view counts
+ * them (one per byte, each separator one): chars view n; bpe view each
+ * piece's bytes, plus one for the separator after each piece that ends a
+ * word, and 1 for <unk> (an unknown character, however many bytes it
+ * had); words view each word's bytes plus one separator (<unk>: the 5 of
+ * its text). So for a whole part it is part->n_chars in the chars view,
+ * and in the other views when the part has no <unk>. */
+long brown_chars(const BrownCorpus *c, const int *ids, int n);
 
 void brown_free(BrownCorpus *c);
 
