@@ -666,6 +666,67 @@ static void rewrite_checkpoint_config(const char *from, const char *to, const ch
     write_text_file(to, (const char *)buf, n);
 }
 
+/* 06_gpt --tokens bpe, a tiny run: bits per character from the pieces (the
+ * nats summed over the predicted pieces / the characters they spell / ln 2,
+ * as results.json's figures give it back), the merges in the checkpoint and
+ * not in results.json; --load --prompt with characters the merges never saw
+ * (<unk>, no crash); one clear error for a corpus whose training part gives
+ * other merges, and for a checkpoint whose merges cannot be read. */
+static void test_gpt_bpe_tokens(void **state) {
+    (void)state;
+    const char *p = "06_gpt";
+    char args[4096], path[700], other[700], json[16384];
+    RunResult *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "--tokens bpe --steps 2 --layers 1 --dim 8 --heads 2 --ff 8 --context 16 --batch 2 "
+             "--eval-every 0 --eval-max-tokens 300 --max-new 5 --quiet --out %s/gbpe", tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "BPE pieces; |V| = 2088"));
+    assert_non_null(strstr(r->out, "the characters they spell / ln 2"));
+    snprintf(path, sizeof path, "%s/gbpe/results.json", tmp_dir);
+    read_text_file(path, json, sizeof json);
+    assert_non_null(strstr(json, "\"task\": \"brown_bpe\""));
+    assert_non_null(strstr(json, "\"gpt_bpe_merges\": 2000"));
+    assert_null(strstr(json, "bpe_merge_1"));   /* the merges stay in the checkpoint */
+    const char *keys[4] = {"test_bpc", "test_nats_per_token", "test_tokens", "test_chars"};
+    double v[4];
+    for (int k = 0; k < 4; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\": ", keys[k]);
+        const char *at = strstr(json, key);
+        assert_non_null(at);
+        v[k] = strtod(at + strlen(key), NULL);
+    }
+    assert_true(v[2] == 300 && v[3] > 300);   /* 300 test pieces, several characters each */
+    const double bpc = v[1] * v[2] / v[3] / 0.69314718055994530942, off = v[0] - bpc;   /* ln 2 */
+    assert_true(off < 1e-9 * bpc && off > -1e-9 * bpc);
+    /* a prompt with a byte that is no character and one the training words lack */
+    snprintf(args, sizeof args, "--load %s/gbpe/model.ckpt --prompt \"$(printf 'The \\377 jury \\303\\251t\\303\\251')\" "
+             "--max-new 4 --out %s/gbpe_eval", tmp_dir, tmp_dir);
+    run(r, p, args);
+    if (r->code != 0) print_error("%s %s: %s\n", p, args, r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "prompt: 9 tokens (3 of them <unk>"));
+    assert_non_null(strstr(r->out, "BPE pieces: The</w> <unk> </w> j ury</w> <unk> t <unk> </w>\n"));
+    /* the training part of another file gives other merges ('~' for every 'z': the same V) */
+    snprintf(other, sizeof other, "%s/brown_tilde.txt.gz", tmp_dir);
+    program_shell(r, tmp_dir, "gzip -dc data/brown.txt.gz | tr z '~' | gzip -1 > %s", other);
+    assert_int_equal(r->code, 0);
+    snprintf(args, sizeof args, "--load %s/gbpe/model.ckpt --data %s --out %s/gbpe_eval", tmp_dir, other, tmp_dir);
+    expect_error(p, args, "BPE merges (CRC ");
+    run(r, p, args);
+    assert_non_null(strstr(r->err, "brown_tilde.txt.gz gives (CRC "));
+    /* a checkpoint without its first merge */
+    char from[700], to[700];
+    snprintf(from, sizeof from, "%s/gbpe/model.ckpt", tmp_dir);
+    snprintf(to, sizeof to, "%s/gbpe_no_merge.ckpt", tmp_dir);
+    rewrite_checkpoint_config(from, to, "gpt_bpe_merge_1=", "gpt_bpe_merge_0=");
+    snprintf(args, sizeof args, "--load %s --out %s/gbpe_eval", to, tmp_dir);
+    expect_error(p, args, "its BPE merges cannot be read");
+    free(r);
+}
+
 static void test_vit_program(void **state) {
     (void)state;
     const char *p = "07_vision_transformer";
@@ -836,6 +897,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_longer_test_lengths),
         cmocka_unit_test(test_translate_task),
         cmocka_unit_test(test_gpt_load_default_out),
+        cmocka_unit_test(test_gpt_bpe_tokens),
         cmocka_unit_test(test_vit_program),
     };
     int failed = cmocka_run_group_tests_name("cli", tests, NULL, NULL);

@@ -3,6 +3,7 @@
  *
  *   ./build/06_gpt                                  characters, the quick default (make run-06)
  *   ./build/06_gpt --preset long                    words: the long run of the README
+ *   ./build/06_gpt --tokens bpe                     byte-pair-encoded pieces of words, scored in bits per character
  *   ./build/06_gpt --load out/06_gpt/model.ckpt --prompt "The jury said" --temperature 0.8 --top-k 40
  *   ./build/06_gpt --load out/06_gpt/model.ckpt --prompt "The jury said" --plot
  *   ./build/06_gpt --load out/06_gpt/model.ckpt     test perplexity of a saved model
@@ -55,12 +56,30 @@ static const char *const SAMPLE_PROMPTS[] = {"The jury said", "In the morning", 
 
 /* ------------------------------------------------------ the figures */
 
-/* Perplexity (words) or bits per character, from a mean -ln p. */
-static double metric(BrownTokens kind, double mean_nll) {
-    return kind == BROWN_WORDS ? exp(mean_nll) : mean_nll / log(2.0);
+/* What --tokens names: a word, a character, or a BPE piece (brown.h). */
+static BrownTokens token_kind(const char *tokens) {
+    return strcmp(tokens, "word") == 0 ? BROWN_WORDS : strcmp(tokens, "bpe") == 0 ? BROWN_BPE : BROWN_CHARS;
+}
+
+/* Perplexity (words) or bits per character, from a mean -ln p per token
+ * (nats). tokens_per_char: the predicted tokens over the characters they
+ * spell. A character token is one character (1); the BPE pieces spell
+ * brown_chars of them: each piece's letters and one for the space or
+ * newline after each word's last piece, counted as the chars view counts
+ * its characters, so that bits per character = the nats summed over the
+ * pieces / those characters / ln 2 compares with a character model's. */
+static double metric(BrownTokens kind, double mean_nll, double tokens_per_char) {
+    return kind == BROWN_WORDS ? exp(mean_nll) : mean_nll * tokens_per_char / log(2.0);
 }
 static const char *metric_name(BrownTokens kind) {
     return kind == BROWN_WORDS ? "perplexity" : "bits per character";
+}
+
+/* ids[0 .. n) per character they spell (1 for characters; unused for words). */
+static double tokens_per_char(const BrownCorpus *c, const int *ids, int n) {
+    if (c->kind != BROWN_BPE) return 1.0;
+    const long chars = brown_chars(c, ids, n);
+    return chars > 0 ? (double)n / (double)chars : 1.0;
 }
 
 /* The mean -ln p of stream[first .. n), with the tokens before first as context. */
@@ -82,11 +101,17 @@ static int *joined_stream(const BrownCorpus *c) {
 /* ------------------------------------------------------ the steps of main */
 
 static int load_corpus(const Flags *f, BrownCorpus *c) {
-    const BrownTokens kind = strcmp(f->tokens, "word") == 0 ? BROWN_WORDS : BROWN_CHARS;
+    const BrownTokens kind = token_kind(f->tokens);
     if (brown_load(c, f->data, kind) < 0) return -1;
     printf("Brown corpus (%s): %d files, %d words; split %d / %d / %d %s; |V| = %d (%d <unk> in the test part)\n",
            f->data ? f->data : BROWN_DEFAULT_PATH, c->n_files, c->n_words, c->train.n, c->valid.n, c->test.n,
-           kind == BROWN_WORDS ? "words" : "characters", c->V, c->test.n_unk);
+           kind == BROWN_WORDS ? "words" : kind == BROWN_BPE ? "BPE pieces" : "characters", c->V, c->test.n_unk);
+    if (kind == BROWN_BPE) {
+        const long chars = brown_chars(c, c->test.ids, c->test.n);
+        printf("BPE: %d merges learned on the training part's words, %d characters; the test part's %d pieces "
+               "spell %ld characters (%.2f a piece)\n", c->bpe.n_merges, c->bpe.n_chars, c->test.n, chars,
+               (double)chars / c->test.n);
+    }
     return 0;
 }
 
@@ -99,21 +124,35 @@ static int baselines(const BrownCorpus *c, Results *res, double *kn_test) {
         unigram_free(&u);
         return -1;
     }
-    const double u_test = unigram_perplexity(&u, c->test.ids, c->test.n);
-    const double k_valid = kn_perplexity(&kn, c->valid.ids, c->valid.n);
-    const double k_test = kn_perplexity(&kn, c->test.ids, c->test.n);
+    /* every token of a part scored: its mean -ln p is the log of the perplexity */
+    const double u_test = log(unigram_perplexity(&u, c->test.ids, c->test.n));
+    const double k_valid = log(kn_perplexity(&kn, c->valid.ids, c->valid.n));
+    const double k_test = log(kn_perplexity(&kn, c->test.ids, c->test.n));
     const BrownTokens kind = c->kind;
+    const double tpc_test = tokens_per_char(c, c->test.ids, c->test.n),
+                 tpc_valid = tokens_per_char(c, c->valid.ids, c->valid.n);
     printf("baselines on the same split (%s on the test part):\n", metric_name(kind));
-    printf("  unigram, add-one           %8.3f\n", metric(kind, log(u_test)));
-    printf("  Kneser-Ney trigram         %8.3f   (validation %.3f)\n", metric(kind, log(k_test)),
-           metric(kind, log(k_valid)));
-    results_set_num(res, "unigram_test", metric(kind, log(u_test)));
-    results_set_num(res, "kn_trigram_test", metric(kind, log(k_test)));
-    results_set_num(res, "kn_trigram_valid", metric(kind, log(k_valid)));
-    *kn_test = metric(kind, log(k_test));
+    if (kind == BROWN_BPE) {   /* the same models over pieces; their nats per piece, converted */
+        printf("  unigram, add-one           %8.3f   (%.3f nats per piece)\n", metric(kind, u_test, tpc_test), u_test);
+        printf("  Kneser-Ney trigram         %8.3f   (%.3f nats per piece; validation %.3f bpc)\n",
+               metric(kind, k_test, tpc_test), k_test, metric(kind, k_valid, tpc_valid));
+    } else {
+        printf("  unigram, add-one           %8.3f\n", metric(kind, u_test, 1.0));
+        printf("  Kneser-Ney trigram         %8.3f   (validation %.3f)\n", metric(kind, k_test, 1.0),
+               metric(kind, k_valid, 1.0));
+    }
+    results_set_num(res, "unigram_test", metric(kind, u_test, tpc_test));
+    results_set_num(res, "kn_trigram_test", metric(kind, k_test, tpc_test));
+    results_set_num(res, "kn_trigram_valid", metric(kind, k_valid, tpc_valid));
+    *kn_test = metric(kind, k_test, tpc_test);
     unigram_free(&u);
     kn_free(&kn);
     return 0;
+}
+
+/* --max-new 0: 40 words, 300 characters, or 60 pieces (about 40 words) */
+static int default_max_new(BrownTokens kind) {
+    return kind == BROWN_WORDS ? 40 : kind == BROWN_BPE ? 60 : 300;
 }
 
 static int name_to_index(const char *value, const char *const *names, int n) {
@@ -125,8 +164,10 @@ static int name_to_index(const char *value, const char *const *names, int n) {
 /* The model's configuration from the flags, and its checkpoint text:
  * model=gpt, GPT_CONFIG_FIELDS (gpt.h), tokens=, and vocab_crc= (the
  * corpus's brown_vocab_crc: --load refuses a corpus whose ids mean other
- * tokens; checkpoints saved before it have no such line). */
-static int config_from_flags(const Flags *f, const BrownCorpus *corpus, GptConfig *c, char *text, size_t cap) {
+ * tokens; checkpoints saved before it have no such line); for BPE pieces
+ * the merges too, as gpt_bpe_alphabet=, gpt_bpe_merges= and gpt_bpe_merge_<i>=
+ * lines (bpe_to_text). Returns the malloc'd text, or NULL with fail(). */
+static char *config_from_flags(const Flags *f, const BrownCorpus *corpus, GptConfig *c) {
     const int V = corpus->V;
     static const char *const places[] = {"post", "pre"}, *const norms[] = {"layernorm", "rmsnorm", "none"},
                              *const mlps[] = {"gelu", "relu", "swiglu", "none"};
@@ -143,11 +184,19 @@ static int config_from_flags(const Flags *f, const BrownCorpus *corpus, GptConfi
                      .kv_cache = 1,   /* part 1's key, in the text as always (generation takes --no-kv-cache) */
                      .context = f->context,
                      .V = V};
-    if (pos_type_from_name(f->pos, &c->pos) < 0) return -1;
+    if (pos_type_from_name(f->pos, &c->pos) < 0) return NULL;
+    char *merges = corpus->kind == BROWN_BPE ? bpe_to_text(&corpus->bpe, "gpt_") : NULL;
+    const size_t cap = 4096 + (merges ? strlen(merges) : 0);
+    char *text = xmalloc(cap);
     text[0] = '\0';
-    if (config_append(text, cap, "model=gpt\n") < 0 || config_write(text, cap, GPT_CONFIG_FIELDS, GPT_CONFIG_N, c) < 0)
-        return -1;
-    return config_append(text, cap, "tokens=%s\nvocab_crc=%08x\n", f->tokens, (unsigned)brown_vocab_crc(corpus));
+    if (config_append(text, cap, "model=gpt\n") < 0 || config_write(text, cap, GPT_CONFIG_FIELDS, GPT_CONFIG_N, c) < 0 ||
+        config_append(text, cap, "tokens=%s\nvocab_crc=%08x\n%s", f->tokens, (unsigned)brown_vocab_crc(corpus),
+                      merges ? merges : "") < 0) {
+        free(text);
+        text = NULL;
+    }
+    free(merges);
+    return text;
 }
 
 /* The corpus gives the ids the same tokens as the one the model was trained
@@ -163,6 +212,25 @@ static int check_vocabulary(const char *ckpt, const char *config, const BrownCor
     return fail("%s: the model's vocabulary has vocab_crc=%s, but the %d tokens of %s give vocab_crc=%s: the same "
                 "size, other tokens for the ids (expected the corpus it was trained on)", ckpt,
                 error_excerpt(want, quoted, sizeof quoted), c->V, corpus_path, have);
+}
+
+/* --tokens bpe: the merges a checkpoint keeps (its gpt_bpe_ lines) into
+ * *saved. Returns 0, or -1 with fail() naming the checkpoint. */
+static int read_saved_bpe(const char *ckpt, const char *config, Bpe *saved) {
+    if (bpe_from_text(saved, config, "gpt_") == 0) return 0;
+    return fail("%s: tokens=bpe, but its BPE merges cannot be read: %s", ckpt, last_error());
+}
+
+/* --tokens bpe: the corpus's training part gives the merges the model was
+ * trained with. The same number of merges learned again here: the same
+ * alphabet and merges in the same order (bpe_crc), or one error naming both
+ * files. */
+static int check_bpe(const char *ckpt, const Bpe *saved, const BrownCorpus *c, const char *corpus_path) {
+    const uint32_t want = bpe_crc(saved), have = bpe_crc(&c->bpe);
+    if (want == have) return 0;
+    return fail("%s: the model's %d BPE merges (CRC %08x) are not the ones the training part of %s gives (CRC %08x): "
+                "its pieces would be other tokens (expected the corpus it was trained on)", ckpt, saved->n_merges,
+                (unsigned)want, corpus_path, (unsigned)have);
 }
 
 /* What the training loop's two calls work on (train/loop.h's Trainer). */
@@ -218,7 +286,9 @@ static int save(void *self) {
  * eval_max_tokens of both, for quick checks), windows moved by --eval-stride. */
 typedef struct {
     int valid_n, test_n;
-    double valid_nll, test_nll, seconds;
+    double valid_nll, test_nll, seconds;   /* mean -ln p per predicted token (nats) */
+    long valid_chars, test_chars;          /* the characters the predicted tokens spell (brown_chars) */
+    double valid_tpc, test_tpc;            /* predicted tokens per such character (metric) */
 } Figures;
 
 static Figures evaluate(Gpt *g, const BrownCorpus *c, const Flags *f) {
@@ -234,6 +304,11 @@ static Figures evaluate(Gpt *g, const BrownCorpus *c, const Flags *f) {
     e.valid_nll = part_nll(g, stream, 1, e.valid_n, f->eval_stride);
     e.test_nll = part_nll(g, stream, c->valid.n, c->valid.n + e.test_n, f->eval_stride);
     e.seconds = now_seconds() - t0;
+    /* the predicted tokens: valid[1 .. valid_n) (the first is context only) and test[0 .. test_n) */
+    e.valid_chars = brown_chars(c, stream + 1, e.valid_n - 1);
+    e.test_chars = brown_chars(c, c->test.ids, e.test_n);
+    e.valid_tpc = tokens_per_char(c, stream + 1, e.valid_n - 1);
+    e.test_tpc = tokens_per_char(c, c->test.ids, e.test_n);
     free(stream);
     return e;
 }
@@ -357,8 +432,14 @@ static void print_figures(const Flags *f, const BrownCorpus *c, const Figures *e
         printf("(the figures below are over the first %d validation and %d test tokens, of %d and %d)\n",
                e->valid_n, e->test_n, c->valid.n, c->test.n);
     printf("%-28s %-10s %-10s\n", metric_name(kind), "validation", "test");
-    printf("%-28s %-10.3f %-10.3f\n", "GPT (this run)", metric(kind, e->valid_nll), metric(kind, e->test_nll));
+    printf("%-28s %-10.3f %-10.3f\n", "GPT (this run)", metric(kind, e->valid_nll, e->valid_tpc),
+           metric(kind, e->test_nll, e->test_tpc));
     printf("%-28s %-10s %-10.3f\n", "Kneser-Ney trigram", "", kn_test);
+    if (kind == BROWN_BPE)
+        printf("(BPE: bits per character = nats summed over the predicted pieces / the characters they spell / ln 2;\n"
+               " the characters: the pieces' letters and the space or newline after each word, as --tokens char counts\n"
+               " them: %d validation pieces spell %ld, %d test pieces %ld; nats per piece: validation %.3f, test %.3f)\n",
+               e->valid_n - 1, e->valid_chars, e->test_n, e->test_chars, e->valid_nll, e->test_nll);
     printf("trained %d steps in %.1f s (%.0f tokens/s); evaluated in %.1f s\n", log->steps_done, log->seconds,
            (double)log->count / log->seconds, e->seconds);
 }
@@ -380,9 +461,16 @@ static int write_outputs(Gpt *g, const BrownCorpus *c, const Flags *f, const cha
     results_set_num(res, "lr", f->train.lr);
     results_set_num(res, "parameters", (double)g->params.size);
     results_set_num(res, "vocab_size", c->V);
-    results_set_num(res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, e->test_nll));
-    results_set_num(res, kind == BROWN_WORDS ? "valid_perplexity" : "valid_bpc", metric(kind, e->valid_nll));
+    results_set_num(res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, e->test_nll, e->test_tpc));
+    results_set_num(res, kind == BROWN_WORDS ? "valid_perplexity" : "valid_bpc",
+                    metric(kind, e->valid_nll, e->valid_tpc));
     results_set_num(res, "test_loss", e->test_nll);
+    if (kind == BROWN_BPE) {   /* test_bpc = test_nats_per_token * test_tokens / test_chars / ln 2 */
+        results_set_num(res, "test_nats_per_token", e->test_nll);
+        results_set_num(res, "valid_nats_per_token", e->valid_nll);
+        results_set_num(res, "test_tokens", e->test_n);
+        results_set_num(res, "test_chars", (double)e->test_chars);
+    }
     results_set_num(res, "eval_stride", f->eval_stride);
     results_set_num(res, "valid_tokens", e->valid_n);
     results_set_num(res, "valid_loss", e->valid_nll);
@@ -500,7 +588,7 @@ static void print_samples(Gpt *g, const BrownCorpus *c, const Flags *f, const ch
         for (int j = 0; j < f->max_new; j++) len += strlen(brown_token(c, out[j])) + 1;
         char *text = xmalloc(len);
         brown_decode(c, out, f->max_new, text, (int)len);
-        printf("  [%s]%s%s\n", prompts[i], c->kind == BROWN_WORDS ? " " : "", text);
+        printf("  [%s]%s%s\n", prompts[i], c->kind != BROWN_CHARS ? " " : "", text);   /* (a prompt's pieces end a word) */
         if (words) count_sampled_words(words, prompts[i], text, known, total);
         free(text);
     }
@@ -551,8 +639,13 @@ static int generate(Gpt *g, const BrownCorpus *c, const Flags *f) {
     int n = brown_encode(c, f->prompt, ids, 4096), rc = n > 0 ? 0 : -1;
     if (rc == 0) {
         int n_unk = 0;
-        for (int i = 0; i < n; i++) n_unk += ids[i] == BROWN_UNK;
+        for (int i = 0; i < n; i++) n_unk += ids[i] == c->unk;
         printf("prompt: %d tokens (%d of them <unk>: not in the vocabulary)\n", n, n_unk);
+        if (c->kind == BROWN_BPE) {   /* what BPE made of the words */
+            printf("BPE pieces:");
+            for (int i = 0; i < n && i < 64; i++) printf(" %s", brown_token(c, ids[i]));
+            printf("%s\n", n > 64 ? " ..." : "");
+        }
         const char *prompts[1] = {f->prompt};
         const double t0 = now_seconds();
         print_samples(g, c, f, prompts, 1, NULL, NULL, NULL);
@@ -578,18 +671,28 @@ static int measure_saved(Gpt *g, const BrownCorpus *c, const Flags *f, const cha
     if (results_eval_dir(dir, sizeof dir, f->out, "out/06_gpt", f->load) < 0 || make_dirs(dir) < 0) return -1;
     const BrownTokens kind = c->kind;
     int *stream = joined_stream(c);
-    /* as training measured it: windows moved by N/2 (words) or N (characters) */
+    /* as training measured it: windows moved by N/2 (words, BPE pieces) or N (characters) */
     const int half = g->N / 2 > 0 ? g->N / 2 : 1;
-    const int stride = f->eval_stride > 0 ? f->eval_stride : kind == BROWN_WORDS ? half : g->N;
+    const int stride = f->eval_stride > 0 ? f->eval_stride : kind != BROWN_CHARS ? half : g->N;
     const double test_nll = part_nll(g, stream, c->valid.n, c->valid.n + c->test.n, stride);
     free(stream);
-    printf("%s: test %s %.3f\n", f->load, metric_name(kind), metric(kind, test_nll));
+    const double tpc = tokens_per_char(c, c->test.ids, c->test.n);
+    printf("%s: test %s %.3f", f->load, metric_name(kind), metric(kind, test_nll, tpc));
+    if (kind == BROWN_BPE)
+        printf(" (%.3f nats per piece; %d pieces spelling %ld characters, the spaces and newlines after words "
+               "included)", test_nll, c->test.n, brown_chars(c, c->test.ids, c->test.n));
+    printf("\n");
     Results res;
     results_init(&res);
     results_set_str(&res, "chapter", "06_gpt");
     results_set_config(&res, config);
     results_set_str(&res, "checkpoint", f->load);
-    results_set_num(&res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, test_nll));
+    results_set_num(&res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, test_nll, tpc));
+    if (kind == BROWN_BPE) {
+        results_set_num(&res, "test_nats_per_token", test_nll);
+        results_set_num(&res, "test_tokens", c->test.n);
+        results_set_num(&res, "test_chars", (double)brown_chars(c, c->test.ids, c->test.n));
+    }
     if (path_format(path, sizeof path, "%s/results.json", dir) < 0 || results_write(&res, path) < 0) return -1;
     printf("results: %s\n", path);
     return 0;
@@ -632,37 +735,54 @@ static int use_saved_model(Flags *f) {
         free(config);
         return -1;
     }
-    if (strcmp(tokens, "word") != 0 && strcmp(tokens, "char") != 0) {
+    if (strcmp(tokens, "word") != 0 && strcmp(tokens, "char") != 0 && strcmp(tokens, "bpe") != 0) {
         char quoted[96];
-        fail("%s: tokens=%s in its config: expected char or word", f->load,
+        fail("%s: tokens=%s in its config: expected char or word, or bpe", f->load,
              error_excerpt(tokens, quoted, sizeof quoted));
         free(config);
         return -1;
     }
-    const int words = strcmp(tokens, "word") == 0;
-    if (f->max_new == 0) f->max_new = words ? 40 : 300;   /* what a token is: known now */
+    const BrownTokens kind = token_kind(tokens);
+    if (f->max_new == 0) f->max_new = default_max_new(kind);   /* what a token is: known now */
     if (f->eval_stride > cfg.context) {
         fail("--eval-stride %d is longer than the model's context %d: windows would skip tokens", f->eval_stride,
              cfg.context);
         free(config);
         return -1;
     }
+    /* BPE pieces: the checkpoint's merges, and as many learned again on the corpus to compare */
+    Bpe saved = {0};
+    BrownConfig corpus_cfg;
+    brown_defaults(&corpus_cfg, kind);
+    if (f->data && f->data[0]) corpus_cfg.path = f->data;
+    if (kind == BROWN_BPE) {
+        if (read_saved_bpe(f->load, config, &saved) < 0) {
+            free(config);
+            return -1;
+        }
+        corpus_cfg.bpe_merges = saved.n_merges;
+    }
     BrownCorpus c;
-    if (brown_load(&c, f->data, words ? BROWN_WORDS : BROWN_CHARS) < 0) {
+    if (brown_load_config(&c, &corpus_cfg) < 0) {
+        bpe_free(&saved);
         free(config);
         return -1;
     }
+    const char *corpus_path = f->data ? f->data : BROWN_DEFAULT_PATH;
     int rc = -1;
     Gpt *g = xcalloc(1, sizeof *g);
-    if (c.V != cfg.V)
+    if (kind == BROWN_BPE && check_bpe(f->load, &saved, &c, corpus_path) < 0) {
+        /* (said: other merges) */
+    } else if (c.V != cfg.V)
         fail("%s: the model has a vocabulary of %d tokens, but %s gives %d: not the corpus it was trained on",
-             f->load, cfg.V, f->data ? f->data : BROWN_DEFAULT_PATH, c.V);
-    else if (check_vocabulary(f->load, config, &c, f->data ? f->data : BROWN_DEFAULT_PATH) == 0 &&
+             f->load, cfg.V, corpus_path, c.V);
+    else if (check_vocabulary(f->load, config, &c, corpus_path) == 0 &&
              create_saved(g, &cfg, f) == 0 && checkpoint_load(f->load, &g->params) == 0)
         rc = f->prompt ? generate(g, &c, f) : measure_saved(g, &c, f, config);
     gpt_free(g);
     free(g);
     brown_free(&c);
+    bpe_free(&saved);
     free(config);
     return rc;
 }
@@ -673,7 +793,7 @@ static int use_saved_model(Flags *f) {
  * --help was printed, -1 with fail(). */
 static int parse_flags(int argc, char **argv, Flags *f) {
     const ArgSpec specs[] = {
-        {"tokens", ARG_STRING, &f->tokens, "what a token is: a character or a word", 0, 0, "char,word", ARG_DATA},
+        {"tokens", ARG_STRING, &f->tokens, "what a token is (bpe: a piece of a word)", 0, 0, "char,word,bpe", ARG_DATA},
         {"data", ARG_STRING, &f->data, "the Brown corpus file (default data/brown.txt.gz)", 0, 0, NULL, ARG_DATA},
         {"layers", ARG_INT, &f->layers, "blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
         {"dim", ARG_INT, &f->dim, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
@@ -703,16 +823,16 @@ static int parse_flags(int argc, char **argv, Flags *f) {
         {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation checks", 0, 1000000, NULL, ARG_TRAINING},
         {"eval-tokens", ARG_INT, &f->eval_tokens, "validation tokens of each check", 2, 100000000, NULL, ARG_TRAINING},
-        {"eval-stride", ARG_INT, &f->eval_stride, "final figures: step between windows (0: N/2 words, N chars)", 0, 4096, NULL, ARG_OUTPUT},
-        {"final-valid-tokens", ARG_INT, &f->final_valid_tokens, "final validation tokens (0: all words, 100000 chars)", 0, 100000000, NULL, ARG_OUTPUT},
+        {"eval-stride", ARG_INT, &f->eval_stride, "final figures: step between windows (0: N chars, else N/2)", 0, 4096, NULL, ARG_OUTPUT},
+        {"final-valid-tokens", ARG_INT, &f->final_valid_tokens, "final validation tokens (0: all words, else 100000)", 0, 100000000, NULL, ARG_OUTPUT},
         {"eval-max-tokens", ARG_INT, &f->eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0, 100000000, NULL, ARG_OUTPUT},
         {"out", ARG_STRING, &f->out, "output directory (default out/06_gpt; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
         {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL, ARG_OUTPUT},
-        {"prompt", ARG_STRING, &f->prompt, "text to continue (words: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
+        {"prompt", ARG_STRING, &f->prompt, "text to continue (words, bpe: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
         {"temperature", ARG_FLOAT, &f->temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL, ARG_OUTPUT},
         {"top-k", ARG_INT, &f->top_k, "sample among the k most likely tokens (0 = all)", 0, 1000000, NULL, ARG_OUTPUT},
-        {"max-new", ARG_INT, &f->max_new, "tokens to generate (0 = 40 words or 300 characters)", 0, 100000, NULL, ARG_OUTPUT},
+        {"max-new", ARG_INT, &f->max_new, "tokens to generate (0 = 40 words, 300 characters, 60 pieces)", 0, 100000, NULL, ARG_OUTPUT},
         {"no-kv-cache", ARG_BOOL, &f->no_kv_cache, "generate by running the whole window for every token (slower; same tokens)", 0, 0, NULL, ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --prompt: draw each layer's and head's attention", 0, 0, NULL, ARG_OUTPUT},
         {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
@@ -728,7 +848,7 @@ static int parse_flags(int argc, char **argv, Flags *f) {
                         "Chapter 06, part 2: a GPT on the Brown corpus beside unigram and Kneser-Ney trigram models; "
                         "sampling with a KV cache.",
                         specs, n_specs,
-                        "./build/06_gpt\n"
+                        "./build/06_gpt --tokens bpe\n"
                         "./build/06_gpt --tokens word --preset long\n"
                         "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --temperature 0.8\n"
                         "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --plot");
@@ -768,10 +888,11 @@ static int parse_flags(int argc, char **argv, Flags *f) {
                     f->heads);
     if (!f->out) f->out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
     if (checkpoint_check_stopped_run(f->out, f->force) < 0) return -1;   /* a stopped run's weights so far */
-    const int words = strcmp(f->tokens, "word") == 0;
-    if (f->eval_stride == 0) f->eval_stride = words ? (f->context / 2 > 0 ? f->context / 2 : 1) : f->context;
-    if (f->final_valid_tokens == 0 && !words) f->final_valid_tokens = 100000;
-    if (f->max_new == 0) f->max_new = words ? 40 : 300;
+    const BrownTokens kind = token_kind(f->tokens);
+    if (f->eval_stride == 0)
+        f->eval_stride = kind != BROWN_CHARS ? (f->context / 2 > 0 ? f->context / 2 : 1) : f->context;
+    if (f->final_valid_tokens == 0 && kind != BROWN_WORDS) f->final_valid_tokens = 100000;
+    if (f->max_new == 0) f->max_new = default_max_new(kind);
     return 0;
 }
 
@@ -818,12 +939,13 @@ int main(int argc, char **argv) {
     WordSet words = {0};
     Results res;
     GptConfig cfg;
-    char config[2048];
+    char *config = NULL;
     double kn_test = 0.0;
     rc = -1;
     results_init(&res);
     results_set_str(&res, "chapter", "06_gpt");
-    results_set_str(&res, "task", strcmp(f.tokens, "word") == 0 ? "brown_words" : "brown_chars");
+    results_set_str(&res, "task", token_kind(f.tokens) == BROWN_WORDS ? "brown_words"
+                                  : token_kind(f.tokens) == BROWN_BPE ? "brown_bpe" : "brown_chars");
     if (out_dir_prepare("--out", f.out) < 0 || load_corpus(&f, &c) < 0 || baselines(&c, &res, &kn_test) < 0)
         goto done;
 
@@ -835,7 +957,7 @@ int main(int argc, char **argv) {
     char subject[160];
     snprintf(subject, sizeof subject, "the GPT of --layers %d --dim %d --ff %d --context %d --batch %d", f.layers,
              f.dim, f.ff, f.context, f.batch);
-    if (config_from_flags(&f, &c, &cfg, config, sizeof config) < 0 || check_memory(&cfg, &f, 1, subject) < 0 ||
+    if ((config = config_from_flags(&f, &c, &cfg)) == NULL || check_memory(&cfg, &f, 1, subject) < 0 ||
         gpt_create(g, &cfg, f.batch, (uint64_t)f.seed) < 0)
         goto done;
     results_note_other_run(f.out, config);   /* another model's files there? say so once */
@@ -888,5 +1010,6 @@ done:
     gpt_free(g);
     free(g);
     brown_free(&c);
+    free(config);
     return finish(rc);
 }
