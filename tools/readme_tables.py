@@ -449,6 +449,58 @@ def data_length_ood(out_dir):
     return "\n\n".join(blocks)
 
 
+# tools/translate_compare.sh's runs (make run): chapters 01, 02, 03 and 06 on the translate task, the same
+# steps, batch and test verses; BLEU by the source's English words.
+TRANSLATE_MODELS = [("01_rnn", "01 fixed context"), ("02_bahdanau", "02 additive attention"),
+                    ("03_dot", "03 scaled dot"), ("06_transformer", "06 transformer")]
+BLEU_BUCKETS = [("1_10", "1-10"), ("11_20", "11-20"), ("21_30", "21-30"), ("31_40", "31-40"), ("41_up", "41+")]
+
+
+def translate_runs(out_dir, readme):
+    found = []
+    for directory, name in TRANSLATE_MODELS:
+        path, d = read_results(os.path.join(out_dir, "translate", directory, "results.json"), "translate", readme,
+                               "run `bash tools/translate_compare.sh` (make run does) first")
+        found.append((name, path, d))
+    budgets = {(d.get("steps"), d.get("batch"), d.get("test_n")) for _, _, d in found}
+    if len(budgets) != 1:
+        raise Failure("%s/translate/*: the chapters trained with different steps or batch, or were tested on "
+                      "different verses %s" % (out_dir, sorted(budgets, key=str)))
+    return found
+
+
+def table_translate(out_dir, readme):
+    found = translate_runs(out_dir, readme)
+    d0 = found[0][2]
+    lines = ["| English words | verses | " + " | ".join(name for name, _, _ in found) + " |",
+             "|---|---:|" + "---:|" * len(found)]
+    for key, label in BLEU_BUCKETS + [("", "all")]:
+        values = [number(d, "test_bleu_" + key if key else "test_bleu", path) for _, path, d in found]
+        cells = ["%.2f" % v for v in values]
+        bold_best(cells, [round(v, 2) for v in values])
+        n = number(d0, "test_n_" + key, found[0][1]) if key else number(d0, "test_n", found[0][1])
+        lines.append("| %s | %d | %s |" % (label, n, " | ".join(cells)))
+    caption = ("Corpus BLEU (sacreBLEU's 13a tokens) of greedy translations of the %d test verses, by the source's "
+               "English words; every model trained %d steps of %d verses of 1-%d words (%s). Parameters: %s. From "
+               "`bash tools/translate_compare.sh` (`out/translate/*/results.json`, make run); `make readme` rewrites "
+               "this table." % (number(d0, "test_n", found[0][1]), number(d0, "steps", found[0][1]),
+                                number(d0, "batch", found[0][1]), number(d0, "max_len", found[0][1]),
+                                conditions([d for _, _, d in found]),
+                                ", ".join("%s %s" % (name.split()[0], "{:,}".format(int(number(d, "parameters", p))))
+                                          for name, p, d in found)))
+    return lines, caption
+
+
+def data_translate(out_dir):
+    """gnuplot's data: one block per model, x = the bucket's middle (41+ at 46)."""
+    found = translate_runs(out_dir, "--data")
+    blocks = []
+    for name, path, d in found:
+        blocks.append("# %s\n" % name + "".join("%.1f %.2f\n" % (5.5 + 10 * k, number(d, "test_bleu_" + key, path))
+                                                 for k, (key, _) in enumerate(BLEU_BUCKETS)))
+    return "\n\n".join(blocks)
+
+
 def table_gpt(out_dir, readme, long=False):
     """Chapter 06's GPT: the quick default (DIR/06_gpt) or --preset long
     (DIR/06_gpt_long), beside the counting baselines on the same split."""
@@ -756,7 +808,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -887,6 +939,8 @@ def make_table(name, out_dir, readme):
         return table_compare_length(out_dir, readme)
     if name == "length-ood":
         return table_length_ood(out_dir, readme)
+    if name == "translate":
+        return table_translate(out_dir, readme)
     if name == "gpt":
         return table_gpt(out_dir, readme)
     if name == "gpt-long":
@@ -1000,10 +1054,10 @@ def main(argv):
                 raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
             prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
         elif a == "--data":
-            if not args or args[0] != "length-ood":
-                raise Failure("--data: expected length-ood after the flag")
-            args.pop(0)
-            sys.stdout.write(data_length_ood(out_dir))
+            if not args or args[0] not in ("length-ood", "translate"):
+                raise Failure("--data: expected length-ood or translate after the flag")
+            which = args.pop(0)
+            sys.stdout.write(data_length_ood(out_dir) if which == "length-ood" else data_translate(out_dir))
             return 0
         elif a == "--check":
             check = True

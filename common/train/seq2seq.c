@@ -384,10 +384,10 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
          ARG_DATA},
         {"n-train", ARG_INT, &f->n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
          ARG_DATA},
-        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string; translate: fewest words of a training verse "
-         "(0 = task default; --load: reverse's test lengths)", 0, 100, NULL, ARG_DATA},
-        {"max-len", ARG_INT, &f->max_len, "reverse: longest string; translate: most words of a training verse "
-         "(0 = task default; --load: reverse's test lengths)", 0, 100, NULL, ARG_DATA},
+        {"min-len", ARG_INT, &f->min_len, "reverse: shortest string; translate: fewest words (0 = task's)", 0, 100,
+         NULL, ARG_DATA},
+        {"max-len", ARG_INT, &f->max_len, "reverse: longest string; translate: most words (0 = task's)", 0, 100, NULL,
+         ARG_DATA},
         {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
         {"batch", ARG_INT, &f->batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
         {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
@@ -398,7 +398,8 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
         {"seed", ARG_INT, &f->seed, "random seed for the model and batches", 0, 2147483647, NULL, ARG_TRAINING},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation-loss checks", 1, 1000000, NULL,
          ARG_TRAINING},
-        {"preset", ARG_STRING, &f->preset, "long: the README's longer run on g2p", 0, 0, "none,long", ARG_TRAINING},
+        {"preset", ARG_STRING, &f->preset, "a longer run (the README's)", 0, 0, "none,long,long-translate",
+         ARG_TRAINING},
         {"max-eval", ARG_INT, &f->max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647,
          NULL, ARG_OUTPUT},
         {"beam", ARG_INT, &f->beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT},
@@ -438,9 +439,16 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     }
 
     int rc = args_parse(argc, argv, specs, n_specs);
-    if (rc == 0 && strcmp(f->preset, "long") == 0) {
-        rc = args_parse_with_preset(argc, argv, pg->preset_long, specs, n_specs, &run->preset_argv);
-        if (rc == 0) printf("--preset long = %s\n", pg->preset_long);
+    const char *preset = NULL;   /* the flags the chosen preset stands for */
+    if (rc == 0 && strcmp(f->preset, "long") == 0) preset = pg->preset_long;
+    if (rc == 0 && strcmp(f->preset, "long-translate") == 0) {
+        preset = pg->preset_translate;
+        if (preset == NULL) rc = fail("--preset long-translate: this chapter has no translation preset");
+    }
+    if (rc == 0 && preset) {
+        const char *name = f->preset;   /* (the preset's own flags may not name another) */
+        rc = args_parse_with_preset(argc, argv, preset, specs, n_specs, &run->preset_argv);
+        if (rc == 0) printf("--preset %s = %s\n", name, preset);
     }
     if (rc == 1) args_print_help(argv[0], pg->summary, specs, n_specs, pg->examples);
     /* with --load, only these flags still act (the checkpoint decides the rest) */

@@ -50,6 +50,8 @@ typedef struct {
     const char *summary;       /* --help's paragraph */
     const char *examples;      /* --help's example lines, '\n' between them */
     const char *preset_long;   /* the flags --preset long stands for (NULL: no preset) */
+    const char *preset_translate;   /* the flags --preset long-translate stands for: the translate task
+                                     * at about 30 minutes on 2 cores (NULL: none) */
     int no_attention;          /* 1: the model has no attention weights (--plot refused, no maps drawn) */
     /* 1: the sources are images the chapter's own flags choose (chapter 07's
      * captions): --task, --n-train, --min-len, --max-len, --translate and
@@ -65,7 +67,7 @@ typedef struct {
     TrainOptions train;            /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
     int batch;                     /* --batch: examples per step (and per decoded batch) */
     int seed;                      /* --seed: the model's initial weights and the batches' order */
-    const char *preset;            /* --preset: "none" or "long" */
+    const char *preset;            /* --preset: "none", "long" or "long-translate" */
     int beam;                      /* --beam: beam width of the decoding (1: greedy) */
     int samples;                   /* --samples: sample predictions printed */
     int max_eval;                  /* --max-eval: test examples evaluated (0: all) */
