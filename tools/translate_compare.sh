@@ -4,8 +4,10 @@
 # English Bible verses into Spanish (--task translate), the same steps, batch and test verses, scored
 # with BLEU by the source's length in words (make run calls it).
 #
-X
-#   STEPS=6000 bash tools/translate_compare.sh          a longer comparison (about 4 x 13 minutes)
+#   bash tools/translate_compare.sh                     STEPS=300 BATCH=32 (make run's budget, about 7 minutes)
+#   STEPS=3000 bash tools/translate_compare.sh          ten times as long
+# make run's budget learns little (a loss near 6 nats a piece, BLEU below 1 for every chapter): it
+# shows the pipeline; each chapter's --preset long-translate (about 30 minutes) is where BLEU grows.
 #   /usr/bin/python3 tools/readme_tables.py --print translate          the table
 #
 # Each chapter keeps its own quick-default model (its --help) and trains with --threads THREADS
