@@ -456,44 +456,61 @@ TRANSLATE_MODELS = [("01_rnn", "01 fixed context"), ("02_bahdanau", "02 additive
 BLEU_BUCKETS = [("1_10", "1-10"), ("11_20", "11-20"), ("21_30", "21-30"), ("31_40", "31-40"), ("41_up", "41+")]
 
 
-def translate_runs(out_dir, readme):
+def translate_runs(out_dir, readme, long=False):
+    """make run's (DIR/translate, one budget, all four chapters) or the long presets' (DIR/translate_long,
+    the chapters that were run)."""
     found = []
     for directory, name in TRANSLATE_MODELS:
-        path, d = read_results(os.path.join(out_dir, "translate", directory, "results.json"), "translate", readme,
+        path = os.path.join(out_dir, "translate_long" if long else "translate", directory, "results.json")
+        if long and not os.path.exists(path):
+            continue
+        path, d = read_results(path, "translate-long" if long else "translate", readme,
                                "run `bash tools/translate_compare.sh` (make run does) first")
         found.append((name, path, d))
-    budgets = {(d.get("steps"), d.get("batch"), d.get("test_n")) for _, _, d in found}
+    if not found:
+        raise Missing("%s/translate_long/*/results.json not found (PRESET=long-translate bash "
+                      "tools/translate_compare.sh)" % out_dir.rstrip("/"))
+    budgets = {(d.get("test_n"),) if long else (d.get("steps"), d.get("batch"), d.get("test_n")) for _, _, d in found}
     if len(budgets) != 1:
-        raise Failure("%s/translate/*: the chapters trained with different steps or batch, or were tested on "
+        raise Failure("%s/translate*/*: the chapters trained with different steps or batch, or were tested on "
                       "different verses %s" % (out_dir, sorted(budgets, key=str)))
     return found
 
 
-def table_translate(out_dir, readme):
-    found = translate_runs(out_dir, readme)
+def table_translate(out_dir, readme, long=False):
+    found = translate_runs(out_dir, readme, long)
     d0 = found[0][2]
     lines = ["| English words | verses | " + " | ".join(name for name, _, _ in found) + " |",
              "|---|---:|" + "---:|" * len(found)]
-    for key, label in BLEU_BUCKETS + [("", "all")]:
+    for key, label in BLEU_BUCKETS + [("", "**all**")]:
         values = [number(d, "test_bleu_" + key if key else "test_bleu", path) for _, path, d in found]
         cells = ["%.2f" % v for v in values]
         bold_best(cells, [round(v, 2) for v in values])
         n = number(d0, "test_n_" + key, found[0][1]) if key else number(d0, "test_n", found[0][1])
         lines.append("| %s | %d | %s |" % (label, n, " | ".join(cells)))
+    if long:
+        budget = "each chapter's `--preset long-translate` (%s)" % ", ".join(
+            "%s: %d steps of %d, %.0f minutes of training" % (name.split()[0], number(d, "steps", p),
+                                                             number(d, "batch", p),
+                                                             number(d, "train_seconds", p) / 60.0)
+            for name, p, d in found)
+        source = "`PRESET=long-translate bash tools/translate_compare.sh` (`out/translate_long/*/results.json`)"
+    else:
+        budget = "every model %d steps of %d" % (number(d0, "steps", found[0][1]), number(d0, "batch", found[0][1]))
+        source = "`bash tools/translate_compare.sh` (`out/translate/*/results.json`, make run)"
     caption = ("Corpus BLEU (sacreBLEU's 13a tokens) of greedy translations of the %d test verses, by the source's "
-               "English words; every model trained %d steps of %d verses of 1-%d words (%s). Parameters: %s. From "
-               "`bash tools/translate_compare.sh` (`out/translate/*/results.json`, make run); `make readme` rewrites "
-               "this table." % (number(d0, "test_n", found[0][1]), number(d0, "steps", found[0][1]),
-                                number(d0, "batch", found[0][1]), number(d0, "max_len", found[0][1]),
-                                conditions([d for _, _, d in found]),
-                                ", ".join("%s %s" % (name.split()[0], "{:,}".format(int(number(d, "parameters", p))))
-                                          for name, p, d in found)))
+               "English words; %s, on training verses of 1-%d words (%s). Parameters: %s. From %s; `make readme` "
+               "rewrites this table." % (number(d0, "test_n", found[0][1]), budget, number(d0, "max_len", found[0][1]),
+                                         conditions([d for _, _, d in found]),
+                                         ", ".join("%s %s" % (name.split()[0],
+                                                              "{:,}".format(int(number(d, "parameters", p))))
+                                                   for name, p, d in found), source))
     return lines, caption
 
 
-def data_translate(out_dir):
-    """gnuplot's data: one block per model, x = the bucket's middle (41+ at 46)."""
-    found = translate_runs(out_dir, "--data")
+def data_translate(out_dir, long=False):
+    """gnuplot's data: one block per model ("# NN what" first), x = the bucket's middle (41+ at 46)."""
+    found = translate_runs(out_dir, "--data", long)
     blocks = []
     for name, path, d in found:
         blocks.append("# %s\n" % name + "".join("%.1f %.2f\n" % (5.5 + 10 * k, number(d, "test_bleu_" + key, path))
@@ -808,7 +825,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -941,6 +958,8 @@ def make_table(name, out_dir, readme):
         return table_length_ood(out_dir, readme)
     if name == "translate":
         return table_translate(out_dir, readme)
+    if name == "translate-long":
+        return table_translate(out_dir, readme, long=True)
     if name == "gpt":
         return table_gpt(out_dir, readme)
     if name == "gpt-long":
@@ -1054,10 +1073,11 @@ def main(argv):
                 raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
             prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
         elif a == "--data":
-            if not args or args[0] not in ("length-ood", "translate"):
-                raise Failure("--data: expected length-ood or translate after the flag")
+            if not args or args[0] not in ("length-ood", "translate", "translate-long"):
+                raise Failure("--data: expected length-ood, translate or translate-long after the flag")
             which = args.pop(0)
-            sys.stdout.write(data_length_ood(out_dir) if which == "length-ood" else data_translate(out_dir))
+            sys.stdout.write(data_length_ood(out_dir) if which == "length-ood" else
+                             data_translate(out_dir, long=which == "translate-long"))
             return 0
         elif a == "--check":
             check = True
