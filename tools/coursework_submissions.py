@@ -36,7 +36,10 @@ A hand-in that cannot be read gets one row "not graded: <reason>"; one that
 does not build, crashes, loops or runs out of a limit gets a row that says
 so, and the batch goes on. Written under --out once no student process is
 left: gradebook.csv (student, chapter, status, points per exercise, points,
-max, bonus, first failure, source), feedback/<student>.txt, answers/<student>.md
+max, bonus, first failure, source, submitted, other hand-ins: one row per
+student and chapter, for the newest hand-in by its manifest's time, or its
+file's when it has none; the others are named, not graded),
+feedback/<student>.txt, answers/<student>.md
 (ANSWERS.md, to mark by hand), seed.txt (the same seed grades the same).
 Without bwrap this refuses to run unless --unsandboxed is given
 (tests/coursework/TEACHER.md: what the sandbox promises).
@@ -47,6 +50,7 @@ Without bwrap this refuses to run unless --unsandboxed is given
 """
 import argparse
 import csv
+import datetime
 import hashlib
 import json
 import math
@@ -443,6 +447,9 @@ class HandIn:
         self.listed = set()         # every path its manifest lists
         self.graders = {}           # grader file path -> sha256 it claims
         self.notes = []
+        self.time = None            # when it was handed in (seconds since 1970): the manifest's, or its file's
+        self.time_from = "file"     # "manifest" or "file"
+        self.error = None           # why it cannot be graded (NotGraded's text), once read
 
 
 def name_id(entry):
@@ -496,7 +503,8 @@ def folder_members(root, wanted):
 
 
 def manifest_of(data):
-    """(student, chapter, {path: sha256}, {grader path: sha256}) from manifest.json, every field type-checked."""
+    """(student, chapter, {path: sha256}, {grader path: sha256}, submitted: seconds or None) from manifest.json,
+    every field type-checked."""
     try:
         m = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -528,7 +536,19 @@ def manifest_of(data):
     files = listing("files", True)
     if not files:
         raise NotGraded("manifest.json lists no files")
-    return student, chapter, files, listing("grader_files", False)
+    submitted = m.get("submitted")
+    if submitted is not None:
+        try:
+            if not isinstance(submitted, str) or len(submitted) > 40:
+                raise ValueError
+            when = datetime.datetime.fromisoformat(submitted)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            submitted = when.timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise NotGraded(f"manifest.json: submitted {shown(submitted)[:40]!r} is not a time "
+                            f"(ISO 8601, e.g. 2026-01-31T12:00:00Z)")
+    return student, chapter, files, listing("grader_files", False), submitted
 
 
 def read_hand_in(h, path, chapters_known, need_files):
@@ -542,6 +562,7 @@ def read_hand_in(h, path, chapters_known, need_files):
         raise NotGraded(why)
     h.name_id, name_nn = name_id(entry)
     st = os.lstat(path)
+    h.time = st.st_mtime
     if stat.S_ISLNK(st.st_mode):
         raise NotGraded("a symbolic link (links are refused)")
     if stat.S_ISREG(st.st_mode):
@@ -576,11 +597,14 @@ def read_hand_in(h, path, chapters_known, need_files):
         h.listed = set(h.files)
         if not h.files:
             raise NotGraded("the tree holds none of the chapter's files")
+        h.time = max([h.time] + [os.lstat(os.path.join(path, p)).st_mtime for p in h.files])   # its newest file
     else:
         data = get("manifest.json")
         if data is None:
             raise NotGraded("no manifest.json (make submit writes one) and no coursework.json (a student tree)")
-        h.student, h.chapter, listed, h.graders = manifest_of(data)
+        h.student, h.chapter, listed, h.graders, submitted = manifest_of(data)
+        if submitted is not None:
+            h.time, h.time_from = submitted, "manifest"
         check_chapter(h, chapters_known, name_nn)
         h.listed = set(listed)
         for p in need_files(h.chapter):
@@ -835,6 +859,12 @@ def answers_note(h, chap, out, student):
     return f"ANSWERS.md: handed in ({len(data.decode('utf-8', errors='replace').split())} words)"
 
 
+def when(h):
+    """The time a hand-in was handed in, as the gradebook shows it (UTC; '(file)' when its file's time stands in)."""
+    text = datetime.datetime.fromtimestamp(h.time, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text if h.time_from == "manifest" else text + " (file)"
+
+
 def read_roster(path):
     """The ids of a roster CSV: its 'student' column, or its first."""
     try:
@@ -906,17 +936,33 @@ def main():
         return chapters[name]
 
     try:
-        for index, entry in enumerate(entries):
-            h, chap = HandIn(entry), None
+        hand_ins = []   # every entry read first, so that each student's newest hand-in of a chapter is known
+        for entry in entries:
+            h = HandIn(entry)
             try:
                 read_hand_in(h, os.path.join(args.dir, entry), known, lambda c: chapter(c).files + ["ANSWERS.md"])
-                chap = chapter(h.chapter)
+                chapter(h.chapter)
                 if roster is not None and h.student not in roster:
                     raise NotGraded(f"student {h.student} is not on the roster")
-                if (h.student, h.chapter) in taken:
-                    raise NotGraded(f"student {h.student} handed in chapter {h.chapter[:2]} twice (also as "
-                                    f"{shown(taken[(h.student, h.chapter)])}): this one is not graded")
-                taken[(h.student, h.chapter)] = entry
+                taken.setdefault((h.student, h.chapter), []).append(h)
+            except NotGraded as e:
+                h.error = shown(e)
+            except Exception as e:   # a hand-in this program did not foresee: its row, not the batch
+                h.error = f"could not be graded ({type(e).__name__}: {shown(e)[:200]})"
+            hand_ins.append(h)
+        others = {}   # the graded hand-in's entry -> the student's other hand-ins of the chapter, newest first
+        for group in taken.values():
+            group.sort(key=lambda g: (g.time, os.lstat(os.path.join(args.dir, g.entry)).st_mtime, g.entry),
+                       reverse=True)
+            others[group[0].entry] = group[1:]
+        for index, h in enumerate(hand_ins):
+            entry, chap = h.entry, None
+            if h.error is None and h.entry not in others:
+                continue   # an older hand-in: named in the newest one's row
+            try:
+                if h.error is not None:
+                    raise NotGraded(h.error)
+                chap = chapter(h.chapter)
                 row, feedback = grade(h, chap, sandbox, copies, index, seed, args.time_limit, args.build_limit)
             except NotGraded as e:
                 row, feedback = {"status": "not graded", "points": {}, "first_failure": shown(e)}, shown(e)
@@ -936,10 +982,14 @@ def main():
                        source=shown(entry), chap=chap if graded else None,
                        total=sum(p for i, p in row["points"].items() if i not in bonus_ids),
                        bonus=sum(p for i, p in row["points"].items() if i in bonus_ids),
-                       max=chap.sheet["total"] if chap and graded else "")
+                       max=chap.sheet["total"] if chap and graded else "",
+                       submitted=when(h) if graded else "",
+                       others="; ".join(shown(o.entry) for o in others.get(entry, [])))
             rows.append(row)
             if graded:
                 feedback += "\n\n" + answers_note(h, chap, args.out, student)
+                for o in others.get(entry, []):
+                    feedback += f"\nAlso handed in, not graded (older than {shown(entry)}): {shown(o.entry)} ({when(o)})"
             fname = re.sub(r"[^A-Za-z0-9._-]", "_", student)[:64].lstrip(".") or "entry"
             while fname in feedback_names:
                 fname += "_"
@@ -961,7 +1011,8 @@ def main():
     for ident in roster or []:
         if not any(r["student"] == ident for r in rows):
             rows.append({"student": ident, "chapter": "", "status": "not handed in", "points": {}, "total": 0,
-                         "bonus": 0, "max": "", "first_failure": "", "source": "", "chap": None})
+                         "bonus": 0, "max": "", "first_failure": "", "source": "", "chap": None, "submitted": "",
+                         "others": ""})
     ids = []
     for row in rows:
         for ex in (row["chap"].sheet["exercises"] if row["chap"] else []):
@@ -970,12 +1021,13 @@ def main():
     path = os.path.join(args.out, "gradebook.csv")
     with open(path, "w", newline="") as f:   # written now: every student process has ended
         w = csv.writer(f)
-        w.writerow(["student", "chapter", "status", *ids, "points", "max", "bonus", "first failure", "source"])
+        w.writerow(["student", "chapter", "status", *ids, "points", "max", "bonus", "first failure", "source",
+                    "submitted", "other hand-ins"])
         for row in rows:
             mine = {ex["id"] for ex in row["chap"].sheet["exercises"]} if row["chap"] else set()
             cells = [row["points"].get(i, 0) if i in mine else "" for i in ids]
             w.writerow([row["student"], row["chapter"], row["status"], *cells, row["total"], row["max"], row["bonus"],
-                        row["first_failure"], row["source"]])
+                        row["first_failure"], row["source"], row["submitted"], row["others"]])
     print(f"gradebook: {os.path.relpath(path, os.getcwd())} ({len(rows)} rows, seed {seed}"
           f"{', UNSANDBOXED' if args.unsandboxed else ''}); feedback: "
           f"{os.path.relpath(os.path.join(args.out, 'feedback'), os.getcwd())}/")

@@ -9,8 +9,9 @@ manifest (make submit, in a student tree).
 It first builds the tree (every program and the grader) and refuses, with one
 line, when that fails. The tarball, submission-NN-<id>.tar.gz in the tree's
 top folder, holds manifest.json and the files under their paths in the tree.
-The manifest names the student, the chapter, each file with its sha256, and
-the sha256 of each grader file of the tree (tests/coursework/,
+The manifest names the student, the chapter, the time it was made
+(submitted: UTC, ISO 8601; the teacher grades a student's newest hand-in of a
+chapter), each file with its sha256, and the sha256 of each grader file of the tree (tests/coursework/,
 tools/coursework_grade.py): the teacher's make grade-submissions grades with
 its own copy of the graders, checks the files against the manifest and says
 when a grader file was changed.
@@ -26,6 +27,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDENT_FILE = ".student"
@@ -112,6 +114,7 @@ def main():
         refuse(f"{', '.join(links)}: not a plain file (a link?); copy the file itself there")
     nn = sheet["chapter"][:2]
     manifest = {"format": 1, "student": student, "chapter": sheet["chapter"],
+                "submitted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "files": [{"path": p, "sha256": sha256(os.path.join(ROOT, p))} for p in files],
                 "grader_files": [{"path": p, "sha256": sha256(os.path.join(ROOT, p))} for p in grader_files()]}
     out = os.path.join(ROOT, f"submission-{nn}-{student}.tar.gz")

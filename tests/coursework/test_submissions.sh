@@ -18,7 +18,8 @@
 #    socket, outlives its grading, forks or allocates without end, prints
 #    2 GiB; and hand-ins that attack the reading (make_hostile.py);
 #  - make grade-submissions grades the folder (hidden checks on, 10 s per
-#    exercise): each row is the expected one (status, points, first failure),
+#    exercise): each row is the expected one (status, points, first failure;
+#    one row per student and chapter, the newest of three hand-ins graded),
 #    nothing outside a hand-in's copy changed (the teacher's tree, the grader's
 #    trees and recorded values, the other hand-ins, $HOME, /tmp), nothing
 #    connected to the listener, no student process is left and the gradebook
@@ -263,7 +264,6 @@ want = {
     T("newline-id"): ("newline-id", NG, "0", "is not an id"),
     T("not-json"): ("not-json", NG, "0", "not JSON"),
     T("thief"): ("thief", NG, "0", "says it is student 'complete', its name says 'thief'"),
-    "submission-04-complete.tgz": ("complete", NG, "0", "handed in chapter 04 twice"),
     T("dev-zero-link"): ("dev-zero-link", NG, "0", "is a link"),
     T("hardlink"): ("hardlink", NG, "0", "is a link"),
     T("fifo-member"): ("fifo-member", NG, "0", "not a regular file"),
@@ -296,6 +296,11 @@ for source, (student, status, points, first) in want.items():
                    f"{r['first failure']!r}; want {student!r}, {status!r}, {points}, {first!r}")
 if set(rows) != set(want):
     bad.append(f"rows for {sorted(set(rows) - set(want))}, none for {sorted(set(want) - set(rows))}")
+# complete handed in three times: the newest graded (by the manifest's time, or the file's), the others named
+done = rows[T("complete")]
+if done["other hand-ins"] != "submission-04-complete.tgz; complete.tar.gz" or not done["submitted"].endswith("Z"):
+    bad.append(f"complete's row names {done['other hand-ins']!r} as its other hand-ins, submitted "
+               f"{done['submitted']!r}; want 'submission-04-complete.tgz; complete.tar.gz', the manifest's time")
 feedback = os.path.join(out, "feedback")
 for name in ("complete", "partial", "stub-fake-pass"):
     if not os.path.exists(os.path.join(feedback, name + ".txt")):
@@ -309,6 +314,9 @@ if "ANSWERS.md: not answered" not in open(os.path.join(feedback, "empty.txt")).r
     bad.append("empty's untouched ANSWERS.md is not reported as not answered")
 if "hidden: " not in open(os.path.join(feedback, "complete.txt")).read():
     bad.append("complete's feedback shows no hidden check")
+if "not graded (older than submission-04-complete.tar.gz): complete.tar.gz (1999-12-31T00:00:00Z (file))" \
+        not in open(os.path.join(feedback, "complete.txt")).read():
+    bad.append("complete's feedback does not name its older hand-ins")
 for line in bad:
     print("test_submissions: FAIL:", line)
 if bad:

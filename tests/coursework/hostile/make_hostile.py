@@ -58,7 +58,12 @@ tarball("submission-04-newline-id.tar.gz", code_files(), as_student("newline-id\
 tarball("submission-04-not-json.tar.gz", code_files(), b"{\"student\": ")
 # a hand-in that takes another student's id, and one handed in twice under the same id
 tarball("submission-04-thief.tar.gz", code_files(), as_student("complete"))
-tarball("submission-04-complete.tgz", code_files(), as_student("complete"))
+# ... older, so not graded but named in complete's row: by the manifest's time, and (no time in it) by the file's
+tarball("submission-04-complete.tgz", code_files(), as_student("complete", submitted="2000-01-01T00:00:00Z"))
+untimed = as_student("complete")
+untimed.pop("submitted", None)
+tarball("complete.tar.gz", code_files(), untimed)
+os.utime(os.path.join(subs, "complete.tar.gz"), (946598400, 946598400))   # 1999-12-31
 # members that are no plain files, or bombs
 link = tarfile.TarInfo("ANSWERS.md")
 link.type, link.linkname = tarfile.SYMTYPE, "/dev/zero"
