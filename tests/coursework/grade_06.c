@@ -70,6 +70,65 @@ static int backward_no_norm(void) { return grade_golden_cases("block", no_norm, 
 static int backward_post_norm(void) { return grade_golden_cases("block", post_norm, block_case); }
 static int backward_pre_norm(void) { return grade_golden_cases("block", pre_norm, block_case); }
 
+/* The options the sheet asks for, switched on: a block trained (train = 1)
+ * with dropout or drop path, its masks drawn from a generator seeded the
+ * same before every forward, so that they stay fixed; dX and every weight's
+ * gradient against finite differences of L = sum wY . Y. B = 4 examples and
+ * drop path 0.5: the seed drops some examples' branches and keeps the others
+ * (checked first). */
+enum { DP_B = 4, DP_N = 3, DP_D = 5, DP_H = 2, DP_DH = 3, DP_F = 6 };
+typedef struct {
+    BlockSpec s;
+    BlockWeights w;
+    BlockCache cache;
+    float *X, *Y, *wY;
+} Dropped;
+
+static double dropped_loss(void *ctx) {
+    Dropped *d = ctx;
+    Rng rng;
+    rng_seed(&rng, 31, 7);
+    block_forward(d->Y, &d->cache, d->X, &d->s, &d->w, NULL, NULL, DP_B, DP_N, 1, &rng);
+    double sum = 0.0;
+    for (int i = 0; i < DP_B * DP_N * DP_D; i++) sum += (double)d->wY[i] * d->Y[i];
+    return sum;
+}
+
+static int backward_dropped(BlockNormPlace place, float dropout, float drop_path) {
+    static Dropped d;
+    d.s = (BlockSpec){DP_D, DP_H, DP_DH, DP_F, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, dropout, MULTI_HEAD_PLAIN,
+                      0, 0, 0.0f, 0, drop_path, 0, {0}};
+    const size_t n_params = block_param_count(&d.s), nX = (size_t)DP_B * DP_N * DP_D;
+    float *params = grade_floats(n_params), *dparams = grade_floats(n_params);
+    d.w = block_weights_view(&d.s, params);
+    BlockWeights dw = block_weights_view(&d.s, dparams);
+    grade_fill(params, n_params, 0.6f, 41);
+    d.X = grade_floats(nX), d.Y = grade_floats(nX), d.wY = grade_floats(nX);
+    grade_fill(d.X, nX, 1.0f, 42);
+    grade_fill(d.wY, nX, 1.0f, 43);
+    d.cache = block_cache_view(&d.s, DP_B, DP_N, 0, grade_floats(block_cache_floats(&d.s, DP_B, DP_N, 0)));
+    dropped_loss(&d);
+    if (drop_path > 0.0f) {
+        int dropped = 0, kept = 0;
+        for (int k = 0; k < 3; k++)
+            for (int b = 0; d.cache.sub[k].path_keep && b < DP_B; b++) {
+                dropped += d.cache.sub[k].path_keep[b] == 0.0f;
+                kept += d.cache.sub[k].path_keep[b] != 0.0f;
+            }
+        if (grade_true("drop path: some branches dropped, some kept", dropped > 0 && kept > 0,
+                       "drop path 0.5 with the grader's seed dropped %d and kept %d examples' branches", dropped, kept))
+            return -1;
+    }
+    float *dX = grade_floats(nX), *scratch = grade_floats(block_scratch_floats(&d.s, DP_B, DP_N, 0));
+    block_backward(dX, NULL, &dw, scratch, d.wY, &d.cache, d.X, &d.s, &d.w, NULL, NULL, DP_B, DP_N);
+    return grade_gradient("dX", dropped_loss, &d, d.X, dX, 3, (int[]){DP_B, DP_N, DP_D}, 1e-3f, 1e-2) ||
+           grade_gradient("the weights' gradients (W_QKV | W_O | b_O | norms | MLP)", dropped_loss, &d, params,
+                          dparams, 1, (int[]){(int)n_params}, 1e-3f, 1e-2);
+}
+
+static int backward_drop_path(void) { return backward_dropped(BLOCK_PRE_NORM, 0.0f, 0.5f); }
+static int backward_dropout(void) { return backward_dropped(BLOCK_POST_NORM, 0.3f, 0.0f); }
+
 /* ------------------------------------------------------------ 06.kv_cache */
 
 enum { KV_ROWS = 2, KV_N = 6, KV_D = 8, KV_H = 2 };
@@ -383,6 +442,10 @@ static const GradeCheck BLOCK_BACKWARD[] = {
     {"no norm: dX and every weight's gradient against PyTorch's autograd", backward_no_norm},
     {"post-norm: dX and every weight's gradient against PyTorch's autograd", backward_post_norm},
     {"pre-norm: dX and every weight's gradient against PyTorch's autograd", backward_pre_norm},
+    {"drop path 0.5 (pre-norm, trained, a fixed seed): dX and the weights' gradients against finite differences",
+     backward_drop_path},
+    {"dropout 0.3 (post-norm, trained, a fixed seed): dX and the weights' gradients against finite differences",
+     backward_dropout},
 };
 static const GradeCheck KV_CACHE[] = {
     {"pre-norm: each step's row against the whole prefix's forward", kv_cache_pre},
