@@ -116,6 +116,86 @@ static int heads_learned_scale(void) {
                           (int[]){LS_B, LS_N, 3 * LS_HD}, 1e-3f, 1e-2);
 }
 
+/* Attention dropout with a fixed mask, and the learned scales (both options
+ * the sheet asks for) on an odd shape: H = 2, D_H = 3, N = 5, keep [B, H, N, N]
+ * a fixed mask of 0 and 1/(1-p), p = 0.4 (different for each head). The
+ * forward against the grader's own loops: A = softmax(exp(t_h) Q_h K_h^T)
+ * without the diagonal (locality), undropped; Y_h = (A o keep) V_h. The
+ * backward against finite differences of L = sum wY . Y with keep fixed.
+ * A fixed 1/sqrt(D_H) in both passes is consistent with itself (finite
+ * differences pass it): the forward check is what catches it. */
+enum { KD_B = 2, KD_N = 5, KD_H = 2, KD_DH = 3, KD_HD = KD_H * KD_DH };
+typedef struct {
+    float QKV[KD_B * KD_N * 3 * KD_HD], wY[KD_B * KD_N * KD_HD], Y[KD_B * KD_N * KD_HD];
+    float A[KD_B * KD_H * KD_N * KD_N], keep[KD_B * KD_H * KD_N * KD_N], dropped[KD_B * KD_N * KD_N];
+    float log_scale[KD_H];
+} KeptHeads;
+
+static double kept_loss(void *ctx) {
+    KeptHeads *L = ctx;
+    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
+    multi_head_heads_forward(L->Y, L->A, L->keep, L->dropped, L->QKV, &w, KD_H, KD_DH, 0, NULL, KD_B, KD_N);
+    double sum = 0.0;
+    for (int i = 0; i < KD_B * KD_N * KD_HD; i++) sum += (double)L->wY[i] * L->Y[i];
+    return sum;
+}
+
+static KeptHeads *kept_heads(void) {
+    static KeptHeads L;
+    grade_fill(L.QKV, sizeof L.QKV / sizeof(float), 1.0f, 71);
+    grade_fill(L.wY, sizeof L.wY / sizeof(float), 1.0f, 72);
+    for (size_t i = 0; i < sizeof L.keep / sizeof(float); i++)   /* about 40% dropped, a pattern per head */
+        L.keep[i] = (i * 7919u + i / (KD_N * KD_N) * 13u) % 5u < 2u ? 0.0f : 1.0f / 0.6f;
+    L.log_scale[0] = 0.7f;
+    L.log_scale[1] = -0.4f;
+    kept_loss(&L);
+    return &L;
+}
+
+static int heads_kept_forward(void) {
+    const KeptHeads *L = kept_heads();
+    float *Y = grade_floats((size_t)KD_B * KD_N * KD_HD), *A = grade_floats((size_t)KD_B * KD_H * KD_N * KD_N);
+    for (int b = 0; b < KD_B; b++)
+        for (int h = 0; h < KD_H; h++) {
+            const float *QKV = L->QKV + (size_t)b * KD_N * 3 * KD_HD;
+            float *A_bh = A + ((size_t)b * KD_H + h) * KD_N * KD_N;
+            const float *keep = L->keep + ((size_t)b * KD_H + h) * KD_N * KD_N;
+            for (int i = 0; i < KD_N; i++) {
+                double e[KD_N], max = -INFINITY, sum = 0.0;
+                for (int j = 0; j < KD_N; j++) {
+                    double dot = 0.0;
+                    for (int d = 0; d < KD_DH; d++)
+                        dot += (double)QKV[i * 3 * KD_HD + h * KD_DH + d] * QKV[j * 3 * KD_HD + KD_HD + h * KD_DH + d];
+                    e[j] = j == i ? -INFINITY : exp((double)L->log_scale[h]) * dot;
+                    max = fmax(max, e[j]);
+                }
+                for (int j = 0; j < KD_N; j++) sum += e[j] = exp(e[j] - max);
+                for (int j = 0; j < KD_N; j++) A_bh[i * KD_N + j] = (float)(e[j] / sum);
+                for (int d = 0; d < KD_DH; d++) {
+                    double y = 0.0;
+                    for (int j = 0; j < KD_N; j++)
+                        y += e[j] / sum * keep[i * KD_N + j] * QKV[j * 3 * KD_HD + 2 * KD_HD + h * KD_DH + d];
+                    Y[((size_t)b * KD_N + i) * KD_HD + h * KD_DH + d] = (float)y;
+                }
+            }
+        }
+    return grade_close("A", "softmax(exp(t_h) Q_h K_h^T), the diagonal masked, not dropped", L->A, A, 4,
+                       (int[]){KD_B, KD_H, KD_N, KD_N}, 1e-4, 1e-5) ||
+           grade_close("Y", "(A o keep) V_h per head, with exp(t_h) as the scale", L->Y, Y, 3,
+                       (int[]){KD_B, KD_N, KD_HD}, 1e-4, 1e-5);
+}
+
+static int heads_kept_backward(void) {
+    KeptHeads *L = kept_heads();
+    const int n_qkv = KD_B * KD_N * 3 * KD_HD;
+    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
+    float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
+        &(MultiHeadSpec){KD_HD, KD_H, KD_DH, KD_HD, MULTI_HEAD_PLAIN, 1, 1, 0}, KD_B, KD_N));
+    multi_head_heads_backward(dQKV, scratch, L->wY, L->A, L->keep, L->QKV, &w, KD_H, KD_DH, KD_B, KD_N);
+    return grade_gradient("d[Q|K|V] with the keep mask and the learned scales", kept_loss, L, L->QKV, dQKV, 3,
+                          (int[]){KD_B, KD_N, 3 * KD_HD}, 1e-3f, 1e-2);
+}
+
 /* The fused kernel on every head of the layer against PyTorch (05.online_softmax's
  * second check): the projections around it by the grader's loops. */
 static int fused_forward_case(const GoldCase *c) {
@@ -470,6 +550,9 @@ static const GradeCheck HEADS[] = {
     {"O and A against PyTorch (plain path; the projections by the grader)", heads_forward},
     {"dX, dW_QKV against PyTorch's autograd (plain path; the projections by the grader)", heads_backward},
     {"the learned per-head scale, H = 2, D_H = 3: d[Q|K|V] against finite differences", heads_learned_scale},
+    {"attention dropout (a fixed keep mask) and the learned scales, N = 5, H = 2, D_H = 3: A and Y against the "
+     "grader's loops", heads_kept_forward},
+    {"the same: d[Q|K|V] against finite differences", heads_kept_backward},
 };
 static const GradeCheck QKV_PROJECTION[] = {
     {"[Q|K|V] = X W_QKV", qkv_forward},
