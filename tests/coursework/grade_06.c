@@ -134,41 +134,49 @@ static int backward_dropout(void) { return backward_dropped(BLOCK_POST_NORM, 0.3
 enum { KV_ROWS = 2, KV_N = 6, KV_D = 8, KV_H = 2 };
 
 /* Feeds each row's positions one at a time through block_step and compares
- * every new row with block_forward's (causal) output at that position. */
-static int kv_cache_with(BlockNormPlace place) {
-    const BlockSpec s = {KV_D, KV_H, KV_D / KV_H, 16, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
+ * every new row with block_forward's (causal) output at that position; the
+ * block D wide with H heads of D_H (D <= KV_D; H D_H may differ from D: the
+ * cache's rows are H D_H wide). */
+static int kv_cache_shaped(BlockNormPlace place, int D, int H, int D_H) {
+    const BlockSpec s = {D, H, D_H, 16, place, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
                          1, 0, 0.0f, 0, 0.0f, 0, {0}};
-    const size_t n_params = block_param_count(&s), nX = (size_t)KV_ROWS * KV_N * KV_D;
+    const size_t n_params = block_param_count(&s), nX = (size_t)KV_ROWS * KV_N * D;
     float *params = grade_floats(n_params);
     BlockWeights w = block_weights_view(&s, params);
     Rng rng;
     rng_seed(&rng, 3, 6);
     block_init(&s, &w, &rng);
-    grade_fill(w.attn.b_O, KV_D, 0.5f, 4);
+    grade_fill(w.attn.b_O, (size_t)D, 0.5f, 4);
     float *X = grade_floats(nX), *Y = grade_floats(nX);
     const BlockCache cache =
         block_cache_view(&s, KV_ROWS, KV_N, 0, grade_floats(block_cache_floats(&s, KV_ROWS, KV_N, 0)));
     grade_fill(X, nX, 1.0f, 5);
     block_forward(Y, &cache, X, &s, &w, NULL, NULL, KV_ROWS, KV_N, 0, NULL);
     BlockStepRow rows[KV_ROWS];
+    const size_t cache_row = (size_t)KV_N * H * D_H;
     for (int r = 0; r < KV_ROWS; r++)
-        rows[r] = (BlockStepRow){grade_floats((size_t)KV_N * KV_D), grade_floats((size_t)KV_N * KV_D), 0, NULL, 0};
+        rows[r] = (BlockStepRow){grade_floats(cache_row), grade_floats(cache_row), 0, NULL, 0};
     float *work = grade_floats(block_step_work_floats(&s, KV_ROWS, KV_N, 0));
     float x_t[KV_ROWS * KV_D], y_t[KV_ROWS * KV_D], want[KV_ROWS * KV_D];
     for (int t = 0; t < KV_N; t++) {
         for (int r = 0; r < KV_ROWS; r++) {
             rows[r].pos = t;
-            memcpy(x_t + r * KV_D, X + ((size_t)r * KV_N + t) * KV_D, sizeof(float) * KV_D);
-            memcpy(want + r * KV_D, Y + ((size_t)r * KV_N + t) * KV_D, sizeof(float) * KV_D);
+            memcpy(x_t + r * D, X + ((size_t)r * KV_N + t) * D, sizeof(float) * (size_t)D);
+            memcpy(want + r * D, Y + ((size_t)r * KV_N + t) * D, sizeof(float) * (size_t)D);
         }
         block_step(y_t, NULL, x_t, &s, &w, rows, KV_ROWS, KV_N, 0, work);
-        char what[96];
-        snprintf(what, sizeof what, "%s-norm block, the step of position %d: Y", place == BLOCK_PRE_NORM ? "pre" : "post", t);
-        if (grade_close(what, "block_forward's row at that position", y_t, want, 2, (int[]){KV_ROWS, KV_D}, 1e-4, 1e-5))
+        char what[128];
+        snprintf(what, sizeof what, "%s-norm block, D = %d, H = %d, D_H = %d, the step of position %d: Y",
+                 place == BLOCK_PRE_NORM ? "pre" : "post", D, H, D_H, t);
+        if (grade_close(what, "block_forward's row at that position", y_t, want, 2, (int[]){KV_ROWS, D}, 1e-4, 1e-5))
             return -1;
     }
     return 0;
 }
+
+static int kv_cache_with(BlockNormPlace place) { return kv_cache_shaped(place, KV_D, KV_H, KV_D / KV_H); }
+/* H D_H = 8 != D = 7 (and, below, 6 != 7): a cache row D wide, as if D_H were D / H, fails */
+static int kv_cache_odd(void) { return kv_cache_shaped(BLOCK_PRE_NORM, 7, 2, 4) || kv_cache_shaped(BLOCK_POST_NORM, 7, 3, 2); }
 
 /* Rows at different positions in one step: row 1 starts two steps after
  * row 0, so each step's rows sit at positions t and t - 2 (each row's own
@@ -451,6 +459,7 @@ static const GradeCheck KV_CACHE[] = {
     {"pre-norm: each step's row against the whole prefix's forward", kv_cache_pre},
     {"post-norm: each step's row against the whole prefix's forward", kv_cache_post},
     {"rows at different positions in one step (the cache pre-filled with garbage)", kv_cache_staggered},
+    {"odd shapes: D = 7 with H D_H = 8 and 6, each step's row against the whole prefix's forward", kv_cache_odd},
 };
 static const GradeCheck SAMPLING[] = {
     {"temperature 1: the draws follow softmax(logits)", sampling_all},
