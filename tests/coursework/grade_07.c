@@ -15,12 +15,20 @@
 
 /* ------------------------------------------------------------ 07.patch_embedding */
 
+/* 1: the forward's out and cache pre-filled with garbage (im2col writes every
+ * number of every row, the padding's zeros too, over whatever was there) */
+static int patch_garbage;
+
 static int patch_case(const GoldCase *c, int with_backward) {
     const int *config = grade_i32(c, "config");   /* channels, rows, cols, P, K */
     const GoldTensor *images = grade_tensor(c, "images"), *W = grade_tensor(c, "W");
     const PatchEmbedSpec s = {config[0], config[1], config[2], config[3], W->dims[1], config[4]};
     const int B = images->dims[0], N = patch_embed_count(&s), D_in = patch_embed_dim(&s);
     float *out = grade_floats((size_t)B * N * s.D), *cache = grade_floats(patch_embed_cache_floats(&s, B));
+    if (patch_garbage) {
+        grade_fill_garbage(out, (size_t)B * N * s.D);
+        grade_fill_garbage(cache, patch_embed_cache_floats(&s, B));
+    }
     patch_embed_forward(out, cache, images->data, W->data, grade_f32(c, "b"), &s, B);
     if (grade_golden_close(c, "out", out, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
     if (!with_backward) return 0;
@@ -39,6 +47,12 @@ static int patch_forward_case(const GoldCase *c) { return patch_case(c, 0); }
 static int patch_backward_case(const GoldCase *c) { return patch_case(c, 1); }
 static int patch_forward(void) { return grade_golden_cases("patch_embed", NULL, patch_forward_case); }
 static int patch_backward(void) { return grade_golden_cases("patch_embed", NULL, patch_backward_case); }
+static int patch_forward_garbage(void) {
+    patch_garbage = 1;
+    const int result = grade_golden_cases("patch_embed", NULL, patch_backward_case);
+    patch_garbage = 0;
+    return result;
+}
 
 /* ------------------------------------------------------------ 07.positions_2d */
 
@@ -188,6 +202,8 @@ static const GradeExercise HIDDEN[] = {
 static const GradeCheck PATCH_EMBEDDING[] = {
     {"the patch embeddings against PyTorch's conv2d (stride P; kernel P, or larger with padding)", patch_forward},
     {"dimages and dW against PyTorch's autograd", patch_backward},
+    {"the same with out and the cache of patches pre-filled with garbage (padding written as zeros)",
+     patch_forward_garbage},
 };
 static const GradeCheck POSITIONS_2D[] = {
     {"a 3 x 4 grid of patches", positions_plain},
