@@ -490,9 +490,7 @@ def table_translate(out_dir, readme, long=False):
         lines.append("| %s | %d | %s |" % (label, n, " | ".join(cells)))
     if long:
         budget = "each chapter's `--preset long-translate` (%s)" % ", ".join(
-            "%s: %d steps of %d, %.0f minutes of training" % (name.split()[0], number(d, "steps", p),
-                                                             number(d, "batch", p),
-                                                             number(d, "train_seconds", p) / 60.0)
+            "%s: %d steps of %d" % (name.split()[0], number(d, "steps", p), number(d, "batch", p))
             for name, p, d in found)
         source = "`PRESET=long-translate bash tools/translate_compare.sh` (`out/translate_long/*/results.json`)"
     else:
@@ -902,7 +900,7 @@ def table_side_by_side(out_dir, readme):
     table = ["| chapter | idea | data | without | with | seeds' range | verdict |",
              "|---|---|---|---|---|---|---|"] + rows
     if n_seeds:
-        seeds = ("%d seeds each (`bash tools/side_by_side.sh --seeds`): a win when the ranges do not overlap, "
+        seeds = ("%d seeds each (`bash tools/side_by_side.sh --seeds`): a win (or a loss) when the ranges do not overlap, "
                  "otherwise a tie" % max(n_seeds))
     else:
         seeds = "one seed each: no verdict without the seed runs (`bash tools/side_by_side.sh --seeds`)"
