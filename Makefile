@@ -266,17 +266,7 @@ deps-valgrind:
 
 # Each chapter runs on its own quick default and writes under out/NN_name/.
 run: deps-run all
-	@set -e; start=$$(date +%s.%N); for c in $(PROGRAMS); do \
-	  echo "=== $$c"; t0=$$(date +%s.%N); ./$(BUILD)/$$c --out out/$$c; \
-	  echo "=== $$c: $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; done; \
-	BUILD=$(BUILD) OUT=out bash tools/side_by_side.sh; \
-	BUILD=$(BUILD) OUT=out bash tools/translate_compare.sh; \
-	echo; echo "All chapters: $$(awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"; echo
-	@bash tools/results_table.sh $(PROGRAMS:%=out/%/results.json)
-	@echo; echo "Each idea beside the one before it, on the same data:"; echo
-	@/usr/bin/python3 tools/readme_tables.py --out out --print side-by-side
-	@echo; echo "Translation, English -> Spanish (out/translate/bleu_by_length.png):"; echo
-	@/usr/bin/python3 tools/readme_tables.py --out out --print translate
+	@BUILD=$(BUILD) OUT=out bash tools/make_run.sh $(PROGRAMS)
 
 define RUN_RULE
 run-$(firstword $(subst _, ,$(1))) run-$(1): deps-run $(BUILD)/$(1) $(patsubst %,$(BUILD)/%,$(call extra_programs,$(1)))

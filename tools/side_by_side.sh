@@ -13,11 +13,14 @@
 #   bash tools/side_by_side.sh --seeds    seeds 2 and 3 of every run the table reads, chapters' runs included,
 #                                         into OUT/NAME/seeds/seedK/ (about twice make run's time): the spread
 #                                         that decides "win" or "tie" (make run's own runs are seed 1)
-# Every run is made anew, as make run's chapters are, into OUT/side_by_side/NAME (its command in command.txt there),
-# apart from the folders the chapters' texts and questions use.
+# Every run is made anew, as make run's chapters are, into OUT/side_by_side/NAME (its command in command.txt there,
+# its output in NAME.log beside it), apart from the folders the chapters' texts and questions use. LANES=2
+# THREADS=1 runs two at a time on one thread each (tools/lanes.sh; make run does).
 set -euo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-out}
+THREADS=${THREADS:-}   # --threads for every run (make run: 1, two runs at a time); empty: the programs' default
+source "$(dirname "$0")/lanes.sh"
 SEEDS=""
 case "${1:-}" in
   "") ;;
@@ -33,14 +36,13 @@ run() {   # NAME COMMAND...: ./$BUILD/COMMAND --out $OUT/NAME (with --seeds: eac
     one "$name" "$@"
   fi
 }
-one() {
-  local name=$1; shift
-  local dir="$OUT/$name" cmd="./$BUILD/$* --out $OUT/$name"
-  echo "=== $name: $cmd"
-  local t0; t0=$(date +%s.%N)
-  $cmd
-  echo "$cmd" > "$dir/command.txt"
-  echo "=== $name: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+one() {   # NAME COMMAND...: one run into $OUT/NAME, its command in command.txt there, its output in $OUT/NAME.log
+  local name=$1 program=$2; shift 2
+  local dir="$OUT/$name"
+  local cmd=("./$BUILD/$program" "$@" ${THREADS:+--threads "$THREADS"} --out "$dir")
+  mkdir -p "$dir"
+  echo "${cmd[*]}" > "$dir/command.txt"
+  lane "$name" "$dir.log" "${cmd[@]}"
 }
 run side_by_side/01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
 run side_by_side/02_reverse40 02_bahdanau_attention --task reverse --min-len 5 --max-len 40 --batch 32 --steps 2000
@@ -54,3 +56,4 @@ if [ -n "$SEEDS" ]; then   # the chapters' own quick defaults that the table rea
     run "$p" "$p"
   done
 fi
+lanes_wait

@@ -13,7 +13,8 @@
 #
 # make run's budget learns little (a loss near 6 nats a piece, BLEU below 1 for every chapter): it
 # shows the pipeline; the long presets are where BLEU grows. Each chapter keeps its own quick-default
-# model (its --help) and trains with --threads THREADS (default 2); the runs are made anew into
+# model (its --help) and trains with --threads THREADS (default 2), LANES runs at a time (default 1;
+# make run: THREADS=1 LANES=2, tools/lanes.sh); the runs are made anew into
 # OUT/translate/NN_NAME (their commands in command.txt, the logs beside them), then
 # bleu_by_length.png there draws BLEU by length, one line per chapter. Prints the time it took.
 set -euo pipefail
@@ -32,17 +33,15 @@ case "$PRESET" in
 esac
 mkdir -p "$DIR"
 start=$(date +%s)
+source "$(dirname "$0")/lanes.sh"
 
 run() {   # NAME PROGRAM: train and test it on translate
-  local name=$1 program=$2 budget="--task translate --steps $STEPS --batch $BATCH"
-  [ -z "$PRESET" ] || budget="--preset $PRESET"
-  local cmd="./$BUILD/$program $budget --threads $THREADS --quiet --samples 4 --out $DIR/$name"
-  echo "=== $name: $cmd"
-  local t0; t0=$(date +%s)
-  $cmd > "$DIR/$name.log" 2>&1 || { echo "$name failed; see $DIR/$name.log" >&2; exit 1; }
-  echo "$cmd" > "$DIR/$name/command.txt"
-  grep -E "^  BLEU" "$DIR/$name.log" | tr -s ' ' | sed "s/^/  $name:/"
-  echo "=== $name: $(( $(date +%s) - t0 )) s"
+  local name=$1 program=$2 budget=(--task translate --steps "$STEPS" --batch "$BATCH")
+  [ -z "$PRESET" ] || budget=(--preset "$PRESET")
+  local cmd=("./$BUILD/$program" "${budget[@]}" --threads "$THREADS" --quiet --samples 4 --out "$DIR/$name")
+  mkdir -p "$DIR/$name"
+  echo "${cmd[*]}" > "$DIR/$name/command.txt"
+  lane "$name" "$DIR/$name.log" "${cmd[@]}"
 }
 
 for c in $CHAPTERS; do
