@@ -53,6 +53,7 @@ for c in $CHAPTERS; do
     *) echo "translate_compare: CHAPTERS: '$c' is not 01, 02, 03 or 06" >&2; exit 2 ;;
   esac
 done
+lanes_wait
 
 # the picture: one line per chapter in the data (fixed names: gnuplot runs inside DIR, so no path of
 # the user's goes into its text)
