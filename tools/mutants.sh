@@ -4,6 +4,8 @@
 #   bash tools/mutants.sh [PATTERN]     every tests/coursework/mutants/*.patch (or those matching PATTERN)
 #   HIDDEN=SEED bash tools/mutants.sh   the same, and says of each mutant whether the hidden checks
 #                                       alone (grade_NN --hidden SEED, tests/coursework/grade.h) fail it too
+# A mutant the exercise's own checks pass is run through its hidden checks as well (seed HIDDEN, else 1),
+# as make grade-submissions runs them: the end-to-end training checks are among them.
 #
 # A mutant is a plausible wrong solution, kept as a patch against this
 # repository (whose code is the solution): tests/coursework/mutants/
@@ -27,12 +29,13 @@ export BUILD=build
 unset MAKEFLAGS MFLAGS MAKELEVEL
 killed=0 survived=0 stale=0 total=0 hidden_killed=0
 hidden=${HIDDEN:-}
-if [ -n "$hidden" ]; then   # the solution's hidden outputs, one file per chapter
-  make -s -j2 _build_graders >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log"; exit 1; }
-  for g in build/coursework/grade_[0-9][0-9]; do
-    "$g" --hidden "$hidden" --record "$work/hidden_${g##*_}.bin" >/dev/null || { echo "$g fails its own hidden checks"; exit 1; }
-  done
-fi
+# The solution's hidden outputs, one file per chapter (seed HIDDEN, else 1): a mutant the exercise's own
+# checks pass is killed when its hidden checks fail it (the end-to-end training checks are hidden: grade.h)
+seed=${hidden:-1}
+make -s -j2 _build_graders >"$work/build.log" 2>&1 || { tail -n 20 "$work/build.log"; exit 1; }
+for g in build/coursework/grade_[0-9][0-9]; do
+  "$g" --hidden "$seed" --record "$work/hidden_${g##*_}.bin" >/dev/null || { echo "$g fails its own hidden checks"; exit 1; }
+done
 for m in "$root"/tests/coursework/mutants/*.patch; do
   name=$(basename "$m" .patch)
   case "$name" in *"$pattern"*) ;; *) continue ;; esac
@@ -51,11 +54,15 @@ for m in "$root"/tests/coursework/mutants/*.patch; do
     why=$(printf '%s\n' "$out" | grep -m 1 '^FAIL' | cut -c1-160)
     # a crash (a signal: 128 + its number) costs the exercise its points as a FAIL does
     [ -z "$why" ] && [ $rc -gt 128 ] && why="crashed (signal $((rc - 128))) in $(printf '%s\n' "$out" | grep '^check' | tail -n 1 | cut -c1-120)"
-    if [ -n "$hidden" ]; then
-      if timeout 300 "build/coursework/grade_$chapter" "$exercise" --hidden "$hidden" \
-           --reference "$work/hidden_$chapter.bin" 2>&1 | grep -q "^FAIL $exercise: hidden: "; then
-        why="$why; hidden checks: failed too"; hidden_killed=$((hidden_killed + 1))
-      else
+    if [ -n "$hidden" ] || [ -z "$why" ]; then
+      hidden_out=$(timeout 300 "build/coursework/grade_$chapter" "$exercise" --hidden "$seed" \
+                   --reference "$work/hidden_$chapter.bin" 2>&1); hidden_rc=$?
+      hidden_why=$(printf '%s\n' "$hidden_out" | grep -m 1 "^FAIL $exercise: hidden: " | cut -c1-160)
+      [ -z "$hidden_why" ] && [ $hidden_rc -gt 128 ] && hidden_why="hidden checks crashed (signal $((hidden_rc - 128)))"
+      if [ -n "$hidden_why" ]; then
+        hidden_killed=$((hidden_killed + 1))
+        if [ -z "$why" ]; then why="only by the hidden checks: $hidden_why"; rc=1; else why="$why; hidden checks: failed too"; fi
+      elif [ -n "$hidden" ]; then
         why="$why; hidden checks: passed it"
       fi
     fi

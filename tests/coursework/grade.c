@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/optim.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -257,6 +258,7 @@ static struct {
 
 static int recording(void) { return hidden.writer_open; }
 
+
 /* "<record key>/<n>/<what>" with got, and "<...>#tol" with [rtol, atol]:
  * the teacher's process (tools/coursework_submissions.py) compares a
  * student's values with the solution's, within the solution's tolerances. */
@@ -375,6 +377,118 @@ static int hidden_options(int *argc, char **argv) {
         hidden.file_read = 1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ end to end */
+
+
+int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx, int steps,
+                   double rtol) {
+    float *losses = grade_floats((size_t)steps);
+    Adam opt;
+    if (adam_init(&opt, p, 0.01f, 0.0f) < 0) return grade_fail("%s", last_error());
+    for (int i = 0; i < steps; i++) {
+        params_zero_grad(p);
+        const double loss = gradient(ctx, i);
+        losses[i] = (float)loss;
+        if (!isfinite(loss)) {
+            adam_free(&opt);
+            return grade_fail("%s: the loss at training step %d is %g", what, i + 1, loss);
+        }
+        clip_grad_norm(p, 1.0f);
+        adam_step(&opt, p, 0.01f);
+    }
+    adam_free(&opt);
+    /* the solution's losses at the same steps: recorded by its build, or compared with that record */
+    return grade_reference(what, losses, 1, &steps, rtol, 1e-4);
+}
+
+typedef struct {
+    Seq2Seq *m;
+    Batch b;
+    Rng rng;
+    int V_first, V, T;
+} Seq2SeqRun;
+
+/* The step's batch of reverse (rows of 2 to T symbols), forward and backward. */
+static double seq2seq_gradient(void *ctx, int step) {
+    Seq2SeqRun *r = ctx;
+    Batch *b = &r->b;
+    (void)step;
+    for (int row = 0; row < b->batch; row++) {
+        const int n = 2 + (int)rng_below(&r->rng, (uint32_t)(r->T - 1));
+        int *src = b->src + row * b->src_len, *in = b->tgt_in + row * b->tgt_len, *out = b->tgt_out + row * b->tgt_len;
+        for (int t = 0; t < b->src_len; t++)
+            src[t] = t < n ? r->V_first + (int)rng_below(&r->rng, (uint32_t)(r->V - r->V_first)) : PAD_ID;
+        for (int t = 0; t < b->tgt_len; t++) {
+            out[t] = t < n ? src[n - 1 - t] : t == n ? EOS_ID : PAD_ID;
+            in[t] = t == 0 ? BOS_ID : t <= n ? out[t - 1] : PAD_ID;
+        }
+        b->src_lens[row] = n;
+        b->tgt_lens[row] = n + 1;
+    }
+    return r->m->train_step(r->m->self, b, 1);
+}
+
+int grade_seq2seq_training(const char *what, Seq2Seq *m, int V_first, int V, int B, int T, int steps,
+                           double rtol) {
+    Seq2SeqRun r = {.m = m, .V_first = V_first, .V = V, .T = T};
+    r.b = (Batch){.batch = B, .src_len = T, .tgt_len = T + 1, .src = grade_ints((size_t)B * T),
+                  .src_lens = grade_ints((size_t)B), .tgt_in = grade_ints((size_t)B * (T + 1)),
+                  .tgt_out = grade_ints((size_t)B * (T + 1)), .tgt_lens = grade_ints((size_t)B)};
+    rng_seed(&r.rng, 2024, 5);
+    return grade_training(what, m->params, seq2seq_gradient, &r, steps, rtol);
+}
+
+typedef struct {
+    Classifier *m;
+    Examples e;
+    Rng rng;
+    int vocab;
+} ClassifierRun;
+
+/* The step's examples (tokens or floats, targets from every input), forward and backward. */
+static double classifier_gradient(void *ctx, int step) {
+    ClassifierRun *r = ctx;
+    Examples *e = &r->e;
+    const int C = r->m->classes;
+    (void)step;
+    for (int b = 0; b < e->B; b++) {
+        long sum = 0;
+        for (int i = 0; i < e->n_in; i++) {
+            if (r->vocab > 0) {
+                e->tokens[b * e->n_in + i] = (int)rng_below(&r->rng, (uint32_t)r->vocab);
+                sum += e->tokens[b * e->n_in + i] * (i + 1);
+            } else {
+                const float x = 2.0f * rng_uniform(&r->rng) - 1.0f;
+                e->values[b * e->n_in + i] = x;
+                sum += x > 0.0f;
+            }
+        }
+        if (e->n_out == 1) {
+            e->targets[b] = (int)(sum % C);
+        } else {
+            for (int i = 0; i < e->n_out; i++)
+                e->targets[b * e->n_out + i] =
+                    (r->vocab > 0 ? e->tokens[b * e->n_in + (e->n_in - 1 - i)] : (int)(sum + i)) % C;
+        }
+    }
+    const double loss = r->m->forward(r->m->self, e);
+    r->m->backward(r->m->self, e);
+    return loss;
+}
+
+int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab, int B, int steps, double rtol) {
+    ClassifierRun r = {.m = m, .vocab = vocab};
+    r.e = (Examples){.B = B, .n_in = n_in, .n_out = m->n_out,
+                     .tokens = vocab > 0 ? grade_ints((size_t)B * n_in) : NULL,
+                     .values = vocab > 0 ? NULL : grade_floats((size_t)B * n_in),
+                     .targets = grade_ints((size_t)B * m->n_out)};
+    rng_seed(&r.rng, 2024, 6);
+    if (m->set_training) m->set_training(m->self, 1);
+    const int rc = grade_training(what, m->params, classifier_gradient, &r, steps, rtol);
+    if (m->set_training) m->set_training(m->self, 0);
+    return rc;
 }
 
 /* ------------------------------------------------------------ main */

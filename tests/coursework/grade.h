@@ -50,6 +50,8 @@
 #include <stddef.h>
 
 #include "golden.h"
+#include "model/classifier.h"
+#include "model/seq2seq.h"
 #include "nn/gradcheck.h"
 
 typedef int (*GradeCheckFn)(void);
@@ -136,6 +138,45 @@ int grade_finite(const char *what, const float *x, int ndim, const int *dims, fl
 /* A yes-or-no property: passes when holds; else fails with the message.
  * Record mode records holds (the solution's is 1). */
 int grade_true(const char *what, int holds, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------ end to end
+ *
+ * A few dozen training steps of the chapter's own model, built with the code
+ * being graded in place (graded alone: this exercise the student's, the rest
+ * the solution's), from a fixed seed on fixed data, with Adam: each step's
+ * loss must stay within rtol of the reference solution's at the same step.
+ * A slip that only shows after an update (a result kept from the previous
+ * call, a parameter's gradient added to another, a weight changed in place
+ * by the forward) passes every check on one call and fails here.
+ *
+ * They are hidden checks (grade_main_hidden's list), for two reasons: the
+ * model runs every exercise of the chapter, so only make grade-submissions,
+ * which links the student's exercise with the solution's others, can grade
+ * one exercise by it alone; and the reference is the solution's own run
+ * (grade_reference: its build records the losses, the student's are compared
+ * with them), so no curve is kept in the tree to go stale. make mutants runs
+ * them on a mutant the other checks pass. */
+
+/* steps Adam updates of p (lr 0.01, no warm-up, gradients clipped to norm
+ * 1), each from gradient(ctx, step): forward and backward over the step's
+ * batch, returning its loss with d loss / d p in p->grad (zeroed before);
+ * then every step's loss against the solution's at that step (grade_reference,
+ * named what). */
+int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx, int steps,
+                   double rtol);
+
+/* The same for a Seq2Seq (chapters 01-03) on `reverse`: token sequences of
+ * 2 to T symbols drawn from a fixed seed (the symbols V_first .. V - 1), to
+ * be written backwards. B rows a batch;
+ * m must take batches of B sources of T tokens and targets of T + 1. */
+int grade_seq2seq_training(const char *what, Seq2Seq *m, int V_first, int V, int B, int T, int steps,
+                           double rtol);
+
+/* The same for a Classifier (chapters 04-07): B examples of n_in tokens in
+ * [0, vocab) (or, when vocab is 0, n_in floats in [-1, 1]); the targets are
+ * the inputs' tokens written backwards (n_out = n_in), or a class that
+ * depends on every input (n_out = 1), both modulo m->classes. */
+int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab, int B, int steps, double rtol);
 
 /* ------------------------------------------------ PyTorch's golden vectors */
 

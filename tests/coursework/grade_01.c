@@ -423,17 +423,35 @@ static int hidden_decoder(void) {
 static int hidden_gru(void) { return hidden_gru_with(0); }
 static int hidden_gru_masked(void) { return hidden_gru_with(1); }
 
+/* ------------------------------------------------------------ end to end */
+
+/* The chapter's GRU encoder-decoder trained 40 Adam steps on reverse (grade.h):
+ * each step's loss the solution's. */
+static int training(void) {
+    RnnSeq2Seq model;
+    const RnnConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 16};
+    if (rnn_seq2seq_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("rnn_seq2seq_create failed");
+    Seq2Seq m;
+    rnn_seq2seq_interface(&model, &m);
+    const int rc = grade_seq2seq_training("01 GRU encoder-decoder on reverse", &m, 3, 10, 8, 6, 40, 1e-3);
+    rnn_seq2seq_free(&model);
+    return rc;
+}
+
 static const GradeCheck HIDDEN_GRU_STEP[] = {
     {"h and every gradient of a GRU step on a drawn shape", hidden_gru},
     {"the same with padded rows (a drawn mask)", hidden_gru_masked},
+    {"end to end: 40 training steps of the GRU encoder-decoder, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_ENCODER_BPTT[] = {
     {"every gradient of a drawn encoder (RNN or LSTM), lengths and tokens", hidden_encoder},
     {"the same for another drawn encoder", hidden_encoder},
+    {"end to end: 40 training steps of the GRU encoder-decoder, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_DECODER[] = {
     {"the loss and the decoder's gradients on a drawn model and batch", hidden_decoder},
     {"the same on another drawn model and batch", hidden_decoder},
+    {"end to end: 40 training steps of the GRU encoder-decoder, each loss the solution's", training},
 };
 static const GradeExercise HIDDEN[] = {
     {"01.gru_step", HIDDEN_GRU_STEP, GRADE_COUNT(HIDDEN_GRU_STEP)},

@@ -252,15 +252,33 @@ static int hidden_annotations(void) {
     return grade_reference("dH_bwd", dH_bwd, 3, (int[]){T, B, S}, 0.0, 0.0);
 }
 
+/* ------------------------------------------------------------ end to end */
+
+/* The chapter's model, bidirectional (so both annotations), trained 40 Adam
+ * steps on reverse (grade.h): each step's loss the solution's. */
+static int training(void) {
+    Bahdanau model;
+    const BahdanauConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 12, .D_A = 10, .bidirectional = 1};
+    if (bahdanau_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("bahdanau_create failed");
+    Seq2Seq m;
+    bahdanau_interface(&model, &m);
+    const int rc = grade_seq2seq_training("02 bidirectional attention model on reverse", &m, 3, 10, 8, 6, 40, 1e-3);
+    bahdanau_free(&model);
+    return rc;
+}
+
 static const GradeCheck HIDDEN_ADDITIVE_SCORE[] = {
     {"weights, dkeys, dquery, dv on a drawn shape and lengths", hidden_additive},
     {"the same on another drawn shape", hidden_additive},
+    {"end to end: 40 training steps of the bidirectional model, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_CONTEXT[] = {
     {"context, dweights, dvalues on a drawn shape", hidden_context},
+    {"end to end: 40 training steps of the bidirectional model, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_ANNOTATIONS[] = {
     {"ann and the state gradients on drawn states and lengths", hidden_annotations},
+    {"end to end: 40 training steps of the bidirectional model, each loss the solution's", training},
 };
 static const GradeExercise HIDDEN[] = {
     {"02.additive_score", HIDDEN_ADDITIVE_SCORE, GRADE_COUNT(HIDDEN_ADDITIVE_SCORE)},

@@ -13,6 +13,7 @@
 
 #include "grade.h"
 #include "grade_attention.h"
+#include "03_dot_product_attention/attn_seq2seq.h"
 
 /* ------------------------------------------------------------ 03.score_functions */
 
@@ -167,6 +168,27 @@ static int hidden_layer_dot(void) { return hidden_layer(SCORE_DOT); }
 static int hidden_layer_multiplicative(void) { return hidden_layer(SCORE_MULTIPLICATIVE); }
 static int hidden_layer_additive(void) { return hidden_layer(SCORE_ADDITIVE); }
 
+/* ------------------------------------------------------------ end to end */
+
+/* The chapter's model with the given score, trained 40 Adam steps on reverse
+ * (grade.h): each step's loss the solution's. */
+static int training_with(ScoreType score, const char *what) {
+    AttnSeq2Seq model;
+    const AttnSeq2SeqConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 12, .score = score,
+                                   .placement = PLACEMENT_LUONG, .D_A = 10, .project_kv = 1};
+    if (attn_seq2seq_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("attn_seq2seq_create failed");
+    Seq2Seq m;
+    attn_seq2seq_interface(&model, &m);
+    const int rc = grade_seq2seq_training(what, &m, 3, 10, 8, 6, 40, 1e-3);
+    attn_seq2seq_free(&model);
+    return rc;
+}
+static int training_scaled(void) { return training_with(SCORE_SCALED_DOT, "03 scaled dot on reverse"); }
+static int training_learned(void) {
+    return training_with(SCORE_MULTIPLICATIVE, "03 multiplicative on reverse") ||
+           training_with(SCORE_ADDITIVE, "03 additive on reverse");
+}
+
 static const GradeCheck HIDDEN_SCORE_FUNCTIONS[] = {
     {"dot, one query at a time, on drawn shapes", hidden_single_dot},
     {"scaled dot, one query at a time, on drawn shapes", hidden_single_scaled},
@@ -176,10 +198,13 @@ static const GradeCheck HIDDEN_SCORE_FUNCTIONS[] = {
 static const GradeCheck HIDDEN_SCALED_DOT[] = {
     {"scaled dot attention and its gradients on a drawn shape", hidden_layer_scaled},
     {"plain dot attention and its gradients on a drawn shape", hidden_layer_dot},
+    {"end to end: 40 training steps of the chapter's model (scaled dot), each loss the solution's", training_scaled},
 };
 static const GradeCheck HIDDEN_LEARNED_SCORES[] = {
     {"multiplicative attention and its gradients on a drawn shape", hidden_layer_multiplicative},
     {"additive attention and its gradients on a drawn shape", hidden_layer_additive},
+    {"end to end: 40 training steps with the multiplicative, then the additive score, each loss the solution's",
+     training_learned},
 };
 static const GradeExercise HIDDEN[] = {
     {"03.score_functions", HIDDEN_SCORE_FUNCTIONS, GRADE_COUNT(HIDDEN_SCORE_FUNCTIONS)},

@@ -11,6 +11,7 @@
 
 #include "grade.h"
 #include "grade_attention.h"
+#include "04_self_attention/digit_model.h"
 #include "04_self_attention/self_attention.h"
 
 /* ------------------------------------------------------------ 04.projections */
@@ -242,13 +243,30 @@ static int hidden_sinusoids(void) {
     return grade_reference("P", P, 2, (int[]){N, D}, GRADE_RTOL_OUT, GRADE_ATOL_OUT);
 }
 
+/* ------------------------------------------------------------ end to end */
+
+/* The chapter's digit model (sinusoidal positions; causal or not) trained 40
+ * Adam steps on drawn digits (grade.h): each step's loss the solution's. */
+static int training_with(int causal, const char *what) {
+    Classifier m;
+    const DigitConfig cfg = {.N = 6, .D = 16, .F = 32, .L = 2, .C = 10, .pos = POS_SINUSOIDAL, .causal = causal};
+    if (digit_model_build(&m, &cfg, 8, 3) < 0) return grade_fail("digit_model_build failed");
+    const int rc = grade_classifier_training(what, &m, 6, 10, 8, 40, 1e-3);
+    m.destroy(m.self);
+    return rc;
+}
+static int training(void) { return training_with(0, "04 digit model"); }
+static int training_causal(void) { return training_with(1, "04 causal digit model"); }
+
 static const GradeCheck HIDDEN_PROJECTIONS[] = {
     {"Y, A, dW_Q, dW_K, dW_V, dX on a drawn shape", hidden_projections},
     {"the same on another drawn shape", hidden_projections},
+    {"end to end: 40 training steps of the chapter's model, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_CAUSAL[] = {
     {"causal attention on a drawn shape", hidden_causal},
     {"attention without a mask (causal = 0) on a drawn shape", hidden_unmasked},
+    {"end to end: 40 training steps of the causal model, each loss the solution's", training_causal},
 };
 static const GradeCheck HIDDEN_PADDING[] = {
     {"padded attention on a drawn shape", hidden_padded},
@@ -256,6 +274,7 @@ static const GradeCheck HIDDEN_PADDING[] = {
 };
 static const GradeCheck HIDDEN_SINUSOIDAL[] = {
     {"P on a drawn N and D", hidden_sinusoids},
+    {"end to end: 40 training steps of the chapter's model, each loss the solution's", training},
 };
 static const GradeExercise HIDDEN[] = {
     {"04.projections", HIDDEN_PROJECTIONS, GRADE_COUNT(HIDDEN_PROJECTIONS)},

@@ -18,6 +18,7 @@
 #include "03_dot_product_attention/attention.h"
 #include "05_multi_head_attention/flash_attention.h"
 #include "05_multi_head_attention/multi_head.h"
+#include "05_multi_head_attention/multi_head_model.h"
 
 /* ------------------------------------------------ the products, as plain loops */
 
@@ -517,9 +518,26 @@ static int hidden_flash_backward(int mask) {
     return grade_reference("dV", dV, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
 }
 
+/* ------------------------------------------------------------ end to end */
+
+/* The chapter's model, 2 heads of 8, attention plain or fused, trained 40
+ * Adam steps on drawn digits (grade.h): each step's loss the solution's. */
+static int training_with(MultiHeadAttention attention, const char *what) {
+    Classifier m;
+    const MultiHeadModelConfig cfg = {
+        .digit = {.N = 6, .D = 16, .F = 32, .L = 2, .C = 10, .pos = POS_LEARNED, .causal = 0}, .H = 2, .D_H = 8};
+    if (mh_model_build(&m, &cfg, attention, 8, 3) < 0) return grade_fail("mh_model_build failed");
+    const int rc = grade_classifier_training(what, &m, 6, 10, 8, 40, 1e-3);
+    m.destroy(m.self);
+    return rc;
+}
+static int training_plain(void) { return training_with(MULTI_HEAD_PLAIN, "05 two heads"); }
+static int training_fused(void) { return training_with(MULTI_HEAD_FUSED, "05 two heads, fused"); }
+
 static const GradeCheck HIDDEN_HEADS[] = {
     {"O, A, dX, dW_QKV, dW_O on a drawn shape, heads and mask", hidden_heads},
     {"the same on another drawn shape", hidden_heads},
+    {"end to end: 40 training steps of the 2-head model, each loss the solution's", training_plain},
 };
 static int hidden_online_plain(void) { return hidden_online_softmax(0); }
 static int hidden_online_causal(void) { return hidden_online_softmax(1); }
@@ -532,16 +550,26 @@ static const GradeCheck HIDDEN_ONLINE_SOFTMAX[] = {
     {"O and lse of one head, drawn shape and blocks, no mask", hidden_online_plain},
     {"the same, causal", hidden_online_causal},
     {"the same, padded keys", hidden_online_padded},
+    {"end to end: 40 training steps of the 2-head model, fused, each loss the solution's", training_fused},
 };
 static const GradeCheck HIDDEN_FLASH_BACKWARD[] = {
     {"dQ, dK, dV of one head, drawn shape and blocks, no mask", hidden_flash_plain},
     {"the same, causal", hidden_flash_causal},
     {"the same, padded keys", hidden_flash_padded},
+    {"end to end: 40 training steps of the 2-head model, fused, each loss the solution's", training_fused},
+};
+static const GradeCheck HIDDEN_QKV_PROJECTION[] = {
+    {"end to end: 40 training steps of the 2-head model, each loss the solution's", training_plain},
+};
+static const GradeCheck HIDDEN_OUTPUT_PROJECTION[] = {
+    {"end to end: 40 training steps of the 2-head model, each loss the solution's", training_plain},
 };
 static const GradeExercise HIDDEN[] = {
     {"05.heads", HIDDEN_HEADS, GRADE_COUNT(HIDDEN_HEADS)},
     {"05.online_softmax", HIDDEN_ONLINE_SOFTMAX, GRADE_COUNT(HIDDEN_ONLINE_SOFTMAX)},
     {"05.flash_backward", HIDDEN_FLASH_BACKWARD, GRADE_COUNT(HIDDEN_FLASH_BACKWARD)},
+    {"05.qkv_projection", HIDDEN_QKV_PROJECTION, GRADE_COUNT(HIDDEN_QKV_PROJECTION)},
+    {"05.output_projection", HIDDEN_OUTPUT_PROJECTION, GRADE_COUNT(HIDDEN_OUTPUT_PROJECTION)},
 };
 
 /* ------------------------------------------------------------ the exercises */

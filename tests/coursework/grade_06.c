@@ -426,10 +426,53 @@ static int hidden_sampling(void) {
     return sampling_follows(temperatures[grade_draw(0, 3)], grade_draw(0, GPT_V - 1));
 }
 
+/* ------------------------------------------------------------ end to end */
+
+typedef struct {
+    Gpt g;
+    int *tokens, *targets;   /* [B, N] a window and its next tokens */
+    Rng rng;
+} GptRun;
+
+/* The step's windows (each token 3 x the last + 1 mod V, one in four drawn; each target the next token),
+ * forward and backward. */
+static double gpt_gradient(void *ctx, int step) {
+    GptRun *r = ctx;
+    (void)step;
+    for (int b = 0; b < 8; b++) {
+        int prev = (int)rng_below(&r->rng, GPT_V);
+        for (int i = 0; i < GPT_N; i++) {
+            const int next = rng_below(&r->rng, 4) ? (3 * prev + 1) % GPT_V : (int)rng_below(&r->rng, GPT_V);
+            r->tokens[b * GPT_N + i] = prev;
+            r->targets[b * GPT_N + i] = next;
+            prev = next;
+        }
+    }
+    const double sum = gpt_forward(&r->g, r->tokens, r->targets, 8, 1);   /* over the 8 x GPT_N targets */
+    gpt_backward(&r->g, r->tokens, r->targets, 8, 8.0f * GPT_N);
+    return sum / (8.0 * GPT_N);
+}
+
+/* A 2-block GPT trained 40 Adam steps on drawn windows (grade.h): each step's loss the solution's. */
+static int training(void) {
+    const GptConfig cfg = {.layers = 2,
+                           .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
+                                     .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
+                                     .causal = 1},
+                           .pos = POS_LEARNED, .context = GPT_N, .V = GPT_V};
+    GptRun r = {.tokens = grade_ints(8 * GPT_N), .targets = grade_ints(8 * GPT_N)};
+    if (gpt_create(&r.g, &cfg, 8, 3) < 0) return grade_fail("gpt_create failed");
+    rng_seed(&r.rng, 2024, 7);
+    const int rc = grade_training("06 GPT", &r.g.params, gpt_gradient, &r, 40, 1e-3);
+    gpt_free(&r.g);
+    return rc;
+}
+
 static const GradeCheck HIDDEN_BLOCK_BACKWARD[] = {
     {"dX and every weight's gradient of a drawn block (norm, MLP, mask, shape)", hidden_block_backward},
     {"the same for another drawn block", hidden_block_backward},
     {"the same for a third drawn block", hidden_block_backward},
+    {"end to end: 40 training steps of a 2-block GPT, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_KV_CACHE[] = {
     {"each step's Y of a drawn causal block, one position at a time", hidden_kv_cache},

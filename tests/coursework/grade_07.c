@@ -180,16 +180,40 @@ static int hidden_pool(VitPool pool) {
 static int hidden_pool_cls(void) { return hidden_pool(VIT_POOL_CLS); }
 static int hidden_pool_mean(void) { return hidden_pool(VIT_POOL_MEAN); }
 
+/* ------------------------------------------------------------ end to end */
+
+/* A ViT on 8 x 8 images of 4 patches, trained 40 Adam steps on drawn images
+ * (grade.h): each step's loss the solution's. */
+static int training_with(VitPool pool, VitPos pos, const char *what) {
+    const VitConfig cfg = {.patch = {.channels = 1, .rows = 8, .cols = 8, .P = 4, .D = 16}, .layers = 2,
+                           .heads = 2, .ff = 32, .pool = pool, .pos = pos, .classes = 4};
+    Classifier m;
+    if (vit_build(&m, &cfg, 8, 3) < 0) return grade_fail("vit_build failed");
+    const int rc = grade_classifier_training(what, &m, 64, 0, 8, 40, 1e-3);
+    m.destroy(m.self);
+    return rc;
+}
+static int training(void) { return training_with(VIT_POOL_CLS, VIT_POS_LEARNED, "07 ViT"); }
+static int training_pools(void) {
+    return training_with(VIT_POOL_MEAN, VIT_POS_LEARNED, "07 ViT, mean pooling") ||
+           training_with(VIT_POOL_ATTENTION, VIT_POS_LEARNED, "07 ViT, attention pooling");
+}
+static int training_2d(void) { return training_with(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, "07 ViT, 2-D positions"); }
+
 static const GradeCheck HIDDEN_PATCH_EMBEDDING[] = {
     {"out, dimages, dW, db on drawn images and patches", hidden_patches},
     {"the same on other drawn images and patches", hidden_patches},
+    {"end to end: 40 training steps of a ViT, each loss the solution's", training},
 };
 static const GradeCheck HIDDEN_POSITIONS_2D[] = {
     {"P on a drawn grid and D", hidden_positions},
+    {"end to end: 40 training steps of a ViT with 2-D sinusoidal positions, each loss the solution's", training_2d},
 };
 static const GradeCheck HIDDEN_POOLING[] = {
     {"cls pooling and its backward on a drawn shape", hidden_pool_cls},
     {"mean pooling and its backward on a drawn shape", hidden_pool_mean},
+    {"end to end: 40 training steps of a ViT with mean, then attention pooling, each loss the solution's",
+     training_pools},
 };
 static const GradeExercise HIDDEN[] = {
     {"07.patch_embedding", HIDDEN_PATCH_EMBEDDING, GRADE_COUNT(HIDDEN_PATCH_EMBEDDING)},
