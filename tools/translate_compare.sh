@@ -8,7 +8,8 @@
 #   STEPS=3000 bash tools/translate_compare.sh          ten times as long
 #   PRESET=long-translate CHAPTERS="01 02" bash tools/translate_compare.sh
 #                                                       each chapter's --preset long-translate instead,
-#                                                       into OUT/translate_long (about 30 minutes each)
+#                                                       into OUT/translate_long (about 30 minutes each; a run
+#                                                       there with the preset's settings is reused, and said so)
 #   /usr/bin/python3 tools/readme_tables.py --print translate          the table (translate-long)
 #
 # make run's budget learns little (a loss near 6 nats a piece, BLEU below 1 for every chapter): it
@@ -34,10 +35,18 @@ esac
 mkdir -p "$DIR"
 start=$(date +%s)
 source "$(dirname "$0")/lanes.sh"
+source "$(dirname "$0")/reuse_run.sh"
 
 run() {   # NAME PROGRAM: train and test it on translate
   local name=$1 program=$2 budget=(--task translate --steps "$STEPS" --batch "$BATCH")
-  [ -z "$PRESET" ] || budget=(--preset "$PRESET")
+  if [ -n "$PRESET" ]; then
+    budget=(--preset "$PRESET")
+    # a long run already made with the flags the preset stands for (the chapter's main.c sets them) is reused
+    local flags
+    flags=$(sed -n 's/.*\.preset_translate = "\(.*\)",.*/\1/p' "chapters/$program/main.c")
+    # shellcheck disable=SC2086
+    if [ -n "$flags" ] && reuse_run "$DIR/$name" $flags; then return 0; fi
+  fi
   local cmd=("./$BUILD/$program" "${budget[@]}" --threads "$THREADS" --quiet --samples 4 --out "$DIR/$name")
   mkdir -p "$DIR/$name"
   echo "${cmd[*]}" > "$DIR/$name/command.txt"
