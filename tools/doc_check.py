@@ -22,6 +22,14 @@ Each is one of:
            whose checkpoint is not there (an experiment's own run makes it;
            say so in the list).
 
+It also checks the names: every backticked snake_case name outside the code
+blocks (`prenorm_block_forward`, `seq2seq_train()`, `make_layout()`) must be an
+identifier of the project's code or scripts (comments left out, so a renamed
+function that only a comment still names fails) or a tracked file's name. The
+lecture's notation (`f_att`, `o_t`: a one-letter first part), the golden
+vectors' case names (`n3_i7_o17`) and the PyTorch names in EXTERNAL_NAMES are
+not the project's, and pass.
+
 It prints one line per command with --list, and always the count of each
 kind; the exit status is 1 when a command that ran (or a flags check)
 failed, with its output. Standard library only. README.md, chapters/*/*.md
@@ -114,6 +122,53 @@ def run(cmd):
     return r.returncode, (r.stdout[-2000:] + r.stderr[-2000:]).strip()
 
 
+# Names the texts quote from elsewhere: PyTorch's parameters of a bidirectional nn.GRU (tools/README.md).
+EXTERNAL_NAMES = {"weight_hh_l0_reverse", "bias_ih_l0_reverse"}
+SNAKE = re.compile(r"^([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(\(\))?$")
+CASE_NAME = re.compile(r"^[a-z]\d+(?:_[a-z]\d+)+$")
+
+
+def code_words():
+    """Every identifier of the tracked code and scripts, comments left out, and every tracked file's stem."""
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split("\n")
+    words = set()
+    for f in filter(None, files):
+        words.add(os.path.basename(f).split(".")[0])
+        if not (f.endswith((".c", ".h", ".py", ".sh")) or os.path.basename(f) == "Makefile") or not os.path.isfile(f):
+            continue
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        if f.endswith((".c", ".h")):
+            text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+        else:
+            text = re.sub(r"(^|\s)#[^\n]*", " ", text)
+        words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    return words
+
+
+def unknown_names(readme, words):
+    """(line, name) of each backticked snake_case name of readme's prose that the code does not have."""
+    found, in_fence = [], False
+    with open(readme, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if FENCE.match(line):
+                in_fence = not in_fence
+                continue
+            if in_fence:
+                continue
+            for quoted in re.findall(r"`([^`\n]+)`", line):
+                for part in re.split(r"[/,]\s*", quoted):
+                    m = SNAKE.match(part.strip())
+                    if not m:
+                        continue
+                    name = m.group(1)
+                    if (len(name.split("_")[0]) == 1 or CASE_NAME.match(name) or name in EXTERNAL_NAMES
+                            or name in words):
+                        continue
+                    found.append((n, part.strip()))
+    return found
+
+
 def main(argv):
     build, listing, names = "build", False, []
     args = list(argv)
@@ -140,6 +195,11 @@ def main(argv):
         return 2
     counts = {"run": 0, "flags": 0, "skipped": 0}
     failed = []
+    words = code_words()
+    for readme in names or readmes():
+        for n, name in unknown_names(readme, words):
+            failed.append(("%s:%d" % (readme, n), "`%s`" % name, "no such name in the code or the scripts "
+                           "(renamed? the text must name what the code has)"))
     for readme in names or readmes():
         for n, cmd in commands(readme):
             what, why = kind(cmd)
