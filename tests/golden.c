@@ -29,7 +29,7 @@ static int read_u32(Cursor *c, uint32_t *out, const char *what) {
 }
 
 static int read_tensor(Cursor *c, GoldTensor *t, int index) {
-    uint32_t name_len, type, ndim;
+    uint32_t name_len = 0, type = 0, ndim = 0;   /* set by read_u32 (GCC -O3 cannot tell) */
     if (read_u32(c, &name_len, "a tensor name length") < 0) return -1;
     if (name_len == 0 || name_len > 255 || c->len - c->pos < name_len)
         return fail("%s: tensor %d at byte %zu: bad name length %u", c->path, index, c->pos - 4, name_len);
@@ -46,7 +46,7 @@ static int read_tensor(Cursor *c, GoldTensor *t, int index) {
     t->ndim = (int)ndim;
     t->count = 1;
     for (int d = 0; d < t->ndim; d++) {
-        uint32_t dim;
+        uint32_t dim = 0;
         if (read_u32(c, &dim, "a dim") < 0) return -1;
         if (dim > (1u << 24)) return fail("%s: tensor '%s': dim %u too large", c->path, t->name, dim);
         t->dims[d] = (int)dim;

@@ -46,7 +46,7 @@ static void make_batch(Batch *b, Rng *r) {
     for (int i = 0; i < B_TEST; i++) {
         b->src_lens[i] = N;
         for (int t = 0; t < N; t++) b->src[i * N + t] = PAD_ID;
-        int words[3];
+        int words[4] = {0};   /* lens[i] <= 3 used; one more so no index reads past it */
         for (int w = 0; w < lens[i]; w++) words[w] = 4 + (int)rng_below(r, 5);
         for (int t = 0; t < Tt; t++) {
             b->tgt_in[i * Tt + t] = t == 0 ? BOS_ID : t <= lens[i] ? words[t - 1] : PAD_ID;

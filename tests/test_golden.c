@@ -273,7 +273,7 @@ static int n_backends(void) { return cpu_has_avx2_fma() ? 2 : 1; }
 
 static void on_each_backend(Case *c, void (*check)(Case *c)) {
     const char *layer = c->layer;
-    char labelled[64];
+    char labelled[160];
     for (int b = 0; b < n_backends(); b++) {
         assert_int_equal(backend_select(BACKENDS[b]), 0);
         snprintf(labelled, sizeof labelled, "%s [%s backend]", layer, BACKENDS[b]);

@@ -47,7 +47,7 @@ static int remove_dir(void **state) {
 }
 
 static char *read_text(const char *stem, const char *ext) {
-    char path[600];
+    char path[1024];
     snprintf(path, sizeof path, "%s%s", stem, ext);
     size_t len;
     char *text = read_whole_file(path, &len);
@@ -642,13 +642,11 @@ static void plant_stem(char *out, size_t cap, int kind, const char *dir, const c
 static void expect_no_marks(const char *dir, const char *after) {
     DIR *d = opendir(dir);
     assert_non_null(d);
-    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
-        if (strncmp(e->d_name, "MARK_", 5) == 0) {
-            closedir(d);
-            fail_msg("a command planted in a plot's strings ran (it created %s/%s) %s", dir, e->d_name, after);
-        }
-    }
+    char found[256] = "";   /* a copy: the entry is d's, gone after closedir */
+    for (struct dirent *e = readdir(d); e != NULL && !found[0]; e = readdir(d))
+        if (strncmp(e->d_name, "MARK_", 5) == 0) snprintf(found, sizeof found, "%s", e->d_name);
     closedir(d);
+    if (found[0]) fail_msg("a command planted in a plot's strings ran (it created %s/%s) %s", dir, found, after);
 }
 
 /* The script read the way gnuplot reads it, without gnuplot: outside
