@@ -348,7 +348,7 @@ fuzz: deps-fuzz
 
 _build_fuzz: $(FUZZ_BINS)
 
-_build_tests: $(ALL_LIBS) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS)
+_build_tests: $(ALL_LIBS) $(CHAPTER_BINS) $(TEST_BINS) $(GRADE_BINS) $(BUILD)/tools/model_size
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory BENCH_LIBS="-lopenblas" $(BENCH_BINS) $(CHAPTER_BINS)

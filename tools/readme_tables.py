@@ -50,6 +50,9 @@ NAME is one of
                number of items, training seconds, the command; from
                DIR/caption_compare/g2_MODEL/results.json, MODEL one of pool,
                attend, transformer;
+    model-size the lecture's size table and chapter 06's GPT: parameters and
+               FLOPs a token from the configurations, as build/tools/model_size
+               prints them (its formulas are the code's own: tools/model_size.c);
     vit-07     chapter 07's Vision Transformer: the quick default and each
                run of the long preset found, one row each (model, epochs,
                training seconds, validation and test accuracy; with --ema,
@@ -823,7 +826,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -941,7 +944,25 @@ def table_reverse40(out_dir, readme):
     return lines, caption
 
 
+def table_model_size(readme):
+    """build/tools/model_size's table (it reads no run: the counts follow from the configurations)."""
+    tool = os.path.join(ROOT, "build", "tools", "model_size")
+    if not os.access(tool, os.X_OK):
+        raise Missing("%s: build/tools/model_size not found (needed by <!-- results:model-size -->): run "
+                      "`make build/tools/model_size` first" % readme)
+    done = subprocess.run([tool], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise Failure("%s: build/tools/model_size failed: %s" % (readme, done.stderr.strip()))
+    caption = ("Parameters as the code counts them (`tools/model_size.c`, which `make test` checks against "
+               "`gpt_create`'s own count), FLOPs a token as 2 per multiplied weight plus 4 N D a layer for "
+               "attention over a context of N; training about 3 times the forward. From `./build/tools/model_size`; "
+               "`make readme` rewrites this table.")
+    return done.stdout.rstrip("\n").split("\n"), caption
+
+
 def make_table(name, out_dir, readme):
+    if name == "model-size":
+        return table_model_size(readme)
     if name == "make-run":
         return table_make_run(out_dir, readme)
     if name == "side-by-side":
