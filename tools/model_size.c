@@ -19,7 +19,8 @@
  * output layer's V D), plus the attention over a context of N: 2 N D for its scores and 2 N D for the
  * weighted values in each self-attention (and each cross-attention, over a source of N), the usual
  * accounting (Kaplan et al. 2020). Training costs about 3 times that (the backward pass twice the
- * forward). Biases, norms and softmax are left out (a few per thousand). */
+ * forward). Biases, norms and softmax are left out (a few per thousand). Attention's share of the
+ * forward: 4 N D a layer against 24 D^2 for the weights, so it passes half only past N = 6 D. */
 #include "06_transformer/block.h"
 #include "06_transformer/gpt.h"
 #include "util/error.h"
@@ -76,10 +77,12 @@ static const char *amount(double x, char *buf, size_t cap) {   /* 811,008; 214.2
     return buf;
 }
 
-static void row(const char *name, const char *config, const char *lecture, double P, double flops) {
+/* One line of the table; attention: the forward FLOPs of the attention over the context (of flops). */
+static void row(const char *name, const char *config, const char *lecture, double P, double flops,
+                double attention) {
     char p[32], f[32], t[32];
-    printf("| %s | %s | %s | %s | %s | %s |\n", name, config, lecture, amount(P, p, sizeof p),
-           amount(flops, f, sizeof f), amount(3.0 * flops, t, sizeof t));
+    printf("| %s | %s | %s | %s | %s | %s | %.1f%% |\n", name, config, lecture, amount(P, p, sizeof p),
+           amount(flops, f, sizeof f), amount(3.0 * flops, t, sizeof t), 100.0 * attention / flops);
 }
 
 static int gpt_row(const char *name, const char *lecture, int L, int D, int H, int N, int V) {
@@ -88,15 +91,16 @@ static int gpt_row(const char *name, const char *lecture, int L, int D, int H, i
     if (gpt_params(&c, &P) < 0) return -1;
     char config[128];
     snprintf(config, sizeof config, "GPT, L %d, D %d, H %d, N %d, V %d", L, D, H, N, V);
-    row(name, config, lecture, P, gpt_flops(&c));
+    row(name, config, lecture, P, gpt_flops(&c), 4.0 * L * N * D);
     return 0;
 }
 
 static int table(void) {
     printf("| model | configuration (F = 4 D) | the lecture's count | parameters | forward FLOPs a token | "
-           "training FLOPs a token |\n|---|---|---|---|---|---|\n");
+           "training FLOPs a token | attention's share |\n|---|---|---|---|---|---|---|\n");
     row("Transformer (big), Vaswani et al. 2017", "encoder-decoder, 6 + 6 blocks, D 1024, H 16, N 512, V 37000",
-        "213M", encdec_params(6, 6, 1024, 16, 4096, 37000), encdec_flops(6, 6, 1024, 4096, 512, 37000));
+        "213M", encdec_params(6, 6, 1024, 16, 4096, 37000), encdec_flops(6, 6, 1024, 4096, 512, 37000),
+        (6 * 4.0 + 6 * 8.0) * 512 * 1024);
     if (gpt_row("GPT-2 (XL)", "1.5B", 48, 1600, 25, 1024, 50257) < 0 ||
         gpt_row("GPT-3", "175B", 96, 12288, 96, 2048, 50257) < 0 ||
         gpt_row("chapter 06's GPT, quick default (characters)", "-", 4, 128, 4, 64, 86) < 0)
@@ -162,7 +166,7 @@ int main(int argc, char **argv) {
     }
     if (v[1] % v[2] != 0) return usage("--gpt: D must be a multiple of H (each head gets D / H)");
     printf("| model | configuration (F = 4 D) | the lecture's count | parameters | forward FLOPs a token | "
-           "training FLOPs a token |\n|---|---|---|---|---|---|\n");
+           "training FLOPs a token | attention's share |\n|---|---|---|---|---|---|---|\n");
     if (gpt_row("GPT", "-", v[0], v[1], v[2], v[3], v[4]) < 0) {
         fprintf(stderr, "model_size: %s\n", last_error());
         return 1;
