@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/optim.h"
+#include "train/loop.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -258,7 +258,6 @@ static struct {
 
 static int recording(void) { return hidden.writer_open; }
 
-
 /* "<record key>/<n>/<what>" with got, and "<...>#tol" with [rtol, atol]:
  * the teacher's process (tools/coursework_submissions.py) compares a
  * student's values with the solution's, within the solution's tolerances. */
@@ -381,33 +380,44 @@ static int hidden_options(int *argc, char **argv) {
 
 /* ------------------------------------------------------------ end to end */
 
+typedef struct {
+    double (*gradient)(void *ctx, int step);
+    void *ctx;
+    float *losses;   /* [GRADE_TRAIN_STEPS] each step's loss, as the loop gets it */
+} TrainingRun;
 
-int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx, int steps,
-                   double rtol) {
-    float *losses = grade_floats((size_t)steps);
-    Adam opt;
-    if (adam_init(&opt, p, 0.01f, 0.0f) < 0) return grade_fail("%s", last_error());
-    for (int i = 0; i < steps; i++) {
-        params_zero_grad(p);
-        const double loss = gradient(ctx, i);
-        losses[i] = (float)loss;
-        if (!isfinite(loss)) {
-            adam_free(&opt);
-            return grade_fail("%s: the loss at training step %d is %g", what, i + 1, loss);
-        }
-        clip_grad_norm(p, 1.0f);
-        adam_step(&opt, p, 0.01f);
-    }
-    adam_free(&opt);
+/* Trainer.gradient (train/loop.h): the chapter's step, its loss kept. */
+static double recorded_gradient(void *self, int step, long *count) {
+    TrainingRun *run = self;
+    const double loss = run->gradient(run->ctx, step);
+    run->losses[step] = (float)loss;
+    *count = 1;
+    return loss;
+}
+
+int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx) {
+    TrainingRun run = {gradient, ctx, grade_floats(GRADE_TRAIN_STEPS)};
+    const Trainer trainer = {.self = &run, .params = p, .gradient = recorded_gradient};
+    TrainOptions o = TRAIN_DEFAULTS;   /* the programs' loop, at a constant rate */
+    o.steps = GRADE_TRAIN_STEPS;
+    o.lr = 0.01f;
+    o.warmup = 0;
+    o.lr_floor = 1.0f;
+    o.eval_every = GRADE_TRAIN_STEPS;
+    o.quiet = 1;
+    TrainLog log;
+    const int rc = train_loop(&trainer, &o, &log);
+    train_log_free(&log);
+    if (rc < 0) return grade_fail("%s: %s", what, last_error());
     /* the solution's losses at the same steps: recorded by its build, or compared with that record */
-    return grade_reference(what, losses, 1, &steps, rtol, 1e-4);
+    int n = GRADE_TRAIN_STEPS;
+    return grade_reference(what, run.losses, 1, &n, GRADE_TRAIN_RTOL, 1e-4);
 }
 
 typedef struct {
     Seq2Seq *m;
     Batch b;
     Rng rng;
-    int V_first, V, T;
 } Seq2SeqRun;
 
 /* The step's batch of reverse (rows of 2 to T symbols), forward and backward. */
@@ -416,10 +426,10 @@ static double seq2seq_gradient(void *ctx, int step) {
     Batch *b = &r->b;
     (void)step;
     for (int row = 0; row < b->batch; row++) {
-        const int n = 2 + (int)rng_below(&r->rng, (uint32_t)(r->T - 1));
+        const int n = 2 + (int)rng_below(&r->rng, GRADE_TRAIN_T - 1);
         int *src = b->src + row * b->src_len, *in = b->tgt_in + row * b->tgt_len, *out = b->tgt_out + row * b->tgt_len;
         for (int t = 0; t < b->src_len; t++)
-            src[t] = t < n ? r->V_first + (int)rng_below(&r->rng, (uint32_t)(r->V - r->V_first)) : PAD_ID;
+            src[t] = t < n ? EOS_ID + 1 + (int)rng_below(&r->rng, GRADE_TRAIN_V - EOS_ID - 1) : PAD_ID;
         for (int t = 0; t < b->tgt_len; t++) {
             out[t] = t < n ? src[n - 1 - t] : t == n ? EOS_ID : PAD_ID;
             in[t] = t == 0 ? BOS_ID : t <= n ? out[t - 1] : PAD_ID;
@@ -430,14 +440,13 @@ static double seq2seq_gradient(void *ctx, int step) {
     return r->m->train_step(r->m->self, b, 1);
 }
 
-int grade_seq2seq_training(const char *what, Seq2Seq *m, int V_first, int V, int B, int T, int steps,
-                           double rtol) {
-    Seq2SeqRun r = {.m = m, .V_first = V_first, .V = V, .T = T};
-    r.b = (Batch){.batch = B, .src_len = T, .tgt_len = T + 1, .src = grade_ints((size_t)B * T),
-                  .src_lens = grade_ints((size_t)B), .tgt_in = grade_ints((size_t)B * (T + 1)),
-                  .tgt_out = grade_ints((size_t)B * (T + 1)), .tgt_lens = grade_ints((size_t)B)};
+int grade_seq2seq_training(const char *what, Seq2Seq *m) {
+    enum { B = GRADE_TRAIN_B, T = GRADE_TRAIN_T };
+    Seq2SeqRun r = {.m = m};
+    r.b = (Batch){.batch = B, .src_len = T, .tgt_len = T + 1, .src = grade_ints(B * T), .src_lens = grade_ints(B),
+                  .tgt_in = grade_ints(B * (T + 1)), .tgt_out = grade_ints(B * (T + 1)), .tgt_lens = grade_ints(B)};
     rng_seed(&r.rng, 2024, 5);
-    return grade_training(what, m->params, seq2seq_gradient, &r, steps, rtol);
+    return grade_training(what, m->params, seq2seq_gradient, &r);
 }
 
 typedef struct {
@@ -478,7 +487,8 @@ static double classifier_gradient(void *ctx, int step) {
     return loss;
 }
 
-int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab, int B, int steps, double rtol) {
+int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab) {
+    enum { B = GRADE_TRAIN_B };
     ClassifierRun r = {.m = m, .vocab = vocab};
     r.e = (Examples){.B = B, .n_in = n_in, .n_out = m->n_out,
                      .tokens = vocab > 0 ? grade_ints((size_t)B * n_in) : NULL,
@@ -486,7 +496,7 @@ int grade_classifier_training(const char *what, Classifier *m, int n_in, int voc
                      .targets = grade_ints((size_t)B * m->n_out)};
     rng_seed(&r.rng, 2024, 6);
     if (m->set_training) m->set_training(m->self, 1);
-    const int rc = grade_training(what, m->params, classifier_gradient, &r, steps, rtol);
+    const int rc = grade_training(what, m->params, classifier_gradient, &r);
     if (m->set_training) m->set_training(m->self, 0);
     return rc;
 }

@@ -157,26 +157,33 @@ int grade_true(const char *what, int holds, const char *fmt, ...) __attribute__(
  * with them), so no curve is kept in the tree to go stale. make mutants runs
  * them on a mutant the other checks pass. */
 
-/* steps Adam updates of p (lr 0.01, no warm-up, gradients clipped to norm
- * 1), each from gradient(ctx, step): forward and backward over the step's
+/* The run: GRADE_TRAIN_STEPS steps of batches of GRADE_TRAIN_B, and a
+ * seq2seq model's sources of 2 to GRADE_TRAIN_T symbols of a vocabulary of
+ * GRADE_TRAIN_V (the symbols after <eos>); each loss within GRADE_TRAIN_RTOL
+ * (and 1e-4) of the solution's. */
+enum { GRADE_TRAIN_STEPS = 40, GRADE_TRAIN_B = 8, GRADE_TRAIN_T = 6, GRADE_TRAIN_V = 10 };
+#define GRADE_TRAIN_RTOL 1e-3
+
+/* GRADE_TRAIN_STEPS steps of the programs' training loop (train/loop.h's
+ * train_loop: AdamW at a constant lr 0.01, gradients clipped to norm 1) on
+ * p, each from gradient(ctx, step): forward and backward over the step's
  * batch, returning its loss with d loss / d p in p->grad (zeroed before);
- * then every step's loss against the solution's at that step (grade_reference,
- * named what). */
-int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx, int steps,
-                   double rtol);
+ * then every step's loss against the solution's at that step
+ * (grade_reference, named what). */
+int grade_training(const char *what, Params *p, double (*gradient)(void *ctx, int step), void *ctx);
 
-/* The same for a Seq2Seq (chapters 01-03) on `reverse`: token sequences of
- * 2 to T symbols drawn from a fixed seed (the symbols V_first .. V - 1), to
- * be written backwards. B rows a batch;
- * m must take batches of B sources of T tokens and targets of T + 1. */
-int grade_seq2seq_training(const char *what, Seq2Seq *m, int V_first, int V, int B, int T, int steps,
-                           double rtol);
+/* The same for a Seq2Seq (chapters 01-03), built for batches of
+ * GRADE_TRAIN_B sources of GRADE_TRAIN_T tokens and targets of
+ * GRADE_TRAIN_T + 1 over GRADE_TRAIN_V symbols: `reverse`, sources drawn
+ * from a fixed seed, to be written backwards. */
+int grade_seq2seq_training(const char *what, Seq2Seq *m);
 
-/* The same for a Classifier (chapters 04-07): B examples of n_in tokens in
- * [0, vocab) (or, when vocab is 0, n_in floats in [-1, 1]); the targets are
- * the inputs' tokens written backwards (n_out = n_in), or a class that
- * depends on every input (n_out = 1), both modulo m->classes. */
-int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab, int B, int steps, double rtol);
+/* The same for a Classifier (chapters 04-07) taking batches of
+ * GRADE_TRAIN_B: examples of n_in tokens in [0, vocab) (or, when vocab is
+ * 0, n_in floats in [-1, 1]); the targets are the inputs' tokens written
+ * backwards (n_out = n_in), or a class that depends on every input
+ * (n_out = 1), both modulo m->classes. */
+int grade_classifier_training(const char *what, Classifier *m, int n_in, int vocab);
 
 /* ------------------------------------------------ PyTorch's golden vectors */
 

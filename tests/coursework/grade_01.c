@@ -425,15 +425,16 @@ static int hidden_gru_masked(void) { return hidden_gru_with(1); }
 
 /* ------------------------------------------------------------ end to end */
 
-/* The chapter's GRU encoder-decoder trained 40 Adam steps on reverse (grade.h):
+/* The chapter's GRU encoder-decoder trained GRADE_TRAIN_STEPS steps on reverse (grade.h):
  * each step's loss the solution's. */
 static int training(void) {
     RnnSeq2Seq model;
     const RnnConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 16};
-    if (rnn_seq2seq_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("rnn_seq2seq_create failed");
+    if (rnn_seq2seq_create(&model, &cfg, GRADE_TRAIN_V, GRADE_TRAIN_V, GRADE_TRAIN_B, GRADE_TRAIN_T,
+                           GRADE_TRAIN_T + 1, 3) < 0) return grade_fail("rnn_seq2seq_create failed");
     Seq2Seq m;
     rnn_seq2seq_interface(&model, &m);
-    const int rc = grade_seq2seq_training("01 GRU encoder-decoder on reverse", &m, 3, 10, 8, 6, 40, 1e-3);
+    const int rc = grade_seq2seq_training("01 GRU encoder-decoder on reverse", &m);
     rnn_seq2seq_free(&model);
     return rc;
 }

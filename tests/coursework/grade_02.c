@@ -254,15 +254,16 @@ static int hidden_annotations(void) {
 
 /* ------------------------------------------------------------ end to end */
 
-/* The chapter's model, bidirectional (so both annotations), trained 40 Adam
- * steps on reverse (grade.h): each step's loss the solution's. */
+/* The chapter's model, bidirectional (so both annotations), trained
+ * GRADE_TRAIN_STEPS steps on reverse (grade.h): each step's loss the solution's. */
 static int training(void) {
     Bahdanau model;
     const BahdanauConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 12, .D_A = 10, .bidirectional = 1};
-    if (bahdanau_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("bahdanau_create failed");
+    if (bahdanau_create(&model, &cfg, GRADE_TRAIN_V, GRADE_TRAIN_V, GRADE_TRAIN_B, GRADE_TRAIN_T,
+                           GRADE_TRAIN_T + 1, 3) < 0) return grade_fail("bahdanau_create failed");
     Seq2Seq m;
     bahdanau_interface(&model, &m);
-    const int rc = grade_seq2seq_training("02 bidirectional attention model on reverse", &m, 3, 10, 8, 6, 40, 1e-3);
+    const int rc = grade_seq2seq_training("02 bidirectional attention model on reverse", &m);
     bahdanau_free(&model);
     return rc;
 }

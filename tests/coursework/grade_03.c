@@ -170,16 +170,17 @@ static int hidden_layer_additive(void) { return hidden_layer(SCORE_ADDITIVE); }
 
 /* ------------------------------------------------------------ end to end */
 
-/* The chapter's model with the given score, trained 40 Adam steps on reverse
+/* The chapter's model with the given score, trained GRADE_TRAIN_STEPS steps on reverse
  * (grade.h): each step's loss the solution's. */
 static int training_with(ScoreType score, const char *what) {
     AttnSeq2Seq model;
     const AttnSeq2SeqConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 12, .score = score,
                                    .placement = PLACEMENT_LUONG, .D_A = 10, .project_kv = 1};
-    if (attn_seq2seq_create(&model, &cfg, 10, 10, 8, 6, 7, 3) < 0) return grade_fail("attn_seq2seq_create failed");
+    if (attn_seq2seq_create(&model, &cfg, GRADE_TRAIN_V, GRADE_TRAIN_V, GRADE_TRAIN_B, GRADE_TRAIN_T,
+                           GRADE_TRAIN_T + 1, 3) < 0) return grade_fail("attn_seq2seq_create failed");
     Seq2Seq m;
     attn_seq2seq_interface(&model, &m);
-    const int rc = grade_seq2seq_training(what, &m, 3, 10, 8, 6, 40, 1e-3);
+    const int rc = grade_seq2seq_training(what, &m);
     attn_seq2seq_free(&model);
     return rc;
 }

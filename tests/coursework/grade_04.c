@@ -245,13 +245,13 @@ static int hidden_sinusoids(void) {
 
 /* ------------------------------------------------------------ end to end */
 
-/* The chapter's digit model (sinusoidal positions; causal or not) trained 40
- * Adam steps on drawn digits (grade.h): each step's loss the solution's. */
+/* The chapter's digit model (sinusoidal positions; causal or not) trained
+ * GRADE_TRAIN_STEPS steps on drawn digits (grade.h): each step's loss the solution's. */
 static int training_with(int causal, const char *what) {
     Classifier m;
     const DigitConfig cfg = {.N = 6, .D = 16, .F = 32, .L = 2, .C = 10, .pos = POS_SINUSOIDAL, .causal = causal};
-    if (digit_model_build(&m, &cfg, 8, 3) < 0) return grade_fail("digit_model_build failed");
-    const int rc = grade_classifier_training(what, &m, 6, 10, 8, 40, 1e-3);
+    if (digit_model_build(&m, &cfg, GRADE_TRAIN_B, 3) < 0) return grade_fail("digit_model_build failed");
+    const int rc = grade_classifier_training(what, &m, 6, 10);
     m.destroy(m.self);
     return rc;
 }

@@ -520,14 +520,14 @@ static int hidden_flash_backward(int mask) {
 
 /* ------------------------------------------------------------ end to end */
 
-/* The chapter's model, 2 heads of 8, attention plain or fused, trained 40
- * Adam steps on drawn digits (grade.h): each step's loss the solution's. */
+/* The chapter's model, 2 heads of 8, attention plain or fused, trained
+ * GRADE_TRAIN_STEPS steps on drawn digits (grade.h): each step's loss the solution's. */
 static int training_with(MultiHeadAttention attention, const char *what) {
     Classifier m;
     const MultiHeadModelConfig cfg = {
         .digit = {.N = 6, .D = 16, .F = 32, .L = 2, .C = 10, .pos = POS_LEARNED, .causal = 0}, .H = 2, .D_H = 8};
-    if (mh_model_build(&m, &cfg, attention, 8, 3) < 0) return grade_fail("mh_model_build failed");
-    const int rc = grade_classifier_training(what, &m, 6, 10, 8, 40, 1e-3);
+    if (mh_model_build(&m, &cfg, attention, GRADE_TRAIN_B, 3) < 0) return grade_fail("mh_model_build failed");
+    const int rc = grade_classifier_training(what, &m, 6, 10);
     m.destroy(m.self);
     return rc;
 }

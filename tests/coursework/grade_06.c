@@ -439,7 +439,7 @@ typedef struct {
 static double gpt_gradient(void *ctx, int step) {
     GptRun *r = ctx;
     (void)step;
-    for (int b = 0; b < 8; b++) {
+    for (int b = 0; b < GRADE_TRAIN_B; b++) {
         int prev = (int)rng_below(&r->rng, GPT_V);
         for (int i = 0; i < GPT_N; i++) {
             const int next = rng_below(&r->rng, 4) ? (3 * prev + 1) % GPT_V : (int)rng_below(&r->rng, GPT_V);
@@ -448,22 +448,22 @@ static double gpt_gradient(void *ctx, int step) {
             prev = next;
         }
     }
-    const double sum = gpt_forward(&r->g, r->tokens, r->targets, 8, 1);   /* over the 8 x GPT_N targets */
-    gpt_backward(&r->g, r->tokens, r->targets, 8, 8.0f * GPT_N);
-    return sum / (8.0 * GPT_N);
+    const double sum = gpt_forward(&r->g, r->tokens, r->targets, GRADE_TRAIN_B, 1);   /* over B x GPT_N targets */
+    gpt_backward(&r->g, r->tokens, r->targets, GRADE_TRAIN_B, (float)(GRADE_TRAIN_B * GPT_N));
+    return sum / (GRADE_TRAIN_B * GPT_N);
 }
 
-/* A 2-block GPT trained 40 Adam steps on drawn windows (grade.h): each step's loss the solution's. */
+/* A 2-block GPT trained GRADE_TRAIN_STEPS steps on drawn windows (grade.h): each step's loss the solution's. */
 static int training(void) {
     const GptConfig cfg = {.layers = 2,
                            .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
                                      .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                      .causal = 1},
                            .pos = POS_LEARNED, .context = GPT_N, .V = GPT_V};
-    GptRun r = {.tokens = grade_ints(8 * GPT_N), .targets = grade_ints(8 * GPT_N)};
-    if (gpt_create(&r.g, &cfg, 8, 3) < 0) return grade_fail("gpt_create failed");
+    GptRun r = {.tokens = grade_ints(GRADE_TRAIN_B * GPT_N), .targets = grade_ints(GRADE_TRAIN_B * GPT_N)};
+    if (gpt_create(&r.g, &cfg, GRADE_TRAIN_B, 3) < 0) return grade_fail("gpt_create failed");
     rng_seed(&r.rng, 2024, 7);
-    const int rc = grade_training("06 GPT", &r.g.params, gpt_gradient, &r, 40, 1e-3);
+    const int rc = grade_training("06 GPT", &r.g.params, gpt_gradient, &r);
     gpt_free(&r.g);
     return rc;
 }

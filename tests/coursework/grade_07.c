@@ -182,14 +182,14 @@ static int hidden_pool_mean(void) { return hidden_pool(VIT_POOL_MEAN); }
 
 /* ------------------------------------------------------------ end to end */
 
-/* A ViT on 8 x 8 images of 4 patches, trained 40 Adam steps on drawn images
+/* A ViT on 8 x 8 images of 4 patches, trained GRADE_TRAIN_STEPS steps on drawn images
  * (grade.h): each step's loss the solution's. */
 static int training_with(VitPool pool, VitPos pos, const char *what) {
     const VitConfig cfg = {.patch = {.channels = 1, .rows = 8, .cols = 8, .P = 4, .D = 16}, .layers = 2,
                            .heads = 2, .ff = 32, .pool = pool, .pos = pos, .classes = 4};
     Classifier m;
-    if (vit_build(&m, &cfg, 8, 3) < 0) return grade_fail("vit_build failed");
-    const int rc = grade_classifier_training(what, &m, 64, 0, 8, 40, 1e-3);
+    if (vit_build(&m, &cfg, GRADE_TRAIN_B, 3) < 0) return grade_fail("vit_build failed");
+    const int rc = grade_classifier_training(what, &m, 64, 0);
     m.destroy(m.self);
     return rc;
 }
