@@ -20,6 +20,10 @@ esac
 LANES_PIDS=()     # the runs going now
 LANES_FAILED=""   # the logs of the runs that failed
 
+lanes_since() {   # T0: the seconds since T0 (date +%s.%N), to a tenth
+  awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+}
+
 lanes_one() {     # NAME LOG CMD...: one run, its output into LOG; prints LOG and its time at the end
   local name=$1 log=$2; shift 2
   local t0 rc=0; t0=$(date +%s.%N)
@@ -27,7 +31,7 @@ lanes_one() {     # NAME LOG CMD...: one run, its output into LOG; prints LOG an
   {
     echo "=== $name: $*"
     cat "$log"
-    echo "=== $name: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s$( [ "$rc" = 0 ] || echo ", FAILED (exit $rc)")"
+    echo "=== $name: $(lanes_since "$t0") s$( [ "$rc" = 0 ] || echo ", FAILED (exit $rc)")"
   } | flock "$LANES_LOCK" cat
   return "$rc"
 }
@@ -44,8 +48,8 @@ lanes_reap() {    # wait for one run to end; remember it if it failed
 }
 
 declare -A LANES_LOG
-LANES_LOCK=$(mktemp)
-trap 'rm -f "$LANES_LOCK"' EXIT
+LANES_LOCK=$(mktemp)   # held while a finished run's output is printed
+trap 'rm -f "$LANES_LOCK"' EXIT   # (the sourcing scripts set no EXIT trap of their own)
 
 lane() {          # NAME LOG CMD...: run CMD (see the header); LOG's folder is made
   local name=$1 log=$2; shift 2
@@ -54,7 +58,7 @@ lane() {          # NAME LOG CMD...: run CMD (see the header); LOG's folder is m
     echo "=== $name: $*"
     local t0; t0=$(date +%s.%N)
     "$@" 2>&1 | tee "$log" || { echo "$name failed; its output is in $log" >&2; exit 1; }
-    echo "=== $name: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+    echo "=== $name: $(lanes_since "$t0") s"
     return 0
   fi
   while [ "${#LANES_PIDS[@]}" -ge "$LANES" ]; do lanes_reap; done

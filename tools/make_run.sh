@@ -35,7 +35,7 @@ done
 lanes_wait
 BUILD=$BUILD OUT=$OUT bash tools/side_by_side.sh
 BUILD=$BUILD OUT=$OUT CHAPTERS="06 02 01 03" bash tools/translate_compare.sh
-echo; echo "All of make run: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" \
+echo; echo "All of make run: $(lanes_since "$start") s" \
   "($LANES runs at a time, $THREADS thread(s) each)"; echo
 
 bash tools/results_table.sh $(for p in "$@"; do echo "$OUT/$p/results.json"; done)
