@@ -394,9 +394,74 @@ static void test_config_helpers(void **state) {
     assert_int_equal(n, 7);                                               /* unchanged */
 }
 
+/* A checkpoint with a training state (version 2): the weights load as from
+ * any checkpoint, every kind of item reads back to the same bits, and a
+ * state that is not there, or not of the kind and count asked for, is
+ * refused by name. */
+static void test_training_state_round_trip(void **state) {
+    (void)state;
+    Params p, q;
+    build_model(&p, SAME);
+    build_model(&q, SAME);
+    fill(&p, 1.0f, 0.5f);
+    int ints[3] = {7, -2, 2147483647};
+    long longs[2] = {-5, 9000000000L};
+    uint64_t u64s[2] = {0x853c49e6748fea9bULL, 0xda3e39cb94b95bdbULL};
+    float floats[2] = {0.1f, -0.0f};
+    double doubles[1] = {1.0 / 3.0};
+    const StateItem items[5] = {{"ints", STATE_INT, ints, 3}, {"longs", STATE_LONG, longs, 2},
+                                {"rng", STATE_U64, u64s, 2}, {"floats", STATE_FLOAT, floats, 2},
+                                {"doubles", STATE_DOUBLE, doubles, 1}};
+    char path[512], plain[512];
+    path_in_tmp(path, sizeof path, "state.ckpt");
+    path_in_tmp(plain, sizeof plain, "no_state.ckpt");
+    assert_int_equal(checkpoint_save_with_state(path, CONFIG, &p, items, 5), 0);
+    assert_int_equal(checkpoint_save(plain, CONFIG, &p), 0);
+    assert_int_equal(checkpoint_load(path, &q), 0);
+    assert_memory_equal(q.data, p.data, sizeof(float) * p.size);
+
+    int ints2[3];
+    long longs2[2];
+    uint64_t u64s2[2];
+    float floats2[2];
+    double doubles2[1];
+    StateItem back[5] = {{"doubles", STATE_DOUBLE, doubles2, 1}, {"rng", STATE_U64, u64s2, 2},
+                         {"ints", STATE_INT, ints2, 3}, {"floats", STATE_FLOAT, floats2, 2},
+                         {"longs", STATE_LONG, longs2, 2}};
+    assert_int_equal(checkpoint_load_state(path, back, 5), 0);
+    assert_memory_equal(ints2, ints, sizeof ints);
+    assert_memory_equal(longs2, longs, sizeof longs);
+    assert_memory_equal(u64s2, u64s, sizeof u64s);
+    assert_memory_equal(floats2, floats, sizeof floats);
+    assert_memory_equal(doubles2, doubles, sizeof doubles);
+
+    StateItem missing = {"adam.m", STATE_FLOAT, floats2, 2};
+    assert_int_equal(checkpoint_load_state(path, &missing, 1), -1);
+    assert_non_null(strstr(last_error(), "has no 'adam.m'"));
+    StateItem other = {"ints", STATE_INT, ints2, 2};
+    assert_int_equal(checkpoint_load_state(path, &other, 1), -1);
+    assert_non_null(strstr(last_error(), "holds 3 of int, this run expects 2 of int"));
+    assert_int_equal(checkpoint_load_state(plain, back, 5), -1);
+    assert_non_null(strstr(last_error(), "holds no training state"));
+
+    /* cut inside the state: a truncated file, named as such */
+    size_t size;
+    unsigned char *bytes = (unsigned char *)read_whole_file(path, &size);
+    assert_non_null(bytes);
+    write_bytes("state_cut.ckpt", bytes, size - 12);
+    char cut[512];
+    path_in_tmp(cut, sizeof cut, "state_cut.ckpt");
+    assert_int_equal(checkpoint_load(cut, &q), -1);
+    assert_non_null(strstr(last_error(), "truncated"));
+    free(bytes);
+    params_free(&p);
+    params_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_training_state_round_trip),
         cmocka_unit_test(test_file_layout),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_wrong_magic),

@@ -12,6 +12,7 @@
  * every eval_every steps and at the last; a gradient that is not finite
  * stops the loop before any update, naming the step. */
 #include "io/config.h"
+#include "temp_dir.h"
 #include "train/loop.h"
 #include "util/error.h"
 
@@ -100,8 +101,6 @@ typedef struct {
     Params params;
     int calls, validations, poison_step;
     float seen_lr[64];
-    int saves, fail_save_at;   /* Trainer.save's calls; the call (1-based) that fails, or 0 */
-    int saved_at[16];          /* q->calls at each save: the steps done then */
 } Quadratic;
 
 static double quadratic_gradient(void *self, int step, long *count) {
@@ -122,12 +121,6 @@ static double quadratic_validate(void *self) {
     Quadratic *q = self;
     q->validations++;
     return 0.0;
-}
-
-static int quadratic_save(void *self) {
-    Quadratic *q = self;
-    q->saved_at[q->saves++] = q->calls;
-    return q->saves == q->fail_save_at ? (fail)("disk full (planted)") : 0;   /* error.h's fail */
 }
 
 static void quadratic_make(Quadratic *q) {
@@ -179,30 +172,95 @@ static void test_loop_stops_before_a_bad_update(void **state) {
 }
 
 /* The checkpoint so far: written at every curve point but the last (the
- * program writes the final weights itself); a failed write stops the loop. */
+ * program writes the final weights itself), with the training state; a
+ * failed write stops the loop. */
 static void test_loop_saves_the_weights_so_far(void **state) {
     (void)state;
+    char dir[256], ckpt[300], so_far[320];
+    assert_int_equal(temp_dir_make(dir, sizeof dir, "loop_so_far"), 0);
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", dir);
+    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", dir);
     Quadratic q;
     quadratic_make(&q);
-    const Trainer t = {.self = &q, .params = &q.params, .gradient = quadratic_gradient, .save = quadratic_save};
+    int mark = 7;   /* a Trainer's own state item, kept and put back */
+    const Trainer t = {.self = &q, .params = &q.params, .gradient = quadratic_gradient, .checkpoint = ckpt,
+                       .config = "model=quadratic\n", .batch = 10,
+                       .state = {{"mark", STATE_INT, &mark, 1}}, .n_state = 1};
     TrainOptions o = TRAIN_DEFAULTS;
     o.steps = 10, o.quiet = 1, o.eval_every = 3;
     TrainLog log;
     assert_int_equal(train_loop(&t, &o, &log), 0);
     assert_int_equal(log.n, 4);                      /* points at steps 3, 6, 9, 10 */
-    assert_int_equal(q.saves, 3);                    /* after steps 3, 6 and 9 */
-    assert_int_equal(q.saved_at[0], 3);
-    assert_int_equal(q.saved_at[2], 9);
+    int position[3] = {0}, got_mark = 0;
+    StateItem items[2] = {{"loop.position", STATE_INT, position, 3}, {"mark", STATE_INT, &got_mark, 1}};
+    assert_int_equal(checkpoint_load_state(so_far, items, 2), 0);
+    assert_int_equal(position[0], 9);                /* the last one written: after step 9 */
+    assert_int_equal(position[1], 3);
+    assert_int_equal(got_mark, 7);
     train_log_free(&log);
     params_free(&q.params);
 
     quadratic_make(&q);
-    q.fail_save_at = 2;
-    assert_int_equal(train_loop(&t, &o, &log), -1);
-    assert_non_null(strstr(last_error(), "disk full"));
-    assert_int_equal(log.steps_done, 6);             /* stopped at the failed save */
+    Trainer nowhere = t;
+    nowhere.checkpoint = "/nonexistent_dir_for_test/model.ckpt";
+    assert_int_equal(train_loop(&nowhere, &o, &log), -1);
+    assert_non_null(strstr(last_error(), "nonexistent_dir_for_test"));
+    assert_int_equal(log.steps_done, 3);             /* stopped at the failed save */
     train_log_free(&log);
     params_free(&q.params);
+    temp_dir_remove(dir);
+}
+
+/* A run resumed from its checkpoint so far ends with the weights, curve
+ * and count of the run that never stopped (Adam's moments and step put
+ * back: without them the next updates differ); other flags are refused. */
+static void test_loop_resumes_to_the_same_bits(void **state) {
+    (void)state;
+    char dir[256], ckpt[300], so_far[320];
+    assert_int_equal(temp_dir_make(dir, sizeof dir, "loop_resume"), 0);
+    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", dir);
+    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", dir);
+    TrainOptions o = TRAIN_DEFAULTS;
+    o.steps = 40, o.quiet = 1, o.eval_every = 15, o.lr = 0.05f, o.warmup = 5;
+    Quadratic whole, part;
+    quadratic_make(&whole);
+    quadratic_make(&part);
+    TrainLog log_whole, log_part;
+    const Trainer t_whole = {.self = &whole, .params = &whole.params, .gradient = quadratic_gradient};
+    assert_int_equal(train_loop(&t_whole, &o, &log_whole), 0);
+    /* the same run with a checkpoint so far; its last one is after step 30 */
+    const Trainer t_part = {.self = &part, .params = &part.params, .gradient = quadratic_gradient,
+                            .checkpoint = ckpt, .config = "model=quadratic\n", .batch = 10};
+    assert_int_equal(train_loop(&t_part, &o, &log_part), 0);
+    train_log_free(&log_part);
+    params_free(&part.params);
+    /* a fresh model resumed from it: 10 steps more */
+    quadratic_make(&part);
+    Trainer t_resume = t_part;
+    t_resume.self = &part;
+    t_resume.params = &part.params;
+    t_resume.resume = so_far;
+    assert_int_equal(train_loop(&t_resume, &o, &log_part), 0);
+    assert_int_equal(part.calls, 10);
+    assert_memory_equal(part.params.data, whole.params.data, sizeof(float) * whole.params.size);
+    assert_int_equal(log_part.n, log_whole.n);
+    assert_memory_equal(log_part.train, log_whole.train, sizeof(float) * (size_t)log_whole.n);
+    assert_int_equal(log_part.count, log_whole.count);
+    train_log_free(&log_part);
+    /* another --steps, another config: refused, naming them */
+    TrainOptions longer = o;
+    longer.steps = 50;
+    assert_int_equal(train_loop(&t_resume, &longer, &log_part), -1);
+    assert_non_null(strstr(last_error(), "--steps 40"));
+    train_log_free(&log_part);
+    t_resume.config = "model=cubic\n";
+    assert_int_equal(train_loop(&t_resume, &o, &log_part), -1);
+    assert_non_null(strstr(last_error(), "'model=quadratic' there, 'model=cubic' here"));
+    train_log_free(&log_part);
+    train_log_free(&log_whole);
+    params_free(&part.params);
+    params_free(&whole.params);
+    temp_dir_remove(dir);
 }
 
 int main(void) {
@@ -214,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_loop_trains_and_logs),
         cmocka_unit_test(test_loop_stops_before_a_bad_update),
         cmocka_unit_test(test_loop_saves_the_weights_so_far),
+        cmocka_unit_test(test_loop_resumes_to_the_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,6 +270,28 @@ static void test_memory_checked_first(void **state) {
     free(r);
 }
 
+/* The models no formula lists (the seq2seq programs', the classifiers'):
+ * their allocations are counted while they are built, and the one that
+ * would pass the limit ends the program in one line and exit 1 (it was
+ * "fatal: out of memory allocating 7784628224 bytes" and SIGABRT). */
+static void test_every_build_counted(void **state) {
+    (void)state;
+    if (UNDER_ASAN) skip();
+    static const char *const runs[][2] = {
+        {"01_rnn_seq2seq", "--state 4096 --batch 4096 --steps 1"},
+        {"06_transformer", "--dim 1024 --ff 4096 --layers 8 --batch 4096 --steps 1"},
+        {"04_self_attention", "--task sort --pos none --dim 1024 --ff 4096 --len 64 --batch 4096 --steps 1"},
+    };
+    RunResult *r = malloc(sizeof *r);
+    for (int i = 0; i < 3; i++) {
+        program_shell(r, tmp_dir, "cd %s && ulimit -v 4194304 && timeout 120 %s/%s %s --quiet --out %s/big%d",
+                      repo_dir, build_dir, runs[i][0], runs[i][1], tmp_dir, i);
+        assert_clean_failure(r, runs[i][0], "the model of these flags needs more than the");
+        assert_non_null(strstr(r->err, "the address-space limit (ulimit -v)"));
+    }
+    free(r);
+}
+
 /* The estimate's parameters are the model's: 2 x 4 bytes a parameter for a
  * saved model (weights and gradients), 4 x 4 in training; its logits part is
  * 2 B N V floats. */
@@ -318,6 +340,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_gpt_config_at_load),
         cmocka_unit_test(test_moe_aux_printed_as_recorded),
         cmocka_unit_test(test_memory_checked_first),
+        cmocka_unit_test(test_every_build_counted),
         cmocka_unit_test(test_memory_estimate_matches_the_model),
     };
     return cmocka_run_group_tests_name("refusals", tests, setup, teardown);

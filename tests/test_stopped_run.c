@@ -5,7 +5,8 @@
  *    --force trains anew;
  *  - the same command again refuses to replace them (the file's bytes stay),
  *    in every driver (06_gpt, the seq2seq programs, the classifiers);
- *  - with --force it trains, and its final checkpoint replaces them. */
+ *  - with --force it trains, and its final checkpoint replaces them;
+ *  - with --resume it goes on from them, to the bytes of a run never stopped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -156,6 +157,118 @@ static void test_every_driver_refuses(void **state) {
     free(r);
 }
 
+/* Start program with args (and --out out) in a child whose stderr goes
+ * to err_path; once so_far is on disk, SIGINT. Returns the child's status. */
+static int run_and_interrupt(const char *program, const char *args, const char *out, const char *so_far,
+                             const char *err_path) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", build_dir, program);
+    fflush(NULL);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_WRONLY);
+        if (err < 0 || null < 0 || dup2(err, 2) < 0 || dup2(null, 1) < 0) _exit(99);
+        signal(SIGINT, SIG_DFL);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "exec '%s' %s --out '%s'", path, args, out);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(98);
+    }
+    int status = 0;
+    for (int i = 0; i < 60000 && !exists(so_far); i++) {   /* the first weights so far, then at once */
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+        sleep_ms(1);
+    }
+    kill(pid, SIGINT);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+static int same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = read_whole_file(a, &na), *y = read_whole_file(b, &nb);
+    const int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* One run of each driver (the GPT; the seq2seq programs' transformer; the
+ * classifiers' ViT with a moving average), each with dropout so that the
+ * model's own random stream matters: stopped by SIGINT after its first
+ * checkpoint so far, then the same command with --resume, ends with the
+ * checkpoint and loss curve of the same run left alone, to the byte. */
+static void test_resume_gives_the_uninterrupted_bits(void **state) {
+    (void)state;
+    static const char *const runs[][3] = {
+        {"06_gpt", "--steps 20000 --eval-every 100 --dropout 0.1 --layers 1 --dim 8 --heads 2 --ff 8 --context 16 "
+                   "--batch 2 --eval-tokens 20 --eval-max-tokens 300 --max-new 5 --threads 1 --quiet",
+         "model.ckpt"},
+        {"06_transformer", "--steps 600 --eval-every 20 --dropout 0.1 --dim 8 --heads 2 --ff 8 --layers 1 "
+                           "--n-train 200 --max-eval 10 --samples 0 --threads 1 --quiet",
+         "model.ckpt"},
+        {"07_vision_transformer", "--steps 1500 --eval-every 20 --dropout 0.1 --ema 0.99 --dim 8 --heads 2 --ff 8 "
+                                  "--layers 1 --patch 14 --batch 4 --test-size 5 --threads 1 --quiet",
+         "model_vit_p14.ckpt"},
+    };
+    RunResult *r = malloc(sizeof *r);
+    for (int i = 0; i < 3; i++) {
+        const char *program = runs[i][0], *args = runs[i][1], *name = runs[i][2];
+        char whole[600], part[600], err_path[700], so_far[800], a[900], b[900], cmd[4096];
+        snprintf(whole, sizeof whole, "%s/whole_%d", tmp_dir, i);
+        snprintf(part, sizeof part, "%s/part_%d", tmp_dir, i);
+        snprintf(err_path, sizeof err_path, "%s/part_%d.err", tmp_dir, i);
+        snprintf(so_far, sizeof so_far, "%s/%.*s_so_far.ckpt", part, (int)(strlen(name) - 5), name);
+        snprintf(cmd, sizeof cmd, "%s --out %s", args, whole);
+        program_run(r, build_dir, program, cmd, tmp_dir);
+        if (r->code != 0) print_error("%s: %s\n", program, r->err);
+        assert_int_equal(r->code, 0);
+
+        const int status = run_and_interrupt(program, args, part, so_far, err_path);
+        char err[8192];
+        read_text_file(err_path, err, sizeof err);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || !strstr(err, "with --resume continues"))
+            print_error("%s after SIGINT: status %d (the run may have ended first), stderr: %s\n", program, status,
+                        err);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+        assert_non_null(strstr(err, "with --resume continues the run"));
+
+        snprintf(cmd, sizeof cmd, "%s --resume --out %s", args, part);
+        program_run(r, build_dir, program, cmd, tmp_dir);
+        if (r->code != 0) print_error("%s --resume: %s\n", program, r->err);
+        assert_int_equal(r->code, 0);
+        assert_non_null(strstr(r->out, "resuming "));
+        assert_false(exists(so_far));   /* the final checkpoint replaced it */
+        snprintf(a, sizeof a, "%s/%s", whole, name);
+        snprintf(b, sizeof b, "%s/%s", part, name);
+        if (!same_bytes(a, b)) print_error("%s: %s and %s differ\n", program, a, b);
+        assert_true(same_bytes(a, b));
+        snprintf(a, sizeof a, "%s/loss.dat", whole);
+        snprintf(b, sizeof b, "%s/loss.dat", part);
+        assert_true(same_bytes(a, b));
+    }
+    free(r);
+}
+
+/* --resume where there is nothing to resume, or with --force: one line each. */
+static void test_resume_refusals(void **state) {
+    (void)state;
+    RunResult *r = malloc(sizeof *r);
+    char args[2048];
+    snprintf(args, sizeof args, "--steps 3 " GPT_ARGS " --resume --out %s/nothing_here", tmp_dir);
+    program_run(r, build_dir, "06_gpt", args, tmp_dir);
+    assert_true(program_failed_cleanly(r, "holds no stopped run"));
+    snprintf(args, sizeof args, "--steps 1 --test-size 10 --quiet --resume --out %s/nothing_here", tmp_dir);
+    program_run(r, build_dir, "04_self_attention", args, tmp_dir);
+    assert_true(program_failed_cleanly(r, "holds no stopped run"));
+    snprintf(args, sizeof args, "--steps 1 --state 8 --embed 4 --n-train 100 --quiet --resume --force --out %s/x",
+             tmp_dir);
+    program_run(r, build_dir, "01_rnn_seq2seq", args, tmp_dir);
+    assert_true(program_failed_cleanly(r, "give one of them"));
+    free(r);
+}
+
 static int setup(void **state) {
     (void)state;
     if (!getcwd(repo_dir, sizeof repo_dir)) return -1;
@@ -175,6 +288,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interrupt_keeps_the_weights),
         cmocka_unit_test(test_every_driver_refuses),
+        cmocka_unit_test(test_resume_gives_the_uninterrupted_bits),
+        cmocka_unit_test(test_resume_refusals),
     };
     return cmocka_run_group_tests_name("stopped_run", tests, setup, teardown);
 }

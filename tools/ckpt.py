@@ -7,6 +7,7 @@
 Layout (little-endian):
     "ATTNCKPT" | u32 version (1) | u32 L | L bytes config "key=value\\n" lines
     | u32 T | T x (u32 n, name, u32 ndim, ndim x u32 dims, f32 values)
+    | version 2 only (a checkpoint so far): u32 S, S bytes of training state (skipped here)
     | u32 CRC-32 (zlib) of every byte before it
 """
 import struct
@@ -17,6 +18,7 @@ import numpy as np
 
 MAGIC = b"ATTNCKPT"
 VERSION = 1
+VERSION_STATE = 2   # the same, and a training state after the tensors (a run's checkpoint so far)
 
 
 def read(path):
@@ -29,8 +31,8 @@ def read(path):
     if zlib.crc32(data[:-4]) & 0xFFFFFFFF != crc:
         raise ValueError(f"{path}: CRC mismatch (file damaged or truncated)")
     version, L = struct.unpack_from("<II", data, 8)
-    if version != VERSION:
-        raise ValueError(f"{path}: checkpoint version {version}, expected {VERSION}")
+    if version not in (VERSION, VERSION_STATE):
+        raise ValueError(f"{path}: checkpoint version {version}, expected {VERSION} or {VERSION_STATE}")
     config = data[16:16 + L].decode("utf-8")
     pos = 16 + L
     (T,) = struct.unpack_from("<I", data, pos)
@@ -46,6 +48,9 @@ def read(path):
         count = int(np.prod(dims))
         tensors[name] = np.frombuffer(data, dtype="<f4", count=count, offset=pos).reshape(dims).astype(np.float32)
         pos += 4 * count
+    if version == VERSION_STATE:
+        (S,) = struct.unpack_from("<I", data, pos)
+        pos += 4 + S
     if pos != len(data) - 4:
         raise ValueError(f"{path}: {len(data) - 4 - pos} unexpected bytes before the CRC")
     return config, tensors

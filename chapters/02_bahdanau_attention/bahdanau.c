@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "nn/layers.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 /* ====================================================== attention kernels */
 
@@ -453,9 +454,13 @@ void bahdanau_interface(Bahdanau *r, Seq2Seq *m) {
 }
 
 int bahdanau_build(Seq2Seq *m, const Dataset *d, const BahdanauConfig *c, int max_batch, uint64_t seed) {
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("02_bahdanau_attention", "the model of these flags",
+                        "a smaller --batch, --state or --embed, or shorter examples");
     Bahdanau *r = xmalloc(sizeof *r);
     int err = bahdanau_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
                               d->max_tgt_len, seed);
+    memory_budget_end();
     if (err == 0) bahdanau_interface(r, m);
     else free(r);
     return err;

@@ -8,6 +8,7 @@
 
 #include "util/error.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 static const MultiHeadSpec *spec_of(const DigitModel *m) { return m->attention_spec; }
 
@@ -83,12 +84,17 @@ void mh_model_free(MultiHeadModel *m) { digit_model_free(&m->model); }
 
 int mh_model_build(Classifier *c, const MultiHeadModelConfig *cfg, MultiHeadAttention attention, int max_B,
                    uint64_t seed) {
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("05_multi_head_attention", "the model of these flags",
+                        "a smaller --batch, --dim, --ff or --len");
     MultiHeadModel *m = xmalloc(sizeof *m);
     if (mh_model_create(m, cfg, attention, max_B, seed) < 0) {
+        memory_budget_end();
         mh_model_free(m);
         free(m);
         return -1;
     }
+    memory_budget_end();
     digit_model_classifier(&m->model, m, c);      /* its destroy frees the model, then m */
     return 0;
 }

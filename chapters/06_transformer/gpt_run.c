@@ -213,12 +213,6 @@ static double validate(void *self) {
     return part_nll(b->g, b->valid, 1, b->valid_n, b->g->N);
 }
 
-/* The weights so far, beside --out/model.ckpt, at each validation check. */
-static int save(void *self) {
-    const GptBatches *b = self;
-    return checkpoint_save_so_far(b->checkpoint, b->config, &b->g->params);
-}
-
 /* ------------------------------------------------- the final figures */
 
 static GptFigures evaluate(Gpt *g, const BrownCorpus *c, const GptFlags *f) {
@@ -535,6 +529,8 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
         {"eval-max-tokens", ARG_INT, &f->eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0, 100000000, NULL, ARG_OUTPUT},
         {"out", ARG_STRING, &f->out, "output directory (default out/06_gpt; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
         {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
+        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its model_so_far.ckpt; the same flags)",
+         0, 0, NULL, ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL, ARG_OUTPUT},
         {"prompt", ARG_STRING, &f->prompt, "text to continue (words, bpe: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
         {"temperature", ARG_FLOAT, &f->temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL, ARG_OUTPUT},
@@ -594,7 +590,9 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
         return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", m->dim,
                     m->heads);
     if (!f->out) f->out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
-    if (checkpoint_check_stopped_run(f->out, f->force) < 0) return -1;   /* a stopped run's weights so far */
+    if (f->resume && f->force)
+        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
+    if (!f->resume && checkpoint_check_stopped_run(f->out, f->force) < 0) return -1;   /* a stopped run's weights */
     const BrownTokens kind = token_kind(f->tokens);
     if (f->eval_stride == 0)
         f->eval_stride = kind != BROWN_CHARS ? (m->context / 2 > 0 ? m->context / 2 : 1) : m->context;
@@ -667,12 +665,24 @@ int gpt_run_train(GptRun *run) {
     *b = (GptBatches){.g = run->g, .train = &c->train, .B = f->batch,
                       .tokens = xmalloc(sizeof(int) * (size_t)f->batch * N),
                       .targets = xmalloc(sizeof(int) * (size_t)f->batch * N),
-                      .valid = c->valid.ids, .config = run->config,
+                      .valid = c->valid.ids,
                       .valid_n = f->eval_tokens < c->valid.n ? f->eval_tokens : c->valid.n};
     rng_seed(&b->rng, (uint64_t)f->seed, 1);
-    if (path_format(b->checkpoint, sizeof b->checkpoint, "%s/model.ckpt", f->out) < 0) return -1;
+    if (path_format(b->checkpoint, sizeof b->checkpoint, "%s/model.ckpt", f->out) < 0 ||
+        checkpoint_so_far_path(b->so_far, sizeof b->so_far, b->checkpoint) < 0)
+        return -1;
+    if (f->resume && !file_exists(b->so_far))
+        return fail("--resume: %s holds no stopped run (no %s): nothing to continue", f->out, b->so_far);
+    /* what a resume puts back besides the weights: the windows' stream, dropout's, the experts' tallies */
     const Trainer trainer = {.self = b, .params = &run->g->params, .gradient = gradient, .validate = validate,
-                             .save = save};
+                             .checkpoint = b->checkpoint, .config = run->config, .batch = f->batch,
+                             .resume = f->resume ? b->so_far : NULL,
+                             .state = {{"batches.rng", STATE_U64, &b->rng, 2},
+                                       {"model.rng", STATE_U64, &run->g->dropout_rng, 2},
+                                       {"moe.dropped", STATE_LONG, &b->moe.dropped, 1},
+                                       {"moe.pairs", STATE_LONG, &b->moe.pairs, 1},
+                                       {"moe.aux", STATE_DOUBLE, &b->moe.aux, 1}},
+                             .n_state = 5};
     return train_loop(&trainer, &f->train, &run->log) < 0 ? -1 : 0;
 }
 

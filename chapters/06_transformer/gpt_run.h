@@ -63,7 +63,7 @@ typedef struct {
     int eval_tokens;                /* --eval-tokens: validation tokens of each check */
     int eval_stride, final_valid_tokens, eval_max_tokens;   /* the final figures (0: the view's default) */
     const char *out, *load, *prompt;
-    int force, plot, no_kv_cache;
+    int force, resume, plot, no_kv_cache;   /* --resume: continue the stopped run in --out */
     float temperature;
     int top_k, max_new;             /* sampling (--max-new 0: the view's default) */
     const char *backend, *matmul_precision, *preset;
@@ -81,8 +81,8 @@ typedef struct {
     MoeTrainingCounts moe;    /* --mlp moe: pairs dropped and chosen over training, the last aux loss */
     const int *valid;         /* the validation part: its first valid_n tokens are each check's */
     int valid_n;
-    char checkpoint[1200];    /* --out/model.ckpt, and the config text it keeps */
-    const char *config;
+    char checkpoint[1200];    /* --out/model.ckpt: the weights so far go beside it */
+    char so_far[1300];        /* ... as model_so_far.ckpt, which --resume continues from */
 } GptBatches;
 
 /* The final figures: the validation and test parts (all of them; or the

@@ -27,8 +27,7 @@ static const GptProgram PROGRAM = {
                "sampling with a KV cache.",
     .examples = "./build/06_gpt --tokens bpe\n"
                 "./build/06_gpt --tokens word --preset long\n"
-                "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --temperature 0.8\n"
-                "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --plot",
+                "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --temperature 0.8 --plot",
     .preset_long = "--tokens word --layers 4 --dim 192 --heads 4 --ff 768 --context 64 --batch 32 "
                    "--steps 3000 --lr 1.5e-3 --warmup 200 --dropout 0.2 --attn-dropout 0.1 --weight-decay 0.1",
 };

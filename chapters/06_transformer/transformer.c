@@ -21,6 +21,7 @@
 #include "nn/transformer_layers.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 /* ================================================================= model */
 
@@ -450,7 +451,7 @@ void transformer_interface(Transformer *t, Seq2Seq *m) {
     *m = (Seq2Seq){.self = t, .params = &t->params, .train_step = transformer_train_step,
                    .encode = transformer_encode, .step = transformer_step, .destroy = transformer_destroy,
                    .plot_layers = transformer_plot_layers, .state_size = (int)state_size(t),
-                   .vocab_size = t->V_tgt, .has_attention = 1};
+                   .vocab_size = t->V_tgt, .has_attention = 1, .rng = &t->dropout_rng};
     snprintf(m->attention_name, sizeof m->attention_name,
              "the last decoder block's cross-attention, the mean over its %d heads", t->cfg.block.H);
 }
@@ -482,13 +483,18 @@ void transformer_pos_rows(TransformerConfig *c, const Dataset *d) {
 }
 
 int transformer_build(Seq2Seq *m, const Dataset *d, const TransformerConfig *c, int max_batch, uint64_t seed) {
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("06_transformer", "the model of these flags",
+                        "a smaller --batch, --dim, --ff or --layers, or shorter examples");
     Transformer *t = xmalloc(sizeof *t);
     if (transformer_create(t, c, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
                            max_batch, seed) < 0) {
+        memory_budget_end();
         transformer_free(t);
         free(t);
         return -1;
     }
+    memory_budget_end();
     transformer_interface(t, m);
     return 0;
 }

@@ -22,6 +22,7 @@
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 static const char *const KIND_NAMES[] = {"pool", "attend", "transformer"};
 
@@ -533,12 +534,17 @@ int caption_build(Seq2Seq *m, const Dataset *d, const CaptionConfig *config, int
                     cfg.side);
     cfg.V = d->tgt_vocab.size;
     cfg.max_words = d->max_tgt_len;
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("07_caption", "the model of these flags",
+                        "a smaller --batch or --dim");
     Caption *c = xmalloc(sizeof *c);
     if (caption_create(c, &cfg, max_batch, seed) < 0) {
+        memory_budget_end();
         caption_free(c);
         free(c);
         return -1;
     }
+    memory_budget_end();
     caption_interface(c, m);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 typedef struct {
     PixelMlpConfig cfg;
@@ -153,12 +154,17 @@ static void face_destroy(void *self) {
 }
 
 int pixel_mlp_build(Classifier *c, const PixelMlpConfig *cfg, int max_B, uint64_t seed) {
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("07_mlp", "the model of these flags",
+                        "a smaller --batch or --hidden");
     PixelMlp *m = xmalloc(sizeof *m);
     if (mlp_create(m, cfg, max_B, seed) < 0) {
+        memory_budget_end();
         mlp_free(m);
         free(m);
         return -1;
     }
+    memory_budget_end();
     memset(c, 0, sizeof *c);
     c->self = m;
     c->params = &m->params;

@@ -13,6 +13,7 @@
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "train/memory.h"
 
 const char *vit_pool_name(VitPool p) {
     return p == VIT_POOL_MEAN ? "mean" : p == VIT_POOL_ATTENTION ? "attention" : "cls";
@@ -483,12 +484,17 @@ static void face_destroy(void *self) {
 }
 
 int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed) {
+    /* its allocations counted against the memory this process may use (train/memory.h) */
+    memory_budget_begin("07_vision_transformer", "the model of these flags",
+                        "a smaller --batch, --dim, --ff or --layers, or larger patches");
     Vit *v = xmalloc(sizeof *v);
     if (vit_create(v, cfg, max_B, seed) < 0) {
+        memory_budget_end();
         vit_free(v);
         free(v);
         return -1;
     }
+    memory_budget_end();
     memset(c, 0, sizeof *c);
     c->self = v;
     c->params = &v->params;
@@ -506,6 +512,7 @@ int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed) {
     c->set_training = face_set_training;
     c->set_progress = face_set_progress;
     c->replay = face_replay;
+    c->rng = &v->dropout_rng;
     return 0;
 }
 

@@ -98,10 +98,10 @@ int checkpoint_so_far_path(char *dst, size_t cap, const char *path) {
     return path_format(dst, cap, "%.*s_so_far.ckpt", (int)stem, path);
 }
 
-int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p) {
+int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p, const StateItem *items, int n) {
     char so_far[PATH_MAX];
     if (checkpoint_so_far_path(so_far, sizeof so_far, path) < 0) return -1;
-    return checkpoint_save(so_far, config_text, p);
+    return checkpoint_save_with_state(so_far, config_text, p, items, n);
 }
 
 void checkpoint_remove_so_far(const char *path) {
@@ -109,7 +109,102 @@ void checkpoint_remove_so_far(const char *path) {
     if (checkpoint_so_far_path(so_far, sizeof so_far, path) == 0) remove(so_far);
 }
 
+/* ------------------------------------------------------ the training state */
+
+/* The bytes an item's value takes in the file. */
+static size_t state_width(StateKind kind) {
+    return kind == STATE_INT || kind == STATE_FLOAT ? 4 : 8;
+}
+
+static const char *state_kind_name(uint32_t kind) {
+    switch (kind) {
+    case STATE_INT: return "int";
+    case STATE_LONG: return "long";
+    case STATE_U64: return "u64";
+    case STATE_FLOAT: return "float";
+    case STATE_DOUBLE: return "double";
+    default: return "an unknown kind";
+    }
+}
+
+static void encode_u64(unsigned char out[8], uint64_t v) {
+    encode_u32(out, (uint32_t)(v & 0xffffffffu));
+    encode_u32(out + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t decode_u64(const unsigned char in[8]) {
+    return (uint64_t)decode_u32(in) | ((uint64_t)decode_u32(in + 4) << 32);
+}
+
+/* Value k of an item, as the file stores it (4 or 8 little-endian bytes). */
+static void encode_state_value(unsigned char *out, const StateItem *it, size_t k) {
+    uint32_t u32;
+    uint64_t u64;
+    switch (it->kind) {
+    case STATE_INT: encode_u32(out, (uint32_t)((const int *)it->data)[k]); return;
+    case STATE_LONG: encode_u64(out, (uint64_t)(int64_t)((const long *)it->data)[k]); return;
+    case STATE_U64: encode_u64(out, ((const uint64_t *)it->data)[k]); return;
+    case STATE_FLOAT: memcpy(&u32, (const float *)it->data + k, 4); encode_u32(out, u32); return;
+    case STATE_DOUBLE: memcpy(&u64, (const double *)it->data + k, 8); encode_u64(out, u64); return;
+    }
+}
+
+static void decode_state_value(const unsigned char *in, StateItem *it, size_t k) {
+    uint32_t u32;
+    uint64_t u64;
+    switch (it->kind) {
+    case STATE_INT: ((int *)it->data)[k] = (int)(int32_t)decode_u32(in); return;
+    case STATE_LONG: ((long *)it->data)[k] = (long)(int64_t)decode_u64(in); return;
+    case STATE_U64: ((uint64_t *)it->data)[k] = decode_u64(in); return;
+    case STATE_FLOAT: u32 = decode_u32(in); memcpy((float *)it->data + k, &u32, 4); return;
+    case STATE_DOUBLE: u64 = decode_u64(in); memcpy((double *)it->data + k, &u64, 8); return;
+    }
+}
+
+/* The state section's length S (after its own u32), or 0 when it does not
+ * fit the format's u32 lengths. */
+static size_t state_bytes(const StateItem *items, int n) {
+    size_t S = 4;
+    for (int i = 0; i < n; i++) {
+        if (items[i].count > UINT32_MAX) return 0;
+        S += 4 + strlen(items[i].name) + 4 + 4 + items[i].count * state_width(items[i].kind);
+    }
+    return S <= UINT32_MAX ? S : 0;
+}
+
+static void write_state(Writer *w, const StateItem *items, int n, size_t S) {
+    write_u32(w, (uint32_t)S);
+    write_u32(w, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        const StateItem *it = &items[i];
+        const size_t name_len = strlen(it->name), width = state_width(it->kind);
+        write_u32(w, (uint32_t)name_len);
+        write_bytes(w, it->name, name_len);
+        write_u32(w, (uint32_t)it->kind);
+        write_u32(w, (uint32_t)it->count);
+        unsigned char chunk[4096];
+        size_t filled = 0;
+        for (size_t k = 0; k < it->count; k++) {
+            encode_state_value(chunk + filled, it, k);
+            filled += width;
+            if (filled == sizeof chunk) {
+                write_bytes(w, chunk, filled);
+                filled = 0;
+            }
+        }
+        if (filled > 0) write_bytes(w, chunk, filled);
+    }
+}
+
 int checkpoint_save(const char *path, const char *config_text, const Params *p) {
+    return checkpoint_save_with_state(path, config_text, p, NULL, 0);
+}
+
+int checkpoint_save_with_state(const char *path, const char *config_text, const Params *p, const StateItem *items,
+                               int n) {
+    const size_t S = n > 0 ? state_bytes(items, n) : 0;
+    if (n > 0 && S == 0)
+        return fail("cannot save checkpoint '%s': its training state is larger than the format's 4 GiB", path);
     if (config_text == NULL) config_text = "";
     size_t config_len = strlen(config_text);
     if (config_len > CKPT_CONFIG_MAX)
@@ -123,7 +218,7 @@ int checkpoint_save(const char *path, const char *config_text, const Params *p) 
 
     Writer w = { af.f, crc32(0L, Z_NULL, 0) };
     write_bytes(&w, CKPT_MAGIC, 8);
-    write_u32(&w, CKPT_VERSION);
+    write_u32(&w, n > 0 ? CKPT_VERSION_STATE : CKPT_VERSION);
     write_u32(&w, (uint32_t)config_len);
     write_bytes(&w, config_text, config_len);
     write_u32(&w, (uint32_t)p->n_tensors);
@@ -136,6 +231,7 @@ int checkpoint_save(const char *path, const char *config_text, const Params *p) 
         for (int d = 0; d < t->ndim; d++) write_u32(&w, (uint32_t)t->dims[d]);
         write_floats(&w, p->data + t->offset, t->count);
     }
+    if (n > 0) write_state(&w, items, n, S);
 
     /* The CRC covers every byte before it, so it is not part of itself. */
     unsigned char crc_bytes[4];
@@ -164,6 +260,8 @@ typedef struct {
     size_t config_len;
     int n_tensors;
     FileTensor tensors[PARAMS_MAX_TENSORS];
+    size_t state_at;       /* version 2: the byte offset of the training state (its item count), else 0 */
+    size_t state_len;
 } CheckpointFile;
 
 /* A read position in the file, for the length checks. */
@@ -270,7 +368,8 @@ static int read_checkpoint_bytes(const char *path, unsigned char **bytes, size_t
     } while (0)
     size_t at = magic_len + 8;
     READ_TO(at);
-    if (decode_u32(r.data + magic_len) != CKPT_VERSION) goto done;
+    const uint32_t version = decode_u32(r.data + magic_len);
+    if (version != CKPT_VERSION && version != CKPT_VERSION_STATE) goto done;
     const uint32_t config_len = decode_u32(r.data + magic_len + 4);
     if (config_len > CKPT_CONFIG_MAX) goto done;
     at += (size_t)config_len + 4;
@@ -296,6 +395,12 @@ static int read_checkpoint_bytes(const char *path, unsigned char **bytes, size_t
         if (count * 4 > SIZE_MAX - at - 4) goto done;
         at += count * 4;
         READ_TO(at);    /* the values: beyond CKPT_MAX_BYTES, refused here */
+    }
+    if (version == CKPT_VERSION_STATE) {   /* the training state: its length, then its bytes */
+        READ_TO(at + 4);
+        const uint32_t state_len = decode_u32(r.data + at);
+        at += 4 + (size_t)state_len;
+        READ_TO(at);
     }
     READ_TO(at + 4);    /* the CRC */
     at += 4;
@@ -331,9 +436,9 @@ static int parse_checkpoint(const char *path, const unsigned char *bytes, size_t
 
     uint32_t version, config_len, n_tensors;
     if (read_u32(&c, "the format version", &version) != 0) return -1;
-    if (version != CKPT_VERSION)
-        return fail("checkpoint '%s' has format version %u; this program reads version %u",
-                    path, version, CKPT_VERSION);
+    if (version != CKPT_VERSION && version != CKPT_VERSION_STATE)
+        return fail("checkpoint '%s' has format version %u; this program reads version %u (and %u, the same "
+                    "with a training state)", path, version, CKPT_VERSION, CKPT_VERSION_STATE);
 
     if (read_u32(&c, "the config length", &config_len) != 0) return -1;
     if (config_len > CKPT_CONFIG_MAX)
@@ -353,6 +458,16 @@ static int parse_checkpoint(const char *path, const unsigned char *bytes, size_t
     ck->n_tensors = (int)n_tensors;
     for (int i = 0; i < ck->n_tensors; i++)
         if (read_tensor_entry(&c, i, &ck->tensors[i]) != 0) return -1;
+    ck->state_at = ck->state_len = 0;
+    if (version == CKPT_VERSION_STATE) {   /* checked item by item when a resume reads it */
+        uint32_t state_len;
+        if (read_u32(&c, "the training state's length", &state_len) != 0 ||
+            need_bytes(&c, state_len, "the training state") != 0)
+            return -1;
+        ck->state_at = c.pos;
+        ck->state_len = state_len;
+        c.pos += state_len;
+    }
 
     /* Exactly the 4-byte CRC must remain. */
     size_t crc_at = c.pos;
@@ -585,26 +700,118 @@ int checkpoint_load(const char *path, Params *p) {
     return 0;
 }
 
-int checkpoint_check_stopped_run(const char *out_dir, int force) {
+/* One item as the file's training state holds it. */
+typedef struct {
+    char name[PARAMS_NAME_LEN];
+    uint32_t kind, count;
+    size_t values_at;      /* byte offset in the file */
+} FileItem;
+
+enum { STATE_MAX_ITEMS = 256 };
+
+/* The items of ck's training state, checked against its length, into items
+ * (at most STATE_MAX_ITEMS); their number, or -1 with fail(). */
+static int read_state_items(const char *path, const CheckpointFile *ck, FileItem *items) {
+    Cursor c = {path, ck->bytes, ck->state_at + ck->state_len, ck->state_at};
+    uint32_t n;
+    if (read_u32(&c, "the training state's item count", &n) != 0) return -1;
+    if (n > STATE_MAX_ITEMS)
+        return fail("checkpoint '%s' is corrupted: its training state has %u items, expected at most %d", path, n,
+                    STATE_MAX_ITEMS);
+    for (uint32_t i = 0; i < n; i++) {
+        FileItem *it = &items[i];
+        uint32_t name_len;
+        if (read_u32(&c, "a state item's name length", &name_len) != 0) return -1;
+        if (name_len == 0 || name_len >= PARAMS_NAME_LEN)
+            return fail("checkpoint '%s' is corrupted: state item %u has a name length of %u, expected 1 to %d",
+                        path, i, name_len, PARAMS_NAME_LEN - 1);
+        if (need_bytes(&c, name_len, "a state item's name") != 0) return -1;
+        memcpy(it->name, c.bytes + c.pos, name_len);
+        it->name[name_len] = '\0';
+        c.pos += name_len;
+        if (read_u32(&c, "a state item's kind", &it->kind) != 0 || read_u32(&c, "a state item's count", &it->count))
+            return -1;
+        if (it->kind < STATE_INT || it->kind > STATE_DOUBLE)
+            return fail("checkpoint '%s' is corrupted: state item '%s' has kind %u, expected %d to %d", path,
+                        it->name, it->kind, STATE_INT, STATE_DOUBLE);
+        if (need_bytes(&c, (size_t)it->count * state_width((StateKind)it->kind), "a state item's values") != 0)
+            return -1;
+        it->values_at = c.pos;
+        c.pos += (size_t)it->count * state_width((StateKind)it->kind);
+    }
+    if (c.pos != c.size)
+        return fail("checkpoint '%s' is corrupted: %zu bytes after its training state's last item", path,
+                    c.size - c.pos);
+    return (int)n;
+}
+
+int checkpoint_load_state(const char *path, StateItem *items, int n) {
+    CheckpointFile *ck = calloc(1, sizeof *ck);
+    FileItem *found = calloc(STATE_MAX_ITEMS, sizeof *found);
+    int rc = -1;
+    if (ck == NULL || found == NULL) {
+        fail("cannot load checkpoint '%s': out of memory", path);
+        goto done;
+    }
+    if (open_checkpoint(path, ck, 0) != 0) goto done;
+    if (ck->state_at == 0) {
+        fail("checkpoint '%s' holds no training state (a final checkpoint, or one written before resumes "
+             "existed): nothing to resume from", path);
+        goto done;
+    }
+    const int n_found = read_state_items(path, ck, found);
+    if (n_found < 0) goto done;
+    for (int i = 0; i < n; i++) {
+        StateItem *it = &items[i];
+        const FileItem *f = NULL;
+        for (int j = 0; j < n_found && !f; j++)
+            if (strcmp(found[j].name, it->name) == 0) f = &found[j];
+        if (f == NULL) {
+            fail("checkpoint '%s': its training state has no '%s' (written by another program or version?)", path,
+                 it->name);
+            goto done;
+        }
+        if (f->kind != (uint32_t)it->kind || f->count != it->count) {
+            fail("checkpoint '%s': state item '%s' holds %u of %s, this run expects %zu of %s", path, it->name,
+                 f->count, state_kind_name(f->kind), it->count, state_kind_name((uint32_t)it->kind));
+            goto done;
+        }
+        for (size_t k = 0; k < it->count; k++)
+            decode_state_value(ck->bytes + f->values_at + k * state_width(it->kind), it, k);
+    }
+    rc = 0;
+done:
+    if (ck) free(ck->bytes);
+    free(ck);
+    free(found);
+    return rc;
+}
+
+int checkpoint_find_stopped_run(const char *out_dir, char *name, size_t cap) {
+    name[0] = '\0';
     DIR *d = opendir(out_dir);
     if (d == NULL) return 0;   /* a new directory: nothing in it to lose */
     const char *suffix = "_so_far.ckpt";
     const size_t n = strlen(suffix);
-    char found[256] = "";
-    for (struct dirent *e = readdir(d); e != NULL && !found[0]; e = readdir(d)) {
+    for (struct dirent *e = readdir(d); e != NULL && !name[0]; e = readdir(d)) {
         const size_t len = strlen(e->d_name);
-        if (len > n && strcmp(e->d_name + len - n, suffix) == 0) snprintf(found, sizeof found, "%s", e->d_name);
+        if (len > n && strcmp(e->d_name + len - n, suffix) == 0) snprintf(name, cap, "%s", e->d_name);
     }
     closedir(d);
-    if (!found[0]) return 0;
+    return name[0] != '\0';
+}
+
+int checkpoint_check_stopped_run(const char *out_dir, int force) {
+    char found[256];
+    if (!checkpoint_find_stopped_run(out_dir, found, sizeof found)) return 0;
     if (force) {
         printf("note: --force: %s/%s, the weights of a run that stopped before its end, is replaced by this run's\n",
                out_dir, found);
         return 0;
     }
     return fail("%s/%s holds the weights of a run that stopped before its end, and this run would replace them: "
-                "evaluate them with --load %s/%s, move the file away, give another --out, or add --force to train "
-                "anew over them", out_dir, found, out_dir, found);
+                "continue that run with its command and --resume, evaluate them with --load %s/%s, move the file "
+                "away, give another --out, or add --force to train anew over them", out_dir, found, out_dir, found);
 }
 
 /* ------------------------------------------------------------ config text */

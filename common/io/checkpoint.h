@@ -2,7 +2,7 @@
  *
  * File format (all integers little-endian):
  *   offset 0   8 bytes  magic "ATTNCKPT"
- *          8   u32      format version (1)
+ *          8   u32      format version (1, or 2 with a training state)
  *         12   u32      config length L in bytes
  *         16   L bytes  config text: "key=value\n" lines (model hyper-parameters,
  *                       task, vocabulary) - enough to rebuild the model
@@ -11,6 +11,13 @@
  *              u32      name length n, then n bytes of name
  *              u32      ndim, then ndim x u32 dims
  *              count x f32 values (count = product of dims)
+ *   version 2 only (the weights so far of a run in training, which a resume
+ *   continues from; a final checkpoint is version 1):
+ *              u32      length S, then S bytes of training state:
+ *                       u32 number of items, then each item as
+ *                       u32 name length n, n bytes of name, u32 kind (StateKind),
+ *                       u32 count, count values (4 bytes each for ints and
+ *                       floats, 8 for longs, u64s and doubles)
  *   end        u32      CRC-32 (zlib) of every byte before it
  * Written atomically: to "<path>.tmp.<pid>", fsync, then rename over path,
  * so an interrupted save never destroys the previous checkpoint. */
@@ -19,7 +26,8 @@
 #include "nn/params.h"
 
 #define CKPT_MAGIC "ATTNCKPT"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 1u         /* weights and config */
+#define CKPT_VERSION_STATE 2u   /* ... and a training state after the tensors */
 #define CKPT_CONFIG_MAX (1 << 20)   /* a translation model keeps its two BPE vocabularies here */
 /* The longest checkpoint a load reads (8 GiB: two billion floats, far more
  * than any model of these chapters): a longer file, or a header that
@@ -29,6 +37,27 @@
 /* Returns 0, or -1 with fail() naming the path and the OS error. */
 int checkpoint_save(const char *path, const char *config_text, const Params *p);
 
+/* What a resume puts back besides the weights (train/loop.h): named arrays of
+ * C numbers, each stored in a fixed little-endian width, so a run stopped on
+ * one machine resumes on another. */
+typedef enum { STATE_INT = 1, STATE_LONG, STATE_U64, STATE_FLOAT, STATE_DOUBLE } StateKind;
+typedef struct {
+    const char *name;    /* e.g. "adam.m", "batches.rng" */
+    StateKind kind;      /* what data points to: int, long, uint64_t, float or double */
+    void *data;
+    size_t count;        /* how many of them */
+} StateItem;
+
+/* checkpoint_save with the n items after the tensors (version 2; n = 0: the
+ * same file as checkpoint_save writes). */
+int checkpoint_save_with_state(const char *path, const char *config_text, const Params *p, const StateItem *items,
+                               int n);
+/* Fill each of the n items from the state a version 2 file keeps: every item
+ * must be there, of its kind and count. Returns 0, or -1 with fail() naming
+ * the file and the first item missing or unlike (a version 1 file: "holds no
+ * training state"); on error the items may be partly filled. */
+int checkpoint_load_state(const char *path, StateItem *items, int n);
+
 /* The weights so far while a run trains (train/loop.h's Trainer.save): the
  * checkpoint PATH's sibling NAME_so_far.ckpt ("out/model.ckpt" ->
  * "out/model_so_far.ckpt"), so that a run stopped early keeps its latest
@@ -36,8 +65,8 @@ int checkpoint_save(const char *path, const char *config_text, const Params *p);
  * one (which removes the sibling). Returns 0, or -1 with fail() when the
  * name does not fit in cap. */
 int checkpoint_so_far_path(char *dst, size_t cap, const char *path);
-/* Writes PATH's weights-so-far sibling. */
-int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p);
+/* Writes PATH's weights-so-far sibling, with the n items of training state. */
+int checkpoint_save_so_far(const char *path, const char *config_text, const Params *p, const StateItem *items, int n);
 /* Removes it, after the final PATH is written (absent: nothing to do). */
 void checkpoint_remove_so_far(const char *path);
 
@@ -46,9 +75,11 @@ void checkpoint_remove_so_far(const char *path);
  * (Ctrl-C, a crash, a divergence), and this run would replace it. Returns 0
  * when there is none (or no such directory yet), or when force (--force) is
  * set, after one note on stdout naming the file to be replaced; otherwise -1
- * with fail() naming the file and the ways on (--load it, move it, another
+ * with fail() naming the file and the ways on (--resume it, --load it, move it, another
  * --out, or --force). */
 int checkpoint_check_stopped_run(const char *out_dir, int force);
+/* 1 when out_dir holds such a file (its name into name, cap bytes), else 0. */
+int checkpoint_find_stopped_run(const char *out_dir, char *name, size_t cap);
 
 /* Read only the config text (so the caller can build the matching model).
  * config_out gets a malloc'd NUL-terminated string the caller frees.

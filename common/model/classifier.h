@@ -7,6 +7,7 @@
 #ifndef MODEL_CLASSIFIER_H
 #define MODEL_CLASSIFIER_H
 #include "data/examples.h"
+#include "util/rng.h"
 #include "nn/params.h"
 
 typedef struct {
@@ -43,6 +44,9 @@ typedef struct {
      * pass of a sharpness-aware step (--sam, below) over the same batch.
      * Without it that pass draws new ones. */
     void (*replay)(void *self);
+    /* Optional (NULL: none): the model's own random stream (dropout's, the
+     * dropped patches'), which a resumed training run puts back (train/loop.h). */
+    Rng *rng;
 } Classifier;
 
 #endif

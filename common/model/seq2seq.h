@@ -9,6 +9,7 @@
 #define MODEL_SEQ2SEQ_H
 #include <stdint.h>
 #include "data/dataset.h"
+#include "util/rng.h"
 #include "nn/params.h"
 
 /* A padded batch. Sequences shorter than the batch's lengths are filled
@@ -69,6 +70,9 @@ typedef struct {
     void (*step)(void *self, int n, const int *src_row, const float *states, const int *prev,
                  float *next, float *logprobs, float *attn);
     void (*destroy)(void *self);
+    /* Optional (NULL: none): the model's own random stream (dropout's), which
+     * a resumed training run puts back (train/loop.h). */
+    Rng *rng;
     /* Optional (NULL: none): more attention maps for one source and its
      * greedy output out[out_len], written as stem_*.png (a model with several
      * layers and heads draws them all). Returns 0 or -1 with fail(). */

@@ -6,6 +6,7 @@
  * boundary (a cache line, and a whole AVX-512 register's worth). */
 #include "nn/params.h"
 #include "util/error.h"
+#include "util/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ static float *alloc_floats_aligned(size_t count) {
     size_t bytes = count * sizeof(float);
     bytes = (bytes + 63) / 64 * 64;
     if (bytes == 0) bytes = 64;
+    xmalloc_count(bytes);   /* while a model is built: counted (train/memory.h) */
     return aligned_alloc(64, bytes);
 }
 

@@ -156,13 +156,6 @@ static void training_updated(void *self) {
     if (c->average) weight_average_update(c->average, c->m->params);
 }
 
-/* The weights so far, beside the run's checkpoint (io/checkpoint.h), at
- * each point of the curve. */
-static int training_save(void *self) {
-    const ClassifierTraining *c = self;
-    return checkpoint_save_so_far(c->r->checkpoint, c->r->config, c->m->params);
-}
-
 int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
                      float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r) {
     if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
@@ -172,8 +165,24 @@ int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, con
                             .task = task, .average = average, .r = r};
     examples_alloc(&c.e, batch, task->n_in, task->n_out, task->float_inputs);
     rng_seed(&c.rng, seed, 1);                      /* the training stream */
-    const Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated,
-                       .save = r->checkpoint[0] && r->config ? training_save : NULL};
+    /* the weights so far beside the run's checkpoint (io/checkpoint.h), at each point of the curve; with
+     * them what a resume puts back: the training stream, the replicas' own streams, the moving average */
+    const int saved = r->checkpoint[0] && r->config;
+    char so_far[1100] = "";
+    if (saved && checkpoint_so_far_path(so_far, sizeof so_far, r->checkpoint) < 0) return -1;
+    Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated,
+                 .checkpoint = saved ? r->checkpoint : NULL, .config = r->config, .batch = batch,
+                 .state = {{"batches.rng", STATE_U64, &c.rng, 2}}, .n_state = 1};
+    static const char *const replica_rng[CLASSIFIER_MAX_REPLICAS] = {
+        "model.rng", "replica1.rng", "replica2.rng", "replica3.rng",
+        "replica4.rng", "replica5.rng", "replica6.rng", "replica7.rng"};
+    for (int k = 0; k < n_replicas; k++)
+        if (m[k].rng) t.state[t.n_state++] = (StateItem){replica_rng[k], STATE_U64, m[k].rng, 2};
+    if (average) t.state[t.n_state++] = (StateItem){"average", STATE_FLOAT, average->avg, average->size};
+    if (saved && r->resume) {   /* (a run of the program that had finished: trained again, to the same bits) */
+        if (file_exists(so_far)) t.resume = so_far;
+        else printf("--resume: no %s: this run trains from step 0\n", so_far);
+    }
     for (int k = 0; k < n_replicas; k++)
         if (m[k].set_training) m[k].set_training(m[k].self, 1);
     const int rc = train_loop(&t, o, &r->log);
@@ -351,7 +360,7 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
         {"eval-every", ARG_INT, &f->train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
          ARG_TRAINING},
-        {"preset", ARG_STRING, &f->preset, "a named set of flags, put in front of yours (yours still win)", 0,
+        {"preset", ARG_STRING, &f->preset, "named flags before yours (yours win)", 0,
          0, runs->preset_choices, ARG_TRAINING},
         {"ema", ARG_FLOAT, &f->ema, "keep a moving average of the weights, this decay (0: off)", 0,
          0.99999, NULL, ARG_TRAINING},
@@ -364,6 +373,8 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         {"out", ARG_STRING, &f->out, "output directory (--load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
         {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
+        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its *_so_far.ckpt; the same flags)", 0, 0,
+         NULL, ARG_OUTPUT},
         {"input", ARG_STRING, &f->input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
          NULL, ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
@@ -424,8 +435,14 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
      * is said now, not after the training whose models would be lost */
     if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
         gnuplot_timeout_check() < 0 || (!f->load && out_dir_prepare("--out", f->out) < 0) ||
-        (!f->load && checkpoint_check_stopped_run(f->out, f->force) < 0) || (f->load && f->plot && make_dirs(f->out) < 0))
+        (!f->load && !f->resume && checkpoint_check_stopped_run(f->out, f->force) < 0) ||
+        (f->load && f->plot && make_dirs(f->out) < 0))
         return -1;
+    if (f->resume && f->force)
+        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
+    char stopped[256];
+    if (f->resume && !checkpoint_find_stopped_run(f->out, stopped, sizeof stopped))
+        return fail("--resume: %s holds no stopped run (no *_so_far.ckpt): nothing to continue", f->out);
     threads_set(f->threads);
     return 0;
 }
@@ -515,6 +532,7 @@ ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const c
     snprintf(run->key, sizeof run->key, "%s", key);
     /* where training writes its weights so far, and classifier_save the final ones */
     r->config = run->config;
+    r->resume = runs->flags.resume;
     if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
         return NULL;
     va_list ap;

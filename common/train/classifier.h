@@ -48,6 +48,7 @@ typedef struct {
     int test_size;        /* --test-size: test examples */
     const char *out, *load;   /* --out, --load (NULL: none) */
     int force;            /* --force: train over a stopped run's weights so far in --out */
+    int resume;           /* --resume: continue the stopped run in --out (each run from its checkpoint so far) */
     const char *input;    /* --input: with --load, run the model on these typed digits */
     int plot;             /* --plot: with --input, draw its attention */
     const char *preset;   /* --preset: one of the program's presets (NULL: it has none) */
@@ -110,6 +111,7 @@ typedef struct {
     char checkpoint[1024];   /* --out/model_KEY.ckpt (classifier_add_run; "": none while training) */
     char checkpoint_last_weights[1024];   /* with --ema: the last step's weights; "" without */
     const char *config;      /* the run's config text, which its checkpoints keep */
+    int resume;              /* --resume: continue from the checkpoint so far when there is one */
 } ClassifierResult;
 
 /* The gradient of the mean loss over the batch e, left in m[0]'s

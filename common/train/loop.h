@@ -10,6 +10,12 @@
  *   every --eval-every steps: the validation loss, a point of the loss curve,
  *                             and the checkpoint so far
  *
+ * The checkpoint so far holds, besides the weights, all a run needs to go
+ * on: the step, Adam's moments, the curve, and what the model's part names
+ * (its batch sampler's random stream and position, a dropout stream). A run
+ * stopped by Ctrl-C resumes from it (--resume): the same steps follow, and
+ * at one thread the same bits as a run that never stopped.
+ *
  * The model's part is a Trainer: a function that draws the next batch and
  * leaves the gradient of its mean loss in params->grad, and, optionally, one
  * that measures the validation loss. The rest (the schedule, clipping, the
@@ -18,6 +24,7 @@
  * it in its main, where a reader sees it. */
 #ifndef LOOP_H
 #define LOOP_H
+#include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/params.h"
 
@@ -38,6 +45,8 @@ typedef struct {
     ((TrainOptions){.steps = 1000, .lr = 3e-3f, .warmup = 100, .lr_floor = 0.05f, .clip = 1.0f,              \
                     .weight_decay = 0.0f, .eval_every = 250, .quiet = 0, .unit = "examples"})
 
+enum { TRAIN_STATE_MAX = 16 };   /* state items a Trainer may name */
+
 typedef struct {
     void *self;         /* the model and its data: what the two calls below receive */
     Params *params;     /* the parameters the optimizer updates */
@@ -51,13 +60,24 @@ typedef struct {
     /* Optional (NULL: none): called after every update (a moving average
      * of the weights, chapter 07). */
     void (*updated)(void *self);
-    /* Optional (NULL: none): write the weights so far (beside the
-     * program's checkpoint: io/checkpoint.h's checkpoint_save_so_far), at
-     * every point of the curve before the last, so that a run stopped early
-     * (Ctrl-C, a time limit) keeps its latest weights. The program writes
-     * the final checkpoint itself after training. Returns 0, or -1 with
-     * fail() (the loop then stops). */
-    int (*save)(void *self);
+    /* Optional (NULL: nothing saved while training): the program's
+     * checkpoint path and its config text. At every point of the curve
+     * before the last, and at a Ctrl-C, the loop writes the weights so far
+     * and the training state beside it (io/checkpoint.h's
+     * checkpoint_save_so_far), so that a run stopped early keeps its latest
+     * weights and can resume. The program writes the final checkpoint
+     * itself after training. A failed write stops the loop. */
+    const char *checkpoint, *config;
+    int batch;          /* examples (or windows) a step draws: a resume checks it is the same */
+    /* What else changes as the model's part trains, for a resume to put
+     * back: its batch sampler's random stream and position, the model's
+     * dropout stream, a moving average ... (the loop adds its own) */
+    StateItem state[TRAIN_STATE_MAX];
+    int n_state;
+    /* Optional (NULL: from step 0): a stopped run's checkpoint so far to
+     * continue from. Its config text and training flags must be this run's;
+     * the loop loads its weights and state and goes on from its step. */
+    const char *resume;
 } Trainer;
 
 /* What a run of the loop leaves: the loss curve (a point every eval_every
@@ -83,9 +103,8 @@ int train_loop(const Trainer *t, const TrainOptions *o, TrainLog *log);
 void train_log_free(TrainLog *log);
 
 /* 1 when the last train_loop stopped at a Ctrl-C (SIGINT): it ended the step
- * in flight, wrote the weights so far (Trainer.save) and returned -1 with a
- * message saying where they are; a program running several trainings
- * stops there too. */
+ * in flight, wrote the checkpoint so far and returned -1 with a message
+ * saying where it is; a program running several trainings stops there too. */
 int train_loop_interrupted(void);
 
 #endif

@@ -2,10 +2,13 @@
 #include "train/memory.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/util.h"
 
 /* Where the limit of memory_available came from, for the message. */
 static const char *limit_source(double cap_mib, double *bytes) {
@@ -51,4 +54,44 @@ int memory_check(const char *subject, const MemoryPart *parts, int n, double cap
                 "%s", subject, memory_text(total, need, sizeof need), parts[largest].what,
                 memory_text(parts[largest].bytes, part, sizeof part), memory_text(limit, have, sizeof have), source,
                 advice);
+}
+
+/* What memory_budget_begin was told, for the line over_budget prints. */
+static char budget_program[64], budget_subject[160], budget_advice[240];
+
+static void over_budget(double counted, size_t asked) {
+    double limit;
+    const char *source = limit_source(0, &limit);
+    char have[32], so_far[32], more[32];
+    fprintf(stderr, "%s: error: %s needs more than the %s this process may use (%s, less what it held before): "
+            "building it had taken %s when it asked for %s more: %s\n", budget_program, budget_subject,
+            memory_text(limit, have, sizeof have), source, memory_text(counted, so_far, sizeof so_far),
+            memory_text((double)asked, more, sizeof more), budget_advice);
+    exit(1);
+}
+
+/* What this process holds already, in bytes, from /proc/self/statm: its
+ * address space when the limit is ulimit -v, else its resident pages (0
+ * where there is no /proc). */
+static double already_used(int address_space) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (f == NULL) return 0.0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2) size = resident = 0;
+    fclose(f);
+    const long page = sysconf(_SC_PAGESIZE);
+    return (double)(address_space ? size : resident) * (double)(page > 0 ? page : 4096);
+}
+
+void memory_budget_begin(const char *program, const char *subject, const char *advice) {
+    snprintf(budget_program, sizeof budget_program, "%s", program);
+    snprintf(budget_subject, sizeof budget_subject, "%s", subject);
+    snprintf(budget_advice, sizeof budget_advice, "%s", advice);
+    double limit;
+    const char *source = limit_source(0, &limit);
+    xmalloc_limit(limit - already_used(strstr(source, "ulimit") != NULL), over_budget);
+}
+
+void memory_budget_end(void) {
+    xmalloc_limit(0, NULL);
 }

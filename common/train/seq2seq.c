@@ -135,8 +135,6 @@ typedef struct {
     int *order;     /* [data->train.n] the training examples' order */
     int cursor;     /* the next batch starts at order[cursor] */
     Rng rng;
-    char checkpoint[1024];   /* --out/model.ckpt, and the config text it keeps */
-    const char *config;
 } Seq2SeqTraining;
 
 /* Trainer.gradient: the next batch, forward and backward (loop.h). */
@@ -159,12 +157,6 @@ static double seq2seq_gradient(void *self, int step, long *count) {
 static double seq2seq_validate(void *self) {
     Seq2SeqTraining *tr = self;
     return split_loss(tr->model, &tr->data->valid, &tr->batch, tr->batch_size, 1000);
-}
-
-/* Trainer.save: the weights so far, beside --out/model.ckpt (io/checkpoint.h). */
-static int seq2seq_save(void *self) {
-    const Seq2SeqTraining *tr = self;
-    return checkpoint_save_so_far(tr->checkpoint, tr->config, tr->model->params);
 }
 
 /* ------------------------------------------------------- printing, plots */
@@ -408,6 +400,8 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
          ARG_OUTPUT},
         {"load", ARG_STRING, &f->load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
         {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
+        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its model_so_far.ckpt; the same flags)",
+         0, 0, NULL, ARG_OUTPUT},
         {"translate", ARG_STRING, &f->translate, "with --load: decode this text and print the output", 0, 0, NULL,
          ARG_OUTPUT},
         {"plot", ARG_BOOL, &f->plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
@@ -459,6 +453,8 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     free(specs);
     if (rc != 0) return rc;
     if (f->translate && !f->load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
+    if (f->resume && f->force)
+        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
     if (f->plot && !f->translate) return fail("--plot goes with --load CKPT --translate TEXT");
     if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
         gnuplot_timeout_check() < 0)
@@ -617,18 +613,31 @@ int seq2seq_train(Seq2SeqRun *run) {
     if (start_run(run) < 0) return -1;
     if (f->load) return 0;
     /* a stopped run's weights so far are not replaced without --force (io/checkpoint.h) */
-    if (checkpoint_check_stopped_run(run->out_dir, f->force) < 0) return -1;
+    if (!f->resume && checkpoint_check_stopped_run(run->out_dir, f->force) < 0) return -1;
     if (f->train.steps == 0) return 0;
-    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch, .config = run->config};
-    if (path_format(tr.checkpoint, sizeof tr.checkpoint, "%s/model.ckpt", run->out_dir) < 0) return -1;
+    char checkpoint[1024], so_far[1100];   /* --out/model.ckpt, and --resume's model_so_far.ckpt beside it */
+    if (path_format(checkpoint, sizeof checkpoint, "%s/model.ckpt", run->out_dir) < 0 ||
+        checkpoint_so_far_path(so_far, sizeof so_far, checkpoint) < 0)
+        return -1;
+    if (f->resume && !file_exists(so_far))
+        return fail("--resume: %s holds no stopped run (no %s): nothing to continue", run->out_dir, so_far);
+    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch};
     batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);
     if (d->value_size) batch_alloc_values(&tr.batch, f->batch, d->value_size);
     tr.order = xmalloc(sizeof(int) * (size_t)d->train.n);
     for (int i = 0; i < d->train.n; i++) tr.order[i] = i;
     rng_seed(&tr.rng, (uint64_t)f->seed, 7);
     rng_shuffle(&tr.rng, tr.order, d->train.n);
-    const Trainer trainer = {.self = &tr, .params = run->model.params, .gradient = seq2seq_gradient,
-                             .validate = seq2seq_validate, .save = seq2seq_save};
+    /* what a resume puts back besides the weights: the examples' order, where the next batch starts, the
+     * shuffling stream, and the model's own stream (dropout) */
+    Trainer trainer = {.self = &tr, .params = run->model.params, .gradient = seq2seq_gradient,
+                       .validate = seq2seq_validate, .checkpoint = checkpoint, .config = run->config,
+                       .batch = f->batch, .resume = f->resume ? so_far : NULL,
+                       .state = {{"batches.order", STATE_INT, tr.order, (size_t)d->train.n},
+                                 {"batches.cursor", STATE_INT, &tr.cursor, 1},
+                                 {"batches.rng", STATE_U64, &tr.rng, 2}},
+                       .n_state = 3};
+    if (run->model.rng) trainer.state[trainer.n_state++] = (StateItem){"model.rng", STATE_U64, run->model.rng, 2};
     const int rc = train_loop(&trainer, &f->train, &run->log);
     batch_free(&tr.batch);
     free(tr.order);

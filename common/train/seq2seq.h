@@ -73,6 +73,7 @@ typedef struct {
     int max_eval;                  /* --max-eval: test examples evaluated (0: all) */
     const char *out, *load;        /* --out, --load (NULL: none) */
     int force;                     /* --force: train over a stopped run's weights so far in --out */
+    int resume;                    /* --resume: continue the stopped run in --out from its checkpoint so far */
     const char *translate;         /* --translate: with --load, decode this text */
     int plot;                      /* --plot: with --translate, draw its attention */
     const char *backend;           /* --backend (NULL: $ATTN_BACKEND, else auto) */

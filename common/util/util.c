@@ -9,7 +9,9 @@
  *   write_signals_install, temp_register: a Ctrl-C during a save removes its
  *                      temporary; SIGXFSZ ignored (a file-size limit is an error)
  *   read_whole_file    read a file into memory, gunzipping "*.gz" with zlib
- *   xmalloc/xcalloc    64-byte aligned allocation that aborts on out-of-memory
+ *   xmalloc/xcalloc    64-byte aligned allocation; out of memory ends the
+ *                      program with one line (exit 1): the one place here
+ *                      that exits, as no caller could go on without the bytes
  *
  * Errors from user-visible operations go through fail() (error.h) with the
  * path and the operating system's reason; nothing here calls exit(). */
@@ -43,6 +45,11 @@ static int make_one_dir(const char *dir) {
         return fail("cannot create directory '%s': a file with that name exists", dir);
     }
     return fail("cannot create directory '%s': %s", dir, strerror(errno));
+}
+
+int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int make_dirs(const char *path) {
@@ -543,20 +550,38 @@ char *read_whole_file(const char *path, size_t *len) {
 
 /* ------------------------------------------------------------- allocation */
 
+static double counted, count_limit;
+static void (*count_over)(double counted, size_t asked);
+
+void xmalloc_limit(double limit, void (*over_limit)(double counted, size_t asked)) {
+    counted = 0.0;
+    count_limit = limit;
+    count_over = over_limit;
+}
+
+void xmalloc_count(size_t bytes) {
+    if (!count_over) return;
+    if (counted + (double)bytes > count_limit) count_over(counted, bytes);
+    counted += (double)bytes;
+}
+
 void *xmalloc(size_t bytes) {
+    xmalloc_count(bytes);
     void *p = NULL;
     /* posix_memalign(0) may return NULL legitimately; ask for one byte. */
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0 || p == NULL) {
-        fprintf(stderr, "fatal: out of memory allocating %zu bytes\n", bytes);
-        abort();
+        fprintf(stderr, "error: out of memory: %zu bytes asked for at once, more than this process may have: "
+                "a smaller --batch or model\n", bytes);
+        exit(1);
     }
     return p;
 }
 
 void *xcalloc(size_t count, size_t size) {
     if (size != 0 && count > SIZE_MAX / size) {
-        fprintf(stderr, "fatal: allocation of %zu x %zu bytes overflows\n", count, size);
-        abort();
+        fprintf(stderr, "error: an allocation of %zu x %zu bytes overflows: a smaller --batch or model\n", count,
+                size);
+        exit(1);
     }
     void *p = xmalloc(count * size);
     memset(p, 0, count * size);

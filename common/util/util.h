@@ -7,6 +7,9 @@
 /* mkdir -p. Returns 0, or -1 with fail(). */
 int make_dirs(const char *path);
 
+/* 1 when path names a plain file, else 0. */
+int file_exists(const char *path);
+
 /* The longest output directory a program writes into, in bytes: --out, or
  * the eval_* directory that --load picks (results.h). The names a program
  * puts in it are at most about 250 bytes ("/caption_<name>.png.tmp.<pid>",
@@ -85,6 +88,13 @@ char *read_gzip_file(const char *path, size_t *len);
 /* Aligned allocation (64 bytes) that never returns NULL: aborts with a
  * message on out-of-memory (a programming/resource error, not user input). */
 void *xmalloc(size_t bytes);
+/* While a model is built (train/memory.h's memory_budget_begin), xmalloc
+ * counts the bytes it hands out: over_limit(counted, asked) is called, before
+ * the system is asked, by the allocation that would take the count past
+ * limit, and ends the program. over_limit NULL: no count. */
+void xmalloc_limit(double limit, void (*over_limit)(double counted, size_t asked));
+/* The same count for bytes allocated by other means (the parameters' aligned_alloc). */
+void xmalloc_count(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 
 /* Wall-clock seconds (monotonic), for timing a run. */
