@@ -27,6 +27,7 @@
 #   make length-ood trained on reverse 5-40, tested on 41-80: three positions and chapter 02 (out/length_ood/)
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
 #   make gpt-moe       a mixture of experts against dense MLPs on chapter 06's GPT (out/gpt_moe/)
+#   make gpt-mlp       the GPT without its MLP, at a third of the parameters and at equal parameters (out/gpt_mlp/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make clean
 #
@@ -174,7 +175,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -285,6 +286,10 @@ gpt-variants: deps-run all
 # A mixture of experts against dense MLPs on chapter 06's GPT (tools/gpt_moe.sh; about 15 minutes).
 gpt-moe: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_moe.sh
+
+# Why the MLP: chapter 06's GPT with and without it, three seeds each (tools/gpt_mlp.sh; about 7 minutes).
+gpt-mlp: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_mlp.sh
 
 # Length generalisation: four models trained on 5-40, tested on 41-80 (tools/length_ood.sh).
 length-ood: deps-run all

@@ -575,6 +575,45 @@ def table_gpt_variants(out_dir, readme):
     return rows, caption
 
 
+def table_gpt_mlp(out_dir, readme):
+    """Why the MLP (tools/gpt_mlp.sh): the GELU MLP against attention only, at a third of the parameters and at
+    equal parameters (12 blocks), three seeds each; a win or a loss against the MLP only where the ranges of
+    test bpc do not overlap."""
+    runs = [("gelu", "4 blocks, attention + GELU MLP (F = 512)"), ("none", "4 blocks, attention only"),
+            ("none-deep", "12 blocks, attention only (equal parameters)")]
+    rows = ["| model | parameters | test bpc, seeds 1 / 2 / 3 | mean | ms per step | against the MLP |",
+            "|---|---|---|---|---|---|"]
+    datas, ranges = [], []
+    for run, label in runs:
+        bpcs, secs, steps = [], 0.0, 0.0
+        for seed in (1, 2, 3):
+            path, d = read_results(os.path.join(out_dir, "gpt_mlp", run, "seed%d" % seed, "results.json"),
+                                   "gpt-mlp", readme, "run `bash tools/gpt_mlp.sh` first")
+            datas.append(d)
+            bpcs.append(number(d, "test_bpc", path))
+            secs += number(d, "train_seconds", path)
+            steps += number(d, "steps", path)
+            params = int(number(d, "parameters", path))
+        ranges.append((min(bpcs), max(bpcs)))
+        if run == "gelu":
+            verdict = "-"
+        elif ranges[-1][0] > ranges[0][1]:
+            verdict = "loss"
+        elif ranges[-1][1] < ranges[0][0]:
+            verdict = "**win**"
+        else:
+            verdict = "tie"
+        rows.append("| %s | %s | %s | %.3f | %.0f | %s |" % (
+            label, "{:,}".format(params), " / ".join("%.3f" % b for b in bpcs), sum(bpcs) / 3.0,
+            1000.0 * secs / steps, verdict))
+    d = datas[0]
+    caption = ("Brown characters, %d steps of 16 windows of 64 for each seed; bits per character on the test part "
+               "(lower is better); a win or a loss only where the three seeds' ranges do not overlap. From "
+               "`tools/gpt_mlp.sh` (`out/gpt_mlp/*/seed*/results.json`, %s; two runs side by side); `make readme` "
+               "rewrites this table." % (int(number(d, "steps", "gelu")), conditions(datas)))
+    return rows, caption
+
+
 def table_gpt_moe(out_dir, readme):
     """A mixture of experts against dense MLPs on the GPT (tools/gpt_moe.sh): one row per run, then the
     share of each block's tokens each expert takes and, for the first block, the tokens each takes most."""
@@ -826,7 +865,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -999,6 +1038,8 @@ def make_table(name, out_dir, readme):
         return table_gpt_variants(out_dir, readme)
     if name == "gpt-moe":
         return table_gpt_moe(out_dir, readme)
+    if name == "gpt-mlp":
+        return table_gpt_mlp(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
