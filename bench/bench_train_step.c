@@ -305,7 +305,7 @@ typedef struct {
     int *x, *y;   /* [B, N] tokens and the next tokens */
 } GptBench;
 
-/* What 06_gpt's training step does (main_gpt.c's gradient): the mean
+/* What 06_gpt's training step does (gpt_run.c's gradient): the mean
  * cross-entropy per target, and its gradient. */
 static double gpt_forward_backward(void *state) {
     GptBench *s = state;
@@ -346,7 +346,7 @@ static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chap
     s->x = xmalloc(sizeof(int) * (size_t)B * N);
     s->y = xmalloc(sizeof(int) * (size_t)B * N);
     Rng rng;
-    rng_seed(&rng, 42, 1);   /* main_gpt.c's train_batch() */
+    rng_seed(&rng, 42, 1);   /* gpt_run.c's gradient(): the windows' stream */
     for (int b = 0; b < B; b++) {
         const int a = (int)rng_below(&rng, (uint32_t)(c.train.n - N - 1) + 1);
         memcpy(s->x + (size_t)b * N, c.train.ids + a, sizeof(int) * (size_t)N);
@@ -367,7 +367,7 @@ static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chap
     return 0;
 }
 
-/* build/06_gpt's model (chapters/06_transformer/main_gpt.c): characters, 4
+/* build/06_gpt's model (chapters/06_transformer/gpt_run.c): characters, 4
  * blocks, D 128, 4 heads, F 512, batch 16, here with windows of 128 (the
  * quick default trains on windows of 64). */
 static int create_06_gpt(BenchModel *model, FILE *batch_log) {
