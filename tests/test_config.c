@@ -171,19 +171,29 @@ static void test_loop_stops_before_a_bad_update(void **state) {
     params_free(&q.params);
 }
 
+/* A fresh directory for a loop's checkpoint: dir, dir/model.ckpt and the
+ * weights-so-far sibling the loop writes beside it. */
+typedef struct {
+    char dir[256], ckpt[300], so_far[320];
+} LoopFiles;
+
+static void loop_files(LoopFiles *f, const char *prefix) {
+    assert_int_equal(temp_dir_make(f->dir, sizeof f->dir, prefix), 0);
+    snprintf(f->ckpt, sizeof f->ckpt, "%s/model.ckpt", f->dir);
+    snprintf(f->so_far, sizeof f->so_far, "%s/model_so_far.ckpt", f->dir);
+}
+
 /* The checkpoint so far: written at every curve point but the last (the
  * program writes the final weights itself), with the training state; a
  * failed write stops the loop. */
 static void test_loop_saves_the_weights_so_far(void **state) {
     (void)state;
-    char dir[256], ckpt[300], so_far[320];
-    assert_int_equal(temp_dir_make(dir, sizeof dir, "loop_so_far"), 0);
-    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", dir);
-    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", dir);
+    LoopFiles f;
+    loop_files(&f, "loop_so_far");
     Quadratic q;
     quadratic_make(&q);
     int mark = 7;   /* a Trainer's own state item, kept and put back */
-    const Trainer t = {.self = &q, .params = &q.params, .gradient = quadratic_gradient, .checkpoint = ckpt,
+    const Trainer t = {.self = &q, .params = &q.params, .gradient = quadratic_gradient, .checkpoint = f.ckpt,
                        .config = "model=quadratic\n", .batch = 10,
                        .state = {{"mark", STATE_INT, &mark, 1}}, .n_state = 1};
     TrainOptions o = TRAIN_DEFAULTS;
@@ -193,7 +203,7 @@ static void test_loop_saves_the_weights_so_far(void **state) {
     assert_int_equal(log.n, 4);                      /* points at steps 3, 6, 9, 10 */
     int position[3] = {0}, got_mark = 0;
     StateItem items[2] = {{"loop.position", STATE_INT, position, 3}, {"mark", STATE_INT, &got_mark, 1}};
-    assert_int_equal(checkpoint_load_state(so_far, items, 2), 0);
+    assert_int_equal(checkpoint_load_state(f.so_far, items, 2), 0);
     assert_int_equal(position[0], 9);                /* the last one written: after step 9 */
     assert_int_equal(position[1], 3);
     assert_int_equal(got_mark, 7);
@@ -208,7 +218,7 @@ static void test_loop_saves_the_weights_so_far(void **state) {
     assert_int_equal(log.steps_done, 3);             /* stopped at the failed save */
     train_log_free(&log);
     params_free(&q.params);
-    temp_dir_remove(dir);
+    temp_dir_remove(f.dir);
 }
 
 /* A run resumed from its checkpoint so far ends with the weights, curve
@@ -216,10 +226,8 @@ static void test_loop_saves_the_weights_so_far(void **state) {
  * back: without them the next updates differ); other flags are refused. */
 static void test_loop_resumes_to_the_same_bits(void **state) {
     (void)state;
-    char dir[256], ckpt[300], so_far[320];
-    assert_int_equal(temp_dir_make(dir, sizeof dir, "loop_resume"), 0);
-    snprintf(ckpt, sizeof ckpt, "%s/model.ckpt", dir);
-    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", dir);
+    LoopFiles f;
+    loop_files(&f, "loop_resume");
     TrainOptions o = TRAIN_DEFAULTS;
     o.steps = 40, o.quiet = 1, o.eval_every = 15, o.lr = 0.05f, o.warmup = 5;
     Quadratic whole, part;
@@ -230,7 +238,7 @@ static void test_loop_resumes_to_the_same_bits(void **state) {
     assert_int_equal(train_loop(&t_whole, &o, &log_whole), 0);
     /* the same run with a checkpoint so far; its last one is after step 30 */
     const Trainer t_part = {.self = &part, .params = &part.params, .gradient = quadratic_gradient,
-                            .checkpoint = ckpt, .config = "model=quadratic\n", .batch = 10};
+                            .checkpoint = f.ckpt, .config = "model=quadratic\n", .batch = 10};
     assert_int_equal(train_loop(&t_part, &o, &log_part), 0);
     train_log_free(&log_part);
     params_free(&part.params);
@@ -239,7 +247,7 @@ static void test_loop_resumes_to_the_same_bits(void **state) {
     Trainer t_resume = t_part;
     t_resume.self = &part;
     t_resume.params = &part.params;
-    t_resume.resume = so_far;
+    t_resume.resume = f.so_far;
     assert_int_equal(train_loop(&t_resume, &o, &log_part), 0);
     assert_int_equal(part.calls, 10);
     assert_memory_equal(part.params.data, whole.params.data, sizeof(float) * whole.params.size);
@@ -260,7 +268,7 @@ static void test_loop_resumes_to_the_same_bits(void **state) {
     train_log_free(&log_whole);
     params_free(&part.params);
     params_free(&whole.params);
-    temp_dir_remove(dir);
+    temp_dir_remove(f.dir);
 }
 
 int main(void) {

@@ -45,15 +45,13 @@ static void sleep_ms(long ms) {
 #define GPT_ARGS "--layers 1 --dim 8 --heads 2 --ff 8 --context 16 --batch 2 --eval-every 1 --eval-tokens 20 " \
                  "--eval-max-tokens 300 --max-new 5 --threads 1 --quiet"
 
-/* 06_gpt of 100000 steps, a curve point (and the weights so far) at every
- * step, stopped by SIGINT once the first weights so far are on disk. */
-static void test_interrupt_keeps_the_weights(void **state) {
-    (void)state;
-    char out[512], so_far[600], err_path[600], program[1200];
-    snprintf(out, sizeof out, "%s/gpt", tmp_dir);
-    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", out);
-    snprintf(err_path, sizeof err_path, "%s/gpt.err", tmp_dir);
-    snprintf(program, sizeof program, "%s/06_gpt", build_dir);
+/* Start program with args (and --out out) in a child whose stderr goes
+ * to err_path; settle_ms after so_far is on disk, SIGINT. Returns the
+ * child's status (also when it ended before so_far appeared). */
+static int run_and_interrupt(const char *program, const char *args, const char *out, const char *so_far,
+                             const char *err_path, long settle_ms) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", build_dir, program);
     fflush(NULL);
     const pid_t pid = fork();
     assert_true(pid >= 0);
@@ -62,24 +60,33 @@ static void test_interrupt_keeps_the_weights(void **state) {
         if (err < 0 || null < 0 || dup2(err, 2) < 0 || dup2(null, 1) < 0) _exit(99);
         signal(SIGINT, SIG_DFL);
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, "exec '%s' --steps 100000 " GPT_ARGS " --out '%s'", program, out);
+        snprintf(cmd, sizeof cmd, "exec '%s' %s --out '%s'", path, args, out);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(98);
     }
-    /* wait for the first weights so far (the corpus and its baselines come first) */
-    int status = 0, done = 0;
-    for (int i = 0; i < 6000 && !exists(so_far); i++) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            done = 1;
-            break;
-        }
-        sleep_ms(20);
+    int status = 0;
+    for (int i = 0; i < 60000 && !exists(so_far); i++) {   /* the first weights so far (1 ms polls) */
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+        sleep_ms(1);
     }
-    assert_false(done);
-    assert_true(exists(so_far));
-    sleep_ms(200);   /* a few steps more: the interrupt falls in the middle */
-    assert_int_equal(kill(pid, SIGINT), 0);
+    sleep_ms(settle_ms);
+    kill(pid, SIGINT);
     assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+/* 06_gpt of 100000 steps, a curve point (and the weights so far) at every
+ * step, stopped by SIGINT once the first weights so far are on disk. */
+static void test_interrupt_keeps_the_weights(void **state) {
+    (void)state;
+    char out[512], so_far[600], err_path[600];
+    snprintf(out, sizeof out, "%s/gpt", tmp_dir);
+    snprintf(so_far, sizeof so_far, "%s/model_so_far.ckpt", out);
+    snprintf(err_path, sizeof err_path, "%s/gpt.err", tmp_dir);
+    /* (the corpus and its baselines come first); a few steps more after
+     * the first weights so far: the interrupt falls in the middle */
+    const int status = run_and_interrupt("06_gpt", "--steps 100000 " GPT_ARGS, out, so_far, err_path, 200);
+    assert_true(exists(so_far));
     char err[8192];
     read_text_file(err_path, err, sizeof err);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
@@ -157,34 +164,6 @@ static void test_every_driver_refuses(void **state) {
     free(r);
 }
 
-/* Start program with args (and --out out) in a child whose stderr goes
- * to err_path; once so_far is on disk, SIGINT. Returns the child's status. */
-static int run_and_interrupt(const char *program, const char *args, const char *out, const char *so_far,
-                             const char *err_path) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", build_dir, program);
-    fflush(NULL);
-    const pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        const int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), null = open("/dev/null", O_WRONLY);
-        if (err < 0 || null < 0 || dup2(err, 2) < 0 || dup2(null, 1) < 0) _exit(99);
-        signal(SIGINT, SIG_DFL);
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd, "exec '%s' %s --out '%s'", path, args, out);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(98);
-    }
-    int status = 0;
-    for (int i = 0; i < 60000 && !exists(so_far); i++) {   /* the first weights so far, then at once */
-        if (waitpid(pid, &status, WNOHANG) == pid) return status;
-        sleep_ms(1);
-    }
-    kill(pid, SIGINT);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    return status;
-}
-
 static int same_bytes(const char *a, const char *b) {
     size_t na, nb;
     char *x = read_whole_file(a, &na), *y = read_whole_file(b, &nb);
@@ -225,7 +204,7 @@ static void test_resume_gives_the_uninterrupted_bits(void **state) {
         if (r->code != 0) print_error("%s: %s\n", program, r->err);
         assert_int_equal(r->code, 0);
 
-        const int status = run_and_interrupt(program, args, part, so_far, err_path);
+        const int status = run_and_interrupt(program, args, part, so_far, err_path, 0);
         char err[8192];
         read_text_file(err_path, err, sizeof err);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || !strstr(err, "with --resume continues"))
