@@ -457,8 +457,7 @@ void rnn_seq2seq_interface(RnnSeq2Seq *r, Seq2Seq *m) {
 
 int rnn_seq2seq_build(Seq2Seq *m, const Dataset *d, const RnnConfig *c, int max_batch, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("01_rnn_seq2seq", "the model of these flags",
-                        "a smaller --batch, --state or --embed, or shorter examples");
+    memory_budget_begin("01_rnn_seq2seq", "a smaller --batch, --state or --embed, or shorter examples");
     RnnSeq2Seq *r = xmalloc(sizeof *r);
     int err = rnn_seq2seq_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
                                  d->max_tgt_len, seed);

@@ -455,8 +455,7 @@ void bahdanau_interface(Bahdanau *r, Seq2Seq *m) {
 
 int bahdanau_build(Seq2Seq *m, const Dataset *d, const BahdanauConfig *c, int max_batch, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("02_bahdanau_attention", "the model of these flags",
-                        "a smaller --batch, --state or --embed, or shorter examples");
+    memory_budget_begin("02_bahdanau_attention", "a smaller --batch, --state or --embed, or shorter examples");
     Bahdanau *r = xmalloc(sizeof *r);
     int err = bahdanau_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
                               d->max_tgt_len, seed);

@@ -447,8 +447,7 @@ void attn_seq2seq_interface(AttnSeq2Seq *r, Seq2Seq *m) {
 
 int attn_seq2seq_build(Seq2Seq *m, const Dataset *d, const AttnSeq2SeqConfig *c, int max_batch, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("03_dot_product_attention", "the model of these flags",
-                        "a smaller --batch, --state or --embed, or shorter examples");
+    memory_budget_begin("03_dot_product_attention", "a smaller --batch, --state or --embed, or shorter examples");
     AttnSeq2Seq *r = xmalloc(sizeof *r);
     int err = attn_seq2seq_create(r, c, d->src_vocab.size, d->tgt_vocab.size, max_batch, d->max_src_len,
                                   d->max_tgt_len, seed);

@@ -302,8 +302,7 @@ void digit_model_classifier(DigitModel *m, void *allocation, Classifier *c) {
 
 int digit_model_build(Classifier *c, const DigitConfig *cfg, int max_B, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("04_self_attention", "the model of these flags",
-                        "a smaller --batch, --dim, --ff or --len");
+    memory_budget_begin("04_self_attention", "a smaller --batch, --dim, --ff or --len");
     DigitModel *m = xmalloc(sizeof *m);
     if (digit_model_create(m, &DIGIT_SELF_ATTENTION, NULL, 1, cfg, max_B, seed) < 0) {
         memory_budget_end();

@@ -85,8 +85,7 @@ void mh_model_free(MultiHeadModel *m) { digit_model_free(&m->model); }
 int mh_model_build(Classifier *c, const MultiHeadModelConfig *cfg, MultiHeadAttention attention, int max_B,
                    uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("05_multi_head_attention", "the model of these flags",
-                        "a smaller --batch, --dim, --ff or --len");
+    memory_budget_begin("05_multi_head_attention", "a smaller --batch, --dim, --ff or --len");
     MultiHeadModel *m = xmalloc(sizeof *m);
     if (mh_model_create(m, cfg, attention, max_B, seed) < 0) {
         memory_budget_end();

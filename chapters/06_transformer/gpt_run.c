@@ -590,9 +590,7 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
         return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", m->dim,
                     m->heads);
     if (!f->out) f->out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
-    if (f->resume && f->force)
-        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
-    if (!f->resume && checkpoint_check_stopped_run(f->out, f->force) < 0) return -1;   /* a stopped run's weights */
+    if (checkpoint_check_stopped_run(f->out, f->force, f->resume) < 0) return -1;   /* a stopped run's weights */
     const BrownTokens kind = token_kind(f->tokens);
     if (f->eval_stride == 0)
         f->eval_stride = kind != BROWN_CHARS ? (m->context / 2 > 0 ? m->context / 2 : 1) : m->context;
@@ -671,8 +669,6 @@ int gpt_run_train(GptRun *run) {
     if (path_format(b->checkpoint, sizeof b->checkpoint, "%s/model.ckpt", f->out) < 0 ||
         checkpoint_so_far_path(b->so_far, sizeof b->so_far, b->checkpoint) < 0)
         return -1;
-    if (f->resume && !file_exists(b->so_far))
-        return fail("--resume: %s holds no stopped run (no %s): nothing to continue", f->out, b->so_far);
     /* what a resume puts back besides the weights: the windows' stream, dropout's, the experts' tallies */
     const Trainer trainer = {.self = b, .params = &run->g->params, .gradient = gradient, .validate = validate,
                              .checkpoint = b->checkpoint, .config = run->config, .batch = f->batch,

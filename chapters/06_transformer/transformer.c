@@ -484,8 +484,7 @@ void transformer_pos_rows(TransformerConfig *c, const Dataset *d) {
 
 int transformer_build(Seq2Seq *m, const Dataset *d, const TransformerConfig *c, int max_batch, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("06_transformer", "the model of these flags",
-                        "a smaller --batch, --dim, --ff or --layers, or shorter examples");
+    memory_budget_begin("06_transformer", "a smaller --batch, --dim, --ff or --layers, or shorter examples");
     Transformer *t = xmalloc(sizeof *t);
     if (transformer_create(t, c, d->src_vocab.size, d->tgt_vocab.size, d->max_src_len, d->max_tgt_len + 1,
                            max_batch, seed) < 0) {

@@ -535,8 +535,7 @@ int caption_build(Seq2Seq *m, const Dataset *d, const CaptionConfig *config, int
     cfg.V = d->tgt_vocab.size;
     cfg.max_words = d->max_tgt_len;
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("07_caption", "the model of these flags",
-                        "a smaller --batch or --dim");
+    memory_budget_begin("07_caption", "a smaller --batch or --dim");
     Caption *c = xmalloc(sizeof *c);
     if (caption_create(c, &cfg, max_batch, seed) < 0) {
         memory_budget_end();

@@ -155,8 +155,7 @@ static void face_destroy(void *self) {
 
 int pixel_mlp_build(Classifier *c, const PixelMlpConfig *cfg, int max_B, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("07_mlp", "the model of these flags",
-                        "a smaller --batch or --hidden");
+    memory_budget_begin("07_mlp", "a smaller --batch or --hidden");
     PixelMlp *m = xmalloc(sizeof *m);
     if (mlp_create(m, cfg, max_B, seed) < 0) {
         memory_budget_end();

@@ -485,8 +485,7 @@ static void face_destroy(void *self) {
 
 int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("07_vision_transformer", "the model of these flags",
-                        "a smaller --batch, --dim, --ff or --layers, or larger patches");
+    memory_budget_begin("07_vision_transformer", "a smaller --batch, --dim, --ff or --layers, or larger patches");
     Vit *v = xmalloc(sizeof *v);
     if (vit_create(v, cfg, max_B, seed) < 0) {
         memory_budget_end();

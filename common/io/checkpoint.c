@@ -787,7 +787,8 @@ done:
     return rc;
 }
 
-int checkpoint_find_stopped_run(const char *out_dir, char *name, size_t cap) {
+/* 1 when out_dir holds a *_so_far.ckpt (its name into name, cap bytes), else 0. */
+static int find_stopped_run(const char *out_dir, char *name, size_t cap) {
     name[0] = '\0';
     DIR *d = opendir(out_dir);
     if (d == NULL) return 0;   /* a new directory: nothing in it to lose */
@@ -801,9 +802,14 @@ int checkpoint_find_stopped_run(const char *out_dir, char *name, size_t cap) {
     return name[0] != '\0';
 }
 
-int checkpoint_check_stopped_run(const char *out_dir, int force) {
+int checkpoint_check_stopped_run(const char *out_dir, int force, int resume) {
+    if (resume && force)
+        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
     char found[256];
-    if (!checkpoint_find_stopped_run(out_dir, found, sizeof found)) return 0;
+    const int stopped = find_stopped_run(out_dir, found, sizeof found);
+    if (resume)
+        return stopped ? 0 : fail("--resume: %s holds no stopped run (no *_so_far.ckpt): nothing to continue", out_dir);
+    if (!stopped) return 0;
     if (force) {
         printf("note: --force: %s/%s, the weights of a run that stopped before its end, is replaced by this run's\n",
                out_dir, found);

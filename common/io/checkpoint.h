@@ -75,11 +75,10 @@ void checkpoint_remove_so_far(const char *path);
  * (Ctrl-C, a crash, a divergence), and this run would replace it. Returns 0
  * when there is none (or no such directory yet), or when force (--force) is
  * set, after one note on stdout naming the file to be replaced; otherwise -1
- * with fail() naming the file and the ways on (--resume it, --load it, move it, another
- * --out, or --force). */
-int checkpoint_check_stopped_run(const char *out_dir, int force);
-/* 1 when out_dir holds such a file (its name into name, cap bytes), else 0. */
-int checkpoint_find_stopped_run(const char *out_dir, char *name, size_t cap);
+ * with fail() naming the file and the ways on (--resume it, --load it, move
+ * it, another --out, or --force). With resume (--resume): 0 when there is
+ * one to continue, -1 with fail() when there is none or force is set too. */
+int checkpoint_check_stopped_run(const char *out_dir, int force, int resume);
 
 /* Read only the config text (so the caller can build the matching model).
  * config_out gets a malloc'd NUL-terminated string the caller frees.

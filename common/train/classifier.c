@@ -435,14 +435,9 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
      * is said now, not after the training whose models would be lost */
     if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
         gnuplot_timeout_check() < 0 || (!f->load && out_dir_prepare("--out", f->out) < 0) ||
-        (!f->load && !f->resume && checkpoint_check_stopped_run(f->out, f->force) < 0) ||
+        (!f->load && checkpoint_check_stopped_run(f->out, f->force, f->resume) < 0) ||
         (f->load && f->plot && make_dirs(f->out) < 0))
         return -1;
-    if (f->resume && f->force)
-        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
-    char stopped[256];
-    if (f->resume && !checkpoint_find_stopped_run(f->out, stopped, sizeof stopped))
-        return fail("--resume: %s holds no stopped run (no *_so_far.ckpt): nothing to continue", f->out);
     threads_set(f->threads);
     return 0;
 }

@@ -57,14 +57,14 @@ int memory_check(const char *subject, const MemoryPart *parts, int n, double cap
 }
 
 /* What memory_budget_begin was told, for the line over_budget prints. */
-static char budget_program[64], budget_subject[160], budget_advice[240];
+static char budget_program[64], budget_advice[240];
 
 static void over_budget(double counted, size_t asked) {
     double limit;
     const char *source = limit_source(0, &limit);
     char have[32], so_far[32], more[32];
-    fprintf(stderr, "%s: error: %s needs more than the %s this process may use (%s, less what it held before): "
-            "building it had taken %s when it asked for %s more: %s\n", budget_program, budget_subject,
+    fprintf(stderr, "%s: error: the model of these flags needs more than the %s this process may use (%s, less what it held before): "
+            "building it had taken %s when it asked for %s more: %s\n", budget_program,
             memory_text(limit, have, sizeof have), source, memory_text(counted, so_far, sizeof so_far),
             memory_text((double)asked, more, sizeof more), budget_advice);
     exit(1);
@@ -83,9 +83,8 @@ static double already_used(int address_space) {
     return (double)(address_space ? size : resident) * (double)(page > 0 ? page : 4096);
 }
 
-void memory_budget_begin(const char *program, const char *subject, const char *advice) {
+void memory_budget_begin(const char *program, const char *advice) {
     snprintf(budget_program, sizeof budget_program, "%s", program);
-    snprintf(budget_subject, sizeof budget_subject, "%s", subject);
     snprintf(budget_advice, sizeof budget_advice, "%s", advice);
     double limit;
     const char *source = limit_source(0, &limit);

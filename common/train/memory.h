@@ -35,11 +35,11 @@ int memory_check(const char *subject, const MemoryPart *parts, int n, double cap
  * and the classifiers'): from memory_budget_begin, the bytes allocated are
  * counted (util.h's xmalloc_limit), and the allocation that would take the
  * count past memory_available(0) ends the program, before it is asked of
- * the system, with one line and exit 1: "<program>: error: <subject> needs more than the Z
+ * the system, with one line and exit 1: "<program>: error: the model of these flags needs more than the Z
  * this process may use (<where Z comes from>): building it had taken X
  * when it asked for Y more: <advice>". memory_budget_end stops the count
  * (the model is built; what training allocates is not counted). */
-void memory_budget_begin(const char *program, const char *subject, const char *advice);
+void memory_budget_begin(const char *program, const char *advice);
 void memory_budget_end(void);
 
 #endif

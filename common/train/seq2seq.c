@@ -453,8 +453,6 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
     free(specs);
     if (rc != 0) return rc;
     if (f->translate && !f->load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
-    if (f->resume && f->force)
-        return fail("--resume continues the stopped run in --out, --force trains anew over it: give one of them");
     if (f->plot && !f->translate) return fail("--plot goes with --load CKPT --translate TEXT");
     if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
         gnuplot_timeout_check() < 0)
@@ -613,14 +611,12 @@ int seq2seq_train(Seq2SeqRun *run) {
     if (start_run(run) < 0) return -1;
     if (f->load) return 0;
     /* a stopped run's weights so far are not replaced without --force (io/checkpoint.h) */
-    if (!f->resume && checkpoint_check_stopped_run(run->out_dir, f->force) < 0) return -1;
+    if (checkpoint_check_stopped_run(run->out_dir, f->force, f->resume) < 0) return -1;
     if (f->train.steps == 0) return 0;
     char checkpoint[1024], so_far[1100];   /* --out/model.ckpt, and --resume's model_so_far.ckpt beside it */
     if (path_format(checkpoint, sizeof checkpoint, "%s/model.ckpt", run->out_dir) < 0 ||
         checkpoint_so_far_path(so_far, sizeof so_far, checkpoint) < 0)
         return -1;
-    if (f->resume && !file_exists(so_far))
-        return fail("--resume: %s holds no stopped run (no %s): nothing to continue", run->out_dir, so_far);
     Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch};
     batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);
     if (d->value_size) batch_alloc_values(&tr.batch, f->batch, d->value_size);
