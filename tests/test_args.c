@@ -5,7 +5,7 @@
  * choice, a value given to a boolean flag, a missing value, an unknown flag,
  * a positional argument; an integer too big for an int is reported with the
  * flag's own range. Also what --help prints, and that a string flag without
- * a default prints none. */
+ * a default prints none, and which flags --load refuses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +26,18 @@ static float lr;
 static const char *cell, *out_dir, *note;
 
 static ArgSpec specs[] = {
-    {"steps",   ARG_INT,    &steps,   "training steps",        1, 1000000, NULL, ARG_TRAINING},
-    {"seed",    ARG_INT,    &seed,    "random seed",           0, 0, NULL, ARG_SHARED},       /* no range */
-    {"lr",      ARG_FLOAT,  &lr,      "learning rate",         1e-6, 1, NULL, ARG_TRAINING},
-    {"cell",    ARG_STRING, &cell,    "recurrent cell",        0, 0, "rnn,gru,lstm", ARG_MODEL},
-    {"out",     ARG_STRING, &out_dir, "output directory",      0, 0, NULL, ARG_OUTPUT},
-    {"verbose", ARG_BOOL,   &verbose, "print more",            0, 0, NULL, ARG_OUTPUT},
-    {"plot",    ARG_REFUSED, NULL,    "this model has no attention weights to draw", 0, 0, NULL, ARG_OUTPUT},
+    {"steps",   ARG_INT,    &steps,   "training steps",        1, 1000000, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+    {"seed",    ARG_INT,    &seed,    "random seed",           0, 0, NULL,
+     ARG_SHARED, ARG_TRAINING_ONLY},       /* no range */
+    {"lr",      ARG_FLOAT,  &lr,      "learning rate",         1e-6, 1, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+    {"cell",    ARG_STRING, &cell,    "recurrent cell",        0, 0, "rnn,gru,lstm", ARG_MODEL, ARG_TRAINING_ONLY},
+    {"out",     ARG_STRING, &out_dir, "output directory",      0, 0, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+    {"verbose", ARG_BOOL,   &verbose, "print more",            0, 0, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
+    {"plot",    ARG_REFUSED, NULL,    "this model has no attention weights to draw", 0, 0, NULL,
+     ARG_OUTPUT, ARG_TRAINING_ONLY},
     {"note",    ARG_STRING, &note,    "a long help text that goes on and on, naming what the flag does, what it "
                                       "does not do, and why a user would give it, until it needs more than one "
-                                      "line of the terminal", 0, 0, NULL, ARG_MODEL},
+                                      "line of the terminal", 0, 0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
 };
 static const int n_specs = sizeof specs / sizeof specs[0];
 
@@ -315,6 +317,29 @@ static void test_refused_flag(void **state) {
     expect_error_naming("--plot has no effect in this program");
 }
 
+/* With --load only the flags marked ARG_ACTS_WITH_LOAD may be given: the
+ * first other one is named; a refused flag is left to args_parse. */
+static void test_refuse_with_load(void **state) {
+    (void)state;
+    char *with_out[] = {"prog", "--load", "m.ckpt", "--out", "o", NULL};
+    assert_int_equal(args_refuse_with_load(5, with_out, specs, n_specs), 0);
+    char *with_steps[] = {"prog", "--out=o", "--steps", "5", "--lr", "0.1", NULL};
+    assert_int_equal(args_refuse_with_load(6, with_steps, specs, n_specs), -1);
+    expect_message("--steps has no effect with --load: the checkpoint's config decides the model, its task and "
+                   "its training; drop --steps (or train a new model without --load)");
+    char *with_plot[] = {"prog", "--plot", NULL};
+    assert_int_equal(args_refuse_with_load(2, with_plot, specs, n_specs), 0);
+    /* a program marks a flag of a shared table afterwards (the GPT's --seed seeds its sampling) */
+    ArgSpec copy[sizeof specs / sizeof specs[0]];
+    memcpy(copy, specs, sizeof specs);
+    assert_non_null(args_find(copy, n_specs, "seed"));
+    assert_null(args_find(copy, n_specs, "sed"));
+    char *with_seed[] = {"prog", "--seed", "3", NULL};
+    assert_int_equal(args_refuse_with_load(3, with_seed, copy, n_specs), -1);
+    args_find(copy, n_specs, "seed")->with_load = ARG_ACTS_WITH_LOAD;
+    assert_int_equal(args_refuse_with_load(3, with_seed, copy, n_specs), 0);
+}
+
 /* A string flag without a default (NULL) prints no "(default (none))": its
  * help text says what happens without it. A string with choices but no
  * default still lists the choices. */
@@ -356,6 +381,7 @@ int main(void) {
         cmocka_unit_test_setup(test_help_text, reset),
         cmocka_unit_test_setup(test_help_without_default, reset),
         cmocka_unit_test_setup(test_refused_flag, reset),
+        cmocka_unit_test_setup(test_refuse_with_load, reset),
         cmocka_unit_test_setup(test_int_list, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

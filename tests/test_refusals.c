@@ -2,7 +2,8 @@
  * that used to do nothing without a word, or to load what no training wrote:
  *  - 06_gpt's expert flags (--experts, --moe-top-k, --moe-aux, --capacity)
  *    without --mlp moe; 05's --heads with a count twice;
- *    ATTN_GNUPLOT_TIMEOUT=0, -1, abc (they became 60 s);
+ *    ATTN_GNUPLOT_TIMEOUT=0, -1, abc (they became 60 s); --steps 0, which
+ *    chapter 04 refused and the other programs took (they trained no step);
  *  - 06_transformer --load CKPT --no-kv-cache --translate (a decoding option,
  *    refused with --load): now accepted, with the same output;
  *  - checkpoint configs: a dense GPT with moe_top_k=9, a duplicated
@@ -127,6 +128,13 @@ static void test_flags_without_effect(void **state) {
     assert_clean_failure(r, "05 --heads 2,2", "2 comes twice");
     program_shell(r, tmp_dir, "timeout 60 %s/05_multi_head_attention --heads 1,2,4,2 --steps 1 --out %s/h22", build_dir, tmp_dir);
     assert_clean_failure(r, "05 --heads 1,2,4,2", "2 comes twice");
+    /* --steps 0 (a run that trains nothing) was refused by chapter 04 alone: one range for every program now */
+    const char *steps0[] = {"01_rnn_seq2seq", "04_self_attention", "06_gpt", "07_caption"};
+    for (int i = 0; i < 4; i++) {
+        program_shell(r, tmp_dir, "cd %s && timeout 60 %s/%s --steps 0 --out %s/steps0", repo_dir, build_dir, steps0[i],
+                      tmp_dir);
+        assert_clean_failure(r, steps0[i], "--steps: expected an integer in [1, 10000000], got '0'");
+    }
     const char *timeouts[] = {"0", "-1", "abc", "1e9"};
     for (int i = 0; i < 4; i++) {
         program_shell(r, tmp_dir, "ATTN_GNUPLOT_TIMEOUT='%s' timeout 60 %s/01_rnn_seq2seq --steps 1 --out %s/timeout01", timeouts[i],

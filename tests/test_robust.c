@@ -164,15 +164,15 @@ static int small_transformer_program(int argc, char **argv, int steps, float lr)
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &program);
-    run.flags.train.steps = steps;
-    run.flags.train.lr = lr;
-    run.flags.batch = 8;
+    run.flags.shared.train.steps = steps;
+    run.flags.shared.train.lr = lr;
+    run.flags.shared.batch = 8;
     int rc = seq2seq_parse_flags(&run, argc, argv, NULL, 0);
     if (rc == 0) rc = seq2seq_load_data(&run);
     if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
     if (rc == 0) rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), 42);
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
     if (rc == 0) rc = seq2seq_evaluate(&run);
     if (rc == 0) rc = seq2seq_write_outputs(&run);
     return seq2seq_finish(&run, rc);
@@ -259,14 +259,14 @@ static int small_rnn_program(int argc, char **argv) {
     RnnConfig cfg = {.cell = CELL_GRU, .D_E = 8, .S = 8};
     Seq2SeqRun run;
     seq2seq_init(&run, &program);
-    run.flags.train.steps = 1;
-    run.flags.batch = 4;
+    run.flags.shared.train.steps = 1;
+    run.flags.shared.batch = 4;
     int rc = seq2seq_parse_flags(&run, argc, argv, NULL, 0);
     if (rc == 0) rc = seq2seq_load_data(&run);
     if (rc == 0) rc = seq2seq_model_config(&run, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg);
     if (rc == 0) rc = rnn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), 42);
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
     if (rc == 0) rc = seq2seq_evaluate(&run);
     if (rc == 0) rc = seq2seq_write_outputs(&run);
     return seq2seq_finish(&run, rc);
@@ -333,11 +333,11 @@ static int small_program(const char *out, float lr, int steps) {
                                               .summary = ""};
     static ClassifierRuns runs;
     classifier_init(&runs, &program);
-    runs.flags.train.steps = steps;
-    runs.flags.train.lr = lr;
-    runs.flags.train.warmup = 1;
-    runs.flags.train.eval_every = 1;
-    runs.flags.batch = 8;
+    runs.flags.shared.train.steps = steps;
+    runs.flags.shared.train.lr = lr;
+    runs.flags.shared.train.warmup = 1;
+    runs.flags.shared.train.eval_every = 1;
+    runs.flags.shared.batch = 8;
     runs.flags.test_size = 10;
     char *argv[] = {"robust_test", "--out", (char *)out, "--quiet", NULL};
     int rc = classifier_parse_flags(&runs, 4, argv, NULL, 0);
@@ -346,14 +346,15 @@ static int small_program(const char *out, float lr, int steps) {
     ClassifierRun *run = rc == 0 ? classifier_add_run(&runs, "reverse", "reverse") : NULL;
     if (rc == 0)
         rc = run ? classifier_config_text(run, DIGIT_MODEL_NAME, "reverse", DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c,
-                                          runs.flags.seed) : -1;
+                                          runs.flags.shared.seed) : -1;
     DigitTaskSpec spec = {TASK_REVERSE, 6};
     ExampleTask t;
     digit_example_task(&t, &spec);
     Classifier m;
     if (rc == 0) classifier_start(&runs);
-    if (rc == 0 && (rc = digit_model_build(&m, &c, runs.flags.batch, 1)) == 0) {
-        rc = classifier_train(&m, 1, &t, &runs.flags.train, runs.flags.batch, 0.0f, NULL, 1, &runs.result[0]);
+    if (rc == 0 && (rc = digit_model_build(&m, &c, runs.flags.shared.batch, 1)) == 0) {
+        rc = classifier_train(&m, 1, &t, &runs.flags.shared.train, runs.flags.shared.batch, 0.0f, NULL, 1,
+                              &runs.result[0]);
         if (rc == 0) classifier_test(&runs, &m, &t, &runs.result[0]);
         if (rc == 0) rc = classifier_save(&runs, run, &m, &runs.result[0]);
         m.destroy(m.self);

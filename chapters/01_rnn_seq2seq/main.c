@@ -36,14 +36,16 @@ int main(int argc, char **argv) {
     RnnConfig cfg = {.cell = CELL_GRU, .D_E = 32, .S = 128};
     const char *cell = "gru";
     const ArgSpec model_flags[] = {
-        {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
-        {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
-        {"state", ARG_INT, &cfg.S, "state size S (the context c has this size)", 1, 4096, NULL, ARG_MODEL},
+        {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"state", ARG_INT, &cfg.S, "state size S (the context c has this size)", 1, 4096, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
         args_refused("hidden", "the RNN state size S is --state (the letter table's S)"),
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &PROGRAM);
-    run.flags.train.steps = 2000;   /* this chapter's quick default */
+    run.flags.shared.train.steps = 2000;   /* this chapter's quick default */
     int rc = seq2seq_parse_flags(&run, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
     if (rc == 0) rc = cell_type_parse(cell, &cfg.cell);
 
@@ -52,13 +54,14 @@ int main(int argc, char **argv) {
 
     /* 3. The model, from its configuration (with --load, the checkpoint's). */
     if (rc == 0) rc = seq2seq_model_config(&run, RNN_CONFIG_FIELDS, RNN_CONFIG_N, &cfg);
-    if (rc == 0) rc = rnn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);
+    if (rc == 0) rc = rnn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run),
+                                        (uint64_t)run.flags.shared.seed);
 
     /* 4. With --load: the saved weights; --translate "..." decodes the text and stops. */
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
 
     /* 5. Training: train_loop over batches of the training split. */
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
 
     /* 6. Evaluation on the test split, 7. the checkpoint, plots and results.json. */
     if (rc == 0) rc = seq2seq_evaluate(&run);

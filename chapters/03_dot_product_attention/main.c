@@ -46,20 +46,23 @@ int main(int argc, char **argv) {
     const char *cell = "gru", *score = "scaled_dot", *placement = "luong";
     int scaling_only = 0;
     const ArgSpec model_flags[] = {
-        {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm", ARG_MODEL},
-        {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL},
+        {"cell", ARG_STRING, &cell, "recurrent cell of encoder and decoder", 0, 0, "rnn,gru,lstm",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"embed", ARG_INT, &cfg.D_E, "embedding size D_E", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"state", ARG_INT, &cfg.S, "state size S (queries, keys and values have this size)", 1, 4096, NULL,
-         ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
         args_refused("hidden", "the RNN state size S is --state (the letter table's S)"),
-        {"score", ARG_STRING, &score, "score function", 0, 0, "dot,scaled_dot,multiplicative,additive", ARG_MODEL},
+        {"score", ARG_STRING, &score, "score function", 0, 0, "dot,scaled_dot,multiplicative,additive",
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"placement", ARG_STRING, &placement, "where attention sits (luong: after the cell, bahdanau: before)", 0, 0,
-         "luong,bahdanau", ARG_MODEL},
+         "luong,bahdanau", ARG_MODEL, ARG_TRAINING_ONLY},
         {"attn", ARG_INT, &cfg.D_A, "additive score only: hidden size D_A of v^T tanh(W_1 k + W_2 q)", 1, 4096, NULL,
-         ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"project-kv", ARG_BOOL, &cfg.project_kv,
-         "keys K = X W_K and values V = X W_V (cross-attention) instead of K = V = X", 0, 0, NULL, ARG_MODEL},
+         "keys K = X W_K and values V = X W_V (cross-attention) instead of K = V = X", 0, 0, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"scaling-experiment", ARG_BOOL, &scaling_only,
-         "only run the scaling experiment (softmax entropy against D)", 0, 0, NULL, ARG_OUTPUT},
+         "only run the scaling experiment (softmax entropy against D)", 0, 0, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &PROGRAM);
@@ -70,7 +73,7 @@ int main(int argc, char **argv) {
 
     /* 2. The chapter's first step: the scaling experiment, its table and two
      *    plots (with --scaling-experiment, the whole run). */
-    if (rc == 0 && !run.flags.load) rc = scaling_experiment_run(run.out_dir);
+    if (rc == 0 && !run.flags.shared.load) rc = scaling_experiment_run(run.out_dir);
     if (rc == 0 && scaling_only) rc = 1;   /* done */
 
     /* 3. The data: the task's examples (with --load, the task the checkpoint names). */
@@ -79,14 +82,14 @@ int main(int argc, char **argv) {
     /* 4. The model, from its configuration (with --load, the checkpoint's). */
     if (rc == 0) rc = seq2seq_model_config(&run, ATTN_SEQ2SEQ_CONFIG_FIELDS, ATTN_SEQ2SEQ_CONFIG_N, &cfg);
     if (rc == 0)
-        rc = attn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);
+        rc = attn_seq2seq_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.shared.seed);
 
     /* 5. With --load: the saved weights; --translate "..." decodes the text
      *    (--plot: and draws its attention map) and stops. */
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
 
     /* 6. Training: train_loop over batches of the training split. */
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
 
     /* 7. Evaluation on the test split, 8. the checkpoint, plots (the
      *    attention of three test inputs) and results.json. */

@@ -63,7 +63,7 @@ static int plan_runs(ClassifierRuns *runs, const DigitConfig *c, const char *tas
             tasks[i] = (DigitTask)t;
             if (configs[i].pos == POS_SINUSOIDAL && configs[runs->headline].pos != POS_SINUSOIDAL) runs->headline = i;
             if (classifier_config_text(run, DIGIT_MODEL_NAME, task, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &configs[i],
-                                       runs->flags.seed) < 0)
+                                       runs->flags.shared.seed) < 0)
                 return -1;
         }
     }
@@ -78,9 +78,10 @@ static int train_one(ClassifierRuns *runs, int i, const DigitConfig *c, DigitTas
     ExampleTask t;
     digit_example_task(&t, &spec);
     Classifier m;
-    if (digit_model_build(&m, c, f->batch, (uint64_t)f->seed) < 0) return -1;
+    if (digit_model_build(&m, c, f->shared.batch, (uint64_t)f->shared.seed) < 0) return -1;
     printf("  %s: %zu parameters\n", runs->run[i].label, m.params->size);
-    int rc = classifier_train(&m, 1, &t, &f->train, f->batch, 0.0f, NULL, (uint64_t)f->seed, &runs->result[i]);
+    int rc = classifier_train(&m, 1, &t, &f->shared.train, f->shared.batch, 0.0f, NULL, (uint64_t)f->shared.seed,
+                              &runs->result[i]);
     if (rc == 0) classifier_test(runs, &m, &t, &runs->result[i]);
     if (rc == 0) rc = classifier_save(runs, &runs->run[i], &m, &runs->result[i]);
     if (rc == 0) rc = classifier_show_first_test_example(runs, &runs->run[i], &m, &t);
@@ -96,7 +97,8 @@ static int use_saved_model(ClassifierRuns *runs) {
     ExampleTask t;
     Classifier m;
     if (classifier_read_config(runs, DIGIT_CONFIG_FIELDS, DIGIT_CONFIG_N, &c) < 0 ||
-        digit_task_from_config(runs->config, &spec, &t) < 0 || digit_model_build(&m, &c, runs->flags.batch, 0) < 0)
+        digit_task_from_config(runs->config, &spec, &t) < 0 || digit_model_build(&m, &c, runs->flags.shared.batch,
+                                                                                 0) < 0)
         return -1;
     const int rc = classifier_use_saved(runs, &m, &t);
     m.destroy(m.self);
@@ -111,26 +113,30 @@ int main(int argc, char **argv) {
     const char *task_flag = "all", *pos_flag = "all";
     DigitConfig c = {.N = 8, .D = 64, .F = 128, .L = 2};
     const ArgSpec model_flags[] = {
-        {"pos", ARG_STRING, &pos_flag, "positional encoding(s)", 0, 0, "all,none,sinusoidal,learned", ARG_MODEL},
-        {"dim", ARG_INT, &c.D, "model width D (= D_in = D_out of every layer)", 2, 1024, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &c.F, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+        {"pos", ARG_STRING, &pos_flag, "positional encoding(s)", 0, 0, "all,none,sinusoidal,learned",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &c.D, "model width D (= D_in = D_out of every layer)", 2, 1024, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &c.F, "MLP width F", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"hidden", ARG_REFUSED, NULL, "the MLP width F is --ff here, as in chapters 06 and 07 (--hidden is the RNN "
-         "state S of chapters 01-03)", 0, 0, NULL, ARG_MODEL},
-        {"layers", ARG_INT, &c.L, "self-attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
-        {"causal", ARG_BOOL, &c.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
-        {"task", ARG_STRING, &task_flag, "which task(s) to train", 0, 0, "all,reverse,sort,count", ARG_DATA},
-        {"len", ARG_INT, &c.N, "sequence length N", 2, 64, NULL, ARG_DATA},
+         "state S of chapters 01-03)", 0, 0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"layers", ARG_INT, &c.L, "self-attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"causal", ARG_BOOL, &c.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"task", ARG_STRING, &task_flag, "which task(s) to train", 0, 0, "all,reverse,sort,count",
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"len", ARG_INT, &c.N, "sequence length N", 2, 64, NULL, ARG_DATA, ARG_TRAINING_ONLY},
     };
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
-    runs.flags.train.steps = 600;
-    runs.flags.train.warmup = 30;       /* steps / 20, as before the shared loop */
-    runs.flags.train.eval_every = 12;   /* steps / 50: a loss curve of 50 points */
+    runs.flags.shared.train.steps = 600;
+    runs.flags.shared.train.warmup = 30;       /* steps / 20, as before the shared loop */
+    runs.flags.shared.train.eval_every = 12;   /* steps / 50: a loss curve of 50 points */
     runs.flags.test_size = 2000;
     int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
 
     /* 2. With --load: the saved model, and done. */
-    if (rc == 0 && runs.flags.load) return classifier_finish(&runs, use_saved_model(&runs));
+    if (rc == 0 && runs.flags.shared.load) return classifier_finish(&runs, use_saved_model(&runs));
 
     /* 3. The runs: every task asked for, with every positional encoding asked for. */
     DigitConfig configs[CLASSIFIER_MAX_RUNS];
@@ -138,7 +144,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = plan_runs(&runs, &c, task_flag, pos_flag, configs, tasks);
 
     /* 4. Permutation equivariance in numbers (demos.c). */
-    if (rc == 0) equivariance_demo((uint64_t)runs.flags.seed);
+    if (rc == 0) equivariance_demo((uint64_t)runs.flags.shared.seed);
 
     /* 5. Training: each model built, trained, tested, saved. */
     if (rc == 0) classifier_start(&runs);
@@ -146,7 +152,7 @@ int main(int argc, char **argv) {
 
     /* 6. The results table, the loss curves, the sinusoids' pictures, results.json. */
     if (rc == 0) rc = classifier_report(&runs);
-    if (rc == 0) rc = plot_sinusoids(runs.flags.out, c.D);
+    if (rc == 0) rc = plot_sinusoids(runs.flags.shared.out, c.D);
     if (rc == 0) rc = classifier_write_results(&runs);
     return classifier_finish(&runs, rc);
 }

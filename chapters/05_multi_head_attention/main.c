@@ -39,7 +39,6 @@ static const ClassifierProgram PROGRAM = {
                 "./build/05_multi_head_attention --load out/05_multi_head_attention/model_count_next_h2.ckpt "
                 "--input \"3 1 4 1 5 9 2 6\" --plot",
     .typed_input = 1,
-    .load_flags = "attention",
 };
 
 #define MAX_HEAD_COUNTS 8
@@ -68,9 +67,10 @@ static int train_one(ClassifierRuns *runs, int i, const MultiHeadModelConfig *c,
     ExampleTask t;
     digit_example_task(&t, &spec);
     Classifier m;
-    if (mh_model_build(&m, c, attention, f->batch, (uint64_t)f->seed) < 0) return -1;
+    if (mh_model_build(&m, c, attention, f->shared.batch, (uint64_t)f->shared.seed) < 0) return -1;
     printf("  %s: %zu parameters\n", runs->run[i].label, m.params->size);
-    int rc = classifier_train(&m, 1, &t, &f->train, f->batch, 0.0f, NULL, (uint64_t)f->seed, &runs->result[i]);
+    int rc = classifier_train(&m, 1, &t, &f->shared.train, f->shared.batch, 0.0f, NULL, (uint64_t)f->shared.seed,
+                              &runs->result[i]);
     if (rc == 0) classifier_test(runs, &m, &t, &runs->result[i]);
     if (rc == 0) rc = classifier_save(runs, &runs->run[i], &m, &runs->result[i]);
     if (rc == 0) rc = classifier_show_first_test_example(runs, &runs->run[i], &m, &t);
@@ -88,7 +88,7 @@ static int use_saved_model(ClassifierRuns *runs, MultiHeadAttention attention) {
     Classifier m;
     if (classifier_read_config(runs, MH_MODEL_CONFIG_FIELDS, MH_MODEL_CONFIG_N, &c) < 0 ||
         digit_task_from_config(runs->config, &spec, &t) < 0 ||
-        mh_model_build(&m, &c, attention, runs->flags.batch, 0) < 0)
+        mh_model_build(&m, &c, attention, runs->flags.shared.batch, 0) < 0)
         return -1;
     const int rc = classifier_use_saved(runs, &m, &t);
     m.destroy(m.self);
@@ -105,38 +105,43 @@ int main(int argc, char **argv) {
     MultiHeadDemoSetup demo = {.scale_max_len = 2048, .scale_dim = 64, .scale_heads = 4, .scale_repeats = 5};
     const ArgSpec model_flags[] = {
         {"heads", ARG_STRING, &heads_flag, "head counts to compare, at equal width H*D_H = --dim", 0, 0, NULL,
-         ARG_MODEL},
-        {"dim", ARG_INT, &c.digit.D, "model width D = H*D_H", 2, 1024, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &c.digit.F, "MLP width F", 1, 4096, NULL, ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &c.digit.D, "model width D = H*D_H", 2, 1024, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &c.digit.F, "MLP width F", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"hidden", ARG_REFUSED, NULL, "the MLP width F is --ff here, as in chapters 06 and 07 (--hidden is the RNN "
-         "state S of chapters 01-03)", 0, 0, NULL, ARG_MODEL},
-        {"layers", ARG_INT, &c.digit.L, "multi-head attention layers", 1, DIGIT_MAX_LAYERS, NULL, ARG_MODEL},
-        {"pos", ARG_STRING, &pos_flag, "positional encoding", 0, 0, "none,sinusoidal,learned", ARG_MODEL},
-        {"causal", ARG_BOOL, &c.digit.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL, ARG_MODEL},
+         "state S of chapters 01-03)", 0, 0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"layers", ARG_INT, &c.digit.L, "multi-head attention layers", 1, DIGIT_MAX_LAYERS, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"pos", ARG_STRING, &pos_flag, "positional encoding", 0, 0, "none,sinusoidal,learned",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"causal", ARG_BOOL, &c.digit.causal, "causal mask: output i only sees inputs 1..i", 0, 0, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"attention", ARG_STRING, &attention_flag, "plain (N x N weights) or fused (online softmax)", 0, 0,
-         "plain,fused", ARG_MODEL},
+         "plain,fused", ARG_MODEL, ARG_ACTS_WITH_LOAD},
         {"task", ARG_STRING, &task_flag, "digit task (see the README)", 0, 0,
-         "count_next,neighbours,reverse,sort,count", ARG_DATA},
-        {"len", ARG_INT, &c.digit.N, "sequence length N of the digit task", 3, 64, NULL, ARG_DATA},
+         "count_next,neighbours,reverse,sort,count", ARG_DATA, ARG_TRAINING_ONLY},
+        {"len", ARG_INT, &c.digit.N, "sequence length N of the digit task", 3, 64, NULL, ARG_DATA, ARG_TRAINING_ONLY},
         {"scale-max-len", ARG_INT, &demo.scale_max_len, "largest N of the cost table (0 skips it)", 0, 16384, NULL,
-         ARG_OUTPUT},
-        {"scale-dim", ARG_INT, &demo.scale_dim, "width D of the cost table's layer", 1, 4096, NULL, ARG_OUTPUT},
-        {"scale-heads", ARG_INT, &demo.scale_heads, "heads of the cost table's layer", 1, 256, NULL, ARG_OUTPUT},
+         ARG_OUTPUT, ARG_TRAINING_ONLY},
+        {"scale-dim", ARG_INT, &demo.scale_dim, "width D of the cost table's layer", 1, 4096, NULL,
+         ARG_OUTPUT, ARG_TRAINING_ONLY},
+        {"scale-heads", ARG_INT, &demo.scale_heads, "heads of the cost table's layer", 1, 256, NULL,
+         ARG_OUTPUT, ARG_TRAINING_ONLY},
         {"scale-repeats", ARG_INT, &demo.scale_repeats, "timed runs per N (the median is printed)", 1, 15, NULL,
-         ARG_OUTPUT},
+         ARG_OUTPUT, ARG_TRAINING_ONLY},
     };
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
-    runs.flags.train.steps = 1000;
-    runs.flags.train.warmup = 50;       /* steps / 20, as before the shared loop */
-    runs.flags.train.eval_every = 20;   /* steps / 50: a loss curve of 50 points */
+    runs.flags.shared.train.steps = 1000;
+    runs.flags.shared.train.warmup = 50;       /* steps / 20, as before the shared loop */
+    runs.flags.shared.train.eval_every = 20;   /* steps / 50: a loss curve of 50 points */
     runs.flags.test_size = 2000;
     int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
     MultiHeadAttention attention = MULTI_HEAD_PLAIN;   /* (the flag's choices are checked) */
     if (rc == 0) multi_head_attention_from_name(attention_flag, &attention);
 
     /* 2. With --load: the saved model, and done. */
-    if (rc == 0 && runs.flags.load) return classifier_finish(&runs, use_saved_model(&runs, attention));
+    if (rc == 0 && runs.flags.shared.load) return classifier_finish(&runs, use_saved_model(&runs, attention));
 
     /* 3. The runs: one per head count, at equal width D = H D_H; the headline has the most heads. */
     DigitTask task = TASK_COUNT_NEXT;
@@ -155,17 +160,17 @@ int main(int argc, char **argv) {
         ClassifierRun *run = classifier_add_run(&runs, key, "H = %d, D_H = %d", configs[i].H, configs[i].D_H);
         if (heads[i] > heads[runs.headline]) runs.headline = i;
         rc = run ? classifier_config_text(run, MH_MODEL_NAME, task_flag, MH_MODEL_CONFIG_FIELDS, MH_MODEL_CONFIG_N,
-                                          &configs[i], runs.flags.seed) : -1;
+                                          &configs[i], runs.flags.shared.seed) : -1;
     }
 
     /* 4. The 4 big matmuls at the most heads asked for, then the cost table (demos.c). */
-    demo.batch = runs.flags.batch;
+    demo.batch = runs.flags.shared.batch;
     demo.len = c.digit.N;
     demo.dim = c.digit.D;
     demo.causal = c.digit.causal;
-    demo.seed = runs.flags.seed;
+    demo.seed = runs.flags.shared.seed;
     demo.attention = attention;
-    demo.out = runs.flags.out;
+    demo.out = runs.flags.shared.out;
     if (rc == 0 && demo.scale_dim % demo.scale_heads != 0)
         rc = fail("--scale-heads: expected a divisor of --scale-dim %d, got %d", demo.scale_dim, demo.scale_heads);
     if (rc == 0) four_matmuls_demo(&demo, heads[runs.headline]);

@@ -177,7 +177,7 @@ static char *config_from_flags(const GptModelFlags *f, const char *tokens, const
  * total and its largest part. */
 static int check_memory(const GptConfig *cfg, const GptFlags *f, int training, const char *subject) {
     MemoryPart parts[GPT_MEMORY_PARTS];
-    const int n = gpt_memory_parts(cfg, f->batch, training, parts);
+    const int n = gpt_memory_parts(cfg, f->shared.batch, training, parts);
     if (n < 0) return -1;
     return memory_check(subject, parts, n, f->max_memory,
                         training ? "lower --batch, --context, --dim, --ff or --layers"
@@ -293,7 +293,7 @@ static void print_samples(Gpt *g, const BrownCorpus *c, const GptFlags *f, const
     const int cap = 4096;
     int *ids = xmalloc(sizeof(int) * cap), *out = xmalloc(sizeof(int) * (size_t)(f->max_new > 0 ? f->max_new : 1));
     Rng rng;
-    rng_seed(&rng, (uint64_t)f->seed, 11);   /* sampling has its own stream: the same seed, the same text */
+    rng_seed(&rng, (uint64_t)f->shared.seed, 11);   /* sampling has its own stream: the same seed, the same text */
     const GptSampling s = {f->temperature, f->top_k, !f->no_kv_cache};
     for (int i = 0; i < n_prompts; i++) {
         int n = brown_encode(c, prompts[i], ids, cap);
@@ -352,14 +352,14 @@ static int check_bpe(const char *ckpt, const Bpe *saved, const BrownCorpus *c, c
 static int load_saved_corpus(GptRun *run) {
     GptFlags *f = &run->flags;
     char tokens[16];
-    if (checkpoint_read_config(f->load, &run->config) < 0) return -1;
-    if (checkpoint_check_model(f->load, run->config, "gpt", "06_gpt") < 0 ||
+    if (checkpoint_read_config(f->shared.load, &run->config) < 0) return -1;
+    if (checkpoint_check_model(f->shared.load, run->config, "gpt", "06_gpt") < 0 ||
         config_get(run->config, "tokens", tokens, sizeof tokens) < 0 ||
         config_read(run->config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &run->cfg) < 0)
         return -1;
     if (strcmp(tokens, "word") != 0 && strcmp(tokens, "char") != 0 && strcmp(tokens, "bpe") != 0) {
         char quoted[96];
-        return fail("%s: tokens=%s in its config: expected char or word, or bpe", f->load,
+        return fail("%s: tokens=%s in its config: expected char or word, or bpe", f->shared.load,
                     error_excerpt(tokens, quoted, sizeof quoted));
     }
     const BrownTokens kind = token_kind(tokens);
@@ -372,16 +372,16 @@ static int load_saved_corpus(GptRun *run) {
     brown_defaults(&corpus_cfg, kind);
     if (f->data && f->data[0]) corpus_cfg.path = f->data;
     if (kind == BROWN_BPE) {
-        if (read_saved_bpe(f->load, run->config, &run->saved_bpe) < 0) return -1;
+        if (read_saved_bpe(f->shared.load, run->config, &run->saved_bpe) < 0) return -1;
         corpus_cfg.bpe_merges = run->saved_bpe.n_merges;
     }
     if (brown_load_config(&run->corpus, &corpus_cfg) < 0) return -1;
     const char *corpus_path = f->data ? f->data : BROWN_DEFAULT_PATH;
-    if (kind == BROWN_BPE && check_bpe(f->load, &run->saved_bpe, &run->corpus, corpus_path) < 0) return -1;
+    if (kind == BROWN_BPE && check_bpe(f->shared.load, &run->saved_bpe, &run->corpus, corpus_path) < 0) return -1;
     if (run->corpus.V != run->cfg.V)
         return fail("%s: the model has a vocabulary of %d tokens, but %s gives %d: not the corpus it was trained on",
-                    f->load, run->cfg.V, corpus_path, run->corpus.V);
-    return check_vocabulary(f->load, run->config, &run->corpus, corpus_path);
+                    f->shared.load, run->cfg.V, corpus_path, run->corpus.V);
+    return check_vocabulary(f->shared.load, run->config, &run->corpus, corpus_path);
 }
 
 /* The model a checkpoint's config describes; a config the model refuses
@@ -389,11 +389,11 @@ static int load_saved_corpus(GptRun *run) {
  * with the file. */
 static int create_saved(Gpt *g, const GptConfig *cfg, const GptFlags *f) {
     char subject[1200];
-    snprintf(subject, sizeof subject, "%s: its model (context=%d, dim=%d, layers=%d) with --batch %d", f->load,
-             cfg->context, cfg->block.D, cfg->layers, f->batch);
+    snprintf(subject, sizeof subject, "%s: its model (context=%d, dim=%d, layers=%d) with --batch %d", f->shared.load,
+             cfg->context, cfg->block.D, cfg->layers, f->shared.batch);
     if (check_memory(cfg, f, 0, subject) < 0) return -1;
-    if (gpt_create(g, cfg, f->batch, 1) == 0) return 0;
-    return fail("%s: %s", f->load, last_error());
+    if (gpt_create(g, cfg, f->shared.batch, 1) == 0) return 0;
+    return fail("%s: %s", f->shared.load, last_error());
 }
 
 /* Causal self-attention of every layer and head over a prompt. */
@@ -455,7 +455,7 @@ static int generate(Gpt *g, const BrownCorpus *c, const GptFlags *f) {
     }
     if (rc == 0 && f->plot) {
         char dir[1100], stem[1200];
-        if (results_eval_dir(dir, sizeof dir, f->out, "out/06_gpt", f->load) < 0 || make_dirs(dir) < 0 ||
+        if (results_eval_dir(dir, sizeof dir, f->shared.out, "out/06_gpt", f->shared.load) < 0 || make_dirs(dir) < 0 ||
             path_format(stem, sizeof stem, "%s/prompt_attention", dir) < 0 || plot_prompt(g, c, ids, n, stem) < 0)
             rc = -1;
     }
@@ -466,7 +466,8 @@ static int generate(Gpt *g, const BrownCorpus *c, const GptFlags *f) {
 /* The saved model's test figures, written apart from the training run's. */
 static int measure_saved(Gpt *g, const BrownCorpus *c, const GptFlags *f, const char *config) {
     char dir[1100], path[1200];
-    if (results_eval_dir(dir, sizeof dir, f->out, "out/06_gpt", f->load) < 0 || make_dirs(dir) < 0) return -1;
+    if (results_eval_dir(dir, sizeof dir, f->shared.out, "out/06_gpt",
+                         f->shared.load) < 0 || make_dirs(dir) < 0) return -1;
     const BrownTokens kind = c->kind;
     int *stream = joined_stream(c);
     /* as training measured it: windows moved by N/2 (words, BPE pieces) or N (characters) */
@@ -475,7 +476,7 @@ static int measure_saved(Gpt *g, const BrownCorpus *c, const GptFlags *f, const 
     const double test_nll = part_nll(g, stream, c->valid.n, c->valid.n + c->test.n, stride);
     free(stream);
     const double tpc = tokens_per_char(c, c->test.ids, c->test.n);
-    printf("%s: test %s %.3f", f->load, metric_name(kind), metric(kind, test_nll, tpc));
+    printf("%s: test %s %.3f", f->shared.load, metric_name(kind), metric(kind, test_nll, tpc));
     if (kind == BROWN_BPE)
         printf(" (%.3f nats per piece; %d pieces spelling %ld characters, the spaces and newlines after words "
                "included)", test_nll, c->test.n, brown_chars(c, c->test.ids, c->test.n));
@@ -484,7 +485,7 @@ static int measure_saved(Gpt *g, const BrownCorpus *c, const GptFlags *f, const 
     results_init(&res);
     results_set_str(&res, "chapter", "06_gpt");
     results_set_config(&res, config);
-    results_set_str(&res, "checkpoint", f->load);
+    results_set_str(&res, "checkpoint", f->shared.load);
     results_set_num(&res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, test_nll, tpc));
     if (kind == BROWN_BPE) {
         results_set_num(&res, "test_nats_per_token", test_nll);
@@ -507,60 +508,56 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
     GptFlags *f = &run->flags;
     const GptModelFlags *m = &run->model;
     const ArgSpec data_flags[N_DATA_FLAGS] = {
-        {"tokens", ARG_STRING, &f->tokens, "what a token is (bpe: a piece of a word)", 0, 0, "char,word,bpe", ARG_DATA},
-        {"data", ARG_STRING, &f->data, "the Brown corpus file (default data/brown.txt.gz)", 0, 0, NULL, ARG_DATA},
+        {"tokens", ARG_STRING, &f->tokens, "what a token is (bpe: a piece of a word)", 0, 0, "char,word,bpe",
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"data", ARG_STRING, &f->data, "the Brown corpus file (default data/brown.txt.gz)", 0, 0, NULL, ARG_DATA,
+         ARG_ACTS_WITH_LOAD},
     };
-    const ArgSpec run_flags[] = {
-        {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &f->batch, "windows per batch", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (AdamW)", 1e-6, 1, NULL, ARG_TRAINING},
-        {"warmup", ARG_INT, &f->train.warmup, "learning-rate warm-up steps (then cosine decay to lr/10)", 0, 1000000, NULL, ARG_TRAINING},
-        {"clip", ARG_FLOAT, &f->train.clip, "clip the global gradient norm to this (0: off)", 0, 1e6, NULL, ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
-        {"seed", ARG_INT, &f->seed, "random seed (model, batches, sampling)", 0, 2147483647, NULL, ARG_TRAINING},
-        {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"max-memory", ARG_FLOAT, &f->max_memory, "MiB the model may take, checked first (0: the machine's)", 0, 1e9, NULL, ARG_SHARED},
-        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0, BACKEND_CHOICES, ARG_SHARED},
-        {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
-        {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation checks", 0, 1000000, NULL, ARG_TRAINING},
-        {"eval-tokens", ARG_INT, &f->eval_tokens, "validation tokens of each check", 2, 100000000, NULL, ARG_TRAINING},
-        {"eval-stride", ARG_INT, &f->eval_stride, "final figures: step between windows (0: N chars, else N/2)", 0, 4096, NULL, ARG_OUTPUT},
-        {"final-valid-tokens", ARG_INT, &f->final_valid_tokens, "final validation tokens (0: all words, else 100000)", 0, 100000000, NULL, ARG_OUTPUT},
-        {"eval-max-tokens", ARG_INT, &f->eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0, 100000000, NULL, ARG_OUTPUT},
-        {"out", ARG_STRING, &f->out, "output directory (default out/06_gpt; --load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
-        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
-        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its model_so_far.ckpt; the same flags)",
-         0, 0, NULL, ARG_OUTPUT},
-        {"load", ARG_STRING, &f->load, "a saved model: generate from --prompt, or (without) its test figures", 0, 0, NULL, ARG_OUTPUT},
-        {"prompt", ARG_STRING, &f->prompt, "text to continue (words, bpe: punctuation apart: \"The jury said .\")", 0, 0, NULL, ARG_OUTPUT},
-        {"temperature", ARG_FLOAT, &f->temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL, ARG_OUTPUT},
-        {"top-k", ARG_INT, &f->top_k, "sample among the k most likely tokens (0 = all)", 0, 1000000, NULL, ARG_OUTPUT},
-        {"max-new", ARG_INT, &f->max_new, "tokens to generate (0 = 40 words, 300 characters, 60 pieces)", 0, 100000, NULL, ARG_OUTPUT},
-        {"no-kv-cache", ARG_BOOL, &f->no_kv_cache, "generate by running the whole window for every token (slower; same tokens)", 0, 0, NULL, ARG_OUTPUT},
-        {"plot", ARG_BOOL, &f->plot, "with --prompt: draw each layer's and head's attention", 0, 0, NULL, ARG_OUTPUT},
-        {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
-        {"preset", ARG_STRING, &f->preset, "long: the README's word-level run", 0, 0, "none,long", ARG_TRAINING},
+    const ArgSpec gpt_flags[] = {
+        {"max-memory", ARG_FLOAT, &f->max_memory, "MiB the model may take, checked first (0: the machine's)", 0, 1e9,
+         NULL, ARG_SHARED, ARG_ACTS_WITH_LOAD},
+        {"eval-tokens", ARG_INT, &f->eval_tokens, "validation tokens of each check", 2, 100000000, NULL,
+         ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"eval-stride", ARG_INT, &f->eval_stride, "final figures: step between windows (0: N chars, else N/2)", 0,
+         4096, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"final-valid-tokens", ARG_INT, &f->final_valid_tokens, "final validation tokens (0: all words, else 100000)",
+         0, 100000000, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
+        {"eval-max-tokens", ARG_INT, &f->eval_max_tokens, "final figures on the first N valid/test tokens (0: all)", 0,
+         100000000, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
+        {"prompt", ARG_STRING, &f->prompt, "text to continue (words, bpe: punctuation apart: \"The jury said .\")", 0,
+         0, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"temperature", ARG_FLOAT, &f->temperature, "sampling temperature (0 = always the most likely)", 0, 100, NULL,
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"top-k", ARG_INT, &f->top_k, "sample among the k most likely tokens (0 = all)", 0, 1000000, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
+        {"max-new", ARG_INT, &f->max_new, "tokens to generate (0 = 40 words, 300 characters, 60 pieces)", 0, 100000,
+         NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"no-kv-cache", ARG_BOOL, &f->no_kv_cache, "generate by running the whole window for every token (slower; "
+         "same tokens)", 0, 0, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"plot", ARG_BOOL, &f->plot, "with --prompt: draw each layer's and head's attention", 0, 0, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
     };
-    const int n_run = (int)(sizeof run_flags / sizeof run_flags[0]);
-    if (n_own < 0 || n_own > MAX_FLAGS - N_DATA_FLAGS - n_run)
-        return fail("%d model flags given to gpt_run_parse_flags: expected at most %d", n_own, MAX_FLAGS - N_DATA_FLAGS - n_run);
-    /* one table in --help's order: the data, the model's, the run's */
+    const int n_gpt = (int)(sizeof gpt_flags / sizeof gpt_flags[0]);
+    if (n_own < 0 || n_own > MAX_FLAGS - N_DATA_FLAGS - n_gpt - TRAIN_FLAG_SPECS)
+        return fail("%d model flags given to gpt_run_parse_flags: expected at most %d", n_own,
+                    MAX_FLAGS - N_DATA_FLAGS - n_gpt - TRAIN_FLAG_SPECS);
+    /* one table in --help's order: the data, the model's, the GPT's, then those of every program */
     ArgSpec specs[MAX_FLAGS];
     memcpy(specs, data_flags, sizeof data_flags);
     memcpy(specs + N_DATA_FLAGS, own, sizeof(ArgSpec) * (size_t)n_own);
-    memcpy(specs + N_DATA_FLAGS + n_own, run_flags, sizeof run_flags);
-    const int n_specs = N_DATA_FLAGS + n_own + n_run;
+    memcpy(specs + N_DATA_FLAGS + n_own, gpt_flags, sizeof gpt_flags);
+    const int n_specs = N_DATA_FLAGS + n_own + n_gpt + train_flag_specs(&f->shared, "none,long",
+                                                                          specs + N_DATA_FLAGS + n_own + n_gpt);
+    /* a saved model samples: --seed seeds its sampling too */
+    args_find(specs, n_specs, "seed")->with_load = ARG_ACTS_WITH_LOAD;
     int rc = args_parse(argc, argv, specs, n_specs);
-    if (rc == 0 && strcmp(f->preset, "long") == 0)
+    if (rc == 0 && strcmp(f->shared.preset, "long") == 0)
         rc = args_parse_with_preset(argc, argv, run->program->preset_long, specs, n_specs, &run->preset_argv);
     if (rc == 1) {
         args_print_help(argv[0], run->program->summary, specs, n_specs, run->program->examples);
         return 1;
     }
-    if (rc == 0 && f->load)
-        rc = args_refuse_with_load(argc, argv, specs, n_specs,
-                                   "load,data,prompt,temperature,top-k,max-new,no-kv-cache,plot,out,seed,threads,max-memory,"
-                                   "backend,matmul-precision,batch,eval-stride");
+    if (rc == 0 && f->shared.load) rc = args_refuse_with_load(argc, argv, specs, n_specs);
     if (rc < 0) return -1;
     const char *const moe_flags[] = {"experts", "moe-top-k", "moe-aux", "capacity"};
     for (int i = 0; i < 4 && strcmp(m->mlp, "moe") != 0; i++)   /* the MLP is dense: they would do nothing */
@@ -570,27 +567,26 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
     if (strcmp(m->mlp, "moe") == 0 && m->moe_top_k > m->experts)
         return fail("--moe-top-k %d: expected at most --experts (%d): each token picks k of the E experts",
                     m->moe_top_k, m->experts);
-    if ((f->prompt || f->plot) && !f->load)
+    if ((f->prompt || f->plot) && !f->shared.load)
         return fail("--prompt and --plot act on a saved model: add --load out/06_gpt/model.ckpt");
     if (f->plot && !f->prompt)
         return fail("--plot draws the attention over the text of --prompt: add --prompt TEXT (without it, --load "
                     "measures the model's test figures and draws nothing)");
     /* no --backend: $ATTN_BACKEND, else auto; a bad value is an error here, as in every program */
-    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
-        gnuplot_timeout_check() < 0)
-        return -1;
+    if (train_flags_apply(&f->shared) < 0) return -1;
     if (f->final_valid_tokens == 1 || f->eval_max_tokens == 1)
         return fail("--%s 1: expected 0 (all) or at least 2 tokens (the first one only gives context)",
                     f->final_valid_tokens == 1 ? "final-valid-tokens" : "eval-max-tokens");
-    if (f->load) return 0;   /* the rest is the training run's (a saved model's window is in its checkpoint) */
+    if (f->shared.load) return 0;   /* the rest is the training run's (a saved model's window is in its checkpoint) */
     if (f->eval_stride > m->context)
         return fail("--eval-stride %d is longer than --context %d: windows would skip tokens", f->eval_stride,
                     m->context);
     if (m->dim % m->heads != 0)
         return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", m->dim,
                     m->heads);
-    if (!f->out) f->out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
-    if (checkpoint_check_stopped_run(f->out, f->force, f->resume) < 0) return -1;   /* a stopped run's weights */
+    if (!f->shared.out) f->shared.out = "out/06_gpt";   /* (--load without --out picks its own: results_eval_dir) */
+    if (checkpoint_check_stopped_run(f->shared.out, f->shared.force,
+                                     f->shared.resume) < 0) return -1;   /* a stopped run's weights */
     const BrownTokens kind = token_kind(f->tokens);
     if (f->eval_stride == 0)
         f->eval_stride = kind != BROWN_CHARS ? (m->context / 2 > 0 ? m->context / 2 : 1) : m->context;
@@ -603,22 +599,21 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
 
 void gpt_run_init(GptRun *run, const GptProgram *program) {
     *run = (GptRun){.program = program};
-    run->flags = (GptFlags){.tokens = "char", .preset = "none", .batch = 16, .seed = 42, .eval_tokens = 20000,
-                            .top_k = 40, .temperature = 0.8f, .train = TRAIN_DEFAULTS};
+    run->flags = (GptFlags){.shared = {.train = TRAIN_DEFAULTS, .batch = 16, .seed = 42, .preset = "none"},
+                            .tokens = "char", .eval_tokens = 20000, .top_k = 40, .temperature = 0.8f};
     results_init(&run->results);
 }
 
 int gpt_run_parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, int n_own) {
     const int rc = parse_flags(run, argc, argv, own, n_own);
     if (rc != 0) return rc;
-    if (run->flags.threads > 0) threads_set(run->flags.threads);
     /* a --out that cannot be written is said now, not after the training (util.h) */
-    if (!run->flags.load && out_dir_prepare("--out", run->flags.out) < 0) return -1;
+    if (!run->flags.shared.load && out_dir_prepare("--out", run->flags.shared.out) < 0) return -1;
     return 0;
 }
 
 int gpt_run_load_corpus(GptRun *run) {
-    if (run->flags.load) return load_saved_corpus(run);
+    if (run->flags.shared.load) return load_saved_corpus(run);
     const BrownTokens kind = token_kind(run->flags.tokens);
     results_set_str(&run->results, "chapter", "06_gpt");
     results_set_str(&run->results, "task",
@@ -631,16 +626,17 @@ int gpt_run_build(GptRun *run) {
     const GptFlags *f = &run->flags;
     const GptModelFlags *m = &run->model;
     run->g = xcalloc(1, sizeof *run->g);
-    if (f->load) return create_saved(run->g, &run->cfg, f);
+    if (f->shared.load) return create_saved(run->g, &run->cfg, f);
     if (run->corpus.train.n < m->context + 2)
         return fail("the training part has %d tokens: too few for --context %d", run->corpus.train.n, m->context);
     char subject[160];
     snprintf(subject, sizeof subject, "the GPT of --layers %d --dim %d --ff %d --context %d --batch %d", m->layers,
-             m->dim, m->ff, m->context, f->batch);
+             m->dim, m->ff, m->context, f->shared.batch);
     if ((run->config = config_from_flags(m, f->tokens, &run->corpus, &run->cfg)) == NULL ||
-        check_memory(&run->cfg, f, 1, subject) < 0 || gpt_create(run->g, &run->cfg, f->batch, (uint64_t)f->seed) < 0)
+        check_memory(&run->cfg, f, 1, subject) < 0 || gpt_create(run->g, &run->cfg, f->shared.batch,
+                                                                 (uint64_t)f->shared.seed) < 0)
         return -1;
-    results_note_other_run(f->out, run->config);   /* another model's files there? say so once */
+    results_note_other_run(f->shared.out, run->config);   /* another model's files there? say so once */
     printf("GPT: %d blocks, D = %d, %d heads, F = %d, context %d, %s-%s, %s, %s positions, dropout %g/%g: "
            "%zu parameters (%zu in the tied embedding)\n",
            m->layers, m->dim, m->heads, m->ff, m->context, m->norm, m->norm_type, m->mlp, m->pos, (double)m->dropout,
@@ -650,7 +646,7 @@ int gpt_run_build(GptRun *run) {
 
 int gpt_run_use_saved(GptRun *run) {
     const GptFlags *f = &run->flags;
-    if (checkpoint_load(f->load, &run->g->params) < 0) return -1;
+    if (checkpoint_load(f->shared.load, &run->g->params) < 0) return -1;
     const int rc = f->prompt ? generate(run->g, &run->corpus, f) : measure_saved(run->g, &run->corpus, f, run->config);
     return rc < 0 ? -1 : 1;
 }
@@ -660,39 +656,39 @@ int gpt_run_train(GptRun *run) {
     const BrownCorpus *c = &run->corpus;
     const int N = run->model.context;
     GptBatches *b = &run->batches;
-    *b = (GptBatches){.g = run->g, .train = &c->train, .B = f->batch,
-                      .tokens = xmalloc(sizeof(int) * (size_t)f->batch * N),
-                      .targets = xmalloc(sizeof(int) * (size_t)f->batch * N),
+    *b = (GptBatches){.g = run->g, .train = &c->train, .B = f->shared.batch,
+                      .tokens = xmalloc(sizeof(int) * (size_t)f->shared.batch * N),
+                      .targets = xmalloc(sizeof(int) * (size_t)f->shared.batch * N),
                       .valid = c->valid.ids,
                       .valid_n = f->eval_tokens < c->valid.n ? f->eval_tokens : c->valid.n};
-    rng_seed(&b->rng, (uint64_t)f->seed, 1);
-    if (path_format(b->checkpoint, sizeof b->checkpoint, "%s/model.ckpt", f->out) < 0 ||
+    rng_seed(&b->rng, (uint64_t)f->shared.seed, 1);
+    if (path_format(b->checkpoint, sizeof b->checkpoint, "%s/model.ckpt", f->shared.out) < 0 ||
         checkpoint_so_far_path(b->so_far, sizeof b->so_far, b->checkpoint) < 0)
         return -1;
     /* what a resume puts back besides the weights: the windows' stream, dropout's, the experts' tallies */
     const Trainer trainer = {.self = b, .params = &run->g->params, .gradient = gradient, .validate = validate,
-                             .checkpoint = b->checkpoint, .config = run->config, .batch = f->batch,
-                             .resume = f->resume ? b->so_far : NULL,
+                             .checkpoint = b->checkpoint, .config = run->config, .batch = f->shared.batch,
+                             .resume = f->shared.resume ? b->so_far : NULL,
                              .state = {{"batches.rng", STATE_U64, &b->rng, 2},
                                        {"model.rng", STATE_U64, &run->g->dropout_rng, 2},
                                        {"moe.dropped", STATE_LONG, &b->moe.dropped, 1},
                                        {"moe.pairs", STATE_LONG, &b->moe.pairs, 1},
                                        {"moe.aux", STATE_DOUBLE, &b->moe.aux, 1}},
                              .n_state = 5};
-    return train_loop(&trainer, &f->train, &run->log) < 0 ? -1 : 0;
+    return train_loop(&trainer, &f->shared.train, &run->log) < 0 ? -1 : 0;
 }
 
 int gpt_run_evaluate(GptRun *run) {
     run->figures = evaluate(run->g, &run->corpus, &run->flags);
     print_figures(&run->flags, run->model.context, &run->corpus, &run->figures, run->kn_test, &run->log);
     report_experts(run->g, &run->batches.moe, &run->results);
-    return expert_usage(run->g, &run->corpus, run->flags.out, &run->results) < 0 ? -1 : 0;
+    return expert_usage(run->g, &run->corpus, run->flags.shared.out, &run->results) < 0 ? -1 : 0;
 }
 
 int gpt_run_samples(GptRun *run) {
     const GptFlags *f = &run->flags;
     const BrownCorpus *c = &run->corpus;
-    printf("\nsamples (temperature %g, top-k %d, seed %d):\n", (double)f->temperature, f->top_k, f->seed);
+    printf("\nsamples (temperature %g, top-k %d, seed %d):\n", (double)f->temperature, f->top_k, f->shared.seed);
     /* from a character model, the share of its sampled words that occur in
      * the training text (a word model samples only words) */
     WordSet words = {0};
@@ -718,7 +714,7 @@ int gpt_run_write_outputs(GptRun *run) {
     Results *res = &run->results;
     const BrownTokens kind = c->kind;
     char path[1200];
-    if (make_dirs(f->out) < 0 || path_format(path, sizeof path, "%s/model.ckpt", f->out) < 0 ||
+    if (make_dirs(f->shared.out) < 0 || path_format(path, sizeof path, "%s/model.ckpt", f->shared.out) < 0 ||
         checkpoint_save(path, run->config, &run->g->params) < 0)
         return -1;
     checkpoint_remove_so_far(path);   /* training's weights so far: replaced by these */
@@ -726,8 +722,8 @@ int gpt_run_write_outputs(GptRun *run) {
     results_set_config(res, run->config);
     results_set_num(res, "steps", log->steps_done);
     results_set_num(res, "tokens_seen", (double)log->count);
-    results_set_num(res, "batch", f->batch);
-    results_set_num(res, "lr", f->train.lr);
+    results_set_num(res, "batch", f->shared.batch);
+    results_set_num(res, "lr", f->shared.train.lr);
     results_set_num(res, "parameters", (double)run->g->params.size);
     results_set_num(res, "vocab_size", c->V);
     results_set_num(res, kind == BROWN_WORDS ? "test_perplexity" : "test_bpc", metric(kind, e->test_nll, e->test_tpc));
@@ -752,13 +748,13 @@ int gpt_run_write_outputs(GptRun *run) {
     if (log->n > 0) {
         const float *ys[2] = {log->train, log->valid};
         const char *names[2] = {"training loss (mean since the last point)", "validation loss"};
-        if (path_format(path, sizeof path, "%s/loss", f->out) < 0 ||
+        if (path_format(path, sizeof path, "%s/loss", f->shared.out) < 0 ||
             plot_lines(path, "GPT on the Brown corpus: cross-entropy per token (nats)", "step", "loss", log->step,
                        ys, names, 2, log->n, 0) < 0)
             return -1;
         printf("loss curves: %s.%s\n", path, gnuplot_available() ? "png" : "gp");
     }
-    if (path_format(path, sizeof path, "%s/results.json", f->out) < 0 || results_write(res, path) < 0) return -1;
+    if (path_format(path, sizeof path, "%s/results.json", f->shared.out) < 0 || results_write(res, path) < 0) return -1;
     printf("results: %s\n", path);
     return 0;
 }

@@ -35,6 +35,7 @@
 #include "data/brown.h"
 #include "io/args.h"
 #include "io/results.h"
+#include "train/flags.h"
 #include "train/loop.h"
 
 /* What the program is, for --help (no code). */
@@ -57,17 +58,15 @@ typedef struct {
 
 /* The run's flags (gpt_run_init sets the defaults). */
 typedef struct {
+    TrainFlags shared;              /* the training flags every program shares (train/flags.h); --batch:
+                                     * windows per step; --seed: weights, batches, sampling */
     const char *tokens, *data;      /* --tokens char, word or bpe; --data (NULL: data/brown.txt.gz) */
-    TrainOptions train;             /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
-    int batch, seed;                /* --batch: windows per step; --seed: weights, batches, sampling */
     int eval_tokens;                /* --eval-tokens: validation tokens of each check */
     int eval_stride, final_valid_tokens, eval_max_tokens;   /* the final figures (0: the view's default) */
-    const char *out, *load, *prompt;
-    int force, resume, plot, no_kv_cache;   /* --resume: continue the stopped run in --out */
+    const char *prompt;
+    int plot, no_kv_cache;
     float temperature;
     int top_k, max_new;             /* sampling (--max-new 0: the view's default) */
-    const char *backend, *matmul_precision, *preset;
-    int threads;
     float max_memory;               /* MiB this run may use (0: what the machine and ulimit -v allow) */
 } GptFlags;
 

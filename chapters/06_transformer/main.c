@@ -37,7 +37,6 @@ static const Seq2SeqProgram PROGRAM = {
                    "--lr 1e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 --beam 5",
     /* about 30 minutes on 2 cores */
     .preset_translate = "--task translate --steps 3500 --batch 32 --eval-every 500 --dropout 0.1",
-    .load_flags = "no-kv-cache",   /* a decoding option: it acts on a saved model too */
 };
 
 /* The block's choices from the flags' names (args_parse has checked each
@@ -128,30 +127,36 @@ int main(int argc, char **argv) {
     int no_kv_cache = 0, norm_experiment = 0;
     const ArgSpec model_flags[] = {
         {"layers", ARG_INT, &cfg.layers, "blocks in the encoder, and in the decoder", 1, TRANSFORMER_MAX_LAYERS, NULL,
-         ARG_MODEL},
-        {"dim", ARG_INT, &cfg.block.D, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
-        {"heads", ARG_INT, &cfg.block.H, "attention heads H (each of width D / H)", 1, 256, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &cfg.block.F, "hidden width F of the position-wise MLP", 1, 65536, NULL, ARG_MODEL},
-        {"norm", ARG_STRING, &norm, "norms after (2017) or before (GPT-2) each sublayer", 0, 0, "post,pre", ARG_MODEL},
-        {"norm-type", ARG_STRING, &norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none", ARG_MODEL},
-        {"mlp", ARG_STRING, &mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &cfg.block.D, "model width D (a multiple of --heads)", 1, 4096, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"heads", ARG_INT, &cfg.block.H, "attention heads H (each of width D / H)", 1, 256, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &cfg.block.F, "hidden width F of the position-wise MLP", 1, 65536, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm", ARG_STRING, &norm, "norms after (2017) or before (GPT-2) each sublayer", 0, 0, "post,pre",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm-type", ARG_STRING, &norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"mlp", ARG_STRING, &mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL, ARG_TRAINING_ONLY},
         {"dropout", ARG_FLOAT, &cfg.block.dropout, "dropout on embeddings and sublayer outputs (training only)", 0,
-         0.95, NULL, ARG_TRAINING},
+         0.95, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"attn-dropout", ARG_FLOAT, &cfg.block.attn_dropout, "dropout on the attention weights (training only)", 0,
-         0.95, NULL, ARG_TRAINING},
+         0.95, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"pos", ARG_STRING, &pos, "positions: added to X (chapter 04) or rotary on Q, K", 0, 0, "sinusoidal,learned,rope",
-         ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"label-smoothing", ARG_FLOAT, &cfg.label_smoothing, "eps of label smoothing (0 = off)", 0, 0.95, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"no-kv-cache", ARG_BOOL, &no_kv_cache,
-         "decode by recomputing the whole prefix at every step (slower; same outputs)", 0, 0, NULL, ARG_OUTPUT},
+         "decode by recomputing the whole prefix at every step (slower; same outputs)", 0, 0, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},   /* a decoding option: it acts on a saved model too */
         {"norm-experiment", ARG_BOOL, &norm_experiment,
          "only run the post-LN vs pre-LN experiment at depth 2, 6, 12 (into --out; the model, data and "
-         "training flags do not apply)", 0, 0, NULL, ARG_OUTPUT},
+         "training flags do not apply)", 0, 0, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &PROGRAM);
-    run.flags.train.steps = 1200;   /* this chapter's quick default */
+    run.flags.shared.train.steps = 1200;   /* this chapter's quick default */
     int rc = seq2seq_parse_flags(&run, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
     if (rc == 0) rc = pos_type_from_name(pos, &cfg.pos);
     if (rc == 0 && cfg.block.D % cfg.block.H != 0)
@@ -167,19 +172,20 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = seq2seq_load_data(&run);
 
     /* 3. The model, from its configuration (with --load, the checkpoint's). */
-    if (rc == 0 && !run.flags.load) transformer_pos_rows(&cfg, &run.data);
+    if (rc == 0 && !run.flags.shared.load) transformer_pos_rows(&cfg, &run.data);
     if (rc == 0) rc = seq2seq_model_config(&run, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &cfg);
-    if (rc == 0 && run.flags.load) rc = check_pos_rows(run.flags.load, run.config, &cfg);
-    if (rc == 0 && run.flags.load && no_kv_cache) cfg.kv_cache = 0;   /* decoding: the saved model's choice, or the flag */
+    if (rc == 0 && run.flags.shared.load) rc = check_pos_rows(run.flags.shared.load, run.config, &cfg);
+    /* decoding: the saved model's choice, or the flag */
+    if (rc == 0 && run.flags.shared.load && no_kv_cache) cfg.kv_cache = 0;
     if (rc == 0)
-        rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);
+        rc = transformer_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.shared.seed);
 
     /* 4. With --load: the saved weights; --translate "..." decodes the text
      *    (--plot: and draws every layer's and head's attention) and stops. */
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
 
     /* 5. Training: train_loop over batches of the training split. */
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
 
     /* 6. Evaluation on the test split (greedy or --beam, with the KV cache),
      *    7. the checkpoint, plots and results.json. */

@@ -46,32 +46,34 @@ int main(int argc, char **argv) {
                          .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .experts = 4, .moe_top_k = 1,
                          .moe_aux = 0.01f};
     const ArgSpec model_flags[] = {
-        {"layers", ARG_INT, &m->layers, "blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"dim", ARG_INT, &m->dim, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL},
-        {"heads", ARG_INT, &m->heads, "attention heads H", 1, 256, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &m->ff, "hidden width F of the MLP", 1, 65536, NULL, ARG_MODEL},
-        {"context", ARG_INT, &m->context, "positions per window N", 2, 4096, NULL, ARG_MODEL},
-        {"norm", ARG_STRING, &m->norm, "where the norms sit", 0, 0, "post,pre", ARG_MODEL},
-        {"norm-type", ARG_STRING, &m->norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none", ARG_MODEL},
-        {"mlp", ARG_STRING, &m->mlp, "the MLP (moe: GELU experts)", 0, 0, "gelu,relu,swiglu,none,moe", ARG_MODEL},
+        {"layers", ARG_INT, &m->layers, "blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &m->dim, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"heads", ARG_INT, &m->heads, "attention heads H", 1, 256, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &m->ff, "hidden width F of the MLP", 1, 65536, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"context", ARG_INT, &m->context, "positions per window N", 2, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm", ARG_STRING, &m->norm, "where the norms sit", 0, 0, "post,pre", ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm-type", ARG_STRING, &m->norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"mlp", ARG_STRING, &m->mlp, "the MLP (moe: GELU experts)", 0, 0, "gelu,relu,swiglu,none,moe",
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"experts", ARG_INT, &m->experts, "--mlp moe: experts E, each an MLP of width F", 1, BLOCK_MAX_EXPERTS, NULL,
-         ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"moe-top-k", ARG_INT, &m->moe_top_k, "--mlp moe: experts per token k (k > 1: weights renormalised)", 1,
-         BLOCK_MAX_EXPERTS, NULL, ARG_MODEL},
+         BLOCK_MAX_EXPERTS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"moe-aux", ARG_FLOAT, &m->moe_aux, "--mlp moe: coefficient of the load-balancing loss", 0, 100, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"capacity", ARG_FLOAT, &m->capacity, "--mlp moe: capacity factor in training (0: no limit)", 0, 1000, NULL,
-         ARG_TRAINING},
-        {"pos", ARG_STRING, &m->pos, "positions", 0, 0, "learned,sinusoidal,rope", ARG_MODEL},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"pos", ARG_STRING, &m->pos, "positions", 0, 0, "learned,sinusoidal,rope", ARG_MODEL, ARG_TRAINING_ONLY},
         {"dropout", ARG_FLOAT, &m->dropout, "dropout on embeddings and sublayer outputs (training only)", 0, 0.95,
-         NULL, ARG_TRAINING},
+         NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"attn-dropout", ARG_FLOAT, &m->attn_dropout, "dropout on the attention weights (training only)", 0, 0.95,
-         NULL, ARG_TRAINING},
+         NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
     };
     /* 2,000 steps of 16 windows of 64: about two minutes on two cores. Steps
      * matter more than window length here: 600 steps of windows of 128 (the
      * same time) left the model behind the trigram, barely using its context */
-    TrainOptions *t = &run.flags.train;
+    TrainOptions *t = &run.flags.shared.train;
     t->steps = 2000;
     t->lr = 2e-3f;
     t->warmup = 100;
@@ -92,7 +94,7 @@ int main(int argc, char **argv) {
 
     /* 4. With --load: the saved weights; --prompt "..." continues the text
      *    (--plot: and draws its attention), else the test figure; then stop. */
-    if (rc == 0 && run.flags.load) rc = gpt_run_use_saved(&run);
+    if (rc == 0 && run.flags.shared.load) rc = gpt_run_use_saved(&run);
 
     /* 5. Training: train_loop over batches of random windows. */
     if (rc == 0) rc = gpt_run_train(&run);

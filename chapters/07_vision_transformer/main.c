@@ -63,7 +63,6 @@ static const ClassifierProgram PROGRAM = {
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
                 "--image chapters/07_vision_transformer/img/example_box.pgm",
     .long_recipe = 1,
-    .load_flags = "image,index,data,pictures",
     .load_hint = "--index 0, or --image FILE.pgm",
     .presets = PRESETS,
     .n_presets = (int)(sizeof PRESETS / sizeof PRESETS[0]),
@@ -89,15 +88,16 @@ static int train_one(ClassifierRuns *runs, int i, const VitConfig *c, const Exam
     ClassifierRun *run = &runs->run[i];
     ClassifierResult *r = &runs->result[i];
     Classifier m[CLASSIFIER_MAX_REPLICAS];
-    const int n = f->replicas, max_B = (f->batch + n - 1) / n;
+    const int n = f->replicas, max_B = (f->shared.batch + n - 1) / n;
     int built = 0, rc = 0;
     while (rc == 0 && built < n)
-        if ((rc = vit_build(&m[built], c, max_B, (uint64_t)f->seed + (uint64_t)built)) == 0) built++;
+        if ((rc = vit_build(&m[built], c, max_B, (uint64_t)f->shared.seed + (uint64_t)built)) == 0) built++;
     WeightAverage average = {0};
     if (rc == 0) printf("  %s: %zu parameters\n", run->label, m[0].params->size);
     if (rc == 0 && f->ema > 0) rc = weight_average_init(&average, m[0].params, f->ema);
     if (rc == 0)
-        rc = classifier_train(m, n, t, &f->train, f->batch, f->sam, f->ema > 0 ? &average : NULL, (uint64_t)f->seed, r);
+        rc = classifier_train(m, n, t, &f->shared.train, f->shared.batch, f->sam, f->ema > 0 ? &average : NULL,
+                              (uint64_t)f->shared.seed, r);
     for (int k = 1; k < built; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
     if (rc == 0 && f->ema > 0) rc = classifier_use_average(runs, run, &m[0], t, &average, r);
     weight_average_free(&average);
@@ -105,7 +105,8 @@ static int train_one(ClassifierRuns *runs, int i, const VitConfig *c, const Exam
     if (rc == 0) rc = classifier_save(runs, run, &m[0], r);
     if (rc == 0) rc = classifier_show_first_test_example(runs, run, &m[0], t);
     if (rc == 0)
-        rc = vit_pictures_after_training(f->out, run->key, run->label, f->train.steps, f->batch, r->seconds,
+        rc = vit_pictures_after_training(f->shared.out, run->key, run->label, f->shared.train.steps,
+                                         f->shared.batch, r->seconds,
                                          vit_of(&m[0]), &m[0], t, &data, n_pictures, &runs->results);
     if (built > 0) m[0].destroy(m[0].self);
     return rc;
@@ -129,14 +130,16 @@ static int use_saved_model(ClassifierRuns *runs, const char *data_dir, const cha
     if (config_read(runs->config, AUGMENT_FIELDS, AUGMENT_N, &ft) < 0 || fashion_mnist_load(&data, data_dir, 1) < 0)
         return -1;
     fashion_mnist_task(&ft, &t);
-    if (vit_build(&m, &c, runs->flags.batch, 0) < 0) return -1;
+    if (vit_build(&m, &c, runs->flags.shared.batch, 0) < 0) return -1;
     int rc = classifier_load_weights(runs, &m, &t);
-    const char *base = strrchr(runs->flags.load, '/');
+    const char *base = strrchr(runs->flags.shared.load, '/');
     char label[160];
-    snprintf(label, sizeof label, "%.150s", base ? base + 1 : runs->flags.load);
-    if (rc == 0 && (image || index >= 0)) rc = vit_classify_one(runs->flags.out, vit_of(&m), &data, image, index);
+    snprintf(label, sizeof label, "%.150s", base ? base + 1 : runs->flags.shared.load);
+    if (rc == 0 && (image || index >= 0)) rc = vit_classify_one(runs->flags.shared.out, vit_of(&m), &data, image,
+                                                                index);
     else if (rc == 0)
-        rc = vit_pictures_after_training(runs->flags.out, "loaded", label, 0, runs->flags.batch, 0.0, vit_of(&m), &m,
+        rc = vit_pictures_after_training(runs->flags.shared.out, "loaded", label, 0, runs->flags.shared.batch, 0.0,
+                                         vit_of(&m), &m,
                                          &t, &data, n_pictures, NULL);
     m.destroy(m.self);
     return rc;
@@ -155,54 +158,61 @@ int main(int argc, char **argv) {
     float erase = 0.0f;
     const ArgSpec model_flags[] = {
         {"patch", ARG_STRING, &patch_flag, "patch side P (4, 7, 14); a list 4,7 trains a model per size", 0, 0, NULL,
-         ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
         {"kernel", ARG_INT, &c.patch.K, "overlapping patches: each reads K x K pixels (0: K = P)", 0, 28, NULL,
-         ARG_MODEL},
-        {"stem", ARG_INT, &c.stem, "a convolutional stem of this many channels (0: none)", 0, 256, NULL, ARG_MODEL},
-        {"pool", ARG_STRING, &pool_flag, "what the head reads", 0, 0, "cls,mean,attention", ARG_MODEL},
-        {"pos", ARG_STRING, &pos_flag, "position embeddings", 0, 0, "learned,sinusoidal2d", ARG_MODEL},
-        {"layers", ARG_INT, &c.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"dim", ARG_INT, &c.patch.D, "model width D", 4, 1024, NULL, ARG_MODEL},
-        {"heads", ARG_INT, &c.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &c.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"stem", ARG_INT, &c.stem, "a convolutional stem of this many channels (0: none)", 0, 256, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"pool", ARG_STRING, &pool_flag, "what the head reads", 0, 0, "cls,mean,attention",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"pos", ARG_STRING, &pos_flag, "position embeddings", 0, 0, "learned,sinusoidal2d",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"layers", ARG_INT, &c.layers, "transformer blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &c.patch.D, "model width D", 4, 1024, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"heads", ARG_INT, &c.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &c.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"locality", ARG_BOOL, &c.locality, "locality self-attention: no token attends to itself, learned scale", 0,
-         0, NULL, ARG_MODEL},
-        {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA},
+         0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
+         ARG_ACTS_WITH_LOAD},
         {"augment", ARG_BOOL, &augment, "random shifts (up to --shift pixels) and mirror images while training", 0,
-         0, NULL, ARG_DATA},
-        {"shift", ARG_INT, &shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA},
-        {"erase", ARG_FLOAT, &erase, "random erasing: chance of a noise patch per image", 0, 1, NULL, ARG_DATA},
+         0, NULL, ARG_DATA, ARG_TRAINING_ONLY},
+        {"shift", ARG_INT, &shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA, ARG_TRAINING_ONLY},
+        {"erase", ARG_FLOAT, &erase, "random erasing: chance of a noise patch per image", 0, 1, NULL,
+         ARG_DATA, ARG_TRAINING_ONLY},
         {"dropout", ARG_FLOAT, &c.dropout, "dropout p on each sublayer's output while training", 0, 0.9, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"drop-path", ARG_FLOAT, &c.drop_path, "stochastic depth: chance to skip the last block", 0, 0.9, NULL,
-         ARG_TRAINING},
-        {"keep", ARG_FLOAT, &c.keep, "patch dropout: share of patches kept (1: off)", 0.05, 1, NULL, ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"keep", ARG_FLOAT, &c.keep, "patch dropout: share of patches kept (1: off)", 0.05, 1, NULL,
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"keep-until", ARG_FLOAT, &c.keep_until, "with --keep: for this share of the steps only", 0.05, 1, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"label-smoothing", ARG_FLOAT, &c.label_smoothing, "label smoothing eps (0: off)", 0, 0.95, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"pictures", ARG_INT, &n_pictures, "test images in the attention picture (0: no pictures)", 0, 16, NULL,
-         ARG_OUTPUT},
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
         {"image", ARG_STRING, &image, "with --load: classify this PGM image and draw where the model looked", 0, 0,
-         NULL, ARG_OUTPUT},
-        {"index", ARG_INT, &index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT},
+         NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"index", ARG_INT, &index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
     };
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
-    runs.flags.train.steps = 5000;
-    runs.flags.train.lr = 2e-3f;
-    runs.flags.train.weight_decay = 0.05f;
-    runs.flags.train.warmup = 250;       /* steps / 20, as before the shared loop */
-    runs.flags.train.eval_every = 100;   /* steps / 50: a loss curve of 50 points */
-    runs.flags.batch = 128;
+    runs.flags.shared.train.steps = 5000;
+    runs.flags.shared.train.lr = 2e-3f;
+    runs.flags.shared.train.weight_decay = 0.05f;
+    runs.flags.shared.train.warmup = 250;       /* steps / 20, as before the shared loop */
+    runs.flags.shared.train.eval_every = 100;   /* steps / 50: a loss curve of 50 points */
+    runs.flags.shared.batch = 128;
     runs.flags.test_size = 10000;
     int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
-    if (rc == 0 && runs.flags.load && image && index >= 0) rc = fail("--image and --index: give one of them");
-    if (rc == 0 && !runs.flags.load && (image || index >= 0))
+    if (rc == 0 && runs.flags.shared.load && image && index >= 0) rc = fail("--image and --index: give one of them");
+    if (rc == 0 && !runs.flags.shared.load && (image || index >= 0))
         rc = fail("--image and --index go with --load CHECKPOINT");
 
     /* 2. With --load: the saved model, and done. */
-    if (rc == 0 && runs.flags.load)
+    if (rc == 0 && runs.flags.shared.load)
         return classifier_finish(&runs, use_saved_model(&runs, data_dir, image, index, n_pictures));
 
     /* 3. The runs: one per patch side (each divides the 28 pixels of a side). */
@@ -223,7 +233,7 @@ int main(int argc, char **argv) {
         vit_config_label(&configs[i], label, sizeof label);
         ClassifierRun *run = classifier_add_run(&runs, key, "%s", label);
         if (!run || classifier_config_text(run, VIT_MODEL_NAME, "fashion_mnist", VIT_CONFIG_FIELDS, VIT_CONFIG_N,
-                                           &configs[i], runs.flags.seed) < 0 ||
+                                           &configs[i], runs.flags.shared.seed) < 0 ||
             config_write(run->config, sizeof run->config, AUGMENT_FIELDS, AUGMENT_N, &ft) < 0)
             rc = -1;
     }
@@ -239,7 +249,7 @@ int main(int argc, char **argv) {
 
     /* 6. The results table, the loss curves, the patch-size table, results.json. */
     if (rc == 0) rc = classifier_report(&runs);
-    if (rc == 0) rc = vit_patch_table_print(runs.flags.out);
+    if (rc == 0) rc = vit_patch_table_print(runs.flags.shared.out);
     if (rc == 0) rc = classifier_write_results(&runs);
     return classifier_finish(&runs, rc);
 }

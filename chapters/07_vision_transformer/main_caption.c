@@ -37,7 +37,6 @@ static const Seq2SeqProgram PROGRAM = {
                 "./build/07_caption --compose 1,2,-,4 --to scene.pgm\n"
                 "./build/07_caption --load out/07_caption/model.ckpt --image scene.pgm",
     .image_sources = 1,
-    .load_flags = "image,data,pictures",
 };
 
 /* The scenes and the first lines of the checkpoint's text. Training: sc's
@@ -46,7 +45,7 @@ static const Seq2SeqProgram PROGRAM = {
  * images' statistics, for a user's image. */
 static int load_scenes(Seq2SeqRun *run, SceneConfig *sc, const char *data_dir, SceneScale *scale) {
     char *text = run->config;
-    const char *load = run->flags.load;
+    const char *load = run->flags.shared.load;
     if (load) {
         char task[64], expected[32];
         if (seq2seq_saved_config(run) < 0) return -1;
@@ -91,35 +90,52 @@ int main(int argc, char **argv) {
     const char *model = "attend", *data_dir = NULL, *image = NULL, *list = NULL, *to = NULL;
     int pictures = 3;
     const ArgSpec own[] = {
-        {"model", ARG_STRING, &model, "decoder: pool (no attention), attend (ch. 02), transformer (ch. 06)", 0, 0, "pool,attend,transformer", ARG_MODEL},
-        {"grid", ARG_INT, &scenes.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2, SCENE_MAX_GRID, NULL, ARG_DATA},
-        {"patch", ARG_INT, &cfg.P, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL, ARG_MODEL},
-        {"dim", ARG_INT, &cfg.D, "encoder width D (and model 3's decoder's)", 4, 1024, NULL, ARG_MODEL},
-        {"layers", ARG_INT, &cfg.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"heads", ARG_INT, &cfg.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL},
-        {"ff", ARG_INT, &cfg.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL},
-        {"dec-layers", ARG_INT, &cfg.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL},
-        {"embed", ARG_INT, &cfg.D_E, "models 1-2: word embedding D_E", 1, 4096, NULL, ARG_MODEL},
-        {"state", ARG_INT, &cfg.S, "models 1-2: GRU state S", 1, 4096, NULL, ARG_MODEL},
+        {"model", ARG_STRING, &model, "decoder: pool (no attention), attend (ch. 02), transformer (ch. 06)", 0, 0,
+         "pool,attend,transformer",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"grid", ARG_INT, &scenes.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2,
+         SCENE_MAX_GRID, NULL,
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"patch", ARG_INT, &cfg.P, "patch side P (divides 28: 4, 7, 14)", 1, 28, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dim", ARG_INT, &cfg.D, "encoder width D (and model 3's decoder's)", 4, 1024, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"layers", ARG_INT, &cfg.layers, "encoder blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"heads", ARG_INT, &cfg.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"ff", ARG_INT, &cfg.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"dec-layers", ARG_INT, &cfg.dec_layers, "model 3: decoder blocks", 1, STACK_MAX_LAYERS, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"embed", ARG_INT, &cfg.D_E, "models 1-2: word embedding D_E", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"state", ARG_INT, &cfg.S, "models 1-2: GRU state S", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         args_refused("hidden", "the GRU state S is --state (the letter table's S)"),
-        {"attn", ARG_INT, &cfg.D_A, "model 2: additive attention width D_A", 1, 4096, NULL, ARG_MODEL},
-        {"train-scenes", ARG_INT, &scenes.n_train, "training scenes (from the 55,000 training images)", 1, 1000000, NULL, ARG_DATA},
-        {"valid-scenes", ARG_INT, &scenes.n_valid, "validation scenes (from the 5,000 validation images)", 1, 1000000, NULL, ARG_DATA},
-        {"test-scenes", ARG_INT, &scenes.n_test, "test scenes (from the 10,000 test images)", 1, 1000000, NULL, ARG_DATA},
-        {"data-seed", ARG_INT, &scenes.seed, "seed of the scenes", 0, 2147483647, NULL, ARG_DATA},
-        {"data", ARG_STRING, &data_dir, "Fashion-MNIST directory (default " FASHION_MNIST_DIR ")", 0, 0, NULL, ARG_DATA},
-        {"pictures", ARG_INT, &pictures, "test scenes drawn with one panel per word", 0, 50, NULL, ARG_OUTPUT},
-        {"image", ARG_STRING, &image, "with --load: caption this PGM scene (light items on black)", 0, 0, NULL, ARG_OUTPUT},
-        {"compose", ARG_STRING, &list, "write a scene of test images I,J,.. (- empty) and stop", 0, 0, NULL, ARG_OUTPUT},
-        {"to", ARG_STRING, &to, "with --compose: the PGM file to write", 0, 0, NULL, ARG_OUTPUT},
+        {"attn", ARG_INT, &cfg.D_A, "model 2: additive attention width D_A", 1, 4096, NULL,
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"train-scenes", ARG_INT, &scenes.n_train, "training scenes (from the 55,000 training images)", 1, 1000000,
+         NULL,
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"valid-scenes", ARG_INT, &scenes.n_valid, "validation scenes (from the 5,000 validation images)", 1,
+         1000000, NULL,
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"test-scenes", ARG_INT, &scenes.n_test, "test scenes (from the 10,000 test images)", 1, 1000000, NULL,
+         ARG_DATA, ARG_TRAINING_ONLY},
+        {"data-seed", ARG_INT, &scenes.seed, "seed of the scenes", 0, 2147483647, NULL, ARG_DATA, ARG_TRAINING_ONLY},
+        {"data", ARG_STRING, &data_dir, "Fashion-MNIST directory (default " FASHION_MNIST_DIR ")", 0, 0, NULL, ARG_DATA,
+         ARG_ACTS_WITH_LOAD},
+        {"pictures", ARG_INT, &pictures, "test scenes drawn with one panel per word", 0, 50, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
+        {"image", ARG_STRING, &image, "with --load: caption this PGM scene (light items on black)", 0, 0, NULL,
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"compose", ARG_STRING, &list, "write a scene of test images I,J,.. (- empty) and stop", 0, 0, NULL,
+         ARG_OUTPUT, ARG_TRAINING_ONLY},
+        {"to", ARG_STRING, &to, "with --compose: the PGM file to write", 0, 0, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
     };
     Seq2SeqRun run;
     seq2seq_init(&run, &PROGRAM);
-    run.flags.train.steps = 1500;   /* this program's quick default */
-    run.flags.batch = 32;
-    run.flags.train.lr = 2e-3f;
+    run.flags.shared.train.steps = 1500;   /* this program's quick default */
+    run.flags.shared.batch = 32;
+    run.flags.shared.train.lr = 2e-3f;
     int rc = seq2seq_parse_flags(&run, argc, argv, own, (int)(sizeof own / sizeof own[0]));
-    if (rc == 0 && image && !run.flags.load) rc = fail("--image goes with --load CKPT (a model to caption with)");
+    if (rc == 0 && image && !run.flags.shared.load)
+        rc = fail("--image goes with --load CKPT (a model to caption with)");
     if (rc == 0 && to && !list) rc = fail("--to goes with --compose I,J,.. (the scene to write)");
     if (rc == 0 && list) rc = compose(list, to, scenes.grid, data_dir);   /* --compose: the scene, and stop */
     if (rc == 0) rc = caption_kind_from_name(model, &cfg.kind);
@@ -131,14 +147,15 @@ int main(int argc, char **argv) {
 
     /* 3. The model, from its configuration (with --load, the checkpoint's). */
     if (rc == 0) rc = seq2seq_model_config(&run, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &cfg);
-    if (rc == 0) rc = caption_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run), (uint64_t)run.flags.seed);
+    if (rc == 0) rc = caption_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run),
+                                    (uint64_t)run.flags.shared.seed);
 
     /* 4. With --load: the saved weights; --image FILE captions the user's scene and stops. */
-    if (rc == 0 && run.flags.load) rc = seq2seq_use_saved(&run);
+    if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
     if (rc == 0 && image) rc = caption_draw_file(&run.model, &run.data, image, &scale, run.out_dir) < 0 ? -1 : 1;
 
     /* 5. Training: train_loop over batches of training scenes. */
-    if (rc == 0 && !run.flags.load) rc = seq2seq_train(&run);
+    if (rc == 0 && !run.flags.shared.load) rc = seq2seq_train(&run);
 
     /* 6. Evaluation on the test scenes, 7. a few of them drawn with one
      *    panel per word, the checkpoint, plots and results.json. */

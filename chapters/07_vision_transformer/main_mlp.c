@@ -27,7 +27,6 @@ static const ClassifierProgram PROGRAM = {
     .examples = "./build/07_mlp\n"
                 "./build/07_mlp --hidden 256 --layers 1\n"
                 "./build/07_mlp --load out/07_mlp/model_mlp.ckpt",
-    .load_flags = "data",
     .load_hint = "(evaluates it on the test images)",
 };
 
@@ -42,18 +41,19 @@ int main(int argc, char **argv) {
                         .classes = FASHION_MNIST_CLASSES};
     const char *data_dir = NULL;
     const ArgSpec model_flags[] = {
-        {"hidden", ARG_INT, &c.hidden, "width F of each hidden layer", 1, 8192, NULL, ARG_MODEL},
-        {"layers", ARG_INT, &c.layers, "hidden layers L", 1, PIXEL_MLP_MAX_LAYERS, NULL, ARG_MODEL},
-        {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA},
+        {"hidden", ARG_INT, &c.hidden, "width F of each hidden layer", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"layers", ARG_INT, &c.layers, "hidden layers L", 1, PIXEL_MLP_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
+         ARG_ACTS_WITH_LOAD},
     };
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
-    runs.flags.train.steps = 5000;
-    runs.flags.train.lr = 2e-3f;
-    runs.flags.train.weight_decay = 0.05f;
-    runs.flags.train.warmup = 250;
-    runs.flags.train.eval_every = 100;
-    runs.flags.batch = 128;
+    runs.flags.shared.train.steps = 5000;
+    runs.flags.shared.train.lr = 2e-3f;
+    runs.flags.shared.train.weight_decay = 0.05f;
+    runs.flags.shared.train.warmup = 250;
+    runs.flags.shared.train.eval_every = 100;
+    runs.flags.shared.batch = 128;
     runs.flags.test_size = 10000;
     int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
 
@@ -61,12 +61,12 @@ int main(int argc, char **argv) {
     FashionMnistTask ft = {.d = &data};
     ExampleTask t;
     Classifier m;
-    if (rc == 0 && runs.flags.load) {
+    if (rc == 0 && runs.flags.shared.load) {
         if (classifier_read_config(&runs, PIXEL_MLP_CONFIG_FIELDS, PIXEL_MLP_CONFIG_N, &c) < 0 ||
             fashion_mnist_load(&data, data_dir, 1) < 0)
             return classifier_finish(&runs, -1);
         fashion_mnist_task(&ft, &t);
-        if (pixel_mlp_build(&m, &c, runs.flags.batch, 0) < 0) return classifier_finish(&runs, -1);
+        if (pixel_mlp_build(&m, &c, runs.flags.shared.batch, 0) < 0) return classifier_finish(&runs, -1);
         rc = classifier_use_saved(&runs, &m, &t);
         m.destroy(m.self);
         return classifier_finish(&runs, rc);
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
         ClassifierRun *run = classifier_add_run(&runs, "mlp", "MLP on pixels, %d x %d hidden, no attention",
                                                 c.layers, c.hidden);
         if (!run || classifier_config_text(run, PIXEL_MLP_MODEL_NAME, "fashion_mnist", PIXEL_MLP_CONFIG_FIELDS,
-                                           PIXEL_MLP_CONFIG_N, &c, runs.flags.seed) < 0)
+                                           PIXEL_MLP_CONFIG_N, &c, runs.flags.shared.seed) < 0)
             rc = -1;
     }
 
@@ -89,13 +89,13 @@ int main(int argc, char **argv) {
     int built = 0;
     if (rc == 0) {
         classifier_start(&runs);
-        rc = pixel_mlp_build(&m, &c, runs.flags.batch, (uint64_t)runs.flags.seed);
+        rc = pixel_mlp_build(&m, &c, runs.flags.shared.batch, (uint64_t)runs.flags.shared.seed);
         built = rc == 0;
     }
     ClassifierResult *r = &runs.result[0];
     if (rc == 0) printf("  %s: %zu parameters\n", runs.run[0].label, m.params->size);
-    if (rc == 0) rc = classifier_train(&m, 1, &t, &runs.flags.train, runs.flags.batch, 0.0f, NULL,
-                                       (uint64_t)runs.flags.seed, r);
+    if (rc == 0) rc = classifier_train(&m, 1, &t, &runs.flags.shared.train, runs.flags.shared.batch, 0.0f, NULL,
+                                       (uint64_t)runs.flags.shared.seed, r);
     if (rc == 0) classifier_test(&runs, &m, &t, r);
     if (rc == 0) rc = classifier_save(&runs, &runs.run[0], &m, r);
     if (built) m.destroy(m.self);

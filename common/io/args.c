@@ -282,25 +282,20 @@ int args_given(int argc, char **argv, const char *name) {
     return 0;
 }
 
-/* 1 when name is one of the comma-separated words of list. */
-static int in_list(const char *list, const char *name) {
-    const size_t n = strlen(name);
-    for (const char *p = list; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return 1;
-        p = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
-int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep) {
+int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs) {
     for (int i = 0; i < n_specs; i++)
-        if (specs[i].type != ARG_REFUSED && !in_list(keep, specs[i].name) && args_given(argc, argv, specs[i].name))
+        if (specs[i].type != ARG_REFUSED && specs[i].with_load != ARG_ACTS_WITH_LOAD &&
+            args_given(argc, argv, specs[i].name))
             return fail("--%s has no effect with --load: the checkpoint's config decides the model, its task "
                         "and its training; drop --%s (or train a new model without --load)", specs[i].name,
                         specs[i].name);
     return 0;
+}
+
+ArgSpec *args_find(ArgSpec *specs, int n_specs, const char *name) {
+    for (int i = 0; i < n_specs; i++)
+        if (strcmp(specs[i].name, name) == 0) return &specs[i];
+    return NULL;
 }
 
 /* The preset's flags in front of the user's (see args.h). */

@@ -22,6 +22,12 @@ typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_BOOL, ARG_REFUSED } ArgType;
  * ARG_NO_GROUP (0, a spec that names none) is listed after ARG_OUTPUT. */
 typedef enum { ARG_NO_GROUP, ARG_MODEL, ARG_DATA, ARG_TRAINING, ARG_OUTPUT, ARG_SHARED } ArgGroup;
 
+/* Whether a flag still acts when a program runs a saved model (--load):
+ * with --load the checkpoint's config decides the model, its task and its
+ * training, so every flag not marked ARG_ACTS_WITH_LOAD is refused then
+ * (args_refuse_with_load). 0, a spec that says nothing, is training only. */
+typedef enum { ARG_TRAINING_ONLY, ARG_ACTS_WITH_LOAD } ArgLoad;
+
 typedef struct {
     const char *name;        /* without the leading "--" */
     ArgType type;
@@ -30,6 +36,7 @@ typedef struct {
     double min, max;         /* ranges for ARG_INT / ARG_FLOAT (inclusive) */
     const char *choices;     /* ARG_STRING: comma-separated allowed values, or NULL */
     ArgGroup group;          /* where --help lists it */
+    ArgLoad with_load;       /* does it act with --load (0: no) */
 } ArgSpec;
 
 /* Returns 0 on success, 1 when --help/-h was given (caller prints help and
@@ -61,10 +68,12 @@ int args_given(int argc, char **argv, const char *name);
 
 /* With --load a saved model's config decides the model and its task, so a
  * training flag would be ignored without a word. Returns -1 with fail()
- * naming the first flag of specs[0..n_specs) that argv gives but that is not
- * in the comma-separated list keep (the flags that still act with --load);
- * 0 when there is none. */
-int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs, const char *keep);
+ * naming the first flag of specs[0..n_specs) that argv gives but whose spec
+ * is not ARG_ACTS_WITH_LOAD; 0 when there is none. */
+int args_refuse_with_load(int argc, char **argv, const ArgSpec *specs, int n_specs);
+
+/* The spec of flag `name` in specs[0..n_specs), or NULL. */
+ArgSpec *args_find(ArgSpec *specs, int n_specs, const char *name);
 
 /* A preset ("--task g2p --steps 4000 ..."): parse the preset's flags in
  * front of the user's, so a flag the user gives overrides the preset's.

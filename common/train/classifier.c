@@ -321,11 +321,10 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
 void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program) {
     memset(runs, 0, sizeof *runs);
     runs->program = program;
-    runs->flags = (ClassifierFlags){.train = TRAIN_DEFAULTS, .batch = 64, .seed = 1, .test_size = 1000,
+    runs->flags = (ClassifierFlags){.shared = {.train = TRAIN_DEFAULTS, .batch = 64, .seed = 1}, .test_size = 1000,
                                     .replicas = 1};
-    if (program->n_presets > 0) runs->flags.preset = program->presets[0].name;
+    if (program->n_presets > 0) runs->flags.shared.preset = program->presets[0].name;
     snprintf(runs->default_out, sizeof runs->default_out, "out/%s", program->chapter);
-    runs->flags.out = runs->default_out;
     results_init(&runs->results);
     results_set_str(&runs->results, "chapter", program->chapter);
     /* the headline's keys first; classifier_report fills them in */
@@ -348,60 +347,37 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
     for (int i = 0; i < p->n_presets; i++)
         snprintf(runs->preset_choices + strlen(runs->preset_choices),
                  sizeof runs->preset_choices - strlen(runs->preset_choices), "%s%s", i ? "," : "", p->presets[i].name);
-    ArgSpec shared[] = {
-        {"steps", ARG_INT, &f->train.steps, "training steps per model", 1, 1000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &f->batch, "examples per step", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (AdamW; warm-up, then cosine decay)", 1e-6, 1, NULL,
-         ARG_TRAINING},
-        {"warmup", ARG_INT, &f->train.warmup, "steps of linear warm-up of the learning rate", 0, 1000000, NULL,
-         ARG_TRAINING},
-        {"clip", ARG_FLOAT, &f->train.clip, "clip the gradients' global norm to this (0: off)", 0, 1e6, NULL,
-         ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW's decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
-        {"eval-every", ARG_INT, &f->train.eval_every, "steps between points of the loss curve", 1, 1000000, NULL,
-         ARG_TRAINING},
-        {"preset", ARG_STRING, &f->preset, "named flags before yours (yours win)", 0,
-         0, runs->preset_choices, ARG_TRAINING},
+    ArgSpec classifier[] = {
         {"ema", ARG_FLOAT, &f->ema, "keep a moving average of the weights, this decay (0: off)", 0,
-         0.99999, NULL, ARG_TRAINING},
+         0.99999, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"sam", ARG_FLOAT, &f->sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
-         ARG_TRAINING},
+         ARG_TRAINING, ARG_TRAINING_ONLY},
         {"replicas", ARG_INT, &f->replicas, "data parallelism: copies of the model, one thread each", 1,
-         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING},
-        {"seed", ARG_INT, &f->seed, "random seed (model, batches, test set)", 0, 2147483647, NULL, ARG_TRAINING},
-        {"test-size", ARG_INT, &f->test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT},
-        {"out", ARG_STRING, &f->out, "output directory (--load: eval_* in it)", 0, 0, NULL, ARG_OUTPUT},
-        {"load", ARG_STRING, &f->load, "evaluate this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
-        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
-        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its *_so_far.ckpt; the same flags)", 0, 0,
-         NULL, ARG_OUTPUT},
+         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"test-size", ARG_INT, &f->test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
         {"input", ARG_STRING, &f->input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
-         NULL, ARG_OUTPUT},
+         NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
         {"plot", ARG_BOOL, &f->plot, "with --load and --input: draw the attention over that input", 0, 0, NULL,
-         ARG_OUTPUT},
-        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0,
-         BACKEND_CHOICES, ARG_SHARED},
-        {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
-        {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"quiet", ARG_BOOL, &f->train.quiet, "no progress lines", 0, 0, NULL, ARG_SHARED},
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
     };
-    const int n_shared = (int)(sizeof shared / sizeof shared[0]), n_specs = n_own + n_shared;
+    const int n_classifier = (int)(sizeof classifier / sizeof classifier[0]);
     /* flags this program has no use for: not listed, refused with the reason */
-    for (int i = 0; i < n_shared; i++) {
-        const char *name = shared[i].name;
+    for (int i = 0; i < n_classifier; i++) {
+        const char *name = classifier[i].name;
         if (!p->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0))
-            shared[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
+            classifier[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
         if (!p->long_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 || strcmp(name, "replicas") == 0))
-            shared[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
-        if (p->n_presets == 0 && strcmp(name, "preset") == 0)
-            shared[i] = args_refused(name, "this chapter has no presets");
+            classifier[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
     }
+    /* the chapter's own flags, the classifier programs', then those of every program */
+    const int n_specs = n_own + n_classifier + TRAIN_FLAG_SPECS;
     ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
     if (n_own) memcpy(specs, own, sizeof(ArgSpec) * (size_t)n_own);
-    memcpy(specs + n_own, shared, sizeof shared);
+    memcpy(specs + n_own, classifier, sizeof classifier);
+    train_flag_specs(&f->shared, p->n_presets > 0 ? runs->preset_choices : NULL, specs + n_own + n_classifier);
 
     int rc = args_parse(argc, argv, specs, n_specs);
-    const ClassifierPreset *preset = rc == 0 ? find_preset(p, f->preset) : NULL;
+    const ClassifierPreset *preset = rc == 0 ? find_preset(p, f->shared.preset) : NULL;
     if (preset && preset->flags[0]) {   /* the preset's flags, then the user's again */
         rc = args_parse_with_preset(argc, argv, preset->flags, specs, n_specs, &runs->preset_argv);
         if (rc == 0) printf("--preset %s = %s\n", preset->name, preset->flags);
@@ -411,39 +387,35 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         free(specs);
         return 1;
     }
-    if (rc == 0 && f->load) {
-        char keep[256];
-        snprintf(keep, sizeof keep, "out,load,input,plot,backend,matmul-precision,threads,quiet,test-size,batch,%s",
-                 p->load_flags ? p->load_flags : "");
-        rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
-    }
+    if (rc == 0 && f->shared.load) rc = args_refuse_with_load(argc, argv, specs, n_specs);
     free(specs);
     if (rc < 0) return -1;
-    if (f->input && !f->load) return fail("--input needs --load CHECKPOINT (a trained model to run)");
+    if (f->input && !f->shared.load) return fail("--input needs --load CHECKPOINT (a trained model to run)");
     if (f->plot && !f->input) return fail("--plot goes with --load CHECKPOINT --input TEXT");
-    if (!f->load && f->replicas > f->batch)
-        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas, f->batch);
+    if (!f->shared.load && f->replicas > f->shared.batch)
+        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas,
+                    f->shared.batch);
     /* training writes to --out (default out/<chapter>); evaluating a saved
-     * model never over a training run's files (results.h). f->out still
-     * pointing at default_out means the user gave no --out. */
-    if (f->load) {
-        const char *given = f->out == runs->default_out ? NULL : f->out;
-        if (results_eval_dir(runs->eval_out, sizeof runs->eval_out, given, runs->default_out, f->load) < 0) return -1;
-        f->out = runs->eval_out;
+     * model never over a training run's files (results.h) */
+    if (f->shared.load) {
+        const char *given = f->shared.out;   /* NULL: no --out */
+        if (results_eval_dir(runs->eval_out, sizeof runs->eval_out, given, runs->default_out, f->shared.load) < 0)
+            return -1;
+        f->shared.out = runs->eval_out;
+    } else if (f->shared.out == NULL) {
+        f->shared.out = runs->default_out;
     }
     /* before training: a path too long or a directory that cannot be written
      * is said now, not after the training whose models would be lost */
-    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
-        gnuplot_timeout_check() < 0 || (!f->load && out_dir_prepare("--out", f->out) < 0) ||
-        (!f->load && checkpoint_check_stopped_run(f->out, f->force, f->resume) < 0) ||
-        (f->load && f->plot && make_dirs(f->out) < 0))
+    if (train_flags_apply(&f->shared) < 0 || (!f->shared.load && out_dir_prepare("--out", f->shared.out) < 0) ||
+        (!f->shared.load && checkpoint_check_stopped_run(f->shared.out, f->shared.force, f->shared.resume) < 0) ||
+        (f->shared.load && f->plot && make_dirs(f->shared.out) < 0))
         return -1;
-    threads_set(f->threads);
     return 0;
 }
 
 int classifier_read_config(ClassifierRuns *runs, const ConfigField *fields, int n_fields, void *cfg) {
-    const char *path = runs->flags.load;
+    const char *path = runs->flags.shared.load;
     if (checkpoint_read_config(path, &runs->config) < 0) return -1;     /* the message names the path */
     if (checkpoint_check_model(path, runs->config, runs->program->model_name, runs->program->chapter) < 0) return -1;
     if (config_read(runs->config, fields, n_fields, cfg) < 0) {
@@ -468,12 +440,13 @@ static void config_one_line(const char *config, char *out, int cap) {
 
 int classifier_load_weights(ClassifierRuns *runs, Classifier *m, const ExampleTask *t) {
     if (t->classes != m->classes || t->n_out != m->n_out)
-        return fail("%s: the model predicts %d outputs of %d classes, but task '%s' has %d of %d", runs->flags.load,
+        return fail("%s: the model predicts %d outputs of %d classes, but task '%s' has %d of %d",
+                    runs->flags.shared.load,
                     m->n_out, m->classes, t->name, t->n_out, t->classes);
     char line[CLASSIFIER_CONFIG_MAX];
     config_one_line(runs->config, line, sizeof line);
-    printf("Loaded %s: %s(%zu parameters)\n", runs->flags.load, line, m->params->size);
-    return checkpoint_load(runs->flags.load, m->params);
+    printf("Loaded %s: %s(%zu parameters)\n", runs->flags.shared.load, line, m->params->size);
+    return checkpoint_load(runs->flags.shared.load, m->params);
 }
 
 /* --input: the model on the user's digits, and (--plot) its attention. */
@@ -493,7 +466,7 @@ static int run_on_input(const ClassifierFlags *f, Classifier *m, const ExampleTa
                       "load it with the plain attention");
         } else {
             char stem[1100];
-            rc = path_format(stem, sizeof stem, "%s/input_attn", f->out);
+            rc = path_format(stem, sizeof stem, "%s/input_attn", f->shared.out);
             if (rc == 0) printf("Wrote:\n");
             if (rc == 0) rc = plot_attention(m, t, &e, pred, stem, "your input", "output at i (query i)");
         }
@@ -527,8 +500,8 @@ ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const c
     snprintf(run->key, sizeof run->key, "%s", key);
     /* where training writes its weights so far, and classifier_save the final ones */
     r->config = run->config;
-    r->resume = runs->flags.resume;
-    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
+    r->resume = runs->flags.shared.resume;
+    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.shared.out, run->key) < 0)
         return NULL;
     va_list ap;
     va_start(ap, label_format);
@@ -539,23 +512,25 @@ ClassifierRun *classifier_add_run(ClassifierRuns *runs, const char *key, const c
 
 void classifier_start(ClassifierRuns *runs) {
     const ClassifierFlags *f = &runs->flags;
-    results_note_other_run(f->out, runs->run[runs->headline].config);   /* another model's files there? say so once */
+    results_note_other_run(f->shared.out,
+                           runs->run[runs->headline].config);   /* another model's files there? say so once */
     printf("Training: %d run%s of %d steps of %d examples (backend %s, ", runs->n, runs->n == 1 ? "" : "s",
-           f->train.steps, f->batch, backend_name(backend_current()));
+           f->shared.train.steps, f->shared.batch, backend_name(backend_current()));
     if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
     if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
     printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
 }
 
 void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r) {
-    classifier_evaluate(m, t, runs->flags.test_size, (uint64_t)runs->flags.seed, &r->exact, &r->token_acc);
+    classifier_evaluate(m, t, runs->flags.test_size, (uint64_t)runs->flags.shared.seed, &r->exact, &r->token_acc);
     r->n_out = t->n_out;
 }
 
 int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
                            const ExampleTask *t, const WeightAverage *avg, ClassifierResult *r) {
     const ClassifierFlags *f = &runs->flags;
-    classifier_evaluate(m, t, f->test_size, (uint64_t)f->seed, &r->exact_last_weights, &r->token_acc_last_weights);
+    classifier_evaluate(m, t, f->test_size, (uint64_t)f->shared.seed, &r->exact_last_weights,
+                        &r->token_acc_last_weights);
     if (t->n_out == 1)
         printf("  the last step's weights: test accuracy %.2f%%", 100 * r->exact_last_weights);
     else
@@ -563,7 +538,7 @@ int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run,
                100 * r->token_acc_last_weights);
     printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
     if (path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%s/model_%.24s_last_weights.ckpt",
-                    f->out, run->key) < 0 ||
+                    f->shared.out, run->key) < 0 ||
         checkpoint_save(r->checkpoint_last_weights, run->config, m->params) < 0)
         return -1;
     memcpy(m->params->data, avg->avg, sizeof(float) * m->params->size);
@@ -571,7 +546,7 @@ int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run,
 }
 
 int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r) {
-    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.out, run->key) < 0)
+    if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.shared.out, run->key) < 0)
         return -1;
     if (checkpoint_save(r->checkpoint, run->config, m->params) < 0) return -1;
     checkpoint_remove_so_far(r->checkpoint);   /* training's weights so far: replaced by these */
@@ -584,7 +559,7 @@ int classifier_show_first_test_example(const ClassifierRuns *runs, const Classif
     examples_alloc(&e, 1, t->n_in, t->n_out, t->float_inputs);
     int *pred = xmalloc(sizeof(int) * (size_t)t->n_out);
     Rng rng;
-    rng_seed(&rng, (uint64_t)runs->flags.seed, 99);
+    rng_seed(&rng, (uint64_t)runs->flags.shared.seed, 99);
     if (t->test_reset) t->test_reset(t->self);
     t->test_batch(t->self, &e, 1, &rng);
     m->forward(m->self, &(Examples){1, e.n_in, e.n_out, e.tokens, e.values, NULL});
@@ -592,7 +567,7 @@ int classifier_show_first_test_example(const ClassifierRuns *runs, const Classif
     if (t->n_out > 1) printf("  first test example:\n");
     print_example(t, &e, pred);
     char stem[1100];
-    int rc = path_format(stem, sizeof stem, "%s/attn_%.24s", runs->flags.out, run->key);
+    int rc = path_format(stem, sizeof stem, "%s/attn_%.24s", runs->flags.shared.out, run->key);
     if (rc == 0) rc = plot_attention(m, t, &e, e.targets, stem, run->label, "target at output i (query i)");
     examples_free(&e);
     free(pred);
@@ -680,9 +655,9 @@ int classifier_report(ClassifierRuns *runs) {
     results_set_num(res, "train_seconds", total);
     results_set_str(res, "headline", runs->run[h].key);
     results_set_config(res, runs->run[h].config);
-    results_set_num(res, "steps", f->train.steps);
-    results_set_num(res, "batch", f->batch);
-    results_set_num(res, "lr", f->train.lr);
+    results_set_num(res, "steps", f->shared.train.steps);
+    results_set_num(res, "batch", f->shared.batch);
+    results_set_num(res, "lr", f->shared.train.lr);
     results_set_num(res, "ema", f->ema);
     results_set_num(res, "sam", f->sam);
     results_set_num(res, "test_n", f->test_size);
@@ -691,12 +666,12 @@ int classifier_report(ClassifierRuns *runs) {
     results_set_num(res, "threads", threads_current());
     results_set_num(res, "replicas", f->replicas);
     printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - runs->t_start);
-    return plot_loss_curves(f->out, runs->run, runs->result, n);
+    return plot_loss_curves(f->shared.out, runs->run, runs->result, n);
 }
 
 int classifier_write_results(ClassifierRuns *runs) {
     char path[1100];
-    if (path_format(path, sizeof path, "%s/results.json", runs->flags.out) < 0) return -1;
+    if (path_format(path, sizeof path, "%s/results.json", runs->flags.shared.out) < 0) return -1;
     if (results_write(&runs->results, path) < 0) return -1;
     printf("  %s\n", path);
     const char *hint = runs->program->load_hint ? runs->program->load_hint : "--input \"...\"";

@@ -36,30 +36,22 @@
 #include "io/results.h"
 #include "nn/optim.h"
 #include "nn/params.h"
+#include "train/flags.h"
 #include "train/loop.h"
 #include "util/util.h"
 
 
-/* The flags every such program shares (classifier_init sets the defaults). */
+/* The flags of every such program (classifier_init sets the defaults). */
 typedef struct {
-    TrainOptions train;   /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet (train/loop.h) */
-    int batch;            /* --batch: examples per step */
-    int seed;             /* --seed: the models' initial weights, the batches, the test examples */
+    TrainFlags shared;    /* the training flags every program shares (train/flags.h) */
     int test_size;        /* --test-size: test examples */
-    const char *out, *load;   /* --out, --load (NULL: none) */
-    int force;            /* --force: train over a stopped run's weights so far in --out */
-    int resume;           /* --resume: continue the stopped run in --out (each run from its checkpoint so far) */
     const char *input;    /* --input: with --load, run the model on these typed digits */
     int plot;             /* --plot: with --input, draw its attention */
-    const char *preset;   /* --preset: one of the program's presets (NULL: it has none) */
     int replicas;         /* --replicas: data parallelism, replicas (copies) of the model, one thread each */
     float ema;            /* --ema: > 0: evaluate and keep the moving average of the weights with this decay
                            * (nn/optim.h); 0: the last step's weights, the default */
     float sam;            /* --sam: > 0: sharpness-aware steps with this radius rho (classifier_gradient);
                            * 0: plain steps, the default */
-    const char *backend;  /* --backend (NULL: $ATTN_BACKEND, else auto) */
-    const char *matmul_precision; /* --matmul-precision: "float" (NULL: the same) or "bf16" (kernels/matmul.h) */
-    int threads;          /* --threads (0: OMP_NUM_THREADS or all cores) */
 } ClassifierFlags;
 
 /* A preset: a name for a set of flags (chapter 07's long runs). */
@@ -74,7 +66,6 @@ typedef struct {
     const char *model_name;   /* the "model=" line of its checkpoints */
     const char *summary;      /* --help's paragraph */
     const char *examples;     /* --help's example lines, '\n' between them */
-    const char *load_flags;   /* the chapter's own flags that still act with --load ("attention"), or NULL */
     const char *load_hint;    /* what to try with a saved model, after "--load CKPT"; NULL: --input "..." */
     int typed_input;          /* 1: --load CKPT --input "3 1 4" runs the model on typed digits (--plot draws
                                * it); 0: those two flags are refused */
@@ -209,7 +200,7 @@ void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program);
  * of the user's, so a flag the user gives still wins. Checks what goes
  * together (--input needs --load, --replicas at most --batch; with --load
  * only the flags that still act), selects the backend and threads, and
- * sets runs->flags.out (training: --out, checked writable now; --load: an
+ * sets runs->flags.shared.out (training: --out, checked writable now; --load: an
  * eval_* directory). Returns 0; 1 after printing --help; -1 with fail(). */
 int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const ArgSpec *own, int n_own);
 

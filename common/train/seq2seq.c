@@ -361,8 +361,8 @@ void seq2seq_init(Seq2SeqRun *run, const Seq2SeqProgram *program) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines appear as they happen, even in a log */
     memset(run, 0, sizeof *run);
     run->program = program;
-    run->flags = (Seq2SeqFlags){.task = "dates", .train = TRAIN_DEFAULTS, .batch = 64, .seed = 42,
-                                .preset = "none", .beam = 1, .samples = 8};
+    run->flags = (Seq2SeqFlags){.shared = {.train = TRAIN_DEFAULTS, .batch = 64, .seed = 42, .preset = "none"},
+                                .task = "dates", .beam = 1, .samples = 8};
     run->config = xcalloc(CKPT_CONFIG_MAX, 1);
     run->log.last_loss = NAN;   /* no training: no final training loss */
     results_init(&run->results);
@@ -371,56 +371,30 @@ void seq2seq_init(Seq2SeqRun *run, const Seq2SeqProgram *program) {
 int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *own, int n_own) {
     const Seq2SeqProgram *pg = run->program;
     Seq2SeqFlags *f = &run->flags;
-    const ArgSpec shared[] = {
+    ArgSpec seq2seq[] = {
         {"task", ARG_STRING, &f->task, "the task to learn (see the chapter's README)", 0, 0, "dates,reverse,g2p,translate",
-         ARG_DATA},
+         ARG_DATA, ARG_TRAINING_ONLY},
         {"n-train", ARG_INT, &f->n_train, "training examples of a generated task (0 = its default)", 0, 10000000, NULL,
-         ARG_DATA},
+         ARG_DATA, ARG_TRAINING_ONLY},
         {"min-len", ARG_INT, &f->min_len, "reverse: shortest string; translate: fewest words (0 = task's)", 0, 100,
-         NULL, ARG_DATA},
+         NULL, ARG_DATA, ARG_ACTS_WITH_LOAD},
         {"max-len", ARG_INT, &f->max_len, "reverse: longest string; translate: most words (0 = task's)", 0, 100, NULL,
-         ARG_DATA},
-        {"steps", ARG_INT, &f->train.steps, "training steps (batches)", 0, 10000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &f->batch, "examples per batch", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &f->train.lr, "peak learning rate (Adam)", 1e-6, 1, NULL, ARG_TRAINING},
-        {"warmup", ARG_INT, &f->train.warmup, "learning-rate warm-up steps", 0, 1000000, NULL, ARG_TRAINING},
-        {"clip", ARG_FLOAT, &f->train.clip, "clip the global gradient norm to this (0 = off)", 0, 1e6, NULL,
-         ARG_TRAINING},
-        {"weight-decay", ARG_FLOAT, &f->train.weight_decay, "AdamW decoupled weight decay", 0, 1, NULL, ARG_TRAINING},
-        {"seed", ARG_INT, &f->seed, "random seed for the model and batches", 0, 2147483647, NULL, ARG_TRAINING},
-        {"eval-every", ARG_INT, &f->train.eval_every, "steps between validation-loss checks", 1, 1000000, NULL,
-         ARG_TRAINING},
-        {"preset", ARG_STRING, &f->preset, "a longer run (the README's)", 0, 0, "none,long,long-translate",
-         ARG_TRAINING},
+         ARG_DATA, ARG_ACTS_WITH_LOAD},
         {"max-eval", ARG_INT, &f->max_eval, "evaluate on at most this many test examples (0 = all)", 0, 2147483647,
-         NULL, ARG_OUTPUT},
-        {"beam", ARG_INT, &f->beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT},
-        {"samples", ARG_INT, &f->samples, "sample predictions to print", 0, 1000, NULL, ARG_OUTPUT},
-        {"out", ARG_STRING, &f->out, "output directory (default out/<chapter>; --load: eval_* in it)", 0, 0, NULL,
-         ARG_OUTPUT},
-        {"load", ARG_STRING, &f->load, "load this checkpoint instead of training", 0, 0, NULL, ARG_OUTPUT},
-        {"force", ARG_BOOL, &f->force, "train over the weights of a stopped run in --out (its *_so_far.ckpt)", 0, 0, NULL, ARG_OUTPUT},
-        {"resume", ARG_BOOL, &f->resume, "continue the stopped run in --out (its model_so_far.ckpt; the same flags)",
-         0, 0, NULL, ARG_OUTPUT},
+         NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
+        {"beam", ARG_INT, &f->beam, "beam width for decoding (1 = greedy)", 1, 64, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
+        {"samples", ARG_INT, &f->samples, "sample predictions to print", 0, 1000, NULL, ARG_OUTPUT,
+         ARG_ACTS_WITH_LOAD},
         {"translate", ARG_STRING, &f->translate, "with --load: decode this text and print the output", 0, 0, NULL,
-         ARG_OUTPUT},
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
         {"plot", ARG_BOOL, &f->plot, "with --translate: draw the attention heatmap for the input", 0, 0, NULL,
-         ARG_OUTPUT},
-        {"backend", ARG_STRING, &f->backend, "matmul backend ($ATTN_BACKEND, else auto)", 0, 0,
-         BACKEND_CHOICES, ARG_SHARED},
-        {"matmul-precision", ARG_STRING, &f->matmul_precision, MATMUL_PRECISION_HELP, 0, 0, "float,bf16", ARG_SHARED},
-        {"threads", ARG_INT, &f->threads, "threads (0 = OMP_NUM_THREADS or all cores)", 0, 256, NULL, ARG_SHARED},
-        {"quiet", ARG_BOOL, &f->train.quiet, "no progress line", 0, 0, NULL, ARG_SHARED},
+         ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
     };
-    const int n_shared = (int)(sizeof shared / sizeof shared[0]);
-    /* The chapter's own flags first, then the shared ones; a shared flag
-     * this program has no use for is not listed and is refused with why. */
-    const int n_specs = n_own + n_shared;
-    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
-    if (n_own) memcpy(specs, own, sizeof(ArgSpec) * (size_t)n_own);
-    for (int i = 0; i < n_shared; i++) {
-        ArgSpec *s = &specs[n_own + i];
-        *s = shared[i];
+    const int n_seq2seq = (int)(sizeof seq2seq / sizeof seq2seq[0]);
+    /* a flag this program has no use for is not listed and is refused with why */
+    for (int i = 0; i < n_seq2seq; i++) {
+        ArgSpec *s = &seq2seq[i];
         /* an image chapter's own flags choose its data, and it has no text to translate */
         static const char *const token_only[] = {"task", "n-train", "min-len", "max-len", "translate", "plot"};
         for (size_t k = 0; pg->image_sources && k < sizeof token_only / sizeof token_only[0]; k++)
@@ -428,51 +402,49 @@ int seq2seq_parse_flags(Seq2SeqRun *run, int argc, char **argv, const ArgSpec *o
                 *s = args_refused(s->name, "this chapter's inputs are images, chosen by its own flags (see --help)");
         if (strcmp(s->name, "plot") == 0 && pg->no_attention)
             *s = args_refused(s->name, "this chapter's model has no attention weights to draw");
-        if (strcmp(s->name, "preset") == 0 && !pg->preset_long)
-            *s = args_refused(s->name, "this chapter has no long preset");
     }
+    /* The chapter's own flags first, then the seq2seq ones, then those of every program. */
+    const int n_specs = n_own + n_seq2seq + TRAIN_FLAG_SPECS;
+    ArgSpec *specs = xcalloc((size_t)n_specs, sizeof(ArgSpec));
+    if (n_own) memcpy(specs, own, sizeof(ArgSpec) * (size_t)n_own);
+    memcpy(specs + n_own, seq2seq, sizeof seq2seq);
+    const char *presets = NULL;   /* --preset's choices (NULL: it is refused) */
+    if (pg->preset_long) presets = pg->preset_translate ? "none,long,long-translate" : "none,long";
+    train_flag_specs(&f->shared, presets, specs + n_own + n_seq2seq);
 
     int rc = args_parse(argc, argv, specs, n_specs);
     const char *preset = NULL;   /* the flags the chosen preset stands for */
-    if (rc == 0 && strcmp(f->preset, "long") == 0) preset = pg->preset_long;
-    if (rc == 0 && strcmp(f->preset, "long-translate") == 0) {
-        preset = pg->preset_translate;
-        if (preset == NULL) rc = fail("--preset long-translate: this chapter has no translation preset");
-    }
+    if (rc == 0 && strcmp(f->shared.preset, "long") == 0) preset = pg->preset_long;
+    if (rc == 0 && strcmp(f->shared.preset, "long-translate") == 0) preset = pg->preset_translate;
     if (rc == 0 && preset) {
-        const char *name = f->preset;   /* (the preset's own flags may not name another) */
+        const char *name = f->shared.preset;   /* (the preset's own flags may not name another) */
         rc = args_parse_with_preset(argc, argv, preset, specs, n_specs, &run->preset_argv);
         if (rc == 0) printf("--preset %s = %s\n", name, preset);
     }
     if (rc == 1) args_print_help(argv[0], pg->summary, specs, n_specs, pg->examples);
-    /* with --load, only these flags still act (the checkpoint decides the rest) */
-    char keep[512];
-    snprintf(keep, sizeof keep, "out,load,translate,plot,backend,matmul-precision,threads,quiet,beam,max-eval,"
-             "samples,batch,min-len,max-len%s%s", pg->load_flags ? "," : "", pg->load_flags ? pg->load_flags : "");
-    if (rc == 0 && f->load) rc = args_refuse_with_load(argc, argv, specs, n_specs, keep);
+    /* with --load, only the flags marked to act with it (the checkpoint decides the rest) */
+    if (rc == 0 && f->shared.load) rc = args_refuse_with_load(argc, argv, specs, n_specs);
     free(specs);
     if (rc != 0) return rc;
-    if (f->translate && !f->load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
+    if (f->translate && !f->shared.load) return fail("--translate needs --load CHECKPOINT (a model to translate with)");
     if (f->plot && !f->translate) return fail("--plot goes with --load CKPT --translate TEXT");
-    if (backend_select(f->backend) < 0 || matmul_precision_select(f->matmul_precision) < 0 ||
-        gnuplot_timeout_check() < 0)
-        return -1;
-    threads_set(f->threads);
+    if (train_flags_apply(&f->shared) < 0) return -1;
 
     /* training writes to --out (default out/<chapter>); evaluating a saved
      * model never over a training run's files (results.h) */
     char default_out[256];
     snprintf(default_out, sizeof default_out, "out/%s", pg->chapter);
-    if (f->load) return results_eval_dir(run->out_dir, (int)sizeof run->out_dir, f->out, default_out, f->load);
+    if (f->shared.load) return results_eval_dir(run->out_dir, (int)sizeof run->out_dir, f->shared.out, default_out,
+                                                f->shared.load);
     /* a path too long or a directory that cannot be written: said now, not
      * after the training whose model would be lost (util.h) */
-    const char *out = f->out ? f->out : default_out;
+    const char *out = f->shared.out ? f->shared.out : default_out;
     if (out_dir_prepare("--out", out) < 0) return -1;
     return path_format(run->out_dir, sizeof run->out_dir, "%s", out);
 }
 
 int seq2seq_saved_config(Seq2SeqRun *run) {
-    const char *path = run->flags.load;
+    const char *path = run->flags.shared.load;
     char *saved = NULL;
     if (checkpoint_read_config(path, &saved) < 0) return -1;
     snprintf(run->config, CKPT_CONFIG_MAX, "%s", saved);
@@ -481,22 +453,23 @@ int seq2seq_saved_config(Seq2SeqRun *run) {
 }
 
 int seq2seq_check_vocab_sizes(const Seq2SeqRun *run) {
-    return check_vocab_sizes(run->config, &run->data, run->flags.load ? run->flags.load : "the configuration");
+    return check_vocab_sizes(run->config, &run->data,
+                             run->flags.shared.load ? run->flags.shared.load : "the configuration");
 }
 
 int seq2seq_load_data(Seq2SeqRun *run) {
     const Seq2SeqFlags *f = &run->flags;
     TaskConfig tc;
     char task_name[32];
-    if (f->load) {
+    if (f->shared.load) {
         if (seq2seq_saved_config(run) < 0) return -1;
         if (task_from_config(&tc, run->config, task_name, sizeof task_name) < 0)
-            return fail("%s: %s", f->load, last_error());
+            return fail("%s: %s", f->shared.load, last_error());
         /* --min-len/--max-len with --load: the same task on other lengths
          * (length generalisation: train on 5-40, test on 41-80) */
         if ((f->min_len || f->max_len) && strcmp(task_name, "reverse") != 0)
             return fail("--min-len/--max-len with --load: only the reverse task has lengths to change, and %s "
-                        "holds a model of the %s task", f->load, task_name);
+                        "holds a model of the %s task", f->shared.load, task_name);
         if (f->min_len || f->max_len) {
             const int trained_min = tc.min_len, trained_max = tc.max_len;
             if (f->min_len) tc.min_len = f->min_len;
@@ -519,15 +492,17 @@ int seq2seq_load_data(Seq2SeqRun *run) {
 }
 
 int seq2seq_model_config(Seq2SeqRun *run, const ConfigField *fields, int n_fields, void *cfg) {
-    if (!run->flags.load)
+    if (!run->flags.shared.load)
         return config_append(run->config, CKPT_CONFIG_MAX, "model=%s\n", run->program->model_name) < 0
                    ? -1 : config_write(run->config, CKPT_CONFIG_MAX, fields, n_fields, cfg);
-    if (config_read(run->config, fields, n_fields, cfg) < 0) return fail("%s: %s", run->flags.load, last_error());
+    if (config_read(run->config, fields, n_fields, cfg) < 0) return fail("%s: %s", run->flags.shared.load,
+                                                                         last_error());
     return 0;
 }
 
 int seq2seq_max_batch(const Seq2SeqRun *run) {
-    return run->flags.batch > run->flags.beam ? run->flags.batch : run->flags.beam;   /* beam search steps W rows */
+    const int B = run->flags.shared.batch, W = run->flags.beam;   /* beam search steps W rows */
+    return B > W ? B : W;
 }
 
 /* translate: the pieces BPE cut the typed text into, and what it did with
@@ -586,8 +561,8 @@ static int translate(Seq2SeqRun *run) {
 }
 
 int seq2seq_use_saved(Seq2SeqRun *run) {
-    if (!run->flags.load) return 0;
-    if (checkpoint_load(run->flags.load, run->model.params) < 0) return -1;
+    if (!run->flags.shared.load) return 0;
+    if (checkpoint_load(run->flags.shared.load, run->model.params) < 0) return -1;
     if (!run->flags.translate) return 0;
     return translate(run) < 0 ? -1 : 1;
 }
@@ -597,7 +572,7 @@ static int start_run(const Seq2SeqRun *run) {
     const Seq2Seq *m = &run->model;
     const Dataset *d = &run->data;
     if (make_dirs(run->out_dir) < 0) return -1;
-    if (!run->flags.load) results_note_other_run(run->out_dir, run->config);   /* another model's files there? */
+    if (!run->flags.shared.load) results_note_other_run(run->out_dir, run->config);   /* another model's files there? */
     printf("%s: task %s, %d train / %d valid / %d test examples, %zu parameters, backend %s%s, %d thread%s\n",
            run->program->chapter, d->task, d->train.n, d->valid.n, d->test.n, m->params->size,
            backend_name(backend_current()), matmul_precision_current() == PRECISION_BF16 ? ", bf16 products" : "",
@@ -609,37 +584,36 @@ int seq2seq_train(Seq2SeqRun *run) {
     const Seq2SeqFlags *f = &run->flags;
     const Dataset *d = &run->data;
     if (start_run(run) < 0) return -1;
-    if (f->load) return 0;
+    if (f->shared.load) return 0;
     /* a stopped run's weights so far are not replaced without --force (io/checkpoint.h) */
-    if (checkpoint_check_stopped_run(run->out_dir, f->force, f->resume) < 0) return -1;
-    if (f->train.steps == 0) return 0;
+    if (checkpoint_check_stopped_run(run->out_dir, f->shared.force, f->shared.resume) < 0) return -1;
     char checkpoint[1024], so_far[1100];   /* --out/model.ckpt, and --resume's model_so_far.ckpt beside it */
     if (path_format(checkpoint, sizeof checkpoint, "%s/model.ckpt", run->out_dir) < 0 ||
         checkpoint_so_far_path(so_far, sizeof so_far, checkpoint) < 0)
         return -1;
-    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->batch};
-    batch_alloc(&tr.batch, f->batch, d->max_src_len, d->max_tgt_len);
-    if (d->value_size) batch_alloc_values(&tr.batch, f->batch, d->value_size);
+    Seq2SeqTraining tr = {.model = &run->model, .data = d, .batch_size = f->shared.batch};
+    batch_alloc(&tr.batch, f->shared.batch, d->max_src_len, d->max_tgt_len);
+    if (d->value_size) batch_alloc_values(&tr.batch, f->shared.batch, d->value_size);
     tr.order = xmalloc(sizeof(int) * (size_t)d->train.n);
     for (int i = 0; i < d->train.n; i++) tr.order[i] = i;
-    rng_seed(&tr.rng, (uint64_t)f->seed, 7);
+    rng_seed(&tr.rng, (uint64_t)f->shared.seed, 7);
     rng_shuffle(&tr.rng, tr.order, d->train.n);
     /* what a resume puts back besides the weights: the examples' order, where the next batch starts, the
      * shuffling stream, and the model's own stream (dropout) */
     Trainer trainer = {.self = &tr, .params = run->model.params, .gradient = seq2seq_gradient,
                        .validate = seq2seq_validate, .checkpoint = checkpoint, .config = run->config,
-                       .batch = f->batch, .resume = f->resume ? so_far : NULL,
+                       .batch = f->shared.batch, .resume = f->shared.resume ? so_far : NULL,
                        .state = {{"batches.order", STATE_INT, tr.order, (size_t)d->train.n},
                                  {"batches.cursor", STATE_INT, &tr.cursor, 1},
                                  {"batches.rng", STATE_U64, &tr.rng, 2}},
                        .n_state = 3};
     if (run->model.rng) trainer.state[trainer.n_state++] = (StateItem){"model.rng", STATE_U64, run->model.rng, 2};
-    const int rc = train_loop(&trainer, &f->train, &run->log);
+    const int rc = train_loop(&trainer, &f->shared.train, &run->log);
     batch_free(&tr.batch);
     free(tr.order);
     if (rc < 0) return -1;
     const double seconds = run->log.seconds;
-    printf("trained %d steps in %.1f s (%.0f examples/s)\n", f->train.steps, seconds,
+    printf("trained %d steps in %.1f s (%.0f examples/s)\n", f->shared.train.steps, seconds,
            (double)run->log.count / (seconds > 0 ? seconds : 1));
     return 0;
 }
@@ -648,18 +622,18 @@ int seq2seq_evaluate(Seq2SeqRun *run) {
     const Seq2SeqFlags *f = &run->flags;
     const Dataset *d = &run->data;
     Seq2SeqScores *ev = &run->scores;
-    if (f->load && start_run(run) < 0) return -1;   /* (training printed it) */
-    evaluate(&run->model, d, &d->test, f->max_eval > 0 ? f->max_eval : d->test.n, f->beam, f->batch, ev);
+    if (f->shared.load && start_run(run) < 0) return -1;   /* (training printed it) */
+    evaluate(&run->model, d, &d->test, f->max_eval > 0 ? f->max_eval : d->test.n, f->beam, f->shared.batch, ev);
     print_results_table(run->program->chapter, d, ev, f->beam, run->log.seconds);
-    print_samples(&run->model, d, &d->test, f->samples, f->beam, f->batch);
+    print_samples(&run->model, d, &d->test, f->samples, f->beam, f->shared.batch);
 
     Results *res = &run->results;
     results_set_str(res, "chapter", run->program->chapter);
     results_set_config(res, run->config);
-    results_set_num(res, "steps", f->load ? 0 : f->train.steps);
-    results_set_num(res, "batch", f->batch);
-    results_set_num(res, "lr", f->train.lr);
-    results_set_num(res, "seed", f->seed);
+    results_set_num(res, "steps", f->shared.load ? 0 : f->shared.train.steps);
+    results_set_num(res, "batch", f->shared.batch);
+    results_set_num(res, "lr", f->shared.train.lr);
+    results_set_num(res, "seed", f->shared.seed);
     results_set_num(res, "parameters", (double)run->model.params->size);
     results_set_str(res, "backend", backend_name(backend_current()));
     results_set_str(res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
@@ -769,7 +743,7 @@ int seq2seq_write_outputs(Seq2SeqRun *run) {
     const char *ext = gnuplot_available() ? "png" : "gp";
     char path[1024];
     printf("\nWrote:\n");
-    if (!run->flags.load) {
+    if (!run->flags.shared.load) {
         if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) return -1;
         if (checkpoint_save(path, run->config, run->model.params) < 0) return -1;
         checkpoint_remove_so_far(path);   /* training's weights so far: replaced by these */

@@ -39,6 +39,7 @@
 #include "io/results.h"
 #include "model/seq2seq.h"
 #include "train/bleu.h"
+#include "train/flags.h"
 #include "train/loop.h"
 #include "train/metrics.h"
 #include "util/util.h"
@@ -57,28 +58,18 @@ typedef struct {
      * captions): --task, --n-train, --min-len, --max-len, --translate and
      * --plot are refused, and the chapter loads its data itself. */
     int image_sources;
-    const char *load_flags;    /* the chapter's own flags that still act with --load ("image"), or NULL */
 } Seq2SeqProgram;
 
-/* The flags every seq2seq program shares (seq2seq_init sets the defaults). */
+/* The flags of every seq2seq program (seq2seq_init sets the defaults). */
 typedef struct {
+    TrainFlags shared;             /* the training flags every program shares (train/flags.h) */
     const char *task;              /* --task: dates, reverse, g2p or translate */
     int n_train, min_len, max_len; /* --n-train, --min-len, --max-len (0: the task's default) */
-    TrainOptions train;            /* --steps --lr --warmup --clip --weight-decay --eval-every --quiet */
-    int batch;                     /* --batch: examples per step (and per decoded batch) */
-    int seed;                      /* --seed: the model's initial weights and the batches' order */
-    const char *preset;            /* --preset: "none", "long" or "long-translate" */
     int beam;                      /* --beam: beam width of the decoding (1: greedy) */
     int samples;                   /* --samples: sample predictions printed */
     int max_eval;                  /* --max-eval: test examples evaluated (0: all) */
-    const char *out, *load;        /* --out, --load (NULL: none) */
-    int force;                     /* --force: train over a stopped run's weights so far in --out */
-    int resume;                    /* --resume: continue the stopped run in --out from its checkpoint so far */
     const char *translate;         /* --translate: with --load, decode this text */
     int plot;                      /* --plot: with --translate, draw its attention */
-    const char *backend;           /* --backend (NULL: $ATTN_BACKEND, else auto) */
-    const char *matmul_precision;  /* --matmul-precision (NULL: float) */
-    int threads;                   /* --threads (0: OMP_NUM_THREADS or all cores) */
 } Seq2SeqFlags;
 
 /* The test split's scores: over all of it and by source length. */
@@ -158,7 +149,7 @@ int seq2seq_max_batch(const Seq2SeqRun *run);
  * program is done), 0 to go on and evaluate, -1 with fail(). */
 int seq2seq_use_saved(Seq2SeqRun *run);
 
-/* Train run->model on the training split: run->flags.train's steps, each a
+/* Train run->model on the training split: run->flags.shared.train's steps, each a
  * batch of --batch examples in a shuffled order (reshuffled when a batch
  * would pass the end), the validation loss on up to 1000 validation
  * examples every --eval-every steps; the curve into run->log. Prints the

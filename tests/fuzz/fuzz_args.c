@@ -39,16 +39,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float lr = 3e-3f, clip = 1.0f, ls = 0.0f;
     const char *task = "dates", *out = NULL, *cell = "gru";
     const ArgSpec specs[] = {
-        {"steps", ARG_INT, &steps, "training steps", 0, 1000000, NULL, ARG_TRAINING},
-        {"batch", ARG_INT, &batch, "batch", 1, 4096, NULL, ARG_TRAINING},
-        {"lr", ARG_FLOAT, &lr, "learning rate", 1e-6, 1, NULL, ARG_TRAINING},
-        {"clip", ARG_FLOAT, &clip, "clip", 0, 1e6, NULL, ARG_TRAINING},
-        {"label-smoothing", ARG_FLOAT, &ls, "eps", 0, 0, NULL, ARG_TRAINING},
-        {"task", ARG_STRING, &task, "task", 0, 0, "dates,reverse,g2p", ARG_TRAINING},
-        {"cell", ARG_STRING, &cell, "cell", 0, 0, "rnn,gru,lstm", ARG_TRAINING},
-        {"out", ARG_STRING, &out, "output directory", 0, 0, NULL, ARG_TRAINING},
-        {"quiet", ARG_BOOL, &quiet, "no progress", 0, 0, NULL, ARG_TRAINING},
-        {"plot", ARG_REFUSED, NULL, "this model has no attention to draw", 0, 0, NULL, ARG_OUTPUT},
+        {"steps", ARG_INT, &steps, "training steps", 0, 1000000, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"batch", ARG_INT, &batch, "batch", 1, 4096, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"lr", ARG_FLOAT, &lr, "learning rate", 1e-6, 1, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"clip", ARG_FLOAT, &clip, "clip", 0, 1e6, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"label-smoothing", ARG_FLOAT, &ls, "eps", 0, 0, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"task", ARG_STRING, &task, "task", 0, 0, "dates,reverse,g2p", ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"cell", ARG_STRING, &cell, "cell", 0, 0, "rnn,gru,lstm", ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"out", ARG_STRING, &out, "output directory", 0, 0, NULL, ARG_TRAINING, ARG_ACTS_WITH_LOAD},
+        {"quiet", ARG_BOOL, &quiet, "no progress", 0, 0, NULL, ARG_TRAINING, ARG_ACTS_WITH_LOAD},
+        {"plot", ARG_REFUSED, NULL, "this model has no attention to draw", 0, 0, NULL, ARG_OUTPUT, ARG_TRAINING_ONLY},
     };
     const int n_specs = (int)(sizeof specs / sizeof specs[0]);
     char **storage = NULL;
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();   /* the parser let a value out of its range through */
         if (strcmp(task, "dates") && strcmp(task, "reverse") && strcmp(task, "g2p")) abort();
         if (out != NULL && out[0] == '\0') abort();
-        (void)args_refuse_with_load(argc, argv, specs, n_specs, "out,quiet");
+        (void)args_refuse_with_load(argc, argv, specs, n_specs);
     }
     free(storage);
     for (int k = 0; k < argc; k++) (void)args_given(argc, argv, argv[k][0] == '-' && argv[k][1] == '-' ? argv[k] + 2 : argv[k]);
