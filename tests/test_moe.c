@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "06_transformer/block.h"
+#include "06_transformer/mlp.h"
 #include "06_transformer/moe.h"
 #include "nn/gradcheck.h"
 #include "util/rng.h"
@@ -201,7 +202,7 @@ static void test_moe_idle_expert_gets_zero_gradient(void **state) {
     moe_make(&m, moe_spec(BLOCK_MLP_SWIGLU, E, 2, 0.1f, 0.0f, 0), R, &r);
     for (int i = 0; i < R * m.s.D; i++) m.U[i] = 0.5f + 0.5f * fabsf(m.U[i]);
     for (int d = 0; d < m.s.D; d++) m.w.W_r[d * E + 3] = -5.0f;
-    const size_t nU = (size_t)R * m.s.D, nP = moe_param_count(&m.s), nX = block_mlp_param_count(&m.s);
+    const size_t nU = (size_t)R * m.s.D, nP = moe_param_count(&m.s), nX = mlp_param_count(&m.s);
     float *dU = floats(nU), *dP = floats(nP);
     moe_grads(&m, dU, dP);
     assert_int_equal(m.c.offset[4] - m.c.offset[3], 0);
@@ -229,7 +230,7 @@ static void test_moe_one_expert_is_the_dense_mlp(void **state) {
         const int F = m.s.F;
         float *pre = floats((size_t)R * F), *hid = floats((size_t)R * F), *y = floats((size_t)R * m.s.D);
         const BlockWeights x = moe_expert(&m.s, m.w.experts, 0);
-        block_mlp_forward(y, pre, NULL, hid, m.U, &m.s, &x, R);
+        mlp_forward(y, pre, NULL, hid, m.U, &m.s, &x, R);
         assert_memory_equal(y, m.out, sizeof(float) * (size_t)R * m.s.D);
         free(pre); free(hid); free(y);
         moe_free(&m);

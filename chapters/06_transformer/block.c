@@ -19,6 +19,7 @@
  * block_step() runs the same sublayers for one new position per row, with
  * the attention branches reading and extending each row's KV cache. */
 #include "06_transformer/block.h"
+#include "06_transformer/mlp.h"
 #include "06_transformer/moe.h"
 
 #include <math.h>
@@ -52,14 +53,6 @@ static int has_sublayer(const BlockSpec *s, int k) {
 /* Layout of the parameters                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Hands out the next n floats of base, counting them in *used. Returns NULL
- * when n is 0 (an absent tensor) or base is NULL (only counting). */
-static float *take(float *base, size_t *used, size_t n) {
-    float *p = (base == NULL || n == 0) ? NULL : base + *used;
-    *used += n;
-    return p;
-}
-
 static size_t norm_params(const BlockSpec *s, int beta) {
     if (s->norm == BLOCK_NO_NORM) return 0;
     if (beta && s->norm != BLOCK_LAYERNORM) return 0;   /* RMSNorm has no beta */
@@ -91,32 +84,6 @@ int block_spec_check(const BlockSpec *s) {
     return multi_head_spec_check(&as);
 }
 
-/* One dense MLP's tensors W_1 | b_1 | W_3 | W_2 | b_2 from base (or only
- * their count, base NULL), into w's MLP views. */
-static size_t mlp_layout(const BlockSpec *s, float *base, BlockWeights *w) {
-    const int swiglu = s->mlp == BLOCK_MLP_SWIGLU;
-    const size_t DF = (size_t)s->D * s->F;
-    size_t used = 0;
-    w->W_1 = take(base, &used, DF);
-    w->b_1 = take(base, &used, !swiglu ? (size_t)s->F : 0);
-    w->W_3 = take(base, &used, swiglu ? DF : 0);
-    w->W_2 = take(base, &used, DF);
-    w->b_2 = take(base, &used, !swiglu ? (size_t)s->D : 0);
-    return used;
-}
-
-size_t block_mlp_param_count(const BlockSpec *s) {
-    BlockWeights w;
-    return mlp_layout(s, NULL, &w);
-}
-
-BlockWeights block_mlp_view(const BlockSpec *s, float *base) {
-    BlockWeights w;
-    memset(&w, 0, sizeof w);
-    mlp_layout(s, base, &w);
-    return w;
-}
-
 /* Lays the parameters out from base (or only counts them, base NULL);
  * returns how many floats they take. */
 static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
@@ -124,22 +91,22 @@ static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
     const int mlp = s->mlp != BLOCK_NO_MLP;
     size_t used = 0;
     memset(w, 0, sizeof *w);
-    float *attn = take(base, &used, multi_head_param_count(&as));
+    float *attn = floats_take(base, &used, multi_head_param_count(&as));
     if (attn) w->attn = multi_head_weights_view(&as, attn);
-    w->norm1_gamma = take(base, &used, norm_params(s, 0));
-    w->norm1_beta = take(base, &used, norm_params(s, 1));
-    float *cross = take(base, &used, s->cross ? multi_head_cross_param_count(&as) : 0);
+    w->norm1_gamma = floats_take(base, &used, norm_params(s, 0));
+    w->norm1_beta = floats_take(base, &used, norm_params(s, 1));
+    float *cross = floats_take(base, &used, s->cross ? multi_head_cross_param_count(&as) : 0);
     if (cross) w->cross = multi_head_cross_weights_view(&as, cross);
-    w->normc_gamma = take(base, &used, s->cross ? norm_params(s, 0) : 0);
-    w->normc_beta = take(base, &used, s->cross ? norm_params(s, 1) : 0);
+    w->normc_gamma = floats_take(base, &used, s->cross ? norm_params(s, 0) : 0);
+    w->normc_beta = floats_take(base, &used, s->cross ? norm_params(s, 1) : 0);
     if (dense_mlp(s)) {
         used += mlp_layout(s, base ? base + used : NULL, w);
     } else if (mlp) {   /* a mixture of experts: the router, then the E experts */
-        w->W_r = take(base, &used, (size_t)s->D * s->moe.E);
-        w->experts = take(base, &used, (size_t)s->moe.E * block_mlp_param_count(s));
+        w->W_r = floats_take(base, &used, (size_t)s->D * s->moe.E);
+        w->experts = floats_take(base, &used, (size_t)s->moe.E * mlp_param_count(s));
     }
-    w->norm2_gamma = take(base, &used, mlp ? norm_params(s, 0) : 0);
-    w->norm2_beta = take(base, &used, mlp ? norm_params(s, 1) : 0);
+    w->norm2_gamma = floats_take(base, &used, mlp ? norm_params(s, 0) : 0);
+    w->norm2_beta = floats_take(base, &used, mlp ? norm_params(s, 1) : 0);
     return used;
 }
 
@@ -205,25 +172,25 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     for (int k = 0; k < N_SUBLAYERS; k++) {
         if (!has_sublayer(s, k)) continue;
         BlockSublayerCache *sc = &c->sub[k];
-        sc->n = take(base, &used, norm ? RD : 0);
-        sc->mean = take(base, &used, s->norm == BLOCK_LAYERNORM ? R : 0);
-        sc->rstd = take(base, &used, norm ? R : 0);
-        sc->mask = take(base, &used, s->dropout > 0.0f ? RD : 0);
-        sc->path_keep = take(base, &used, s->drop_path > 0.0f ? (size_t)B : 0);
-        sc->out = take(base, &used, RD);
+        sc->n = floats_take(base, &used, norm ? RD : 0);
+        sc->mean = floats_take(base, &used, s->norm == BLOCK_LAYERNORM ? R : 0);
+        sc->rstd = floats_take(base, &used, norm ? R : 0);
+        sc->mask = floats_take(base, &used, s->dropout > 0.0f ? RD : 0);
+        sc->path_keep = floats_take(base, &used, s->drop_path > 0.0f ? (size_t)B : 0);
+        sc->out = floats_take(base, &used, RD);
     }
     const int attn_drop = s->attn_dropout > 0.0f;
-    c->A = take(base, &used, multi_head_attention_floats(&as, B, N));
-    c->keep = take(base, &used, attn_drop ? multi_head_attention_floats(&as, B, N) : 0);
-    c->attn_cache = take(base, &used, multi_head_cache_floats(&as, B, N));
+    c->A = floats_take(base, &used, multi_head_attention_floats(&as, B, N));
+    c->keep = floats_take(base, &used, attn_drop ? multi_head_attention_floats(&as, B, N) : 0);
+    c->attn_cache = floats_take(base, &used, multi_head_cache_floats(&as, B, N));
     if (s->cross) {
-        c->cross_A = take(base, &used, multi_head_cross_attention_floats(&as, B, N, N_M));
-        c->cross_keep = take(base, &used, attn_drop ? multi_head_cross_attention_floats(&as, B, N, N_M) : 0);
-        c->cross_cache = take(base, &used, multi_head_cross_cache_floats(&as, B, N, N_M));
+        c->cross_A = floats_take(base, &used, multi_head_cross_attention_floats(&as, B, N, N_M));
+        c->cross_keep = floats_take(base, &used, attn_drop ? multi_head_cross_attention_floats(&as, B, N, N_M) : 0);
+        c->cross_cache = floats_take(base, &used, multi_head_cross_cache_floats(&as, B, N, N_M));
     }
-    c->pre_act = take(base, &used, RF);
-    c->gate = take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
-    c->hidden = take(base, &used, RF);
+    c->pre_act = floats_take(base, &used, RF);
+    c->gate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
+    c->hidden = floats_take(base, &used, RF);
     if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP)
         used += moe_cache_layout(s, (int)R, base ? base + used : NULL, &c->moe);
     return used;
@@ -272,19 +239,19 @@ static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *b
     const size_t RF = dense_mlp(s) ? R * s->F : 0;
     size_t used = 0;
     memset(k, 0, sizeof *k);
-    k->grad_a = take(base, &used, RD);
-    k->grad_b = take(base, &used, RD);
-    k->dsum = take(base, &used, RD);
-    k->dbranch = take(base, &used, RD);
-    k->ddrop = take(base, &used, RD);
-    k->dpath = take(base, &used, s->drop_path > 0.0f ? RD : 0);
-    k->din = take(base, &used, RD);
-    k->dhidden = take(base, &used, RF);
-    k->dpre_act = take(base, &used, RF);
-    k->dgate = take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
-    k->attn_scratch = take(base, &used, multi_head_scratch_floats(&as, B, N));
-    if (s->cross) k->cross_scratch = take(base, &used, multi_head_cross_scratch_floats(&as, B, N, N_M));
-    if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) k->moe_scratch = take(base, &used, moe_scratch_floats(s, (int)R));
+    k->grad_a = floats_take(base, &used, RD);
+    k->grad_b = floats_take(base, &used, RD);
+    k->dsum = floats_take(base, &used, RD);
+    k->dbranch = floats_take(base, &used, RD);
+    k->ddrop = floats_take(base, &used, RD);
+    k->dpath = floats_take(base, &used, s->drop_path > 0.0f ? RD : 0);
+    k->din = floats_take(base, &used, RD);
+    k->dhidden = floats_take(base, &used, RF);
+    k->dpre_act = floats_take(base, &used, RF);
+    k->dgate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
+    k->attn_scratch = floats_take(base, &used, multi_head_scratch_floats(&as, B, N));
+    if (s->cross) k->cross_scratch = floats_take(base, &used, multi_head_cross_scratch_floats(&as, B, N, N_M));
+    if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) k->moe_scratch = floats_take(base, &used, moe_scratch_floats(s, (int)R));
     return used;
 }
 
@@ -294,7 +261,7 @@ size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* The pieces: norm, MLP, dropout's backward                                 */
+/* The pieces: the norm (the MLP is mlp.c)                                   */
 /* ------------------------------------------------------------------------ */
 
 void block_norm_forward(float *out, float *mean, float *rstd, const float *x, const BlockSpec *s,
@@ -307,42 +274,6 @@ void block_norm_backward(float *dx, float *dgamma, float *dbeta, const float *do
                          const float *rstd, const float *x, const BlockSpec *s, const float *gamma, int R) {
     if (s->norm == BLOCK_LAYERNORM) layernorm_backward(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, R, s->D);
     else rmsnorm_backward(dx, dgamma, dout, rstd, x, gamma, R, s->D);
-}
-
-/* U [R, D] -> out [R, D] = MLP(U); keeps pre_act, gate, hidden ([R, F] each) */
-void block_mlp_forward(float *out, float *pre_act, float *gate, float *hidden, const float *U,
-                       const BlockSpec *s, const BlockWeights *w, int R) {
-    const int D = s->D, F = s->F, RF = R * F;
-    if (s->mlp == BLOCK_MLP_SWIGLU) {
-        linear_forward(pre_act, U, w->W_1, NULL, R, D, F);   /* a = U W_1 */
-        linear_forward(gate, U, w->W_3, NULL, R, D, F);      /* g = U W_3 */
-        swiglu_forward(hidden, pre_act, gate, RF);           /* h = silu(a) g */
-    } else {
-        linear_forward(pre_act, U, w->W_1, w->b_1, R, D, F);
-        if (s->mlp == BLOCK_MLP_GELU) gelu_forward(hidden, pre_act, RF);
-        else relu_forward(hidden, pre_act, RF);
-    }
-    linear_forward(out, hidden, w->W_2, w->b_2, R, F, D);    /* b_2 NULL for SwiGLU */
-}
-
-/* dout [R, D] -> dU [R, D] +=, dW_1, db_1, dW_3, dW_2, db_2 += */
-void block_mlp_backward(float *dU, BlockWeights *dw, float *dhidden, float *dpre_act, float *dgate,
-                        const float *dout, const float *pre_act, const float *gate, const float *hidden,
-                        const float *U, const BlockSpec *s, const BlockWeights *w, int R) {
-    const int D = s->D, F = s->F, RF = R * F;
-    memset(dhidden, 0, sizeof(float) * (size_t)RF);
-    linear_backward(dhidden, dw->W_2, dw->b_2, dout, hidden, w->W_2, R, F, D);
-    memset(dpre_act, 0, sizeof(float) * (size_t)RF);
-    if (s->mlp == BLOCK_MLP_SWIGLU) {
-        memset(dgate, 0, sizeof(float) * (size_t)RF);
-        swiglu_backward(dpre_act, dgate, dhidden, pre_act, gate, RF);
-        linear_backward(dU, dw->W_3, NULL, dgate, U, w->W_3, R, D, F);
-    } else if (s->mlp == BLOCK_MLP_GELU) {
-        gelu_backward(dpre_act, dhidden, pre_act, RF);
-    } else {
-        relu_backward(dpre_act, dhidden, pre_act, RF);
-    }
-    linear_backward(dU, dw->W_1, dw->b_1, dpre_act, U, w->W_1, R, D, F);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -388,7 +319,7 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
     } else if (p->s->moe.E > 0) {
         moe_forward(O, &c->moe, U, p->s, p->w, p->B * p->N, train);
     } else {
-        block_mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
+        mlp_forward(O, c->pre_act, c->gate, c->hidden, U, p->s, p->w, p->B * p->N);
     }
 }
 
@@ -407,7 +338,7 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
     else if (p->s->moe.E > 0)
         moe_backward(dU, dw, sc->moe_scratch, dO, &c->moe, U, p->s, p->w, p->B * p->N);
     else
-        block_mlp_backward(dU, dw, sc->dhidden, sc->dpre_act, sc->dgate, dO, c->pre_act, c->gate, c->hidden, U,
+        mlp_backward(dU, dw, sc->dhidden, sc->dpre_act, sc->dgate, dO, c->pre_act, c->gate, c->hidden, U,
                            p->s, p->w, p->B * p->N);
 }
 
@@ -545,18 +476,18 @@ static size_t step_layout(const BlockSpec *s, int n, int T_cap, int N_M, float *
     size_t used = 0;
     memset(k, 0, sizeof *k);
     for (int j = 0; j < N_SUBLAYERS; j++) {
-        k->n[j] = take(base, &used, nD);
-        k->mean[j] = take(base, &used, (size_t)n);
-        k->rstd[j] = take(base, &used, (size_t)n);
-        k->out[j] = take(base, &used, nD);
+        k->n[j] = floats_take(base, &used, nD);
+        k->mean[j] = floats_take(base, &used, (size_t)n);
+        k->rstd[j] = floats_take(base, &used, (size_t)n);
+        k->out[j] = floats_take(base, &used, nD);
     }
-    k->QKV = take(base, &used, (size_t)n * 3 * HD);
-    k->Y = take(base, &used, (size_t)n * HD);
-    k->A = take(base, &used, (size_t)T_cap);
-    k->cross_work = take(base, &used, s->cross ? (size_t)n * (2 * HD + (size_t)s->H * N_M) : 0);
-    k->pre_act = take(base, &used, nF);
-    k->gate = take(base, &used, nF);
-    k->hidden = take(base, &used, nF);
+    k->QKV = floats_take(base, &used, (size_t)n * 3 * HD);
+    k->Y = floats_take(base, &used, (size_t)n * HD);
+    k->A = floats_take(base, &used, (size_t)T_cap);
+    k->cross_work = floats_take(base, &used, s->cross ? (size_t)n * (2 * HD + (size_t)s->H * N_M) : 0);
+    k->pre_act = floats_take(base, &used, nF);
+    k->gate = floats_take(base, &used, nF);
+    k->hidden = floats_take(base, &used, nF);
     if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) used += moe_cache_layout(s, n, base ? base + used : NULL, &k->moe);
     return used;
 }
@@ -625,7 +556,7 @@ void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, co
         else if (j == SUB_CROSS)
             multi_head_cross_attend(S, cross_A, k.cross_work, U, KV_rows, mem_lens, &as, &w->cross, n, N_M);
         else if (s->moe.E > 0) moe_forward(S, &k.moe, U, s, w, n, 0);
-        else block_mlp_forward(S, k.pre_act, k.gate, k.hidden, U, s, w, n);
+        else mlp_forward(S, k.pre_act, k.gate, k.hidden, U, s, w, n);
         residual_forward(S, in, S, nD);
         if (!pre && norm)
             block_norm_forward(k.out[j], k.mean[j], k.rstd[j], S, s, sub_gamma(w, j), sub_beta(w, j), n);

@@ -121,7 +121,7 @@ typedef struct {
     float *W_2;                   /* [F, D] */
     float *b_2;                   /* [D]  GELU and ReLU only */
     float *W_r;                   /* [D, E] mixture of experts: the router (then W_1 .. b_2 are NULL) */
-    float *experts;               /* E experts, each block_mlp_param_count floats (block_mlp_view) */
+    float *experts;               /* E experts, each mlp_param_count floats (mlp.h's mlp_view) */
     float *norm2_gamma;           /* [D] */
     float *norm2_beta;            /* [D] */
 } BlockWeights;
@@ -149,20 +149,6 @@ BlockWeights block_weights_view(const BlockSpec *s, float *base);
 /* Attention as chapter 05 (multi_head_init; multi_head_cross_init), W_1,
  * W_3, W_2 Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
-
-/* One dense MLP's parameters (W_1 | b_1 | W_3 | W_2 | b_2: one expert's),
- * and a BlockWeights with only those views, into base. */
-size_t block_mlp_param_count(const BlockSpec *s);
-BlockWeights block_mlp_view(const BlockSpec *s, float *base);
-/* The MLP alone, on R rows: U [R, D] -> out [R, D] (written); keeps
- * pre_act, gate (SwiGLU), hidden [R, F]. */
-void block_mlp_forward(float *out, float *pre_act, float *gate, float *hidden, const float *U,
-                       const BlockSpec *s, const BlockWeights *w, int R);
-/* dout [R, D] -> dU [R, D] +=, dW_1, db_1, dW_3, dW_2, db_2 += (any may be
- * NULL); dhidden, dpre_act, dgate [R, F]: scratch. */
-void block_mlp_backward(float *dU, BlockWeights *dw, float *dhidden, float *dpre_act, float *dgate,
-                        const float *dout, const float *pre_act, const float *gate, const float *hidden,
-                        const float *U, const BlockSpec *s, const BlockWeights *w, int R);
 
 /* What a mixture-of-experts sublayer keeps for R rows (moe.h), S = R k
  * (position, choice) pairs. The int arrays lie in the cache's float memory

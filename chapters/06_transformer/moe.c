@@ -10,6 +10,7 @@
  *   7. out[r] = sum_j g[r, j] Yg[slot[r, j]]      [R, D]
  * Backward, the same steps last to first. */
 #include "06_transformer/moe.h"
+#include "06_transformer/mlp.h"
 
 #include <math.h>
 #include <string.h>
@@ -17,13 +18,7 @@
 #include "nn/layers.h"
 #include "nn/params.h"
 #include "util/error.h"
-
-/* the next n floats of base (NULL when only counting or n is 0) */
-static float *next_floats(float *base, size_t *used, size_t n) {
-    float *p = base && n ? base + *used : NULL;
-    *used += n;
-    return p;
-}
+#include "util/util.h"
 
 int moe_spec_check(const BlockSpec *s) {
     const BlockMoe *m = &s->moe;
@@ -46,7 +41,7 @@ int moe_spec_check(const BlockSpec *s) {
 }
 
 size_t moe_param_count(const BlockSpec *s) {
-    return (size_t)s->D * s->moe.E + (size_t)s->moe.E * block_mlp_param_count(s);
+    return (size_t)s->D * s->moe.E + (size_t)s->moe.E * mlp_param_count(s);
 }
 
 BlockWeights moe_expert(const BlockSpec *s, float *experts, int e) {
@@ -55,7 +50,7 @@ BlockWeights moe_expert(const BlockSpec *s, float *experts, int e) {
         memset(&none, 0, sizeof none);
         return none;
     }
-    return block_mlp_view(s, experts + (size_t)e * block_mlp_param_count(s));
+    return mlp_view(s, experts + (size_t)e * mlp_param_count(s));
 }
 
 void moe_init(const BlockSpec *s, const BlockWeights *w, Rng *rng) {
@@ -75,19 +70,19 @@ size_t moe_cache_layout(const BlockSpec *s, int R, float *base, BlockMoeCache *c
     const size_t SF = S * s->F, SD = S * s->D;
     size_t used = 0;
     memset(c, 0, sizeof *c);
-    c->P = next_floats(base, &used, (size_t)R * E);
-    c->choice = (int *)next_floats(base, &used, S);   /* ints in float memory: see block.h */
-    c->g = next_floats(base, &used, S);
-    c->slot = (int *)next_floats(base, &used, S);
-    c->slot_pair = (int *)next_floats(base, &used, S);
-    c->offset = (int *)next_floats(base, &used, E + 1);
-    c->Ug = next_floats(base, &used, SD);
-    c->pre_act = next_floats(base, &used, SF);
-    c->gate = next_floats(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? SF : 0);
-    c->hidden = next_floats(base, &used, SF);
-    c->Yg = next_floats(base, &used, SD);
-    c->f = next_floats(base, &used, E);
-    c->stats = next_floats(base, &used, 2);
+    c->P = floats_take(base, &used, (size_t)R * E);
+    c->choice = (int *)floats_take(base, &used, S);   /* ints in float memory: see block.h */
+    c->g = floats_take(base, &used, S);
+    c->slot = (int *)floats_take(base, &used, S);
+    c->slot_pair = (int *)floats_take(base, &used, S);
+    c->offset = (int *)floats_take(base, &used, E + 1);
+    c->Ug = floats_take(base, &used, SD);
+    c->pre_act = floats_take(base, &used, SF);
+    c->gate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? SF : 0);
+    c->hidden = floats_take(base, &used, SF);
+    c->Yg = floats_take(base, &used, SD);
+    c->f = floats_take(base, &used, E);
+    c->stats = floats_take(base, &used, 2);
     return used;
 }
 
@@ -104,14 +99,14 @@ static size_t scratch_layout(const BlockSpec *s, int R, float *base, MoeScratch 
     const size_t E = (size_t)s->moe.E, S = (size_t)R * s->moe.k;
     const size_t SF = S * s->F, SD = S * s->D;
     size_t used = 0;
-    k->dYg = next_floats(base, &used, SD);
-    k->dUg = next_floats(base, &used, SD);
-    k->dhidden = next_floats(base, &used, SF);
-    k->dpre_act = next_floats(base, &used, SF);
-    k->dgate = next_floats(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? SF : 0);
-    k->dg = next_floats(base, &used, S);
-    k->dP = next_floats(base, &used, (size_t)R * E);
-    k->dlogits = next_floats(base, &used, (size_t)R * E);
+    k->dYg = floats_take(base, &used, SD);
+    k->dUg = floats_take(base, &used, SD);
+    k->dhidden = floats_take(base, &used, SF);
+    k->dpre_act = floats_take(base, &used, SF);
+    k->dgate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? SF : 0);
+    k->dg = floats_take(base, &used, S);
+    k->dP = floats_take(base, &used, (size_t)R * E);
+    k->dlogits = floats_take(base, &used, (size_t)R * E);
     return used;
 }
 
@@ -185,7 +180,7 @@ void moe_forward(float *out, const BlockMoeCache *c, const float *U, const Block
         const int o = c->offset[e], n = c->offset[e + 1] - o;
         if (n == 0) continue;
         const BlockWeights x = moe_expert(s, w->experts, e);
-        block_mlp_forward(c->Yg + (size_t)o * D, c->pre_act + (size_t)o * F,
+        mlp_forward(c->Yg + (size_t)o * D, c->pre_act + (size_t)o * F,
                           c->gate ? c->gate + (size_t)o * F : NULL, c->hidden + (size_t)o * F,
                           c->Ug + (size_t)o * D, s, &x, n);
     }
@@ -225,7 +220,7 @@ void moe_backward(float *dU, BlockWeights *dw, float *scratch, const float *dout
         if (n == 0) continue;
         const BlockWeights x = moe_expert(s, w->experts, e);
         BlockWeights dx = moe_expert(s, dw->experts, e);
-        block_mlp_backward(t.dUg + (size_t)o * D, &dx, t.dhidden + (size_t)o * F, t.dpre_act + (size_t)o * F,
+        mlp_backward(t.dUg + (size_t)o * D, &dx, t.dhidden + (size_t)o * F, t.dpre_act + (size_t)o * F,
                            t.dgate ? t.dgate + (size_t)o * F : NULL, t.dYg + (size_t)o * D,
                            c->pre_act + (size_t)o * F, c->gate ? c->gate + (size_t)o * F : NULL,
                            c->hidden + (size_t)o * F, c->Ug + (size_t)o * D, s, &x, n);

@@ -29,7 +29,7 @@
  * batch (and generation with the KV cache equals generation without it).
  *
  * Forward gathers each expert's rows into one block (Ug), runs the expert
- * (block.h's block_mlp_forward) on them, and scatters g * output back;
+ * (mlp.h's mlp_forward) on them, and scatters g * output back;
  * backward walks the same steps in reverse. An expert that got no rows does
  * no work and gets no gradient. */
 #ifndef MOE_H

@@ -1,5 +1,6 @@
 /* moe_report.c - what a GPT's experts did (moe_report.h). */
 #include "06_transformer/moe_report.h"
+#include "06_transformer/mlp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 void report_experts(const Gpt *g, const MoeTrainingCounts *t, Results *res) {
     const BlockSpec *s = &g->cfg.block;
     if (s->moe.E == 0) return;
-    const size_t per_expert = block_mlp_param_count(s);
+    const size_t per_expert = mlp_param_count(s);
     const size_t active = g->params.size - (size_t)g->L * (s->moe.E - s->moe.k) * per_expert;
     const double dropped = t->pairs ? (double)t->dropped / (double)t->pairs : 0.0;
     /* the aux loss of the last training step's batch (as results.json's moe_aux_per_block), not of the

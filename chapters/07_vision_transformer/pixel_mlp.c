@@ -89,7 +89,7 @@ static int mlp_create(PixelMlp *m, const PixelMlpConfig *c, int max_B, uint64_t 
 }
 
 /* x [B, inputs] -> logits [B, C]; with targets, the mean cross-entropy. */
-static double mlp_forward(PixelMlp *m, const float *x, const int *targets, int B) {
+static double pixel_mlp_forward(PixelMlp *m, const float *x, const int *targets, int B) {
     Params *p = &m->params;
     const int F = m->cfg.hidden, L = m->cfg.layers, C = m->cfg.classes;
     m->B = B;
@@ -110,7 +110,7 @@ static double mlp_forward(PixelMlp *m, const float *x, const int *targets, int B
 }
 
 /* After forward: d(mean loss)/d params, added into params.grad. */
-static void mlp_backward(PixelMlp *m, const int *targets) {
+static void pixel_mlp_backward(PixelMlp *m, const int *targets) {
     Params *p = &m->params;
     const int B = m->B, F = m->cfg.hidden, L = m->cfg.layers, C = m->cfg.classes;
     memset(m->dlogits, 0, sizeof(float) * (size_t)B * C);
@@ -135,8 +135,10 @@ static void mlp_backward(PixelMlp *m, const int *targets) {
 
 /* ---------------------------------------------------- the Classifier face */
 
-static double face_forward(void *self, const Examples *e) { return mlp_forward(self, e->values, e->targets, e->B); }
-static void face_backward(void *self, const Examples *e) { mlp_backward(self, e->targets); }
+static double face_forward(void *self, const Examples *e) {
+    return pixel_mlp_forward(self, e->values, e->targets, e->B);
+}
+static void face_backward(void *self, const Examples *e) { pixel_mlp_backward(self, e->targets); }
 static void face_predict(void *self, int *pred) {
     const PixelMlp *m = self;
     const int C = m->cfg.classes;

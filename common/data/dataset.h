@@ -100,7 +100,7 @@ void dataset_free(Dataset *d);
  * the first character the vocabulary does not know, or when longer than max. */
 int dataset_encode_source(const Dataset *d, const char *text, int *ids, int max, int *len);
 
-/* Building a data set of one's own (chapter 07's captions; the token tasks
+/* Building a data set of one's own (example_build.c; chapter 07's captions, the token tasks
  * use them too). Memory of one Example: src, src_text, refs (the pointer
  * array), ref_lens and every refs[r] are separate allocations; tgt points at
  * refs[0]. dataset_free() releases them all.

@@ -19,7 +19,7 @@ int reverse_load(Dataset *d, const TaskConfig *cfg);
 int g2p_load(Dataset *d, const TaskConfig *cfg);
 int translate_load(Dataset *d, const TaskConfig *cfg);
 
-/* split_alloc(), example_init() and example_set_ref() build the examples
+/* split_alloc(), example_init() and example_set_ref() build the examples (example_build.c)
  * (declared in dataset.h: chapter 07 builds its captions with them too). */
 /* A character-level example: encode src_text and tgt_text one character per
  * token (the characters must be in the vocabularies) with one reference. */

@@ -593,3 +593,9 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+float *floats_take(float *base, size_t *used, size_t n) {
+    float *p = (base == NULL || n == 0) ? NULL : base + *used;
+    *used += n;
+    return p;
+}

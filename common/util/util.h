@@ -87,6 +87,11 @@ char *read_gzip_file(const char *path, size_t *len);
 
 /* Aligned allocation (64 bytes) that never returns NULL: aborts with a
  * message on out-of-memory (a programming/resource error, not user input). */
+/* Float tensors laid out one after another in one block: hands out the
+ * next n floats of base and counts them in *used. Returns NULL when n is 0
+ * (an absent tensor) or base is NULL (only counting the floats). */
+float *floats_take(float *base, size_t *used, size_t n);
+
 void *xmalloc(size_t bytes);
 /* While a model is built (train/memory.h's memory_budget_begin), xmalloc
  * counts the bytes it hands out: over_limit(counted, asked) is called, before
