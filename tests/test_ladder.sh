@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# test_ladder.sh - the ladder rule (tools/ladder.sh) on this build, and proof
-# that it can fail: copies of the build's libraries with one object added that
-# breaks the rule must be refused, naming the library and the symbol.
+# test_ladder.sh - the ladder rule (tools/ladder.sh) and no circle of calls
+# (tools/call_circles.py) on this build, and proof that each can fail: copies
+# of the build's libraries with objects added that break the rule must be
+# refused, naming the library (the objects) and the symbol.
 #
 #   bash tests/test_ladder.sh [BUILD]     (tests/run_all.sh runs it)
 #
-# Three checks, reported in cmocka's words so tests/run_all.sh counts them:
+# Five checks, reported in cmocka's words so tests/run_all.sh counts them:
 #   this build           every library calls only the ones below it
 #   chapter 03 -> 06     lib03.a gets an object calling a function of lib06.a
 #   common/ -> 01        libcommon.a gets an object calling a function of lib01.a
+#   no circles           no two objects call each other (tools/call_circles.py)
+#   a circle             libcommon.a gets two objects that call each other
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,6 +52,25 @@ broken() {
 }
 broken chapter_03_calls_chapter_06 03 06 "chapter 03"
 broken common_calls_chapter_01 common 01 "common/"
+
+# No two files call each other (tools/call_circles.py), on this build and on a
+# copy whose libcommon.a gets two objects that call each other.
+circles="$root/tools/call_circles.py"
+echo "[ RUN      ] no_two_files_call_each_other"
+if out=$(/usr/bin/python3 "$circles" "$build" 2>&1); then ok no_two_files_call_each_other
+else echo "$out"; fail no_two_files_call_each_other "tools/call_circles.py $build found a circle"; fi
+echo "[ RUN      ] a_circle_is_caught"
+dir="$work/circle"
+mkdir -p "$dir" && cp "$build"/lib*.a "$dir/"
+printf 'void circle_b(void);\nvoid circle_a(void) { circle_b(); }\n' > "$dir/circle_a.c"
+printf 'void circle_a(void);\nvoid circle_b(void) { circle_a(); }\n' > "$dir/circle_b.c"
+if "$cc" -c "$dir/circle_a.c" -o "$dir/circle_a.o" && "$cc" -c "$dir/circle_b.c" -o "$dir/circle_b.o" &&
+   ar rs "$dir/libcommon.a" "$dir/circle_a.o" "$dir/circle_b.o" 2>/dev/null; then
+  out=$(/usr/bin/python3 "$circles" "$dir" 2>&1)
+  if grep -q "^circle: libcommon.a:circle_a.o calls circle_b of libcommon.a:circle_b.o, and" <<<"$out"; then
+    ok a_circle_is_caught
+  else echo "$out"; fail a_circle_is_caught "no circle line for circle_a.o and circle_b.o"; fi
+else fail a_circle_is_caught "cannot build the fixture"; fi
 
 if [ "$failed" -gt 0 ]; then echo "[  FAILED  ] $failed test(s)."; fi
 echo "[  PASSED  ] $passed test(s)."
