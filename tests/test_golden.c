@@ -48,6 +48,7 @@
 #include "05_multi_head_attention/multi_head.h"
 #include "06_transformer/block.h"
 #include "06_transformer/moe.h"
+#include "06_transformer/rope_attention.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/rope.h"
@@ -553,25 +554,30 @@ static void check_multi_head(Case *c) {
     const GoldTensor *X = need(c, "X"), *W_QKV = need(c, "W_QKV"), *W_O = need(c, "W_O");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0];
     int HD = W_O->dims[0], D_out = W_O->dims[1];
-    /* multi_head_rope.bin: rotary positions (rope = 1), some cases on the fused path */
+    /* multi_head_rope.bin: rotary positions (rope = 1: chapter 06's rope_attention.h), some cases fused */
     const int rope = maybe(c, "rope") ? i32(c, "rope")[0] : 0;
     const int fused = maybe(c, "fused") ? i32(c, "fused")[0] : 0;
-    MultiHeadSpec s = {D, H, HD / H, D_out, fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN, 0, 0, rope};
+    MultiHeadSpec s = {D, H, HD / H, D_out, fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN, 0, 0};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
     MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O"), NULL};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     float *O = buf(c, (size_t)B * N * D_out), *A = buf(c, multi_head_attention_floats(&s, B, N));
     float *cache = buf(c, multi_head_cache_floats(&s, B, N));
     float *scratch = buf(c, multi_head_scratch_floats(&s, B, N));
-    multi_head_forward(O, A, NULL, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
+    if (rope) rope_attention_forward(O, A, NULL, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
+    else multi_head_forward(O, A, NULL, cache, X->data, &s, &w, i32(c, "causal")[0], lens, B, N);
     expect_out(c, "O", O);
     if (!fused) expect_out(c, "A", A);   /* the fused path forms no weights */
     MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
                            w.b_O ? buf(c, (size_t)D_out) : NULL, NULL};
     float *dX = buf(c, (size_t)B * N * D);
     for (int times = 1; times <= 2; times++) {
-        multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, NULL, cache, X->data, &s, &w,
-                            i32(c, "causal")[0], lens, B, N);
+        if (rope)
+            rope_attention_backward(dX, &dw, scratch, f32(c, "dO"), A, NULL, cache, X->data, &s, &w,
+                                    i32(c, "causal")[0], lens, B, N);
+        else
+            multi_head_backward(dX, &dw, scratch, f32(c, "dO"), A, NULL, cache, X->data, &s, &w,
+                                i32(c, "causal")[0], lens, B, N);
         expect_grad(c, "dX", dX, times);
         expect_grad(c, "dW_QKV", dw.W_QKV, times);
         expect_grad(c, "dW_O", dw.W_O, times);
@@ -848,7 +854,7 @@ static const GoldLayer LAYERS[] = {
     {"positional_encoding", check_positional_encoding},   /* chapter 04 */
     {"multi_head", check_multi_head},                     /* chapter 05 */
     {"rope", check_rope},                                 /* chapter 06: rotary positions */
-    {"multi_head_rope", check_multi_head},                /* chapter 06: chapter 05's layer with rope = 1 */
+    {"multi_head_rope", check_multi_head},                /* chapter 06: rope_attention.h, chapter 05's with RoPE */
     {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */

@@ -80,7 +80,7 @@ typedef struct {
 
 static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out, Rng *r) {
     memset(L, 0, sizeof *L);
-    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0, 0};
+    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
     L->B = B; L->N = N;
     L->X = alloc_floats((size_t)B * N * D);
     L->params = alloc_floats(multi_head_param_count(&L->s));
@@ -387,7 +387,7 @@ static void test_locality_equals_chapter03(void **state) {
         expect_close(L.O + (size_t)b * N * D_OUT, O, N * D_OUT, 1e-5f, "locality: O");
     }
     layer_free(&L);
-    MultiHeadSpec fused = {D, H, D_H, D_OUT, MULTI_HEAD_FUSED, 0, 1, 0}, plain = {D, H, D_H, D_OUT, MULTI_HEAD_PLAIN, 0, 1, 0};
+    MultiHeadSpec fused = {D, H, D_H, D_OUT, MULTI_HEAD_FUSED, 0, 1}, plain = {D, H, D_H, D_OUT, MULTI_HEAD_PLAIN, 0, 1};
     assert_int_equal(multi_head_spec_check(&fused), -1);
     assert_int_equal(multi_head_spec_check(&plain), 0);
     /* the layout: log_scale after b_O, H more parameters, starting at log(1/sqrt(D_H)) */

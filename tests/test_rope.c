@@ -1,5 +1,5 @@
 /* test_rope.c - rotary position embeddings (common/nn/rope.h) and chapter
- * 05's multi-head layer with them (MultiHeadSpec.rope, chapter 06's --pos rope).
+ * 05's multi-head layer with them (chapter 06's rope_attention.h, --pos rope).
  *
  *  - rope_backward against finite differences of rope_forward, on rows with a
  *    stride wider than the heads and at a position offset;
@@ -9,8 +9,7 @@
  *    at p0 + n, bit for bit (what the KV cache relies on);
  *  - the multi-head layer with rope: dX, dW_QKV, dW_O, db_O against finite
  *    differences, plain and fused, causal and padded; plain and fused agree;
- *    rope = 0 is the layer of chapter 05 bit for bit (the new field is off by
- *    default);
+ *    the rotation changes the outputs, but not position 0's (angle 0);
  *  - an odd head width is refused with a message. */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <string.h>
 
 #include "05_multi_head_attention/multi_head.h"
+#include "06_transformer/rope_attention.h"
 #include "nn/gradcheck.h"
 #include "nn/rope.h"
 #include "util/error.h"
@@ -139,6 +139,7 @@ static void test_rope_rows_one_at_a_time(void **state) {
 
 typedef struct {
     MultiHeadSpec s;
+    int rope;   /* 1: rope_attention_forward, 0: chapter 05's multi_head_forward */
     MultiHeadWeights w, dw;
     float *params, *grads;
     float *X, *dX, *O, *dO, *A, *cache, *scratch;
@@ -146,9 +147,10 @@ typedef struct {
     const int *lens;
 } Layer;
 
-static void layer_make(Layer *L, MultiHeadSpec s, int B, int N, int causal, const int *lens, Rng *r) {
+static void layer_make(Layer *L, MultiHeadSpec s, int rope, int B, int N, int causal, const int *lens, Rng *r) {
     memset(L, 0, sizeof *L);
     L->s = s;
+    L->rope = rope;
     L->B = B; L->N = N; L->causal = causal; L->lens = lens;
     const size_t np = multi_head_param_count(&s);
     L->params = xmalloc(sizeof(float) * np);
@@ -176,7 +178,10 @@ static void layer_free(Layer *L) {
 }
 
 static void layer_forward(Layer *L) {
-    multi_head_forward(L->O, L->A, NULL, L->cache, L->X, &L->s, &L->w, L->causal, L->lens, L->B, L->N);
+    if (L->rope)
+        rope_attention_forward(L->O, L->A, NULL, L->cache, L->X, &L->s, &L->w, L->causal, L->lens, L->B, L->N);
+    else
+        multi_head_forward(L->O, L->A, NULL, L->cache, L->X, &L->s, &L->w, L->causal, L->lens, L->B, L->N);
 }
 
 /* L = sum of dO * O over the real rows (padding rows are the caller's to ignore) */
@@ -198,13 +203,13 @@ static void check_layer(MultiHeadSpec s, int B, int N, int causal, const int *le
     Rng r;
     rng_seed(&r, 11, 0);
     Layer L;
-    layer_make(&L, s, B, N, causal, lens, &r);
+    layer_make(&L, s, 1, B, N, causal, lens, &r);
     for (int b = 0; b < B; b++) {   /* no gradient from padding rows */
         const int len = lens && lens[b] ? lens[b] : N;
         memset(L.dO + ((size_t)b * N + len) * s.D_out, 0, sizeof(float) * (size_t)(N - len) * s.D_out);
     }
     layer_forward(&L);
-    multi_head_backward(L.dX, &L.dw, L.scratch, L.dO, L.A, NULL, L.cache, L.X, &L.s, &L.w, causal, lens, B, N);
+    rope_attention_backward(L.dX, &L.dw, L.scratch, L.dO, L.A, NULL, L.cache, L.X, &L.s, &L.w, causal, lens, B, N);
     char name[96];
     snprintf(name, sizeof name, "%s dX", what);
     expect_grad_ok(gradcheck(layer_loss, &L, L.X, L.dX, (size_t)B * N * s.D, 1e-3f, 300), name);
@@ -222,14 +227,14 @@ static void test_multi_head_rope_gradients(void **state) {
     const int lens[3] = {4, 0, 1};
     for (int fused = 0; fused < 2; fused++) {
         const MultiHeadAttention at = fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN;
-        check_layer((MultiHeadSpec){6, 2, 4, 6, at, 0, 0, 1}, 2, 5, 0, NULL, fused ? "fused" : "plain");
-        check_layer((MultiHeadSpec){5, 3, 2, 7, at, 0, 0, 1}, 3, 6, 1, lens,
+        check_layer((MultiHeadSpec){6, 2, 4, 6, at, 0, 0}, 2, 5, 0, NULL, fused ? "fused" : "plain");
+        check_layer((MultiHeadSpec){5, 3, 2, 7, at, 0, 0}, 3, 6, 1, lens,
                     fused ? "fused, causal, padded" : "plain, causal, padded");
     }
-    check_layer((MultiHeadSpec){4, 2, 4, 4, MULTI_HEAD_PLAIN, 0, 1, 1}, 2, 5, 0, NULL, "locality");
+    check_layer((MultiHeadSpec){4, 2, 4, 4, MULTI_HEAD_PLAIN, 0, 1}, 2, 5, 0, NULL, "locality");
 }
 
-/* plain and fused agree with rope; rope changes the outputs; rope = 0 is chapter 05's layer */
+/* plain and fused agree with rope; rope changes the outputs, but not at position 0 */
 static void test_multi_head_rope_paths_agree(void **state) {
     (void)state;
     enum { B = 2, N = 70, D = 8 };   /* N past one block of the fused kernel */
@@ -237,11 +242,11 @@ static void test_multi_head_rope_paths_agree(void **state) {
     const int lens[B] = {33, 0};
     Layer plain, fused, none;
     rng_seed(&r, 12, 0);
-    layer_make(&plain, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0, 1}, B, N, 1, lens, &r);
+    layer_make(&plain, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0}, 1, B, N, 1, lens, &r);
     rng_seed(&r, 12, 0);
-    layer_make(&fused, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_FUSED, 0, 0, 1}, B, N, 1, lens, &r);
+    layer_make(&fused, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_FUSED, 0, 0}, 1, B, N, 1, lens, &r);
     rng_seed(&r, 12, 0);
-    layer_make(&none, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0, 0}, B, N, 1, lens, &r);
+    layer_make(&none, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0}, 0, B, N, 1, lens, &r);
     layer_forward(&plain);
     layer_forward(&fused);
     layer_forward(&none);
@@ -261,8 +266,8 @@ static void test_multi_head_rope_paths_agree(void **state) {
 
 static void test_rope_refuses_odd_head_width(void **state) {
     (void)state;
-    const MultiHeadSpec s = {6, 2, 3, 6, MULTI_HEAD_PLAIN, 0, 0, 1};
-    assert_int_equal(multi_head_spec_check(&s), -1);
+    const MultiHeadSpec s = {6, 2, 3, 6, MULTI_HEAD_PLAIN, 0, 0};
+    assert_int_equal(rope_attention_check(&s), -1);
     assert_non_null(strstr(last_error(), "even"));
 }
 

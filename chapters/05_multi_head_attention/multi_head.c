@@ -21,9 +21,6 @@
  * float rounding, O(N) memory instead of N x N per head).
  * With keep masks (dropout on the weights, plain path only), step 3 is
  * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both.
- * With rope (multi_head.h), step 1 is followed by the rotation of every
- * head's Q and K by their positions, and 2'-3' by the rotation back of
- * dQ and dK (common/nn/rope.h), on both paths.
  * With locality (multi_head.h, plain path only), step 2 scales head h by
  * exp(t_h) instead of 1/sqrt(D_H) and blocks the diagonal, and after 2'
  * dt_h += sum(Q_h o dQ_h).
@@ -43,7 +40,6 @@
 #include "util/error.h"
 #include "kernels/matmul.h"
 #include "nn/params.h"
-#include "nn/rope.h"
 
 int multi_head_attention_from_name(const char *name, MultiHeadAttention *out) {
     if (name && strcmp(name, "plain") == 0) *out = MULTI_HEAD_PLAIN;
@@ -56,8 +52,6 @@ int multi_head_spec_check(const MultiHeadSpec *s) {
     if (s->locality && s->attention == MULTI_HEAD_FUSED)
         return fail("locality self-attention needs the plain attention: the fused kernel has neither its "
                     "diagonal mask nor its learned scales (use attention=plain)");
-    if (s->rope && s->D_H % 2 != 0)
-        return fail("rotary positions turn pairs of numbers: head width D_H = %d must be even", s->D_H);
     return 0;
 }
 
@@ -244,38 +238,15 @@ static void log_scale_backward(float *dlog_scale, const float *QKV, const float 
     }
 }
 
-/* rope: the Q and K columns of QKV [B, N, 3 H D_H] (or of d[Q|K|V]) rotated
- * in place, row n of each sequence at position n; back = 1 rotates a
- * gradient back (rope_backward). */
-static void rotate_queries_keys(float *QKV, int H, int D_H, int B, int N, int back) {
-    const int HD = H * D_H, ld_qkv = 3 * HD;
-    for (int b = 0; b < B; b++) {
-        float *Q_b = QKV + (size_t)b * N * ld_qkv, *K_b = Q_b + HD;
-        if (back) {
-            rope_backward(Q_b, ld_qkv, N, H, D_H, 0);
-            rope_backward(K_b, ld_qkv, N, H, D_H, 0);
-        } else {
-            rope_forward(Q_b, ld_qkv, N, H, D_H, 0);
-            rope_forward(K_b, ld_qkv, N, H, D_H, 0);
-        }
-    }
-}
-
-/* X [B, N, D], keep [B, H, N, N] or NULL -> O [B, N, D_out], A [B, H, N, N],
- * cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] (| plain with keep_masks: [N, N]) */
-void multi_head_forward(float *O, float *A, const float *keep, float *cache, const float *X,
-                        const MultiHeadSpec *s, const MultiHeadWeights *w,
-                        int causal, const int *lens, int B, int N) {
-    const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
-    float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
+/* Steps 2-3 on the cache: its [Q|K|V] -> its Y (and the path's own part
+ * after Y), A (plain path) */
+void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s,
+                               const MultiHeadWeights *w, int causal, const int *lens, int B, int N) {
+    const int H = s->H, D_H = s->D_H, HD = H * D_H, R = B * N;
+    const float *QKV = cache;
+    float *Y = cache + (size_t)R * 3 * HD;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
     assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
-
-    /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
-    multi_head_qkv_forward(QKV, X, s, w, R);
-    /*    rope: Q_h, K_h [N, D_H] of each sequence rotated by their positions 0..N-1 */
-    if (s->rope) rotate_queries_keys(QKV, H, D_H, B, N, 0);
-
     if (s->attention == MULTI_HEAD_FUSED) {
         /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
          * The log-sum-exp per row goes to the cache (backward recomputes the
@@ -288,28 +259,18 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
          * with dropout, each head's A o keep is made in the room after Y */
         multi_head_heads_forward(Y, A, keep, Y + (size_t)R * HD, QKV, w, H, D_H, causal, lens, B, N);
     }
-
-    /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
-    multi_head_output_forward(O, Y, s, w, R);
 }
 
-/* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
-void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
-                         const float *A, const float *keep, const float *cache, const float *X,
-                         const MultiHeadSpec *s, const MultiHeadWeights *w,
-                         int causal, const int *lens, int B, int N) {
+/* Steps 3'-2': the scratch's dY -> its d[Q|K|V] (written), dlog_scale += */
+void multi_head_attend_backward(float *scratch, MultiHeadWeights *dw, const float *A, const float *keep,
+                                const float *cache, const MultiHeadSpec *s, const MultiHeadWeights *w, int causal,
+                                const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
-    assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch;                            /* [R, 3 H D_H] */
     float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
-
-    /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H],
-     *     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out],  db_O += sum over rows of dO */
-    multi_head_output_backward(dY, dw, dO, Y, s, w, R);
-
-    /* 3'.-2'. both paths accumulate into d[Q|K|V], which starts at 0 */
+    /* both paths accumulate into d[Q|K|V], which starts at 0 */
     memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);
     if (s->attention == MULTI_HEAD_FUSED) {
         /* fused: recompute each block of weights from Q, K and the saved
@@ -323,10 +284,37 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
         multi_head_heads_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
         if (w->log_scale && dw && dw->log_scale) log_scale_backward(dw->log_scale, QKV, dQKV, H, D_H, R);
     }
+}
 
-    /*     rope: d[Q|K] back through the rotation (the rotated Q, K are what 2-3 saw) */
-    if (s->rope) rotate_queries_keys(dQKV, H, D_H, B, N, 1);
+/* X [B, N, D], keep [B, H, N, N] or NULL -> O [B, N, D_out], A [B, H, N, N],
+ * cache: [Q|K|V] [B, N, 3 H D_H] | Y [B, N, H D_H] (| plain with keep_masks: [N, N]) */
+void multi_head_forward(float *O, float *A, const float *keep, float *cache, const float *X,
+                        const MultiHeadSpec *s, const MultiHeadWeights *w,
+                        int causal, const int *lens, int B, int N) {
+    const int R = B * N;
+    float *QKV = cache, *Y = cache + (size_t)R * 3 * s->H * s->D_H;
+    /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
+    multi_head_qkv_forward(QKV, X, s, w, R);
+    /* 2.-3. Y = softmax(Q K^T / sqrt(D_H)) V, per sequence and head */
+    multi_head_attend_forward(A, keep, cache, s, w, causal, lens, B, N);
+    /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
+    multi_head_output_forward(O, Y, s, w, R);
+}
 
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dW_QKV [D, 3 H D_H] +=, dW_O [H D_H, D_out] +=, db_O += */
+void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const float *dO,
+                         const float *A, const float *keep, const float *cache, const float *X,
+                         const MultiHeadSpec *s, const MultiHeadWeights *w,
+                         int causal, const int *lens, int B, int N) {
+    const int R = B * N, ld_qkv = 3 * s->H * s->D_H;
+    const float *Y = cache + (size_t)R * ld_qkv;
+    float *dQKV = scratch;                            /* [R, 3 H D_H] */
+    float *dY = dQKV + (size_t)R * ld_qkv;            /* [R, H D_H] */
+    /* 4'. dY [R, H D_H] = dO [R, D_out] @ W_O^T [D_out, H D_H],
+     *     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out],  db_O += sum over rows of dO */
+    multi_head_output_backward(dY, dw, dO, Y, s, w, R);
+    /* 3'.-2'. d[Q|K|V] from dY, through the weights */
+    multi_head_attend_backward(scratch, dw, A, keep, cache, s, w, causal, lens, B, N);
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H],
      *     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
     multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);

@@ -77,14 +77,6 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
  *     columns receive.
  * Plain path only (the fused kernel has neither rule), and an encoder's: with
  * a causal mask the first position would have no key left. */
-/* rope = 1 rotates each head's queries and keys by their positions after
- * step 1 (common/nn/rope.h; chapter 06's --pos rope): row n of a sequence
- * is position n, and
- *   Q_h <- rotate(Q_h), K_h <- rotate(K_h)    [N, D_H] each, V untouched
- * so E = Q_h K_h^T / sqrt(D_H) depends on positions only through their
- * differences. The cache keeps the rotated Q and K (steps 2-3 and their
- * backward read them); backward turns dQ_h and dK_h back before step 1'.
- * D_H must be even. Both paths, plain and fused. */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
@@ -93,7 +85,6 @@ typedef struct {
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
     int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
     int locality;                   /* 1: locality self-attention (above); 0: the plain layer */
-    int rope;                       /* 1: rotary positions (above); 0: none */
 } MultiHeadSpec;
 
 typedef struct {
@@ -104,7 +95,7 @@ typedef struct {
 } MultiHeadWeights;
 
 /* Returns 0, or -1 with fail() for a spec the layer cannot run (locality
- * with the fused kernel, rope with an odd D_H). */
+ * with the fused kernel). */
 int multi_head_spec_check(const MultiHeadSpec *s);
 /* Parameters of one layer: W_QKV, W_O and b_O (and log_scale with locality). */
 size_t multi_head_param_count(const MultiHeadSpec *s);
@@ -155,6 +146,21 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
  * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE (chapter 03's). */
 void multi_head_heads_backward(float *dQKV, float *scratch, const float *dY, const float *A, const float *keep,
                                const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N);
+
+/* Steps 2-3 on a cache (the layout above: [Q|K|V] first, then Y): from its
+ * [Q|K|V], which step 1 wrote, Y = softmax(E) V per sequence and head into
+ * its Y (written), plain or fused as s->attention says; A [B, H, N, N]
+ * written on the plain path (NULL on the fused one), keep as below.
+ * Their backward, on a scratch laid out as above (d[Q|K|V] first, then dY):
+ * from its dY (step 4' wrote it), its d[Q|K|V] (written), dw->log_scale +=
+ * with locality. multi_head_forward and _backward call them between steps 1
+ * and 4; a layer that changes Q and K between steps 1 and 2 (chapter 06's
+ * rotary positions) calls the four steps itself. */
+void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s,
+                               const MultiHeadWeights *w, int causal, const int *lens, int B, int N);
+void multi_head_attend_backward(float *scratch, MultiHeadWeights *dw, const float *A, const float *keep,
+                                const float *cache, const MultiHeadSpec *s, const MultiHeadWeights *w, int causal,
+                                const int *lens, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
  * cache [multi_head_cache_floats] (written).

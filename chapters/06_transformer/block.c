@@ -21,6 +21,7 @@
 #include "06_transformer/block.h"
 #include "06_transformer/mlp.h"
 #include "06_transformer/moe.h"
+#include "06_transformer/rope_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -61,7 +62,7 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
     const int keep_masks = s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_PLAIN;
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality, s->rope};
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality};
     return a;
 }
 
@@ -81,7 +82,7 @@ int block_spec_check(const BlockSpec *s) {
                     "have no key left (use it with causal = 0 and no cross-attention)");
     if (moe_spec_check(s) != 0) return -1;
     const MultiHeadSpec as = block_attention_spec(s);
-    return multi_head_spec_check(&as);
+    return s->rope ? rope_attention_check(&as) : multi_head_spec_check(&as);
 }
 
 /* Lays the parameters out from base (or only counts them, base NULL);
@@ -311,7 +312,12 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
     const BlockCache *c = p->c;
     if (k == SUB_SELF) {
         const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
-        multi_head_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B, p->N);
+        if (p->s->rope)   /* chapter 05's steps with the rotation after the first (rope_attention.h) */
+            rope_attention_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B,
+                                   p->N);
+        else
+            multi_head_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B,
+                               p->N);
     } else if (k == SUB_CROSS) {
         const float *keep = draw_attention_keep(p, k, train, rng);
         multi_head_cross_forward(O, c->cross_A, keep, c->cross_cache, U, p->mem->M, &as, &p->w->cross,
@@ -328,7 +334,10 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
                             const float *U, const Pass *p, int k) {
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = p->c;
-    if (k == SUB_SELF)
+    if (k == SUB_SELF && p->s->rope)
+        rope_attention_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
+                                &p->w->attn, p->s->causal, p->lens, p->B, p->N);
+    else if (k == SUB_SELF)
         multi_head_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
                             &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_CROSS)

@@ -96,7 +96,7 @@ typedef struct {
     float drop_path;              /* stochastic depth: p in [0, 1) of skipping a sublayer's branch for a
                                    * whole example; 0 = none (a stack spreads it over the layers) */
     int rope;                     /* 1: rotary positions on the self-attention's queries and keys
-                                   * (chapter 05's MultiHeadSpec.rope, common/nn/rope.h); D_H even */
+                                   * (rope_attention.h, common/nn/rope.h); D_H even */
     BlockMoe moe;                 /* E 0 (the default): one dense MLP */
 } BlockSpec;
 

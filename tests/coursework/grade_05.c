@@ -48,7 +48,7 @@ static int heads_case(const GoldCase *c, int with_backward) {
     const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0], R = B * N;
     const int *lens = grade_i32_or_null(c, "lens");
     const float *W_QKV = grade_f32(c, "W_QKV"), *b_O = grade_f32_or_null(c, "b_O");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
     const MultiHeadWeights w = {(float *)W_QKV, (float *)W_O->data, (float *)b_O, NULL};
     float *QKV = grade_floats((size_t)R * 3 * HD), *Y = grade_floats((size_t)R * HD);
     float *A = grade_floats(multi_head_attention_floats(&s, B, N)), *O = grade_floats((size_t)R * D_out);
@@ -111,7 +111,7 @@ static int heads_learned_scale(void) {
     learned_scale_loss(&L);
     const MultiHeadWeights w = {NULL, NULL, NULL, L.log_scale};
     float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
-        &(MultiHeadSpec){LS_HD, LS_H, LS_DH, LS_HD, MULTI_HEAD_PLAIN, 0, 1, 0}, LS_B, LS_N));
+        &(MultiHeadSpec){LS_HD, LS_H, LS_DH, LS_HD, MULTI_HEAD_PLAIN, 0, 1}, LS_B, LS_N));
     multi_head_heads_backward(dQKV, scratch, L.wY, L.A, NULL, L.QKV, &w, LS_H, LS_DH, LS_B, LS_N);
     return grade_gradient("d[Q|K|V] with the learned scales", learned_scale_loss, &L, L.QKV, dQKV, 3,
                           (int[]){LS_B, LS_N, 3 * LS_HD}, 1e-3f, 1e-2);
@@ -191,7 +191,7 @@ static int heads_kept_backward(void) {
     const int n_qkv = KD_B * KD_N * 3 * KD_HD;
     const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
     float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
-        &(MultiHeadSpec){KD_HD, KD_H, KD_DH, KD_HD, MULTI_HEAD_PLAIN, 1, 1, 0}, KD_B, KD_N));
+        &(MultiHeadSpec){KD_HD, KD_H, KD_DH, KD_HD, MULTI_HEAD_PLAIN, 1, 1}, KD_B, KD_N));
     multi_head_heads_backward(dQKV, scratch, L->wY, L->A, L->keep, L->QKV, &w, KD_H, KD_DH, KD_B, KD_N);
     return grade_gradient("d[Q|K|V] with the keep mask and the learned scales", kept_loss, L, L->QKV, dQKV, 3,
                           (int[]){KD_B, KD_N, 3 * KD_HD}, 1e-3f, 1e-2);
@@ -226,7 +226,7 @@ static int fused_layer_forward(void) { return grade_golden_cases("multi_head", N
 enum { P_D = 5, P_H = 2, P_DH = 3, P_HD = P_H * P_DH, P_DOUT = 4, P_R = 7 };
 
 static int qkv_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], QKV[P_R * 3 * P_HD], want[P_R * 3 * P_HD];
     grade_fill(X, P_R * P_D, 1.0f, 51);
     grade_fill(W_QKV, P_D * 3 * P_HD, 1.0f, 52);
@@ -238,7 +238,7 @@ static int qkv_forward(void) {
 }
 
 static int qkv_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], dQKV[P_R * 3 * P_HD];
     float dX[P_R * P_D], dW[P_D * 3 * P_HD], dX_want[P_R * P_D], dW_want[P_D * 3 * P_HD];
     float dX0[P_R * P_D], dW0[P_D * 3 * P_HD];
@@ -271,7 +271,7 @@ static int qkv_backward(void) {
 }
 
 static int output_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], O[P_R * P_DOUT], want[P_R * P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 61);
     grade_fill(W_O, P_HD * P_DOUT, 1.0f, 62);
@@ -291,7 +291,7 @@ static int output_forward(void) {
 }
 
 static int output_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], dO[P_R * P_DOUT], dY[P_R * P_HD], dY_want[P_R * P_HD];
     float dW[P_HD * P_DOUT], db[P_DOUT], dW0[P_HD * P_DOUT], db0[P_DOUT], dW_want[P_HD * P_DOUT], db_want[P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 65);
@@ -429,7 +429,7 @@ static int hidden_heads(void) {
     const int D_H = grade_draw(1, 3), D_out = grade_draw(1, 5), causal = grade_draw(0, 1), HD = H * D_H;
     int *lens = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
     for (int b = 0; lens && b < B; b++) lens[b] = grade_draw(1, N);
-    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0, 0};
+    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
     MultiHeadWeights w = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out), grade_floats((size_t)D_out),
                           NULL};
     float *X = grade_floats((size_t)B * N * D), *dO = grade_floats((size_t)B * N * D_out);
