@@ -1,7 +1,7 @@
 /* bench_data_parallel.c - two ways to use two cores for one training step:
  * split each product between the threads (one model, the default), or
  * split the batch between two replicas (copies) of the model, one thread
- * each (--replicas 2, classifier_train_step_parallel in train/classifier.h).
+ * each (--replicas 2, recipe_train_step in chapter 07's recipe.h).
  *
  *   build/bench/bench_data_parallel [--out DIR] [--reps N]
  *
@@ -45,7 +45,7 @@ typedef struct {
 static double timed_step(Way *w, const Examples *batch) {
     threads_set(w->threads);
     double t0 = bench_now_ms();
-    classifier_train_step_parallel(w->model.replicas, w->model.n, &w->model.opt, batch, 1.0f, 1.5e-3f, 0.0f);
+    recipe_train_step(w->model.replicas, w->model.n, &w->model.opt, batch, 1.0f, 1.5e-3f, 0.0f);
     return bench_now_ms() - t0;
 }
 

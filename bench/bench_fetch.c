@@ -45,7 +45,7 @@ static double timed_step(BenchVit *m, const Examples *batch, int fetch, const fl
     memcpy(p->data, weights, sizeof(float) * p->size);
     gemm_set_fetch_next(fetch);
     double t0 = bench_now_ms();
-    *loss = classifier_train_step_parallel(m->replicas, m->n, &m->opt, batch, 1.0f, 1e-4f, 0.0f);
+    *loss = recipe_train_step(m->replicas, m->n, &m->opt, batch, 1.0f, 1e-4f, 0.0f);
     return bench_now_ms() - t0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "07_vision_transformer/recipe.h"
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "nn/optim.h"

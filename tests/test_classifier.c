@@ -1,9 +1,10 @@
 /* test_classifier.c - the driver of the per-position models
- * (common/train/classifier.h):
- *  - classifier_train_step_parallel of one model (no replicas, no sam) is
+ * (common/train/classifier.h) and chapter 07's recipe on top of it
+ * (07_vision_transformer/recipe.h):
+ *  - recipe_train_step of one model (no replicas, no sam) is
  *    zero grad, forward, backward, clip, Adam: the same parameters as those
  *    calls made by hand;
- *  - classifier_train_step_parallel over 2 and 3 replicas (3: slices
+ *  - recipe_train_step over 2 and 3 replicas (3: slices
  *    of unequal size) gives the gradient and the update of the one-model
  *    step, step after step (the replicas get the trained parameters), for chapter
  *    04's model and chapter 07's ViT;
@@ -11,10 +12,10 @@
  *    on oracle models that are always right, or wrong at one position;
  *  - classifier_train (train_loop with the classifier's gradient) on
  *    chapter 04's model learns the reverse task and fills the loss curve;
- *  - classifier_train with a moving average of the weights trains the same
- *    weights, bit for bit, as classifier_train_step_parallel called by hand
+ *  - recipe_train with a moving average of the weights trains the same
+ *    weights, bit for bit, as recipe_train_step called by hand
  *    with the schedule, and the average is the recurrence over those steps;
- *  - classifier_train tells each replica each step before it is taken
+ *  - recipe_train tells each replica each step before it is taken
  *    (set_progress, which chapter 07's patch dropout reads);
  *  - the sharpness-aware step (sam > 0) over 1 and 2 replicas leaves the
  *    gradient each slice has at its own w + rho g / |g|, summed by the
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "04_self_attention/digit_model.h"
+#include "07_vision_transformer/recipe.h"
 #include "07_vision_transformer/vit.h"
 #include "data/digit_tasks.h"
 #include "train/classifier.h"
@@ -82,7 +84,7 @@ static void test_train_step_is_the_textbook_step(void **state) {
     assert_int_equal(adam_init(&ob, b.params, 1e-2f, 0.0f), 0);
     for (int step = 0; step < 3; step++) {
         t.train_batch(t.self, &e, B, &r);
-        double la = classifier_train_step_parallel(&a, 1, &oa, &e, 0.5f, 1e-2f, 0.0f);
+        double la = recipe_train_step(&a, 1, &oa, &e, 0.5f, 1e-2f, 0.0f);
         params_zero_grad(b.params);
         double lb = b.forward(b.self, &e);
         b.backward(b.self, &e);
@@ -120,8 +122,8 @@ static void check_parallel_step(Classifier *one, Classifier *replicas, int n, Ex
     assert_int_equal(one->params->size, replicas[0].params->size);
     assert_memory_equal(one->params->data, replicas[0].params->data, sizeof(float) * one->params->size);
     for (int k = 0; k < n_batches; k++) {
-        double l1 = classifier_train_step_parallel(one, 1, &o1, &batches[k], 0.0f, 1e-2f, 0.0f);
-        double ln = classifier_train_step_parallel(replicas, n, &on, &batches[k], 0.0f, 1e-2f, 0.0f);
+        double l1 = recipe_train_step(one, 1, &o1, &batches[k], 0.0f, 1e-2f, 0.0f);
+        double ln = recipe_train_step(replicas, n, &on, &batches[k], 0.0f, 1e-2f, 0.0f);
         if (!(fabs(l1 - ln) < 1e-5 * (1.0 + fabs(l1)))) fail_msg("%d replicas, step %d: loss %.9g, one model %.9g", n, k, ln, l1);
         double dg = max_diff(replicas[0].params->grad, one->params->grad, one->params->size);
         double dp = max_diff(replicas[0].params->data, one->params->data, one->params->size);
@@ -225,8 +227,8 @@ static void test_sam_step(void **state) {
         Adam opt, opt_plain;   /* lr 0: the update leaves the weights as they were */
         assert_int_equal(adam_init(&opt, replicas[0].params, 0.0f, 0.0f), 0);
         assert_int_equal(adam_init(&opt_plain, plain.params, 0.0f, 0.0f), 0);
-        double loss = classifier_train_step_parallel(replicas, n, &opt, &e, 0.0f, 0.0f, rho);
-        double plain_loss = classifier_train_step_parallel(&plain, 1, &opt_plain, &e, 0.0f, 0.0f, 0.0f);
+        double loss = recipe_train_step(replicas, n, &opt, &e, 0.0f, 0.0f, rho);
+        double plain_loss = recipe_train_step(&plain, 1, &opt_plain, &e, 0.0f, 0.0f, 0.0f);
         double d = max_diff(replicas[0].params->grad, want, P);
         if (d > 1e-5) fail_msg("%d replicas: the sharpness-aware gradient differs from the one by hand by %g", n, d);
         /* not the plain gradient: the climbed weights' gradient differs */
@@ -305,7 +307,7 @@ static void test_train_learns_reverse(void **state) {
     ClassifierResult r;
     memset(&r, 0, sizeof r);
     const TrainOptions o = options(300, 1e-2f, 0.0f);
-    assert_int_equal(classifier_train(&c, 1, &t, &o, B, 0.0f, NULL, 1, &r), 0);
+    assert_int_equal(classifier_train(&c, &t, &o, B, 1, NULL, &r), 0);
     assert_int_equal(r.log.n, 50);   /* a point every 300 / 50 steps */
     assert_true(r.log.step[49] == 300.0f);
     assert_true(r.log.train[49] < 0.5f * r.log.train[0]);
@@ -351,7 +353,8 @@ static void test_train_tells_the_step(void **state) {
     ClassifierResult r;
     memset(&r, 0, sizeof r);
     const TrainOptions o = options(STEPS, 1e-2f, 0.0f);
-    assert_int_equal(classifier_train(m, 2, &t, &o, B, 0.0f, NULL, 1, &r), 0);
+    const RecipeFlags two = {.replicas = 2};
+    assert_int_equal(recipe_train(m, &two, &t, &o, B, NULL, 1, &r), 0);
     train_log_free(&r.log);
     for (int k = 0; k < 2; k++) {
         assert_int_equal(told.calls[k], STEPS);   /* once a step, each replica */
@@ -379,9 +382,10 @@ static void test_train_keeps_the_average(void **state) {
     WeightAverage avg;
     assert_int_equal(weight_average_init(&avg, a.params, decay), 0);
     const TrainOptions o = options(STEPS, lr, 0.01f);
-    assert_int_equal(classifier_train(&a, 1, &t, &o, B, 0.0f, &avg, 4, &r), 0);
+    const RecipeFlags averaged = {.replicas = 1, .ema = decay};
+    assert_int_equal(recipe_train(&a, &averaged, &t, &o, B, &avg, 4, &r), 0);
     train_log_free(&r.log);
-    /* by hand: the same batches (stream 1 of seed 4), schedule and clip as classifier_train */
+    /* by hand: the same batches (stream 1 of seed 4), schedule and clip as recipe_train */
     const size_t n = b.params->size;
     double *expect = malloc(sizeof(double) * n);
     for (size_t i = 0; i < n; i++) expect[i] = b.params->data[i];
@@ -393,7 +397,7 @@ static void test_train_keeps_the_average(void **state) {
     rng_seed(&rng, 4, 1);
     for (int step = 0; step < STEPS; step++) {
         t.train_batch(t.self, &e, B, &rng);
-        classifier_train_step_parallel(&b, 1, &opt, &e, 1.0f, lr_schedule(step, STEPS, STEPS / 20, lr, 0.05f), 0.0f);
+        recipe_train_step(&b, 1, &opt, &e, 1.0f, lr_schedule(step, STEPS, STEPS / 20, lr, 0.05f), 0.0f);
         for (size_t i = 0; i < n; i++) expect[i] = decay * expect[i] + (1.0 - decay) * b.params->data[i];
     }
     /* the weights trained are the same bits; the average is the recurrence */

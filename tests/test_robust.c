@@ -132,7 +132,7 @@ static void test_absurd_learning_rate_stops_training(void **state) {
     o.steps = 200;
     o.lr = 1e30f;
     o.quiet = 1;
-    int rc = classifier_train(&m, 1, &t, &o, B, 0.0f, NULL, 1, &r);
+    int rc = classifier_train(&m, &t, &o, B, 1, NULL, &r);
     train_log_free(&r.log);
     if (rc != -1) print_error("classifier_train at lr 1e30 returned %d (message '%s')\n", rc, last_error());
     assert_int_equal(rc, -1);
@@ -353,8 +353,7 @@ static int small_program(const char *out, float lr, int steps) {
     Classifier m;
     if (rc == 0) classifier_start(&runs);
     if (rc == 0 && (rc = digit_model_build(&m, &c, runs.flags.shared.batch, 1)) == 0) {
-        rc = classifier_train(&m, 1, &t, &runs.flags.shared.train, runs.flags.shared.batch, 0.0f, NULL, 1,
-                              &runs.result[0]);
+        rc = classifier_train(&m, &t, &runs.flags.shared.train, runs.flags.shared.batch, 1, NULL, &runs.result[0]);
         if (rc == 0) classifier_test(&runs, &m, &t, &runs.result[0]);
         if (rc == 0) rc = classifier_save(&runs, run, &m, &runs.result[0]);
         m.destroy(m.self);

@@ -69,7 +69,7 @@ static int train_one(ClassifierRuns *runs, int i, const MultiHeadModelConfig *c,
     Classifier m;
     if (mh_model_build(&m, c, attention, f->shared.batch, (uint64_t)f->shared.seed) < 0) return -1;
     printf("  %s: %zu parameters\n", runs->run[i].label, m.params->size);
-    int rc = classifier_train(&m, 1, &t, &f->shared.train, f->shared.batch, 0.0f, NULL, (uint64_t)f->shared.seed,
+    int rc = classifier_train(&m, &t, &f->shared.train, f->shared.batch, (uint64_t)f->shared.seed, NULL,
                               &runs->result[i]);
     if (rc == 0) classifier_test(runs, &m, &t, &runs->result[i]);
     if (rc == 0) rc = classifier_save(runs, &runs->run[i], &m, &runs->result[i]);

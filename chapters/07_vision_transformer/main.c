@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "07_vision_transformer/pictures.h"
+#include "07_vision_transformer/recipe.h"
 #include "07_vision_transformer/vit.h"
 #include "data/fashion_mnist.h"
 #include "io/checkpoint.h"
@@ -62,7 +63,6 @@ static const ClassifierProgram PROGRAM = {
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
                 "--image chapters/07_vision_transformer/img/example_box.pgm",
-    .long_recipe = 1,
     .load_hint = "--index 0, or --image FILE.pgm",
     .presets = PRESETS,
     .n_presets = (int)(sizeof PRESETS / sizeof PRESETS[0]),
@@ -83,23 +83,24 @@ static FashionMnist data;
 /* One model: built (with --replicas, a replica per slice of a batch, each
  * drawing its own dropout from seed + k), trained (with --ema, the moving
  * average then takes the last weights' place), tested, saved, drawn. */
-static int train_one(ClassifierRuns *runs, int i, const VitConfig *c, const ExampleTask *t, int n_pictures) {
+static int train_one(ClassifierRuns *runs, const RecipeFlags *recipe, int i, const VitConfig *c, const ExampleTask *t,
+                     int n_pictures) {
     const ClassifierFlags *f = &runs->flags;
     ClassifierRun *run = &runs->run[i];
     ClassifierResult *r = &runs->result[i];
-    Classifier m[CLASSIFIER_MAX_REPLICAS];
-    const int n = f->replicas, max_B = (f->shared.batch + n - 1) / n;
+    Classifier m[RECIPE_MAX_REPLICAS];
+    const int n = recipe->replicas, max_B = (f->shared.batch + n - 1) / n;
     int built = 0, rc = 0;
     while (rc == 0 && built < n)
         if ((rc = vit_build(&m[built], c, max_B, (uint64_t)f->shared.seed + (uint64_t)built)) == 0) built++;
     WeightAverage average = {0};
     if (rc == 0) printf("  %s: %zu parameters\n", run->label, m[0].params->size);
-    if (rc == 0 && f->ema > 0) rc = weight_average_init(&average, m[0].params, f->ema);
+    if (rc == 0 && recipe->ema > 0) rc = weight_average_init(&average, m[0].params, recipe->ema);
     if (rc == 0)
-        rc = classifier_train(m, n, t, &f->shared.train, f->shared.batch, f->sam, f->ema > 0 ? &average : NULL,
-                              (uint64_t)f->shared.seed, r);
+        rc = recipe_train(m, recipe, t, &f->shared.train, f->shared.batch, recipe->ema > 0 ? &average : NULL,
+                          (uint64_t)f->shared.seed, r);
     for (int k = 1; k < built; k++) m[k].destroy(m[k].self);   /* the trained model is m[0] */
-    if (rc == 0 && f->ema > 0) rc = classifier_use_average(runs, run, &m[0], t, &average, r);
+    if (rc == 0 && recipe->ema > 0) rc = recipe_use_average(runs, run, &m[0], t, &average, recipe->ema, r);
     weight_average_free(&average);
     if (rc == 0) classifier_test(runs, &m[0], t, r);
     if (rc == 0) rc = classifier_save(runs, run, &m[0], r);
@@ -197,6 +198,12 @@ int main(int argc, char **argv) {
         {"index", ARG_INT, &index, "with --load: the same for test image N", -1, 9999, NULL, ARG_OUTPUT,
          ARG_ACTS_WITH_LOAD},
     };
+    /* ... and the long training recipe's (recipe.h) */
+    RecipeFlags recipe = {.replicas = 1};
+    enum { N_MODEL_FLAGS = sizeof model_flags / sizeof model_flags[0] };
+    ArgSpec flags[N_MODEL_FLAGS + RECIPE_FLAG_SPECS];
+    memcpy(flags, model_flags, sizeof model_flags);
+    const int n_flags = N_MODEL_FLAGS + recipe_flag_specs(&recipe, flags + N_MODEL_FLAGS);
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
     runs.flags.shared.train.steps = 5000;
@@ -206,7 +213,8 @@ int main(int argc, char **argv) {
     runs.flags.shared.train.eval_every = 100;   /* steps / 50: a loss curve of 50 points */
     runs.flags.shared.batch = 128;
     runs.flags.test_size = 10000;
-    int rc = classifier_parse_flags(&runs, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
+    int rc = classifier_parse_flags(&runs, argc, argv, flags, n_flags);
+    if (rc == 0 && !runs.flags.shared.load) rc = recipe_flags_check(&recipe, runs.flags.shared.batch);
     if (rc == 0 && runs.flags.shared.load && image && index >= 0) rc = fail("--image and --index: give one of them");
     if (rc == 0 && !runs.flags.shared.load && (image || index >= 0))
         rc = fail("--image and --index go with --load CHECKPOINT");
@@ -245,11 +253,13 @@ int main(int argc, char **argv) {
 
     /* 5. Training: each model built, trained, tested, saved and drawn. */
     if (rc == 0) classifier_start(&runs);
-    for (int i = 0; rc == 0 && i < runs.n; i++) rc = train_one(&runs, i, &configs[i], &t, n_pictures);
+    if (rc == 0 && recipe.replicas > 1) printf("  %d data-parallel replicas of the model\n", recipe.replicas);
+    for (int i = 0; rc == 0 && i < runs.n; i++) rc = train_one(&runs, &recipe, i, &configs[i], &t, n_pictures);
 
     /* 6. The results table, the loss curves, the patch-size table, results.json. */
     if (rc == 0) rc = classifier_report(&runs);
     if (rc == 0) rc = vit_patch_table_print(runs.flags.shared.out);
+    if (rc == 0) recipe_results(&runs.results, &recipe);
     if (rc == 0) rc = classifier_write_results(&runs);
     return classifier_finish(&runs, rc);
 }

@@ -94,8 +94,8 @@ int main(int argc, char **argv) {
     }
     ClassifierResult *r = &runs.result[0];
     if (rc == 0) printf("  %s: %zu parameters\n", runs.run[0].label, m.params->size);
-    if (rc == 0) rc = classifier_train(&m, 1, &t, &runs.flags.shared.train, runs.flags.shared.batch, 0.0f, NULL,
-                                       (uint64_t)runs.flags.shared.seed, r);
+    if (rc == 0) rc = classifier_train(&m, &t, &runs.flags.shared.train, runs.flags.shared.batch,
+                                       (uint64_t)runs.flags.shared.seed, NULL, r);
     if (rc == 0) classifier_test(&runs, &m, &t, r);
     if (rc == 0) rc = classifier_save(&runs, &runs.run[0], &m, r);
     if (built) m.destroy(m.self);

@@ -23,171 +23,56 @@
 
 /* ------------------------------------------------------------- training */
 
-/* Slice r of n of e: examples [B r / n, B (r + 1) / n), the same arrays from there on. */
-static Examples slice_of(const Examples *e, int r, int n) {
-    const int b0 = (int)((long)e->B * r / n), b1 = (int)((long)e->B * (r + 1) / n);
-    Examples s = *e;
-    s.B = b1 - b0;
-    if (s.tokens) s.tokens += (size_t)b0 * e->n_in;
-    if (s.values) s.values += (size_t)b0 * e->n_in;
-    if (s.targets) s.targets += (size_t)b0 * e->n_out;
-    return s;
-}
-
-/* One replica's gradient on its slice s, left in m->params->grad; returns
- * the slice's loss at the weights. With sam > 0 the sharpness-aware gradient
- * (classifier.h); the replica's weights are then left at w + sam g / |g|
- * and the caller puts them back. */
-static double replica_gradient(Classifier *m, const Examples *s, float sam) {
-    const double loss = m->forward(m->self, s);
-    m->backward(m->self, s);
-    if (sam <= 0) return loss;
-    Params *p = m->params;
-    double sq = 0.0;
-    for (size_t i = 0; i < p->size; i++) sq += (double)p->grad[i] * p->grad[i];
-    /* a zero gradient has no direction to climb; one that is not finite is
-     * caught by the check after the sum (no update is made) */
-    if (!(sq > 0.0) || !isfinite(sq)) return loss;
-    const float step = (float)(sam / sqrt(sq));
-    for (size_t i = 0; i < p->size; i++) p->data[i] += step * p->grad[i];
-    params_zero_grad(p);
-    if (m->replay) m->replay(m->self);   /* the same dropped patches and masks as the first pass */
-    m->forward(m->self, s);
-    m->backward(m->self, s);
-    return loss;
-}
-
-double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, float sam) {
-    if (n_replicas < 1) n_replicas = 1;
-    if (n_replicas == 1 && sam <= 0) {   /* one model, the plain gradient */
-        const double loss = m->forward(m->self, e);
-        m->backward(m->self, e);
-        return loss;
-    }
-    if (e->B < n_replicas) {
-        fail("a batch of %d examples cannot be split between %d replicas of the model", e->B, n_replicas);
-        return NAN;
-    }
-    Params *p = m[0].params;
-    double losses[CLASSIFIER_MAX_REPLICAS];
-    for (int r = 0; r < n_replicas; r++) {
-        if (r > 0) memcpy(m[r].params->data, p->data, sizeof(float) * p->size);
-        params_zero_grad(m[r].params);
-    }
-    /* sam moves m[0]'s weights: a copy to put back (the other replicas get
-     * m[0]'s at the next step) */
-    float *w = NULL;
-    if (sam > 0) {
-        w = xmalloc(sizeof(float) * p->size);
-        memcpy(w, p->data, sizeof(float) * p->size);
-    }
-    if (n_replicas == 1) {
-        losses[0] = replica_gradient(&m[0], e, sam);   /* one model: its products split between the threads */
-    } else {
-        /* one replica per thread (with fewer threads than replicas, a thread
-         * takes them in turn); inside the region every product runs on its
-         * caller's thread (matmul.h); the count is written in the pragma, which a
-         * build without OpenMP ignores. A replica's work, forward and backward,
-         * is at least 3 multiply-adds per parameter and example, on its copy of
-         * the weights: the cost model's count (threads.h), at most one thread
-         * per replica. */
-#pragma omp parallel for schedule(static, 1) \
-    num_threads(threads_for_items(n_replicas, 3.0 * (double)p->size * e->B / n_replicas, 4.0 * (double)p->size))
-        for (int r = 0; r < n_replicas; r++) {
-            Examples s = slice_of(e, r, n_replicas);
-            losses[r] = replica_gradient(&m[r], &s, sam);
-        }
-    }
-    if (w) {
-        memcpy(p->data, w, sizeof(float) * p->size);
-        free(w);
-    }
-    /* the whole batch's mean = the slices' means weighted by their shares of the examples */
-    double loss = 0.0;
-    for (int r = 0; r < n_replicas; r++) {
-        const float share = (float)slice_of(e, r, n_replicas).B / (float)e->B;
-        loss += (double)share * losses[r];
-        float *g = p->grad;
-        const float *g_r = m[r].params->grad;
-        if (r == 0)
-            for (size_t i = 0; i < p->size; i++) g[i] *= share;
-        else
-            for (size_t i = 0; i < p->size; i++) g[i] += share * g_r[i];
-    }
-    return loss;
-}
-
-double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
-                                      float lr, float sam) {
-    params_zero_grad(m[0].params);
-    const double loss = classifier_gradient(m, n_replicas, e, sam);
-    if (isnan(loss) && e->B < n_replicas) return NAN;            /* fail() said why */
-    if (grads_check_finite(m[0].params, loss) < 0) return NAN;   /* no update: the caller stops (finite.h) */
-    if (clip > 0) clip_grad_norm(m[0].params, clip);
-    adam_step(opt, m[0].params, lr);
-    return loss;
-}
-
-/* What train_loop's calls work on (train/loop.h's Trainer): the replicas,
- * the task's training stream and its batch, and the moving average. */
+/* What train_loop's calls work on (train/loop.h's Trainer): the model, the
+ * task's training stream and its batch, and a recipe's gradient. */
 typedef struct {
     Classifier *m;
-    int n_replicas, batch, steps;
-    float sam;
+    int batch, steps;
     const ExampleTask *task;
     Examples e;
     Rng rng;
-    WeightAverage *average;
-    const ClassifierResult *r;   /* its checkpoint's path and config text */
+    const ClassifierRecipe *recipe;   /* NULL: the plain gradient */
 } ClassifierTraining;
 
 /* The next batch of the training stream, and its gradient. */
 static double training_gradient(void *self, int step, long *count) {
     ClassifierTraining *c = self;
-    for (int k = 0; k < c->n_replicas; k++)
-        if (c->m[k].set_progress) c->m[k].set_progress(c->m[k].self, step, c->steps);
+    if (c->m->set_progress) c->m->set_progress(c->m->self, step, c->steps);
     c->task->train_batch(c->task->self, &c->e, c->batch, &c->rng);
     *count = c->batch;
-    return classifier_gradient(c->m, c->n_replicas, &c->e, c->sam);
+    if (c->recipe) return c->recipe->gradient(c->recipe->self, step, &c->e);
+    const double loss = c->m->forward(c->m->self, &c->e);   /* the plain gradient: one forward, one backward */
+    c->m->backward(c->m->self, &c->e);
+    return loss;
 }
 
 static void training_updated(void *self) {
     ClassifierTraining *c = self;
-    if (c->average) weight_average_update(c->average, c->m->params);
+    if (c->recipe && c->recipe->updated) c->recipe->updated(c->recipe->self);
 }
 
-int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
-                     float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r) {
-    if (n_replicas < 1 || n_replicas > CLASSIFIER_MAX_REPLICAS || n_replicas > batch)
-        return fail("%d replicas of the model: expected 1 to %d, and at most the %d examples of a batch", n_replicas,
-                    CLASSIFIER_MAX_REPLICAS, batch);
-    ClassifierTraining c = {.m = m, .n_replicas = n_replicas, .batch = batch, .steps = o->steps, .sam = sam,
-                            .task = task, .average = average, .r = r};
+int classifier_train(Classifier *m, const ExampleTask *task, const TrainOptions *o, int batch, uint64_t seed,
+                     const ClassifierRecipe *recipe, ClassifierResult *r) {
+    ClassifierTraining c = {.m = m, .batch = batch, .steps = o->steps, .task = task, .recipe = recipe};
     examples_alloc(&c.e, batch, task->n_in, task->n_out, task->float_inputs);
     rng_seed(&c.rng, seed, 1);                      /* the training stream */
     /* the weights so far beside the run's checkpoint (io/checkpoint.h), at each point of the curve; with
-     * them what a resume puts back: the training stream, the replicas' own streams, the moving average */
+     * them what a resume puts back: the training stream, the model's own stream, the recipe's */
     const int saved = r->checkpoint[0] && r->config;
     char so_far[1100] = "";
     if (saved && checkpoint_so_far_path(so_far, sizeof so_far, r->checkpoint) < 0) return -1;
     Trainer t = {.self = &c, .params = m->params, .gradient = training_gradient, .updated = training_updated,
                  .checkpoint = saved ? r->checkpoint : NULL, .config = r->config, .batch = batch,
                  .state = {{"batches.rng", STATE_U64, &c.rng, 2}}, .n_state = 1};
-    static const char *const replica_rng[CLASSIFIER_MAX_REPLICAS] = {
-        "model.rng", "replica1.rng", "replica2.rng", "replica3.rng",
-        "replica4.rng", "replica5.rng", "replica6.rng", "replica7.rng"};
-    for (int k = 0; k < n_replicas; k++)
-        if (m[k].rng) t.state[t.n_state++] = (StateItem){replica_rng[k], STATE_U64, m[k].rng, 2};
-    if (average) t.state[t.n_state++] = (StateItem){"average", STATE_FLOAT, average->avg, average->size};
+    if (m->rng) t.state[t.n_state++] = (StateItem){"model.rng", STATE_U64, m->rng, 2};
+    for (int k = 0; recipe && k < recipe->n_state; k++) t.state[t.n_state++] = recipe->state[k];
     if (saved && r->resume) {   /* (a run of the program that had finished: trained again, to the same bits) */
         if (file_exists(so_far)) t.resume = so_far;
         else printf("--resume: no %s: this run trains from step 0\n", so_far);
     }
-    for (int k = 0; k < n_replicas; k++)
-        if (m[k].set_training) m[k].set_training(m[k].self, 1);
+    if (m->set_training) m->set_training(m->self, 1);
     const int rc = train_loop(&t, o, &r->log);
-    for (int k = 0; k < n_replicas; k++)
-        if (m[k].set_training) m[k].set_training(m[k].self, 0);
+    if (m->set_training) m->set_training(m->self, 0);
     examples_free(&c.e);
     r->seconds = r->log.seconds;
     r->final_loss = r->log.last_loss;
@@ -321,8 +206,7 @@ static int plot_attention(const Classifier *m, const ExampleTask *t, const Examp
 void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program) {
     memset(runs, 0, sizeof *runs);
     runs->program = program;
-    runs->flags = (ClassifierFlags){.shared = {.train = TRAIN_DEFAULTS, .batch = 64, .seed = 1}, .test_size = 1000,
-                                    .replicas = 1};
+    runs->flags = (ClassifierFlags){.shared = {.train = TRAIN_DEFAULTS, .batch = 64, .seed = 1}, .test_size = 1000};
     if (program->n_presets > 0) runs->flags.shared.preset = program->presets[0].name;
     snprintf(runs->default_out, sizeof runs->default_out, "out/%s", program->chapter);
     results_init(&runs->results);
@@ -348,12 +232,6 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         snprintf(runs->preset_choices + strlen(runs->preset_choices),
                  sizeof runs->preset_choices - strlen(runs->preset_choices), "%s%s", i ? "," : "", p->presets[i].name);
     ArgSpec classifier[] = {
-        {"ema", ARG_FLOAT, &f->ema, "keep a moving average of the weights, this decay (0: off)", 0,
-         0.99999, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
-        {"sam", ARG_FLOAT, &f->sam, "sharpness-aware steps of this radius rho (0: plain steps)", 0, 1, NULL,
-         ARG_TRAINING, ARG_TRAINING_ONLY},
-        {"replicas", ARG_INT, &f->replicas, "data parallelism: copies of the model, one thread each", 1,
-         CLASSIFIER_MAX_REPLICAS, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"test-size", ARG_INT, &f->test_size, "test examples", 1, 1000000, NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
         {"input", ARG_STRING, &f->input, "with --load: run the model on these digits, e.g. \"3 1 4 1 5 9 2 6\"", 0, 0,
          NULL, ARG_OUTPUT, ARG_ACTS_WITH_LOAD},
@@ -366,8 +244,6 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
         const char *name = classifier[i].name;
         if (!p->typed_input && (strcmp(name, "input") == 0 || strcmp(name, "plot") == 0))
             classifier[i] = args_refused(name, "this chapter's inputs are not typed digits (see --help's examples)");
-        if (!p->long_recipe && (strcmp(name, "ema") == 0 || strcmp(name, "sam") == 0 || strcmp(name, "replicas") == 0))
-            classifier[i] = args_refused(name, "it belongs to chapter 07's long training recipe");
     }
     /* the chapter's own flags, the classifier programs', then those of every program */
     const int n_specs = n_own + n_classifier + TRAIN_FLAG_SPECS;
@@ -392,9 +268,6 @@ int classifier_parse_flags(ClassifierRuns *runs, int argc, char **argv, const Ar
     if (rc < 0) return -1;
     if (f->input && !f->shared.load) return fail("--input needs --load CHECKPOINT (a trained model to run)");
     if (f->plot && !f->input) return fail("--plot goes with --load CHECKPOINT --input TEXT");
-    if (!f->shared.load && f->replicas > f->shared.batch)
-        return fail("--replicas %d: more replicas of the model than the %d examples of a batch", f->replicas,
-                    f->shared.batch);
     /* training writes to --out (default out/<chapter>); evaluating a saved
      * model never over a training run's files (results.h) */
     if (f->shared.load) {
@@ -517,32 +390,12 @@ void classifier_start(ClassifierRuns *runs) {
     printf("Training: %d run%s of %d steps of %d examples (backend %s, ", runs->n, runs->n == 1 ? "" : "s",
            f->shared.train.steps, f->shared.batch, backend_name(backend_current()));
     if (matmul_precision_current() == PRECISION_BF16) printf("bf16 products, ");
-    if (f->replicas > 1) printf("%d data-parallel replicas of the model, ", f->replicas);
     printf("%d thread%s)\n", threads_current(), threads_current() == 1 ? "" : "s");
 }
 
 void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r) {
     classifier_evaluate(m, t, runs->flags.test_size, (uint64_t)runs->flags.shared.seed, &r->exact, &r->token_acc);
     r->n_out = t->n_out;
-}
-
-int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
-                           const ExampleTask *t, const WeightAverage *avg, ClassifierResult *r) {
-    const ClassifierFlags *f = &runs->flags;
-    classifier_evaluate(m, t, f->test_size, (uint64_t)f->shared.seed, &r->exact_last_weights,
-                        &r->token_acc_last_weights);
-    if (t->n_out == 1)
-        printf("  the last step's weights: test accuracy %.2f%%", 100 * r->exact_last_weights);
-    else
-        printf("  the last step's weights: exact match %.2f%%, token accuracy %.2f%%", 100 * r->exact_last_weights,
-               100 * r->token_acc_last_weights);
-    printf("; from here on the model is their moving average (--ema %g)\n", (double)f->ema);
-    if (path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%s/model_%.24s_last_weights.ckpt",
-                    f->shared.out, run->key) < 0 ||
-        checkpoint_save(r->checkpoint_last_weights, run->config, m->params) < 0)
-        return -1;
-    memcpy(m->params->data, avg->avg, sizeof(float) * m->params->size);
-    return 0;
 }
 
 int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r) {
@@ -643,7 +496,7 @@ int classifier_report(ClassifierRuns *runs) {
         results_set_num(res, key, r->solved_step);
         snprintf(key, sizeof key, "%.24s_train_seconds", k);
         results_set_num(res, key, r->seconds);
-        if (f->ema > 0) {
+        if (r->checkpoint_last_weights[0]) {   /* a moving average was evaluated: the last weights' too */
             snprintf(key, sizeof key, "%.24s_exact_match_last_weights", k);
             results_set_num(res, key, r->exact_last_weights);
             snprintf(key, sizeof key, "%.24s_token_acc_last_weights", k);
@@ -658,13 +511,10 @@ int classifier_report(ClassifierRuns *runs) {
     results_set_num(res, "steps", f->shared.train.steps);
     results_set_num(res, "batch", f->shared.batch);
     results_set_num(res, "lr", f->shared.train.lr);
-    results_set_num(res, "ema", f->ema);
-    results_set_num(res, "sam", f->sam);
     results_set_num(res, "test_n", f->test_size);
     results_set_str(res, "backend", backend_name(backend_current()));
     results_set_str(res, "matmul_precision", matmul_precision_name(matmul_precision_current()));
     results_set_num(res, "threads", threads_current());
-    results_set_num(res, "replicas", f->replicas);
     printf("\n  total training time %.1f s, whole program %.1f s\n\nWrote:\n", total, now_seconds() - runs->t_start);
     return plot_loss_curves(f->shared.out, runs->run, runs->result, n);
 }

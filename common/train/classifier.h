@@ -47,11 +47,6 @@ typedef struct {
     int test_size;        /* --test-size: test examples */
     const char *input;    /* --input: with --load, run the model on these typed digits */
     int plot;             /* --plot: with --input, draw its attention */
-    int replicas;         /* --replicas: data parallelism, replicas (copies) of the model, one thread each */
-    float ema;            /* --ema: > 0: evaluate and keep the moving average of the weights with this decay
-                           * (nn/optim.h); 0: the last step's weights, the default */
-    float sam;            /* --sam: > 0: sharpness-aware steps with this radius rho (classifier_gradient);
-                           * 0: plain steps, the default */
 } ClassifierFlags;
 
 /* A preset: a name for a set of flags (chapter 07's long runs). */
@@ -69,12 +64,10 @@ typedef struct {
     const char *load_hint;    /* what to try with a saved model, after "--load CKPT"; NULL: --input "..." */
     int typed_input;          /* 1: --load CKPT --input "3 1 4" runs the model on typed digits (--plot draws
                                * it); 0: those two flags are refused */
-    int long_recipe;          /* 1: offer --ema, --sam and --replicas (chapter 07's long runs); 0: refuse them */
     const ClassifierPreset *presets;   /* --preset's choices, the first the default (NULL: no --preset) */
     int n_presets;
 } ClassifierProgram;
 
-#define CLASSIFIER_MAX_REPLICAS 8   /* --replicas: data-parallel replicas (copies) of a model */
 #define CLASSIFIER_MAX_RUNS 16      /* models one program trains */
 #define CLASSIFIER_CONFIG_MAX 1024
 typedef struct {
@@ -94,73 +87,47 @@ int classifier_config_text(ClassifierRun *run, const char *model, const char *ta
 #define SOLVED_LOSS 0.5   /* "solved at step": the first point of the loss curve below it */
 typedef struct {
     double exact, token_acc, seconds, final_loss;
-    /* with --ema: the last step's weights' figures (exact, token_acc are the average's) */
+    /* with a moving average (chapter 07's --ema): the last step's weights' figures (exact, token_acc are the average's) */
     double exact_last_weights, token_acc_last_weights;
     int solved_step;      /* 0: never */
     int n_out;            /* outputs per example: 1 for a classifier of whole inputs (chapter 07's images) */
     TrainLog log;         /* the loss curve: a point every --eval-every steps (train_log_free) */
     char checkpoint[1024];   /* --out/model_KEY.ckpt (classifier_add_run; "": none while training) */
-    char checkpoint_last_weights[1024];   /* with --ema: the last step's weights; "" without */
+    char checkpoint_last_weights[1024];   /* with an average: the last step's weights; "" without */
     const char *config;      /* the run's config text, which its checkpoints keep */
     int resume;              /* --resume: continue from the checkpoint so far when there is one */
 } ClassifierResult;
 
-/* The gradient of the mean loss over the batch e, left in m[0]'s
- * params->grad (which the caller has zeroed), data-parallel over n_replicas
- * replicas of one model: m[0] is the model trained, m[1..n_replicas-1] were
- * built from the same config (each for at least its slice of e). The batch
- * is cut into n_replicas slices in order (slice r: examples
- * [B r / n, B (r + 1) / n)); m[0]'s parameters are copied into every
- * replica, each replica runs forward and backward on its slice on its own
- * thread (its products then run on that one thread; with fewer threads than
- * replicas, a thread takes them in turn), and the replicas' gradients, each
- * weighted by its slice's share of the B examples, are summed into m[0]'s.
- * The sum is the gradient of the whole batch's mean loss when every example
- * has the same number of targets (every task here), up to the order of float
- * additions; n_replicas = 1 (sam = 0) is one forward and one backward of
- * m[0]. Why: on 2 cores, two replicas each working on half the batch keep
- * both cores busier than one model whose products are split between them
- * (the numbers are in bench/README.md). Returns the batch's mean loss; NaN
- * with fail() when the batch has fewer examples than replicas.
- *
- * With sam = rho > 0, each replica's gradient is the sharpness-aware one
- * (SAM, Foret et al. 2021): with g the gradient of its slice's loss L at the
- * weights w, it steps to the nearby point w + rho g / |g| (|g|: the L2 norm
- * over all its parameters), where to first order L rises the most within
- * radius rho, and takes the gradient there on the same slice (the same
- * random choices when the model has replay); w is then put back and that
- * gradient is the one summed and applied. The update so favours weights
- * whose whole neighbourhood has a low loss, a flat minimum, which tends to
- * generalise better. Each replica finds its own w + rho g / |g| from its own
- * slice (the paper's "m-sharpness" with m the slice's size). It costs a
- * second forward and backward; the loss returned is the first pass's, at w.
- * sam = 0 is the plain gradient. */
-double classifier_gradient(Classifier *m, int n_replicas, const Examples *e, float sam);
+/* How a training recipe of a later chapter makes a step's gradient
+ * (chapter 07's data-parallel replicas, sharpness-aware steps and moving
+ * average of the weights: its recipe.h). gradient: the batch e (drawn by
+ * classifier_train) -> the gradient of its mean loss in the model's
+ * params->grad, which the loop has zeroed; returns the loss (NaN with fail()
+ * stops the run). updated: after every update, or NULL. state: what a
+ * resume puts back besides the model's own (its other replicas' streams, the
+ * average). */
+#define CLASSIFIER_RECIPE_STATE 9
+typedef struct {
+    void *self;
+    double (*gradient)(void *self, int step, const Examples *e);
+    void (*updated)(void *self);
+    StateItem state[CLASSIFIER_RECIPE_STATE];
+    int n_state;
+} ClassifierRecipe;
 
-/* One training step outside train_loop (the benches, the tests): zero the
- * gradients, classifier_gradient, the check that the loss and every
- * gradient are finite, clip the gradient norm to clip (> 0), one Adam
- * update at lr. Returns the loss; or, when the loss or a gradient is not
- * finite, NaN with fail() naming the first tensor whose gradient is not
- * (train/finite.h), and no update made. */
-double classifier_train_step_parallel(Classifier *m, int n_replicas, Adam *opt, const Examples *e, float clip,
-                                      float lr, float sam);
-
-/* Train m[0] (with n_replicas data-parallel replicas m[0..n_replicas-1], or 1)
- * through train_loop (train/loop.h: o's steps, learning rate and schedule,
- * clipping, weight decay, a point of the loss curve every o->eval_every
- * steps) on batches of batch examples of task's training stream (stream 1
- * of seed), the gradient classifier_gradient's (sharpness-aware with radius
- * sam > 0). Before each step each replica's set_progress is told the step.
- * Fills r's loss curve (r->log), solved step, final loss and seconds.
- * With average (else NULL, made from m[0]'s parameters): updated after every
- * step; m[0] itself ends with the last step's weights. With r->checkpoint
- * set (classifier_add_run does), m[0]'s weights so far are written beside it
- * (checkpoint_save_so_far) at each point of the curve, so a run stopped
- * early keeps them; classifier_save removes them. Returns 0, or -1 with
- * fail() (a loss or gradient that is not finite: no update was made then). */
-int classifier_train(Classifier *m, int n_replicas, const ExampleTask *task, const TrainOptions *o, int batch,
-                     float sam, WeightAverage *average, uint64_t seed, ClassifierResult *r);
+/* Train m through train_loop (train/loop.h: o's steps, learning rate and
+ * schedule, clipping, weight decay, a point of the loss curve every
+ * o->eval_every steps) on batches of batch examples of task's training
+ * stream (stream 1 of seed). The gradient: one forward and one backward of m
+ * on the batch, or recipe's (NULL: the plain one). Before each step m's
+ * set_progress is told the step. Fills r's loss curve (r->log), solved
+ * step, final loss and seconds. With r->checkpoint set (classifier_add_run
+ * does), m's weights so far are written beside it (checkpoint_save_so_far)
+ * at each point of the curve, so a run stopped early keeps them;
+ * classifier_save removes them. Returns 0, or -1 with fail() (a loss or
+ * gradient that is not finite: no update was made then). */
+int classifier_train(Classifier *m, const ExampleTask *task, const TrainOptions *o, int batch, uint64_t seed,
+                     const ClassifierRecipe *recipe, ClassifierResult *r);
 
 /* Exact match (every output right) and per-output accuracy over n_test
  * examples of the test stream (stream 99 of seed), in batches of m->max_B. */
@@ -189,7 +156,7 @@ typedef struct {
 
 /* The shared flags' defaults into runs->flags: TRAIN_DEFAULTS (the steps,
  * learning rate, warm-up, clip, curve points), --batch 64, --seed 1,
- * --test-size 1000, one replica, the program's first preset; and
+ * --test-size 1000, the program's first preset; and
  * results.json's first keys (chapter, then the headline's figures, filled
  * in by classifier_report). A chapter changes a default in its main, after
  * this call. */
@@ -198,7 +165,7 @@ void classifier_init(ClassifierRuns *runs, const ClassifierProgram *program);
 /* Parse argv: the chapter's own flags own[0..n_own) (destinations its own),
  * then the shared ones; --preset NAME first puts the preset's flags in front
  * of the user's, so a flag the user gives still wins. Checks what goes
- * together (--input needs --load, --replicas at most --batch; with --load
+ * together (--input needs --load; with --load
  * only the flags that still act), selects the backend and threads, and
  * sets runs->flags.shared.out (training: --out, checked writable now; --load: an
  * eval_* directory). Returns 0; 1 after printing --help; -1 with fail(). */
@@ -235,12 +202,6 @@ void classifier_start(ClassifierRuns *runs);
  * --test-size examples of the test stream (classifier_evaluate), into r. */
 void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r);
 
-/* With --ema, after training with the average avg: the last step's
- * weights' figures on the test set (printed, and into r), their checkpoint
- * model_<key>_last_weights.ckpt; then m's weights become the average.
- * Returns 0 or -1 with fail(). */
-int classifier_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Classifier *m,
-                           const ExampleTask *t, const WeightAverage *avg, ClassifierResult *r);
 
 /* The run's checkpoint: its config text and m's weights, to
  * <out>/model_<key>.ckpt (r->checkpoint). Returns 0 or -1 with fail(). */
