@@ -33,7 +33,7 @@
  * as told; *extra_bytes: the buffers beyond [Q|K|V], Y and their gradients. */
 static double time_layer(MultiHeadAttention attention, int B, int N, int H, int D_H, int causal, int reps,
                          double *extra_bytes) {
-    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H, attention, 0, 0};
+    const MultiHeadSpec s = {H * D_H, H, D_H, H * D_H, attention, 0};
     const size_t R = (size_t)B * N, linear = R * 4 * H * D_H;
     const size_t n_A = multi_head_attention_floats(&s, B, N);
     const size_t n_cache = multi_head_cache_floats(&s, B, N), n_scratch = multi_head_scratch_floats(&s, B, N);

@@ -245,10 +245,6 @@ static void test_block_gradients_odd_shapes(void **state) {
     fused.norm = BLOCK_RMSNORM;
     fused.mlp = BLOCK_MLP_SWIGLU;
     check_block_gradients(fused, 2, 6, NULL, 1, &r);
-    /* locality self-attention (chapter 07's --locality): the learned scales' gradients too */
-    BlockSpec locality = {6, 2, 3, 8, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0, 0,
-                          0.0f, 1, 0.0f, 0, {0}};
-    check_block_gradients(locality, 2, 6, lens, 1, &r);
 }
 
 /* With dropout on, the forward is reseeded each time: the same mask, so the
@@ -701,20 +697,6 @@ static void test_block_sizes(void **state) {
     s.drop_path = -0.5f;
     assert_int_equal(block_spec_check(&s), -1);
     s.drop_path = 0.0f;
-    /* locality self-attention: a plain encoder block's only, each refusal naming why */
-    s.dropout = 0.0f;
-    s.locality = 1;
-    s.causal = 0;
-    assert_int_equal(block_spec_check(&s), 0);
-    assert_int_equal(block_param_count(&s), block_param_count(&(BlockSpec){.D = s.D, .H = s.H, .D_H = s.D_H,
-        .F = s.F, .norm_place = s.norm_place, .norm = s.norm, .mlp = s.mlp}) + (size_t)s.H);
-    s.causal = 1;
-    assert_int_equal(block_spec_check(&s), -1);
-    assert_non_null(strstr(last_error(), "causal"));
-    s.causal = 0;
-    s.attention = MULTI_HEAD_FUSED;
-    assert_int_equal(block_spec_check(&s), -1);
-    assert_non_null(strstr(last_error(), "plain"));
 }
 
 /* The cache is laid out once, for the largest batch it will hold

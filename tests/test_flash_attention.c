@@ -242,8 +242,8 @@ static float *run_layer(const MultiHeadSpec *s, const float *params, const float
 
 static void test_multi_head_fused_equals_plain(void **state) {
     (void)state;
-    const MultiHeadSpec s = {6, 2, 5, 4, MULTI_HEAD_PLAIN, 0, 0};
-    const MultiHeadSpec s_fused = {6, 2, 5, 4, MULTI_HEAD_FUSED, 0, 0};
+    const MultiHeadSpec s = {6, 2, 5, 4, MULTI_HEAD_PLAIN, 0};
+    const MultiHeadSpec s_fused = {6, 2, 5, 4, MULTI_HEAD_FUSED, 0};
     const int B = 3, N = 70;                 /* 70: one full block of 64 and a partial one */
     const int lens[3] = {0, 33, 1};
     Rng rng;

@@ -557,9 +557,9 @@ static void check_multi_head(Case *c) {
     /* multi_head_rope.bin: rotary positions (rope = 1: chapter 06's rope_attention.h), some cases fused */
     const int rope = maybe(c, "rope") ? i32(c, "rope")[0] : 0;
     const int fused = maybe(c, "fused") ? i32(c, "fused")[0] : 0;
-    MultiHeadSpec s = {D, H, HD / H, D_out, fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN, 0, 0};
+    MultiHeadSpec s = {D, H, HD / H, D_out, fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN, 0};
     assert_int_equal(W_QKV->dims[1], 3 * HD);
-    MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O"), NULL};
+    MultiHeadWeights w = {W_QKV->data, W_O->data, (float *)f32_or_null(c, "b_O")};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     float *O = buf(c, (size_t)B * N * D_out), *A = buf(c, multi_head_attention_floats(&s, B, N));
     float *cache = buf(c, multi_head_cache_floats(&s, B, N));
@@ -569,7 +569,7 @@ static void check_multi_head(Case *c) {
     expect_out(c, "O", O);
     if (!fused) expect_out(c, "A", A);   /* the fused path forms no weights */
     MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D_out),
-                           w.b_O ? buf(c, (size_t)D_out) : NULL, NULL};
+                           w.b_O ? buf(c, (size_t)D_out) : NULL};
     float *dX = buf(c, (size_t)B * N * D);
     for (int times = 1; times <= 2; times++) {
         if (rope)

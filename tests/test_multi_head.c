@@ -11,9 +11,6 @@
  *      projected by W_O, forward and backward;
  *  - masks: blocked weights exactly 0, rows sum to 1, a future input changes
  *    no earlier output (bit for bit);
- *  - locality self-attention: its gradients (with the learned scales) by
- *    finite differences, and each head equal to chapter 03's attention with
- *    the diagonal blocked and alpha = exp(log_scale);
  *  - 1 and 2 threads give the same bits (the sequences shared out);
  *  - the whole model: gradient check of every tensor, and with H = 1,
  *    W_O = I, b_O = 0 it gives chapter 04's DigitModel logits. */
@@ -80,7 +77,7 @@ typedef struct {
 
 static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out, Rng *r) {
     memset(L, 0, sizeof *L);
-    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
+    L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0};
     L->B = B; L->N = N;
     L->X = alloc_floats((size_t)B * N * D);
     L->params = alloc_floats(multi_head_param_count(&L->s));
@@ -92,17 +89,6 @@ static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out,
     fill(L->params, multi_head_param_count(&L->s), 0.8f, r);
     fill(L->wO, (size_t)B * N * D_out, 1.0f, r);
     L->w = multi_head_weights_view(&L->s, L->params);
-}
-
-/* Makes L a locality self-attention layer: its parameters again, now with
- * the H learned log-scales (around log(1/sqrt(D_H)), apart per head). */
-static void layer_set_locality(Layer *L, Rng *r) {
-    L->s.locality = 1;
-    free(L->params);
-    L->params = alloc_floats(multi_head_param_count(&L->s));
-    fill(L->params, multi_head_param_count(&L->s), 0.8f, r);
-    L->w = multi_head_weights_view(&L->s, L->params);
-    for (int h = 0; h < L->s.H; h++) L->w.log_scale[h] = -0.5f * logf((float)L->s.D_H) + 0.3f * (float)h - 0.2f;
 }
 
 static void layer_free(Layer *L) {
@@ -138,17 +124,15 @@ static void test_multi_head_gradients(void **state) {
     const int shapes[][6] = {            /* B N D H D_H D_out */
         {1, 1, 1, 1, 1, 1}, {2, 5, 4, 2, 3, 3}, {1, 7, 5, 3, 3, 4}, {2, 9, 6, 3, 1, 5}, {1, 6, 3, 1, 5, 2}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-        for (int mode = 0; mode < 6; mode++) {
-            /* 0 plain, 1 causal, 2 causal + padding, 3 + dropout; 4 locality (no causal mask) + padding,
-             * 5 + dropout: its learned scales' gradients too */
+        for (int mode = 0; mode < 4; mode++) {
+            /* 0 plain, 1 causal, 2 causal + padding, 3 + dropout */
             const int *sh = shapes[k];
             Layer L;
             layer_make(&L, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], &r);
             int lens[2] = {L.N > 2 ? L.N - 2 : 1, L.N};
             L.causal = mode >= 1 && mode <= 3;
             L.lens = mode >= 2 ? lens : NULL;
-            if (mode >= 4) layer_set_locality(&L, &r);
-            if (mode == 3 || mode == 5) {   /* the same keep masks for every forward: a fixed function */
+            if (mode == 3) {   /* the same keep masks for every forward: a fixed function */
                 L.s.keep_masks = 1;
                 free(L.cache);
                 L.cache = alloc_floats(multi_head_cache_floats(&L.s, L.B, L.N));
@@ -173,12 +157,12 @@ static void test_multi_head_gradients(void **state) {
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
             expect_grad_ok(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), what);
-            snprintf(what, sizeof what, "shape %zu mode %d: dW_QKV|dW_O|db_O|dlog_scale", k, mode);
+            snprintf(what, sizeof what, "shape %zu mode %d: dW_QKV|dW_O|db_O", k, mode);
             expect_grad_ok(gradcheck(layer_loss, &L, L.params, dP, nP, EPS, MAX_CHECKS), what);
             /* backward accumulates: a second call doubles the gradients */
             float *dX2 = alloc_floats(nX);
             memcpy(dX2, dX, sizeof(float) * nX);
-            layer_forward(&L);   /* gradcheck's last forward had a parameter moved (the last scale, say) */
+            layer_forward(&L);   /* gradcheck's last forward had a parameter moved */
             multi_head_backward(dX2, NULL, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 L.B, L.N);
             for (size_t i = 0; i < nX; i++) assert_float_equal(dX2[i], 2.0f * dX[i], 1e-5f * (1 + fabsf(dX[i])));
@@ -351,58 +335,6 @@ static void test_masks(void **state) {
     layer_free(&L);
 }
 
-/* Locality self-attention against chapter 03: each (sequence, head) is
- * dot_attention_forward with the allowed matrix that blocks the diagonal and
- * alpha = exp(log_scale[h]), then O = Y W_O + b_O; A's diagonal is exactly 0;
- * the fused kernel refuses it. */
-static void test_locality_equals_chapter03(void **state) {
-    (void)state;
-    enum { B = 2, N = 6, D = 5, H = 3, D_H = 2, D_OUT = 4, HD = H * D_H };
-    int lens[B] = {6, 4};
-    Rng r;
-    rng_seed(&r, 17, 0);
-    Layer L;
-    layer_make(&L, B, N, D, H, D_H, D_OUT, &r);
-    layer_set_locality(&L, &r);
-    L.lens = lens;
-    layer_forward(&L);
-    int off_diagonal[N * N];
-    for (int n = 0; n < N * N; n++) off_diagonal[n] = n / N != n % N;
-    float QKV[N * 3 * HD], Y[N * HD], A[N * N], O[N * D_OUT];
-    for (int b = 0; b < B; b++) {
-        const float *X_b = L.X + (size_t)b * N * D;
-        sgemm(0, 0, N, 3 * HD, D, 1.0f, X_b, D, L.w.W_QKV, 3 * HD, 0.0f, QKV, 3 * HD);
-        const AttentionMask mask = {off_diagonal, 0, lens[b], 0};
-        for (int h = 0; h < H; h++) {
-            dot_attention_forward(Y + h * D_H, HD, A, A, QKV + h * D_H, 3 * HD, QKV + HD + h * D_H, 3 * HD,
-                                  QKV + 2 * HD + h * D_H, 3 * HD, expf(L.w.log_scale[h]), &mask, NULL, N, N, D_H,
-                                  D_H);
-            const float *A_bh = L.A + ((size_t)b * H + h) * N * N;
-            expect_close(A_bh, A, N * N, 1e-6f, "locality: A of one head");
-            for (int i = 0; i < N; i++) assert_true(A_bh[i * N + i] == 0.0f);
-        }
-        sgemm(0, 0, N, D_OUT, HD, 1.0f, Y, HD, L.w.W_O, D_OUT, 0.0f, O, D_OUT);
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < D_OUT; o++) O[n * D_OUT + o] += L.w.b_O[o];
-        expect_close(L.O + (size_t)b * N * D_OUT, O, N * D_OUT, 1e-5f, "locality: O");
-    }
-    layer_free(&L);
-    MultiHeadSpec fused = {D, H, D_H, D_OUT, MULTI_HEAD_FUSED, 0, 1}, plain = {D, H, D_H, D_OUT, MULTI_HEAD_PLAIN, 0, 1};
-    assert_int_equal(multi_head_spec_check(&fused), -1);
-    assert_int_equal(multi_head_spec_check(&plain), 0);
-    /* the layout: log_scale after b_O, H more parameters, starting at log(1/sqrt(D_H)) */
-    MultiHeadSpec no_locality = plain;
-    no_locality.locality = 0;
-    assert_int_equal(multi_head_param_count(&plain), multi_head_param_count(&no_locality) + H);
-    float *params = alloc_floats(multi_head_param_count(&plain));
-    MultiHeadWeights w = multi_head_weights_view(&plain, params);
-    assert_ptr_equal(w.log_scale, w.b_O + D_OUT);
-    assert_null(multi_head_weights_view(&no_locality, params).log_scale);
-    multi_head_init(&plain, &w, &r);
-    for (int h = 0; h < H; h++) assert_float_equal(expf(w.log_scale[h]), 1.0f / sqrtf((float)D_H), 1e-6f);
-    free(params);
-}
-
 /* ------------------------------------------------------------------------ */
 /* The whole model                                                           */
 /* ------------------------------------------------------------------------ */
@@ -571,7 +503,6 @@ int main(void) {
         cmocka_unit_test(test_one_head_equals_self_attention),
         cmocka_unit_test(test_fused_equals_separate_heads),
         cmocka_unit_test(test_masks),
-        cmocka_unit_test(test_locality_equals_chapter03),
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_model_one_head_equals_chapter04_model),
     };

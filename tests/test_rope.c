@@ -158,8 +158,6 @@ static void layer_make(Layer *L, MultiHeadSpec s, int rope, int B, int N, int ca
     fill(L->params, np, r);
     L->w = multi_head_weights_view(&s, L->params);
     L->dw = multi_head_weights_view(&s, L->grads);
-    if (L->w.log_scale)   /* locality's scales at their start, 1/sqrt(D_H): sharper ones defeat the differences */
-        for (int h = 0; h < s.H; h++) L->w.log_scale[h] = -0.5f * logf((float)s.D_H);
     const size_t nX = (size_t)B * N * s.D, nO = (size_t)B * N * s.D_out;
     L->X = xmalloc(sizeof(float) * nX);
     L->dX = xcalloc(nX, sizeof(float));
@@ -227,11 +225,10 @@ static void test_multi_head_rope_gradients(void **state) {
     const int lens[3] = {4, 0, 1};
     for (int fused = 0; fused < 2; fused++) {
         const MultiHeadAttention at = fused ? MULTI_HEAD_FUSED : MULTI_HEAD_PLAIN;
-        check_layer((MultiHeadSpec){6, 2, 4, 6, at, 0, 0}, 2, 5, 0, NULL, fused ? "fused" : "plain");
-        check_layer((MultiHeadSpec){5, 3, 2, 7, at, 0, 0}, 3, 6, 1, lens,
+        check_layer((MultiHeadSpec){6, 2, 4, 6, at, 0}, 2, 5, 0, NULL, fused ? "fused" : "plain");
+        check_layer((MultiHeadSpec){5, 3, 2, 7, at, 0}, 3, 6, 1, lens,
                     fused ? "fused, causal, padded" : "plain, causal, padded");
     }
-    check_layer((MultiHeadSpec){4, 2, 4, 4, MULTI_HEAD_PLAIN, 0, 1}, 2, 5, 0, NULL, "locality");
 }
 
 /* plain and fused agree with rope; rope changes the outputs, but not at position 0 */
@@ -242,11 +239,11 @@ static void test_multi_head_rope_paths_agree(void **state) {
     const int lens[B] = {33, 0};
     Layer plain, fused, none;
     rng_seed(&r, 12, 0);
-    layer_make(&plain, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0}, 1, B, N, 1, lens, &r);
+    layer_make(&plain, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0}, 1, B, N, 1, lens, &r);
     rng_seed(&r, 12, 0);
-    layer_make(&fused, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_FUSED, 0, 0}, 1, B, N, 1, lens, &r);
+    layer_make(&fused, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_FUSED, 0}, 1, B, N, 1, lens, &r);
     rng_seed(&r, 12, 0);
-    layer_make(&none, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0, 0}, 0, B, N, 1, lens, &r);
+    layer_make(&none, (MultiHeadSpec){D, 2, 4, D, MULTI_HEAD_PLAIN, 0}, 0, B, N, 1, lens, &r);
     layer_forward(&plain);
     layer_forward(&fused);
     layer_forward(&none);
@@ -266,7 +263,7 @@ static void test_multi_head_rope_paths_agree(void **state) {
 
 static void test_rope_refuses_odd_head_width(void **state) {
     (void)state;
-    const MultiHeadSpec s = {6, 2, 3, 6, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {6, 2, 3, 6, MULTI_HEAD_PLAIN, 0};
     assert_int_equal(rope_attention_check(&s), -1);
     assert_non_null(strstr(last_error(), "even"));
 }

@@ -18,7 +18,7 @@ chapter 04's twin's 1-D table), nn.TransformerEncoderLayer(norm_first=True,
 activation="gelu", dropout=0) for each block with the C weights mapped by
 twin_06's table, nn.LayerNorm, nn.Linear. The dump's batch is the first B test
 images; "greedy" counts the images whose predicted class agrees.
-With --locality (chapter 05's locality self-attention), each block is twin_06's
+With --locality (chapter 07's locality_attention.c), each block is twin_06's
 written pre-norm layer whose attention is computed by hand from the same
 nn.MultiheadAttention weights: head h's scores exp(log_scale[h]) q k^T, the diagonal
 masked to -inf before the softmax.
@@ -60,7 +60,7 @@ def sinusoids_2d(grid_rows, grid_cols, D, has_cls, dtype):
 
 
 class LocalityEncoderLayer(twin_06.WrittenEncoderLayer):
-    """A pre-norm GELU block whose self-attention is locality self-attention (multi_head.h):
+    """A pre-norm GELU block whose self-attention is locality self-attention (locality_attention.h):
     self_attn's in_proj and out_proj, used by hand, and log_scale [H]."""
 
     def __init__(self, D, H, F_):

@@ -82,7 +82,7 @@ typedef struct {
     int key_len;          /* > 0: keys j >= key_len are padding (blocked); 0 = none */
     int no_self;          /* 1: query i may not look at key i, its own position (the
                            * diagonal of a self-attention; chapter 07's locality
-                           * attention, multi_head.h) */
+                           * attention, locality_attention.h) */
 } AttentionMask;
 
 /* The keys the causal and key_len rules leave to query i: keys

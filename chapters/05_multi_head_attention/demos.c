@@ -85,7 +85,7 @@ static void separate_heads_run(SeparateHeads *sh, const float *X, const float *d
 
 void four_matmuls_demo(const MultiHeadDemoSetup *f, int H) {
     const int B = f->batch, N = f->len, D = f->dim, D_H = D / H, HD = H * D_H, R = B * N;
-    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0, 0};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0};
     printf("1. Multi-head attention in 4 big matmuls (H = %d heads of D_H = %d; B = %d sequences of\n"
            "   N = %d positions, D = %d; R = B*N = %d rows)\n\n", H, D_H, B, N, D, R);
     printf("   1. [Q|K|V] = X [W_Q|W_K|W_V]  [%d, %d] x [%d, %d] -> [%d, %d]   one sgemm\n", R, D, D,
@@ -186,7 +186,7 @@ int length_scaling_experiment(const MultiHeadDemoSetup *f, Results *res) {
     Scaling scaling;
     Scaling *sc = &scaling;
     const int D = f->scale_dim, H = f->scale_heads, D_H = D / H;
-    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0, 0};
+    MultiHeadSpec s = {D, H, D_H, D, f->attention, 0};
     printf("2. Cost as the sequence grows (one sequence, D = %d, H = %d heads of D_H = %d%s;\n"
            "   forward + backward, median of %d runs after a warm-up)\n\n", D, H, D_H,
            f->causal ? ", causal" : "", f->scale_repeats);

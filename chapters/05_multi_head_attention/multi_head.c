@@ -21,9 +21,6 @@
  * float rounding, O(N) memory instead of N x N per head).
  * With keep masks (dropout on the weights, plain path only), step 3 is
  * Y_h = (A o keep) V_h and 3' scales dA by keep: chapter 03 does both.
- * With locality (multi_head.h, plain path only), step 2 scales head h by
- * exp(t_h) instead of 1/sqrt(D_H) and blocks the diagonal, and after 2'
- * dt_h += sum(Q_h o dQ_h).
  * The sequences are independent, so the threads share them out in steps
  * 2-3 and 3'-2' (each thread with its own [N, N] scratch); one (sequence,
  * head) is computed by one thread exactly as on one thread, so the bits do
@@ -49,15 +46,15 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out) {
 }
 
 int multi_head_spec_check(const MultiHeadSpec *s) {
-    if (s->locality && s->attention == MULTI_HEAD_FUSED)
-        return fail("locality self-attention needs the plain attention: the fused kernel has neither its "
-                    "diagonal mask nor its learned scales (use attention=plain)");
+    if (s->D < 1 || s->H < 1 || s->D_H < 1 || s->D_out < 1)
+        return fail("multi-head attention D=%d H=%d D_H=%d D_out=%d: expected every size at least 1", s->D, s->H,
+                    s->D_H, s->D_out);
     return 0;
 }
 
 size_t multi_head_param_count(const MultiHeadSpec *s) {
     const size_t HD = (size_t)s->H * s->D_H;
-    return (size_t)s->D * 3 * HD + HD * s->D_out + (size_t)s->D_out + (s->locality ? (size_t)s->H : 0);
+    return (size_t)s->D * 3 * HD + HD * s->D_out + (size_t)s->D_out;
 }
 
 MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base) {
@@ -66,7 +63,6 @@ MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base) {
     w.W_QKV = base;
     w.W_O = w.W_QKV + (size_t)s->D * 3 * HD;
     w.b_O = w.W_O + HD * s->D_out;
-    w.log_scale = s->locality ? w.b_O + s->D_out : NULL;
     return w;
 }
 
@@ -76,13 +72,11 @@ void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng
     init_uniform(w->W_QKV, (size_t)s->D * 3 * HD, sqrtf(6.0f / (float)(s->D + HD)), rng);
     init_xavier(w->W_O, HD, s->D_out, rng);
     if (w->b_O) init_constant(w->b_O, (size_t)s->D_out, 0.0f);
-    if (w->log_scale) init_constant(w->log_scale, (size_t)s->H, -0.5f * logf((float)s->D_H));
 }
 
-/* Head h's scale on Q_h K_h^T: the fixed 1/sqrt(D_H), or exp(log_scale[h])
- * with locality. */
-static float head_scale(const MultiHeadWeights *w, int h, int D_H) {
-    return w->log_scale ? expf(w->log_scale[h]) : 1.0f / sqrtf((float)D_H);
+/* Head h's scale on Q_h K_h^T: the fixed 1/sqrt(D_H), or the one sc gives it. */
+static float head_scale(const HeadsScoring *sc, int h, int D_H) {
+    return sc->alpha ? sc->alpha[h] : 1.0f / sqrtf((float)D_H);
 }
 
 size_t multi_head_attention_floats(const MultiHeadSpec *s, int B, int N) {
@@ -159,7 +153,7 @@ void multi_head_output_backward(float *dY, MultiHeadWeights *dw, const float *dO
  * dropped_rooms [threads_slots(B), N, N]: each thread's room for one head's A o keep
  * (when keep is given; may be NULL without). */
 void multi_head_heads_forward(float *Y, float *A, const float *keep, float *dropped_rooms, const float *QKV,
-                              const MultiHeadWeights *w, int H, int D_H, int causal, const int *lens, int B, int N) {
+                              const HeadsScoring *sc, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     /* a sequence's work: H heads of Q K^T and A V, 2 H N N D_H multiply-adds,
      * on its rows of [Q|K|V] and Y and its weights A (floats) */
@@ -169,8 +163,8 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
         float *dropped = keep ? dropped_rooms + (size_t)omp_get_thread_num() * N * N : NULL;
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
-        /* as in chapter 04; with locality also the diagonal */
-        const AttentionMask mask = {NULL, causal, lens ? lens[b] : 0, w->log_scale != NULL};
+        /* as in chapter 04 (and the diagonal when sc says no_self) */
+        const AttentionMask mask = {NULL, sc->causal, sc->lens ? sc->lens[b] : 0, sc->no_self};
         /* Exercise 05.heads (4 points): head h's Q_h, K_h, V_h are column blocks of [Q|K|V]; Y_h goes into Y's. */
         for (int h = 0; h < H; h++) {
             const float *Q_h = QKV_b + h * D_H;               /* [N, D_H], row stride 3 H D_H */
@@ -182,7 +176,7 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
              * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H]
              *    (dropout: E in its own room, ending as A o keep; Y_h = (A o keep) V_h) */
             dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, Q_h, ld_qkv, K_h, ld_qkv,
-                                  V_h, ld_qkv, head_scale(w, h, D_H), &mask, keep_bh, N, N, D_H, D_H);
+                                  V_h, ld_qkv, head_scale(sc, h, D_H), &mask, keep_bh, N, N, D_H, D_H);
         }
         /* End of exercise 05.heads. */
     }
@@ -192,7 +186,7 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
  * dY [B, N, H D_H], A, keep (or NULL), QKV -> dQKV [B, N, 3 H D_H] +=.
  * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE */
 void multi_head_heads_backward(float *dQKV, float *scratch_rooms, const float *dY, const float *A, const float *keep,
-                               const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N) {
+                               const float *QKV, const HeadsScoring *sc, int H, int D_H, int B, int N) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     /* a sequence's work: H heads of dA, dV, dQ, dK, 4 H N N D_H multiply-adds,
      * on its rows of [Q|K|V], d[Q|K|V] and dY and its weights A (floats) */
@@ -216,37 +210,21 @@ void multi_head_heads_backward(float *dQKV, float *scratch_rooms, const float *d
              *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H)
              *     (dropout: A o keep in place of A, and dA times keep) */
             dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
-                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, head_scale(w, h, D_H), N, N,
+                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, head_scale(sc, h, D_H), N, N,
                                    D_H, D_H);
         }
         /* End of exercise 05.heads. */
     }
 }
 
-/* Locality's learned scales: dlog_scale [H] += sum(Q_h o dQ_h) over every
- * sequence (see multi_head.h), from QKV and the finished dQKV [R, 3 H D_H].
- * In double, in one fixed order: the same bits at any thread count. */
-static void log_scale_backward(float *dlog_scale, const float *QKV, const float *dQKV, int H, int D_H, int R) {
-    const int ld_qkv = 3 * H * D_H;
-    for (int h = 0; h < H; h++) {
-        double sum = 0.0;
-        for (int r = 0; r < R; r++) {
-            const float *q = QKV + (size_t)r * ld_qkv + h * D_H, *dq = dQKV + (size_t)r * ld_qkv + h * D_H;
-            for (int d = 0; d < D_H; d++) sum += (double)q[d] * dq[d];
-        }
-        dlog_scale[h] += (float)sum;
-    }
-}
-
 /* Steps 2-3 on the cache: its [Q|K|V] -> its Y (and the path's own part
  * after Y), A (plain path) */
-void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s,
-                               const MultiHeadWeights *w, int causal, const int *lens, int B, int N) {
+void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s, int causal,
+                               const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, R = B * N;
     const float *QKV = cache;
     float *Y = cache + (size_t)R * 3 * HD;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
-    assert(!s->locality || (s->attention == MULTI_HEAD_PLAIN && w->log_scale));   /* multi_head_spec_check */
     if (s->attention == MULTI_HEAD_FUSED) {
         /* 2.-3. fused: Y = softmax(Q K^T / sqrt(D_H)) V block by block, no A.
          * The log-sum-exp per row goes to the cache (backward recomputes the
@@ -257,14 +235,14 @@ void multi_head_attend_forward(float *A, const float *keep, float *cache, const 
     } else {
         /* 2.-3. plain: chapter 03 per (sequence, head), keeping A for backward;
          * with dropout, each head's A o keep is made in the room after Y */
-        multi_head_heads_forward(Y, A, keep, Y + (size_t)R * HD, QKV, w, H, D_H, causal, lens, B, N);
+        const HeadsScoring sc = {NULL, causal, 0, lens};
+        multi_head_heads_forward(Y, A, keep, Y + (size_t)R * HD, QKV, &sc, H, D_H, B, N);
     }
 }
 
-/* Steps 3'-2': the scratch's dY -> its d[Q|K|V] (written), dlog_scale += */
-void multi_head_attend_backward(float *scratch, MultiHeadWeights *dw, const float *A, const float *keep,
-                                const float *cache, const MultiHeadSpec *s, const MultiHeadWeights *w, int causal,
-                                const int *lens, int B, int N) {
+/* Steps 3'-2': the scratch's dY -> its d[Q|K|V] (written) */
+void multi_head_attend_backward(float *scratch, const float *A, const float *keep, const float *cache,
+                                const MultiHeadSpec *s, int causal, const int *lens, int B, int N) {
     const int H = s->H, D_H = s->D_H, HD = H * D_H, ld_qkv = 3 * HD, R = B * N;
     assert(keep == NULL || (s->attention == MULTI_HEAD_PLAIN && s->keep_masks));
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
@@ -281,8 +259,8 @@ void multi_head_attend_backward(float *scratch, MultiHeadWeights *dw, const floa
                                        FLASH_BLOCK_Q, FLASH_BLOCK_K, block);
     } else {
         /* plain: chapter 03 on the saved N x N weights A */
-        multi_head_heads_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, w, H, D_H, B, N);
-        if (w->log_scale && dw && dw->log_scale) log_scale_backward(dw->log_scale, QKV, dQKV, H, D_H, R);
+        const HeadsScoring sc = {NULL, causal, 0, lens};
+        multi_head_heads_backward(dQKV, dY + (size_t)R * HD, dY, A, keep, QKV, &sc, H, D_H, B, N);
     }
 }
 
@@ -296,7 +274,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
     /* 1. [Q|K|V] [R, 3 H D_H] = X [R, D] @ W_QKV [D, 3 H D_H]: every head, every position */
     multi_head_qkv_forward(QKV, X, s, w, R);
     /* 2.-3. Y = softmax(Q K^T / sqrt(D_H)) V, per sequence and head */
-    multi_head_attend_forward(A, keep, cache, s, w, causal, lens, B, N);
+    multi_head_attend_forward(A, keep, cache, s, causal, lens, B, N);
     /* 4. O [R, D_out] = Y [R, H D_H] @ W_O [H D_H, D_out] + b_O */
     multi_head_output_forward(O, Y, s, w, R);
 }
@@ -314,7 +292,7 @@ void multi_head_backward(float *dX, MultiHeadWeights *dw, float *scratch, const 
      *     dW_O [H D_H, D_out] += Y^T [H D_H, R] @ dO [R, D_out],  db_O += sum over rows of dO */
     multi_head_output_backward(dY, dw, dO, Y, s, w, R);
     /* 3'.-2'. d[Q|K|V] from dY, through the weights */
-    multi_head_attend_backward(scratch, dw, A, keep, cache, s, w, causal, lens, B, N);
+    multi_head_attend_backward(scratch, A, keep, cache, s, causal, lens, B, N);
     /* 1'. dW_QKV [D, 3 H D_H] += X^T [D, R] @ d[Q|K|V] [R, 3 H D_H],
      *     dX [R, D] += d[Q|K|V] [R, 3 H D_H] @ W_QKV^T [3 H D_H, D] */
     multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);

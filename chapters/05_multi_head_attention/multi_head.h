@@ -65,18 +65,6 @@ int multi_head_attention_from_name(const char *name, MultiHeadAttention *out);
  * the undropped softmax; the cache has room for one head's dropped weights.
  * Plain path only: the fused kernel never forms A, so there is nothing to
  * drop (keep_masks must be 0 with MULTI_HEAD_FUSED). */
-/* locality = 1 makes it LOCALITY SELF-ATTENTION (Lee, Lee and Song 2021,
- * "Vision Transformer for Small-Size Datasets"; chapter 07 offers it):
- *   - no query attends to its own key (chapter 03's no_self rule: the
- *     diagonal of every E is -inf), so each output is made of the OTHER
- *     positions, not mostly of itself;
- *   - each head learns its own scale: E_h = exp(t_h) Q_h K_h^T, t_h starting
- *     at log(1/sqrt(D_H)), so a head may sharpen (or soften) its softmax.
- *     backward: dt_h = sum over E_h's entries of dE * E = sum(Q_h o dQ_h),
- *     since dQ_h = dE_h K_h exp(t_h) is the only gradient d[Q|K|V]'s head-h
- *     columns receive.
- * Plain path only (the fused kernel has neither rule), and an encoder's: with
- * a causal mask the first position would have no key left. */
 typedef struct {
     int D;        /* width of the inputs X */
     int H;        /* number of heads */
@@ -84,25 +72,34 @@ typedef struct {
     int D_out;    /* width of the outputs O (usually D) */
     MultiHeadAttention attention;   /* MULTI_HEAD_PLAIN (0) or MULTI_HEAD_FUSED */
     int keep_masks;                 /* 1: forward and backward may be given keep; 0: keep is NULL */
-    int locality;                   /* 1: locality self-attention (above); 0: the plain layer */
 } MultiHeadSpec;
 
 typedef struct {
     float *W_QKV;   /* [D, 3*H*D_H] = [W_Q | W_K | W_V] */
     float *W_O;     /* [H*D_H, D_out] */
     float *b_O;     /* [D_out], or NULL for no bias */
-    float *log_scale;   /* [H] with locality: head h's scores are exp(log_scale[h]) Q_h K_h^T; else NULL */
 } MultiHeadWeights;
 
-/* Returns 0, or -1 with fail() for a spec the layer cannot run (locality
- * with the fused kernel). */
+/* How steps 2-3 score each head and which pairs they block. Chapter 05's
+ * layer uses {NULL, causal, 0, lens}; a layer composed of these steps may
+ * give each head its own scale or block each query's own key (chapter 07's
+ * locality attention does both). */
+typedef struct {
+    const float *alpha;   /* [H]: head h's scores are alpha[h] Q_h K_h^T; NULL: 1/sqrt(D_H) for every head */
+    int causal;           /* 1: query i looks only at keys j <= i */
+    int no_self;          /* 1: query i never looks at key i (chapter 03's no_self rule) */
+    const int *lens;      /* [B] or NULL: keys j >= lens[b] of sequence b are padding (0: the whole N) */
+} HeadsScoring;
+
+/* Returns 0, or -1 with fail() for a spec the layer cannot run (a size
+ * below 1). */
 int multi_head_spec_check(const MultiHeadSpec *s);
-/* Parameters of one layer: W_QKV, W_O and b_O (and log_scale with locality). */
+/* Parameters of one layer: W_QKV, W_O and b_O. */
 size_t multi_head_param_count(const MultiHeadSpec *s);
-/* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O (| log_scale). */
+/* Point w into base (multi_head_param_count floats): W_QKV | W_O | b_O. */
 MultiHeadWeights multi_head_weights_view(const MultiHeadSpec *s, float *base);
 /* W_Q, W_K, W_V each Xavier-uniform for [D, H*D_H], W_O for [H*D_H, D_out],
- * b_O = 0, log_scale = log(1/sqrt(D_H)) (the fixed scale's value). */
+ * b_O = 0. */
 void multi_head_init(const MultiHeadSpec *s, const MultiHeadWeights *w, Rng *rng);
 
 /* Attention weights A [B, H, N, N]: B*H*N*N floats, the O(N^2) part
@@ -136,31 +133,30 @@ void multi_head_output_backward(float *dY, MultiHeadWeights *dw, const float *dO
 /* Steps 2-3 of the plain path, the heads split and merged: QKV [B, N, 3 HD],
  * keep [B, H, N, N] or NULL -> A [B, H, N, N], Y [B, N, HD] (written), head h
  * of sequence b by chapter 03's dot_attention_forward on the column blocks h
- * of Q, K and V, its Y_h into columns h D_H.. of Y. dropped [threads_slots(B),
- * N, N]: each thread's room for one head's A o keep (unused, may be NULL,
- * without keep). w: for the scales (log_scale with locality). */
+ * of Q, K and V, its Y_h into columns h D_H.. of Y, scored and masked as sc
+ * says. dropped [threads_slots(B), N, N]: each thread's room for one head's
+ * A o keep (unused, may be NULL, without keep). */
 void multi_head_heads_forward(float *Y, float *A, const float *keep, float *dropped, const float *QKV,
-                              const MultiHeadWeights *w, int H, int D_H, int causal, const int *lens, int B, int N);
-/* Their backward: dY [B, N, HD], A, keep, QKV as forward saw them ->
+                              const HeadsScoring *sc, int H, int D_H, int B, int N);
+/* Their backward: dY [B, N, HD], A, keep, QKV, sc as forward saw them ->
  * d[Q|K|V] [B, N, 3 HD] += (dQ_h, dK_h, dV_h into their column blocks).
  * scratch [threads_slots(B), 2, N, N]: each thread's dA, dE (chapter 03's). */
 void multi_head_heads_backward(float *dQKV, float *scratch, const float *dY, const float *A, const float *keep,
-                               const float *QKV, const MultiHeadWeights *w, int H, int D_H, int B, int N);
+                               const float *QKV, const HeadsScoring *sc, int H, int D_H, int B, int N);
 
 /* Steps 2-3 on a cache (the layout above: [Q|K|V] first, then Y): from its
  * [Q|K|V], which step 1 wrote, Y = softmax(E) V per sequence and head into
  * its Y (written), plain or fused as s->attention says; A [B, H, N, N]
  * written on the plain path (NULL on the fused one), keep as below.
  * Their backward, on a scratch laid out as above (d[Q|K|V] first, then dY):
- * from its dY (step 4' wrote it), its d[Q|K|V] (written), dw->log_scale +=
- * with locality. multi_head_forward and _backward call them between steps 1
- * and 4; a layer that changes Q and K between steps 1 and 2 (chapter 06's
- * rotary positions) calls the four steps itself. */
-void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s,
-                               const MultiHeadWeights *w, int causal, const int *lens, int B, int N);
-void multi_head_attend_backward(float *scratch, MultiHeadWeights *dw, const float *A, const float *keep,
-                                const float *cache, const MultiHeadSpec *s, const MultiHeadWeights *w, int causal,
-                                const int *lens, int B, int N);
+ * from its dY (step 4' wrote it), its d[Q|K|V] (written). multi_head_forward
+ * and _backward call them between steps 1 and 4; a layer that changes Q and
+ * K between steps 1 and 2 (chapter 06's rotary positions) calls the four
+ * steps itself. */
+void multi_head_attend_forward(float *A, const float *keep, float *cache, const MultiHeadSpec *s, int causal,
+                               const int *lens, int B, int N);
+void multi_head_attend_backward(float *scratch, const float *A, const float *keep, const float *cache,
+                                const MultiHeadSpec *s, int causal, const int *lens, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out] (written), A [B, H, N, N] (written),
  * cache [multi_head_cache_floats] (written).
@@ -174,7 +170,7 @@ void multi_head_forward(float *O, float *A, const float *keep, float *cache, con
                         const MultiHeadSpec *s, const MultiHeadWeights *w,
                         int causal, const int *lens, int B, int N);
 
-/* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O (, dw->log_scale) +=.
+/* dO [B, N, D_out] -> dX [B, N, D] +=, dw->W_QKV, dw->W_O, dw->b_O +=.
  * dX, dw and any field of dw may be NULL. A, keep, cache, X, w, causal, lens
  * are what forward saw and wrote. (The plain path needs no mask: a blocked
  * pair has A = 0, so no gradient flows through it; the fused path recomputes

@@ -28,7 +28,7 @@ static void multi_head_declare(DigitModel *m, int l) {
 static MultiHeadWeights layer_weights(const DigitModel *m, int l, int grad) {
     Params *p = (Params *)&m->params;
     float *(*get)(Params *, size_t) = grad ? params_grad : params_data;
-    MultiHeadWeights w = {get(p, m->attn[l][0]), get(p, m->attn[l][1]), get(p, m->attn[l][2]), NULL};
+    MultiHeadWeights w = {get(p, m->attn[l][0]), get(p, m->attn[l][1]), get(p, m->attn[l][2])};
     return w;
 }
 

@@ -62,7 +62,7 @@ static size_t norm_params(const BlockSpec *s, int beta) {
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
     const int keep_masks = s->attn_dropout > 0.0f && s->attention == MULTI_HEAD_PLAIN;
-    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks, s->locality};
+    MultiHeadSpec a = {s->D, s->H, s->D_H, s->D, s->attention, keep_masks};
     return a;
 }
 
@@ -77,11 +77,12 @@ int block_spec_check(const BlockSpec *s) {
         return fail("attention dropout %g needs the plain attention: the fused kernel never forms the "
                     "weights it would drop (use attention=plain, or attention dropout 0)",
                     (double)s->attn_dropout);
-    if (s->locality && (s->causal || s->cross))
-        return fail("locality self-attention is an encoder's: with a causal mask the first position would "
-                    "have no key left (use it with causal = 0 and no cross-attention)");
     if (moe_spec_check(s) != 0) return -1;
     const MultiHeadSpec as = block_attention_spec(s);
+    if (s->self_attention && s->rope)
+        return fail("%s with rotary positions: the block has one self-attention (choose one of them)",
+                    s->self_attention->name);
+    if (s->self_attention) return s->self_attention->check(&as, s->causal, s->cross);
     return s->rope ? rope_attention_check(&as) : multi_head_spec_check(&as);
 }
 
@@ -94,6 +95,7 @@ static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
     memset(w, 0, sizeof *w);
     float *attn = floats_take(base, &used, multi_head_param_count(&as));
     if (attn) w->attn = multi_head_weights_view(&as, attn);
+    w->attn_extra = floats_take(base, &used, s->self_attention ? s->self_attention->extra_params(&as) : 0);
     w->norm1_gamma = floats_take(base, &used, norm_params(s, 0));
     w->norm1_beta = floats_take(base, &used, norm_params(s, 1));
     float *cross = floats_take(base, &used, s->cross ? multi_head_cross_param_count(&as) : 0);
@@ -130,6 +132,7 @@ static void init_norm(float *gamma, float *beta, size_t D) {
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(s);
     multi_head_init(&as, &w->attn, rng);
+    if (s->self_attention) s->self_attention->init_extra(w->attn_extra, &as);
     const size_t D = (size_t)s->D, F = (size_t)s->F;
     init_norm(w->norm1_gamma, w->norm1_beta, D);
     if (s->cross) multi_head_cross_init(&as, &w->cross, rng);
@@ -183,7 +186,8 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     const int attn_drop = s->attn_dropout > 0.0f;
     c->A = floats_take(base, &used, multi_head_attention_floats(&as, B, N));
     c->keep = floats_take(base, &used, attn_drop ? multi_head_attention_floats(&as, B, N) : 0);
-    c->attn_cache = floats_take(base, &used, multi_head_cache_floats(&as, B, N));
+    c->attn_cache = floats_take(base, &used, s->self_attention ? s->self_attention->cache_floats(&as, B, N)
+                                                                : multi_head_cache_floats(&as, B, N));
     if (s->cross) {
         c->cross_A = floats_take(base, &used, multi_head_cross_attention_floats(&as, B, N, N_M));
         c->cross_keep = floats_take(base, &used, attn_drop ? multi_head_cross_attention_floats(&as, B, N, N_M) : 0);
@@ -250,7 +254,8 @@ static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *b
     k->dhidden = floats_take(base, &used, RF);
     k->dpre_act = floats_take(base, &used, RF);
     k->dgate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
-    k->attn_scratch = floats_take(base, &used, multi_head_scratch_floats(&as, B, N));
+    k->attn_scratch = floats_take(base, &used, s->self_attention ? s->self_attention->scratch_floats(&as, B, N)
+                                                                  : multi_head_scratch_floats(&as, B, N));
     if (s->cross) k->cross_scratch = floats_take(base, &used, multi_head_cross_scratch_floats(&as, B, N, N_M));
     if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) k->moe_scratch = floats_take(base, &used, moe_scratch_floats(s, (int)R));
     return used;
@@ -312,7 +317,10 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
     const BlockCache *c = p->c;
     if (k == SUB_SELF) {
         const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
-        if (p->s->rope)   /* chapter 05's steps with the rotation after the first (rope_attention.h) */
+        if (p->s->self_attention)   /* a later chapter's, composed of chapter 05's steps */
+            p->s->self_attention->forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->w->attn_extra,
+                                          p->s->causal, p->lens, p->B, p->N);
+        else if (p->s->rope)   /* chapter 05's steps with the rotation after the first (rope_attention.h) */
             rope_attention_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B,
                                    p->N);
         else
@@ -334,7 +342,11 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
                             const float *U, const Pass *p, int k) {
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = p->c;
-    if (k == SUB_SELF && p->s->rope)
+    if (k == SUB_SELF && p->s->self_attention)
+        p->s->self_attention->backward(dU, &dw->attn, dw->attn_extra, sc->attn_scratch, dO, c->A, c->keep,
+                                       c->attn_cache, U, &as, &p->w->attn, p->w->attn_extra, p->s->causal,
+                                       p->lens, p->B, p->N);
+    else if (k == SUB_SELF && p->s->rope)
         rope_attention_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
                                 &p->w->attn, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_SELF)

@@ -78,6 +78,31 @@ typedef struct {
 /* The eps of both norms: PyTorch's default for nn.LayerNorm. */
 #define BLOCK_NORM_EPS 1e-5f
 
+/* A self-attention that a later chapter composes from chapter 05's steps
+ * (multi_head.h: qkv, heads, output), which the block's first sublayer then
+ * calls in place of chapter 05's layer; chapter 07's locality attention
+ * (locality_attention.h) is one. Its parameters are chapter 05's W_QKV,
+ * W_O, b_O (BlockWeights.attn) followed by extra_params floats of its own
+ * (BlockWeights.attn_extra); A is chapter 05's plain [B, H, N, N]; its cache
+ * and scratch are its own sizes. Shapes and masks of every function as in
+ * multi_head_forward/backward. */
+typedef struct {
+    const char *name;                                              /* for messages: "locality self-attention" */
+    /* 0, or -1 with fail() for a block it cannot serve (causal, cross, its spec) */
+    int (*check)(const MultiHeadSpec *s, int causal, int cross);
+    size_t (*extra_params)(const MultiHeadSpec *s);
+    void (*init_extra)(float *extra, const MultiHeadSpec *s);     /* its own parameters' first values */
+    size_t (*cache_floats)(const MultiHeadSpec *s, int B, int N);
+    size_t (*scratch_floats)(const MultiHeadSpec *s, int B, int N);
+    /* X [B, N, D] -> O [B, N, D], A [B, H, N, N], cache (written) */
+    void (*forward)(float *O, float *A, const float *keep, float *cache, const float *X, const MultiHeadSpec *s,
+                    const MultiHeadWeights *w, const float *extra, int causal, const int *lens, int B, int N);
+    /* dO [B, N, D] -> dX +=, dw +=, dextra += (any may be NULL) */
+    void (*backward)(float *dX, MultiHeadWeights *dw, float *dextra, float *scratch, const float *dO, const float *A,
+                     const float *keep, const float *cache, const float *X, const MultiHeadSpec *s,
+                     const MultiHeadWeights *w, const float *extra, int causal, const int *lens, int B, int N);
+} BlockSelfAttention;
+
 typedef struct {
     int D;                        /* model width: X and Y are [B, N, D] */
     int H;                        /* attention heads */
@@ -91,8 +116,8 @@ typedef struct {
     int causal;                   /* 1: position i attends only to j <= i */
     int cross;                    /* 1: a decoder block, with the cross-attention sublayer */
     float attn_dropout;           /* p on the attention weights in [0, 1): 0 = none; plain attention only */
-    int locality;                 /* 1: locality self-attention (chapter 05's multi_head.h; chapter 07's
-                                   * --locality): encoder blocks, plain attention only */
+    const BlockSelfAttention *self_attention;   /* NULL: chapter 05's multi-head attention (with rope:
+                                   * rope_attention.h); else a later chapter's (above) */
     float drop_path;              /* stochastic depth: p in [0, 1) of skipping a sublayer's branch for a
                                    * whole example; 0 = none (a stack spreads it over the layers) */
     int rope;                     /* 1: rotary positions on the self-attention's queries and keys
@@ -102,14 +127,15 @@ typedef struct {
 
 /* Returns 0, or -1 with fail() for a spec the block cannot run: a dropout
  * or drop path outside [0, 1), attention dropout with fused attention (which never
- * forms the weights it would drop), or locality self-attention anywhere but
- * in a plain encoder block. */
+ * forms the weights it would drop), or a self_attention whose check refuses
+ * the block (or beside rope). */
 int block_spec_check(const BlockSpec *s);
 
 /* Views into one contiguous block of parameters (block_weights_view).
  * A pointer is NULL when the spec has no such tensor. */
 typedef struct {
     MultiHeadWeights attn;        /* W_QKV [D, 3 H D_H], W_O [H D_H, D], b_O [D] */
+    float *attn_extra;            /* the self_attention's own parameters (chapter 07's locality scales [H]) */
     float *norm1_gamma;           /* [D]  LayerNorm and RMSNorm */
     float *norm1_beta;            /* [D]  LayerNorm only */
     MultiHeadCrossWeights cross;  /* decoder: W_Q [D, H D_H], W_KV [D, 2 H D_H], W_O, b_O */
@@ -135,19 +161,20 @@ typedef struct {
 } BlockMemory;
 
 /* Chapter 05's spec for the block's attention: {D, H, D_H, D, attention,
- * keep_masks = 1 when attn_dropout > 0 (plain attention), locality} (the
+ * keep_masks = 1 when attn_dropout > 0 (plain attention)} (the
  * cross-attention has the same sizes). */
 MultiHeadSpec block_attention_spec(const BlockSpec *s);
 
-/* Number of parameters, in the order of the views: attn | norm1_gamma |
+/* Number of parameters, in the order of the views: attn | attn_extra | norm1_gamma |
  * norm1_beta | cross | normc_gamma | normc_beta | W_1 | b_1 | W_3 | W_2 | b_2 |
  * norm2_gamma | norm2_beta (absent tensors take no room); with experts,
  * W_r | expert 0 | .. | expert E-1 in place of W_1 .. b_2. */
 size_t block_param_count(const BlockSpec *s);
 /* Point w into base (block_param_count floats). */
 BlockWeights block_weights_view(const BlockSpec *s, float *base);
-/* Attention as chapter 05 (multi_head_init; multi_head_cross_init), W_1,
- * W_3, W_2 Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
+/* Attention as chapter 05 (multi_head_init; multi_head_cross_init; a
+ * self_attention's extra parameters by its init_extra), W_1, W_3, W_2
+ * Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng);
 
 /* What a mixture-of-experts sublayer keeps for R rows (moe.h), S = R k

@@ -13,10 +13,10 @@
 
 int prenorm_block_check(const BlockSpec *s) {
     if (s->norm_place != BLOCK_PRE_NORM || s->norm != BLOCK_LAYERNORM || s->mlp != BLOCK_MLP_GELU || s->cross ||
-        s->dropout > 0.0f || s->attn_dropout > 0.0f || s->drop_path > 0.0f || s->locality ||
+        s->dropout > 0.0f || s->attn_dropout > 0.0f || s->drop_path > 0.0f || s->self_attention ||
         s->rope || s->attention != MULTI_HEAD_PLAIN)
-        return fail("prenorm_block: the spec is not the pre-norm LayerNorm GELU encoder block without dropout or "
-                    "rotary positions");
+        return fail("prenorm_block: the spec is not the pre-norm LayerNorm GELU encoder block of chapter 05's "
+                    "attention without dropout or rotary positions");
     return 0;
 }
 

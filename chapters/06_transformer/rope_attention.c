@@ -37,7 +37,7 @@ void rope_attention_forward(float *O, float *A, const float *keep, float *cache,
     float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     multi_head_qkv_forward(QKV, X, s, w, R);                          /* 1. [Q|K|V] = X W_QKV */
     rotate_queries_keys(QKV, s->H, s->D_H, B, N, 0);                  /*    Q_h, K_h rotated at 0..N-1 */
-    multi_head_attend_forward(A, keep, cache, s, w, causal, lens, B, N);   /* 2.-3. Y */
+    multi_head_attend_forward(A, keep, cache, s, causal, lens, B, N);   /* 2.-3. Y */
     multi_head_output_forward(O, Y, s, w, R);                         /* 4. O = Y W_O + b_O */
 }
 
@@ -49,7 +49,7 @@ void rope_attention_backward(float *dX, MultiHeadWeights *dw, float *scratch, co
     const float *Y = cache + (size_t)R * ld_qkv;
     float *dQKV = scratch, *dY = scratch + (size_t)R * ld_qkv;
     multi_head_output_backward(dY, dw, dO, Y, s, w, R);               /* 4'. dY, dW_O, db_O */
-    multi_head_attend_backward(scratch, dw, A, keep, cache, s, w, causal, lens, B, N);   /* 3'.-2'. d[Q|K|V] */
+    multi_head_attend_backward(scratch, A, keep, cache, s, causal, lens, B, N);   /* 3'.-2'. d[Q|K|V] */
     rotate_queries_keys(dQKV, s->H, s->D_H, B, N, 1);                 /*    d[Q|K] turned back */
     multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);   /* 1'. dW_QKV, dX */
 }

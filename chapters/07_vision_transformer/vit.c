@@ -2,6 +2,7 @@
  * class token and positions, chapter 06's stack, pooling and a linear head,
  * forward and backward by hand. */
 #include "07_vision_transformer/vit.h"
+#include "07_vision_transformer/locality_attention.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -117,7 +118,7 @@ static BlockSpec encoder_spec(const VitConfig *c) {
     return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
                        .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
                        .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0,
-                       .locality = c->locality, .drop_path = c->drop_path};
+                       .self_attention = c->locality ? &locality_attention : NULL, .drop_path = c->drop_path};
 }
 
 int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {

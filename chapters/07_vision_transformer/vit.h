@@ -94,7 +94,7 @@ typedef struct {
     VitPos pos;
     int classes;            /* C */
     float label_smoothing;  /* eps in [0, 1): the training target (1 - eps) onehot + eps / C */
-    int locality;           /* 1: locality self-attention in every block (chapter 05's multi_head.h) */
+    int locality;           /* 1: locality self-attention in every block (locality_attention.h) */
     int stem;               /* S: channels of the convolutional stem; 0: none (the patches read the pixels) */
     float drop_path;        /* stochastic depth, the last block's rate (chapter 06's stack.h: block l's is
                              * (l + 1) / L of it), training only; 0: none */

@@ -48,12 +48,12 @@ static int heads_case(const GoldCase *c, int with_backward) {
     const int HD = W_O->dims[0], D_out = W_O->dims[1], causal = grade_i32(c, "causal")[0], R = B * N;
     const int *lens = grade_i32_or_null(c, "lens");
     const float *W_QKV = grade_f32(c, "W_QKV"), *b_O = grade_f32_or_null(c, "b_O");
-    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0, 0};
-    const MultiHeadWeights w = {(float *)W_QKV, (float *)W_O->data, (float *)b_O, NULL};
+    const MultiHeadSpec s = {D, H, HD / H, D_out, MULTI_HEAD_PLAIN, 0};
+    const HeadsScoring sc = {NULL, causal, 0, lens};   /* chapter 05's layer: 1/sqrt(D_H), no diagonal rule */
     float *QKV = grade_floats((size_t)R * 3 * HD), *Y = grade_floats((size_t)R * HD);
     float *A = grade_floats(multi_head_attention_floats(&s, B, N)), *O = grade_floats((size_t)R * D_out);
     product(QKV, X->data, 0, W_QKV, 0, R, D, 3 * HD);
-    multi_head_heads_forward(Y, A, NULL, NULL, QKV, &w, H, HD / H, causal, lens, B, N);
+    multi_head_heads_forward(Y, A, NULL, NULL, QKV, &sc, H, HD / H, B, N);
     product(O, Y, 0, W_O->data, 0, R, HD, D_out);
     for (int r = 0; b_O && r < R; r++)
         for (int o = 0; o < D_out; o++) O[(size_t)r * D_out + o] += b_O[o];
@@ -66,7 +66,7 @@ static int heads_case(const GoldCase *c, int with_backward) {
     float *dX = grade_floats((size_t)R * D), *dW_QKV = grade_floats((size_t)D * 3 * HD);
     product(dY, grade_f32(c, "dO"), 0, W_O->data, 1, R, D_out, HD);
     for (int times = 1; times <= 2; times++) {   /* a second call adds to d[Q|K|V] */
-        multi_head_heads_backward(dQKV, scratch, dY, A, NULL, QKV, &w, H, HD / H, B, N);
+        multi_head_heads_backward(dQKV, scratch, dY, A, NULL, QKV, &sc, H, HD / H, B, N);
         product(dX, dQKV, 0, W_QKV, 1, R, 3 * HD, D);
         product(dW_QKV, X->data, 1, dQKV, 0, D, R, 3 * HD);
         if (grade_golden_close(c, "dX", dX, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
@@ -81,47 +81,50 @@ static int heads_backward_case(const GoldCase *c) { return heads_case(c, 1); }
 static int heads_forward(void) { return grade_golden_cases("multi_head", NULL, heads_forward_case); }
 static int heads_backward(void) { return grade_golden_cases("multi_head", NULL, heads_backward_case); }
 
-/* The learned per-head scale (locality self-attention, which the sheet asks
- * for): head h's scores are exp(t_h) Q_h K_h^T. The heads alone on
- * [Q|K|V] drawn by the grader, with t = (0.7, -0.4) (neither 1/sqrt(D_H)),
- * H = 2, D_H = 3: the backward against finite differences of L = sum wY . Y
- * (a backward with the fixed 1/sqrt(D_H) fails). */
+/* Each head's own scale and the diagonal rule (HeadsScoring's alpha and
+ * no_self, which the sheet asks for; chapter 07's locality attention uses
+ * both): head h's scores are alpha_h Q_h K_h^T, query i never sees key i.
+ * The heads alone on [Q|K|V] drawn by the grader, with alpha = (exp 0.7,
+ * exp -0.4) (neither 1/sqrt(D_H)), H = 2, D_H = 3: the backward against
+ * finite differences of L = sum wY . Y (a backward with the fixed
+ * 1/sqrt(D_H) fails). */
 enum { LS_B = 2, LS_N = 4, LS_H = 2, LS_DH = 3, LS_HD = LS_H * LS_DH };
 typedef struct {
     float QKV[LS_B * LS_N * 3 * LS_HD], wY[LS_B * LS_N * LS_HD], Y[LS_B * LS_N * LS_HD];
-    float A[LS_B * LS_H * LS_N * LS_N], log_scale[LS_H];
-} LearnedScale;
+    float A[LS_B * LS_H * LS_N * LS_N], alpha[LS_H];
+} OwnScale;
 
-static double learned_scale_loss(void *ctx) {
-    LearnedScale *L = ctx;
-    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
-    multi_head_heads_forward(L->Y, L->A, NULL, NULL, L->QKV, &w, LS_H, LS_DH, 0, NULL, LS_B, LS_N);
+static double head_scale_loss(void *ctx) {
+    OwnScale *L = ctx;
+    const HeadsScoring sc = {L->alpha, 0, 1, NULL};
+    multi_head_heads_forward(L->Y, L->A, NULL, NULL, L->QKV, &sc, LS_H, LS_DH, LS_B, LS_N);
     double sum = 0.0;
     for (int i = 0; i < LS_B * LS_N * LS_HD; i++) sum += (double)L->wY[i] * L->Y[i];
     return sum;
 }
 
-static int heads_learned_scale(void) {
-    static LearnedScale L;
+static int heads_own_scale(void) {
+    static OwnScale L;
     const int n_qkv = LS_B * LS_N * 3 * LS_HD, n_y = LS_B * LS_N * LS_HD;
     grade_fill(L.QKV, (size_t)n_qkv, 1.0f, 61);
     grade_fill(L.wY, (size_t)n_y, 1.0f, 62);
-    L.log_scale[0] = 0.7f;
-    L.log_scale[1] = -0.4f;
-    learned_scale_loss(&L);
-    const MultiHeadWeights w = {NULL, NULL, NULL, L.log_scale};
+    L.alpha[0] = expf(0.7f);
+    L.alpha[1] = expf(-0.4f);
+    head_scale_loss(&L);
+    const HeadsScoring sc = {L.alpha, 0, 1, NULL};
     float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
-        &(MultiHeadSpec){LS_HD, LS_H, LS_DH, LS_HD, MULTI_HEAD_PLAIN, 0, 1}, LS_B, LS_N));
-    multi_head_heads_backward(dQKV, scratch, L.wY, L.A, NULL, L.QKV, &w, LS_H, LS_DH, LS_B, LS_N);
-    return grade_gradient("d[Q|K|V] with the learned scales", learned_scale_loss, &L, L.QKV, dQKV, 3,
+        &(MultiHeadSpec){LS_HD, LS_H, LS_DH, LS_HD, MULTI_HEAD_PLAIN, 0}, LS_B, LS_N));
+    multi_head_heads_backward(dQKV, scratch, L.wY, L.A, NULL, L.QKV, &sc, LS_H, LS_DH, LS_B, LS_N);
+    return grade_gradient("d[Q|K|V] with each head's own scale", head_scale_loss, &L, L.QKV, dQKV, 3,
                           (int[]){LS_B, LS_N, 3 * LS_HD}, 1e-3f, 1e-2);
 }
 
-/* Attention dropout with a fixed mask, and the learned scales (both options
- * the sheet asks for) on an odd shape: H = 2, D_H = 3, N = 5, keep [B, H, N, N]
- * a fixed mask of 0 and 1/(1-p), p = 0.4 (different for each head). The
- * forward against the grader's own loops: A = softmax(exp(t_h) Q_h K_h^T)
- * without the diagonal (locality), undropped; Y_h = (A o keep) V_h. The
+/* Attention dropout with a fixed mask, each head's own scale and the
+ * diagonal rule (the options the sheet asks for) on an odd shape: H = 2,
+ * D_H = 3, N = 5, keep [B, H, N, N] a fixed mask of 0 and 1/(1-p), p = 0.4
+ * (different for each head). The forward against the grader's own loops:
+ * A = softmax(alpha_h Q_h K_h^T) without the diagonal, undropped;
+ * Y_h = (A o keep) V_h. The
  * backward against finite differences of L = sum wY . Y with keep fixed.
  * A fixed 1/sqrt(D_H) in both passes is consistent with itself (finite
  * differences pass it): the forward check is what catches it. */
@@ -129,13 +132,13 @@ enum { KD_B = 2, KD_N = 5, KD_H = 2, KD_DH = 3, KD_HD = KD_H * KD_DH };
 typedef struct {
     float QKV[KD_B * KD_N * 3 * KD_HD], wY[KD_B * KD_N * KD_HD], Y[KD_B * KD_N * KD_HD];
     float A[KD_B * KD_H * KD_N * KD_N], keep[KD_B * KD_H * KD_N * KD_N], dropped[KD_B * KD_N * KD_N];
-    float log_scale[KD_H];
+    float alpha[KD_H];
 } KeptHeads;
 
 static double kept_loss(void *ctx) {
     KeptHeads *L = ctx;
-    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
-    multi_head_heads_forward(L->Y, L->A, L->keep, L->dropped, L->QKV, &w, KD_H, KD_DH, 0, NULL, KD_B, KD_N);
+    const HeadsScoring sc = {L->alpha, 0, 1, NULL};
+    multi_head_heads_forward(L->Y, L->A, L->keep, L->dropped, L->QKV, &sc, KD_H, KD_DH, KD_B, KD_N);
     double sum = 0.0;
     for (int i = 0; i < KD_B * KD_N * KD_HD; i++) sum += (double)L->wY[i] * L->Y[i];
     return sum;
@@ -147,8 +150,8 @@ static KeptHeads *kept_heads(void) {
     grade_fill(L.wY, sizeof L.wY / sizeof(float), 1.0f, 72);
     for (size_t i = 0; i < sizeof L.keep / sizeof(float); i++)   /* about 40% dropped, a pattern per head */
         L.keep[i] = (i * 7919u + i / (KD_N * KD_N) * 13u) % 5u < 2u ? 0.0f : 1.0f / 0.6f;
-    L.log_scale[0] = 0.7f;
-    L.log_scale[1] = -0.4f;
+    L.alpha[0] = expf(0.7f);
+    L.alpha[1] = expf(-0.4f);
     kept_loss(&L);
     return &L;
 }
@@ -167,7 +170,7 @@ static int heads_kept_forward(void) {
                     double dot = 0.0;
                     for (int d = 0; d < KD_DH; d++)
                         dot += (double)QKV[i * 3 * KD_HD + h * KD_DH + d] * QKV[j * 3 * KD_HD + KD_HD + h * KD_DH + d];
-                    e[j] = j == i ? -INFINITY : exp((double)L->log_scale[h]) * dot;
+                    e[j] = j == i ? -INFINITY : (double)L->alpha[h] * dot;
                     max = fmax(max, e[j]);
                 }
                 for (int j = 0; j < KD_N; j++) sum += e[j] = exp(e[j] - max);
@@ -180,20 +183,20 @@ static int heads_kept_forward(void) {
                 }
             }
         }
-    return grade_close("A", "softmax(exp(t_h) Q_h K_h^T), the diagonal masked, not dropped", L->A, A, 4,
+    return grade_close("A", "softmax(alpha_h Q_h K_h^T), the diagonal masked, not dropped", L->A, A, 4,
                        (int[]){KD_B, KD_H, KD_N, KD_N}, 1e-4, 1e-5) ||
-           grade_close("Y", "(A o keep) V_h per head, with exp(t_h) as the scale", L->Y, Y, 3,
+           grade_close("Y", "(A o keep) V_h per head, with alpha_h as the scale", L->Y, Y, 3,
                        (int[]){KD_B, KD_N, KD_HD}, 1e-4, 1e-5);
 }
 
 static int heads_kept_backward(void) {
     KeptHeads *L = kept_heads();
     const int n_qkv = KD_B * KD_N * 3 * KD_HD;
-    const MultiHeadWeights w = {NULL, NULL, NULL, L->log_scale};
+    const HeadsScoring sc = {L->alpha, 0, 1, NULL};
     float *dQKV = grade_floats((size_t)n_qkv), *scratch = grade_floats(multi_head_scratch_floats(
-        &(MultiHeadSpec){KD_HD, KD_H, KD_DH, KD_HD, MULTI_HEAD_PLAIN, 1, 1}, KD_B, KD_N));
-    multi_head_heads_backward(dQKV, scratch, L->wY, L->A, L->keep, L->QKV, &w, KD_H, KD_DH, KD_B, KD_N);
-    return grade_gradient("d[Q|K|V] with the keep mask and the learned scales", kept_loss, L, L->QKV, dQKV, 3,
+        &(MultiHeadSpec){KD_HD, KD_H, KD_DH, KD_HD, MULTI_HEAD_PLAIN, 1}, KD_B, KD_N));
+    multi_head_heads_backward(dQKV, scratch, L->wY, L->A, L->keep, L->QKV, &sc, KD_H, KD_DH, KD_B, KD_N);
+    return grade_gradient("d[Q|K|V] with the keep mask and each head's own scale", kept_loss, L, L->QKV, dQKV, 3,
                           (int[]){KD_B, KD_N, 3 * KD_HD}, 1e-3f, 1e-2);
 }
 
@@ -226,19 +229,19 @@ static int fused_layer_forward(void) { return grade_golden_cases("multi_head", N
 enum { P_D = 5, P_H = 2, P_DH = 3, P_HD = P_H * P_DH, P_DOUT = 4, P_R = 7 };
 
 static int qkv_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], QKV[P_R * 3 * P_HD], want[P_R * 3 * P_HD];
     grade_fill(X, P_R * P_D, 1.0f, 51);
     grade_fill(W_QKV, P_D * 3 * P_HD, 1.0f, 52);
     grade_fill(QKV, P_R * 3 * P_HD, 9.0f, 53);   /* junk: forward writes */
-    const MultiHeadWeights w = {W_QKV, NULL, NULL, NULL};
+    const MultiHeadWeights w = {W_QKV, NULL, NULL};
     multi_head_qkv_forward(QKV, X, &s, &w, P_R);
     product(want, X, 0, W_QKV, 0, P_R, P_D, 3 * P_HD);
     return grade_close("[Q|K|V]", "X W_QKV as plain loops", QKV, want, 2, (int[]){P_R, 3 * P_HD}, 1e-5, 1e-6);
 }
 
 static int qkv_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0};
     float X[P_R * P_D], W_QKV[P_D * 3 * P_HD], dQKV[P_R * 3 * P_HD];
     float dX[P_R * P_D], dW[P_D * 3 * P_HD], dX_want[P_R * P_D], dW_want[P_D * 3 * P_HD];
     float dX0[P_R * P_D], dW0[P_D * 3 * P_HD];
@@ -249,7 +252,7 @@ static int qkv_backward(void) {
     grade_fill(dW, P_D * 3 * P_HD, 1.0f, 58);
     memcpy(dX0, dX, sizeof dX);
     memcpy(dW0, dW, sizeof dW);
-    const MultiHeadWeights w = {W_QKV, NULL, NULL, NULL};
+    const MultiHeadWeights w = {W_QKV, NULL, NULL};
     product(dX_want, dQKV, 0, W_QKV, 1, P_R, 3 * P_HD, P_D);
     product(dW_want, X, 1, dQKV, 0, P_D, P_R, 3 * P_HD);
     for (int times = 1; times <= 2; times++) {
@@ -271,14 +274,14 @@ static int qkv_backward(void) {
 }
 
 static int output_forward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], O[P_R * P_DOUT], want[P_R * P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 61);
     grade_fill(W_O, P_HD * P_DOUT, 1.0f, 62);
     grade_fill(b_O, P_DOUT, 1.0f, 63);
     for (int with_bias = 0; with_bias <= 1; with_bias++) {
         grade_fill(O, P_R * P_DOUT, 9.0f, 64);   /* junk: forward writes */
-        const MultiHeadWeights w = {NULL, W_O, with_bias ? b_O : NULL, NULL};
+        const MultiHeadWeights w = {NULL, W_O, with_bias ? b_O : NULL};
         multi_head_output_forward(O, Y, &s, &w, P_R);
         product(want, Y, 0, W_O, 0, P_R, P_HD, P_DOUT);
         for (int r = 0; with_bias && r < P_R; r++)
@@ -291,7 +294,7 @@ static int output_forward(void) {
 }
 
 static int output_backward(void) {
-    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0, 0};
+    const MultiHeadSpec s = {P_D, P_H, P_DH, P_DOUT, MULTI_HEAD_PLAIN, 0};
     float Y[P_R * P_HD], W_O[P_HD * P_DOUT], b_O[P_DOUT], dO[P_R * P_DOUT], dY[P_R * P_HD], dY_want[P_R * P_HD];
     float dW[P_HD * P_DOUT], db[P_DOUT], dW0[P_HD * P_DOUT], db0[P_DOUT], dW_want[P_HD * P_DOUT], db_want[P_DOUT];
     grade_fill(Y, P_R * P_HD, 1.0f, 65);
@@ -302,8 +305,8 @@ static int output_backward(void) {
     grade_fill(db, P_DOUT, 1.0f, 70);
     memcpy(dW0, dW, sizeof dW);
     memcpy(db0, db, sizeof db);
-    const MultiHeadWeights w = {NULL, W_O, b_O, NULL};
-    MultiHeadWeights dw = {NULL, dW, db, NULL};
+    const MultiHeadWeights w = {NULL, W_O, b_O};
+    MultiHeadWeights dw = {NULL, dW, db};
     product(dY_want, dO, 0, W_O, 1, P_R, P_DOUT, P_HD);
     product(dW_want, Y, 1, dO, 0, P_HD, P_R, P_DOUT);
     for (int o = 0; o < P_DOUT; o++) {
@@ -429,9 +432,9 @@ static int hidden_heads(void) {
     const int D_H = grade_draw(1, 3), D_out = grade_draw(1, 5), causal = grade_draw(0, 1), HD = H * D_H;
     int *lens = grade_draw(0, 1) ? grade_ints((size_t)B) : NULL;
     for (int b = 0; lens && b < B; b++) lens[b] = grade_draw(1, N);
-    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0, 0};
-    MultiHeadWeights w = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out), grade_floats((size_t)D_out),
-                          NULL};
+    const MultiHeadSpec s = {D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0};
+    MultiHeadWeights w = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
+                          grade_floats((size_t)D_out)};
     float *X = grade_floats((size_t)B * N * D), *dO = grade_floats((size_t)B * N * D_out);
     grade_draw_fill(w.W_QKV, (size_t)D * 3 * HD, 0.8f);
     grade_draw_fill(w.W_O, (size_t)HD * D_out, 0.8f);
@@ -447,7 +450,7 @@ static int hidden_heads(void) {
         return -1;
     float *scratch = grade_floats(multi_head_scratch_floats(&s, B, N)), *dX = grade_floats((size_t)B * N * D);
     MultiHeadWeights dw = {grade_floats((size_t)D * 3 * HD), grade_floats((size_t)HD * D_out),
-                           grade_floats((size_t)D_out), NULL};
+                           grade_floats((size_t)D_out)};
     grade_draw_fill(dX, (size_t)B * N * D, 1.0f);   /* backward adds to what is there */
     grade_draw_fill(dw.W_QKV, (size_t)D * 3 * HD, 1.0f);
     grade_draw_fill(dw.W_O, (size_t)HD * D_out, 1.0f);
@@ -577,8 +580,9 @@ static const GradeExercise HIDDEN[] = {
 static const GradeCheck HEADS[] = {
     {"O and A against PyTorch (plain path; the projections by the grader)", heads_forward},
     {"dX, dW_QKV against PyTorch's autograd (plain path; the projections by the grader)", heads_backward},
-    {"the learned per-head scale, H = 2, D_H = 3: d[Q|K|V] against finite differences", heads_learned_scale},
-    {"attention dropout (a fixed keep mask) and the learned scales, N = 5, H = 2, D_H = 3: A and Y against the "
+    {"each head's own scale (HeadsScoring.alpha, no diagonal), H = 2, D_H = 3: d[Q|K|V] against finite "
+     "differences", heads_own_scale},
+    {"attention dropout (a fixed keep mask) and each head's own scale, N = 5, H = 2, D_H = 3: A and Y against the "
      "grader's loops", heads_kept_forward},
     {"the same: d[Q|K|V] against finite differences", heads_kept_backward},
 };
