@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
                      .block = {.D = 128, .H = 4, .D_H = 32, .F = 512, .norm_place = BLOCK_PRE_NORM,
                                .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                .causal = 1},
-                     .pos = POS_LEARNED, .context = CONTEXT, .V = V};
+                     .pos = POSITIONS_LEARNED, .context = CONTEXT, .V = V};
     Gpt g;
     if (gpt_create(&g, &cfg, 1, 1) < 0) {
         fprintf(stderr, "bench_generate: %s\n", last_error());

@@ -334,7 +334,7 @@ static int gpt_bench_create(BenchModel *model, FILE *batch_log, const char *chap
                      .block = {.D = D, .H = H, .D_H = D / H, .F = 4 * D, .norm_place = BLOCK_PRE_NORM,
                                .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                .causal = 1},
-                     .pos = POS_LEARNED, .context = N, .V = c.V};
+                     .pos = POSITIONS_LEARNED, .context = N, .V = c.V};
     GptBench *s = xcalloc(1, sizeof *s);
     if (gpt_create(&s->g, &cfg, B, 42) < 0) {
         gpt_free(&s->g);

@@ -315,7 +315,7 @@ static int model_create(Model *m, const Sizes *z) {
         .layers = z->L,
         .block = {z->D, z->H, z->D / z->H, z->F, BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, 0.0f,
                   MULTI_HEAD_PLAIN, 0, 0},
-        .pos = POS_SINUSOIDAL,
+        .pos = POSITIONS_SINUSOIDAL,
         .label_smoothing = 0.1f,
         .kv_cache = 1,
     };

@@ -30,7 +30,7 @@
 
 enum { V = 11, N = 6, B = 3 };
 
-static GptConfig tiny(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, PosType pos, int context) {
+static GptConfig tiny(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, Positions pos, int context) {
     GptConfig c;
     memset(&c, 0, sizeof c);
     c.layers = 2;
@@ -58,7 +58,7 @@ static void test_gpt_gradients(void **state) {
     const BlockNormPlace places[2] = {BLOCK_PRE_NORM, BLOCK_POST_NORM};
     const BlockNorm norms[2] = {BLOCK_LAYERNORM, BLOCK_RMSNORM};
     const BlockMlp mlps[2] = {BLOCK_MLP_GELU, BLOCK_MLP_SWIGLU};
-    const PosType poss[2] = {POS_LEARNED, POS_SINUSOIDAL};
+    const Positions poss[2] = {POSITIONS_LEARNED, POSITIONS_SINUSOIDAL};
     Rng r;
     rng_seed(&r, 5, 0);
     int tokens[B * N], targets[B * N];
@@ -67,7 +67,7 @@ static void test_gpt_gradients(void **state) {
         targets[i] = i % 5 == 3 ? -1 : (int)rng_below(&r, V);   /* some positions not scored */
     }
     for (int k = 0; k < 6; k++) {   /* k = 4: rotary positions; k = 5: the MLPs a mixture of 3 experts, 2 per token */
-        GptConfig c = tiny(places[k & 1], norms[(k >> 1) & 1], mlps[(k >> 1) & 1], k == 4 ? POS_ROPE : poss[k & 1], N);
+        GptConfig c = tiny(places[k & 1], norms[(k >> 1) & 1], mlps[(k >> 1) & 1], k == 4 ? POSITIONS_ROPE : poss[k & 1], N);
         if (k == 5) c.block.moe = (BlockMoe){3, 2, 0.05f, 0.0f, 1};
         Gpt g;
         assert_int_equal(gpt_create(&g, &c, B, 7 + k), 0);
@@ -109,7 +109,7 @@ static void test_gpt_gradients(void **state) {
 /* Changing token j changes no logit at a position before j. */
 static void test_gpt_is_causal(void **state) {
     (void)state;
-    GptConfig c = tiny(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED, N);
+    GptConfig c = tiny(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_LEARNED, N);
     Gpt g;
     assert_int_equal(gpt_create(&g, &c, 1, 3), 0);
     int tokens[N] = {1, 2, 3, 4, 5, 6};
@@ -131,7 +131,7 @@ static void test_gpt_is_causal(void **state) {
 static void test_gpt_kv_cache_matches_recompute(void **state) {
     (void)state;
     enum { CTX = 8, NEW = 21 };
-    const PosType poss[3] = {POS_LEARNED, POS_SINUSOIDAL, POS_ROPE};
+    const Positions poss[3] = {POSITIONS_LEARNED, POSITIONS_SINUSOIDAL, POSITIONS_ROPE};
     for (int k = 0; k < 5; k++) {   /* k = 2: rotary positions; k = 3, 4: a mixture of experts (capacity: training only) */
         GptConfig c = tiny(k == 1 ? BLOCK_POST_NORM : BLOCK_PRE_NORM, k == 1 ? BLOCK_RMSNORM : BLOCK_LAYERNORM,
                            k == 1 ? BLOCK_MLP_SWIGLU : BLOCK_MLP_GELU, poss[k < 3 ? k : k - 3], CTX);
@@ -162,7 +162,7 @@ static void test_gpt_kv_cache_matches_recompute(void **state) {
  * window by hand, every position from first on counted once. */
 static void test_gpt_stream_nll(void **state) {
     (void)state;
-    GptConfig c = tiny(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED, N);
+    GptConfig c = tiny(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_LEARNED, N);
     Gpt g;
     assert_int_equal(gpt_create(&g, &c, 2, 5), 0);
     enum { S = 40 };
@@ -198,7 +198,7 @@ static void test_gpt_stream_nll(void **state) {
  * model= before and tokens= after), reads it back, and refuses a short one. */
 static void test_gpt_config_roundtrip(void **state) {
     (void)state;
-    GptConfig c = tiny(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL, 17), d;
+    GptConfig c = tiny(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POSITIONS_SINUSOIDAL, 17), d;
     c.block.dropout = 0.25f;
     c.block.attn_dropout = 0.125f;
     c.kv_cache = 1;
@@ -214,7 +214,7 @@ static void test_gpt_config_roundtrip(void **state) {
     assert_int_equal(d.layers, c.layers);
     assert_int_equal(d.context, 17);
     assert_int_equal(d.V, V);
-    assert_int_equal(d.pos, POS_SINUSOIDAL);
+    assert_int_equal(d.pos, POSITIONS_SINUSOIDAL);
     assert_int_equal(d.block.D, 8);
     assert_int_equal(d.block.D_H, 0);   /* not in the text: gpt_create takes dim / heads */
     assert_int_equal(d.block.norm_place, BLOCK_POST_NORM);
@@ -231,13 +231,13 @@ static void test_gpt_config_roundtrip(void **state) {
     assert_int_equal(config_read("model=gpt\nlayers=2\n", GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), -1);
     assert_non_null(strstr(last_error(), "dim"));
     /* rotary positions: the line pos=rope, read back; no pos_emb tensor */
-    c.pos = POS_ROPE;
+    c.pos = POSITIONS_ROPE;
     snprintf(text, sizeof text, "model=gpt\n");
     assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
     assert_non_null(strstr(text, "\npos=rope\n"));
     memset(&d, 0, sizeof d);
     assert_int_equal(config_read(text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), 0);
-    assert_int_equal(d.pos, POS_ROPE);
+    assert_int_equal(d.pos, POSITIONS_ROPE);
     assert_int_equal(gpt_create(&g, &d, 1, 1), 0);
     assert_null(params_find(&g.params, "pos_emb"));
     gpt_free(&g);

@@ -307,7 +307,7 @@ static void test_memory_estimate_matches_the_model(void **state) {
     (void)state;
     GptConfig cfg = {.layers = 2, .block = {.D = 16, .H = 2, .F = 24, .norm_place = BLOCK_PRE_NORM,
                                              .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU},
-                     .pos = POS_LEARNED, .context = 12, .V = 30, .kv_cache = 1};
+                     .pos = POSITIONS_LEARNED, .context = 12, .V = 30, .kv_cache = 1};
     for (int moe = 0; moe < 2; moe++) {
         if (moe) cfg.block.moe = (BlockMoe){.E = 3, .k = 2, .renorm = 1};
         MemoryPart parts[GPT_MEMORY_PARTS], saved[GPT_MEMORY_PARTS];

@@ -159,7 +159,7 @@ static int small_transformer_program(int argc, char **argv, int steps, float lr)
         .layers = 1,
         .block = {.D = 8, .H = 2, .F = 16, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
                   .mlp = BLOCK_MLP_GELU},
-        .pos = POS_SINUSOIDAL,
+        .pos = POSITIONS_SINUSOIDAL,
         .kv_cache = 1,
     };
     Seq2SeqRun run;

@@ -33,7 +33,7 @@
 
 enum { V_SRC = 9, V_TGT = 9, MAX_LEN = 6 };
 
-static TransformerConfig tiny_config(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, PosType pos) {
+static TransformerConfig tiny_config(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, Positions pos) {
     TransformerConfig c;
     memset(&c, 0, sizeof c);
     c.layers = 2;
@@ -61,7 +61,7 @@ static double model_loss(void *ctx) {
     return transformer_train_step(c->t, c->batch, 0);
 }
 
-static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, PosType pos) {
+static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp mlp, Positions pos) {
     ToySplit ts;
     toy_split(&ts, 4, 5, 2, MAX_LEN, 1, 21);
     Batch batch;
@@ -84,11 +84,11 @@ static void check_model_gradients(BlockNormPlace place, BlockNorm norm, BlockMlp
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model_gradients(BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_LEARNED);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_SINUSOIDAL);
-    check_model_gradients(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POS_LEARNED);
-    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_ROPE);
+    check_model_gradients(BLOCK_POST_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_SINUSOIDAL);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_LEARNED);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POSITIONS_SINUSOIDAL);
+    check_model_gradients(BLOCK_POST_NORM, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU, POSITIONS_LEARNED);
+    check_model_gradients(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_ROPE);
 }
 
 /* -------------------------------------------------------- label smoothing */
@@ -155,7 +155,7 @@ static void test_decoding_matches_training(void **state) {
     for (int k = 0; k < 3; k++) {   /* post-norm, pre-norm; pre-norm with rotary positions */
         const int place = k > 0;
         TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_LAYERNORM, BLOCK_MLP_GELU,
-                                          k == 2 ? POS_ROPE : POS_LEARNED);
+                                          k == 2 ? POSITIONS_ROPE : POSITIONS_LEARNED);
         Transformer t;
         assert_int_equal(transformer_create(&t, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 6), 0);
         Seq2Seq m;
@@ -195,7 +195,7 @@ static void test_kv_cache_matches_recompute(void **state) {
     for (int k = 0; k < 3; k++) {   /* post-norm, pre-norm; pre-norm with rotary positions */
         const int place = k > 0;
         TransformerConfig c = tiny_config((BlockNormPlace)place, BLOCK_RMSNORM, BLOCK_MLP_SWIGLU,
-                                          k == 2 ? POS_ROPE : POS_SINUSOIDAL);
+                                          k == 2 ? POSITIONS_ROPE : POSITIONS_SINUSOIDAL);
         Transformer cached, recomputed;
         assert_int_equal(transformer_create(&cached, &c, V_SRC, V_TGT, MAX_LEN, MAX_LEN + 1, 4, 8), 0);
         c.kv_cache = 0;
@@ -263,7 +263,7 @@ static int read_and_create(const char *text, TransformerConfig *c) {
 /* The table writes today's checkpoint text byte for byte, and reads it back. */
 static void test_config_text(void **state) {
     (void)state;
-    TransformerConfig c = tiny_config(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POS_SINUSOIDAL), back;
+    TransformerConfig c = tiny_config(BLOCK_PRE_NORM, BLOCK_LAYERNORM, BLOCK_MLP_GELU, POSITIONS_SINUSOIDAL), back;
     c.label_smoothing = 0.1f;
     char text[512] = "model=transformer\n";
     assert_int_equal(config_write(text, sizeof text, TRANSFORMER_CONFIG_FIELDS, TRANSFORMER_CONFIG_N, &c), 0);

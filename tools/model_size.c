@@ -34,7 +34,7 @@ static GptConfig gpt_config(int L, int D, int H, int N, int V) {
     return (GptConfig){.layers = L,
                        .block = {.D = D, .H = H, .F = 4 * D, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
                                  .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN},
-                       .pos = POS_LEARNED, .context = N, .V = V};
+                       .pos = POSITIONS_LEARNED, .context = N, .V = V};
 }
 
 /* The GPT's parameters, as gpt_create counts them (gpt_memory_parts: 2 x P floats untrained). */
@@ -117,7 +117,7 @@ static int check(void) {
         c.block.norm = (BlockNorm)(k % 3);                     /* LayerNorm, RMSNorm, none */
         c.block.mlp = (BlockMlp)(k % 4);                       /* GELU, ReLU, SwiGLU, none */
         c.block.F = 24 + 8 * k;
-        c.pos = k % 3 == 0 ? POS_LEARNED : k % 3 == 1 ? POS_SINUSOIDAL : POS_ROPE;
+        c.pos = k % 3 == 0 ? POSITIONS_LEARNED : k % 3 == 1 ? POSITIONS_SINUSOIDAL : POSITIONS_ROPE;
         if (k == 7) {                                           /* a mixture of 3 GELU experts */
             c.block.mlp = BLOCK_MLP_GELU;
             c.block.moe = (BlockMoe){.E = 3, .k = 2};
@@ -130,7 +130,7 @@ static int check(void) {
         }
         const int same = (double)g.params.size == P;
         printf("config %d: L %d, D %d, F %d, norm %d, mlp %d, pos %s%s: formula %.0f, gpt_create %zu: %s\n", k,
-               c.layers, c.block.D, c.block.F, (int)c.block.norm, (int)c.block.mlp, pos_type_name(c.pos),
+               c.layers, c.block.D, c.block.F, (int)c.block.norm, (int)c.block.mlp, positions_name(c.pos),
                k == 7 ? ", 3 experts" : "", P, g.params.size, same ? "same" : "DIFFERENT");
         bad += !same;
         gpt_free(&g);

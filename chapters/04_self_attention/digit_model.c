@@ -15,7 +15,7 @@
 #include "train/memory.h"
 
 const char *pos_type_name(PosType p) {
-    static const char *const names[POS_N_TYPES] = {"none", "sinusoidal", "learned", "rope"};
+    static const char *const names[POS_N_TYPES] = {"none", "sinusoidal", "learned"};
     return (p >= 0 && p < POS_N_TYPES) ? names[p] : "?";
 }
 
@@ -37,7 +37,7 @@ int pos_type_from_name(const char *name, PosType *p) {
             *p = (PosType)i;
             return 0;
         }
-    return fail("pos: expected one of none, sinusoidal, learned, rope, got '%s'", name);
+    return fail("pos: expected one of none, sinusoidal, learned, got '%s'", name);
 }
 
 /* --------------------------------------- chapter 04's attention: one head */
@@ -100,9 +100,8 @@ int digit_model_create(DigitModel *m, const DigitAttention *attention, const voi
                        const DigitConfig *c, int max_B, uint64_t seed) {
     const int N = c->N, D = c->D, F = c->F, L = c->L, C = c->C;
     if (L < 1 || L > DIGIT_MAX_LAYERS) return fail("layers: expected 1..%d, got %d", DIGIT_MAX_LAYERS, L);
-    if (c->pos == POS_ROPE)
-        return fail("pos=rope: the digit model adds its positions to X (none, sinusoidal or learned); rotary "
-                    "positions are the transformer's (chapter 06)");
+    if (c->pos < 0 || c->pos >= POS_N_TYPES)
+        return fail("pos %d: expected none, sinusoidal or learned positions", (int)c->pos);
     memset(m, 0, sizeof *m);
     m->N = N; m->D = D; m->F = F; m->L = L; m->C = C;
     m->pos = c->pos; m->causal = c->causal; m->max_B = max_B;

@@ -23,11 +23,10 @@
 
 #define DIGIT_MAX_LAYERS 4
 
-/* POS_ROPE is chapter 06's rotary positions (common/nn/rope.h): they turn
- * the queries and keys inside attention instead of being added to X, so the
- * digit models of chapters 04 and 05 refuse it. */
-typedef enum { POS_NONE = 0, POS_SINUSOIDAL, POS_LEARNED, POS_ROPE, POS_N_TYPES } PosType;
-const char *pos_type_name(PosType p);          /* "none", "sinusoidal", "learned", "rope" */
+/* The positional encodings added to X (positional_encoding_sinusoidal, or a
+ * learned table), or none. */
+typedef enum { POS_NONE = 0, POS_SINUSOIDAL, POS_LEARNED, POS_N_TYPES } PosType;
+const char *pos_type_name(PosType p);          /* "none", "sinusoidal", "learned" */
 /* Name -> PosType; returns 0, or -1 with fail() listing the names. */
 int pos_type_from_name(const char *name, PosType *p);
 

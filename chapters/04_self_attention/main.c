@@ -49,7 +49,7 @@ static int plan_runs(ClassifierRuns *runs, const DigitConfig *c, const char *tas
     for (int t = 0; t < DIGIT_N_POSITION_TASKS; t++) {
         const char *task = digit_task_name((DigitTask)t);
         if (strcmp(task_flag, "all") != 0 && strcmp(task_flag, task) != 0) continue;
-        for (int p = POS_NONE; p <= POS_LEARNED; p++) {   /* the encodings added to X (not chapter 06's rope) */
+        for (int p = POS_NONE; p <= POS_LEARNED; p++) {   /* none, sinusoidal, learned */
             const char *pos = pos_type_name((PosType)p);
             if (strcmp(pos_flag, "all") != 0 && strcmp(pos_flag, pos) != 0) continue;
             char key[24];

@@ -26,8 +26,8 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     memset(g, 0, sizeof *g);
     if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
     if (cfg->V < 2) return fail("vocab=%d: expected at least 2 tokens", cfg->V);
-    if (cfg->pos != POS_LEARNED && cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_ROPE)
-        return fail("pos=%s: the GPT needs positions (sinusoidal, learned or rope)", pos_type_name(cfg->pos));
+    if (cfg->pos != POSITIONS_LEARNED && cfg->pos != POSITIONS_SINUSOIDAL && cfg->pos != POSITIONS_ROPE)
+        return fail("pos=%s: the GPT needs positions (sinusoidal, learned or rope)", positions_name(cfg->pos));
     BlockSpec s = cfg->block;
     if (s.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
         if (s.H < 1 || s.D % s.H != 0)
@@ -38,7 +38,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     g->cfg.block.D_H = s.D_H;
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
-    s.rope = cfg->pos == POS_ROPE;   /* rotary positions: inside every block's attention, nothing added to X_0 */
+    s.rope = cfg->pos == POSITIONS_ROPE;   /* rotary positions: inside every block's attention, nothing added to X_0 */
     if (block_spec_check(&s) < 0) return -1;
     const int D = s.D, N = cfg->context, V = cfg->V;
     g->L = cfg->layers;
@@ -50,7 +50,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     Params *p = &g->params;
     params_init(p);
     g->tok_emb = params_add(p, "tok_emb", 2, (int[]){V, D});
-    if (cfg->pos == POS_LEARNED) g->pos_emb = params_add(p, "pos_emb", 2, (int[]){N, D});
+    if (cfg->pos == POSITIONS_LEARNED) g->pos_emb = params_add(p, "pos_emb", 2, (int[]){N, D});
     if (stack_declare(&g->st, &s, cfg->layers, p, "blk") < 0) return -1;
     if (stack_has_final_norm(&s)) {
         g->st.norm_g = params_add(p, "norm.gamma", 1, (int[]){D});
@@ -64,9 +64,9 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     Rng rng;
     rng_seed(&rng, seed, 1);
     init_normal(params_data(p, g->tok_emb), (size_t)V * D, 0.02f, &rng);
-    if (cfg->pos == POS_LEARNED) {
+    if (cfg->pos == POSITIONS_LEARNED) {
         init_normal(params_data(p, g->pos_emb), (size_t)N * D, 0.02f, &rng);
-    } else if (cfg->pos == POS_SINUSOIDAL) {
+    } else if (cfg->pos == POSITIONS_SINUSOIDAL) {
         g->P = xcalloc((size_t)N * D, sizeof(float));
         positional_encoding_sinusoidal(g->P, N, D);   /* chapter 04's */
     }
@@ -103,10 +103,10 @@ int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *
     }
     s.causal = 1;
     s.cross = 0;
-    s.rope = cfg->pos == POS_ROPE;
+    s.rope = cfg->pos == POSITIONS_ROPE;
     if (block_spec_check(&s) < 0) return -1;
     const double D = s.D, N = cfg->context, V = cfg->V, L = cfg->layers, B = max_B, R = B * N, RD = R * D;
-    const double P = V * D + (cfg->pos == POS_LEARNED ? N * D : 0.0) + L * (double)block_param_count(&s) +
+    const double P = V * D + (cfg->pos == POSITIONS_LEARNED ? N * D : 0.0) + L * (double)block_param_count(&s) +
                      (stack_has_final_norm(&s) ? (s.norm == BLOCK_LAYERNORM ? 2.0 : 1.0) * D : 0.0);
     const MultiHeadSpec as = block_attention_spec(&s);
     const double maps = L * (double)multi_head_attention_floats(&as, max_B, cfg->context) *
@@ -138,7 +138,7 @@ void gpt_free(Gpt *g) {
 
 /* P [N, D], the table added to X_0: sinusoidal, learned, or NULL (rope) */
 static const float *positions(Gpt *g) {
-    if (g->cfg.pos == POS_ROPE) return NULL;
+    if (g->cfg.pos == POSITIONS_ROPE) return NULL;
     return g->P ? g->P : params_data(&g->params, g->pos_emb);
 }
 

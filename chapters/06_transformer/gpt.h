@@ -28,7 +28,7 @@
 #ifndef GPT_H
 #define GPT_H
 #include <stdint.h>
-#include "04_self_attention/digit_model.h"
+#include "06_transformer/positions.h"
 #include "06_transformer/stack.h"
 #include "io/config.h"
 #include "train/memory.h"
@@ -38,7 +38,7 @@ typedef struct {
     int layers;             /* L */
     BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (causal: set by the model);
                              * D_H 0: D / H (the checkpoint text gives dim and heads) */
-    PosType pos;            /* POS_LEARNED, POS_SINUSOIDAL or POS_ROPE */
+    Positions pos;            /* POSITIONS_LEARNED, POSITIONS_SINUSOIDAL or POSITIONS_ROPE */
     float label_smoothing;  /* part 1's key, kept in the text: 0 (the GPT trains on the plain cross-entropy) */
     int kv_cache;           /* part 1's key, kept in the text: 1 (generation takes GptSampling's) */
     int context;            /* N: positions per window */

@@ -156,7 +156,7 @@ static char *config_from_flags(const GptModelFlags *f, const char *tokens, const
                      .kv_cache = 1,   /* part 1's key, in the text as always (generation takes --no-kv-cache) */
                      .context = f->context,
                      .V = V};
-    if (pos_type_from_name(f->pos, &c->pos) < 0) return NULL;
+    if (positions_from_name(f->pos, &c->pos) < 0) return NULL;
     char *merges = corpus->kind == BROWN_BPE ? bpe_to_text(&corpus->bpe, "gpt_") : NULL;
     const size_t cap = 4096 + (merges ? strlen(merges) : 0);
     char *text = xmalloc(cap);

@@ -64,10 +64,10 @@ static int check_pos_rows(const char *path, const char *config, const Transforme
         char line[32];
         if (config_get_or(config, keys[i], "", line, sizeof line) < 0) return -1;
         if (!line[0]) continue;
-        if (cfg->pos == POS_LEARNED && rows[i] == 0)
+        if (cfg->pos == POSITIONS_LEARNED && rows[i] == 0)
             return fail("%s: %s=0 with pos=learned: expected the rows of the learned table (1 or more), as "
                         "training writes them", path, keys[i]);
-        if (cfg->pos != POS_LEARNED && rows[i] != 0)
+        if (cfg->pos != POSITIONS_LEARNED && rows[i] != 0)
             return fail("%s: %s=%d, but only learned positions have a table (pos is not learned): expected 0", path,
                         keys[i], rows[i]);
     }
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         .layers = 2,
         .block = {.D = 128, .H = 4, .F = 512, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
                   .mlp = BLOCK_MLP_GELU, .dropout = 0.0f, .attn_dropout = 0.0f, .attention = MULTI_HEAD_PLAIN},
-        .pos = POS_SINUSOIDAL,
+        .pos = POSITIONS_SINUSOIDAL,
         .label_smoothing = 0.1f,
         .kv_cache = 1,
     };
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     seq2seq_init(&run, &PROGRAM);
     run.flags.shared.train.steps = 1200;   /* this chapter's quick default */
     int rc = seq2seq_parse_flags(&run, argc, argv, model_flags, (int)(sizeof model_flags / sizeof model_flags[0]));
-    if (rc == 0) rc = pos_type_from_name(pos, &cfg.pos);
+    if (rc == 0) rc = positions_from_name(pos, &cfg.pos);
     if (rc == 0 && cfg.block.D % cfg.block.H != 0)
         rc = fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", cfg.block.D,
                   cfg.block.H);

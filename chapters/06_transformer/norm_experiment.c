@@ -44,7 +44,7 @@ int norm_run_create(NormRun *run, const NormExperiment *e, int r) {
         .layers = depths[r % N_DEPTHS],
         .block = {.D = 64, .H = 4, .D_H = 16, .F = 256, .norm_place = (BlockNormPlace)(r / N_DEPTHS),
                   .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN},
-        .pos = POS_SINUSOIDAL,
+        .pos = POSITIONS_SINUSOIDAL,
         .kv_cache = 1,
     };
     const Dataset *d = &e->d;

@@ -30,9 +30,9 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     memset(t, 0, sizeof *t);
     if (cfg->layers < 1 || cfg->layers > TRANSFORMER_MAX_LAYERS)
         return fail("layers=%d: expected 1 to %d", cfg->layers, TRANSFORMER_MAX_LAYERS);
-    if (cfg->pos != POS_SINUSOIDAL && cfg->pos != POS_LEARNED && cfg->pos != POS_ROPE)
+    if (cfg->pos != POSITIONS_SINUSOIDAL && cfg->pos != POSITIONS_LEARNED && cfg->pos != POSITIONS_ROPE)
         return fail("pos=%s: the transformer needs positions (sinusoidal, learned or rope)",
-                    pos_type_name(cfg->pos));
+                    positions_name(cfg->pos));
     t->cfg = *cfg;
     if (t->cfg.block.D_H == 0) {   /* from dim and heads, as the checkpoint text gives them */
         if (cfg->block.H < 1 || cfg->block.D % cfg->block.H != 0)
@@ -42,7 +42,7 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     }
     /* rope: both stacks' self-attention rotates its queries and keys; the
      * cross-attention stays without positions, and nothing is added to X_0, Y_0 */
-    t->cfg.block.rope = cfg->pos == POS_ROPE;
+    t->cfg.block.rope = cfg->pos == POSITIONS_ROPE;
     if (block_spec_check(&t->cfg.block) < 0) return -1;
     cfg = &t->cfg;
     BlockSpec enc = cfg->block, dec = cfg->block;
@@ -65,7 +65,7 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     params_init(p);
     t->src_emb = params_add(p, "src_emb", 2, (int[]){V_src, D});
     t->tgt_emb = params_add(p, "tgt_emb", 2, (int[]){V_tgt, D});
-    if (cfg->pos == POS_LEARNED) {   /* rows as trained (fewer when testing on longer inputs) */
+    if (cfg->pos == POSITIONS_LEARNED) {   /* rows as trained (fewer when testing on longer inputs) */
         if (!t->cfg.src_pos_rows) t->cfg.src_pos_rows = T_src;
         if (!t->cfg.tgt_pos_rows) t->cfg.tgt_pos_rows = t->T_cap;
         t->src_pos = params_add(p, "src_pos", 2, (int[]){t->cfg.src_pos_rows, D});
@@ -90,12 +90,12 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     rng_seed(&rng, seed, 1);
     init_normal(params_data(p, t->src_emb), (size_t)V_src * D, 1.0f / sqrtf((float)D), &rng);
     init_normal(params_data(p, t->tgt_emb), (size_t)V_tgt * D, 1.0f / sqrtf((float)D), &rng);
-    if (cfg->pos == POS_LEARNED) {
+    if (cfg->pos == POSITIONS_LEARNED) {
         init_normal(params_data(p, t->src_pos), (size_t)cfg->src_pos_rows * D, 0.1f, &rng);
         init_normal(params_data(p, t->tgt_pos), (size_t)cfg->tgt_pos_rows * D, 0.1f, &rng);
         if (cfg->src_pos_rows < T_src) t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
         if (cfg->tgt_pos_rows < t->T_cap) t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
-    } else if (cfg->pos == POS_SINUSOIDAL) {
+    } else if (cfg->pos == POSITIONS_SINUSOIDAL) {
         t->P_src = xcalloc((size_t)T_src * D, sizeof(float));
         t->P_tgt = xcalloc((size_t)t->T_cap * D, sizeof(float));
         positional_encoding_sinusoidal(t->P_src, T_src, D);      /* chapter 04's */
@@ -156,7 +156,7 @@ static void transformer_destroy(void *self) {
  * shorter strings): P [T, D] = the table, then its last row at every later
  * position. The trained rows say nothing about positions never seen. */
 static void spread_learned_positions(Transformer *t) {
-    if (t->cfg.pos != POS_LEARNED) return;
+    if (t->cfg.pos != POSITIONS_LEARNED) return;
     const size_t D = (size_t)t->D;
     const struct { float *P; size_t table; int rows, T; } tables[2] = {
         {t->P_src, t->src_pos, t->cfg.src_pos_rows, t->T_src}, {t->P_tgt, t->tgt_pos, t->cfg.tgt_pos_rows, t->T_cap}};
@@ -180,7 +180,7 @@ static void embed_forward(Transformer *t, float *X, float *mask, const int *ids,
     const float scale = sqrtf((float)D);
     embedding_forward(X, ids, params_data(&t->params, emb), B * N, D);
     for (size_t i = 0; i < n; i++) X[i] *= scale;
-    if (t->cfg.pos != POS_ROPE)
+    if (t->cfg.pos != POSITIONS_ROPE)
         add_positional_encoding(X, P_fixed ? P_fixed : params_data(&t->params, pos), B, N, D);   /* chapter 04's */
     dropout_forward(X, mask, X, (int)n, t->cfg.block.dropout, train, &t->dropout_rng);
 }
@@ -193,7 +193,7 @@ static void embed_backward(Transformer *t, float *dX, const float *mask, const i
     const size_t n = (size_t)B * N * D;
     const float scale = sqrtf((float)D);
     for (size_t i = 0; i < n; i++) dX[i] *= mask[i];   /* dropout (mask = 1 without it) */
-    if (t->cfg.pos == POS_LEARNED) add_positional_encoding_backward(params_grad(&t->params, pos), dX, B, N, D);
+    if (t->cfg.pos == POSITIONS_LEARNED) add_positional_encoding_backward(params_grad(&t->params, pos), dX, B, N, D);
     for (size_t i = 0; i < n; i++) dX[i] *= scale;
     embedding_backward(params_grad(&t->params, emb), dX, ids, B * N, D);
 }
@@ -313,7 +313,7 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
         for (int r = 0; r < n; r++) {
             const int pos = (int)next[(size_t)r * S];
             const float *e = params_data(&t->params, t->tgt_emb) + (size_t)prev[r] * D;
-            const float *P = t->cfg.pos == POS_ROPE ? NULL : t->P_tgt ? t->P_tgt : params_data(&t->params, t->tgt_pos);
+            const float *P = t->cfg.pos == POSITIONS_ROPE ? NULL : t->P_tgt ? t->P_tgt : params_data(&t->params, t->tgt_pos);
             float *x = t->step_x + (size_t)r * D;
             for (int j = 0; j < D; j++) x[j] = sqrtf((float)D) * e[j] + (P ? P[(size_t)pos * D + j] : 0.0f);
         }
@@ -477,7 +477,7 @@ const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
 const int TRANSFORMER_CONFIG_N = (int)(sizeof TRANSFORMER_CONFIG_FIELDS / sizeof TRANSFORMER_CONFIG_FIELDS[0]);
 
 void transformer_pos_rows(TransformerConfig *c, const Dataset *d) {
-    if (c->pos != POS_LEARNED) return;
+    if (c->pos != POSITIONS_LEARNED) return;
     if (!c->src_pos_rows) c->src_pos_rows = d->max_src_len;
     if (!c->tgt_pos_rows) c->tgt_pos_rows = d->max_tgt_len + 1 + TRANSFORMER_DECODE_EXTRA;
 }

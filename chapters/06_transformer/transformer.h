@@ -29,7 +29,7 @@
 #ifndef TRANSFORMER_H
 #define TRANSFORMER_H
 #include <stdint.h>
-#include "04_self_attention/digit_model.h"
+#include "06_transformer/positions.h"
 #include "06_transformer/block.h"
 #include "06_transformer/stack.h"
 #include "io/config.h"
@@ -42,7 +42,7 @@ typedef struct {
     int layers;             /* L: blocks in the encoder, and in the decoder */
     BlockSpec block;        /* D, H, D_H, F, norm place and type, MLP, dropout (also on embeddings);
                              * D_H 0: D / H (the checkpoint text gives dim and heads) */
-    PosType pos;            /* POS_SINUSOIDAL, POS_LEARNED or POS_ROPE */
+    Positions pos;            /* POSITIONS_SINUSOIDAL, POSITIONS_LEARNED or POSITIONS_ROPE */
     float label_smoothing;  /* eps in [0, 1) */
     int kv_cache;           /* 1: decode with the KV cache; 0: recompute the prefix */
     int src_pos_rows;       /* learned positions: rows of the source table (0: the data's longest source) */

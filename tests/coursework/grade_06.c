@@ -241,7 +241,7 @@ static int draw(const GptSampling *sampling, int *out, float *logits) {
                            .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
                                      .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                      .causal = 1},
-                           .pos = POS_LEARNED, .context = GPT_N, .V = GPT_V};
+                           .pos = POSITIONS_LEARNED, .context = GPT_N, .V = GPT_V};
     static Gpt g;
     if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
     float *E = params_data(&g.params, g.tok_emb);
@@ -312,7 +312,7 @@ static int generate_seeded(const GptSampling *sampling, uint64_t seed, int *out)
                            .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
                                      .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                      .causal = 1},
-                           .pos = POS_LEARNED, .context = GEN_T + 1, .V = GPT_V};
+                           .pos = POSITIONS_LEARNED, .context = GEN_T + 1, .V = GPT_V};
     static Gpt g;
     if (gpt_create(&g, &cfg, 1, 11) < 0) return grade_fail("gpt_create failed");
     float *E = params_data(&g.params, g.tok_emb);
@@ -459,7 +459,7 @@ static int training(void) {
                            .block = {.D = 8, .H = 2, .D_H = 4, .F = 16, .norm_place = BLOCK_PRE_NORM,
                                      .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
                                      .causal = 1},
-                           .pos = POS_LEARNED, .context = GPT_N, .V = GPT_V};
+                           .pos = POSITIONS_LEARNED, .context = GPT_N, .V = GPT_V};
     GptRun r = {.tokens = grade_ints(GRADE_TRAIN_B * GPT_N), .targets = grade_ints(GRADE_TRAIN_B * GPT_N)};
     if (gpt_create(&r.g, &cfg, GRADE_TRAIN_B, 3) < 0) return grade_fail("gpt_create failed");
     rng_seed(&r.rng, 2024, 7);
