@@ -511,10 +511,11 @@ static void test_dot_attention_on_strided_blocks(void **state) {
         /* strided, E in A's place */
         float Yw[N_Q * LD] = {0}, A2[N_Q * N_X], scratch2[2 * N_Q * N_X];
         float dQw[N_Q * LD] = {0}, dKw[N_X * LD] = {0}, dVw[N_X * LD] = {0};
-        dot_attention_forward(Yw + OFF, LD, A2, A2, Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, &mask,
-                              NULL, N_Q, N_X, D_K, D_V);
-        dot_attention_backward(dQw + OFF, LD, dKw + OFF, LD, dVw + OFF, LD, scratch2, dYw + OFF, LD, A2,
-                               NULL, Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, alpha, N_Q, N_X, D_K, D_V);
+        dot_attention_forward(Yw + OFF, LD, A2, A2, &(DotHead){Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, N_Q, N_X,
+                              D_K, D_V, alpha}, &mask, NULL);
+        dot_attention_backward(&(DotHeadGrads){dQw + OFF, LD, dKw + OFF, LD, dVw + OFF, LD}, scratch2, dYw + OFF,
+                               LD, A2, NULL, &(DotHead){Qw + OFF, LD, Kw + OFF, LD, Vw + OFF, LD, N_Q, N_X, D_K,
+                               D_V, alpha});
         assert_memory_equal(A2, A, sizeof A);
         for (int i = 0; i < N_Q; i++)
             for (int c = 0; c < LD; c++) {
@@ -549,8 +550,8 @@ typedef struct {
 
 static double dot_loss(void *p) {
     DotCtx *c = p;
-    dot_attention_forward(c->Y, c->D_V, c->A, c->E, c->Q, c->D_K, c->K, c->D_K, c->V, c->D_V, c->alpha, c->mask,
-                          c->keep, c->N_Q, c->N_X, c->D_K, c->D_V);
+    dot_attention_forward(c->Y, c->D_V, c->A, c->E, &(DotHead){c->Q, c->D_K, c->K, c->D_K, c->V, c->D_V, c->N_Q,
+                          c->N_X, c->D_K, c->D_V, c->alpha}, c->mask, c->keep);
     return weighted_sum(c->Y, c->wY, (size_t)c->N_Q * c->D_V);
 }
 
@@ -589,8 +590,8 @@ static void test_dot_attention_dropout_gradients(void **state) {
             for (size_t n = 0; n < NN; n++) dropped += keep[n] == 0.0f;
 
             /* forward: A undropped (the bits without keep), E = A o keep, Y = E V */
-            dot_attention_forward(Y0, c.D_V, A0, A0, c.Q, c.D_K, c.K, c.D_K, c.V, c.D_V, c.alpha, c.mask, NULL,
-                                  c.N_Q, c.N_X, c.D_K, c.D_V);
+            dot_attention_forward(Y0, c.D_V, A0, A0, &(DotHead){c.Q, c.D_K, c.K, c.D_K, c.V, c.D_V, c.N_Q, c.N_X,
+                                  c.D_K, c.D_V, c.alpha}, c.mask, NULL);
             dot_loss(&c);
             assert_memory_equal(c.A, A0, sizeof(float) * NN);
             for (size_t n = 0; n < NN; n++) assert_true(c.E[n] == c.A[n] * keep[n]);
@@ -602,8 +603,9 @@ static void test_dot_attention_dropout_gradients(void **state) {
                     assert_float_equal(c.Y[i * c.D_V + d], want, 1e-5);
                 }
 
-            dot_attention_backward(dQ, c.D_K, dK, c.D_K, dV, c.D_V, scratch, c.wY, c.D_V, c.A, keep, c.Q, c.D_K,
-                                   c.K, c.D_K, c.V, c.D_V, c.alpha, c.N_Q, c.N_X, c.D_K, c.D_V);
+            dot_attention_backward(&(DotHeadGrads){dQ, c.D_K, dK, c.D_K, dV, c.D_V}, scratch, c.wY, c.D_V, c.A,
+                                   keep, &(DotHead){c.Q, c.D_K, c.K, c.D_K, c.V, c.D_V, c.N_Q, c.N_X, c.D_K, c.D_V,
+                                   c.alpha});
             const char *what = masked ? "dot attention, dropout, masked" : "dot attention, dropout";
             expect_grad_ok(gradcheck(dot_loss, &c, c.Q, dQ, nQ, EPS, MAX_CHECKS), "dQ", what);
             expect_grad_ok(gradcheck(dot_loss, &c, c.K, dK, nK, EPS, MAX_CHECKS), "dK", what);
@@ -629,15 +631,15 @@ static void test_dot_attention_dropout_statistics(void **state) {
     fill(K, N * D_K, 1.0f, &r);
     for (int j = 0; j < N; j++) V[j * N + j] = 1.0f;
     const float alpha = 0.5f;
-    dot_attention_forward(Y0, N, A, A, Q, D_K, K, D_K, V, N, alpha, NULL, NULL, N, N, D_K, N);
+    dot_attention_forward(Y0, N, A, A, &(DotHead){Q, D_K, K, D_K, V, N, N, N, D_K, N, alpha}, NULL, NULL);
     dropout_mask(keep, N * N, 0.0f, &r);   /* all ones */
-    dot_attention_forward(Y, N, A, E, Q, D_K, K, D_K, V, N, alpha, NULL, keep, N, N, D_K, N);
+    dot_attention_forward(Y, N, A, E, &(DotHead){Q, D_K, K, D_K, V, N, N, N, D_K, N, alpha}, NULL, keep);
     assert_memory_equal(Y, Y0, sizeof Y);
 
     int zeroed = 0;
     for (int draw = 0; draw < DRAWS; draw++) {
         dropout_mask(keep, N * N, p, &r);
-        dot_attention_forward(Y, N, A, E, Q, D_K, K, D_K, V, N, alpha, NULL, keep, N, N, D_K, N);
+        dot_attention_forward(Y, N, A, E, &(DotHead){Q, D_K, K, D_K, V, N, N, N, D_K, N, alpha}, NULL, keep);
         for (int n = 0; n < N * N; n++) {
             assert_true(A[n] > 0.0f);   /* no mask: every weight of the softmax is positive */
             if (Y[n] == 0.0f) {

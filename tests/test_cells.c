@@ -85,8 +85,8 @@ static void ctx_free(CellCtx *c) {
 
 static void run_forward(CellCtx *c) {
     int lstm = cell_has_c(c->type);
-    cell_forward(c->type, c->h, lstm ? c->c : NULL, c->cache, c->scratch, c->x, c->h_prev,
-                 lstm ? c->c_prev : NULL, c->W_x, c->W_h, c->b, c->mask, c->B, c->I, c->H);
+    cell_forward(c->h, lstm ? c->c : NULL, c->cache, c->scratch, &(CellStep){c->type, c->B, c->I, c->H, c->mask,
+                 c->x, c->h_prev, lstm ? c->c_prev : NULL}, &(CellWeights){c->W_x, c->W_h, c->b});
 }
 
 static double cell_loss(void *p) {
@@ -189,9 +189,9 @@ static void check_cell_gradients(CellType t, int B, int I, int H, const int *mas
     run_forward(&c);
     /* the scratch area is work memory: garbage in it must not matter */
     for (size_t i = 0; i < (size_t)B * 2 * GH; i++) c.scratch[i] = NAN;
-    cell_backward(t, dx, dh_prev, lstm ? dc_prev : NULL, dW_x, dW_h, db,
-                  c.w_h, lstm ? c.w_c : NULL, c.cache, c.scratch, c.x, c.h_prev,
-                  lstm ? c.c_prev : NULL, c.W_x, c.W_h, mask, B, I, H);
+    cell_backward(dx, dh_prev, lstm ? dc_prev : NULL, &(CellWeights){dW_x, dW_h, db}, c.w_h, lstm ? c.w_c : NULL,
+                  c.cache, c.scratch, &(CellStep){t, B, I, H, mask, c.x, c.h_prev, lstm ? c.c_prev : NULL},
+                  &(CellWeights){c.W_x, c.W_h, NULL});
     for (size_t i = 0; i < nx; i++) dx[i] -= start;
     for (size_t i = 0; i < nh; i++) { dh_prev[i] -= start; dc_prev[i] -= start; }
     for (size_t i = 0; i < nWx; i++) dW_x[i] -= start;
@@ -254,10 +254,10 @@ static void test_lstm_dc_null(void **state) {
     run_forward(&c);
     enum { N = 3 * 7 };
     float dh_a[N] = {0}, dh_b[N] = {0}, dc_a[N] = {0}, dc_b[N] = {0}, zeros[N] = {0};
-    cell_backward(CELL_LSTM, NULL, dh_a, dc_a, NULL, NULL, NULL, c.w_h, NULL, c.cache, c.scratch,
-                  c.x, c.h_prev, c.c_prev, c.W_x, c.W_h, NULL, 3, 5, 7);
-    cell_backward(CELL_LSTM, NULL, dh_b, dc_b, NULL, NULL, NULL, c.w_h, zeros, c.cache, c.scratch,
-                  c.x, c.h_prev, c.c_prev, c.W_x, c.W_h, NULL, 3, 5, 7);
+    cell_backward(NULL, dh_a, dc_a, &(CellWeights){NULL, NULL, NULL}, c.w_h, NULL, c.cache, c.scratch,
+                  &(CellStep){CELL_LSTM, 3, 5, 7, NULL, c.x, c.h_prev, c.c_prev}, &(CellWeights){c.W_x, c.W_h, NULL});
+    cell_backward(NULL, dh_b, dc_b, &(CellWeights){NULL, NULL, NULL}, c.w_h, zeros, c.cache, c.scratch,
+                  &(CellStep){CELL_LSTM, 3, 5, 7, NULL, c.x, c.h_prev, c.c_prev}, &(CellWeights){c.W_x, c.W_h, NULL});
     assert_memory_equal(dh_a, dh_b, sizeof dh_a);
     assert_memory_equal(dc_a, dc_b, sizeof dc_a);
     int nonzero = 0;

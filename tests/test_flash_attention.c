@@ -124,9 +124,9 @@ static void check_one(int N, int D, int Bq, int Bk, int causal, int key_len, Rng
     const float *Q = in, *K = in + D, *V = in + 2 * D, *dO = in + 3 * D;
     float *dQ = grad, *dK = grad + D, *dV = grad + 2 * D;
 
-    flash_attention_forward(O + 1, ld, lse, Q, ld, K, ld, V, ld, N, D, causal, key_len, Bq, Bk, scratch);
-    flash_attention_backward(dQ, dK, dV, ld, dO, ld, Q, ld, K, ld, V, ld, O + 1, ld, lse, N, D, causal,
-                             key_len, Bq, Bk, scratch);
+    flash_attention_forward(O + 1, ld, lse, &(FlashHead){Q, ld, K, ld, V, ld, N, D, causal, key_len, Bq, Bk}, scratch);
+    flash_attention_backward(dQ, dK, dV, ld, dO, ld, O + 1, ld, lse, &(FlashHead){Q, ld, K, ld, V, ld, N, D,
+                             causal, key_len, Bq, Bk}, scratch);
     reference(O_ref, dQ_ref, dK_ref, dV_ref, Q, K, V, dO, ld, N, D, causal, key_len < N ? key_len : N);
     for (size_t i = 0; i < (size_t)N * D; i++) {     /* backward added to 0.25 */
         dQ_ref[i] += 0.25; dK_ref[i] += 0.25; dV_ref[i] += 0.25;
@@ -180,8 +180,8 @@ typedef struct {
 static double fd_loss(void *p) {
     FdCtx *c = p;
     const int ld = 3 * c->D;
-    flash_attention_forward(c->O, c->D, c->lse, c->qkv, ld, c->qkv + c->D, ld, c->qkv + 2 * c->D, ld,
-                            c->N, c->D, c->causal, c->key_len, c->Bq, c->Bk, c->scratch);
+    flash_attention_forward(c->O, c->D, c->lse, &(FlashHead){c->qkv, ld, c->qkv + c->D, ld, c->qkv + 2 * c->D, ld,
+                            c->N, c->D, c->causal, c->key_len, c->Bq, c->Bk}, c->scratch);
     double L = 0.0;
     for (int i = 0; i < c->N * c->D; i++) L += (double)c->O[i] * c->G[i];
     return L;
@@ -208,9 +208,8 @@ static void test_gradcheck(void **state) {
         fill(c.G, (size_t)N * D, 1.0f, &rng);
         fd_loss(&c);
         const int ld = 3 * D;
-        flash_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, ld, c.G, D, c.qkv, ld, c.qkv + D, ld,
-                                 c.qkv + 2 * D, ld, c.O, D, c.lse, N, D, c.causal, c.key_len, c.Bq, c.Bk,
-                                 c.scratch);
+        flash_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, ld, c.G, D, c.O, D, c.lse, &(FlashHead){c.qkv, ld,
+                                 c.qkv + D, ld, c.qkv + 2 * D, ld, N, D, c.causal, c.key_len, c.Bq, c.Bk}, c.scratch);
         GradCheckResult res = gradcheck(fd_loss, &c, c.qkv, dqkv, (size_t)N * 3 * D, 1e-3f, 1000);
         if (!(res.max_rel_err < 1e-2))
             fail_msg("mask %d: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", mask,

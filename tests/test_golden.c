@@ -367,17 +367,17 @@ static void check_cell(Case *c, CellType type) {
     float *h = buf(c, (size_t)B * H), *cs = lstm ? buf(c, (size_t)B * H) : NULL;
     float *cache = buf(c, (size_t)B * cell_cache_size(type, H));
     float *scratch = buf(c, (size_t)B * 2 * G * H);
-    cell_forward(type, h, cs, cache, scratch, f32(c, "x"), f32(c, "h_prev"), c_prev,
-                 f32(c, "W_x"), f32(c, "W_h"), f32(c, "b"), mask, B, I, H);
+    cell_forward(h, cs, cache, scratch, &(CellStep){type, B, I, H, mask, f32(c, "x"), f32(c, "h_prev"), c_prev},
+                 &(CellWeights){(float *)f32(c, "W_x"), (float *)f32(c, "W_h"), (float *)f32(c, "b")});
     expect_out(c, "h", h);
     if (lstm) expect_out(c, "c", cs);
     float *dx = buf(c, (size_t)B * I), *dh_prev = buf(c, (size_t)B * H);
     float *dc_prev = lstm ? buf(c, (size_t)B * H) : NULL;
     float *dW_x = buf(c, (size_t)I * G * H), *dW_h = buf(c, (size_t)H * G * H), *db = buf(c, (size_t)G * H);
     for (int times = 1; times <= 2; times++) {
-        cell_backward(type, dx, dh_prev, dc_prev, dW_x, dW_h, db, f32(c, "dh"),
-                      lstm ? f32(c, "dc") : NULL, cache, scratch, f32(c, "x"), f32(c, "h_prev"),
-                      c_prev, f32(c, "W_x"), f32(c, "W_h"), mask, B, I, H);
+        cell_backward(dx, dh_prev, dc_prev, &(CellWeights){dW_x, dW_h, db}, f32(c, "dh"), lstm ? f32(c,
+                      "dc") : NULL, cache, scratch, &(CellStep){type, B, I, H, mask, f32(c, "x"), f32(c, "h_prev"),
+                      c_prev}, &(CellWeights){(float *)f32(c, "W_x"), (float *)f32(c, "W_h"), NULL});
         expect_grad(c, "dx", dx, times);
         expect_grad(c, "dh_prev", dh_prev, times);
         if (lstm) expect_grad(c, "dc_prev", dc_prev, times);
@@ -700,7 +700,8 @@ static void check_block_with(Case *c, MultiHeadAttention attention) {
     const int *config = i32(c, "config");
     int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = config[0], N_M = M ? M->dims[1] : 0;
     BlockSpec s = {D, H, W_QKV->dims[1] / (3 * H), W_1 ? W_1->dims[1] : 0, (BlockNormPlace)config[1],
-                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f, 0, {0}};
+                   (BlockNorm)config[2], (BlockMlp)config[3], 0.0f, attention, config[4], M != NULL, 0.0f, 0, 0.0f,
+                    0, {0}};
     const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
     const BlockMemory mem = {M ? M->data : NULL, maybe(c, "mem_lens") ? i32(c, "mem_lens") : NULL, N_M};
     size_t n_params = block_param_count(&s);

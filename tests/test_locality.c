@@ -177,8 +177,8 @@ static void test_locality_equals_chapter03(void **state) {
         sgemm(0, 0, N, 3 * HD, D, 1.0f, X_b, D, L.w.W_QKV, 3 * HD, 0.0f, QKV, 3 * HD);
         const AttentionMask mask = {off_diagonal, 0, lens[b], 0};
         for (int h = 0; h < H; h++) {
-            dot_attention_forward(Y + h * D_H, HD, A, A, QKV + h * D_H, 3 * HD, QKV + HD + h * D_H, 3 * HD,
-                                  QKV + 2 * HD + h * D_H, 3 * HD, expf(L.t[h]), &mask, NULL, N, N, D_H, D_H);
+            dot_attention_forward(Y + h * D_H, HD, A, A, &(DotHead){QKV + h * D_H, 3 * HD, QKV + HD + h * D_H,
+                                  3 * HD, QKV + 2 * HD + h * D_H, 3 * HD, N, N, D_H, D_H, expf(L.t[h])}, &mask, NULL);
             const float *A_bh = L.A + ((size_t)b * H + h) * N * N;
             expect_close(A_bh, A, N * N, 1e-6f, "locality: A of one head");
             for (int i = 0; i < N; i++) assert_true(A_bh[i * N + i] == 0.0f);

@@ -17,6 +17,12 @@
 #include "util/util.h"
 #include "train/memory.h"
 
+/* The cell's tensors W_x, W_h, b in p: their values, or (grad 1) their gradients. */
+static CellWeights cell_weights(Params *p, size_t W_x, size_t W_h, size_t b, int grad) {
+    float *(*get)(Params *, size_t) = grad ? params_grad : params_data;
+    return (CellWeights){get(p, W_x), get(p, W_h), get(p, b)};
+}
+
 /* ================================================================= encoder */
 
 void rnn_encoder_declare(RnnEncoder *enc, Params *p, const char *prefix, CellType cell,
@@ -94,13 +100,13 @@ void rnn_encoder_forward(RnnEncoder *enc, Params *p, const int *src, const int *
     memset(enc->h, 0, sizeof(float) * (size_t)B * S);   /* h_0 = 0 */
     if (enc->c) memset(enc->c, 0, sizeof(float) * (size_t)B * S);
     embedding_forward(enc->x, enc->ids, params_data(p, enc->emb), B * T, D_E);
+    const CellWeights w = cell_weights(p, enc->W_x, enc->W_h, enc->b, 0);
     for (int t = 0; t < T; t++) {
         size_t hs = (size_t)B * S;
-        cell_forward(enc->cell, enc->h + (t + 1) * hs, enc->c ? enc->c + (t + 1) * hs : NULL,
-                     enc->cache + (size_t)t * B * enc->cache_size, enc->scratch,
-                     enc->x + (size_t)t * B * D_E, enc->h + t * hs, enc->c ? enc->c + t * hs : NULL,
-                     params_data(p, enc->W_x), params_data(p, enc->W_h), params_data(p, enc->b),
-                     enc->mask + t * B, B, D_E, S);
+        const CellStep step = {enc->cell, B, D_E, S, enc->mask + t * B, enc->x + (size_t)t * B * D_E,
+                               enc->h + t * hs, enc->c ? enc->c + t * hs : NULL};
+        cell_forward(enc->h + (t + 1) * hs, enc->c ? enc->c + (t + 1) * hs : NULL,
+                     enc->cache + (size_t)t * B * enc->cache_size, enc->scratch, &step, &w);
     }
 }
 
@@ -114,6 +120,8 @@ void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
         if (dc_final) memcpy(g->dc, dc_final, sizeof(float) * hs);
         else memset(g->dc, 0, sizeof(float) * hs);
     }
+    const CellWeights w = cell_weights(p, enc->W_x, enc->W_h, enc->b, 0);
+    const CellWeights dw = cell_weights(p, enc->W_x, enc->W_h, enc->b, 1);
     /* Exercise 01.encoder_bptt (3 points): backpropagation through time, from h_T back to h_0. */
     for (int t = T - 1; t >= 0; t--) {
         if (dH)  /* gradient arriving directly at h[t+1] from later layers */
@@ -121,12 +129,10 @@ void rnn_encoder_backward(RnnEncoder *enc, Params *p, const float *dH,
         memset(enc->dx, 0, sizeof(float) * (size_t)B * D_E);
         memset(g->dh_prev, 0, sizeof(float) * hs);
         if (enc->c) memset(g->dc_prev, 0, sizeof(float) * hs);
-        cell_backward(enc->cell, enc->dx, g->dh_prev, enc->c ? g->dc_prev : NULL,
-                      params_grad(p, enc->W_x), params_grad(p, enc->W_h), params_grad(p, enc->b),
-                      g->dh, enc->c ? g->dc : NULL, enc->cache + (size_t)t * B * enc->cache_size,
-                      enc->scratch, enc->x + (size_t)t * B * D_E, enc->h + t * hs,
-                      enc->c ? enc->c + t * hs : NULL, params_data(p, enc->W_x),
-                      params_data(p, enc->W_h), enc->mask + t * B, B, D_E, S);
+        const CellStep step = {enc->cell, B, D_E, S, enc->mask + t * B, enc->x + (size_t)t * B * D_E,
+                               enc->h + t * hs, enc->c ? enc->c + t * hs : NULL};
+        cell_backward(enc->dx, g->dh_prev, enc->c ? g->dc_prev : NULL, &dw, g->dh, enc->c ? g->dc : NULL,
+                      enc->cache + (size_t)t * B * enc->cache_size, enc->scratch, &step, &w);
         embedding_backward(params_grad(p, enc->emb), enc->dx, enc->ids + t * B, B, D_E);
         state_grads_swap(g);
     }
@@ -213,11 +219,11 @@ void rnn_decoder_embed(RnnDecoder *dec, Params *p, int t, int B) {
 void rnn_decoder_cell_forward(RnnDecoder *dec, Params *p, int t, int B) {
     size_t hs = (size_t)B * dec->S;
     int lstm = dec->cell == CELL_LSTM;
-    cell_forward(dec->cell, dec->s + (t + 1) * hs, lstm ? dec->cs + (t + 1) * hs : NULL,
-                 dec->cache + (size_t)t * B * dec->cache_size, dec->scratch,
-                 dec->in + (size_t)t * B * dec->I, dec->s + t * hs, lstm ? dec->cs + t * hs : NULL,
-                 params_data(p, dec->W_x), params_data(p, dec->W_h), params_data(p, dec->b), NULL,
-                 B, dec->I, dec->S);
+    const CellStep step = {dec->cell, B, dec->I, dec->S, NULL, dec->in + (size_t)t * B * dec->I, dec->s + t * hs,
+                           lstm ? dec->cs + t * hs : NULL};
+    const CellWeights w = cell_weights(p, dec->W_x, dec->W_h, dec->b, 0);
+    cell_forward(dec->s + (t + 1) * hs, lstm ? dec->cs + (t + 1) * hs : NULL,
+                 dec->cache + (size_t)t * B * dec->cache_size, dec->scratch, &step, &w);
 }
 
 int rnn_decoder_loss(RnnDecoder *dec, Params *p, const Batch *batch, const float *top, float *dtop,
@@ -240,12 +246,12 @@ void rnn_decoder_cell_backward(RnnDecoder *dec, Params *p, int t, int B) {
     memset(dec->din, 0, sizeof(float) * (size_t)B * dec->I);
     memset(g->dh_prev, 0, sizeof(float) * hs);
     memset(g->dc_prev, 0, sizeof(float) * hs);
-    cell_backward(dec->cell, dec->din, g->dh_prev, lstm ? g->dc_prev : NULL,
-                  params_grad(p, dec->W_x), params_grad(p, dec->W_h), params_grad(p, dec->b),
-                  g->dh, lstm ? g->dc : NULL, dec->cache + (size_t)t * B * dec->cache_size,
-                  dec->scratch, dec->in + (size_t)t * B * dec->I, dec->s + t * hs,
-                  lstm ? dec->cs + t * hs : NULL, params_data(p, dec->W_x), params_data(p, dec->W_h),
-                  NULL, B, dec->I, dec->S);
+    const CellStep step = {dec->cell, B, dec->I, dec->S, NULL, dec->in + (size_t)t * B * dec->I, dec->s + t * hs,
+                           lstm ? dec->cs + t * hs : NULL};
+    const CellWeights w = cell_weights(p, dec->W_x, dec->W_h, dec->b, 0);
+    const CellWeights dw = cell_weights(p, dec->W_x, dec->W_h, dec->b, 1);
+    cell_backward(dec->din, g->dh_prev, lstm ? g->dc_prev : NULL, &dw, g->dh, lstm ? g->dc : NULL,
+                  dec->cache + (size_t)t * B * dec->cache_size, dec->scratch, &step, &w);
 }
 
 void rnn_decoder_embed_backward(RnnDecoder *dec, Params *p, int t, int B) {
@@ -270,10 +276,10 @@ void rnn_decoder_step_embed(RnnDecoder *dec, Params *p, const int *prev, int n) 
 
 void rnn_decoder_step_cell(RnnDecoder *dec, Params *p, int n) {
     int lstm = dec->cell == CELL_LSTM;
-    cell_forward(dec->cell, dec->step_h_next, lstm ? dec->step_c_next : NULL, dec->step_cache,
-                 dec->step_scratch, dec->step_in, dec->step_h, lstm ? dec->step_c : NULL,
-                 params_data(p, dec->W_x), params_data(p, dec->W_h), params_data(p, dec->b), NULL,
-                 n, dec->I, dec->S);
+    const CellStep step = {dec->cell, n, dec->I, dec->S, NULL, dec->step_in, dec->step_h,
+                           lstm ? dec->step_c : NULL};
+    const CellWeights w = cell_weights(p, dec->W_x, dec->W_h, dec->b, 0);
+    cell_forward(dec->step_h_next, lstm ? dec->step_c_next : NULL, dec->step_cache, dec->step_scratch, &step, &w);
 }
 
 void rnn_decoder_step_end(RnnDecoder *dec, Params *p, const float *top, int n, float *next, float *logprobs) {

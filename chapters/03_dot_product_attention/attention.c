@@ -314,29 +314,27 @@ static void mask_softmax_values_backward(float *dE, float *dA, float *dV, int ld
 
 /* Q [N_Q, D_K] (ldq), K [N_X, D_K] (ldk), V [N_X, D_V] (ldv), keep [N_Q, N_X] or NULL
  *   -> Y [N_Q, D_V] (ldy), E and A [N_Q, N_X] */
-void dot_attention_forward(float *Y, int ldy, float *A, float *E,
-                           const float *Q, int ldq, const float *K, int ldk,
-                           const float *V, int ldv, float alpha, const AttentionMask *mask,
-                           const float *keep, int N_Q, int N_X, int D_K, int D_V) {
+void dot_attention_forward(float *Y, int ldy, float *A, float *E, const DotHead *h, const AttentionMask *mask,
+                           const float *keep) {
+    const int N_Q = h->N_Q, N_X = h->N_X, D_K = h->D_K, D_V = h->D_V;
     assert(keep == NULL || E != A);   /* the dropped weights need E's room */
     /* 1. E [N_Q, N_X] = alpha Q [N_Q, D_K] @ K^T [D_K, N_X] */
-    sgemm(0, 1, N_Q, N_X, D_K, alpha, Q, ldq, K, ldk, 0.0f, E, N_X);
-    mask_softmax_values(Y, ldy, A, E, V, ldv, mask, keep, N_Q, N_X, D_V);   /* 2.-4. */
+    sgemm(0, 1, N_Q, N_X, D_K, h->alpha, h->Q, h->ldq, h->K, h->ldk, 0.0f, E, N_X);
+    mask_softmax_values(Y, ldy, A, E, h->V, h->ldv, mask, keep, N_Q, N_X, D_V);   /* 2.-4. */
 }
 
 /* dY [N_Q, D_V] (lddy) -> dQ [N_Q, D_K] (lddq) +=, dK [N_X, D_K] (lddk) +=,
  * dV [N_X, D_V] (lddv) +=.  scratch: dA | dE, [N_Q, N_X] each. */
-void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
-                            float *scratch, const float *dY, int lddy, const float *A,
-                            const float *keep, const float *Q, int ldq, const float *K, int ldk,
-                            const float *V, int ldv, float alpha,
-                            int N_Q, int N_X, int D_K, int D_V) {
+void dot_attention_backward(const DotHeadGrads *g, float *scratch, const float *dY, int lddy, const float *A,
+                            const float *keep, const DotHead *h) {
+    const int N_Q = h->N_Q, N_X = h->N_X, D_K = h->D_K, D_V = h->D_V;
     float *dA = scratch, *dE = scratch + (size_t)N_Q * N_X;
-    mask_softmax_values_backward(dE, dA, dV, lddv, dY, lddy, A, keep, V, ldv, N_Q, N_X, D_V);   /* 4'.-3'. */
+    /* 4'.-3'. */
+    mask_softmax_values_backward(dE, dA, g->dV, g->lddv, dY, lddy, A, keep, h->V, h->ldv, N_Q, N_X, D_V);
     /* 1'. dQ [N_Q, D_K] += alpha dE [N_Q, N_X] @ K [N_X, D_K] */
-    if (dQ) sgemm(0, 0, N_Q, D_K, N_X, alpha, dE, N_X, K, ldk, 1.0f, dQ, lddq);
+    if (g->dQ) sgemm(0, 0, N_Q, D_K, N_X, h->alpha, dE, N_X, h->K, h->ldk, 1.0f, g->dQ, g->lddq);
     /*     dK [N_X, D_K] += alpha dE^T [N_X, N_Q] @ Q [N_Q, D_K] */
-    if (dK) sgemm(1, 0, N_X, D_K, N_Q, alpha, dE, N_X, Q, ldq, 1.0f, dK, lddk);
+    if (g->dK) sgemm(1, 0, N_X, D_K, N_Q, h->alpha, dE, N_X, h->Q, h->ldq, 1.0f, g->dK, g->lddk);
 }
 
 /* a [N_X] -> its entropy (returned) and its largest weight */
@@ -359,8 +357,8 @@ void attention_forward(float *Y, float *A, float *cache,
                        const AttentionMask *mask, int N_Q, int N_X, int D_V) {
     ScoreCache c = score_cache_view(s, cache, N_Q, N_X);
     if (is_dot_score(s)) {                       /* 1.-4., the blocks being whole matrices */
-        dot_attention_forward(Y, D_V, A, c.E, Q, s->D_Q, K, s->D_K, V, D_V, dot_alpha(s), mask,
-                              NULL, N_Q, N_X, s->D_Q, D_V);
+        const DotHead h = {Q, s->D_Q, K, s->D_K, V, D_V, N_Q, N_X, s->D_Q, D_V, dot_alpha(s)};
+        dot_attention_forward(Y, D_V, A, c.E, &h, mask, NULL);
         return;
     }
     score_forward(&c, Q, K, s, w, N_Q, N_X);     /* 1. E = score(Q, K) */
@@ -377,8 +375,9 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
     float *dA = scratch, *dE = scratch + NN;
     ScoreCache c = score_cache_view(s, (float *)cache, N_Q, N_X);
     if (is_dot_score(s)) {                       /* 4'.-1'. */
-        dot_attention_backward(dQ, s->D_Q, dK, s->D_K, dV, D_V, scratch, dY, D_V, A, NULL, Q, s->D_Q,
-                               K, s->D_K, V, D_V, dot_alpha(s), N_Q, N_X, s->D_Q, D_V);
+        const DotHead h = {Q, s->D_Q, K, s->D_K, V, D_V, N_Q, N_X, s->D_Q, D_V, dot_alpha(s)};
+        const DotHeadGrads g = {dQ, s->D_Q, dK, s->D_K, dV, D_V};
+        dot_attention_backward(&g, scratch, dY, D_V, A, NULL, &h);
         return;
     }
     mask_softmax_values_backward(dE, dA, dV, D_V, dY, D_V, A, NULL, V, D_V, N_Q, N_X, D_V);   /* 4'.-3'. */

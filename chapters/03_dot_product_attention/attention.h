@@ -145,24 +145,36 @@ void attention_backward(float *dQ, float *dK, float *dV, ScoreWeights *dw, float
  * A stays the weights softmax wrote (the heatmaps show them, and backward's
  * softmax' needs them); the dropped weights A o keep go into E, which then
  * must be a buffer of its own (E != A) and ends holding them instead of the
- * scores. keep NULL: no dropout, the same bits as before keep existed. */
-void dot_attention_forward(float *Y, int ldy, float *A, float *E,
-                           const float *Q, int ldq, const float *K, int ldk,
-                           const float *V, int ldv, float alpha, const AttentionMask *mask,
-                           const float *keep, int N_Q, int N_X, int D_K, int D_V);
+ * scores. keep NULL: no dropout, the same bits as before keep existed.
+ *
+ * What one call reads, the blocks with their row strides and the sizes, is
+ * a DotHead; the gradients backward adds to, a DotHeadGrads. */
+typedef struct {
+    const float *Q; int ldq;   /* [N_Q, D_K] the queries */
+    const float *K; int ldk;   /* [N_X, D_K] the keys */
+    const float *V; int ldv;   /* [N_X, D_V] the values */
+    int N_Q, N_X, D_K, D_V;
+    float alpha;               /* the factor on Q K^T: 1 (dot) or 1/sqrt(D_K) (scaled dot), or a head's own */
+} DotHead;
 
-/* dY [N_Q, D_V] (row stride lddy) -> dQ [N_Q, D_K] +=, dK [N_X, D_K] +=,
- * dV [N_X, D_V] += (row strides lddq, lddk, lddv; any of them may be NULL).
- * A, keep, Q, K, V, alpha are what forward saw and wrote (no mask: a blocked
- * pair has A = 0, so no gradient flows through it). scratch: 2 N_Q N_X
- * floats (dA, dE). With keep (or NULL), step 4 runs backward as
+typedef struct {
+    float *dQ; int lddq;       /* [N_Q, D_K] +=, or NULL */
+    float *dK; int lddk;       /* [N_X, D_K] +=, or NULL */
+    float *dV; int lddv;       /* [N_X, D_V] +=, or NULL */
+} DotHeadGrads;
+
+/* h's Q, K, V -> Y [N_Q, D_V] (row stride ldy), A and E [N_Q, N_X] (written). */
+void dot_attention_forward(float *Y, int ldy, float *A, float *E, const DotHead *h, const AttentionMask *mask,
+                           const float *keep);
+
+/* dY [N_Q, D_V] (row stride lddy) -> g's dQ, dK, dV += (any may be NULL).
+ * A, keep and h are what forward saw and wrote (no mask: a blocked pair has
+ * A = 0, so no gradient flows through it). scratch: 2 N_Q N_X floats (dA,
+ * dE). With keep (or NULL), step 4 runs backward as
  *   dA' = dY V^T,  dV += (A o keep)^T dY,  dA = dA' o keep,
  * the dE half of scratch holding A o keep until dE = softmax'(dA) needs it. */
-void dot_attention_backward(float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
-                            float *scratch, const float *dY, int lddy, const float *A,
-                            const float *keep, const float *Q, int ldq, const float *K, int ldk,
-                            const float *V, int ldv, float alpha,
-                            int N_Q, int N_X, int D_K, int D_V);
+void dot_attention_backward(const DotHeadGrads *g, float *scratch, const float *dY, int lddy, const float *A,
+                            const float *keep, const DotHead *h);
 
 /* How one row of attention weights a [N_X] (summing to 1) spreads: returns
  * its entropy in nats, -sum_j a_j log a_j (log N_X when uniform, 0 when one

@@ -44,12 +44,11 @@ size_t flash_attention_scratch_floats(int Bq, int Bk) {
 
 /* Q [N, D_H] (ldq), K, V [N, D_H] (ldk, ldv) -> O [N, D_H] (ldo), lse [N].
  * scratch: S [Bq, Bk] | m [Bq] | l [Bq]. */
-void flash_attention_forward(float *O, int ldo, float *lse,
-                             const float *Q, int ldq, const float *K, int ldk,
-                             const float *V, int ldv, int N, int D_H,
-                             int causal, int key_len, int Bq, int Bk, float *scratch) {
+void flash_attention_forward(float *O, int ldo, float *lse, const FlashHead *h, float *scratch) {
+    const float *Q = h->Q, *K = h->K, *V = h->V;
+    const int ldq = h->ldq, ldk = h->ldk, ldv = h->ldv, N = h->N, D_H = h->D_H, Bq = h->Bq, Bk = h->Bk;
     const float scale = 1.0f / sqrtf((float)D_H);
-    const AttentionMask mask = {NULL, causal, key_len, 0};
+    const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
     float *S = scratch;                        /* [bq, bk] scores, then weights */
     float *m = S + (size_t)Bq * Bk;            /* [bq] running maximum */
     float *l = m + Bq;                         /* [bq] running sum of exp(s - m) */
@@ -113,14 +112,12 @@ void flash_attention_forward(float *O, int ldo, float *lse,
 
 /* dO [N, D_H] (lddo), Q, K, V, O [N, D_H], lse [N] -> dQ, dK, dV [N, D_H] (ldd) +=.
  * scratch: P [Bq, Bk] | dP [Bq, Bk] | Dvec [Bq]. */
-void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
-                              const float *dO, int lddo,
-                              const float *Q, int ldq, const float *K, int ldk,
-                              const float *V, int ldv, const float *O, int ldo,
-                              const float *lse, int N, int D_H,
-                              int causal, int key_len, int Bq, int Bk, float *scratch) {
+void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo,
+                              const float *O, int ldo, const float *lse, const FlashHead *h, float *scratch) {
+    const float *Q = h->Q, *K = h->K, *V = h->V;
+    const int ldq = h->ldq, ldk = h->ldk, ldv = h->ldv, N = h->N, D_H = h->D_H, Bq = h->Bq, Bk = h->Bk;
     const float scale = 1.0f / sqrtf((float)D_H);
-    const AttentionMask mask = {NULL, causal, key_len, 0};
+    const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
     float *P = scratch;                        /* [bq, bk] weights a_ij of the block */
     float *dP = P + (size_t)Bq * Bk;           /* [bq, bk] dL/da_ij, then dL/ds_ij */
     float *Dvec = dP + (size_t)Bq * Bk;        /* [bq] rowsum(dO * O) */
@@ -190,11 +187,11 @@ void flash_attention_forward_heads(float *Y, float *lse, const float *QKV,
         const float *QKV_b = QKV + (size_t)b * N * ld_qkv;
         float *Y_b = Y + (size_t)b * N * HD;
         const int key_len = seq_key_len(lens, b, N);
-        for (int h = 0; h < H; h++)
-            flash_attention_forward(Y_b + h * D_H, HD, lse + ((size_t)b * H + h) * N,
-                                    QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv,
-                                    QKV_b + 2 * HD + h * D_H, ld_qkv, N, D_H, causal, key_len,
-                                    Bq, Bk, scratch);
+        for (int h = 0; h < H; h++) {
+            const FlashHead head = {QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv, QKV_b + 2 * HD + h * D_H,
+                                    ld_qkv, N, D_H, causal, key_len, Bq, Bk};
+            flash_attention_forward(Y_b + h * D_H, HD, lse + ((size_t)b * H + h) * N, &head, scratch);
+        }
     }
 }
 
@@ -210,12 +207,11 @@ void flash_attention_backward_heads(float *dQKV, const float *dY, const float *Q
         for (int h = 0; h < H; h++) {
             float *dQKV_b = dQKV + off_qkv;
             const float *QKV_b = QKV + off_qkv;
-            flash_attention_backward(dQKV_b + h * D_H, dQKV_b + HD + h * D_H, dQKV_b + 2 * HD + h * D_H,
-                                     ld_qkv, dY + off_y + h * D_H, HD,
-                                     QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv,
-                                     QKV_b + 2 * HD + h * D_H, ld_qkv, Y + off_y + h * D_H, HD,
-                                     lse + ((size_t)b * H + h) * N, N, D_H, causal, key_len,
-                                     Bq, Bk, scratch);
+            const FlashHead head = {QKV_b + h * D_H, ld_qkv, QKV_b + HD + h * D_H, ld_qkv, QKV_b + 2 * HD + h * D_H,
+                                    ld_qkv, N, D_H, causal, key_len, Bq, Bk};
+            flash_attention_backward(dQKV_b + h * D_H, dQKV_b + HD + h * D_H, dQKV_b + 2 * HD + h * D_H, ld_qkv,
+                                     dY + off_y + h * D_H, HD, Y + off_y + h * D_H, HD,
+                                     lse + ((size_t)b * H + h) * N, &head, scratch);
         }
     }
 }

@@ -35,22 +35,25 @@
  * two [Bq, Bk] blocks and two [Bq] vectors. */
 size_t flash_attention_scratch_floats(int Bq, int Bk);
 
-/* One head.
- * Q [N, D_H] (row stride ldq), K, V [N, D_H] (ldk, ldv)
- *   -> O [N, D_H] (ldo, written), lse [N] (written: log sum_j exp(s_ij)). */
-void flash_attention_forward(float *O, int ldo, float *lse,
-                             const float *Q, int ldq, const float *K, int ldk,
-                             const float *V, int ldv, int N, int D_H,
-                             int causal, int key_len, int Bq, int Bk, float *scratch);
+/* What the kernel reads of one head: its blocks with their row strides,
+ * the sizes, the masks and the block sizes. */
+typedef struct {
+    const float *Q; int ldq;   /* [N, D_H] the queries */
+    const float *K; int ldk;   /* [N, D_H] the keys */
+    const float *V; int ldv;   /* [N, D_H] the values */
+    int N, D_H;
+    int causal, key_len;       /* chapter 03's two rules (above) */
+    int Bq, Bk;                /* queries and keys per block */
+} FlashHead;
 
-/* One head. dO [N, D_H] (lddo), and Q, K, V, O, lse as forward saw / wrote them
+/* One head: h's Q, K, V -> O [N, D_H] (row stride ldo, written),
+ * lse [N] (written: log sum_j exp(s_ij)). */
+void flash_attention_forward(float *O, int ldo, float *lse, const FlashHead *h, float *scratch);
+
+/* One head. dO [N, D_H] (lddo), and h, O, lse as forward saw / wrote them
  *   -> dQ, dK, dV [N, D_H] (row stride ldd each) +=. */
-void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd,
-                              const float *dO, int lddo,
-                              const float *Q, int ldq, const float *K, int ldk,
-                              const float *V, int ldv, const float *O, int ldo,
-                              const float *lse, int N, int D_H,
-                              int causal, int key_len, int Bq, int Bk, float *scratch);
+void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo,
+                              const float *O, int ldo, const float *lse, const FlashHead *h, float *scratch);
 
 /* All sequences and heads, in multi_head.c's layout:
  *   QKV [B, N, 3*H*D_H] = [Q|K|V]  ->  Y [B, N, H*D_H] (written), lse [B, H, N] (written).

@@ -172,11 +172,11 @@ void multi_head_heads_forward(float *Y, float *A, const float *keep, float *drop
             const float *V_h = QKV_b + 2 * HD + h * D_H;      /* [N, D_H], row stride 3 H D_H */
             float *A_bh = A + ((size_t)b * H + h) * N * N;    /* [N, N] */
             const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N : NULL;
+            const DotHead head = {Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, N, N, D_H, D_H, head_scale(sc, h, D_H)};
             /* 2. E = Q_h K_h^T / sqrt(D_H) in A's place, masked, A = softmax(E);
              * 3. Y_h [N, D_H] = A V_h, into columns h*D_H.. of Y [N, H D_H]
              *    (dropout: E in its own room, ending as A o keep; Y_h = (A o keep) V_h) */
-            dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, Q_h, ld_qkv, K_h, ld_qkv,
-                                  V_h, ld_qkv, head_scale(sc, h, D_H), &mask, keep_bh, N, N, D_H, D_H);
+            dot_attention_forward(Y_b + h * D_H, HD, A_bh, keep ? dropped : A_bh, &head, &mask, keep_bh);
         }
         /* End of exercise 05.heads. */
     }
@@ -206,12 +206,12 @@ void multi_head_heads_backward(float *dQKV, float *scratch_rooms, const float *d
             const float *dY_h = dY_b + h * D_H;               /* [N, D_H], row stride H D_H */
             const float *A_bh = A + ((size_t)b * H + h) * N * N;
             const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N : NULL;
+            const DotHead head = {Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, N, N, D_H, D_H, head_scale(sc, h, D_H)};
+            const DotHeadGrads grads = {dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv};
             /* 3'. dA = dY_h V_h^T, dV_h += A^T dY_h;  2'. dE = softmax'(dA),
              *     dQ_h += dE K_h / sqrt(D_H), dK_h += dE^T Q_h / sqrt(D_H)
              *     (dropout: A o keep in place of A, and dA times keep) */
-            dot_attention_backward(dQ_h, ld_qkv, dK_h, ld_qkv, dV_h, ld_qkv, scratch, dY_h, HD, A_bh,
-                                   keep_bh, Q_h, ld_qkv, K_h, ld_qkv, V_h, ld_qkv, head_scale(sc, h, D_H), N, N,
-                                   D_H, D_H);
+            dot_attention_backward(&grads, scratch, dY_h, HD, A_bh, keep_bh, &head);
         }
         /* End of exercise 05.heads. */
     }

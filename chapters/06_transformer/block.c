@@ -540,10 +540,11 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
         const int t = rows[r].pos;
         memcpy(rows[r].K + (size_t)t * HD, qkv + HD, sizeof(float) * (size_t)HD);       /* append k */
         memcpy(rows[r].V + (size_t)t * HD, qkv + 2 * HD, sizeof(float) * (size_t)HD);   /* append v */
-        for (int h = 0; h < H; h++)   /* 2.-3. one query over keys 0..t, head h */
-            dot_attention_forward(k->Y + (size_t)r * HD + h * D_H, HD, k->A, k->A, qkv + h * D_H, 3 * HD,
-                                  rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD, scale, NULL, NULL, 1,
-                                  t + 1, D_H, D_H);
+        for (int h = 0; h < H; h++) {   /* 2.-3. one query over keys 0..t, head h */
+            const DotHead head = {qkv + h * D_H, 3 * HD, rows[r].K + h * D_H, HD, rows[r].V + h * D_H, HD,
+                                  1, t + 1, D_H, D_H, scale};
+            dot_attention_forward(k->Y + (size_t)r * HD + h * D_H, HD, k->A, k->A, &head, NULL, NULL);
+        }
     }
     /* End of exercise 06.kv_cache. */
     /* 4. O = Y W_O + b_O */

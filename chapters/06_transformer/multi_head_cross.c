@@ -91,9 +91,9 @@ static void attend_rows(float *Y, float *A, const float *keep, float *dropped_ro
             const float *V_h = KV_rows[r] + HD + h * D_H;     /* [N_M, D_H], row stride 2 H D_H */
             float *A_rh = A + ((size_t)r * H + h) * N_Q * N_M;   /* [N_Q, N_M] */
             const float *keep_rh = keep ? keep + ((size_t)r * H + h) * N_Q * N_M : NULL;
+            const DotHead head = {Q_r + h * D_H, HD, K_h, 2 * HD, V_h, 2 * HD, N_Q, N_M, D_H, D_H, scale};
             /* scores in A's place (with dropout: in their own room, ending as A o keep) */
-            dot_attention_forward(Y_r + h * D_H, HD, A_rh, keep ? dropped : A_rh, Q_r + h * D_H, HD, K_h, 2 * HD,
-                                  V_h, 2 * HD, scale, &mask, keep_rh, N_Q, N_M, D_H, D_H);
+            dot_attention_forward(Y_r + h * D_H, HD, A_rh, keep ? dropped : A_rh, &head, &mask, keep_rh);
         }
     }
 }
@@ -147,9 +147,10 @@ void multi_head_cross_backward(float *dX, float *dM, MultiHeadCrossWeights *dw, 
         for (int h = 0; h < H; h++) {
             const float *A_bh = A + ((size_t)b * H + h) * N * N_M;
             const float *keep_bh = keep ? keep + ((size_t)b * H + h) * N * N_M : NULL;
-            dot_attention_backward(dQ_b + h * D_H, HD, dKV_b + h * D_H, 2 * HD, dKV_b + HD + h * D_H, 2 * HD,
-                                   att_scratch, dY_b + h * D_H, HD, A_bh, keep_bh, Q_b + h * D_H, HD, KV_b + h * D_H,
-                                   2 * HD, KV_b + HD + h * D_H, 2 * HD, scale, N, N_M, D_H, D_H);
+            const DotHead head = {Q_b + h * D_H, HD, KV_b + h * D_H, 2 * HD, KV_b + HD + h * D_H, 2 * HD,
+                                  N, N_M, D_H, D_H, scale};
+            const DotHeadGrads grads = {dQ_b + h * D_H, HD, dKV_b + h * D_H, 2 * HD, dKV_b + HD + h * D_H, 2 * HD};
+            dot_attention_backward(&grads, att_scratch, dY_b + h * D_H, HD, A_bh, keep_bh, &head);
         }
     }
     /* 1b'. dW_KV += M^T d[K|V];  dM += d[K|V] W_KV^T */

@@ -98,8 +98,8 @@ void vit_pool_backward(float *dZ, const float *dpooled, VitPool pool, int B, int
 void vit_attention_pool_forward(float *pooled, float *a, const float *Z, const float *w, int B, int T, int D) {
     for (int b = 0; b < B; b++) {
         const float *z = Z + (size_t)b * T * D;
-        dot_attention_forward(pooled + (size_t)b * D, D, a + (size_t)b * T, a + (size_t)b * T, w, D, z, D, z, D,
-                              1.0f, NULL, NULL, 1, T, D, D);
+        const DotHead head = {w, D, z, D, z, D, 1, T, D, D, 1.0f};   /* one query w; keys and values Z[b] */
+        dot_attention_forward(pooled + (size_t)b * D, D, a + (size_t)b * T, a + (size_t)b * T, &head, NULL, NULL);
     }
 }
 
@@ -109,8 +109,9 @@ void vit_attention_pool_backward(float *dZ, float *dw, float *scratch, const flo
     for (int b = 0; b < B; b++) {
         const float *z = Z + (size_t)b * T * D;
         float *dz = dZ + (size_t)b * T * D;
-        dot_attention_backward(dw, D, dz, D, dz, D, scratch, dpooled + (size_t)b * D, D, a + (size_t)b * T, NULL,
-                               w, D, z, D, z, D, 1.0f, 1, T, D, D);
+        const DotHead head = {w, D, z, D, z, D, 1, T, D, D, 1.0f};
+        const DotHeadGrads grads = {dw, D, dz, D, dz, D};   /* Z[b] gets both its keys' and its values' part */
+        dot_attention_backward(&grads, scratch, dpooled + (size_t)b * D, D, a + (size_t)b * T, NULL, &head);
     }
 }
 

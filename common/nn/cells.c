@@ -161,11 +161,12 @@ static void lstm_forward(float *h, float *c, float *cache, float *a,
     }
 }
 
-void cell_forward(CellType t, float *h, float *c, float *cache, float *scratch,
-                  const float *x, const float *h_prev, const float *c_prev,
-                  const float *W_x, const float *W_h, const float *b,
-                  const int *mask, int B, int I, int S) {
-    switch (t) {
+void cell_forward(float *h, float *c, float *cache, float *scratch, const CellStep *st, const CellWeights *w) {
+    const float *x = st->x, *h_prev = st->h_prev, *c_prev = st->c_prev;
+    const float *W_x = w->W_x, *W_h = w->W_h, *b = w->b;
+    const int *mask = st->mask;
+    const int B = st->B, I = st->I, S = st->S;
+    switch (st->type) {
     case CELL_RNN: rnn_forward(h, cache, scratch, x, h_prev, W_x, W_h, b, mask, B, I, S); break;
     case CELL_GRU: gru_forward(h, cache, scratch, x, h_prev, W_x, W_h, b, mask, B, I, S); break;
     case CELL_LSTM:
@@ -294,12 +295,14 @@ static void lstm_backward_gates(float *da, float *dh_prev, float *dc_prev,
     }
 }
 
-void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
-                   float *dW_x, float *dW_h, float *db,
-                   const float *dh, const float *dc, const float *cache, float *scratch,
-                   const float *x, const float *h_prev, const float *c_prev,
-                   const float *W_x, const float *W_h,
-                   const int *mask, int B, int I, int S) {
+void cell_backward(float *dx, float *dh_prev, float *dc_prev, const CellWeights *dw, const float *dh,
+                   const float *dc, const float *cache, float *scratch, const CellStep *st, const CellWeights *w) {
+    const CellType t = st->type;
+    const float *x = st->x, *h_prev = st->h_prev, *c_prev = st->c_prev;
+    const float *W_x = w->W_x, *W_h = w->W_h;
+    float *dW_x = dw ? dw->W_x : NULL, *dW_h = dw ? dw->W_h : NULL, *db = dw ? dw->b : NULL;
+    const int *mask = st->mask;
+    const int B = st->B, I = st->I, S = st->S;
     int G = cell_gates(t);
     float *da = scratch;                               /* [B, G*S] */
     float *da_h = da;                                  /* same except for the GRU */

@@ -36,21 +36,35 @@ int cell_gates(CellType t);              /* G: 1, 3 or 4 */
 int cell_cache_size(CellType t, int S);  /* floats per batch row */
 int cell_has_c(CellType t);              /* 1 for the LSTM (a second state) */
 
-/* One step of any cell type. c_prev/c are used only for the LSTM (else NULL).
- * cache: [B, cell_cache_size(t,S)]. scratch: [B, G*S] work memory. */
-void cell_forward(CellType t, float *h, float *c, float *cache, float *scratch,
-                  const float *x, const float *h_prev, const float *c_prev,
-                  const float *W_x, const float *W_h, const float *b,
-                  const int *mask, int B, int I, int S);
+/* What one step reads besides the weights: its type and sizes, the mask,
+ * the input and the state before the step. */
+typedef struct {
+    CellType type;
+    int B, I, S;            /* rows, input size, state size */
+    const int *mask;        /* [B] or NULL: rows with mask 0 keep their state (above) */
+    const float *x;         /* [B, I] */
+    const float *h_prev;    /* [B, S] */
+    const float *c_prev;    /* [B, S] the LSTM's cell state; NULL for the others */
+} CellStep;
 
-/* dh: gradient w.r.t. h (and dc w.r.t. c for the LSTM; NULL otherwise).
- * scratch: [B, 2*G*S] work memory. */
-void cell_backward(CellType t, float *dx, float *dh_prev, float *dc_prev,
-                   float *dW_x, float *dW_h, float *db,
-                   const float *dh, const float *dc, const float *cache, float *scratch,
-                   const float *x, const float *h_prev, const float *c_prev,
-                   const float *W_x, const float *W_h,
-                   const int *mask, int B, int I, int S);
+/* A cell's weights, or their gradients (a NULL field is skipped). */
+typedef struct {
+    float *W_x;   /* [I, G*S] */
+    float *W_h;   /* [S, G*S] */
+    float *b;     /* [G*S] */
+} CellWeights;
+
+/* One step of any cell type: st, w -> h [B, S] (and c [B, S] for the LSTM,
+ * else NULL). cache: [B, cell_cache_size(t,S)]. scratch: [B, G*S] work
+ * memory. */
+void cell_forward(float *h, float *c, float *cache, float *scratch, const CellStep *st, const CellWeights *w);
+
+/* dh: gradient w.r.t. h (and dc w.r.t. c for the LSTM; NULL otherwise) ->
+ * dx [B, I] +=, dh_prev [B, S] +=, dc_prev +=, dw's fields += (any of them,
+ * and dw, may be NULL). cache, st and w as forward saw them. scratch:
+ * [B, 2*G*S] work memory. */
+void cell_backward(float *dx, float *dh_prev, float *dc_prev, const CellWeights *dw, const float *dh,
+                   const float *dc, const float *cache, float *scratch, const CellStep *st, const CellWeights *w);
 
 /* The gradients backpropagation through time carries from step to step, each
  * [B, S]: w.r.t. the state after the step (dh, and dc for the LSTM) and before

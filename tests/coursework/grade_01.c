@@ -22,17 +22,18 @@ static int gru_case(const GoldCase *c, int with_backward) {
     const int *mask = grade_i32_or_null(c, "mask");
     float *h = grade_floats((size_t)B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
     float *scratch = grade_floats((size_t)B * 6 * S);
-    cell_forward(CELL_GRU, h, NULL, cache, scratch, grade_f32(c, "x"), grade_f32(c, "h_prev"), NULL,
-                 grade_f32(c, "W_x"), grade_f32(c, "W_h"), grade_f32(c, "b"), mask, B, I, S);
+    cell_forward(h, NULL, cache, scratch, &(CellStep){CELL_GRU, B, I, S, mask, grade_f32(c, "x"), grade_f32(c,
+                 "h_prev"), NULL}, &(CellWeights){(float *)grade_f32(c, "W_x"), (float *)grade_f32(c, "W_h"),
+                 (float *)grade_f32(c, "b")});
     if (grade_golden_close(c, "h", h, 1, GRADE_RTOL_OUT, GRADE_ATOL_OUT)) return -1;
     if (!with_backward) return 0;
     float *dx = grade_floats((size_t)B * I), *dh_prev = grade_floats((size_t)B * S);
     float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S);
     float *db = grade_floats((size_t)3 * S);
     for (int times = 1; times <= 2; times++) {
-        cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, grade_f32(c, "dh"), NULL, cache, scratch,
-                      grade_f32(c, "x"), grade_f32(c, "h_prev"), NULL, grade_f32(c, "W_x"), grade_f32(c, "W_h"),
-                      mask, B, I, S);
+        cell_backward(dx, dh_prev, NULL, &(CellWeights){dW_x, dW_h, db}, grade_f32(c, "dh"), NULL, cache, scratch,
+                      &(CellStep){CELL_GRU, B, I, S, mask, grade_f32(c, "x"), grade_f32(c, "h_prev"), NULL},
+                      &(CellWeights){(float *)grade_f32(c, "W_x"), (float *)grade_f32(c, "W_h"), NULL});
         if (grade_golden_close(c, "dh_prev", dh_prev, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
             grade_golden_close(c, "dx", dx, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
             grade_golden_close(c, "dW_x", dW_x, times, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
@@ -64,12 +65,13 @@ static int gru_large(void) {
     for (int j = 0; j < S; j++) b[2 * S + j] = j % 2 ? -70.0f : 70.0f;   /* n's pre-activations near +-70 */
     float *h = grade_floats(B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
     float *scratch = grade_floats(B * 6 * S);
-    cell_forward(CELL_GRU, h, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, b, NULL, B, I, S);
+    cell_forward(h, NULL, cache, scratch, &(CellStep){CELL_GRU, B, I, S, NULL, x, h_prev, NULL},
+                 &(CellWeights){W_x, W_h, b});
     if (grade_finite("h' with pre-activations past 50", h, 2, (int[]){B, S}, 1.0f)) return -1;
     float *dx = grade_floats(B * I), *dh_prev = grade_floats(B * S);
     float *dW_x = grade_floats(I * 3 * S), *dW_h = grade_floats(S * 3 * S), *db = grade_floats(3 * S);
-    cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, dh, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h,
-                  NULL, B, I, S);
+    cell_backward(dx, dh_prev, NULL, &(CellWeights){dW_x, dW_h, db}, dh, NULL, cache, scratch,
+                  &(CellStep){CELL_GRU, B, I, S, NULL, x, h_prev, NULL}, &(CellWeights){W_x, W_h, NULL});
     if (grade_finite("dh_prev with pre-activations past 50", dh_prev, 2, (int[]){B, S}, INFINITY)) return -1;
     return grade_finite("dW_h with pre-activations past 50", dW_h, 2, (int[]){S, 3 * S}, INFINITY);
 }
@@ -312,7 +314,8 @@ static int hidden_gru_with(int with_mask) {
     for (int b = 0; mask && b < B; b++) mask[b] = grade_draw(0, 1);
     if (mask) mask[grade_draw(0, B - 1)] = 0;
     float *x = grade_floats((size_t)B * I), *h_prev = grade_floats((size_t)B * S), *dh = grade_floats((size_t)B * S);
-    float *W_x = grade_floats((size_t)I * 3 * S), *W_h = grade_floats((size_t)S * 3 * S), *b = grade_floats((size_t)3 * S);
+    float *W_x = grade_floats((size_t)I * 3 * S), *W_h = grade_floats((size_t)S * 3 * S),
+                              *b = grade_floats((size_t)3 * S);
     grade_draw_fill(x, (size_t)B * I, 1.0f);
     grade_draw_fill(h_prev, (size_t)B * S, 1.0f);
     grade_draw_fill(dh, (size_t)B * S, 1.0f);
@@ -321,15 +324,17 @@ static int hidden_gru_with(int with_mask) {
     grade_draw_fill(b, (size_t)3 * S, 0.5f);
     float *h = grade_floats((size_t)B * S), *cache = grade_floats((size_t)B * cell_cache_size(CELL_GRU, S));
     float *scratch = grade_floats((size_t)B * 6 * S);
-    cell_forward(CELL_GRU, h, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, b, mask, B, I, S);
+    cell_forward(h, NULL, cache, scratch, &(CellStep){CELL_GRU, B, I, S, mask, x, h_prev, NULL},
+                 &(CellWeights){W_x, W_h, b});
     if (grade_reference("h", h, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     float *dx = grade_floats((size_t)B * I), *dh_prev = grade_floats((size_t)B * S);
-    float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S), *db = grade_floats((size_t)3 * S);
+    float *dW_x = grade_floats((size_t)I * 3 * S), *dW_h = grade_floats((size_t)S * 3 * S),
+                               *db = grade_floats((size_t)3 * S);
     grade_draw_fill(dW_x, (size_t)I * 3 * S, 1.0f);   /* backward adds to what is there */
     grade_draw_fill(dW_h, (size_t)S * 3 * S, 1.0f);
     grade_draw_fill(db, (size_t)3 * S, 1.0f);
-    cell_backward(CELL_GRU, dx, dh_prev, NULL, dW_x, dW_h, db, dh, NULL, cache, scratch, x, h_prev, NULL, W_x, W_h, mask,
-                  B, I, S);
+    cell_backward(dx, dh_prev, NULL, &(CellWeights){dW_x, dW_h, db}, dh, NULL, cache, scratch,
+                  &(CellStep){CELL_GRU, B, I, S, mask, x, h_prev, NULL}, &(CellWeights){W_x, W_h, NULL});
     if (grade_reference("dh_prev", dh_prev, 2, (int[]){B, S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dx", dx, 2, (int[]){B, I}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dW_x", dW_x, 2, (int[]){I, 3 * S}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||

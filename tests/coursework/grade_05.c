@@ -359,8 +359,8 @@ static void head_make(Head *h, int causal, int key_len, unsigned seed) {
     grade_fill(h->dO, HEAD_N * HEAD_DH, 1.0f, seed + 3);
     const float alpha = 1.0f / sqrtf((float)HEAD_DH);
     const AttentionMask mask = {NULL, causal, key_len, 0};
-    dot_attention_forward(h->Y, HEAD_DH, h->A, h->E, h->Q, HEAD_DH, h->K, HEAD_DH, h->V, HEAD_DH, alpha, &mask, NULL,
-                          HEAD_N, HEAD_N, HEAD_DH, HEAD_DH);
+    dot_attention_forward(h->Y, HEAD_DH, h->A, h->E, &(DotHead){h->Q, HEAD_DH, h->K, HEAD_DH, h->V, HEAD_DH,
+                          HEAD_N, HEAD_N, HEAD_DH, HEAD_DH, alpha}, &mask, NULL);
     for (int i = 0; i < HEAD_N; i++) {   /* lse_i = log sum_j exp(E_ij), the masked E_ij being -inf */
         double m = -INFINITY, sum = 0.0;
         for (int j = 0; j < HEAD_N; j++) m = fmax(m, h->E[i * HEAD_N + j]);
@@ -368,8 +368,9 @@ static void head_make(Head *h, int causal, int key_len, unsigned seed) {
         h->lse[i] = (float)(m + log(sum));
     }
     float scratch[2 * HEAD_N * HEAD_N];
-    dot_attention_backward(h->dQ, HEAD_DH, h->dK, HEAD_DH, h->dV, HEAD_DH, scratch, h->dO, HEAD_DH, h->A, NULL, h->Q,
-                           HEAD_DH, h->K, HEAD_DH, h->V, HEAD_DH, alpha, HEAD_N, HEAD_N, HEAD_DH, HEAD_DH);
+    dot_attention_backward(&(DotHeadGrads){h->dQ, HEAD_DH, h->dK, HEAD_DH, h->dV, HEAD_DH}, scratch, h->dO,
+                           HEAD_DH, h->A, NULL, &(DotHead){h->Q, HEAD_DH, h->K, HEAD_DH, h->V, HEAD_DH, HEAD_N,
+                           HEAD_N, HEAD_DH, HEAD_DH, alpha});
 }
 
 static const int MASKS[3][2] = {{0, 0}, {1, 0}, {0, 7}};   /* {causal, key_len} */
@@ -382,8 +383,8 @@ static int online_softmax_head(void) {
         float *scratch = grade_floats(flash_attention_scratch_floats(BLOCK_Q, BLOCK_K));
         memset(O, 0, sizeof O);
         memset(lse, 0, sizeof lse);
-        flash_attention_forward(O, HEAD_DH, lse, h.Q, HEAD_DH, h.K, HEAD_DH, h.V, HEAD_DH, HEAD_N, HEAD_DH, h.causal,
-                                h.key_len, BLOCK_Q, BLOCK_K, scratch);
+        flash_attention_forward(O, HEAD_DH, lse, &(FlashHead){h.Q, HEAD_DH, h.K, HEAD_DH, h.V, HEAD_DH, HEAD_N,
+                                HEAD_DH, h.causal, h.key_len, BLOCK_Q, BLOCK_K}, scratch);
         char what[64];
         snprintf(what, sizeof what, "O (%s, blocks of %d x %d)", mask_name(&h), BLOCK_Q, BLOCK_K);
         if (grade_close(what, "chapter 03's softmax(Q K^T / sqrt(D_H)) V", O, h.Y, 2, (int[]){HEAD_N, HEAD_DH}, 1e-4,
@@ -406,8 +407,9 @@ static int flash_backward_head(void) {
         memset(dV, 0, sizeof dV);
         float *scratch = grade_floats(flash_attention_scratch_floats(BLOCK_Q, BLOCK_K));
         /* chapter 03's outputs and log-sum-exps stand for the fused forward's */
-        flash_attention_backward(dQ, dK, dV, HEAD_DH, h.dO, HEAD_DH, h.Q, HEAD_DH, h.K, HEAD_DH, h.V, HEAD_DH, h.Y,
-                                 HEAD_DH, h.lse, HEAD_N, HEAD_DH, h.causal, h.key_len, BLOCK_Q, BLOCK_K, scratch);
+        flash_attention_backward(dQ, dK, dV, HEAD_DH, h.dO, HEAD_DH, h.Y, HEAD_DH, h.lse, &(FlashHead){h.Q,
+                                 HEAD_DH, h.K, HEAD_DH, h.V, HEAD_DH, HEAD_N, HEAD_DH, h.causal, h.key_len,
+                                 BLOCK_Q, BLOCK_K}, scratch);
         const float *got[3] = {dQ, dK, dV}, *want[3] = {h.dQ, h.dK, h.dV};
         static const char *const names[3] = {"dQ", "dK", "dV"};
         for (int k = 0; k < 3; k++) {
@@ -487,8 +489,8 @@ static DrawnHead draw_head(int mask) {
     h.lse = grade_floats((size_t)h.N);
     float *A = grade_floats((size_t)h.N * h.N), *E = grade_floats((size_t)h.N * h.N);
     const AttentionMask m = {NULL, h.causal, h.key_len, 0};
-    dot_attention_forward(h.Y, h.D_H, A, E, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, 1.0f / sqrtf((float)h.D_H), &m, NULL,
-                          h.N, h.N, h.D_H, h.D_H);
+    dot_attention_forward(h.Y, h.D_H, A, E, &(DotHead){h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.N, h.N, h.D_H, h.D_H,
+                          1.0f / sqrtf((float)h.D_H)}, &m, NULL);
     for (int i = 0; i < h.N; i++) {
         double mx = -INFINITY, sum = 0.0;
         for (int j = 0; j < h.N; j++) mx = fmax(mx, E[i * h.N + j]);
@@ -502,8 +504,8 @@ static int hidden_online_softmax(int mask) {
     const DrawnHead h = draw_head(mask);
     float *O = grade_floats((size_t)h.N * h.D_H), *lse = grade_floats((size_t)h.N);
     float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
-    flash_attention_forward(O, h.D_H, lse, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.N, h.D_H, h.causal, h.key_len, h.Bq,
-                            h.Bk, scratch);
+    flash_attention_forward(O, h.D_H, lse, &(FlashHead){h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.N, h.D_H, h.causal,
+                            h.key_len, h.Bq, h.Bk}, scratch);
     if (grade_reference("O", O, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD)) return -1;
     return grade_reference("lse", lse, 1, (int[]){h.N}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD);
 }
@@ -513,8 +515,8 @@ static int hidden_flash_backward(int mask) {
     const size_t n = (size_t)h.N * h.D_H;
     float *dQ = grade_floats(n), *dK = grade_floats(n), *dV = grade_floats(n);
     float *scratch = grade_floats(flash_attention_scratch_floats(h.Bq, h.Bk));
-    flash_attention_backward(dQ, dK, dV, h.D_H, h.dO, h.D_H, h.Q, h.D_H, h.K, h.D_H, h.V, h.D_H, h.Y, h.D_H, h.lse,
-                             h.N, h.D_H, h.causal, h.key_len, h.Bq, h.Bk, scratch);
+    flash_attention_backward(dQ, dK, dV, h.D_H, h.dO, h.D_H, h.Y, h.D_H, h.lse, &(FlashHead){h.Q, h.D_H, h.K,
+                             h.D_H, h.V, h.D_H, h.N, h.D_H, h.causal, h.key_len, h.Bq, h.Bk}, scratch);
     if (grade_reference("dQ", dQ, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD) ||
         grade_reference("dK", dK, 2, (int[]){h.N, h.D_H}, GRADE_RTOL_GRAD, GRADE_ATOL_GRAD))
         return -1;
