@@ -23,6 +23,7 @@
 #include "06_transformer/moe.h"
 #include "06_transformer/rope_attention.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -553,6 +554,7 @@ static void step_self_attention(float *O, const float *U, const BlockSpec *s, co
 
 void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, const BlockWeights *w,
                 const BlockStepRow *rows, int n, int T_cap, int N_M, float *work) {
+    assert(s->self_attention == NULL);   /* the steps are chapter 05's attention (or rope), a causal stack's */
     StepWork k;
     step_layout(s, n, T_cap, N_M, work, &k);
     const MultiHeadSpec as = block_attention_spec(s);
