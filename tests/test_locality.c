@@ -33,27 +33,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "layer_checks.h"
+
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
 #define MAX_CHECKS 120
-
-static void fill(float *x, size_t n, float scale, Rng *r) {
-    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
-}
-
-static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-
-static void expect_grad_ok(GradCheckResult res, const char *what) {
-    if (!(res.max_rel_err < TOL) || res.n_checked == 0)
-        fail_msg("%s: max_rel_err %.3g at index %zu (numeric %.6g, analytic %.6g), %zu checked", what,
-                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic, res.n_checked);
-}
-
-static void expect_close(const float *got, const float *want, size_t n, float tol, const char *what) {
-    for (size_t i = 0; i < n; i++)
-        if (!(fabsf(got[i] - want[i]) <= tol * (1.0f + fabsf(want[i]))))
-            fail_msg("%s: entry %zu is %.8g, expected %.8g", what, i, got[i], want[i]);
-}
 
 /* A locality layer and its buffers: params = W_QKV | W_O | b_O | t [H]. */
 typedef struct {
@@ -73,22 +57,22 @@ static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out,
     memset(L, 0, sizeof *L);
     L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, keep_masks};
     L->B = B; L->N = N;
-    L->X = alloc_floats((size_t)B * N * D);
-    L->params = alloc_floats(layer_params(L));
-    L->O = alloc_floats((size_t)B * N * D_out);
-    L->wO = alloc_floats((size_t)B * N * D_out);
-    L->A = alloc_floats(multi_head_attention_floats(&L->s, B, N));
-    L->cache = alloc_floats(locality_attention_cache_floats(&L->s, B, N));
-    fill(L->X, (size_t)B * N * D, 1.0f, r);
-    fill(L->params, layer_params(L), 0.8f, r);
-    fill(L->wO, (size_t)B * N * D_out, 1.0f, r);
+    L->X = zeroed_floats((size_t)B * N * D);
+    L->params = zeroed_floats(layer_params(L));
+    L->O = zeroed_floats((size_t)B * N * D_out);
+    L->wO = zeroed_floats((size_t)B * N * D_out);
+    L->A = zeroed_floats(multi_head_attention_floats(&L->s, B, N));
+    L->cache = zeroed_floats(locality_attention_cache_floats(&L->s, B, N));
+    fill_uniform(L->X, (size_t)B * N * D, 1.0f, r);
+    fill_uniform(L->params, layer_params(L), 0.8f, r);
+    fill_uniform(L->wO, (size_t)B * N * D_out, 1.0f, r);
     L->w = multi_head_weights_view(&L->s, L->params);
     L->t = L->params + multi_head_param_count(&L->s);
     /* the scales around log(1/sqrt(D_H)), apart per head */
     for (int h = 0; h < H; h++) L->t[h] = -0.5f * logf((float)D_H) + 0.3f * (float)h - 0.2f;
     if (keep_masks) {   /* the same keep masks for every forward: a fixed function */
         const size_t nA = multi_head_attention_floats(&L->s, B, N);
-        L->keep = alloc_floats(nA);
+        L->keep = zeroed_floats(nA);
         dropout_mask(L->keep, (int)nA, 0.4f, r);
     }
 }
@@ -131,9 +115,9 @@ static void test_locality_gradients(void **state) {
             int lens[2] = {L.N > 2 ? L.N - 2 : 2, L.N};
             L.lens = lens;
             const size_t nX = (size_t)L.B * L.N * L.s.D, nP = layer_params(&L);
-            float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
-            float *scratch = alloc_floats(locality_attention_scratch_floats(&L.s, L.B, L.N));
-            float *dO = alloc_floats((size_t)L.B * L.N * L.s.D_out);
+            float *dX = zeroed_floats(nX), *dP = zeroed_floats(nP);
+            float *scratch = zeroed_floats(locality_attention_scratch_floats(&L.s, L.B, L.N));
+            float *dO = zeroed_floats((size_t)L.B * L.N * L.s.D_out);
             for (int b = 0; b < L.B; b++)          /* dL/dO = wO on real outputs, 0 on padding */
                 for (int i = 0; i < L.lens[b]; i++)
                     for (int d = 0; d < L.s.D_out; d++) {
@@ -147,11 +131,11 @@ static void test_locality_gradients(void **state) {
                                         L.lens, L.B, L.N);
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), what);
+            expect_gradient(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), TOL, what);
             snprintf(what, sizeof what, "shape %zu mode %d: dW_QKV|dW_O|db_O", k, mode);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.params, dP, nP - (size_t)L.s.H, EPS, MAX_CHECKS), what);
+            expect_gradient(gradcheck(layer_loss, &L, L.params, dP, nP - (size_t)L.s.H, EPS, MAX_CHECKS), TOL, what);
             snprintf(what, sizeof what, "shape %zu mode %d: dt", k, mode);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.t, dt, (size_t)L.s.H, EPS, MAX_CHECKS), what);
+            expect_gradient(gradcheck(layer_loss, &L, L.t, dt, (size_t)L.s.H, EPS, MAX_CHECKS), TOL, what);
             free(dX); free(dP); free(scratch); free(dO);
             layer_free(&L);
         }
@@ -248,27 +232,27 @@ static void test_locality_in_the_block(void **state) {
     plain.self_attention = NULL;
     const size_t nP = block_param_count(&k.s);
     assert_int_equal(nP, block_param_count(&plain) + H);
-    float *params = alloc_floats(nP), *grads = alloc_floats(nP);
+    float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
     k.w = block_weights_view(&k.s, params);
     const MultiHeadSpec as = block_attention_spec(&k.s);
     assert_ptr_equal(k.w.attn_extra, k.w.attn.b_O + D);
     block_init(&k.s, &k.w, &r);
     for (int h = 0; h < H; h++) assert_float_equal(k.w.attn_extra[h], -0.5f * logf((float)D_H), 0.0f);
-    fill(params, nP, 0.5f, &r);   /* away from the start, so every gradient is non-trivial */
+    fill_uniform(params, nP, 0.5f, &r);   /* away from the start, so every gradient is non-trivial */
     const int lens[B] = {5, 3};
     k.lens = lens;
     block_cache_alloc(&k.c, &k.s, B, N, 0);
     const size_t nX = (size_t)B * N * D;
-    k.X = alloc_floats(nX); k.Y = alloc_floats(nX); k.wY = alloc_floats(nX);
-    fill(k.X, nX, 1.0f, &r);
-    fill(k.wY, nX, 1.0f, &r);
-    float *dX = alloc_floats(nX), *scratch = alloc_floats(block_scratch_floats(&k.s, B, N, 0));
+    k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
+    fill_uniform(k.X, nX, 1.0f, &r);
+    fill_uniform(k.wY, nX, 1.0f, &r);
+    float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
     BlockWeights dw = block_weights_view(&k.s, grads);
     block_loss(&k);
     block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
-    expect_grad_ok(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), "locality block: dX");
-    expect_grad_ok(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), "locality block: parameters");
-    expect_grad_ok(gradcheck(block_loss, &k, k.w.attn_extra, dw.attn_extra, H, EPS, MAX_CHECKS),
+    expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "locality block: dX");
+    expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "locality block: parameters");
+    expect_gradient(gradcheck(block_loss, &k, k.w.attn_extra, dw.attn_extra, H, EPS, MAX_CHECKS), TOL,
                    "locality block: dt");
     (void)as;
     block_cache_free(&k.c);

@@ -37,29 +37,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "layer_checks.h"
 #include "skip_threads.h"
 
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
 #define MAX_CHECKS 120
-
-static void fill(float *x, size_t n, float scale, Rng *r) {
-    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
-}
-
-static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-
-static void expect_grad_ok(GradCheckResult res, const char *what) {
-    if (!(res.max_rel_err < TOL) || res.n_checked == 0)
-        fail_msg("%s: max_rel_err %.3g at index %zu (numeric %.6g, analytic %.6g), %zu checked", what,
-                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic, res.n_checked);
-}
-
-static void expect_close(const float *got, const float *want, size_t n, float tol, const char *what) {
-    for (size_t i = 0; i < n; i++)
-        if (!(fabsf(got[i] - want[i]) <= tol * (1.0f + fabsf(want[i]))))
-            fail_msg("%s: entry %zu is %.8g, expected %.8g", what, i, got[i], want[i]);
-}
 
 /* The backends to compare on: naive always, avx2 when the CPU has it. */
 static int n_backends(void) { return cpu_has_avx2_fma() ? 2 : 1; }
@@ -79,15 +62,15 @@ static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out,
     memset(L, 0, sizeof *L);
     L->s = (MultiHeadSpec){D, H, D_H, D_out, MULTI_HEAD_PLAIN, 0};
     L->B = B; L->N = N;
-    L->X = alloc_floats((size_t)B * N * D);
-    L->params = alloc_floats(multi_head_param_count(&L->s));
-    L->O = alloc_floats((size_t)B * N * D_out);
-    L->wO = alloc_floats((size_t)B * N * D_out);
-    L->A = alloc_floats(multi_head_attention_floats(&L->s, B, N));
-    L->cache = alloc_floats(multi_head_cache_floats(&L->s, B, N));
-    fill(L->X, (size_t)B * N * D, 1.0f, r);
-    fill(L->params, multi_head_param_count(&L->s), 0.8f, r);
-    fill(L->wO, (size_t)B * N * D_out, 1.0f, r);
+    L->X = zeroed_floats((size_t)B * N * D);
+    L->params = zeroed_floats(multi_head_param_count(&L->s));
+    L->O = zeroed_floats((size_t)B * N * D_out);
+    L->wO = zeroed_floats((size_t)B * N * D_out);
+    L->A = zeroed_floats(multi_head_attention_floats(&L->s, B, N));
+    L->cache = zeroed_floats(multi_head_cache_floats(&L->s, B, N));
+    fill_uniform(L->X, (size_t)B * N * D, 1.0f, r);
+    fill_uniform(L->params, multi_head_param_count(&L->s), 0.8f, r);
+    fill_uniform(L->wO, (size_t)B * N * D_out, 1.0f, r);
     L->w = multi_head_weights_view(&L->s, L->params);
 }
 
@@ -135,15 +118,15 @@ static void test_multi_head_gradients(void **state) {
             if (mode == 3) {   /* the same keep masks for every forward: a fixed function */
                 L.s.keep_masks = 1;
                 free(L.cache);
-                L.cache = alloc_floats(multi_head_cache_floats(&L.s, L.B, L.N));
+                L.cache = zeroed_floats(multi_head_cache_floats(&L.s, L.B, L.N));
                 size_t nA = multi_head_attention_floats(&L.s, L.B, L.N);
-                L.keep = alloc_floats(nA);
+                L.keep = zeroed_floats(nA);
                 dropout_mask(L.keep, (int)nA, 0.4f, &r);
             }
             size_t nX = (size_t)L.B * L.N * L.s.D, nP = multi_head_param_count(&L.s);
-            float *dX = alloc_floats(nX), *dP = alloc_floats(nP);
-            float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, L.B, L.N));
-            float *dO = alloc_floats((size_t)L.B * L.N * L.s.D_out);
+            float *dX = zeroed_floats(nX), *dP = zeroed_floats(nP);
+            float *scratch = zeroed_floats(multi_head_scratch_floats(&L.s, L.B, L.N));
+            float *dO = zeroed_floats((size_t)L.B * L.N * L.s.D_out);
             for (int b = 0; b < L.B; b++)          /* dL/dO = wO on real outputs, 0 on padding */
                 for (int i = 0; i < (L.lens ? L.lens[b] : L.N); i++)
                     for (int d = 0; d < L.s.D_out; d++) {
@@ -156,11 +139,11 @@ static void test_multi_head_gradients(void **state) {
                                 L.B, L.N);
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), what);
+            expect_gradient(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), TOL, what);
             snprintf(what, sizeof what, "shape %zu mode %d: dW_QKV|dW_O|db_O", k, mode);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.params, dP, nP, EPS, MAX_CHECKS), what);
+            expect_gradient(gradcheck(layer_loss, &L, L.params, dP, nP, EPS, MAX_CHECKS), TOL, what);
             /* backward accumulates: a second call doubles the gradients */
-            float *dX2 = alloc_floats(nX);
+            float *dX2 = zeroed_floats(nX);
             memcpy(dX2, dX, sizeof(float) * nX);
             layer_forward(&L);   /* gradcheck's last forward had a parameter moved */
             multi_head_backward(dX2, NULL, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
@@ -199,7 +182,7 @@ static void test_one_head_equals_self_attention(void **state) {
                 }
             SelfAttentionWeights sw = {W_Q, W_K, W_V};
             float Y[B * N * D], A[B * N * N];
-            float *sa_cache = alloc_floats(self_attention_cache_floats(B, N, D));
+            float *sa_cache = zeroed_floats(self_attention_cache_floats(B, N, D));
             self_attention_forward(Y, A, sa_cache, L.X, &sw, L.causal, L.lens, B, N, D_IN, D);
             layer_forward(&L);
             expect_close(L.O, Y, B * N * D, 1e-5f, "O vs chapter 04 Y");
@@ -208,13 +191,13 @@ static void test_one_head_equals_self_attention(void **state) {
             /* backward: the same upstream gradient gives the same dX and dW */
             float dY[B * N * D], dX4[B * N * D_IN] = {0}, dX5[B * N * D_IN] = {0};
             float dW4[3 * D_IN * D] = {0};
-            fill(dY, B * N * D, 1.0f, &r);
+            fill_uniform(dY, B * N * D, 1.0f, &r);
             SelfAttentionWeights sdw = {dW4, dW4 + D_IN * D, dW4 + 2 * D_IN * D};
-            float *sa_scratch = alloc_floats(self_attention_scratch_floats(B, N, D));
+            float *sa_scratch = zeroed_floats(self_attention_scratch_floats(B, N, D));
             self_attention_backward(dX4, &sdw, sa_scratch, dY, A, sa_cache, L.X, &sw, B, N, D_IN, D);
-            float *dP = alloc_floats(multi_head_param_count(&L.s));
+            float *dP = zeroed_floats(multi_head_param_count(&L.s));
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
-            float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
+            float *scratch = zeroed_floats(multi_head_scratch_floats(&L.s, B, N));
             multi_head_backward(dX5, &dw, scratch, dY, L.A, NULL, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 B, N);
             expect_close(dX5, dX4, B * N * D_IN, 1e-5f, "dX vs chapter 04");
@@ -248,7 +231,7 @@ static void test_fused_equals_separate_heads(void **state) {
             layer_forward(&L);
 
             float dO[B * N * D_OUT], dY[B * N * HD];
-            fill(dO, B * N * D_OUT, 1.0f, &r);
+            fill_uniform(dO, B * N * D_OUT, 1.0f, &r);
             matmul_nt(dY, dO, L.w.W_O, B * N, HD, D_OUT, 0);          /* dY = dO W_O^T */
             float Ycat[B * N * HD], dX_loop[B * N * D] = {0}, dW_loop[D * 3 * HD] = {0};
             for (int h = 0; h < H; h++) {
@@ -260,8 +243,8 @@ static void test_fused_equals_separate_heads(void **state) {
                         for (int c = 0; c < D_H; c++)
                             W[part][i * D_H + c] = L.w.W_QKV[i * 3 * HD + part * HD + h * D_H + c];
                 SelfAttentionWeights sw = {W[0], W[1], W[2]}, sdw = {dW[0], dW[1], dW[2]};
-                float *sa_cache = alloc_floats(self_attention_cache_floats(B, N, D_H));
-                float *sa_scratch = alloc_floats(self_attention_scratch_floats(B, N, D_H));
+                float *sa_cache = zeroed_floats(self_attention_cache_floats(B, N, D_H));
+                float *sa_scratch = zeroed_floats(self_attention_scratch_floats(B, N, D_H));
                 self_attention_forward(Y_h, A_h, sa_cache, L.X, &sw, L.causal, L.lens, B, N, D, D_H);
                 for (int b = 0; b < B; b++)
                     expect_close(L.A + ((size_t)b * H + h) * N * N, A_h + b * N * N, N * N, 1e-6f,
@@ -283,9 +266,9 @@ static void test_fused_equals_separate_heads(void **state) {
             linear_forward(O_loop, Ycat, L.w.W_O, L.w.b_O, B * N, HD, D_OUT);   /* O = Y W_O + b_O */
             expect_close(L.O, O_loop, B * N * D_OUT, 1e-5f, "fused O vs H chapter-04 heads");
 
-            float *dP = alloc_floats(multi_head_param_count(&L.s)), dX[B * N * D] = {0};
+            float *dP = zeroed_floats(multi_head_param_count(&L.s)), dX[B * N * D] = {0};
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
-            float *scratch = alloc_floats(multi_head_scratch_floats(&L.s, B, N));
+            float *scratch = zeroed_floats(multi_head_scratch_floats(&L.s, B, N));
             multi_head_backward(dX, &dw, scratch, dO, L.A, NULL, L.cache, L.X, &L.s, &L.w, L.causal, L.lens,
                                 B, N);
             expect_close(dX, dX_loop, B * N * D, 1e-5f, "fused dX vs H chapter-04 heads");
@@ -370,7 +353,7 @@ static void test_model_gradients(void **state) {
         for (int attempt = 0;; attempt++) {
             assert_true(attempt < 200);
             digit_task_batch(TASK_COUNT_NEXT, x, y, B, N, &r);
-            fill(m->params.data, m->params.size, 0.5f, &r);
+            fill_uniform(m->params.data, m->params.size, 0.5f, &r);
             digit_model_forward(m, x, y, B);
             float nearest = INFINITY;
             for (size_t i = 0; i < (size_t)m->L * B * N * m->F; i++) nearest = fminf(nearest, fabsf(m->pre[i]));
@@ -388,7 +371,7 @@ static void test_model_gradients(void **state) {
                                             analytic + pt->offset, pt->count, 1e-3f, 50);
             char what[96];
             snprintf(what, sizeof what, "model (H=%d) %s", configs[k].H, pt->name);
-            expect_grad_ok(res, what);
+            expect_gradient(res, TOL, what);
         }
         free(analytic);
         mh_model_free(&mh);
@@ -452,7 +435,7 @@ static void test_model_one_head_equals_chapter04_model(void **state) {
 static void run_threads(Layer *L, int threads, float *O, float *dX, float *dP) {
     threads_set(threads);
     size_t nX = (size_t)L->B * L->N * L->s.D, nP = multi_head_param_count(&L->s);
-    float *scratch = alloc_floats(multi_head_scratch_floats(&L->s, L->B, L->N));
+    float *scratch = zeroed_floats(multi_head_scratch_floats(&L->s, L->B, L->N));
     memset(dX, 0, sizeof(float) * nX);
     memset(dP, 0, sizeof(float) * nP);
     MultiHeadWeights dw = multi_head_weights_view(&L->s, dP);
@@ -477,15 +460,15 @@ static void test_threads_same_bits(void **state) {
         if (dropout) {
             L.s.keep_masks = 1;
             free(L.cache);
-            L.cache = alloc_floats(multi_head_cache_floats(&L.s, L.B, L.N));
+            L.cache = zeroed_floats(multi_head_cache_floats(&L.s, L.B, L.N));
             size_t nA = multi_head_attention_floats(&L.s, L.B, L.N);
-            L.keep = alloc_floats(nA);
+            L.keep = zeroed_floats(nA);
             dropout_mask(L.keep, (int)nA, 0.3f, &r);
         }
         size_t nO = (size_t)L.B * L.N * L.s.D_out, nX = (size_t)L.B * L.N * L.s.D;
         size_t nP = multi_head_param_count(&L.s);
-        float *O1 = alloc_floats(nO), *O2 = alloc_floats(nO), *dX1 = alloc_floats(nX), *dX2 = alloc_floats(nX);
-        float *dP1 = alloc_floats(nP), *dP2 = alloc_floats(nP);
+        float *O1 = zeroed_floats(nO), *O2 = zeroed_floats(nO), *dX1 = zeroed_floats(nX), *dX2 = zeroed_floats(nX);
+        float *dP1 = zeroed_floats(nP), *dP2 = zeroed_floats(nP);
         run_threads(&L, 1, O1, dX1, dP1);
         run_threads(&L, 2, O2, dX2, dP2);
         assert_memory_equal(O1, O2, sizeof(float) * nO);

@@ -31,21 +31,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "layer_checks.h"
+
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
 #define MAX_CHECKS 150
-
-static void fill(float *x, size_t n, float scale, Rng *r) {
-    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
-}
-
-static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-
-static void expect_grad_ok(GradCheckResult res, const char *what) {
-    if (!(res.max_rel_err < TOL) || res.n_checked == 0)
-        fail_msg("%s: max_rel_err %.3g at index %zu (numeric %.6g, analytic %.6g), %zu checked", what,
-                 res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic, res.n_checked);
-}
 
 /* A self-attention layer and its buffers, for B sequences of N inputs. */
 typedef struct {
@@ -58,15 +48,15 @@ typedef struct {
 static void layer_make(Layer *L, int B, int N, int D_in, int D, Rng *r) {
     memset(L, 0, sizeof *L);
     L->B = B; L->N = N; L->D_in = D_in; L->D = D;
-    L->X = alloc_floats((size_t)B * N * D_in);
-    L->W = alloc_floats(3 * (size_t)D_in * D);
-    L->Y = alloc_floats((size_t)B * N * D);
-    L->wY = alloc_floats((size_t)B * N * D);
-    L->A = alloc_floats((size_t)B * N * N);
-    L->cache = alloc_floats(self_attention_cache_floats(B, N, D));
-    fill(L->X, (size_t)B * N * D_in, 1.0f, r);
-    fill(L->W, 3 * (size_t)D_in * D, 0.8f, r);
-    fill(L->wY, (size_t)B * N * D, 1.0f, r);
+    L->X = zeroed_floats((size_t)B * N * D_in);
+    L->W = zeroed_floats(3 * (size_t)D_in * D);
+    L->Y = zeroed_floats((size_t)B * N * D);
+    L->wY = zeroed_floats((size_t)B * N * D);
+    L->A = zeroed_floats((size_t)B * N * N);
+    L->cache = zeroed_floats(self_attention_cache_floats(B, N, D));
+    fill_uniform(L->X, (size_t)B * N * D_in, 1.0f, r);
+    fill_uniform(L->W, 3 * (size_t)D_in * D, 0.8f, r);
+    fill_uniform(L->wY, (size_t)B * N * D, 1.0f, r);
     L->w = (SelfAttentionWeights){L->W, L->W + D_in * D, L->W + 2 * D_in * D};
 }
 
@@ -109,10 +99,10 @@ static void test_self_attention_gradients(void **state) {
             L.causal = mode == 1;
             L.lens = mode == 2 ? lens : NULL;
             size_t nX = (size_t)L.B * L.N * L.D_in, nW = 3 * (size_t)L.D_in * L.D;
-            float *dX = alloc_floats(nX), *dW = alloc_floats(nW);
-            float *scratch = alloc_floats(self_attention_scratch_floats(L.B, L.N, L.D));
+            float *dX = zeroed_floats(nX), *dW = zeroed_floats(nW);
+            float *scratch = zeroed_floats(self_attention_scratch_floats(L.B, L.N, L.D));
             /* dL/dY = wY on real outputs, 0 on padded ones */
-            float *dY = alloc_floats((size_t)L.B * L.N * L.D);
+            float *dY = zeroed_floats((size_t)L.B * L.N * L.D);
             for (int b = 0; b < L.B; b++)
                 for (int i = 0; i < (L.lens ? L.lens[b] : L.N); i++)
                     for (int d = 0; d < L.D; d++) {
@@ -122,8 +112,8 @@ static void test_self_attention_gradients(void **state) {
             SelfAttentionWeights dw = {dW, dW + L.D_in * L.D, dW + 2 * L.D_in * L.D};
             layer_forward(&L);
             self_attention_backward(dX, &dw, scratch, dY, L.A, L.cache, L.X, &L.w, L.B, L.N, L.D_in, L.D);
-            expect_grad_ok(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), "self-attention dX");
-            expect_grad_ok(gradcheck(layer_loss, &L, L.W, dW, nW, EPS, MAX_CHECKS),
+            expect_gradient(gradcheck(layer_loss, &L, L.X, dX, nX, EPS, MAX_CHECKS), TOL, "self-attention dX");
+            expect_gradient(gradcheck(layer_loss, &L, L.W, dW, nW, EPS, MAX_CHECKS), TOL,
                            "self-attention dW_Q|dW_K|dW_V");
             free(dX); free(dW); free(scratch); free(dY);
             layer_free(&L);
@@ -147,7 +137,7 @@ static void test_self_attention_equals_cross_attention(void **state) {
         CrossAttentionSpec spec = {{SCORE_SCALED_DOT, D, D, 0}, D, D_IN, D, 0};
         CrossAttentionWeights cw = {NULL, L.w.W_K, L.w.W_V, {NULL, NULL, NULL, NULL}};
         AttentionMask mask = {NULL, causal, 0, 0};
-        float *cache = alloc_floats(cross_attention_cache_floats(&spec, N, N));
+        float *cache = zeroed_floats(cross_attention_cache_floats(&spec, N, N));
         cross_attention_forward(Y, A, cache, Q, L.X, &spec, &cw, &mask, N, N);
         for (int i = 0; i < N * D; i++) assert_float_equal(L.Y[i], Y[i], 1e-5f);
         for (int i = 0; i < N * N; i++) assert_float_equal(L.A[i], A[i], 1e-6f);
@@ -307,7 +297,7 @@ static void test_digit_model_gradients(void **state) {
         for (int attempt = 0;; attempt++) {
             assert_true(attempt < 100);
             digit_task_batch(TASK_REVERSE, x, y, B, N, &r);
-            fill(m.params.data, m.params.size, 0.5f, &r);
+            fill_uniform(m.params.data, m.params.size, 0.5f, &r);
             digit_model_forward(&m, x, y, B);
             float nearest = INFINITY;
             for (size_t i = 0; i < (size_t)m.L * B * N * m.F; i++) nearest = fminf(nearest, fabsf(m.pre[i]));
@@ -326,7 +316,7 @@ static void test_digit_model_gradients(void **state) {
                                             analytic + pt->offset, pt->count, 1e-3f, 60);
             char what[96];
             snprintf(what, sizeof what, "digit model (%s) %s", pos_type_name(configs[k].pos), pt->name);
-            expect_grad_ok(res, what);
+            expect_gradient(res, TOL, what);
         }
         free(analytic);
         digit_model_free(&m);
