@@ -50,7 +50,7 @@ typedef struct {
 } Layer;
 
 static size_t layer_params(const Layer *L) {
-    return multi_head_param_count(&L->s) + locality_attention_extra_params(&L->s);
+    return multi_head_param_count(&L->s) + locality_attention_extra_params(NULL, &L->s);
 }
 
 static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out, int keep_masks, Rng *r) {
@@ -62,7 +62,7 @@ static void layer_make(Layer *L, int B, int N, int D, int H, int D_H, int D_out,
     L->O = zeroed_floats((size_t)B * N * D_out);
     L->wO = zeroed_floats((size_t)B * N * D_out);
     L->A = zeroed_floats(multi_head_attention_floats(&L->s, B, N));
-    L->cache = zeroed_floats(locality_attention_cache_floats(&L->s, B, N));
+    L->cache = zeroed_floats(locality_attention_cache_floats(NULL, &L->s, B, N));
     fill_uniform(L->X, (size_t)B * N * D, 1.0f, r);
     fill_uniform(L->params, layer_params(L), 0.8f, r);
     fill_uniform(L->wO, (size_t)B * N * D_out, 1.0f, r);
@@ -82,7 +82,8 @@ static void layer_free(Layer *L) {
 }
 
 static void layer_forward(Layer *L) {
-    locality_attention_forward(L->O, L->A, L->keep, L->cache, L->X, &L->s, &L->w, L->t, 0, L->lens, L->B, L->N);
+    locality_attention_forward(NULL, L->O, L->A, L->keep, L->cache, L->X, &L->s, &L->w, L->t, 0, L->lens, L->B,
+                               L->N);
 }
 
 /* L = sum over real outputs of wO * O */
@@ -116,7 +117,7 @@ static void test_locality_gradients(void **state) {
             L.lens = lens;
             const size_t nX = (size_t)L.B * L.N * L.s.D, nP = layer_params(&L);
             float *dX = zeroed_floats(nX), *dP = zeroed_floats(nP);
-            float *scratch = zeroed_floats(locality_attention_scratch_floats(&L.s, L.B, L.N));
+            float *scratch = zeroed_floats(locality_attention_scratch_floats(NULL, &L.s, L.B, L.N));
             float *dO = zeroed_floats((size_t)L.B * L.N * L.s.D_out);
             for (int b = 0; b < L.B; b++)          /* dL/dO = wO on real outputs, 0 on padding */
                 for (int i = 0; i < L.lens[b]; i++)
@@ -127,7 +128,7 @@ static void test_locality_gradients(void **state) {
             MultiHeadWeights dw = multi_head_weights_view(&L.s, dP);
             float *dt = dP + multi_head_param_count(&L.s);
             layer_forward(&L);
-            locality_attention_backward(dX, &dw, dt, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.t, 0,
+            locality_attention_backward(NULL, dX, &dw, dt, scratch, dO, L.A, L.keep, L.cache, L.X, &L.s, &L.w, L.t, 0,
                                         L.lens, L.B, L.N);
             char what[128];
             snprintf(what, sizeof what, "shape %zu mode %d: dX", k, mode);
@@ -174,7 +175,7 @@ static void test_locality_equals_chapter03(void **state) {
     }
     /* the scales start at chapter 05's fixed one */
     float t[H];
-    locality_attention_init(t, &L.s);
+    locality_attention_init(NULL, t, &L.s);
     for (int h = 0; h < H; h++) assert_float_equal(expf(t[h]), 1.0f / sqrtf((float)D_H), 1e-6f);
     layer_free(&L);
 }
@@ -183,10 +184,10 @@ static void test_locality_equals_chapter03(void **state) {
 static void test_locality_refusals(void **state) {
     (void)state;
     const MultiHeadSpec plain = {8, 2, 4, 8, MULTI_HEAD_PLAIN, 0}, fused = {8, 2, 4, 8, MULTI_HEAD_FUSED, 0};
-    assert_int_equal(locality_attention_check(&plain, 0, 0), 0);
-    assert_int_equal(locality_attention_check(&fused, 0, 0), -1);
-    assert_int_equal(locality_attention_check(&plain, 1, 0), -1);
-    assert_int_equal(locality_attention_check(&plain, 1, 1), -1);
+    assert_int_equal(locality_attention_check(NULL, &plain, 0, 0), 0);
+    assert_int_equal(locality_attention_check(NULL, &fused, 0, 0), -1);
+    assert_int_equal(locality_attention_check(NULL, &plain, 1, 0), -1);
+    assert_int_equal(locality_attention_check(NULL, &plain, 1, 1), -1);
     BlockSpec s = {.D = 8, .H = 2, .D_H = 4, .F = 12, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
                    .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN, .self_attention = &locality_attention};
     assert_int_equal(block_spec_check(&s), 0);

@@ -83,7 +83,8 @@ int block_spec_check(const BlockSpec *s) {
     if (s->self_attention && s->rope)
         return fail("%s with rotary positions: the block has one self-attention (choose one of them)",
                     s->self_attention->name);
-    if (s->self_attention) return s->self_attention->check(&as, s->causal, s->cross);
+    const BlockSelfAttention *sa = s->self_attention;
+    if (sa) return sa->check(sa->options, &as, s->causal, s->cross);
     return s->rope ? rope_attention_check(&as) : multi_head_spec_check(&as);
 }
 
@@ -96,7 +97,8 @@ static size_t weights_layout(const BlockSpec *s, float *base, BlockWeights *w) {
     memset(w, 0, sizeof *w);
     float *attn = floats_take(base, &used, multi_head_param_count(&as));
     if (attn) w->attn = multi_head_weights_view(&as, attn);
-    w->attn_extra = floats_take(base, &used, s->self_attention ? s->self_attention->extra_params(&as) : 0);
+    const BlockSelfAttention *sa = s->self_attention;
+    w->attn_extra = floats_take(base, &used, sa ? sa->extra_params(sa->options, &as) : 0);
     w->norm1_gamma = floats_take(base, &used, norm_params(s, 0));
     w->norm1_beta = floats_take(base, &used, norm_params(s, 1));
     float *cross = floats_take(base, &used, s->cross ? multi_head_cross_param_count(&as) : 0);
@@ -133,7 +135,7 @@ static void init_norm(float *gamma, float *beta, size_t D) {
 void block_init(const BlockSpec *s, const BlockWeights *w, Rng *rng) {
     const MultiHeadSpec as = block_attention_spec(s);
     multi_head_init(&as, &w->attn, rng);
-    if (s->self_attention) s->self_attention->init_extra(w->attn_extra, &as);
+    if (s->self_attention) s->self_attention->init_extra(s->self_attention->options, w->attn_extra, &as);
     const size_t D = (size_t)s->D, F = (size_t)s->F;
     init_norm(w->norm1_gamma, w->norm1_beta, D);
     if (s->cross) multi_head_cross_init(&as, &w->cross, rng);
@@ -187,8 +189,9 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
     const int attn_drop = s->attn_dropout > 0.0f;
     c->A = floats_take(base, &used, multi_head_attention_floats(&as, B, N));
     c->keep = floats_take(base, &used, attn_drop ? multi_head_attention_floats(&as, B, N) : 0);
-    c->attn_cache = floats_take(base, &used, s->self_attention ? s->self_attention->cache_floats(&as, B, N)
-                                                                : multi_head_cache_floats(&as, B, N));
+    const BlockSelfAttention *sa = s->self_attention;
+    c->attn_cache = floats_take(base, &used, sa ? sa->cache_floats(sa->options, &as, B, N)
+                                                : multi_head_cache_floats(&as, B, N));
     if (s->cross) {
         c->cross_A = floats_take(base, &used, multi_head_cross_attention_floats(&as, B, N, N_M));
         c->cross_keep = floats_take(base, &used, attn_drop ? multi_head_cross_attention_floats(&as, B, N, N_M) : 0);
@@ -255,8 +258,9 @@ static size_t scratch_layout(const BlockSpec *s, int B, int N, int N_M, float *b
     k->dhidden = floats_take(base, &used, RF);
     k->dpre_act = floats_take(base, &used, RF);
     k->dgate = floats_take(base, &used, s->mlp == BLOCK_MLP_SWIGLU ? RF : 0);
-    k->attn_scratch = floats_take(base, &used, s->self_attention ? s->self_attention->scratch_floats(&as, B, N)
-                                                                  : multi_head_scratch_floats(&as, B, N));
+    const BlockSelfAttention *sa = s->self_attention;
+    k->attn_scratch = floats_take(base, &used, sa ? sa->scratch_floats(sa->options, &as, B, N)
+                                                  : multi_head_scratch_floats(&as, B, N));
     if (s->cross) k->cross_scratch = floats_take(base, &used, multi_head_cross_scratch_floats(&as, B, N, N_M));
     if (s->moe.E > 0 && s->mlp != BLOCK_NO_MLP) k->moe_scratch = floats_take(base, &used, moe_scratch_floats(s, (int)R));
     return used;
@@ -318,9 +322,10 @@ static void branch_forward(float *O, const float *U, const Pass *p, int k, int t
     const BlockCache *c = p->c;
     if (k == SUB_SELF) {
         const float *keep = draw_attention_keep(p, k, train, rng);   /* dropout on A, or NULL */
-        if (p->s->self_attention)   /* a later chapter's, composed of chapter 05's steps */
-            p->s->self_attention->forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->w->attn_extra,
-                                          p->s->causal, p->lens, p->B, p->N);
+        const BlockSelfAttention *sa = p->s->self_attention;
+        if (sa)   /* a later chapter's, composed of chapter 05's steps */
+            sa->forward(sa->options, O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->w->attn_extra,
+                        p->s->causal, p->lens, p->B, p->N);
         else if (p->s->rope)   /* chapter 05's steps with the rotation after the first (rope_attention.h) */
             rope_attention_forward(O, c->A, keep, c->attn_cache, U, &as, &p->w->attn, p->s->causal, p->lens, p->B,
                                    p->N);
@@ -344,9 +349,9 @@ static void branch_backward(float *dU, float *dM, BlockWeights *dw, const BlockS
     const MultiHeadSpec as = block_attention_spec(p->s);
     const BlockCache *c = p->c;
     if (k == SUB_SELF && p->s->self_attention)
-        p->s->self_attention->backward(dU, &dw->attn, dw->attn_extra, sc->attn_scratch, dO, c->A, c->keep,
-                                       c->attn_cache, U, &as, &p->w->attn, p->w->attn_extra, p->s->causal,
-                                       p->lens, p->B, p->N);
+        p->s->self_attention->backward(p->s->self_attention->options, dU, &dw->attn, dw->attn_extra,
+                                       sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as, &p->w->attn,
+                                       p->w->attn_extra, p->s->causal, p->lens, p->B, p->N);
     else if (k == SUB_SELF && p->s->rope)
         rope_attention_backward(dU, &dw->attn, sc->attn_scratch, dO, c->A, c->keep, c->attn_cache, U, &as,
                                 &p->w->attn, p->s->causal, p->lens, p->B, p->N);

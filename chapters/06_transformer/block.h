@@ -85,22 +85,26 @@ typedef struct {
  * W_O, b_O (BlockWeights.attn) followed by extra_params floats of its own
  * (BlockWeights.attn_extra); A is chapter 05's plain [B, H, N, N]; its cache
  * and scratch are its own sizes. Shapes and masks of every function as in
- * multi_head_forward/backward. */
+ * multi_head_forward/backward. Every function is given the attention's own
+ * settings first (`options`: a sparse pattern's window, NULL for locality). */
 typedef struct {
     const char *name;                                              /* for messages: "locality self-attention" */
+    const void *options;                                           /* its settings, passed to each function */
     /* 0, or -1 with fail() for a block it cannot serve (causal, cross, its spec) */
-    int (*check)(const MultiHeadSpec *s, int causal, int cross);
-    size_t (*extra_params)(const MultiHeadSpec *s);
-    void (*init_extra)(float *extra, const MultiHeadSpec *s);     /* its own parameters' first values */
-    size_t (*cache_floats)(const MultiHeadSpec *s, int B, int N);
-    size_t (*scratch_floats)(const MultiHeadSpec *s, int B, int N);
+    int (*check)(const void *options, const MultiHeadSpec *s, int causal, int cross);
+    size_t (*extra_params)(const void *options, const MultiHeadSpec *s);
+    void (*init_extra)(const void *options, float *extra, const MultiHeadSpec *s);   /* its parameters' first values */
+    size_t (*cache_floats)(const void *options, const MultiHeadSpec *s, int B, int N);
+    size_t (*scratch_floats)(const void *options, const MultiHeadSpec *s, int B, int N);
     /* X [B, N, D] -> O [B, N, D], A [B, H, N, N], cache (written) */
-    void (*forward)(float *O, float *A, const float *keep, float *cache, const float *X, const MultiHeadSpec *s,
-                    const MultiHeadWeights *w, const float *extra, int causal, const int *lens, int B, int N);
+    void (*forward)(const void *options, float *O, float *A, const float *keep, float *cache, const float *X,
+                    const MultiHeadSpec *s, const MultiHeadWeights *w, const float *extra, int causal, const int *lens,
+                    int B, int N);
     /* dO [B, N, D] -> dX +=, dw +=, dextra += (any may be NULL) */
-    void (*backward)(float *dX, MultiHeadWeights *dw, float *dextra, float *scratch, const float *dO, const float *A,
-                     const float *keep, const float *cache, const float *X, const MultiHeadSpec *s,
-                     const MultiHeadWeights *w, const float *extra, int causal, const int *lens, int B, int N);
+    void (*backward)(const void *options, float *dX, MultiHeadWeights *dw, float *dextra, float *scratch,
+                     const float *dO, const float *A, const float *keep, const float *cache, const float *X,
+                     const MultiHeadSpec *s, const MultiHeadWeights *w, const float *extra, int causal,
+                     const int *lens, int B, int N);
 } BlockSelfAttention;
 
 typedef struct {

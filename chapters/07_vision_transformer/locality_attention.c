@@ -9,7 +9,8 @@
 #include "nn/params.h"
 #include "util/error.h"
 
-int locality_attention_check(const MultiHeadSpec *s, int causal, int cross) {
+int locality_attention_check(const void *options, const MultiHeadSpec *s, int causal, int cross) {
+    (void)options;
     if (s->attention != MULTI_HEAD_PLAIN)
         return fail("locality self-attention needs the plain attention: the fused kernel has neither its "
                     "diagonal mask nor its learned scales (use attention=plain)");
@@ -19,19 +20,23 @@ int locality_attention_check(const MultiHeadSpec *s, int causal, int cross) {
     return multi_head_spec_check(s);
 }
 
-size_t locality_attention_extra_params(const MultiHeadSpec *s) {
+size_t locality_attention_extra_params(const void *options, const MultiHeadSpec *s) {
+    (void)options;
     return (size_t)s->H;
 }
 
-void locality_attention_init(float *t, const MultiHeadSpec *s) {
+void locality_attention_init(const void *options, float *t, const MultiHeadSpec *s) {
+    (void)options;
     init_constant(t, (size_t)s->H, -0.5f * logf((float)s->D_H));
 }
 
-size_t locality_attention_cache_floats(const MultiHeadSpec *s, int B, int N) {
+size_t locality_attention_cache_floats(const void *options, const MultiHeadSpec *s, int B, int N) {
+    (void)options;
     return multi_head_cache_floats(s, B, N) + (size_t)s->H;   /* chapter 05's | alpha [H] */
 }
 
-size_t locality_attention_scratch_floats(const MultiHeadSpec *s, int B, int N) {
+size_t locality_attention_scratch_floats(const void *options, const MultiHeadSpec *s, int B, int N) {
+    (void)options;
     return multi_head_scratch_floats(s, B, N);
 }
 
@@ -41,9 +46,10 @@ static float *cache_alpha(const float *cache, const MultiHeadSpec *s, int B, int
 }
 
 /* X [B, N, D] -> O [B, N, D_out]; cache [Q|K|V] | Y | dropped room | alpha */
-void locality_attention_forward(float *O, float *A, const float *keep, float *cache, const float *X,
-                                const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t, int causal,
-                                const int *lens, int B, int N) {
+void locality_attention_forward(const void *options, float *O, float *A, const float *keep, float *cache,
+                                const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t,
+                                int causal, const int *lens, int B, int N) {
+    (void)options;
     const int R = B * N, HD = s->H * s->D_H;
     float *QKV = cache, *Y = cache + (size_t)R * 3 * HD, *alpha = cache_alpha(cache, s, B, N);
     for (int h = 0; h < s->H; h++) alpha[h] = expf(t[h]);
@@ -69,10 +75,11 @@ static void scale_backward(float *dt, const float *QKV, const float *dQKV, int H
 }
 
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dw +=, dt += */
-void locality_attention_backward(float *dX, MultiHeadWeights *dw, float *dt, float *scratch, const float *dO,
-                                 const float *A, const float *keep, const float *cache, const float *X,
-                                 const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t, int causal,
-                                 const int *lens, int B, int N) {
+void locality_attention_backward(const void *options, float *dX, MultiHeadWeights *dw, float *dt, float *scratch,
+                                 const float *dO, const float *A, const float *keep, const float *cache,
+                                 const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t,
+                                 int causal, const int *lens, int B, int N) {
+    (void)options;
     (void)t;   /* forward left exp(t) in the cache */
     const int R = B * N, HD = s->H * s->D_H, ld_qkv = 3 * HD;
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
@@ -87,6 +94,7 @@ void locality_attention_backward(float *dX, MultiHeadWeights *dw, float *dt, flo
 
 const BlockSelfAttention locality_attention = {
     "locality self-attention",
+    NULL,   /* no options */
     locality_attention_check,
     locality_attention_extra_params,
     locality_attention_init,

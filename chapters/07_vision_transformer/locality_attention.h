@@ -31,28 +31,29 @@
 /* The block's self-attention for a BlockSpec (its self_attention field). */
 extern const BlockSelfAttention locality_attention;
 
-/* Returns 0, or -1 with fail() where locality attention cannot serve: the
+/* Every function takes the hook's options first (locality has none: NULL).
+ * Returns 0, or -1 with fail() where locality attention cannot serve: the
  * fused attention, a causal mask, a decoder block's cross-attention. */
-int locality_attention_check(const MultiHeadSpec *s, int causal, int cross);
+int locality_attention_check(const void *options, const MultiHeadSpec *s, int causal, int cross);
 /* The H learned scales t (the extra parameters). */
-size_t locality_attention_extra_params(const MultiHeadSpec *s);
+size_t locality_attention_extra_params(const void *options, const MultiHeadSpec *s);
 /* t_h = log(1/sqrt(D_H)) for every head: it starts as chapter 05's layer. */
-void locality_attention_init(float *t, const MultiHeadSpec *s);
+void locality_attention_init(const void *options, float *t, const MultiHeadSpec *s);
 /* Cache: chapter 05's plain one ([Q|K|V] | Y | the dropped weights' room)
  * followed by alpha [H] = exp(t), which backward reads. */
-size_t locality_attention_cache_floats(const MultiHeadSpec *s, int B, int N);
+size_t locality_attention_cache_floats(const void *options, const MultiHeadSpec *s, int B, int N);
 /* Scratch: chapter 05's plain one (d[Q|K|V] | dY | dA, dE per thread). */
-size_t locality_attention_scratch_floats(const MultiHeadSpec *s, int B, int N);
+size_t locality_attention_scratch_floats(const void *options, const MultiHeadSpec *s, int B, int N);
 
 /* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N] (written; diagonal 0),
  * cache (written); keep [B, H, N, N] or NULL (dropout on A, as chapter 05);
  * lens [B] or NULL: padding as chapter 05. causal must be 0. */
-void locality_attention_forward(float *O, float *A, const float *keep, float *cache, const float *X,
-                                const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t, int causal,
-                                const int *lens, int B, int N);
+void locality_attention_forward(const void *options, float *O, float *A, const float *keep, float *cache,
+                                const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t,
+                                int causal, const int *lens, int B, int N);
 /* dO [B, N, D_out] -> dX [B, N, D] +=, dw +=, dt [H] += (any may be NULL). */
-void locality_attention_backward(float *dX, MultiHeadWeights *dw, float *dt, float *scratch, const float *dO,
-                                 const float *A, const float *keep, const float *cache, const float *X,
-                                 const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t, int causal,
-                                 const int *lens, int B, int N);
+void locality_attention_backward(const void *options, float *dX, MultiHeadWeights *dw, float *dt, float *scratch,
+                                 const float *dO, const float *A, const float *keep, const float *cache,
+                                 const float *X, const MultiHeadSpec *s, const MultiHeadWeights *w, const float *t,
+                                 int causal, const int *lens, int B, int N);
 #endif
