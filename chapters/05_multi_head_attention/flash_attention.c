@@ -42,71 +42,147 @@ size_t flash_attention_scratch_floats(int Bq, int Bk) {
  * 0 .. mask_key_limit(&mask, i, N) - 1. The last row of a query block sees
  * the most keys, so the blocks of keys stop at its limit. */
 
+/* ---------------------------------------------------- one block of query rows */
+
+void flash_rows_start(const FlashRows *rows, int D_H) {
+    for (int r = 0; r < rows->bq; r++) {
+        rows->m[r] = -INFINITY;
+        rows->l[r] = 0.0f;
+        memset(rows->O + (size_t)r * rows->ldo, 0, sizeof(float) * (size_t)D_H);
+    }
+}
+
+/* rows i0 .. i0+bq-1 += keys j_begin .. j_end-1, Bk keys at a time.
+ * S: [Bq, Bk] scores, then weights. */
+void flash_rows_fold(const FlashRows *rows, const FlashHead *h, int j_begin, int j_end, float *S) {
+    const int i0 = rows->i0, bq = rows->bq, N = h->N, D_H = h->D_H, Bk = h->Bk;
+    const float scale = 1.0f / sqrtf((float)D_H);
+    const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
+    float *m = rows->m, *l = rows->l, *O_I = rows->O;
+    const int ldo = rows->ldo;
+    for (int j0 = j_begin; j0 < j_end; j0 += Bk) {
+        const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
+        /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
+        sgemm(0, 1, bq, bk, D_H, scale, h->Q + (size_t)i0 * h->ldq, h->ldq, h->K + (size_t)j0 * h->ldk, h->ldk,
+              0.0f, S, bk);
+        /* Exercise 05.online_softmax (3 bonus points): fold this block into each row's running m, l and O. */
+        for (int r = 0; r < bq; r++) {
+            float *s = S + (size_t)r * bk;
+            /* keys j0 + c >= limit are masked: weight exactly 0 */
+            int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
+            if (n_ok > bk) n_ok = bk;
+            if (n_ok <= 0) {                       /* the whole block is masked for this row */
+                memset(s, 0, sizeof(float) * (size_t)bk);
+                continue;
+            }
+            float m_new = m[r];
+            for (int c = 0; c < n_ok; c++)
+                if (s[c] > m_new) m_new = s[c];
+            /* rescale what we have by alpha = exp(m_old - m_new); 0 before the first block */
+            const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+            for (int c = 0; c < n_ok; c++) s[c] -= m_new;
+            vec_exp(s, s, n_ok);                   /* p = exp(s - m_new) */
+            for (int c = n_ok; c < bk; c++) s[c] = 0.0f;
+            float sum = 0.0f;
+            for (int c = 0; c < n_ok; c++) sum += s[c];
+            l[r] = alpha * l[r] + sum;
+            m[r] = m_new;
+            if (alpha != 1.0f) {
+                float *o = O_I + (size_t)r * ldo;
+                for (int d = 0; d < D_H; d++) o[d] *= alpha;
+            }
+        }
+        /* End of exercise 05.online_softmax. */
+        /* O_I [bq, D_H] += P [bq, bk] @ V_J [bk, D_H] */
+        sgemm(0, 0, bq, D_H, bk, 1.0f, S, bk, h->V + (size_t)j0 * h->ldv, h->ldv, 1.0f, O_I, ldo);
+    }
+}
+
+/* O_I = O_I / l, lse_I [bq] = m + log(l) */
+void flash_rows_finish(const FlashRows *rows, float *lse_I, int D_H) {
+    /* Exercise 05.online_softmax, continued: normalise, O = O / l, and keep lse = m + log(l). */
+    for (int r = 0; r < rows->bq; r++) {
+        float *o = rows->O + (size_t)r * rows->ldo;
+        const float inv = 1.0f / rows->l[r];
+        for (int d = 0; d < D_H; d++) o[d] *= inv;
+        lse_I[r] = rows->m[r] + logf(rows->l[r]);
+    }
+    /* End of exercise 05.online_softmax. */
+}
+
 /* Q [N, D_H] (ldq), K, V [N, D_H] (ldk, ldv) -> O [N, D_H] (ldo), lse [N].
  * scratch: S [Bq, Bk] | m [Bq] | l [Bq]. */
 void flash_attention_forward(float *O, int ldo, float *lse, const FlashHead *h, float *scratch) {
-    const float *Q = h->Q, *K = h->K, *V = h->V;
-    const int ldq = h->ldq, ldk = h->ldk, ldv = h->ldv, N = h->N, D_H = h->D_H, Bq = h->Bq, Bk = h->Bk;
-    const float scale = 1.0f / sqrtf((float)D_H);
+    const int N = h->N, Bq = h->Bq;
     const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
     float *S = scratch;                        /* [bq, bk] scores, then weights */
-    float *m = S + (size_t)Bq * Bk;            /* [bq] running maximum */
+    float *m = S + (size_t)Bq * h->Bk;         /* [bq] running maximum */
     float *l = m + Bq;                         /* [bq] running sum of exp(s - m) */
 
     for (int i0 = 0; i0 < N; i0 += Bq) {
-        const int bq = N - i0 < Bq ? N - i0 : Bq;
-        float *O_I = O + (size_t)i0 * ldo;     /* [bq, D_H] accumulator, row stride ldo */
+        const FlashRows rows = {O + (size_t)i0 * ldo, ldo, m, l, i0, N - i0 < Bq ? N - i0 : Bq};
+        flash_rows_start(&rows, h->D_H);
+        flash_rows_fold(&rows, h, 0, mask_key_limit(&mask, i0 + rows.bq - 1, N), S);   /* keys any row sees */
+        flash_rows_finish(&rows, lse + i0, h->D_H);
+    }
+}
+
+/* Dvec [bq] = rowsum(dO_I * O_I) */
+void flash_rows_dvec(float *Dvec, const float *dO, int lddo, const float *O, int ldo, int i0, int bq, int D_H) {
+    /* Exercise 05.flash_backward (3 bonus points): Dvec_i = dO_i . O_i, the softmax backward's row sum. */
+    for (int r = 0; r < bq; r++) {
+        const float *o = O + (size_t)(i0 + r) * ldo, *g = dO + (size_t)(i0 + r) * lddo;
+        float acc = 0.0f;
+        for (int d = 0; d < D_H; d++) acc += g[d] * o[d];
+        Dvec[r] = acc;
+    }
+    /* End of exercise 05.flash_backward. */
+}
+
+/* Rows i0 .. i0+bq-1 against keys j_begin .. j_end-1: dQ_I, dK_J, dV_J +=.
+ * P, dP: [Bq, Bk] each. */
+void flash_rows_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo, const float *lse,
+                         const float *Dvec, const FlashHead *h, int i0, int bq, int j_begin, int j_end, float *P,
+                         float *dP) {
+    const int ldq = h->ldq, ldk = h->ldk, ldv = h->ldv, N = h->N, D_H = h->D_H, Bk = h->Bk;
+    const float scale = 1.0f / sqrtf((float)D_H);
+    const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
+    const float *Q_I = h->Q + (size_t)i0 * ldq, *dO_I = dO + (size_t)i0 * lddo;
+    float *dQ_I = dQ + (size_t)i0 * ldd;
+    for (int j0 = j_begin; j0 < j_end; j0 += Bk) {
+        const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
+        const float *K_J = h->K + (size_t)j0 * ldk, *V_J = h->V + (size_t)j0 * ldv;
+        /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H), into P */
+        sgemm(0, 1, bq, bk, D_H, scale, Q_I, ldq, K_J, ldk, 0.0f, P, bk);
+        /* P = exp(S - lse), masked pairs 0 */
+        /* Exercise 05.flash_backward, continued: rebuild the block's weights, P = exp(S - lse). */
         for (int r = 0; r < bq; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0.0f;
-            memset(O_I + (size_t)r * ldo, 0, sizeof(float) * (size_t)D_H);
+            float *p = P + (size_t)r * bk;
+            int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
+            if (n_ok > bk) n_ok = bk;
+            if (n_ok < 0) n_ok = 0;
+            const float lse_r = lse[i0 + r];
+            for (int c = 0; c < n_ok; c++) p[c] -= lse_r;
+            vec_exp(p, p, n_ok);
+            for (int c = n_ok; c < bk; c++) p[c] = 0.0f;
         }
-        const int j_end = mask_key_limit(&mask, i0 + bq - 1, N);   /* keys any row of the block sees */
-        for (int j0 = 0; j0 < j_end; j0 += Bk) {
-            const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
-            /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H) */
-            sgemm(0, 1, bq, bk, D_H, scale, Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk,
-                  0.0f, S, bk);
-            /* Exercise 05.online_softmax (3 bonus points): fold this block into each row's running m, l and O. */
-            for (int r = 0; r < bq; r++) {
-                float *s = S + (size_t)r * bk;
-                /* keys j0 + c >= limit are masked: weight exactly 0 */
-                int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
-                if (n_ok > bk) n_ok = bk;
-                if (n_ok <= 0) {                       /* the whole block is masked for this row */
-                    memset(s, 0, sizeof(float) * (size_t)bk);
-                    continue;
-                }
-                float m_new = m[r];
-                for (int c = 0; c < n_ok; c++)
-                    if (s[c] > m_new) m_new = s[c];
-                /* rescale what we have by alpha = exp(m_old - m_new); 0 before the first block */
-                const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
-                for (int c = 0; c < n_ok; c++) s[c] -= m_new;
-                vec_exp(s, s, n_ok);                   /* p = exp(s - m_new) */
-                for (int c = n_ok; c < bk; c++) s[c] = 0.0f;
-                float sum = 0.0f;
-                for (int c = 0; c < n_ok; c++) sum += s[c];
-                l[r] = alpha * l[r] + sum;
-                m[r] = m_new;
-                if (alpha != 1.0f) {
-                    float *o = O_I + (size_t)r * ldo;
-                    for (int d = 0; d < D_H; d++) o[d] *= alpha;
-                }
-            }
-            /* End of exercise 05.online_softmax. */
-            /* O_I [bq, D_H] += P [bq, bk] @ V_J [bk, D_H] */
-            sgemm(0, 0, bq, D_H, bk, 1.0f, S, bk, V + (size_t)j0 * ldv, ldv, 1.0f, O_I, ldo);
-        }
-        /* normalise: O = O / l; lse = m + log(l) */
-        /* Exercise 05.online_softmax, continued: normalise, O = O / l, and keep lse = m + log(l). */
+        /* End of exercise 05.flash_backward. */
+        /* dV_J [bk, D_H] += P^T [bk, bq] @ dO_I [bq, D_H] */
+        sgemm(1, 0, bk, D_H, bq, 1.0f, P, bk, dO_I, lddo, 1.0f, dV + (size_t)j0 * ldd, ldd);
+        /* dP [bq, bk] = dO_I [bq, D_H] @ V_J^T [D_H, bk] */
+        sgemm(0, 1, bq, bk, D_H, 1.0f, dO_I, lddo, V_J, ldv, 0.0f, dP, bk);
+        /* dS = P * (dP - Dvec), in dP's place (masked pairs: P = 0, so dS = 0) */
+        /* Exercise 05.flash_backward, continued: dS = P * (dP - Dvec). */
         for (int r = 0; r < bq; r++) {
-            float *o = O_I + (size_t)r * ldo;
-            const float inv = 1.0f / l[r];
-            for (int d = 0; d < D_H; d++) o[d] *= inv;
-            lse[i0 + r] = m[r] + logf(l[r]);
+            const float *p = P + (size_t)r * bk;
+            float *ds = dP + (size_t)r * bk;
+            for (int c = 0; c < bk; c++) ds[c] = p[c] * (ds[c] - Dvec[r]);
         }
-        /* End of exercise 05.online_softmax. */
+        /* End of exercise 05.flash_backward. */
+        /* dQ_I [bq, D_H] += dS [bq, bk] @ K_J [bk, D_H] / sqrt(D_H) */
+        sgemm(0, 0, bq, D_H, bk, scale, dP, bk, K_J, ldk, 1.0f, dQ_I, ldd);
+        /* dK_J [bk, D_H] += dS^T [bk, bq] @ Q_I [bq, D_H] / sqrt(D_H) */
+        sgemm(1, 0, bk, D_H, bq, scale, dP, bk, Q_I, ldq, 1.0f, dK + (size_t)j0 * ldd, ldd);
     }
 }
 
@@ -114,63 +190,17 @@ void flash_attention_forward(float *O, int ldo, float *lse, const FlashHead *h, 
  * scratch: P [Bq, Bk] | dP [Bq, Bk] | Dvec [Bq]. */
 void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo,
                               const float *O, int ldo, const float *lse, const FlashHead *h, float *scratch) {
-    const float *Q = h->Q, *K = h->K, *V = h->V;
-    const int ldq = h->ldq, ldk = h->ldk, ldv = h->ldv, N = h->N, D_H = h->D_H, Bq = h->Bq, Bk = h->Bk;
-    const float scale = 1.0f / sqrtf((float)D_H);
+    const int N = h->N, Bq = h->Bq;
     const AttentionMask mask = {NULL, h->causal, h->key_len, 0};
     float *P = scratch;                        /* [bq, bk] weights a_ij of the block */
-    float *dP = P + (size_t)Bq * Bk;           /* [bq, bk] dL/da_ij, then dL/ds_ij */
-    float *Dvec = dP + (size_t)Bq * Bk;        /* [bq] rowsum(dO * O) */
+    float *dP = P + (size_t)Bq * h->Bk;        /* [bq, bk] dL/da_ij, then dL/ds_ij */
+    float *Dvec = dP + (size_t)Bq * h->Bk;     /* [bq] rowsum(dO * O) */
 
     for (int i0 = 0; i0 < N; i0 += Bq) {
         const int bq = N - i0 < Bq ? N - i0 : Bq;
-        const float *Q_I = Q + (size_t)i0 * ldq, *dO_I = dO + (size_t)i0 * lddo;
-        float *dQ_I = dQ + (size_t)i0 * ldd;
-        /* Dvec_i = sum_d dO_id O_id (= sum_j a_ij dP_ij, the softmax backward's row sum) */
-        /* Exercise 05.flash_backward (3 bonus points): Dvec_i = dO_i . O_i, the softmax backward's row sum. */
-        for (int r = 0; r < bq; r++) {
-            const float *o = O + (size_t)(i0 + r) * ldo, *g = dO_I + (size_t)r * lddo;
-            float acc = 0.0f;
-            for (int d = 0; d < D_H; d++) acc += g[d] * o[d];
-            Dvec[r] = acc;
-        }
-        /* End of exercise 05.flash_backward. */
+        flash_rows_dvec(Dvec, dO, lddo, O, ldo, i0, bq, h->D_H);
         const int j_end = mask_key_limit(&mask, i0 + bq - 1, N);   /* keys any row of the block sees */
-        for (int j0 = 0; j0 < j_end; j0 += Bk) {
-            const int bk = j_end - j0 < Bk ? j_end - j0 : Bk;
-            const float *K_J = K + (size_t)j0 * ldk, *V_J = V + (size_t)j0 * ldv;
-            /* S [bq, bk] = Q_I [bq, D_H] @ K_J^T [D_H, bk] / sqrt(D_H), into P */
-            sgemm(0, 1, bq, bk, D_H, scale, Q_I, ldq, K_J, ldk, 0.0f, P, bk);
-            /* P = exp(S - lse), masked pairs 0 */
-            /* Exercise 05.flash_backward, continued: rebuild the block's weights, P = exp(S - lse). */
-            for (int r = 0; r < bq; r++) {
-                float *p = P + (size_t)r * bk;
-                int n_ok = mask_key_limit(&mask, i0 + r, N) - j0;
-                if (n_ok > bk) n_ok = bk;
-                if (n_ok < 0) n_ok = 0;
-                const float lse_r = lse[i0 + r];
-                for (int c = 0; c < n_ok; c++) p[c] -= lse_r;
-                vec_exp(p, p, n_ok);
-                for (int c = n_ok; c < bk; c++) p[c] = 0.0f;
-            }
-            /* End of exercise 05.flash_backward. */
-            /* dV_J [bk, D_H] += P^T [bk, bq] @ dO_I [bq, D_H] */
-            sgemm(1, 0, bk, D_H, bq, 1.0f, P, bk, dO_I, lddo, 1.0f, dV + (size_t)j0 * ldd, ldd);
-            /* dP [bq, bk] = dO_I [bq, D_H] @ V_J^T [D_H, bk] */
-            sgemm(0, 1, bq, bk, D_H, 1.0f, dO_I, lddo, V_J, ldv, 0.0f, dP, bk);
-            /* dS = P * (dP - Dvec), in dP's place (masked pairs: P = 0, so dS = 0) */
-            /* Exercise 05.flash_backward, continued: dS = P * (dP - Dvec). */
-            for (int r = 0; r < bq; r++) {
-                const float *p = P + (size_t)r * bk;
-                float *ds = dP + (size_t)r * bk;
-                for (int c = 0; c < bk; c++) ds[c] = p[c] * (ds[c] - Dvec[r]);
-            }
-            /* End of exercise 05.flash_backward. */
-            /* dQ_I [bq, D_H] += dS [bq, bk] @ K_J [bk, D_H] / sqrt(D_H) */
-            sgemm(0, 0, bq, D_H, bk, scale, dP, bk, K_J, ldk, 1.0f, dQ_I, ldd);
-            /* dK_J [bk, D_H] += dS^T [bk, bq] @ Q_I [bq, D_H] / sqrt(D_H) */
-            sgemm(1, 0, bk, D_H, bq, scale, dP, bk, Q_I, ldq, 1.0f, dK + (size_t)j0 * ldd, ldd);
-        }
+        flash_rows_backward(dQ, dK, dV, ldd, dO, lddo, lse, Dvec, h, i0, bq, 0, j_end, P, dP);
     }
 }
 

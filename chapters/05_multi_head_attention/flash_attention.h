@@ -55,6 +55,33 @@ void flash_attention_forward(float *O, int ldo, float *lse, const FlashHead *h, 
 void flash_attention_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo,
                               const float *O, int ldo, const float *lse, const FlashHead *h, float *scratch);
 
+/* The pieces the two functions above are made of, one block of query rows
+ * at a time, for a later part that chooses for itself which keys a block of
+ * queries sees (chapter 06's sparse attention, sparse_attention.h):
+ *   forward:   flash_rows_start, flash_rows_fold over each range of keys, flash_rows_finish
+ *   backward:  flash_rows_dvec, then flash_rows_backward over each range of keys
+ * The state of the online softmax for the rows i0 .. i0+bq-1 (bq <= Bq): */
+typedef struct {
+    float *O; int ldo;   /* [bq, D_H] the rows' accumulator: row r is O's row i0 + r */
+    float *m, *l;        /* [bq] the running maximum and sum */
+    int i0, bq;
+} FlashRows;
+
+/* m = -inf, l = 0, the rows of O = 0. */
+void flash_rows_start(const FlashRows *rows, int D_H);
+/* Fold keys j_begin .. j_end-1 (h's masks still apply) into the rows, Bk at
+ * a time; S: [Bq, Bk] floats of room. */
+void flash_rows_fold(const FlashRows *rows, const FlashHead *h, int j_begin, int j_end, float *S);
+/* O = O / l, lse_I [bq] = m + log(l) (a row must have seen a key: l > 0). */
+void flash_rows_finish(const FlashRows *rows, float *lse_I, int D_H);
+/* Dvec [bq] = sum_d dO_id O_id for the rows i0 .. i0+bq-1 (dO, O: whole [N, D_H]). */
+void flash_rows_dvec(float *Dvec, const float *dO, int lddo, const float *O, int ldo, int i0, int bq, int D_H);
+/* The rows i0 .. i0+bq-1 against keys j_begin .. j_end-1: dQ, dK, dV [N, D_H]
+ * (whole, row stride ldd) +=; P, dP: [Bq, Bk] floats of room each. */
+void flash_rows_backward(float *dQ, float *dK, float *dV, int ldd, const float *dO, int lddo, const float *lse,
+                         const float *Dvec, const FlashHead *h, int i0, int bq, int j_begin, int j_end, float *P,
+                         float *dP);
+
 /* All sequences and heads, in multi_head.c's layout:
  *   QKV [B, N, 3*H*D_H] = [Q|K|V]  ->  Y [B, N, H*D_H] (written), lse [B, H, N] (written).
  * lens [B] or NULL: sequence b has lens[b] real positions (0 = all N). */

@@ -1,0 +1,283 @@
+/* test_sparse_attention.c - chapter 06, part 5: window, global and random
+ * attention on the fused kernel (sparse_attention.h).
+ *
+ *  - the layout: the window and global rules exactly, r random blocks per
+ *    query block from the others (all of them when fewer), none after the
+ *    query's block when causal, the same draw for the same seed;
+ *  - the heads against dense attention with the same mask, written out here
+ *    in double (softmax over the allowed keys, and its backward), causal and
+ *    not, with padding (a padding query that sees no key gives 0);
+ *  - a window wider than the sequence is chapter 05's fused kernel, bit for bit;
+ *  - in chapter 06's block: no parameters of its own, and the block's
+ *    gradients by finite differences;
+ *  - its refusals. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "05_multi_head_attention/flash_attention.h"
+#include "06_transformer/block.h"
+#include "06_transformer/sparse_attention.h"
+#include "nn/gradcheck.h"
+#include "util/rng.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "layer_checks.h"
+
+#define EPS 5e-3f      /* see test_attention.c */
+#define TOL 1e-2
+#define MAX_CHECKS 120
+
+static const SparsePattern PATTERNS[] = {   /* P, window, global, random, seed */
+    {4, 1, 0, 0, 1}, {4, 0, 1, 0, 1}, {4, 1, 1, 2, 7}, {3, 0, 0, 3, 5}, {5, 2, 2, 1, 9}};
+#define N_PATTERNS (int)(sizeof PATTERNS / sizeof PATTERNS[0])
+
+static void test_sparse_layout(void **state) {
+    (void)state;
+    for (int k = 0; k < N_PATTERNS; k++)
+        for (int causal = 0; causal < 2; causal++) {
+            const SparsePattern *p = &PATTERNS[k];
+            SparseLayout L, again;
+            assert_int_equal(sparse_layout_create(&L, p, 41, causal), 0);
+            assert_int_equal(sparse_layout_create(&again, p, 41, causal), 0);
+            const int nb = L.n_blocks;
+            assert_int_equal(nb, (41 + p->P - 1) / p->P);
+            for (int bi = 0; bi < nb; bi++) {
+                int fixed = 0, others = 0, seen = 0;
+                for (int bj = 0; bj < nb; bj++) {
+                    const int d = bi - bj, allowed_side = !causal || bj <= bi;
+                    const int window = causal ? d >= 0 && d <= p->window : abs(d) <= p->window;
+                    const int rule = allowed_side && (window || bi < p->global || bj < p->global);
+                    const int is_seen = sparse_allows(&L, bi * p->P + p->P - 1, bj * p->P);
+                    if (rule) assert_true(is_seen);
+                    if (!allowed_side) assert_false(is_seen);
+                    fixed += rule;
+                    others += allowed_side && !rule;
+                    seen += is_seen;
+                }
+                const int random = p->random < others ? p->random : others;
+                assert_int_equal(seen, fixed + random);
+                assert_int_equal(L.first[bi + 1] - L.first[bi], seen);
+                for (int e = L.first[bi]; e < L.first[bi + 1]; e++) {
+                    assert_int_equal(L.keys[e], again.keys[e]);                 /* the seed decides the draw */
+                    if (e > L.first[bi]) assert_true(L.keys[e] > L.keys[e - 1]);   /* ascending */
+                }
+            }
+            if (causal)
+                for (int i = 0; i < 41; i++) assert_false(sparse_allows(&L, i, i + 1 < 41 ? i + 1 : 40) && i < 40);
+            sparse_layout_free(&L);
+            sparse_layout_free(&again);
+        }
+}
+
+/* Dense attention with the layout's mask, in double, forward and backward:
+ * one head, Q, K, V [N, D_H] at row stride ld; rows i >= key_len are
+ * queries too, keys j >= key_len are padding. */
+static void dense_head(float *O, int ldo, float *dQ, float *dK, float *dV, const float *dO, int lddo, const float *Q,
+                       const float *K, const float *V, int ld, int N, int D_H, int key_len, const SparseLayout *L) {
+    const double scale = 1.0 / sqrt((double)D_H);
+    double *a = malloc(sizeof(double) * (size_t)N), *da = malloc(sizeof(double) * (size_t)N);
+    for (int i = 0; i < N; i++) {
+        double m = -INFINITY, sum = 0.0, dot = 0.0;
+        for (int j = 0; j < N; j++) {
+            a[j] = -INFINITY;
+            if (j >= key_len || !sparse_allows(L, i, j)) continue;
+            double s = 0.0;
+            for (int d = 0; d < D_H; d++) s += (double)Q[(size_t)i * ld + d] * K[(size_t)j * ld + d];
+            a[j] = s * scale;
+            if (a[j] > m) m = a[j];
+        }
+        for (int j = 0; j < N; j++) sum += a[j] == -INFINITY ? 0.0 : exp(a[j] - m);
+        for (int j = 0; j < N; j++) a[j] = a[j] == -INFINITY ? 0.0 : exp(a[j] - m) / sum;
+        for (int d = 0; d < D_H; d++) {
+            double o = 0.0;
+            for (int j = 0; j < N; j++) o += a[j] * V[(size_t)j * ld + d];
+            O[(size_t)i * ldo + d] = (float)o;
+        }
+        if (!dO) continue;
+        for (int j = 0; j < N; j++) {   /* da_j = dO_i . v_j; dV_j += a_j dO_i */
+            da[j] = 0.0;
+            for (int d = 0; d < D_H; d++) {
+                da[j] += (double)dO[(size_t)i * lddo + d] * V[(size_t)j * ld + d];
+                dV[(size_t)j * ld + d] += (float)(a[j] * dO[(size_t)i * lddo + d]);
+            }
+            dot += a[j] * da[j];
+        }
+        for (int j = 0; j < N; j++) {   /* ds_j = a_j (da_j - sum_k a_k da_k) */
+            const double ds = a[j] * (da[j] - dot) * scale;
+            if (ds == 0.0) continue;
+            for (int d = 0; d < D_H; d++) {
+                dQ[(size_t)i * ld + d] += (float)(ds * K[(size_t)j * ld + d]);
+                dK[(size_t)j * ld + d] += (float)(ds * Q[(size_t)i * ld + d]);
+            }
+        }
+    }
+    free(a);
+    free(da);
+}
+
+static void test_sparse_equals_dense(void **state) {
+    (void)state;
+    enum { B = 2, N = 37, H = 2, D_H = 5, HD = H * D_H, LD = 3 * HD };
+    const int lens[B] = {37, 15};
+    Rng r;
+    rng_seed(&r, 3, 0);
+    float *QKV = zeroed_floats(B * N * LD), *dY = zeroed_floats(B * N * HD);
+    fill_uniform(QKV, B * N * LD, 1.5f, &r);
+    fill_uniform(dY, B * N * HD, 1.0f, &r);
+    for (int k = 0; k < N_PATTERNS; k++)
+        for (int causal = 0; causal < 2; causal++) {
+            SparseLayout L;
+            assert_int_equal(sparse_layout_create(&L, &PATTERNS[k], N, causal), 0);
+            float *Y = zeroed_floats(B * N * HD), *lse = zeroed_floats(B * H * N);
+            float *dQKV = zeroed_floats(B * N * LD), *scratch = zeroed_floats(sparse_attention_block_floats(&L));
+            float *Y_ref = zeroed_floats(B * N * HD), *dQKV_ref = zeroed_floats(B * N * LD);
+            sparse_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, lens, &L, scratch);
+            sparse_attention_backward_heads(dQKV, dY, QKV, Y, lse, B, N, H, D_H, lens, &L, scratch);
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < H; h++) {
+                    const size_t q = (size_t)b * N * LD + h * D_H, y = (size_t)b * N * HD + h * D_H;
+                    dense_head(Y_ref + y, HD, dQKV_ref + q, dQKV_ref + q + HD, dQKV_ref + q + 2 * HD, dY + y, HD,
+                               QKV + q, QKV + q + HD, QKV + q + 2 * HD, LD, N, D_H, lens[b], &L);
+                }
+            char what[96];
+            snprintf(what, sizeof what, "pattern %d causal %d: Y", k, causal);
+            expect_close(Y, Y_ref, B * N * HD, 1e-5f, what);
+            snprintf(what, sizeof what, "pattern %d causal %d: d[Q|K|V]", k, causal);
+            expect_close(dQKV, dQKV_ref, B * N * LD, 1e-4f, what);
+            free(Y); free(lse); free(dQKV); free(scratch); free(Y_ref); free(dQKV_ref);
+            sparse_layout_free(&L);
+        }
+    free(QKV);
+    free(dY);
+}
+
+/* A window of every block: the same calls as chapter 05's kernel, the same bits. */
+static void test_sparse_full_is_chapter05(void **state) {
+    (void)state;
+    enum { B = 2, N = 45, H = 3, D_H = 4, HD = H * D_H, LD = 3 * HD, P = 8 };
+    const int lens[B] = {45, 30};
+    Rng r;
+    rng_seed(&r, 5, 0);
+    float *QKV = zeroed_floats(B * N * LD), *dY = zeroed_floats(B * N * HD);
+    fill_uniform(QKV, B * N * LD, 1.5f, &r);
+    fill_uniform(dY, B * N * HD, 1.0f, &r);
+    for (int causal = 0; causal < 2; causal++) {
+        SparseLayout L;
+        assert_int_equal(sparse_layout_create(&L, &(SparsePattern){P, N, 0, 0, 1}, N, causal), 0);
+        assert_float_equal(sparse_density(&L, N), 1.0, 0.0);
+        float *Y = zeroed_floats(B * N * HD), *lse = zeroed_floats(B * H * N), *dQKV = zeroed_floats(B * N * LD);
+        float *Y5 = zeroed_floats(B * N * HD), *lse5 = zeroed_floats(B * H * N), *dQKV5 = zeroed_floats(B * N * LD);
+        float *scratch = zeroed_floats(flash_attention_scratch_floats(P, P));
+        sparse_attention_forward_heads(Y, lse, QKV, B, N, H, D_H, lens, &L, scratch);
+        sparse_attention_backward_heads(dQKV, dY, QKV, Y, lse, B, N, H, D_H, lens, &L, scratch);
+        flash_attention_forward_heads(Y5, lse5, QKV, B, N, H, D_H, causal, lens, P, P, scratch);
+        flash_attention_backward_heads(dQKV5, dY, QKV, Y5, lse5, B, N, H, D_H, causal, lens, P, P, scratch);
+        assert_memory_equal(Y, Y5, sizeof(float) * B * N * HD);
+        assert_memory_equal(lse, lse5, sizeof(float) * B * H * N);
+        assert_memory_equal(dQKV, dQKV5, sizeof(float) * B * N * LD);
+        free(Y); free(lse); free(dQKV); free(Y5); free(lse5); free(dQKV5); free(scratch);
+        sparse_layout_free(&L);
+    }
+    free(QKV);
+    free(dY);
+}
+
+/* In chapter 06's block, with the block's gradients by finite differences. */
+typedef struct {
+    BlockSpec s;
+    BlockWeights w;
+    BlockCache c;
+    float *X, *Y, *wY;
+    const int *lens;
+    int B, N;
+} BlockCase;
+
+static double block_loss(void *p) {
+    BlockCase *k = p;
+    block_forward(k->Y, &k->c, k->X, &k->s, &k->w, k->lens, NULL, k->B, k->N, 0, NULL);
+    double s = 0.0;
+    for (size_t i = 0; i < (size_t)k->B * k->N * k->s.D; i++) s += (double)k->wY[i] * k->Y[i];
+    return s;
+}
+
+static void test_sparse_in_the_block(void **state) {
+    (void)state;
+    enum { B = 2, N = 11, D = 6, H = 2, D_H = 3, F = 8 };
+    for (int causal = 0; causal < 2; causal++) {
+        Rng r;
+        rng_seed(&r, 23 + causal, 0);
+        SparseLayout L;
+        assert_int_equal(sparse_layout_create(&L, &(SparsePattern){2, 1, 1, 1, 3}, N, causal), 0);
+        const BlockSelfAttention sparse = sparse_attention_hook(&L);
+        BlockCase k = {.s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM,
+                             .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED,
+                             .causal = causal, .self_attention = &sparse},
+                       .B = B, .N = N};
+        assert_int_equal(block_spec_check(&k.s), 0);
+        BlockSpec dense = k.s;
+        dense.self_attention = NULL;
+        const size_t nP = block_param_count(&k.s);
+        assert_int_equal(nP, block_param_count(&dense));
+        float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
+        k.w = block_weights_view(&k.s, params);
+        block_init(&k.s, &k.w, &r);
+        fill_uniform(params, nP, 0.5f, &r);
+        const int lens[B] = {N, 6};
+        k.lens = causal ? NULL : lens;
+        block_cache_alloc(&k.c, &k.s, B, N, 0);
+        const size_t nX = (size_t)B * N * D;
+        k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
+        fill_uniform(k.X, nX, 1.0f, &r);
+        fill_uniform(k.wY, nX, 1.0f, &r);
+        float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
+        BlockWeights dw = block_weights_view(&k.s, grads);
+        block_loss(&k);
+        block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
+        expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "sparse block: dX");
+        expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "sparse block: parameters");
+        block_cache_free(&k.c);
+        free(params); free(grads); free(k.X); free(k.Y); free(k.wY); free(dX); free(scratch);
+        sparse_layout_free(&L);
+    }
+}
+
+static void test_sparse_refusals(void **state) {
+    (void)state;
+    SparseLayout L;
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){0, 1, 0, 0, 1}, 16, 1), -1);
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, -1, 0, 0, 1}, 16, 1), -1);
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, -2, 1}, 16, 1), -1);
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, 0, 1}, 0, 1), -1);
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, 0, 1}, 16, 1), 0);
+    const BlockSelfAttention sparse = sparse_attention_hook(&L);
+    BlockSpec s = {.D = 8, .H = 2, .D_H = 4, .F = 12, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
+                   .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED, .causal = 1, .self_attention = &sparse};
+    assert_int_equal(block_spec_check(&s), 0);
+    s.causal = 0;   /* the layout is causal */
+    assert_int_equal(block_spec_check(&s), -1);
+    s.causal = 1;
+    s.cross = 1;
+    assert_int_equal(block_spec_check(&s), -1);
+    s.cross = 0;
+    s.rope = 1;
+    assert_int_equal(block_spec_check(&s), -1);
+    sparse_layout_free(&L);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sparse_layout),
+        cmocka_unit_test(test_sparse_equals_dense),
+        cmocka_unit_test(test_sparse_full_is_chapter05),
+        cmocka_unit_test(test_sparse_in_the_block),
+        cmocka_unit_test(test_sparse_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
