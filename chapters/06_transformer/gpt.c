@@ -39,7 +39,17 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
     s.rope = cfg->pos == POSITIONS_ROPE;   /* rotary positions: inside every block's attention, nothing added to X_0 */
-    if (block_spec_check(&s) < 0) return -1;
+    if (cfg->sparse.P > 0) {   /* part 5: each block attends on the pattern, with the fused kernel (no maps A) */
+        const SparsePattern p = {cfg->sparse.P, cfg->sparse.window, cfg->sparse.global, cfg->sparse.random, 1};
+        if (sparse_layout_create(&g->sparse_layout, &p, cfg->context, 1) < 0) return -1;
+        g->sparse_attention = sparse_attention_hook(&g->sparse_layout);
+        s.self_attention = &g->sparse_attention;
+        s.attention = MULTI_HEAD_FUSED;
+    }
+    if (block_spec_check(&s) < 0) {
+        if (cfg->sparse.P > 0) sparse_layout_free(&g->sparse_layout);
+        return -1;
+    }
     const int D = s.D, N = cfg->context, V = cfg->V;
     g->L = cfg->layers;
     g->D = D;
@@ -104,7 +114,19 @@ int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *
     s.causal = 1;
     s.cross = 0;
     s.rope = cfg->pos == POSITIONS_ROPE;
-    if (block_spec_check(&s) < 0) return -1;
+    SparseLayout layout;   /* a sparse pattern's, for its sizes */
+    BlockSelfAttention sparse;
+    if (cfg->sparse.P > 0) {
+        const SparsePattern p = {cfg->sparse.P, cfg->sparse.window, cfg->sparse.global, cfg->sparse.random, 1};
+        if (sparse_layout_create(&layout, &p, cfg->context, 1) < 0) return -1;
+        sparse = sparse_attention_hook(&layout);
+        s.self_attention = &sparse;
+        s.attention = MULTI_HEAD_FUSED;
+    }
+    if (block_spec_check(&s) < 0) {
+        if (cfg->sparse.P > 0) sparse_layout_free(&layout);
+        return -1;
+    }
     const double D = s.D, N = cfg->context, V = cfg->V, L = cfg->layers, B = max_B, R = B * N, RD = R * D;
     const double P = V * D + (cfg->pos == POSITIONS_LEARNED ? N * D : 0.0) + L * (double)block_param_count(&s) +
                      (stack_has_final_norm(&s) ? (s.norm == BLOCK_LAYERNORM ? 2.0 : 1.0) * D : 0.0);
@@ -121,6 +143,7 @@ int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *
     parts[2] = (MemoryPart){"the other activations and their gradients, about (L + 6) x B x N x D floats", 4.0 * activations};
     parts[3] = (MemoryPart){"the logits and probabilities, 2 x B x N x V floats", 4.0 * 2.0 * R * V};
     parts[4] = (MemoryPart){"the KV cache, 2 x L x N x D floats", 4.0 * 2.0 * L * N * s.H * s.D_H};
+    if (cfg->sparse.P > 0) sparse_layout_free(&layout);
     return GPT_MEMORY_PARTS;
 }
 
@@ -133,6 +156,7 @@ void gpt_free(Gpt *g) {
     free(g->P); free(g->emb_mask); free(g->logits); free(g->probs); free(g->dtop);
     free(g->step_x); free(g->step_y); free(g->step_top); free(g->step_mean); free(g->step_rstd);
     free(g->step_work); free(g->step_logits);
+    if (g->cfg.sparse.P > 0) sparse_layout_free(&g->sparse_layout);
     params_free(&g->params);
 }
 
@@ -298,6 +322,8 @@ int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const Gpt
     if (n_prompt < 1) return fail("generation needs a prompt of at least one token");
     if (max_new < 0) return fail("max_new=%d: expected >= 0", max_new);
     const int N = g->N, V = g->V;
+    /* the KV cache's step (block_step) is chapter 05's attention: a sparse model runs the whole window */
+    const int kv_cache = s->kv_cache && g->cfg.sparse.P == 0;
     int *window = xmalloc(sizeof(int) * (size_t)N);
     float *work = xmalloc(sizeof(float) * 2 * (size_t)V);
     int len = 0;
@@ -312,16 +338,16 @@ int gpt_generate(Gpt *g, const int *prompt, int n_prompt, int max_new, const Gpt
             len = 0;
             for (int j = 0; j < keep; j++) {   /* refill the cache (one step per kept token) */
                 len++;
-                if (s->kv_cache) next_logits(g, window, len, 1);
+                if (kv_cache) next_logits(g, window, len, 1);
             }
         }
         window[len++] = token;
         fed++;
         if (fed < n_prompt) {   /* inside the prompt: only the cache needs the step */
-            if (s->kv_cache) next_logits(g, window, len, 1);
+            if (kv_cache) next_logits(g, window, len, 1);
             continue;
         }
-        next_logits(g, window, len, s->kv_cache);
+        next_logits(g, window, len, kv_cache);
         if (logits_out) memcpy(logits_out + (size_t)made * V, g->step_logits, sizeof(float) * (size_t)V);
         out[made++] = sample_token(g->step_logits, V, s, rng, work);
     }
@@ -355,5 +381,10 @@ const ConfigField GPT_CONFIG_FIELDS[] = {
     {"kv_cache", CONFIG_INT, offsetof(GptConfig, kv_cache), .lo = 0, .hi = 1},
     {"context", CONFIG_INT, offsetof(GptConfig, context), .lo = 2, .hi = 4096},   /* --context's range */
     {"vocab", CONFIG_INT, offsetof(GptConfig, V), .lo = 2, .hi = 1 << 24},
+    /* part 5's sparse attention came later: without the lines, full attention */
+    {"sparse_block", CONFIG_INT, offsetof(GptConfig, sparse.P), .lo = 0, .hi = 4096, .fallback = "0"},
+    {"sparse_window", CONFIG_INT, offsetof(GptConfig, sparse.window), .lo = 0, .hi = 4096, .fallback = "0"},
+    {"sparse_global", CONFIG_INT, offsetof(GptConfig, sparse.global), .lo = 0, .hi = 4096, .fallback = "0"},
+    {"sparse_random", CONFIG_INT, offsetof(GptConfig, sparse.random), .lo = 0, .hi = 4096, .fallback = "0"},
 };
 const int GPT_CONFIG_N = (int)(sizeof GPT_CONFIG_FIELDS / sizeof GPT_CONFIG_FIELDS[0]);

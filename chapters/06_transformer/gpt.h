@@ -29,6 +29,7 @@
 #define GPT_H
 #include <stdint.h>
 #include "06_transformer/positions.h"
+#include "06_transformer/sparse_attention.h"
 #include "06_transformer/stack.h"
 #include "io/config.h"
 #include "train/memory.h"
@@ -43,6 +44,9 @@ typedef struct {
     int kv_cache;           /* part 1's key, kept in the text: 1 (generation takes GptSampling's) */
     int context;            /* N: positions per window */
     int V;                  /* vocabulary size */
+    SparsePattern sparse;   /* P 0: every block's full causal attention; else part 5's pattern (window,
+                             * global and random blocks, sparse_attention.h; its random blocks drawn
+                             * with seed 1, so a checkpoint's pattern is made again exactly) */
 } GptConfig;
 
 /* The checkpoint's keys of a GptConfig, in the order of its text
@@ -75,6 +79,9 @@ typedef struct {
     /* generation, one row: the KV cache and the step's buffers */
     float *kv_K[STACK_MAX_LAYERS], *kv_V[STACK_MAX_LAYERS];   /* [N, H D_H] each */
     float *step_x, *step_y, *step_top, *step_mean, *step_rstd, *step_work, *step_logits;
+    /* a sparse pattern (cfg.sparse.P > 0): the blocks' self-attention and the layout it reads */
+    SparseLayout sparse_layout;
+    BlockSelfAttention sparse_attention;
 } Gpt;
 
 /* Build the model (parameters from seed) with room for max_B windows.

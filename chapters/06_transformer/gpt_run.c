@@ -157,6 +157,17 @@ static char *config_from_flags(const GptModelFlags *f, const char *tokens, const
                      .context = f->context,
                      .V = V};
     if (positions_from_name(f->pos, &c->pos) < 0) return NULL;
+    if (strcmp(f->sparse, "none") != 0) {   /* blocks of P, w each side, g global, r random */
+        SparsePattern *p = &c->sparse;
+        int used = 0;
+        if (sscanf(f->sparse, "%d,%d,%d,%d%n", &p->P, &p->window, &p->global, &p->random, &used) != 4 ||
+            f->sparse[used] != '\0' || p->P < 1) {
+            fail("--sparse '%s': expected none or P,w,g,r (whole numbers: blocks of P >= 1 positions, w blocks "
+                 "each side, g global, r random; BigBird's: 64,1,1,2)", f->sparse);
+            return NULL;
+        }
+        if (sparse_pattern_check(p) < 0) return NULL;
+    }
     char *merges = corpus->kind == BROWN_BPE ? bpe_to_text(&corpus->bpe, "gpt_") : NULL;
     const size_t cap = 4096 + (merges ? strlen(merges) : 0);
     char *text = xmalloc(cap);
@@ -451,8 +462,12 @@ static int generate(Gpt *g, const BrownCorpus *c, const GptFlags *f) {
         const double seconds = now_seconds() - t0;
         const int n_new = f->max_new > 0 ? f->max_new : 1;
         printf("generated %d tokens in %.2f s (%.1f ms a token, %s)\n", n_new, seconds, 1000.0 * seconds / n_new,
-               f->no_kv_cache ? "no KV cache: the whole window for every token" : "with the KV cache");
+               f->no_kv_cache || g->cfg.sparse.P > 0 ? "no KV cache: the whole window for every token"
+                                                     : "with the KV cache");
     }
+    if (rc == 0 && f->plot && g->cfg.sparse.P > 0)
+        rc = fail("--plot draws the attention maps A, which a sparse model never forms (its fused kernel scores "
+                  "block by block): leave out --plot");
     if (rc == 0 && f->plot) {
         char dir[1100], stem[1200];
         if (results_eval_dir(dir, sizeof dir, f->shared.out, "out/06_gpt", f->shared.load) < 0 || make_dirs(dir) < 0 ||

@@ -54,6 +54,7 @@ typedef struct {
     int experts, moe_top_k;                     /* --mlp moe: E experts, k per position */
     float moe_aux, capacity;                    /* --mlp moe: the balancing loss's alpha, the capacity factor */
     float dropout, attn_dropout;
+    const char *sparse;                         /* "none", or part 5's pattern "P,w,g,r" (sparse_attention.h) */
 } GptModelFlags;
 
 /* The run's flags (gpt_run_init sets the defaults). */

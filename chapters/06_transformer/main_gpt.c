@@ -26,7 +26,6 @@ static const GptProgram PROGRAM = {
     .summary = "Chapter 06, part 2: a GPT on the Brown corpus beside unigram and Kneser-Ney trigram models; "
                "sampling with a KV cache.",
     .examples = "./build/06_gpt --tokens bpe\n"
-                "./build/06_gpt --tokens word --preset long\n"
                 "./build/06_gpt --load out/06_gpt/model.ckpt --prompt \"The jury said\" --temperature 0.8 --plot",
     .preset_long = "--tokens word --layers 4 --dim 192 --heads 4 --ff 768 --context 64 --batch 32 "
                    "--steps 3000 --lr 1.5e-3 --warmup 200 --dropout 0.2 --attn-dropout 0.1 --weight-decay 0.1",
@@ -44,7 +43,7 @@ int main(int argc, char **argv) {
     GptModelFlags *m = &run.model;
     *m = (GptModelFlags){.layers = 4, .dim = 128, .heads = 4, .ff = 512, .context = 64, .norm = "pre",
                          .norm_type = "layernorm", .mlp = "gelu", .pos = "learned", .experts = 4, .moe_top_k = 1,
-                         .moe_aux = 0.01f};
+                         .moe_aux = 0.01f, .sparse = "none"};
     const ArgSpec model_flags[] = {
         {"layers", ARG_INT, &m->layers, "blocks L", 1, STACK_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"dim", ARG_INT, &m->dim, "model width D (a multiple of --heads)", 1, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
@@ -69,6 +68,8 @@ int main(int argc, char **argv) {
          NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"attn-dropout", ARG_FLOAT, &m->attn_dropout, "dropout on the attention weights (training only)", 0, 0.95,
          NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
+        {"sparse", ARG_STRING, &m->sparse, "sparse P,w,g,r: blocks of P; w a side, g global, r random",
+         0, 0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
     };
     /* 2,000 steps of 16 windows of 64: about two minutes on two cores. Steps
      * matter more than window length here: 600 steps of windows of 128 (the
