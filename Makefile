@@ -28,6 +28,9 @@
 #   make gpt-variants  post-LN, RMSNorm, SwiGLU, ReLU against chapter 06's GPT (out/gpt_variants/)
 #   make gpt-moe       a mixture of experts against dense MLPs on chapter 06's GPT (out/gpt_moe/)
 #   make gpt-mlp       the GPT without its MLP, at a third of the parameters and at equal parameters (out/gpt_mlp/)
+#   make attention-cost     one attention layer's time and memory against N: full, fused, window, BigBird (out/attention_cost/)
+#   make attention-quality  the GPT with full, window and BigBird attention on Brown and on a copy task (out/attention_quality/)
+#   make sparse-patterns    the pictures of the sparse patterns (out/sparse_patterns/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make clean
 #
@@ -175,7 +178,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -290,6 +293,21 @@ gpt-moe: deps-run all
 # Why the MLP: chapter 06's GPT with and without it, three seeds each (tools/gpt_mlp.sh; about 7 minutes).
 gpt-mlp: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_mlp.sh
+
+# The cost of attention as N grows: one layer, full, fused, window and BigBird, and attention's share
+# of a block (bench/bench_attention_cost.c; about 4 minutes on 2 cores).
+attention-cost: deps-run $(BUILD)/bench/bench_attention_cost
+	@mkdir -p $(OUT)/attention_cost && ./$(BUILD)/bench/bench_attention_cost --out $(OUT)/attention_cost && \
+	  (cd $(OUT)/attention_cost && gnuplot attention_cost.gp)
+
+# Full, window and BigBird attention in chapter 06's GPT on Brown and on the copy task, three seeds
+# each (tools/attention_quality.sh; about 25 minutes).
+attention-quality: deps-run all $(BUILD)/tools/copy_corpus
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/attention_quality.sh
+
+# The sparse patterns as the lecture draws them (tools/sparse_patterns.c).
+sparse-patterns: deps-run $(BUILD)/tools/sparse_patterns
+	@./$(BUILD)/tools/sparse_patterns --out $(OUT)/sparse_patterns
 
 # Length generalisation: four models trained on 5-40, tested on 41-80 (tools/length_ood.sh).
 length-ood: deps-run all

@@ -49,6 +49,7 @@
 #include "06_transformer/block.h"
 #include "06_transformer/moe.h"
 #include "06_transformer/rope_attention.h"
+#include "06_transformer/sparse_attention.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/rope.h"
@@ -587,6 +588,36 @@ static void check_multi_head(Case *c) {
 
 /* ------------------------------------------------------------ chapter 06 */
 
+/* sparse_attention.bin: the block's sparse self-attention (sparse_attention.h),
+ * pattern = {P, window, global, causal}, no random blocks */
+static void check_sparse_attention(Case *c) {
+    const GoldTensor *X = need(c, "X"), *W_O = need(c, "W_O");
+    const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0], HD = W_O->dims[0];
+    const int *p = i32(c, "pattern");
+    SparseLayout L;
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){p[0], p[1], p[2], 0, 1}, N, p[3]), 0);
+    const BlockSelfAttention a = sparse_attention_hook(&L);
+    MultiHeadSpec s = {D, H, HD / H, D, MULTI_HEAD_FUSED, 0};
+    assert_int_equal(a.check(a.options, &s, p[3], 0), 0);
+    MultiHeadWeights w = {(float *)f32(c, "W_QKV"), W_O->data, (float *)f32(c, "b_O")};
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    float *O = buf(c, (size_t)B * N * D), *cache = buf(c, a.cache_floats(a.options, &s, B, N));
+    float *scratch = buf(c, a.scratch_floats(a.options, &s, B, N));
+    a.forward(a.options, O, NULL, NULL, cache, X->data, &s, &w, NULL, p[3], lens, B, N);
+    expect_out(c, "O", O);
+    MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D), buf(c, (size_t)D)};
+    float *dX = buf(c, (size_t)B * N * D);
+    for (int times = 1; times <= 2; times++) {
+        a.backward(a.options, dX, &dw, NULL, scratch, f32(c, "dO"), NULL, NULL, cache, X->data, &s, &w, NULL, p[3],
+                   lens, B, N);
+        expect_grad(c, "dX", dX, times);
+        expect_grad(c, "dW_QKV", dw.W_QKV, times);
+        expect_grad(c, "dW_O", dw.W_O, times);
+        expect_grad(c, "db_O", dw.b_O, times);
+    }
+    sparse_layout_free(&L);
+}
+
 /* rope.bin: X [N, H D_H], dims = {H, D_H, pos0}; forward in place, backward
  * in place on a copy of dY (it overwrites, so "twice" is not a sum here) */
 static void check_rope(Case *c) {
@@ -861,6 +892,7 @@ static const GoldLayer LAYERS[] = {
     {"block", check_block},                               /* chapter 06 */
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */
     {"moe", check_moe},                                   /* chapter 06: a mixture of experts */
+    {"sparse_attention", check_sparse_attention},         /* chapter 06, part 5: window and global blocks */
     {"patch_embed", check_patch_embed},                   /* chapter 07: conv2d, stride = kernel */
     {"vit", check_vit},                                   /* chapter 07: the whole model */
 };

@@ -686,6 +686,69 @@ def gen_multi_head():
     return cases
 
 
+# ------------------------------------------------- chapter 06: sparse attention (part 5)
+
+def sparse_block_mask(N, P, window, n_global, causal):
+    """sparse_attention.h's window and global rules (no random blocks) as a [N, N] mask, True = blocked:
+    query block bi = i // P sees key block bj when |bi - bj| <= window (causal: 0 <= bi - bj <= window),
+    or bi < n_global, or bj < n_global; causal also blocks every j > i."""
+    b = torch.arange(N) // P
+    bi, bj = b.view(N, 1), b.view(1, N)
+    d = bi - bj
+    window_ok = ((d >= 0) & (d <= window)) if causal else (d.abs() <= window)
+    seen = window_ok | (bi < n_global) | (bj < n_global)
+    if causal:
+        seen = seen & (torch.arange(N).view(1, N) <= torch.arange(N).view(N, 1))
+    return ~seen
+
+
+@layer("sparse_attention")
+def gen_sparse_attention():
+    """The block's sparse self-attention (sparse_attention_hook): chapter 05's layer with the scores outside
+    the pattern blocked before the softmax: [Q|K|V] = X W_QKV, per head softmax(Q K^T / sqrt(D_H) + mask) V,
+    O = Y W_O + b_O; the mask a tensor from the window and global rules (random blocks 0: their draw is the
+    C library's, tested against dense attention there). A padding query that sees no real key gives 0."""
+    cases = []
+    specs = [  # B, N, D, H, D_H, P, window, global, causal, padded
+        (2, 13, 6, 2, 3, 3, 1, 0, True, False),
+        (2, 13, 6, 2, 3, 3, 0, 1, True, False),
+        (2, 11, 5, 1, 4, 2, 1, 1, False, True),
+        (3, 16, 8, 2, 4, 4, 0, 0, False, True),
+        (1, 9, 4, 2, 2, 5, 2, 1, True, False),
+    ]
+    for seed, (B, N, D, H, D_H, P, window, n_global, causal, padded) in enumerate(specs):
+        r = Draw(4100 + seed)
+        HD = H * D_H
+        X = r.uniform(B, N, D)
+        W_QKV, W_O, b_O = r.uniform(D, 3 * HD), r.uniform(HD, D), r.uniform(D)
+        dO = r.uniform(B, N, D, grad=False)
+        lens = torch.full((B,), N, dtype=torch.int64)
+        if padded:
+            lens = r.ints(1, N + 1, B)
+        j = torch.arange(N)
+        pad_mask = j.view(1, N) >= lens.view(B, 1)                # [B, N] True = padding key
+        blocked = sparse_block_mask(N, P, window, n_global, causal).view(1, 1, N, N) | pad_mask.view(B, 1, 1, N)
+        QKV = X @ W_QKV
+        Q, K, V = (QKV[..., i * HD:(i + 1) * HD].reshape(B, N, H, D_H).transpose(1, 2) for i in range(3))
+        E = (Q @ K.transpose(-1, -2) / math.sqrt(D_H)).masked_fill(blocked, -math.inf)
+        sees = ~blocked.all(dim=-1, keepdim=True)                 # a row with no key: weights 0, output 0
+        A = torch.where(sees, torch.softmax(E.masked_fill(~sees, 0.0), dim=-1), torch.zeros_like(E))
+        Y = (A @ V).transpose(1, 2).reshape(B, N, HD)
+        O = Y @ W_O + b_O
+        backward(O, dO)
+        t = OrderedDict(X=np32(X), W_QKV=np32(W_QKV), W_O=np32(W_O), b_O=np32(b_O))
+        t["heads"] = np.array([H], np.int32)
+        t["pattern"] = np.array([P, window, n_global, int(causal)], np.int32)
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dO=np32(dO), O=np32(O), dX=np32(X.grad), dW_QKV=np32(W_QKV.grad), dW_O=np32(W_O.grad),
+                 db_O=np32(b_O.grad))
+        name = f"b{B}_n{N}_d{D}_h{H}_dh{D_H}_p{P}_w{window}_g{n_global}"
+        name += ("_causal" if causal else "") + ("_padded" if padded else "")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------- chapter 06: rotary positions (RoPE)
 
 ROPE_BASE = 10000.0   # common/nn/rope.h

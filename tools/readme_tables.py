@@ -575,27 +575,23 @@ def table_gpt_variants(out_dir, readme):
     return rows, caption
 
 
-def table_gpt_mlp(out_dir, readme):
-    """Why the MLP (tools/gpt_mlp.sh): the GELU MLP against attention only, at a third of the parameters and at
-    equal parameters (12 blocks), three seeds each; a win or a loss against the MLP only where the ranges of
-    test bpc do not overlap."""
-    runs = [("gelu", "4 blocks, attention + GELU MLP (F = 512)"), ("none", "4 blocks, attention only"),
-            ("none-deep", "12 blocks, attention only (equal parameters)")]
-    rows = ["| model | parameters | test bpc, seeds 1 / 2 / 3 | mean | ms per step | against the MLP |",
-            "|---|---|---|---|---|---|"]
-    datas, ranges = [], []
+def three_seeds(out_dir, readme, sub, block, script, runs):
+    """The three seeds of each run under out_dir/sub/RUN/seedK/results.json: per run (label, test bpcs,
+    parameters, ms per step, verdict against the first run), and the data read. A verdict is a win or a
+    loss only where the ranges of the three seeds' test bpc do not overlap (lower is better), else a tie."""
+    out, datas, ranges = [], [], []
     for run, label in runs:
         bpcs, secs, steps = [], 0.0, 0.0
         for seed in (1, 2, 3):
-            path, d = read_results(os.path.join(out_dir, "gpt_mlp", run, "seed%d" % seed, "results.json"),
-                                   "gpt-mlp", readme, "run `bash tools/gpt_mlp.sh` first")
+            path, d = read_results(os.path.join(out_dir, sub, run, "seed%d" % seed, "results.json"),
+                                   block, readme, "run `bash %s` first" % script)
             datas.append(d)
             bpcs.append(number(d, "test_bpc", path))
             secs += number(d, "train_seconds", path)
             steps += number(d, "steps", path)
             params = int(number(d, "parameters", path))
         ranges.append((min(bpcs), max(bpcs)))
-        if run == "gelu":
+        if len(out) == 0:
             verdict = "-"
         elif ranges[-1][0] > ranges[0][1]:
             verdict = "loss"
@@ -603,14 +599,89 @@ def table_gpt_mlp(out_dir, readme):
             verdict = "**win**"
         else:
             verdict = "tie"
+        out.append((label, bpcs, params, 1000.0 * secs / steps, verdict))
+    return out, datas
+
+
+def table_gpt_mlp(out_dir, readme):
+    """Why the MLP (tools/gpt_mlp.sh): the GELU MLP against attention only, at a third of the parameters and at
+    equal parameters (12 blocks), three seeds each."""
+    runs = [("gelu", "4 blocks, attention + GELU MLP (F = 512)"), ("none", "4 blocks, attention only"),
+            ("none-deep", "12 blocks, attention only (equal parameters)")]
+    rows = ["| model | parameters | test bpc, seeds 1 / 2 / 3 | mean | ms per step | against the MLP |",
+            "|---|---|---|---|---|---|"]
+    got, datas = three_seeds(out_dir, readme, "gpt_mlp", "gpt-mlp", "tools/gpt_mlp.sh", runs)
+    for label, bpcs, params, ms, verdict in got:
         rows.append("| %s | %s | %s | %.3f | %.0f | %s |" % (
-            label, "{:,}".format(params), " / ".join("%.3f" % b for b in bpcs), sum(bpcs) / 3.0,
-            1000.0 * secs / steps, verdict))
+            label, "{:,}".format(params), " / ".join("%.3f" % b for b in bpcs), sum(bpcs) / 3.0, ms, verdict))
     d = datas[0]
     caption = ("Brown characters, %d steps of 16 windows of 64 for each seed; bits per character on the test part "
                "(lower is better); a win or a loss only where the three seeds' ranges do not overlap. From "
                "`tools/gpt_mlp.sh` (`out/gpt_mlp/*/seed*/results.json`, %s; two runs side by side); `make readme` "
                "rewrites this table." % (int(number(d, "steps", "gelu")), conditions(datas)))
+    return rows, caption
+
+
+def table_attention_quality(out_dir, readme):
+    """Full, window and BigBird attention in the GPT (tools/attention_quality.sh), on the copy task and on
+    Brown, three seeds each; the verdict against full attention on the same text."""
+    runs = [("full", "full (chapter 05's)", "every earlier position"),
+            ("window", "window `--sparse 32,1,0,0`", "33 to 64 back"),
+            ("bigbird", "BigBird `--sparse 32,1,1,2`", "window, block 0, 2 random blocks")]
+    rows = ["| text | attention | a query sees | test bpc, seeds 1 / 2 / 3 | mean | against full |",
+            "|---|---|---|---|---|---|"]
+    alldata = []
+    for text, text_label in (("copy", "copy task"), ("brown", "Brown")):
+        got, datas = three_seeds(out_dir, readme, os.path.join("attention_quality", text), "attention-quality",
+                                 "tools/attention_quality.sh", [(r, label) for r, label, _ in runs])
+        alldata += datas
+        for (label, bpcs, _, _, verdict), (_, _, sees) in zip(got, runs):   # speed: the cost table's
+            rows.append("| %s | %s | %s | %s | %.3f | %s |" % (
+                text_label, label, sees, " / ".join("%.3f" % b for b in bpcs), sum(bpcs) / 3.0, verdict))
+    d = alldata[0]
+    caption = ("Chapter 06's GPT (4 blocks, D 128), %d steps of 8 windows of 256 characters for each seed; bits per "
+               "character on the first 50,000 test characters, each predicted from at least 128 before it (lower "
+               "is better); a win or a loss only where the three seeds' ranges do not overlap. The copy task "
+               "(`tools/copy_corpus.c`): 48 random letters, `=`, the same letters, so half the letters are a copy "
+               "of the one 98 characters back. From `tools/attention_quality.sh` "
+               "(`out/attention_quality/*/*/seed*/results.json`, %s; two runs side by side); `make readme` "
+               "rewrites this table." % (int(number(d, "steps", "copy")), conditions(alldata)))
+    return rows, caption
+
+
+def table_attention_cost(out_dir, readme):
+    """bench_attention_cost's figures (make attention-cost): one layer's ms and memory against N, and
+    attention's share of a whole block."""
+    path = os.path.join(out_dir, "attention_cost", "attention_cost.tsv")
+    if not os.path.isfile(path):
+        raise Missing("%s not found (needed by <!-- results:attention-cost --> in %s): run `make attention-cost` "
+                      "first, or pass --out DIR" % (path, readme))
+    ms, mem, share = {}, {}, {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for line in lines[1:]:
+        if not line:
+            continue
+        method, n, a, b = line.split("\t")
+        if method == "share":
+            share[int(n)] = float(b) / float(a)
+        else:
+            ms[(method, int(n))] = float(a)
+            mem[(method, int(n))] = float(b)
+    methods = ("full", "fused", "window", "bigbird")
+    rows = ["| N | " + " | ".join("%s ms" % m for m in methods) + " | full MiB | fused, window, bigbird KiB "
+            "| attention's share of a block |", "|---|" + "---|" * (len(methods) + 3)]
+    for n in sorted({n for _, n in ms}):
+        cells = ["%.1f" % ms[(m, n)] if (m, n) in ms else "-" for m in methods]
+        full_mib = "%.0f" % (mem[("full", n)] / 2**20) if ("full", n) in mem else "-"
+        small = " / ".join("%.0f" % (mem[(m, n)] / 1024) for m in methods[1:])
+        rows.append("| %d | %s | %s | %s | %s |" % (n, " | ".join(cells), full_mib, small,
+                                                    "%.0f%%" % (100 * share[n]) if n in share else "-"))
+    caption = ("One self-attention layer of the GPT's width (D 128, H 4), one sequence without a mask, forward and "
+               "backward with its projections, median of 3 with the four methods taking turns; memory beyond the "
+               "O(N) activations; the share: the fused kernel's steps 2-3 over a whole pre-norm block (GELU MLP of "
+               "F = 512) at the same N. From `make attention-cost` (`out/attention_cost/attention_cost.tsv`, one "
+               "thread); `make readme` rewrites this table.")
     return rows, caption
 
 
@@ -865,7 +936,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1040,6 +1111,10 @@ def make_table(name, out_dir, readme):
         return table_gpt_moe(out_dir, readme)
     if name == "gpt-mlp":
         return table_gpt_mlp(out_dir, readme)
+    if name == "attention-quality":
+        return table_attention_quality(out_dir, readme)
+    if name == "attention-cost":
+        return table_attention_cost(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":

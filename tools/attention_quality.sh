@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# attention_quality.sh - does the GPT need to see its whole context? Chapter 06's GPT with full,
+# sliding-window and BigBird attention on two texts (the table "attention-quality" of chapter 06's
+# COST.md): the Brown characters, where the last few dozen characters tell most of the next one, and
+# the copy task of tools/copy_corpus.c, where half of the characters are a copy of the one 98 back.
+#
+#   bash tools/attention_quality.sh            (or: make attention-quality)
+#
+# Three models on each text, each trained with seeds 1, 2 and 3 on one budget (BUDGET below: STEPS
+# steps of 8 windows of 256 characters, AdamW; the final figures on the first 50000 validation and
+# test characters, windows moved by 128, so each is predicted from at least 128 before it):
+#   full      every position sees every earlier one (chapter 05's attention)
+#   window    --sparse 32,1,0,0: blocks of 32, the query's own and the one before: 33 to 64 characters back
+#   bigbird   --sparse 32,1,1,2: the window, the first block (global) and 2 random earlier blocks
+# Two runs at a time on one thread each (tools/lanes.sh). Outputs OUT/attention_quality/TEXT/NAME/seedK/
+# (results.json) and their .log; a run whose results.json has the same settings is reused, and said
+# so (tools/reuse_run.sh). Then the table: /usr/bin/python3 tools/readme_tables.py --print attention-quality
+# STEPS=20 is a smoke test (its runs are made again at the full budget next time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=${OUT:-out}
+STEPS=${STEPS:-400}
+export LANES=${LANES:-2} THREADS=${THREADS:-1}
+# The budget, written out so that a change of the program's defaults leaves the table as measured.
+BUDGET="--context 256 --batch 8 --lr 2e-3 --warmup 50 --weight-decay 0.1 --eval-every 100 --eval-max-tokens 50000 --eval-stride 128 --max-new 60"
+DIR="$OUT/attention_quality"
+mkdir -p "$DIR"
+source tools/lanes.sh
+source tools/reuse_run.sh
+start=$(date +%s.%N)
+COPY="$OUT/copy_task/copy.txt.gz"
+[ -f "$COPY" ] || "./$BUILD/tools/copy_corpus" --out "$COPY"
+
+run() {   # TEXT NAME FLAGS...: the three seeds of one model on one text
+  local text=$1 name=$2; shift 2
+  local seed
+  mkdir -p "$DIR/$text/$name"
+  for seed in 1 2 3; do
+    # shellcheck disable=SC2086 # BUDGET is several flags
+    if reuse_run "$DIR/$text/$name/seed$seed" --steps "$STEPS" $BUDGET --seed "$seed" "$@"; then continue; fi
+    # shellcheck disable=SC2086
+    lane "$text/$name/seed$seed" "$DIR/$text/$name/seed$seed.log" "./$BUILD/06_gpt" --steps "$STEPS" $BUDGET \
+      --seed "$seed" --threads "$THREADS" --quiet --out "$DIR/$text/$name/seed$seed" "$@"
+  done
+}
+
+for text in copy brown; do
+  data=()
+  [ "$text" = copy ] && data=(--data "$COPY")
+  run "$text" full --sparse none "${data[@]}"
+  run "$text" window --sparse 32,1,0,0 "${data[@]}"
+  run "$text" bigbird --sparse 32,1,1,2 "${data[@]}"
+done
+lanes_wait
+echo "attention_quality: $(lanes_since "$start") s ($LANES runs at a time, $THREADS thread(s) each)"
+/usr/bin/python3 tools/readme_tables.py --out "$OUT" --print attention-quality
