@@ -23,6 +23,11 @@ torch.topk's k experts, weights p (Switch) or p renormalised over the k
 (moe_renorm=1), and the objective adds moe_aux * E sum_e f_e P_e per block.
 The run keeps the capacity off: twin_dump's pass is a training pass, and a
 dropped pair would depend on the order C fills the experts.
+
+With sparse_block=P > 0 (--sparse P,w,g,r, chapters/06_transformer/sparse_attention.h)
+the causal mask also blocks every key outside the pattern's window and global
+blocks, written here as a mask; r must be 0 (the random blocks' draw is the C
+library's own: tests/test_sparse_attention.c checks it against dense attention).
 """
 import torch
 import torch.nn as nn
@@ -56,7 +61,17 @@ RUNS = [
                           "--moe-top-k", "2", "--moe-aux", "0.05", "--pos", "learned"] + _SMALL),
     ("post rms moe E3 k1", ["--norm", "post", "--norm-type", "rmsnorm", "--mlp", "moe", "--experts", "3",
                             "--moe-top-k", "1", "--moe-aux", "0.05", "--pos", "sinusoidal"] + _SMALL),
+    ("pre ln sparse 4,1,1", ["--norm", "pre", "--norm-type", "layernorm", "--mlp", "gelu", "--pos", "learned",
+                             "--sparse", "4,1,1,0"] + _SMALL),
 ]
+
+
+def sparse_blocked(n, P, window, n_global):
+    """[n, n] True where the causal pattern of window and global blocks of P blocks query i from key j."""
+    b = torch.arange(n) // P
+    d = b.view(n, 1) - b.view(1, n)
+    seen = ((d >= 0) & (d <= window)) | (b.view(n, 1) < n_global) | (b.view(1, n) < n_global)
+    return ~seen
 
 
 class Expert(nn.Module):
@@ -140,6 +155,9 @@ class GptTwin(nn.Module):
         L, D, H, F_, place, norm, mlp = block_settings(cfg)
         N, V = int(cfg["context"]), int(cfg["vocab"])
         self.N, self.learned, self.rope = N, cfg["pos"] == "learned", cfg["pos"] == "rope"
+        self.sparse = tuple(int(cfg.get(k, 0)) for k in ("sparse_block", "sparse_window", "sparse_global"))
+        if self.sparse[0] > 0 and int(cfg.get("sparse_random", 0)) != 0:
+            raise ValueError("sparse_random must be 0 for the twin (see above)")
         self.tok_emb = nn.Embedding(V, D)
         if self.learned:
             self.pos_emb = nn.Parameter(torch.zeros(N, D))
@@ -181,6 +199,8 @@ class GptTwin(nn.Module):
         """tokens [B, n] (n <= N) -> logits [B, n, V]."""
         n = x.shape[1]
         causal = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)   # True = j > i: not attended
+        if self.sparse[0] > 0:
+            causal = causal | sparse_blocked(n, *self.sparse)
         X = self.tok_emb(x)
         if not self.rope:
             X = X + (self.pos_emb[:n] if self.learned else self.P_sin[:n])
