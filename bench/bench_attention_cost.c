@@ -48,6 +48,7 @@ typedef struct {
     MultiHeadSpec s;
     const BlockSelfAttention *hook;   /* NULL: chapter 05's layer */
     SparseLayout layout;
+    SparseAttention options;
     BlockSelfAttention sparse;
     float *params, *dparams, *X, *dO, *O, *dX, *A, *cache, *scratch;
     MultiHeadWeights w, dw;
@@ -64,7 +65,8 @@ static void layer_make(Layer *L, const char *name, MultiHeadAttention attention,
             fprintf(stderr, "bench_attention_cost: %s\n", last_error());
             exit(1);
         }
-        L->sparse = sparse_attention_hook(&L->layout);
+        L->options = (SparseAttention){&L->layout, 0};
+        L->sparse = sparse_attention_hook(&L->options);
         L->hook = &L->sparse;
     }
     const size_t R = (size_t)N, linear = R * 4 * H * D_H;

@@ -596,7 +596,8 @@ static void check_sparse_attention(Case *c) {
     const int *p = i32(c, "pattern");
     SparseLayout L;
     assert_int_equal(sparse_layout_create(&L, &(SparsePattern){p[0], p[1], p[2], 0, 1}, N, p[3]), 0);
-    const BlockSelfAttention a = sparse_attention_hook(&L);
+    const SparseAttention options = {&L, 0};
+    const BlockSelfAttention a = sparse_attention_hook(&options);
     MultiHeadSpec s = {D, H, HD / H, D, MULTI_HEAD_FUSED, 0};
     assert_int_equal(a.check(a.options, &s, p[3], 0), 0);
     MultiHeadWeights w = {(float *)f32(c, "W_QKV"), W_O->data, (float *)f32(c, "b_O")};

@@ -9,7 +9,8 @@
  *    not, with padding (a padding query that sees no key gives 0);
  *  - a window wider than the sequence is chapter 05's fused kernel, bit for bit;
  *  - in chapter 06's block: no parameters of its own, and the block's
- *    gradients by finite differences;
+ *    gradients by finite differences, with and without rotary positions;
+ *  - with rope and a window of every block: chapter 06's rope attention;
  *  - its refusals. */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "05_multi_head_attention/flash_attention.h"
 #include "06_transformer/block.h"
+#include "06_transformer/rope_attention.h"
 #include "06_transformer/sparse_attention.h"
 #include "nn/gradcheck.h"
 #include "util/rng.h"
@@ -209,43 +211,79 @@ static double block_loss(void *p) {
 
 static void test_sparse_in_the_block(void **state) {
     (void)state;
-    enum { B = 2, N = 11, D = 6, H = 2, D_H = 3, F = 8 };
-    for (int causal = 0; causal < 2; causal++) {
-        Rng r;
-        rng_seed(&r, 23 + causal, 0);
-        SparseLayout L;
-        assert_int_equal(sparse_layout_create(&L, &(SparsePattern){2, 1, 1, 1, 3}, N, causal), 0);
-        const BlockSelfAttention sparse = sparse_attention_hook(&L);
-        BlockCase k = {.s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM,
-                             .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED,
-                             .causal = causal, .self_attention = &sparse},
-                       .B = B, .N = N};
-        assert_int_equal(block_spec_check(&k.s), 0);
-        BlockSpec dense = k.s;
-        dense.self_attention = NULL;
-        const size_t nP = block_param_count(&k.s);
-        assert_int_equal(nP, block_param_count(&dense));
-        float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
-        k.w = block_weights_view(&k.s, params);
-        block_init(&k.s, &k.w, &r);
-        fill_uniform(params, nP, 0.5f, &r);
-        const int lens[B] = {N, 6};
-        k.lens = causal ? NULL : lens;
-        block_cache_alloc(&k.c, &k.s, B, N, 0);
-        const size_t nX = (size_t)B * N * D;
-        k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
-        fill_uniform(k.X, nX, 1.0f, &r);
-        fill_uniform(k.wY, nX, 1.0f, &r);
-        float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
-        BlockWeights dw = block_weights_view(&k.s, grads);
-        block_loss(&k);
-        block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
-        expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "sparse block: dX");
-        expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "sparse block: parameters");
-        block_cache_free(&k.c);
-        free(params); free(grads); free(k.X); free(k.Y); free(k.wY); free(dX); free(scratch);
-        sparse_layout_free(&L);
-    }
+    enum { B = 2, N = 11, D = 8, H = 2, D_H = 4, F = 8 };
+    for (int causal = 0; causal < 2; causal++)
+        for (int rope = 0; rope < 2; rope++) {
+            Rng r;
+            rng_seed(&r, 23 + causal + 2 * rope, 0);
+            SparseLayout L;
+            assert_int_equal(sparse_layout_create(&L, &(SparsePattern){2, 1, 1, 1, 3}, N, causal), 0);
+            const SparseAttention options = {&L, rope};
+            const BlockSelfAttention sparse = sparse_attention_hook(&options);
+            BlockCase k = {.s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM,
+                                 .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED,
+                                 .causal = causal, .self_attention = &sparse},
+                           .B = B, .N = N};
+            assert_int_equal(block_spec_check(&k.s), 0);
+            BlockSpec dense = k.s;
+            dense.self_attention = NULL;
+            const size_t nP = block_param_count(&k.s);
+            assert_int_equal(nP, block_param_count(&dense));
+            float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
+            k.w = block_weights_view(&k.s, params);
+            block_init(&k.s, &k.w, &r);
+            fill_uniform(params, nP, 0.5f, &r);
+            const int lens[B] = {N, 6};
+            k.lens = causal ? NULL : lens;
+            block_cache_alloc(&k.c, &k.s, B, N, 0);
+            const size_t nX = (size_t)B * N * D;
+            k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
+            fill_uniform(k.X, nX, 1.0f, &r);
+            fill_uniform(k.wY, nX, 1.0f, &r);
+            float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
+            BlockWeights dw = block_weights_view(&k.s, grads);
+            block_loss(&k);
+            block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
+            expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "sparse block: dX");
+            expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "sparse block: parameters");
+            block_cache_free(&k.c);
+            free(params); free(grads); free(k.X); free(k.Y); free(k.wY); free(dX); free(scratch);
+            sparse_layout_free(&L);
+        }
+}
+
+/* With a window of every block and rope, the hook is chapter 06's rope
+ * attention on the fused kernel: the same numbers (blocks of 4 against 64). */
+static void test_sparse_rope_is_rope_attention(void **state) {
+    (void)state;
+    enum { B = 2, N = 13, D = 8, H = 2, D_H = 4 };
+    Rng r;
+    rng_seed(&r, 31, 0);
+    const MultiHeadSpec s = {D, H, D_H, D, MULTI_HEAD_FUSED, 0};
+    const size_t nP = multi_head_param_count(&s), nX = (size_t)B * N * D;
+    float *params = zeroed_floats(nP), *X = zeroed_floats(nX), *dO = zeroed_floats(nX);
+    fill_uniform(params, nP, 0.5f, &r);
+    fill_uniform(X, nX, 1.0f, &r);
+    fill_uniform(dO, nX, 1.0f, &r);
+    const MultiHeadWeights w = multi_head_weights_view(&s, params);
+    SparseLayout L;
+    assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, N, 0, 0, 1}, N, 1), 0);
+    const SparseAttention options = {&L, 1};
+    const BlockSelfAttention a = sparse_attention_hook(&options);
+    float *O = zeroed_floats(nX), *O_ref = zeroed_floats(nX), *dX = zeroed_floats(nX), *dX_ref = zeroed_floats(nX);
+    float *cache = zeroed_floats(a.cache_floats(a.options, &s, B, N));
+    float *scratch = zeroed_floats(a.scratch_floats(a.options, &s, B, N));
+    float *cache_ref = zeroed_floats(multi_head_cache_floats(&s, B, N));
+    float *scratch_ref = zeroed_floats(multi_head_scratch_floats(&s, B, N));
+    a.forward(a.options, O, NULL, NULL, cache, X, &s, &w, NULL, 1, NULL, B, N);
+    a.backward(a.options, dX, NULL, NULL, scratch, dO, NULL, NULL, cache, X, &s, &w, NULL, 1, NULL, B, N);
+    rope_attention_forward(O_ref, NULL, NULL, cache_ref, X, &s, &w, 1, NULL, B, N);
+    rope_attention_backward(dX_ref, NULL, scratch_ref, dO, NULL, NULL, cache_ref, X, &s, &w, 1, NULL, B, N);
+    expect_close(O, O_ref, nX, 1e-5f, "sparse rope: O");
+    expect_close(dX, dX_ref, nX, 1e-4f, "sparse rope: dX");
+    free(params); free(X); free(dO); free(O); free(O_ref); free(dX); free(dX_ref);
+    free(cache); free(scratch); free(cache_ref); free(scratch_ref);
+    sparse_layout_free(&L);
 }
 
 static void test_sparse_refusals(void **state) {
@@ -256,7 +294,8 @@ static void test_sparse_refusals(void **state) {
     assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, -2, 1}, 16, 1), -1);
     assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, 0, 1}, 0, 1), -1);
     assert_int_equal(sparse_layout_create(&L, &(SparsePattern){4, 1, 0, 0, 1}, 16, 1), 0);
-    const BlockSelfAttention sparse = sparse_attention_hook(&L);
+    const SparseAttention options = {&L, 0};
+    const BlockSelfAttention sparse = sparse_attention_hook(&options);
     BlockSpec s = {.D = 8, .H = 2, .D_H = 4, .F = 12, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
                    .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED, .causal = 1, .self_attention = &sparse};
     assert_int_equal(block_spec_check(&s), 0);
@@ -277,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_sparse_equals_dense),
         cmocka_unit_test(test_sparse_full_is_chapter05),
         cmocka_unit_test(test_sparse_in_the_block),
+        cmocka_unit_test(test_sparse_rope_is_rope_attention),
         cmocka_unit_test(test_sparse_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

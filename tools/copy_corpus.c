@@ -4,15 +4,15 @@
  * GPT reads it with --data FILE --tokens char.
  *
  *   ./build/tools/copy_corpus [--out FILE] [--letters K] [--lines N] [--seed S]
- *       (default out/copy_task/copy.txt.gz, K 48, N 13000, seed 1)
+ *       (default out/copy_task/copy.txt.gz, K 24, N 26000, seed 1)
  *
  * In the chars view a line is "q x b ... = q x b ...\n": a letter and a
  * space each, so the copy of a letter stands 2 K + 2 characters after it
- * (98 for K = 48). The first half of a line cannot be predicted better than
+ * (50 for K = 24). The first half of a line cannot be predicted better than
  * log2(26) = 4.70 bits a letter (its spaces are free); the second half can be
  * predicted exactly, but only by a model that looks 2 K + 2 characters back.
  * A window of attention narrower than that sees none of it. Lines are grouped
- * 100 to a "text"; 13,000 lines are 1.27 million words: the split's 800,000
+ * 100 to a "text"; 26,000 lines are 1.27 million words: the split's 800,000
  * training, 200,000 validation words and the rest for the test part. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@ static int whole(const char *flag, const char *text, int lo, int hi, int *out) {
 
 int main(int argc, char **argv) {
     const char *out = "out/copy_task/copy.txt.gz";
-    int K = 48, lines = 13000, seed = 1;
+    int K = 24, lines = 26000, seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v && strcmp(argv[i], "--out") == 0) out = v;

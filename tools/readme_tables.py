@@ -626,8 +626,8 @@ def table_attention_quality(out_dir, readme):
     """Full, window and BigBird attention in the GPT (tools/attention_quality.sh), on the copy task and on
     Brown, three seeds each; the verdict against full attention on the same text."""
     runs = [("full", "full (chapter 05's)", "every earlier position"),
-            ("window", "window `--sparse 32,1,0,0`", "33 to 64 back"),
-            ("bigbird", "BigBird `--sparse 32,1,1,2`", "window, block 0, 2 random blocks")]
+            ("window", "window `--sparse 16,1,0,0`", "17 to 32 back"),
+            ("bigbird", "BigBird `--sparse 16,1,1,2`", "window, block 0, 2 random blocks")]
     rows = ["| text | attention | a query sees | test bpc, seeds 1 / 2 / 3 | mean | against full |",
             "|---|---|---|---|---|---|"]
     alldata = []
@@ -639,11 +639,11 @@ def table_attention_quality(out_dir, readme):
             rows.append("| %s | %s | %s | %s | %.3f | %s |" % (
                 text_label, label, sees, " / ".join("%.3f" % b for b in bpcs), sum(bpcs) / 3.0, verdict))
     d = alldata[0]
-    caption = ("Chapter 06's GPT (4 blocks, D 128), %d steps of 8 windows of 256 characters for each seed; bits per "
-               "character on the first 50,000 test characters, each predicted from at least 128 before it (lower "
-               "is better); a win or a loss only where the three seeds' ranges do not overlap. The copy task "
-               "(`tools/copy_corpus.c`): 48 random letters, `=`, the same letters, so half the letters are a copy "
-               "of the one 98 characters back. From `tools/attention_quality.sh` "
+    caption = ("Chapter 06's GPT (4 blocks, D 128, rotary positions), %d steps of 16 windows of 128 characters for "
+               "each seed; bits per character on the first 50,000 test characters, each predicted from at least 64 "
+               "before it (lower is better); a win or a loss only where the three seeds' ranges do not overlap. The "
+               "copy task (`tools/copy_corpus.c`): 24 random letters, `=`, the same letters, so half the letters "
+               "are a copy of the one 50 characters back. From `tools/attention_quality.sh` "
                "(`out/attention_quality/*/*/seed*/results.json`, %s; two runs side by side); `make readme` "
                "rewrites this table." % (int(number(d, "steps", "copy")), conditions(alldata)))
     return rows, caption

@@ -63,6 +63,8 @@ RUNS = [
                             "--moe-top-k", "1", "--moe-aux", "0.05", "--pos", "sinusoidal"] + _SMALL),
     ("pre ln sparse 4,1,1", ["--norm", "pre", "--norm-type", "layernorm", "--mlp", "gelu", "--pos", "learned",
                              "--sparse", "4,1,1,0"] + _SMALL),
+    ("pre rms sparse rope", ["--norm", "pre", "--norm-type", "rmsnorm", "--mlp", "gelu", "--pos", "rope",
+                             "--sparse", "8,0,1,0"] + _SMALL),
 ]
 
 

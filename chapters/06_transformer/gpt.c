@@ -42,9 +42,11 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     if (cfg->sparse.P > 0) {   /* part 5: each block attends on the pattern, with the fused kernel (no maps A) */
         const SparsePattern p = {cfg->sparse.P, cfg->sparse.window, cfg->sparse.global, cfg->sparse.random, 1};
         if (sparse_layout_create(&g->sparse_layout, &p, cfg->context, 1) < 0) return -1;
-        g->sparse_attention = sparse_attention_hook(&g->sparse_layout);
+        g->sparse_options = (SparseAttention){&g->sparse_layout, s.rope};   /* it rotates, not the block */
+        g->sparse_attention = sparse_attention_hook(&g->sparse_options);
         s.self_attention = &g->sparse_attention;
         s.attention = MULTI_HEAD_FUSED;
+        s.rope = 0;
     }
     if (block_spec_check(&s) < 0) {
         if (cfg->sparse.P > 0) sparse_layout_free(&g->sparse_layout);
@@ -115,13 +117,16 @@ int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *
     s.cross = 0;
     s.rope = cfg->pos == POSITIONS_ROPE;
     SparseLayout layout;   /* a sparse pattern's, for its sizes */
+    SparseAttention options;
     BlockSelfAttention sparse;
     if (cfg->sparse.P > 0) {
         const SparsePattern p = {cfg->sparse.P, cfg->sparse.window, cfg->sparse.global, cfg->sparse.random, 1};
         if (sparse_layout_create(&layout, &p, cfg->context, 1) < 0) return -1;
-        sparse = sparse_attention_hook(&layout);
+        options = (SparseAttention){&layout, s.rope};
+        sparse = sparse_attention_hook(&options);
         s.self_attention = &sparse;
         s.attention = MULTI_HEAD_FUSED;
+        s.rope = 0;
     }
     if (block_spec_check(&s) < 0) {
         if (cfg->sparse.P > 0) sparse_layout_free(&layout);

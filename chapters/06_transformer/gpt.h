@@ -81,6 +81,7 @@ typedef struct {
     float *step_x, *step_y, *step_top, *step_mean, *step_rstd, *step_work, *step_logits;
     /* a sparse pattern (cfg.sparse.P > 0): the blocks' self-attention and the layout it reads */
     SparseLayout sparse_layout;
+    SparseAttention sparse_options;           /* the layout, and rope: the hook rotates (pos=rope) */
     BlockSelfAttention sparse_attention;
 } Gpt;
 

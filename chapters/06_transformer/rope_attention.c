@@ -12,10 +12,8 @@ int rope_attention_check(const MultiHeadSpec *s) {
     return multi_head_spec_check(s);
 }
 
-/* The Q and K columns of QKV [B, N, 3 H D_H] (or of d[Q|K|V]) rotated in
- * place, row n of each sequence at position n; back = 1 rotates a gradient
- * back (rope_backward). */
-static void rotate_queries_keys(float *QKV, int H, int D_H, int B, int N, int back) {
+/* QKV [B, N, 3 H D_H] (or d[Q|K|V]): the Q and K columns rotated in place */
+void rope_attention_rotate(float *QKV, int H, int D_H, int B, int N, int back) {
     const int HD = H * D_H, ld_qkv = 3 * HD;
     for (int b = 0; b < B; b++) {
         float *Q_b = QKV + (size_t)b * N * ld_qkv, *K_b = Q_b + HD;
@@ -36,7 +34,7 @@ void rope_attention_forward(float *O, float *A, const float *keep, float *cache,
     const int R = B * N, ld_qkv = 3 * s->H * s->D_H;
     float *QKV = cache, *Y = cache + (size_t)R * ld_qkv;
     multi_head_qkv_forward(QKV, X, s, w, R);                          /* 1. [Q|K|V] = X W_QKV */
-    rotate_queries_keys(QKV, s->H, s->D_H, B, N, 0);                  /*    Q_h, K_h rotated at 0..N-1 */
+    rope_attention_rotate(QKV, s->H, s->D_H, B, N, 0);                  /*    Q_h, K_h rotated at 0..N-1 */
     multi_head_attend_forward(A, keep, cache, s, causal, lens, B, N);   /* 2.-3. Y */
     multi_head_output_forward(O, Y, s, w, R);                         /* 4. O = Y W_O + b_O */
 }
@@ -50,6 +48,6 @@ void rope_attention_backward(float *dX, MultiHeadWeights *dw, float *scratch, co
     float *dQKV = scratch, *dY = scratch + (size_t)R * ld_qkv;
     multi_head_output_backward(dY, dw, dO, Y, s, w, R);               /* 4'. dY, dW_O, db_O */
     multi_head_attend_backward(scratch, A, keep, cache, s, causal, lens, B, N);   /* 3'.-2'. d[Q|K|V] */
-    rotate_queries_keys(dQKV, s->H, s->D_H, B, N, 1);                 /*    d[Q|K] turned back */
+    rope_attention_rotate(dQKV, s->H, s->D_H, B, N, 1);                 /*    d[Q|K] turned back */
     multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);   /* 1'. dW_QKV, dX */
 }

@@ -20,6 +20,12 @@
  * must be even (and the spec one chapter 05 runs). */
 int rope_attention_check(const MultiHeadSpec *s);
 
+/* The rotation itself, for a later part composing its own attention (part
+ * 5's sparse attention): the Q and K columns of QKV [B, N, 3 H D_H] (or of
+ * d[Q|K|V]) rotated in place, row n of each sequence at position n; back = 1
+ * turns a gradient back (rope_backward). */
+void rope_attention_rotate(float *QKV, int H, int D_H, int B, int N, int back);
+
 /* X [B, N, D] -> O [B, N, D_out], A [B, H, N, N] (plain path), cache: as
  * multi_head_forward, with the queries and keys rotated. */
 void rope_attention_forward(float *O, float *A, const float *keep, float *cache, const float *X,

@@ -13,6 +13,7 @@
 #include "03_dot_product_attention/attention.h"
 #include "05_multi_head_attention/flash_attention.h"
 #include "05_multi_head_attention/multi_head.h"
+#include "06_transformer/rope_attention.h"
 #include "util/error.h"
 #include "util/rng.h"
 #include "util/util.h"
@@ -190,12 +191,13 @@ void sparse_attention_backward_heads(float *dQKV, const float *dY, const float *
 /* ------------------------------------------------- the block's self-attention */
 
 static int hook_check(const void *options, const MultiHeadSpec *s, int causal, int cross) {
-    const SparseLayout *L = options;
+    const SparseAttention *a = options;
+    const SparseLayout *L = a->layout;
     if (cross) return fail("sparse attention is a self-attention: a decoder block's cross-attention is chapter 05's");
     if (causal != L->causal)
         return fail("sparse attention: its layout was made %s, the block is %s", L->causal ? "causal" : "not causal",
                     causal ? "causal" : "not causal");
-    return multi_head_spec_check(s);
+    return a->rope ? rope_attention_check(s) : multi_head_spec_check(s);
 }
 
 static size_t hook_extra_params(const void *options, const MultiHeadSpec *s) {
@@ -212,12 +214,14 @@ static void hook_init(const void *options, float *extra, const MultiHeadSpec *s)
 
 /* [Q|K|V] [R, 3 H D_H] | Y [R, H D_H] | lse [B, H, N] | the kernel's block */
 static size_t hook_cache_floats(const void *options, const MultiHeadSpec *s, int B, int N) {
-    return (size_t)B * N * 4 * s->H * s->D_H + (size_t)B * s->H * N + sparse_attention_block_floats(options);
+    const SparseAttention *a = options;
+    return (size_t)B * N * 4 * s->H * s->D_H + (size_t)B * s->H * N + sparse_attention_block_floats(a->layout);
 }
 
 /* d[Q|K|V] | dY | the kernel's block */
 static size_t hook_scratch_floats(const void *options, const MultiHeadSpec *s, int B, int N) {
-    return (size_t)B * N * 4 * s->H * s->D_H + sparse_attention_block_floats(options);
+    const SparseAttention *a = options;
+    return (size_t)B * N * 4 * s->H * s->D_H + sparse_attention_block_floats(a->layout);
 }
 
 /* X [B, N, D] -> O [B, N, D]; A is not formed */
@@ -228,10 +232,12 @@ static void hook_forward(const void *options, float *O, float *A, const float *k
     (void)keep;
     (void)extra;
     (void)causal;   /* the layout's (checked) */
+    const SparseAttention *a = options;
     const int R = B * N, HD = s->H * s->D_H;
     float *QKV = cache, *Y = cache + (size_t)R * 3 * HD, *lse = Y + (size_t)R * HD;
     multi_head_qkv_forward(QKV, X, s, w, R);                                            /* 1. [Q|K|V] = X W_QKV */
-    sparse_attention_forward_heads(Y, lse, QKV, B, N, s->H, s->D_H, lens, options,
+    if (a->rope) rope_attention_rotate(QKV, s->H, s->D_H, B, N, 0);                     /*    Q_h, K_h rotated */
+    sparse_attention_forward_heads(Y, lse, QKV, B, N, s->H, s->D_H, lens, a->layout,
                                    lse + (size_t)B * s->H * N);                         /* 2.-3. on the pattern */
     multi_head_output_forward(O, Y, s, w, R);                                           /* 4. O = Y W_O + b_O */
 }
@@ -246,17 +252,19 @@ static void hook_backward(const void *options, float *dX, MultiHeadWeights *dw, 
     (void)keep;
     (void)extra;
     (void)causal;
+    const SparseAttention *a = options;
     const int R = B * N, HD = s->H * s->D_H, ld_qkv = 3 * HD;
     const float *QKV = cache, *Y = cache + (size_t)R * ld_qkv, *lse = Y + (size_t)R * HD;
     float *dQKV = scratch, *dY = scratch + (size_t)R * ld_qkv;
     multi_head_output_backward(dY, dw, dO, Y, s, w, R);                                 /* 4'. dY, dW_O, db_O */
     memset(dQKV, 0, sizeof(float) * (size_t)R * ld_qkv);
-    sparse_attention_backward_heads(dQKV, dY, QKV, Y, lse, B, N, s->H, s->D_H, lens, options,
+    sparse_attention_backward_heads(dQKV, dY, QKV, Y, lse, B, N, s->H, s->D_H, lens, a->layout,
                                     dY + (size_t)R * HD);                               /* 3'.-2'. */
+    if (a->rope) rope_attention_rotate(dQKV, s->H, s->D_H, B, N, 1);                    /*    d[Q|K] turned back */
     multi_head_qkv_backward(dX, dw ? dw->W_QKV : NULL, dQKV, X, s, w, R);               /* 1'. dW_QKV, dX */
 }
 
-BlockSelfAttention sparse_attention_hook(const SparseLayout *L) {
-    return (BlockSelfAttention){"sparse self-attention", L, hook_check, hook_extra_params, hook_init,
+BlockSelfAttention sparse_attention_hook(const SparseAttention *a) {
+    return (BlockSelfAttention){"sparse self-attention", a, hook_check, hook_extra_params, hook_init,
                                 hook_cache_floats, hook_scratch_floats, hook_forward, hook_backward};
 }

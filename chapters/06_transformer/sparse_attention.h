@@ -27,8 +27,9 @@
  * keys) gets the output 0.
  *
  * The block's self-attention (block.h's BlockSelfAttention) built from it,
- * sparse_attention_hook: chapter 05's step 1, these heads for steps 2-3,
- * chapter 05's step 4; no N x N map A is formed (as with fused attention). */
+ * sparse_attention_hook: chapter 05's step 1 (with rotary positions, the
+ * rotation after it), these heads for steps 2-3, chapter 05's step 4; no
+ * N x N map A is formed (as with fused attention). */
 #ifndef SPARSE_ATTENTION_H
 #define SPARSE_ATTENTION_H
 #include <stddef.h>
@@ -82,8 +83,16 @@ void sparse_attention_backward_heads(float *dQKV, const float *dY, const float *
                                      const float *lse, int B, int N, int H, int D_H, const int *lens,
                                      const SparseLayout *L, float *scratch);
 
-/* The block's self-attention over L (its options: L must outlive the
- * block). Its check refuses a cross-attention block and a block whose
- * causality differs from the layout's. */
-BlockSelfAttention sparse_attention_hook(const SparseLayout *L);
+/* The block's self-attention: the layout, and rope 1 to rotate the queries
+ * and keys after step 1 (rotary positions, rope_attention.h), as the block
+ * does for chapter 05's attention. */
+typedef struct {
+    const SparseLayout *layout;
+    int rope;
+} SparseAttention;
+
+/* The block's self-attention of a (its options: a and its layout must
+ * outlive the block). Its check refuses a cross-attention block, a block
+ * whose causality differs from the layout's, and with rope an odd D_H. */
+BlockSelfAttention sparse_attention_hook(const SparseAttention *a);
 #endif
