@@ -203,12 +203,14 @@ static void test_gpt_config_roundtrip(void **state) {
     c.block.attn_dropout = 0.125f;
     c.kv_cache = 1;
     c.block.moe = (BlockMoe){3, 2, 0.5f, 1.25f, 1};
+    c.sparse = (SparsePattern){4, 1, 2, 3, 0};
     char text[1024] = "model=gpt\n";
     assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
     assert_string_equal(text, "model=gpt\nlayers=2\ndim=8\nheads=2\nff=12\nnorm=post\nnorm_type=rmsnorm\nmlp=swiglu\n"
                               "experts=3\nmoe_top_k=2\nmoe_aux=0.5\ncapacity=1.25\nmoe_renorm=1\n"
                               "dropout=0.25\nattn_dropout=0.125\npos=sinusoidal\nlabel_smoothing=0\nkv_cache=1\n"
-                              "context=17\nvocab=11\n");
+                              "context=17\nvocab=11\nsparse_block=4\nsparse_window=1\nsparse_global=2\n"
+                              "sparse_random=3\n");
     memset(&d, 0, sizeof d);
     assert_int_equal(config_read(text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), 0);
     assert_int_equal(d.layers, c.layers);
@@ -223,15 +225,21 @@ static void test_gpt_config_roundtrip(void **state) {
     assert_float_equal(d.block.dropout, 0.25f, 0);
     assert_float_equal(d.block.attn_dropout, 0.125f, 0);
     assert_memory_equal(&d.block.moe, &c.block.moe, sizeof c.block.moe);
+    assert_memory_equal(&d.sparse, &c.sparse, sizeof c.sparse);   /* part 5's pattern (seed: not in the text) */
     Gpt g;
+    assert_int_equal(gpt_create(&g, &d, 1, 1), -1);   /* the sparse kernel forms no weights to drop */
+    assert_non_null(strstr(last_error(), "attn_dropout"));
+    d.block.attn_dropout = 0.0f;
     assert_int_equal(gpt_create(&g, &d, 1, 1), 0);
     assert_int_equal(g.cfg.block.D_H, 4);
     gpt_free(&g);
     /* a config with a line missing: one clear error */
     assert_int_equal(config_read("model=gpt\nlayers=2\n", GPT_CONFIG_FIELDS, GPT_CONFIG_N, &d), -1);
     assert_non_null(strstr(last_error(), "dim"));
-    /* rotary positions: the line pos=rope, read back; no pos_emb tensor */
+    /* rotary positions: the line pos=rope, read back; no pos_emb tensor (with the sparse pattern,
+     * which rotates its own queries and keys) */
     c.pos = POSITIONS_ROPE;
+    c.block.attn_dropout = 0.0f;
     snprintf(text, sizeof text, "model=gpt\n");
     assert_int_equal(config_write(text, sizeof text, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &c), 0);
     assert_non_null(strstr(text, "\npos=rope\n"));

@@ -22,6 +22,15 @@
 
 /* ================================================================= model */
 
+/* A sparse pattern runs on the fused kernel, which never forms the weights
+ * attention dropout would drop: 0, or -1 with fail() naming the flags. */
+static int sparse_dropout_check(const GptConfig *cfg) {
+    if (cfg->sparse.P > 0 && cfg->block.attn_dropout > 0.0f)
+        return fail("attn_dropout=%g with a sparse pattern: its fused kernel never forms the weights dropout "
+                    "would drop (--attn-dropout 0 with --sparse)", (double)cfg->block.attn_dropout);
+    return 0;
+}
+
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     memset(g, 0, sizeof *g);
     if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
@@ -39,6 +48,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     s.causal = 1;   /* each position sees itself and the ones before it */
     s.cross = 0;    /* no encoder, so no cross-attention */
     s.rope = cfg->pos == POSITIONS_ROPE;   /* rotary positions: inside every block's attention, nothing added to X_0 */
+    if (sparse_dropout_check(cfg) < 0) return -1;
     if (cfg->sparse.P > 0) {   /* part 5: each block attends on the pattern, with the fused kernel (no maps A) */
         const SparsePattern p = {cfg->sparse.P, cfg->sparse.window, cfg->sparse.global, cfg->sparse.random, 1};
         if (sparse_layout_create(&g->sparse_layout, &p, cfg->context, 1) < 0) return -1;
@@ -116,6 +126,7 @@ int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *
     s.causal = 1;
     s.cross = 0;
     s.rope = cfg->pos == POSITIONS_ROPE;
+    if (sparse_dropout_check(cfg) < 0) return -1;
     SparseLayout layout;   /* a sparse pattern's, for its sizes */
     SparseAttention options;
     BlockSelfAttention sparse;
