@@ -56,8 +56,7 @@ static const ClassifierPreset PRESETS[] = {
 static const ClassifierProgram PROGRAM = {
     .chapter = "07_vision_transformer",
     .model_name = VIT_MODEL_NAME,
-    .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST: P x P patches (a strided convolution),\n"
-               "positions and a class token through chapter 06's encoder; tested on the 10,000 test images.",
+    .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST, P x P patches through chapter 06's encoder.",
     .examples = "./build/07_vision_transformer\n"
                 "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
@@ -173,8 +172,8 @@ int main(int argc, char **argv) {
         {"dim", ARG_INT, &c.patch.D, "model width D", 4, 1024, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"heads", ARG_INT, &c.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"ff", ARG_INT, &c.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
-        {"norm-type", ARG_STRING, &norm_flag, "the encoder's norms (batchnorm: over the batch's images and tokens)", 0,
-         0, "layernorm,rmsnorm,batchnorm", ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm-type", ARG_STRING, &norm_flag, "the blocks' norms", 0, 0, "layernorm,rmsnorm,batchnorm", ARG_MODEL,
+         ARG_TRAINING_ONLY},
         {"locality", ARG_BOOL, &c.locality, "locality self-attention: no token attends to itself, learned scale", 0,
          0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
