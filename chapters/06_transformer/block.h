@@ -310,8 +310,9 @@ size_t block_step_work_floats(const BlockSpec *s, int n, int T_cap, int N_M);
  * block_forward over the row's whole prefix. With rope, the new query and
  * key are rotated at position pos before the key joins the cache, so every
  * cached key stays rotated at its own position. cross_A [n, H, N_M] (or NULL)
- * gets the cross-attention weights. A block with a later chapter's
- * self_attention (an encoder's) has no step. */
+ * gets the cross-attention weights. Batch norm normalises with w's running
+ * statistics (evaluation; none attached: the n rows' own). A block with a
+ * later chapter's self_attention (an encoder's) has no step. */
 void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, const BlockWeights *w,
                 const BlockStepRow *rows, int n, int T_cap, int N_M, float *work);
 
