@@ -46,6 +46,7 @@
 #include "06_transformer/block.h"
 #include "06_transformer/prenorm_block.h"
 #include "05_multi_head_attention/multi_head.h"
+#include "nn/batchnorm.h"
 #include "nn/gradcheck.h"
 #include "nn/transformer_layers.h"
 #include "kernels/matmul.h"
@@ -69,7 +70,7 @@ static void fill(float *x, size_t n, float scale, Rng *r) {
 static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 static const char *PLACE_NAMES[] = {"post", "pre"};
-static const char *NORM_NAMES[] = {"layernorm", "rmsnorm", "no norm"};
+static const char *NORM_NAMES[] = {"layernorm", "rmsnorm", "no norm", "batchnorm"};
 static const char *MLP_NAMES[] = {"gelu", "relu", "swiglu", "no mlp"};
 
 /* A block, its parameters and buffers, for B sequences of N positions. */
@@ -83,6 +84,7 @@ typedef struct {
     float *M;                /* decoder blocks: the memory [B, N_M, D] */
     BlockMemory mem;
     BlockWeights w;
+    float *run_mean, *run_var;   /* batch norm's running statistics, when attach_running gave some */
 } Block;
 
 /* N_M: memory positions of a decoder block (s.cross), with memory lengths mem_lens. */
@@ -119,7 +121,7 @@ static void block_make(Block *b, BlockSpec s, int B, int N, Rng *r) {
 }
 
 static void block_free(Block *b) {
-    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->M);
+    free(b->X); free(b->params); free(b->Y); free(b->wY); free(b->M); free(b->run_mean); free(b->run_var);
     block_cache_free(&b->cache);
 }
 
@@ -395,6 +397,196 @@ static void test_block_step_matches_forward(void **state) {
                 free(KV); free(K); free(V); free(x); free(y); free(work); free(cross_A);
                 block_free(&b);
             }
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+/* Running statistics for b's batch norms (block_running_floats each): means
+ * in [-0.3, 0.3], variances in [0.5, 1.5], as after some training. */
+static void attach_running(Block *b, Rng *r) {
+    const size_t n = block_running_floats(&b->s);
+    b->run_mean = alloc_floats(n);
+    b->run_var = alloc_floats(n);
+    fill(b->run_mean, n, 0.3f, r);
+    for (size_t i = 0; i < n; i++) b->run_var[i] = 1.0f + 0.5f * (2.0f * rng_uniform(r) - 1.0f);
+    b->w.running_mean = b->run_mean;
+    b->w.running_var = b->run_var;
+}
+
+/* Batch norm (BLOCK_BATCHNORM) in the block. Training: its statistics run
+ * over every real row, so one position's gradient reaches all the others
+ * through them (and the padded rows, left out of the statistics, still get
+ * theirs): dX, every parameter, and dM for the decoder, against finite
+ * differences, both placements, with and without the causal mask, padding
+ * (lens) on, with GELU, SwiGLU and no MLP. Evaluation, with running
+ * statistics attached: the statistics are constants, the same checks. */
+static void test_block_gradients_with_batchnorm(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 31, 0);
+    int lens[2] = {3, 0}, mem_lens[2] = {4, 0};
+    const BlockMlp mlps[3] = {BLOCK_MLP_GELU, BLOCK_MLP_SWIGLU, BLOCK_NO_MLP};
+    for (int place = 0; place < 2; place++) {
+        for (int causal = 0; causal < 2; causal++)
+            for (int m = 0; m < 3; m++) {
+                BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_BATCHNORM, mlps[m], 0.0f, MULTI_HEAD_PLAIN,
+                               causal, 0, 0.0f, 0, 0.0f, 0, {0}};
+                check_block_gradients(s, 2, 5, lens, 1, &r);
+            }
+        BlockSpec dec = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_BATCHNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN,
+                         1, 1, 0.0f, 0, 0.0f, 0, {0}};
+        check_gradients_with_memory(dec, 2, 5, lens, 6, mem_lens, 1, &r);
+    }
+    /* evaluation: the running statistics, constants to the gradient */
+    for (int place = 0; place < 2; place++) {
+        BlockSpec s = {6, 2, 3, 7, (BlockNormPlace)place, BLOCK_BATCHNORM, BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 0,
+                       0, 0.0f, 0, 0.0f, 0, {0}};
+        Block b;
+        block_make(&b, s, 2, 5, &r);
+        attach_running(&b, &r);
+        size_t nX = (size_t)2 * 5 * s.D, nP = block_param_count(&s);
+        float *dX = alloc_floats(nX), *dP = alloc_floats(nP), *scratch = alloc_floats(block_scratch_floats(&s, 2, 5, 0));
+        BlockWeights dw = block_weights_view(&s, dP);
+        run_forward(&b);   /* train 0 */
+        block_backward(dX, NULL, &dw, scratch, b.wY, &b.cache, b.X, &s, &b.w, NULL, NULL, 2, 5);
+        expect_grad_ok(gradcheck(block_loss, &b, b.X, dX, nX, EPS, MAX_CHECKS), "batchnorm block dX (evaluation)", &s);
+        expect_grad_ok(gradcheck(block_loss, &b, b.params, dP, nP, EPS, MAX_CHECKS),
+                       "batchnorm block dparams (evaluation)", &s);
+        free(dX); free(dP); free(scratch);
+        block_free(&b);
+    }
+}
+
+/* Why a causal model refuses batch norm (gpt.c): in a causal block, change
+ * the input at the last position of a sequence only. With LayerNorm the
+ * output at position 0 keeps its bits (it never looks past itself); with
+ * batch norm in training it changes, through the statistics that row N - 1
+ * is part of: position 0 sees the future. In evaluation (the running
+ * statistics) the leak is gone again. */
+static void test_batchnorm_leaks_the_future_in_a_causal_block(void **state) {
+    (void)state;
+    const int B = 2, N = 5, D = 8;
+    for (int place = 0; place < 2; place++)
+        for (int k = 0; k < 3; k++) {   /* LayerNorm; batch norm in training; batch norm in evaluation */
+            Rng r;
+            rng_seed(&r, 41, 0);
+            BlockSpec s = {D, 2, 4, 12, (BlockNormPlace)place, k == 0 ? BLOCK_LAYERNORM : BLOCK_BATCHNORM,
+                           BLOCK_MLP_GELU, 0.0f, MULTI_HEAD_PLAIN, 1, 0, 0.0f, 0, 0.0f, 0, {0}};
+            Block b;
+            block_make(&b, s, B, N, &r);
+            if (k == 2) attach_running(&b, &r);
+            b.train = k != 2;
+            run_forward(&b);
+            float *before = alloc_floats((size_t)D);
+            memcpy(before, b.Y, sizeof(float) * D);   /* sequence 0, position 0 */
+            for (int d = 0; d < D; d++) b.X[(size_t)(N - 1) * D + d] += 0.5f;   /* sequence 0, position N - 1 */
+            run_forward(&b);
+            double moved = 0.0;
+            for (int d = 0; d < D; d++) moved = fmax(moved, fabs((double)b.Y[d] - before[d]));
+            if (k == 1 && !(moved > 1e-4))
+                fail_msg("%s-norm causal block, batch norm in training: position 0 moved by %.3g when only position "
+                         "%d changed; expected it to see the change through the batch statistics",
+                         PLACE_NAMES[place], moved, N - 1);
+            if (k != 1 && memcmp(before, b.Y, sizeof(float) * D) != 0)
+                fail_msg("%s-norm causal block, %s: position 0 moved by %.3g when only position %d changed",
+                         PLACE_NAMES[place], k == 0 ? "LayerNorm" : "batch norm in evaluation", moved, N - 1);
+            free(before);
+            block_free(&b);
+        }
+}
+
+/* Training updates the running statistics: the block's, after one pass, are
+ * those the kernel (nn/batchnorm.h, PyTorch's in test_golden) leaves from
+ * 0 and 1 given the same rows (a post-norm block without MLP: Norm_1 reads
+ * S = X + MHA(X), which the cache keeps). Evaluation then normalises with
+ * them: Y = gamma (S - mean) / sqrt(var + eps) + beta for every row, whatever
+ * the batch (a row's output no longer depends on the other rows). */
+static void test_batchnorm_running_statistics_in_the_block(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 43, 0);
+    const int B = 2, N = 4, D = 8;
+    int lens[2] = {3, 0};
+    BlockSpec s = {D, 2, 4, 12, BLOCK_POST_NORM, BLOCK_BATCHNORM, BLOCK_NO_MLP, 0.0f, MULTI_HEAD_PLAIN, 0, 0, 0.0f,
+                   0, 0.0f, 0, {0}};
+    assert_int_equal(block_running_floats(&s), (size_t)D);
+    Block b;
+    block_make(&b, s, B, N, &r);
+    b.lens = lens;
+    b.run_mean = alloc_floats((size_t)D);
+    b.run_var = alloc_floats((size_t)D);
+    for (int d = 0; d < D; d++) b.run_var[d] = 1.0f;
+    b.w.running_mean = b.run_mean;
+    b.w.running_var = b.run_var;
+    b.train = 1;
+    run_forward(&b);
+    float want_mean[8], want_var[8], mean[8], rstd[8], *scratch = alloc_floats((size_t)B * N * D);
+    for (int d = 0; d < D; d++) want_mean[d] = 0.0f, want_var[d] = 1.0f;
+    batchnorm_forward(scratch, mean, rstd, want_mean, want_var, b.cache.sub[0].n, b.w.norm1_gamma, b.w.norm1_beta,
+                      lens, B, N, D, BLOCK_NORM_EPS, BATCHNORM_MOMENTUM);
+    assert_memory_equal(b.run_mean, want_mean, sizeof want_mean);
+    assert_memory_equal(b.run_var, want_var, sizeof want_var);
+    assert_memory_equal(b.Y, scratch, sizeof(float) * (size_t)B * N * D);   /* training: the batch's statistics */
+    /* evaluation, on a batch whose second sequence is new: the running statistics, row by row */
+    b.train = 0;
+    b.lens = NULL;
+    fill(b.X + (size_t)N * D, (size_t)N * D, 3.0f, &r);
+    run_forward(&b);
+    const float *S = b.cache.sub[0].n;
+    for (int i = 0; i < B * N; i++)
+        for (int d = 0; d < D; d++) {
+            const double want = ((double)S[(size_t)i * D + d] - b.run_mean[d]) /
+                                    sqrt((double)b.run_var[d] + BLOCK_NORM_EPS) * b.w.norm1_gamma[d] +
+                                b.w.norm1_beta[d];
+            if (fabs(b.Y[(size_t)i * D + d] - want) > 1e-5 * (1.0 + fabs(want)))
+                fail_msg("evaluation row %d [%d]: %.8g, expected %.8g with the running statistics", i, d,
+                         b.Y[(size_t)i * D + d], want);
+        }
+    free(scratch);
+    block_free(&b);
+}
+
+/* Decoding with batch norm: block_step (evaluation, the running statistics)
+ * gives row t of block_forward with train 0 over the whole sequence. */
+static void test_batchnorm_block_step_matches_forward(void **state) {
+    (void)state;
+    for (int cross = 0; cross < 2; cross++)
+        for (int place = 0; place < 2; place++) {
+            Rng r;
+            rng_seed(&r, 47, 0);
+            const int B = 2, N = 6, N_M = 5, D = 8, H = 2, D_H = 4, HD = H * D_H, T_cap = 8;
+            int mem_lens[2] = {2, 5};
+            BlockSpec s = {D, H, D_H, 12, (BlockNormPlace)place, BLOCK_BATCHNORM, BLOCK_MLP_GELU, 0.0f,
+                           MULTI_HEAD_PLAIN, 1, cross, 0.0f, 0, 0.0f, 0, {0}};
+            Block b;
+            block_make_with_memory(&b, s, B, N, N_M, mem_lens, &r);
+            attach_running(&b, &r);
+            run_forward(&b);
+            MultiHeadSpec as = block_attention_spec(&s);
+            float *KV = alloc_floats((size_t)B * N_M * 2 * HD);
+            if (cross) multi_head_cross_memory(KV, b.M, &as, &b.w.cross, B * N_M);
+            float *K = alloc_floats((size_t)B * T_cap * HD), *V = alloc_floats((size_t)B * T_cap * HD);
+            float *x = alloc_floats((size_t)B * D), *y = alloc_floats((size_t)B * D);
+            float *work = alloc_floats(block_step_work_floats(&s, B, T_cap, N_M));
+            BlockStepRow rows[2];
+            for (int t = 0; t < N; t++) {
+                for (int i = 0; i < B; i++) {
+                    memcpy(x + (size_t)i * D, b.X + ((size_t)i * N + t) * D, sizeof(float) * D);
+                    rows[i] = (BlockStepRow){K + (size_t)i * T_cap * HD, V + (size_t)i * T_cap * HD, t,
+                                             KV + (size_t)i * N_M * 2 * HD, mem_lens[i]};
+                }
+                block_step(y, NULL, x, &s, &b.w, rows, B, T_cap, N_M, work);
+                for (int i = 0; i < B; i++)
+                    for (int d = 0; d < D; d++) {
+                        float want = b.Y[((size_t)i * N + t) * D + d], got = y[(size_t)i * D + d];
+                        if (fabsf(got - want) > 1e-5f * (1.0f + fabsf(want)))
+                            fail_msg("batch norm, cross %d place %d: row %d position %d [%d]: step %.8g, forward %.8g",
+                                     cross, place, i, t, d, got, want);
+                    }
+            }
+            free(KV); free(K); free(V); free(x); free(y); free(work);
+            block_free(&b);
+        }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -766,6 +958,10 @@ int main(void) {
         cmocka_unit_test(test_block_attention_dropout_off_at_evaluation),
         cmocka_unit_test(test_block_attention_dropout_is_chapter_05_with_keep),
         cmocka_unit_test(test_block_step_matches_forward),
+        cmocka_unit_test(test_block_gradients_with_batchnorm),
+        cmocka_unit_test(test_batchnorm_leaks_the_future_in_a_causal_block),
+        cmocka_unit_test(test_batchnorm_running_statistics_in_the_block),
+        cmocka_unit_test(test_batchnorm_block_step_matches_forward),
         cmocka_unit_test(test_block_cache_for_a_larger_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,6 +52,7 @@
 #include "06_transformer/sparse_attention.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
+#include "nn/batchnorm.h"
 #include "nn/rope.h"
 #include "nn/transformer_layers.h"
 
@@ -649,6 +650,50 @@ static void check_rmsnorm(Case *c) {
     }
 }
 
+/* Three training batches (each output, then the last one's statistics and
+ * the running averages they leave), the backward of the last; then the
+ * evaluation forward with the running averages and its backward. */
+static void check_batchnorm(Case *c) {
+    const GoldTensor *x = need(c, "x0");
+    const int B = x->dims[0], N = x->dims[1], D = x->dims[2];
+    const size_t n = (size_t)B * N * D;
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    const float eps = f32(c, "eps")[0], *gamma = f32(c, "gamma"), *beta = f32(c, "beta");
+    float *out = buf(c, n), *mean = buf(c, (size_t)D), *rstd = buf(c, (size_t)D);
+    float *running_mean = buf(c, (size_t)D), *running_var = buf(c, (size_t)D);
+    for (int d = 0; d < D; d++) running_var[d] = 1.0f;   /* as torch starts them */
+    for (int k = 0; k < 3; k++) {
+        char xk[8], outk[8];
+        snprintf(xk, sizeof xk, "x%d", k);
+        snprintf(outk, sizeof outk, "out%d", k);
+        batchnorm_forward(out, mean, rstd, running_mean, running_var, f32(c, xk), gamma, beta, lens, B, N, D, eps,
+                          BATCHNORM_MOMENTUM);
+        expect_out(c, outk, out);
+    }
+    expect_out(c, "mean", mean);
+    expect_out(c, "rstd", rstd);
+    expect_out(c, "running_mean", running_mean);
+    expect_out(c, "running_var", running_var);
+    float *dx = buf(c, n), *dgamma = buf(c, (size_t)D), *dbeta = buf(c, (size_t)D);
+    for (int times = 1; times <= 2; times++) {
+        batchnorm_backward(dx, dgamma, dbeta, f32(c, "dout"), mean, rstd, f32(c, "x2"), gamma, lens, B, N, D, 1);
+        expect_grad(c, "dx", dx, times);
+        expect_grad(c, "dgamma", dgamma, times);
+        expect_grad(c, "dbeta", dbeta, times);
+    }
+    float *dx_eval = buf(c, n), *dgamma_eval = buf(c, (size_t)D), *dbeta_eval = buf(c, (size_t)D);
+    batchnorm_forward_running(out, mean, rstd, f32(c, "x_eval"), gamma, beta, running_mean, running_var, B * N, D,
+                              eps);
+    expect_out(c, "out_eval", out);
+    for (int times = 1; times <= 2; times++) {
+        batchnorm_backward(dx_eval, dgamma_eval, dbeta_eval, f32(c, "dout_eval"), mean, rstd, f32(c, "x_eval"),
+                           gamma, NULL, B, N, D, 0);
+        expect_grad(c, "dx_eval", dx_eval, times);
+        expect_grad(c, "dgamma_eval", dgamma_eval, times);
+        expect_grad(c, "dbeta_eval", dbeta_eval, times);
+    }
+}
+
 static void check_swiglu(Case *c) {
     int n = need(c, "a")->dims[0];
     float *h = buf(c, (size_t)n), *da = buf(c, (size_t)n), *dg = buf(c, (size_t)n);
@@ -889,6 +934,7 @@ static const GoldLayer LAYERS[] = {
     {"rope", check_rope},                                 /* chapter 06: rotary positions */
     {"multi_head_rope", check_multi_head},                /* chapter 06: rope_attention.h, chapter 05's with RoPE */
     {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
+    {"batchnorm", check_batchnorm},                       /* chapter 06: nn/batchnorm.h */
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */

@@ -291,6 +291,74 @@ def gen_layernorm():
     return cases
 
 
+@layer("batchnorm")
+def gen_batchnorm():
+    """batchnorm_forward/backward (nn/batchnorm.h): torch.nn.BatchNorm1d(D) over the
+    real rows [M, D] of x [B, N, D] (row (b, n) is real when n < lens[b]; lens[b] = 0:
+    all N), in training for three batches x0, x1, x2 (each normalised with its own
+    biased statistics; the running averages, momentum 0.1, unbiased variance, from
+    0 and 1), then in evaluation on x_eval (the running statistics). A padded row is
+    normalised with the real rows' statistics too, written out from them in torch
+    (so its output, and its gradient through those statistics, are checked as well).
+    Gradients: autograd of sum(out2 * dout) (training, step 2) and of
+    sum(out_eval * dout_eval) (evaluation: the statistics are constants)."""
+    cases = []
+    specs = [  # B, N, D, lens, rows
+        (2, 3, 5, None, "plain"),
+        (3, 4, 7, [2, 0, 1], "plain"),    # padding; sequence 1 all real (0: all N)
+        (2, 5, 70, [3, 5], "plain"),      # D above the C code's block of 64 features
+        (4, 2, 3, None, "offset"),        # features centred at 30: the two-pass variance
+    ]
+    for seed, (B, N, D, lens, rows) in enumerate(specs):
+        r = Draw(4100 + seed)
+        eps32 = float(np.float32(1e-5))
+        bn = torch.nn.BatchNorm1d(D, eps=eps32, momentum=0.1).double()
+        with torch.no_grad():
+            bn.weight.copy_(r.uniform(D, lo=-1.5, hi=1.5, grad=False))
+            bn.bias.copy_(r.uniform(D, grad=False))
+        real = torch.tensor([[(lens is None or lens[b] == 0 or n < lens[b]) for n in range(N)] for b in range(B)])
+        real = real.reshape(-1)
+        t = OrderedDict()
+        if lens is not None:
+            t["lens"] = np.array(lens, np.int32)
+        t.update(gamma=np32(bn.weight), beta=np32(bn.bias), eps=np.array([eps32], np.float32))
+        bn.train()
+        for k in range(3):
+            x = r.uniform(B, N, D, lo=-2.0, hi=2.0, grad=False)
+            if rows == "offset":
+                x += 30.0
+            x = x.float().double().requires_grad_(True)
+            flat = x.reshape(B * N, D)
+            xr = flat[real]
+            out_real = bn(xr)                                   # torch's own batch norm, training
+            mu, var = xr.mean(dim=0), xr.var(dim=0, unbiased=False)
+            out_all = (flat - mu) / torch.sqrt(var + eps32) * bn.weight + bn.bias
+            out = torch.where(real[:, None], torch.zeros(1, dtype=torch.float64), out_all)
+            out = out.clone()
+            out[real] = out_real
+            t[f"x{k}"] = np32(x)
+            t[f"out{k}"] = np32(out.reshape(B, N, D))
+            if k == 2:
+                dout = r.uniform(B, N, D, grad=False)
+                backward(out.reshape(B, N, D), dout)
+                t.update(dout=np32(dout), mean=np32(mu), rstd=np32(1.0 / torch.sqrt(var.detach() + eps32)),
+                         dx=np32(x.grad), dgamma=np32(bn.weight.grad), dbeta=np32(bn.bias.grad))
+        t.update(running_mean=np32(bn.running_mean), running_var=np32(bn.running_var))
+        bn.eval()
+        bn.weight.grad, bn.bias.grad = None, None
+        x = r.uniform(B, N, D, lo=-2.0, hi=2.0, grad=False)
+        if rows == "offset":
+            x += 30.0
+        x = x.float().double().requires_grad_(True)
+        out = bn(x.reshape(B * N, D)).reshape(B, N, D)
+        dout = r.uniform(B, N, D, grad=False)
+        backward(out, dout)
+        t.update(x_eval=np32(x), out_eval=np32(out), dout_eval=np32(dout), dx_eval=np32(x.grad),
+                 dgamma_eval=np32(bn.weight.grad), dbeta_eval=np32(bn.bias.grad))
+        cases.append((f"b{B}_n{N}_d{D}{'' if lens is None else '_lens'}{'' if rows == 'plain' else '_' + rows}", t))
+    return cases
+
+
 # ---------------------------------------------------------------------- cells
 
 def torch_cell(kind, I, H, W_x, W_h, b):

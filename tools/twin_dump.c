@@ -219,7 +219,7 @@ static int dump_classifier(const char *ckpt, const char *config, const TwinClass
     Examples e;
     examples_alloc(&e, B, N, n_out, task.float_inputs);
     int *pred = xmalloc(sizeof(int) * (size_t)B * n_out), rc = -1;
-    if (checkpoint_load(ckpt, m.params) == 0) {
+    if (checkpoint_load_with_state(ckpt, m.params, m.buffers, m.n_buffers) == 0) {   /* (batch norm's running statistics too) */
         Rng rng;
         rng_seed(&rng, (uint64_t)seed, 99);      /* the chapters' test stream */
         if (task.test_reset) task.test_reset(task.self);
@@ -403,7 +403,7 @@ int main(int argc, char **argv) {
     if (!split) { fail("--split %s: expected test, valid or train", split_name); goto error; }
     int B = want_batch < split->n ? want_batch : split->n;
     if (tm->build(&model, &data, config, B, 1) < 0) goto error;
-    if (checkpoint_load(ckpt, model.params) < 0) goto error;
+    if (checkpoint_load_with_state(ckpt, model.params, model.buffers, model.n_buffers) < 0) goto error;
 
     /* ---- one batch, forward and backward */
     batch_alloc(&batch, B, data.max_src_len, data.max_tgt_len);

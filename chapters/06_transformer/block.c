@@ -30,6 +30,7 @@
 
 #include "03_dot_product_attention/attention.h"
 #include "kernels/matmul.h"
+#include "nn/batchnorm.h"
 #include "nn/layers.h"
 #include "nn/params.h"
 #include "nn/rope.h"
@@ -55,10 +56,25 @@ static int has_sublayer(const BlockSpec *s, int k) {
 /* Layout of the parameters                                                  */
 /* ------------------------------------------------------------------------ */
 
+int block_norm_has_beta(const BlockSpec *s) {
+    return s->norm == BLOCK_LAYERNORM || s->norm == BLOCK_BATCHNORM;   /* RMSNorm has none */
+}
+
 static size_t norm_params(const BlockSpec *s, int beta) {
     if (s->norm == BLOCK_NO_NORM) return 0;
-    if (beta && s->norm != BLOCK_LAYERNORM) return 0;   /* RMSNorm has no beta */
+    if (beta && !block_norm_has_beta(s)) return 0;
     return (size_t)s->D;
+}
+
+/* Sublayers with a norm, and which of them sublayer k is (its running statistics' place). */
+static int norms_before(const BlockSpec *s, int k) {
+    int n = 0;
+    for (int j = 0; j < k; j++) n += has_sublayer(s, j);
+    return n;
+}
+
+size_t block_running_floats(const BlockSpec *s) {
+    return s->norm == BLOCK_BATCHNORM ? (size_t)norms_before(s, N_SUBLAYERS) * s->D : 0;
 }
 
 MultiHeadSpec block_attention_spec(const BlockSpec *s) {
@@ -172,7 +188,7 @@ static float *sub_dbeta(BlockWeights *w, int k) {
 static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *base, BlockCache *c) {
     const MultiHeadSpec as = block_attention_spec(s);
     const size_t R = (size_t)B * N, RD = R * s->D;
-    const int norm = s->norm != BLOCK_NO_NORM;
+    const int norm = s->norm != BLOCK_NO_NORM, bn = s->norm == BLOCK_BATCHNORM;
     const size_t RF = dense_mlp(s) ? R * s->F : 0;
     size_t used = 0;
     memset(c, 0, sizeof *c);
@@ -180,8 +196,9 @@ static size_t cache_layout(const BlockSpec *s, int B, int N, int N_M, float *bas
         if (!has_sublayer(s, k)) continue;
         BlockSublayerCache *sc = &c->sub[k];
         sc->n = floats_take(base, &used, norm ? RD : 0);
-        sc->mean = floats_take(base, &used, s->norm == BLOCK_LAYERNORM ? R : 0);
-        sc->rstd = floats_take(base, &used, norm ? R : 0);
+        sc->mean = floats_take(base, &used, s->norm == BLOCK_LAYERNORM ? R : bn ? (size_t)s->D : 0);
+        sc->rstd = floats_take(base, &used, bn ? (size_t)s->D : norm ? R : 0);
+        sc->batch_stats = floats_take(base, &used, bn ? 1 : 0);
         sc->mask = floats_take(base, &used, s->dropout > 0.0f ? RD : 0);
         sc->path_keep = floats_take(base, &used, s->drop_path > 0.0f ? (size_t)B : 0);
         sc->out = floats_take(base, &used, RD);
@@ -275,16 +292,48 @@ size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M) {
 /* The pieces: the norm (the MLP is mlp.c)                                   */
 /* ------------------------------------------------------------------------ */
 
+void block_norm_forward_batch(float *out, float *mean, float *rstd, float *batch_stats, const float *x,
+                              const BlockSpec *s, const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, const int *lens, int B, int N, int train) {
+    const int R = B * N;
+    if (s->norm == BLOCK_LAYERNORM) {
+        layernorm_forward(out, mean, rstd, x, gamma, beta, R, s->D, BLOCK_NORM_EPS);
+    } else if (s->norm == BLOCK_RMSNORM) {
+        rmsnorm_forward(out, rstd, x, gamma, R, s->D, BLOCK_NORM_EPS);
+    } else if (!train && running_mean && running_var) {   /* evaluation: the running statistics */
+        batchnorm_forward_running(out, mean, rstd, x, gamma, beta, running_mean, running_var, R, s->D,
+                                  BLOCK_NORM_EPS);
+        if (batch_stats) batch_stats[0] = 0.0f;
+    } else {   /* training (or nothing kept): the pass's own, updating the running ones */
+        batchnorm_forward(out, mean, rstd, train ? running_mean : NULL, train ? running_var : NULL, x, gamma, beta,
+                          lens, B, N, s->D, BLOCK_NORM_EPS, BATCHNORM_MOMENTUM);
+        if (batch_stats) batch_stats[0] = 1.0f;
+    }
+}
+
+void block_norm_backward_batch(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                               const float *rstd, const float *batch_stats, const float *x, const BlockSpec *s,
+                               const float *gamma, const int *lens, int B, int N) {
+    const int R = B * N;
+    if (s->norm == BLOCK_LAYERNORM) layernorm_backward(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, R, s->D);
+    else if (s->norm == BLOCK_RMSNORM) rmsnorm_backward(dx, dgamma, dout, rstd, x, gamma, R, s->D);
+    else batchnorm_backward(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, lens, B, N, s->D,
+                            batch_stats == NULL || batch_stats[0] != 0.0f);
+}
+
 void block_norm_forward(float *out, float *mean, float *rstd, const float *x, const BlockSpec *s,
                         const float *gamma, const float *beta, int R) {
-    if (s->norm == BLOCK_LAYERNORM) layernorm_forward(out, mean, rstd, x, gamma, beta, R, s->D, BLOCK_NORM_EPS);
-    else rmsnorm_forward(out, rstd, x, gamma, R, s->D, BLOCK_NORM_EPS);
+    block_norm_forward_batch(out, mean, rstd, NULL, x, s, gamma, beta, NULL, NULL, NULL, 1, R, 1);
 }
 
 void block_norm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
                          const float *rstd, const float *x, const BlockSpec *s, const float *gamma, int R) {
-    if (s->norm == BLOCK_LAYERNORM) layernorm_backward(dx, dgamma, dbeta, dout, mean, rstd, x, gamma, R, s->D);
-    else rmsnorm_backward(dx, dgamma, dout, rstd, x, gamma, R, s->D);
+    block_norm_backward_batch(dx, dgamma, dbeta, dout, mean, rstd, NULL, x, s, gamma, NULL, 1, R);
+}
+
+/* Sublayer k's running statistics in w (NULL: none kept, or not batch norm). */
+static float *sub_running(const BlockSpec *s, float *running, int k) {
+    return running && s->norm == BLOCK_BATCHNORM ? running + (size_t)norms_before(s, k) * s->D : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -376,8 +425,10 @@ static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rn
     const int R = p->B * p->N, RD = R * s->D;
     const int pre = s->norm_place == BLOCK_PRE_NORM, norm = s->norm != BLOCK_NO_NORM;
     const float *U = X;
+    float *run_mean = sub_running(s, p->w->running_mean, k), *run_var = sub_running(s, p->w->running_var, k);
     if (pre && norm) {   /* U = Norm_k(X_k) */
-        block_norm_forward(sc->n, sc->mean, sc->rstd, X, s, sub_gamma(p->w, k), sub_beta(p->w, k), R);
+        block_norm_forward_batch(sc->n, sc->mean, sc->rstd, sc->batch_stats, X, s, sub_gamma(p->w, k),
+                                 sub_beta(p->w, k), run_mean, run_var, p->lens, p->B, p->N, train);
         U = sc->n;
     }
     float *S = (!pre && norm) ? sc->n : sc->out;   /* without a norm after it, the sum is Z_k */
@@ -387,7 +438,8 @@ static void sublayer_forward(const float *X, const Pass *p, int k, int train, Rn
         drop_path_forward(S, sc->path_keep, S, p->B, p->N * s->D, s->drop_path, train, rng);
     residual_forward(S, X, S, RD);                                             /* S = X_k + O */
     if (!pre && norm)                                                          /* Z_k = Norm_k(S) */
-        block_norm_forward(sc->out, sc->mean, sc->rstd, S, s, sub_gamma(p->w, k), sub_beta(p->w, k), R);
+        block_norm_forward_batch(sc->out, sc->mean, sc->rstd, sc->batch_stats, S, s, sub_gamma(p->w, k),
+                                 sub_beta(p->w, k), run_mean, run_var, p->lens, p->B, p->N, train);
 }
 
 /* dZ [R, D] -> dX +=, dM += (cross), the sublayer's weight gradients += */
@@ -402,8 +454,8 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
     const float *dS = dZ;
     if (!pre && norm) {   /* through Z_k = Norm_k(S) */
         memset(k_->dsum, 0, RD_bytes);
-        block_norm_backward(k_->dsum, sub_dgamma(dw, k), sub_dbeta(dw, k), dZ, sc->mean, sc->rstd, sc->n, s,
-                            sub_gamma(p->w, k), R);
+        block_norm_backward_batch(k_->dsum, sub_dgamma(dw, k), sub_dbeta(dw, k), dZ, sc->mean, sc->rstd,
+                                  sc->batch_stats, sc->n, s, sub_gamma(p->w, k), p->lens, p->B, p->N);
         dS = k_->dsum;
     }
     memset(k_->dbranch, 0, RD_bytes);
@@ -422,8 +474,8 @@ static void sublayer_backward(float *dX, float *dM, BlockWeights *dw, const Bloc
     if (pre && norm) {    /* through O = F(Norm_k(X_k)) */
         memset(k_->din, 0, RD_bytes);
         branch_backward(k_->din, dM, dw, k_, dO, sc->n, p, k);
-        block_norm_backward(dX, sub_dgamma(dw, k), sub_dbeta(dw, k), k_->din, sc->mean, sc->rstd, X, s,
-                            sub_gamma(p->w, k), R);
+        block_norm_backward_batch(dX, sub_dgamma(dw, k), sub_dbeta(dw, k), k_->din, sc->mean, sc->rstd,
+                                  sc->batch_stats, X, s, sub_gamma(p->w, k), p->lens, p->B, p->N);
     } else {              /* through O = F(X_k) */
         branch_backward(dX, dM, dw, k_, dO, X, p, k);
     }
@@ -502,10 +554,11 @@ static size_t step_layout(const BlockSpec *s, int n, int T_cap, int N_M, float *
     const size_t nF = dense_mlp(s) ? (size_t)n * s->F : 0;
     size_t used = 0;
     memset(k, 0, sizeof *k);
+    const size_t stats = s->norm == BLOCK_BATCHNORM ? (size_t)s->D : (size_t)n;   /* batch norm: per feature */
     for (int j = 0; j < N_SUBLAYERS; j++) {
         k->n[j] = floats_take(base, &used, nD);
-        k->mean[j] = floats_take(base, &used, (size_t)n);
-        k->rstd[j] = floats_take(base, &used, (size_t)n);
+        k->mean[j] = floats_take(base, &used, stats);
+        k->rstd[j] = floats_take(base, &used, stats);
         k->out[j] = floats_take(base, &used, nD);
     }
     k->QKV = floats_take(base, &used, (size_t)n * 3 * HD);
@@ -576,8 +629,10 @@ void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, co
     for (int j = 0; j < N_SUBLAYERS; j++) {
         if (!has_sublayer(s, j)) continue;
         const float *U = in;
-        if (pre && norm) {
-            block_norm_forward(k.n[j], k.mean[j], k.rstd[j], in, s, sub_gamma(w, j), sub_beta(w, j), n);
+        float *run_mean = sub_running(s, w->running_mean, j), *run_var = sub_running(s, w->running_var, j);
+        if (pre && norm) {   /* (evaluation: batch norm with its running statistics) */
+            block_norm_forward_batch(k.n[j], k.mean[j], k.rstd[j], NULL, in, s, sub_gamma(w, j), sub_beta(w, j),
+                                     run_mean, run_var, NULL, 1, n, 0);
             U = k.n[j];
         }
         float *S = (!pre && norm) ? k.n[j] : k.out[j];
@@ -588,7 +643,8 @@ void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, co
         else mlp_forward(S, k.pre_act, k.gate, k.hidden, U, s, w, n);
         residual_forward(S, in, S, nD);
         if (!pre && norm)
-            block_norm_forward(k.out[j], k.mean[j], k.rstd[j], S, s, sub_gamma(w, j), sub_beta(w, j), n);
+            block_norm_forward_batch(k.out[j], k.mean[j], k.rstd[j], NULL, S, s, sub_gamma(w, j), sub_beta(w, j),
+                                     run_mean, run_var, NULL, 1, n, 0);
         in = k.out[j];
     }
     memcpy(Y, in, sizeof(float) * (size_t)nD);

@@ -5,7 +5,8 @@
  * that works on each position alone:
  *   - residual connections: each sublayer's output is ADDED to its input,
  *     so a deep stack starts close to the identity and gradients flow;
- *   - normalisation (LayerNorm, or RMSNorm) of each position's D numbers;
+ *   - normalisation (LayerNorm, or RMSNorm) of each position's D numbers
+ *     (or batch norm: each of the D features over the batch's positions, below);
  *   - a position-wise MLP, D -> F -> D, the same for every position.
  * Lecture notation, one sequence X [N, D]:
  *
@@ -58,8 +59,17 @@
 
 /* Where the norms sit: after each residual sum, or at the start of each branch. */
 typedef enum { BLOCK_POST_NORM = 0, BLOCK_PRE_NORM = 1 } BlockNormPlace;
-/* Which norm: LayerNorm (gamma, beta), RMSNorm (gamma only), or none. */
-typedef enum { BLOCK_LAYERNORM = 0, BLOCK_RMSNORM = 1, BLOCK_NO_NORM = 2 } BlockNorm;
+/* Which norm: LayerNorm (gamma, beta), RMSNorm (gamma only), none, or batch
+ * norm (gamma, beta; common/nn/batchnorm.h): feature d normalised with its
+ * mean and variance over the R = B N rows of the pass (padding, by lens,
+ * left out of them) while training, and with their running averages at
+ * evaluation. Those running statistics are not parameters: the block's
+ * owner keeps them (BlockWeights.running_mean, running_var; stack.h) and its
+ * checkpoint saves them beside the weights. Batch statistics mix the
+ * positions of a sequence: in training, position i's output depends on the
+ * later positions j > i too, which a causal language model must not see
+ * (chapter 06's GPT refuses it). */
+typedef enum { BLOCK_LAYERNORM = 0, BLOCK_RMSNORM = 1, BLOCK_NO_NORM = 2, BLOCK_BATCHNORM = 3 } BlockNorm;
 /* The position-wise MLP: GELU (exact erf form), ReLU, SwiGLU, or none. */
 typedef enum { BLOCK_MLP_GELU = 0, BLOCK_MLP_RELU = 1, BLOCK_MLP_SWIGLU = 2, BLOCK_NO_MLP = 3 } BlockMlp;
 
@@ -75,7 +85,7 @@ typedef struct {
     int renorm;                   /* 1: the k weights renormalised to sum to 1 (Mixtral); 0: p itself (Switch) */
 } BlockMoe;
 
-/* The eps of both norms: PyTorch's default for nn.LayerNorm. */
+/* The eps of the norms: PyTorch's default for nn.LayerNorm (and nn.BatchNorm1d). */
 #define BLOCK_NORM_EPS 1e-5f
 
 /* A self-attention that a later chapter composes from chapter 05's steps
@@ -154,6 +164,12 @@ typedef struct {
     float *experts;               /* E experts, each mlp_param_count floats (mlp.h's mlp_view) */
     float *norm2_gamma;           /* [D] */
     float *norm2_beta;            /* [D] */
+    /* Batch norm's running statistics (BLOCK_BATCHNORM), NOT parameters and not in the block's parameter
+     * buffer: block_running_floats floats each, per sublayer with a norm (self, cross, MLP, in order) its
+     * [D]. block_weights_view leaves them NULL; the block's owner points them at its own (stack.h).
+     * NULL: none kept (training then updates nothing, evaluation uses the batch's own statistics). */
+    float *running_mean;
+    float *running_var;
 } BlockWeights;
 
 /* What a decoder block's cross-attention reads: the encoder's outputs
@@ -176,6 +192,11 @@ MultiHeadSpec block_attention_spec(const BlockSpec *s);
 size_t block_param_count(const BlockSpec *s);
 /* Point w into base (block_param_count floats). */
 BlockWeights block_weights_view(const BlockSpec *s, float *base);
+/* 1 when the spec's norm has a beta (LayerNorm, batch norm). */
+int block_norm_has_beta(const BlockSpec *s);
+/* Floats of one block's running means (and as many of its running
+ * variances): D per sublayer with a norm under batch norm; 0 otherwise. */
+size_t block_running_floats(const BlockSpec *s);
 /* Attention as chapter 05 (multi_head_init; multi_head_cross_init; a
  * self_attention's extra parameters by its init_extra), W_1, W_3, W_2
  * Xavier-uniform, biases 0, norm gammas 1 and betas 0. */
@@ -207,7 +228,10 @@ typedef struct {
  * cross-attention, MLP: sub[0..2]): */
 typedef struct {
     float *n;               /* [R, D] pre-norm: Norm(X_k); post-norm: S = X_k + O */
-    float *mean, *rstd;     /* [R] the norm's row statistics (mean: LayerNorm only) */
+    float *mean, *rstd;     /* [R] the norm's row statistics (mean: LayerNorm only);
+                             * batch norm: [D] its feature statistics */
+    float *batch_stats;     /* [1] batch norm: 1 when mean, rstd were the pass's own (training), 0 the
+                             * running ones (evaluation), which backward then treats as constants */
     float *mask;            /* [R, D] dropout on the branch output (dropout > 0) */
     float *path_keep;       /* [B] drop path: 0 or 1/(1-p) per example (drop_path > 0) */
     float *out;             /* [R, D] Z_k, the sublayer's output */
@@ -250,7 +274,9 @@ size_t block_scratch_floats(const BlockSpec *s, int B, int N, int N_M);
  * (dropout_mask over all its weights) before its output's mask, then its
  * drop path's B draws; 0 is evaluation: no dropout, the same output as p = 0
  * bit for bit (the masks kept are ones). rng may be NULL when both dropouts
- * and drop path are 0 or train is 0. */
+ * and drop path are 0 or train is 0. Batch norm: train 1 normalises with the
+ * pass's statistics over its real rows (lens) and updates w's running ones;
+ * 0 normalises with the running ones (block.h's BlockNorm). */
 void block_forward(float *Y, const BlockCache *cache, const float *X, const BlockSpec *s, const BlockWeights *w,
                    const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 
@@ -284,17 +310,35 @@ size_t block_step_work_floats(const BlockSpec *s, int n, int T_cap, int N_M);
  * block_forward over the row's whole prefix. With rope, the new query and
  * key are rotated at position pos before the key joins the cache, so every
  * cached key stays rotated at its own position. cross_A [n, H, N_M] (or NULL)
- * gets the cross-attention weights. A block with a later chapter's
- * self_attention (an encoder's) has no step. */
+ * gets the cross-attention weights. Batch norm normalises with w's running
+ * statistics (evaluation; none attached: the n rows' own). A block with a
+ * later chapter's self_attention (an encoder's) has no step. */
 void block_step(float *Y, float *cross_A, const float *X, const BlockSpec *s, const BlockWeights *w,
                 const BlockStepRow *rows, int n, int T_cap, int N_M, float *work);
 
 /* The spec's norm over R rows of D (the final norm a pre-norm stack ends
- * with): x [R, D] -> out, mean (LayerNorm) and rstd [R] kept for backward. */
+ * with): x [R, D] -> out, mean (LayerNorm) and rstd [R] kept for backward.
+ * Batch norm: the statistics of the R rows themselves (as a training pass
+ * without running statistics: block_norm_forward_batch says more). */
 void block_norm_forward(float *out, float *mean, float *rstd, const float *x, const BlockSpec *s,
                         const float *gamma, const float *beta, int R);
-/* dout [R, D] -> dx +=, dgamma +=, dbeta += (LayerNorm only). */
+/* dout [R, D] -> dx +=, dgamma +=, dbeta += (LayerNorm, batch norm). */
 void block_norm_backward(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
                          const float *rstd, const float *x, const BlockSpec *s, const float *gamma, int R);
+
+/* The same norm with what batch norm needs besides: x [B, N, D] -> out
+ * [B, N, D]; mean, rstd: [R] (LayerNorm, RMSNorm) or [D] (batch norm);
+ * batch_stats [1] (batch norm; may be NULL otherwise): whether the pass's own
+ * statistics were used. Batch norm with train 1: the statistics of the real
+ * rows (lens as block_forward's; NULL: all), running_mean and running_var
+ * [D] updated when not NULL; train 0: the running ones (NULL: the pass's own
+ * again). The other norms ignore lens, train and the running pointers. */
+void block_norm_forward_batch(float *out, float *mean, float *rstd, float *batch_stats, const float *x,
+                              const BlockSpec *s, const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, const int *lens, int B, int N, int train);
+/* dout [B, N, D] -> dx +=, dgamma +=, dbeta +=; what forward kept and saw. */
+void block_norm_backward_batch(float *dx, float *dgamma, float *dbeta, const float *dout, const float *mean,
+                               const float *rstd, const float *batch_stats, const float *x, const BlockSpec *s,
+                               const float *gamma, const int *lens, int B, int N);
 
 #endif

@@ -31,8 +31,17 @@ static int sparse_dropout_check(const GptConfig *cfg) {
     return 0;
 }
 
+int gpt_norm_check(BlockNorm norm) {
+    if (norm == BLOCK_BATCHNORM)
+        return fail("--norm-type batchnorm: the GPT cannot use batch norm: its statistics are taken over every "
+                    "position of the batch, so in training position i's output would depend on the later "
+                    "positions j > i that a causal model must not see (use layernorm or rmsnorm)");
+    return 0;
+}
+
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     memset(g, 0, sizeof *g);
+    if (gpt_norm_check(cfg->block.norm) < 0) return -1;
     if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
     if (cfg->V < 2) return fail("vocab=%d: expected at least 2 tokens", cfg->V);
     if (cfg->pos != POSITIONS_LEARNED && cfg->pos != POSITIONS_SINUSOIDAL && cfg->pos != POSITIONS_ROPE)
@@ -76,7 +85,7 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     if (stack_declare(&g->st, &s, cfg->layers, p, "blk") < 0) return -1;
     if (stack_has_final_norm(&s)) {
         g->st.norm_g = params_add(p, "norm.gamma", 1, (int[]){D});
-        if (s.norm == BLOCK_LAYERNORM) g->st.norm_b = params_add(p, "norm.beta", 1, (int[]){D});
+        if (block_norm_has_beta(&s)) g->st.norm_b = params_add(p, "norm.beta", 1, (int[]){D});
     }
     if (params_alloc(p) < 0) return -1;
 
@@ -381,7 +390,7 @@ const ConfigField GPT_CONFIG_FIELDS[] = {
     {"heads", CONFIG_INT, offsetof(GptConfig, block.H), .lo = 1, .hi = 256},
     {"ff", CONFIG_INT, offsetof(GptConfig, block.F), .lo = 1, .hi = 65536},
     {"norm", CONFIG_CHOICE, offsetof(GptConfig, block.norm_place), .choices = "post,pre"},
-    {"norm_type", CONFIG_CHOICE, offsetof(GptConfig, block.norm), .choices = "layernorm,rmsnorm,none"},
+    {"norm_type", CONFIG_CHOICE, offsetof(GptConfig, block.norm), .choices = "layernorm,rmsnorm,none,batchnorm"},
     {"mlp", CONFIG_CHOICE, offsetof(GptConfig, block.mlp), .choices = "gelu,relu,swiglu,none"},
     {"experts", CONFIG_INT, offsetof(GptConfig, block.moe.E), .lo = 0, .hi = BLOCK_MAX_EXPERTS,
      .fallback = "0"},   /* a mixture of experts came later: without the lines, the dense MLP */

@@ -86,8 +86,13 @@ typedef struct {
 } Gpt;
 
 /* Build the model (parameters from seed) with room for max_B windows.
- * Returns 0, or -1 with fail() for a configuration it cannot run. */
+ * Returns 0, or -1 with fail() for a configuration it cannot run (batch
+ * norm among them: gpt_norm_check). */
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed);
+/* 0 for a norm a causal language model can train with; -1 with fail() for
+ * batch norm, whose statistics over the batch's positions would let
+ * position i's output in training depend on the tokens after it. */
+int gpt_norm_check(BlockNorm norm);
 
 /* The memory gpt_create(cfg, max_B) asks for, in parts (train/memory.h):
  * the parameters with their gradients (and, training: 1, AdamW's two

@@ -141,13 +141,13 @@ static int name_to_index(const char *value, const char *const *names, int n) {
  * lines (bpe_to_text). Returns the malloc'd text, or NULL with fail(). */
 static char *config_from_flags(const GptModelFlags *f, const char *tokens, const BrownCorpus *corpus, GptConfig *c) {
     const int V = corpus->V;
-    static const char *const places[] = {"post", "pre"}, *const norms[] = {"layernorm", "rmsnorm", "none"},
+    static const char *const places[] = {"post", "pre"}, *const norms[] = {"layernorm", "rmsnorm", "none", "batchnorm"},
                              *const mlps[] = {"gelu", "relu", "swiglu", "none"};
     const int moe = strcmp(f->mlp, "moe") == 0;   /* a mixture of GELU experts (moe.h) */
     *c = (GptConfig){.layers = f->layers,
                      .block = {.D = f->dim, .H = f->heads, .D_H = f->dim / f->heads, .F = f->ff,
                                .norm_place = (BlockNormPlace)name_to_index(f->norm, places, 2),
-                               .norm = (BlockNorm)name_to_index(f->norm_type, norms, 3),
+                               .norm = (BlockNorm)name_to_index(f->norm_type, norms, 4),
                                .mlp = moe ? BLOCK_MLP_GELU : (BlockMlp)name_to_index(f->mlp, mlps, 4),
                                .moe = {moe ? f->experts : 0, moe ? f->moe_top_k : 1, moe ? f->moe_aux : 0.0f,
                                        moe ? f->capacity : 0.0f, moe && f->moe_top_k > 1},
@@ -596,6 +596,7 @@ static int parse_flags(GptRun *run, int argc, char **argv, const ArgSpec *own, i
     if (f->eval_stride > m->context)
         return fail("--eval-stride %d is longer than --context %d: windows would skip tokens", f->eval_stride,
                     m->context);
+    if (strcmp(m->norm_type, "batchnorm") == 0 && gpt_norm_check(BLOCK_BATCHNORM) < 0) return -1;
     if (m->dim % m->heads != 0)
         return fail("--dim %d is not a multiple of --heads %d: each head gets dim / heads numbers", m->dim,
                     m->heads);

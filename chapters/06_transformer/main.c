@@ -45,6 +45,7 @@ static void block_choices(BlockSpec *b, const char *norm, const char *norm_type,
     b->norm_place = strcmp(norm, "post") == 0 ? BLOCK_POST_NORM : BLOCK_PRE_NORM;
     b->norm = strcmp(norm_type, "rmsnorm") == 0 ? BLOCK_RMSNORM
               : strcmp(norm_type, "none") == 0  ? BLOCK_NO_NORM
+              : strcmp(norm_type, "batchnorm") == 0 ? BLOCK_BATCHNORM
                                                 : BLOCK_LAYERNORM;
     b->mlp = strcmp(mlp, "relu") == 0     ? BLOCK_MLP_RELU
              : strcmp(mlp, "swiglu") == 0 ? BLOCK_MLP_SWIGLU
@@ -136,7 +137,7 @@ int main(int argc, char **argv) {
          ARG_MODEL, ARG_TRAINING_ONLY},
         {"norm", ARG_STRING, &norm, "norms after (2017) or before (GPT-2) each sublayer", 0, 0, "post,pre",
          ARG_MODEL, ARG_TRAINING_ONLY},
-        {"norm-type", ARG_STRING, &norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none",
+        {"norm-type", ARG_STRING, &norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none,batchnorm",
          ARG_MODEL, ARG_TRAINING_ONLY},
         {"mlp", ARG_STRING, &mlp, "the position-wise MLP", 0, 0, "gelu,relu,swiglu,none", ARG_MODEL, ARG_TRAINING_ONLY},
         {"dropout", ARG_FLOAT, &cfg.block.dropout, "dropout on embeddings and sublayer outputs (training only)", 0,

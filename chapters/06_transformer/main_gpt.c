@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
         {"ff", ARG_INT, &m->ff, "hidden width F of the MLP", 1, 65536, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"context", ARG_INT, &m->context, "positions per window N", 2, 4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"norm", ARG_STRING, &m->norm, "where the norms sit", 0, 0, "post,pre", ARG_MODEL, ARG_TRAINING_ONLY},
-        {"norm-type", ARG_STRING, &m->norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none",
+        {"norm-type", ARG_STRING, &m->norm_type, "which norm", 0, 0, "layernorm,rmsnorm,none,batchnorm",
          ARG_MODEL, ARG_TRAINING_ONLY},
         {"mlp", ARG_STRING, &m->mlp, "the MLP (moe: GELU experts)", 0, 0, "gelu,relu,swiglu,none,moe",
          ARG_MODEL, ARG_TRAINING_ONLY},

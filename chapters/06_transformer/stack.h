@@ -13,6 +13,14 @@
  * patches). The stack keeps the activations and caches backward needs; the
  * weights live in the model's Params, the stack knows their offsets.
  *
+ * Batch norm (spec.norm BLOCK_BATCHNORM) has running statistics besides
+ * the weights, which are not parameters (the optimizer, clipping and the
+ * gradient checker never see them): the stack carries them, running_mean
+ * and running_var, D floats each per norm, block 0's norms (block.h's
+ * BlockWeights order) first and the final norm's last, and names them for
+ * the checkpoints as "<prefix>.running_mean" and "<prefix>.running_var"
+ * (stack_running_items).
+ *
  * Stochastic depth: spec.drop_path is the LAST block's rate; block l (0-based)
  * drops its branches with p_l = drop_path (l + 1) / L, the linear rule of
  * Huang et al. 2016 (the first blocks, which everything after them reads,
@@ -30,6 +38,7 @@
 #define STACK_H
 #include <stddef.h>
 #include "06_transformer/block.h"
+#include "io/checkpoint.h"
 #include "nn/params.h"
 
 #define STACK_MAX_LAYERS 16
@@ -43,7 +52,15 @@ typedef struct {
     /* activations, for up to max_B sequences of max_N positions */
     float *x[STACK_MAX_LAYERS + 1];     /* [B, N, D] X_0 .. X_L (the model writes X_0) */
     BlockCache cache[STACK_MAX_LAYERS]; /* each block's saved activations (block_cache_alloc) */
-    float *out, *mean, *rstd;           /* [B, N, D] the output; the final norm's row statistics */
+    float *out, *mean, *rstd;           /* [B, N, D] the output; the final norm's row statistics
+                                         * (batch norm: its feature statistics [D]) */
+    float *batch_stats;                 /* [1] the final batch norm's (block.h's BlockSublayerCache) */
+    /* batch norm's running statistics (NULL for the other norms): [L block_running_floats + D (the final
+     * norm, if any)] each, means 0 and variances 1 at stack_declare */
+    float *running_mean, *running_var;
+    char running_names[2][PARAMS_NAME_LEN];   /* "<prefix>.running_mean", "<prefix>.running_var" */
+    int hold_running;                   /* 1: the next training forward leaves the running statistics
+                                         * as they are (a second pass over the same batch) */
     /* backward */
     float *grad_a, *grad_b, *scratch;
 } Stack;
@@ -67,11 +84,24 @@ void stack_free(Stack *st);
 /* Block l's spec: st->spec with drop_path scaled to (l + 1) / L of it. */
 BlockSpec stack_layer_spec(const Stack *st, int l);
 
-/* Block l's weights (grad 0) or their gradients (grad 1). */
+/* Block l's weights (grad 0: with its running statistics) or their gradients (grad 1). */
 BlockWeights stack_block_weights(const Stack *st, int l, int grad);
 
+/* Floats of each of running_mean and running_var (0 without batch norm). */
+size_t stack_running_floats(const Stack *st);
+/* The final norm's running statistics (NULL, NULL without batch norm or a final norm). */
+float *stack_final_running_mean(const Stack *st);
+float *stack_final_running_var(const Stack *st);
+/* The running statistics as checkpoint items (io/checkpoint.h's StateItem,
+ * kind STATE_FLOAT): into items[0..2) under the stack's names; returns how
+ * many (2 with batch norm, else 0). A model lists them with its weights, so
+ * that its checkpoints save them and --load and --resume put them back. */
+int stack_running_items(Stack *st, StateItem *items);
+
 /* st->x[0] [B, N, D] -> st->out [B, N, D], through the L blocks and the final
- * norm. lens and mem as in block_forward; train 1 draws dropout masks from rng. */
+ * norm. lens and mem as in block_forward; train 1 draws dropout masks from rng
+ * (and batch norm normalises with the pass's statistics, updating the running
+ * ones unless hold_running, which the pass then clears); train 0: evaluation. */
 void stack_forward(Stack *st, const int *lens, const BlockMemory *mem, int B, int N, int train, Rng *rng);
 
 /* dout [B, N, D] (the gradient of st->out) -> every block's and the final

@@ -75,7 +75,7 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     if (stack_has_final_norm(&cfg->block)) {
         t->enc.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
         t->dec.norm_g = params_add(p, "dec_norm.gamma", 1, (int[]){D});
-        if (cfg->block.norm == BLOCK_LAYERNORM) {
+        if (block_norm_has_beta(&cfg->block)) {
             t->enc.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
             t->dec.norm_b = params_add(p, "dec_norm.beta", 1, (int[]){D});
         }
@@ -106,6 +106,9 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     init_xavier(params_data(p, t->out_W), D, V_tgt, &rng);
     init_constant(params_data(p, t->out_b), (size_t)V_tgt, 0.0f);
     rng_seed(&t->dropout_rng, seed, 7);
+    /* batch norm's running statistics, which the checkpoints keep beside the weights */
+    t->n_running = stack_running_items(&t->enc, t->running);
+    t->n_running += stack_running_items(&t->dec, t->running + t->n_running);
 
     /* activations, allocated once for the largest batch; the decoder's also
      * hold one row of T_cap positions (decoding without the cache recomputes
@@ -126,8 +129,9 @@ int transformer_create(Transformer *t, const TransformerConfig *cfg, int V_src, 
     t->step_x = xcalloc((size_t)max_B * D, sizeof(float));
     t->step_y = xcalloc((size_t)max_B * D, sizeof(float));
     t->step_top = xcalloc((size_t)max_B * D, sizeof(float));
-    t->step_mean = xcalloc((size_t)max_B, sizeof(float));
-    t->step_rstd = xcalloc((size_t)max_B, sizeof(float));
+    const size_t stats = (size_t)(max_B > D ? max_B : D);   /* the final norm's statistics: [n], batch norm [D] */
+    t->step_mean = xcalloc(stats, sizeof(float));
+    t->step_rstd = xcalloc(stats, sizeof(float));
     t->step_logits = xcalloc((size_t)max_B * V_tgt, sizeof(float));
     t->step_work = xcalloc(block_step_work_floats(&t->dec.spec, max_B, t->T_cap, T_src), sizeof(float));
     t->step_cross = xcalloc((size_t)max_B * cfg->block.H * T_src, sizeof(float));
@@ -209,9 +213,17 @@ static void encoder_forward(Transformer *t, const int *src, const int *lens, int
 /* tgt_in [B, Tt] and the memory -> top = t->dec.out [B, Tt, D] (the causal
  * mask does what target lengths would: no real position sees the padding
  * after it) */
-static void decoder_forward(Transformer *t, const int *tgt_in, const BlockMemory *mem, int B, int Tt, int train) {
+static void decoder_forward(Transformer *t, const int *tgt_in, const int *tgt_lens, const BlockMemory *mem, int B,
+                            int Tt, int train) {
     embed_forward(t, t->dec.x[0], t->dec_mask, tgt_in, t->tgt_emb, t->tgt_pos, t->P_tgt, B, Tt, train);
-    stack_forward(&t->dec, NULL, mem, B, Tt, train, &t->dropout_rng);
+    stack_forward(&t->dec, tgt_lens, mem, B, Tt, train, &t->dropout_rng);
+}
+
+/* The target lengths the decoder's blocks are given: only batch norm needs
+ * them (its statistics leave the padding out); the causal mask alone keeps
+ * the other norms' numbers what they always were. */
+static const int *decoder_lens(const Transformer *t, const Batch *b) {
+    return t->cfg.block.norm == BLOCK_BATCHNORM ? b->tgt_lens : NULL;
 }
 
 /* One pass over a batch: encoder, decoder, logits [B Tt, V] (row b Tt + t),
@@ -221,7 +233,7 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
     const int B = b->batch, T = b->src_len, Tt = b->tgt_len, V = t->V_tgt, R = B * Tt;
     encoder_forward(t, b->src, b->src_lens, B, T, backward);
     const BlockMemory mem = {t->enc.out, b->src_lens, T};
-    decoder_forward(t, b->tgt_in, &mem, B, Tt, backward);
+    decoder_forward(t, b->tgt_in, decoder_lens(t, b), &mem, B, Tt, backward);
     linear_forward(t->logits, t->dec.out, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), R,
                    t->D, V);
     int counted = 0;
@@ -237,7 +249,7 @@ double transformer_train_step(void *self, const Batch *b, int backward) {
     linear_backward(t->dtop, params_grad(&t->params, t->out_W), params_grad(&t->params, t->out_b), t->dlogits,
                     t->dec.out, params_data(&t->params, t->out_W), R, t->D, V);
     memset(t->dM, 0, sizeof(float) * (size_t)B * T * t->D);
-    float *dY0 = stack_backward(&t->dec, t->dtop, NULL, &mem, t->dM, B, Tt);
+    float *dY0 = stack_backward(&t->dec, t->dtop, decoder_lens(t, b), &mem, t->dM, B, Tt);
     embed_backward(t, dY0, t->dec_mask, b->tgt_in, t->tgt_emb, t->tgt_pos, B, Tt);
     float *dX0 = stack_backward(&t->enc, t->dM, b->src_lens, NULL, NULL, B, T);
     embed_backward(t, dX0, t->enc_mask, b->src, t->src_emb, t->src_pos, B, T);
@@ -284,7 +296,7 @@ static void recompute_row(Transformer *t, float *logits, const int *tokens, int 
     /* the row's memory: M row src, through the same cross-attention as training */
     const float *M_src = t->enc.out + (size_t)src * T * D;
     const BlockMemory mem = {M_src, &t->src_lens[src], T};
-    decoder_forward(t, tokens, &mem, 1, pos + 1, 0);
+    decoder_forward(t, tokens, NULL, &mem, 1, pos + 1, 0);
     linear_forward(logits, t->dec.out + (size_t)pos * D, params_data(&t->params, t->out_W),
                    params_data(&t->params, t->out_b), 1, D, t->V_tgt);
 }
@@ -331,9 +343,11 @@ void transformer_step(void *self, int n, const int *src_row, const float *states
         }
         const float *top = t->step_x;
         if (stack_has_final_norm(&t->dec.spec)) {
-            block_norm_forward(t->step_top, t->step_mean, t->step_rstd, t->step_x, &t->dec.spec,
-                               params_data(&t->params, t->dec.norm_g),
-                               t->dec.norm_b ? params_data(&t->params, t->dec.norm_b) : NULL, n);
+            block_norm_forward_batch(t->step_top, t->step_mean, t->step_rstd, NULL, t->step_x, &t->dec.spec,
+                                     params_data(&t->params, t->dec.norm_g),
+                                     t->dec.norm_b ? params_data(&t->params, t->dec.norm_b) : NULL,
+                                     stack_final_running_mean(&t->dec), stack_final_running_var(&t->dec), NULL, 1, n,
+                                     0);
             top = t->step_top;
         }
         linear_forward(t->step_logits, top, params_data(&t->params, t->out_W), params_data(&t->params, t->out_b), n,
@@ -406,7 +420,7 @@ int transformer_plot_layers(void *self, const Dataset *d, const int *src, int sr
     int lens[1] = {src_len};
     encoder_forward(t, src, lens, 1, T, 0);
     const BlockMemory mem = {t->enc.out, lens, T};
-    decoder_forward(t, tgt_in, &mem, 1, Tt, 0);
+    decoder_forward(t, tgt_in, NULL, &mem, 1, Tt, 0);
 
     char (*src_tok)[TOKEN_MAX] = xcalloc((size_t)T, TOKEN_MAX);
     char (*out_tok)[TOKEN_MAX] = xcalloc((size_t)Tt, TOKEN_MAX);
@@ -451,7 +465,8 @@ void transformer_interface(Transformer *t, Seq2Seq *m) {
     *m = (Seq2Seq){.self = t, .params = &t->params, .train_step = transformer_train_step,
                    .encode = transformer_encode, .step = transformer_step, .destroy = transformer_destroy,
                    .plot_layers = transformer_plot_layers, .state_size = (int)state_size(t),
-                   .vocab_size = t->V_tgt, .has_attention = 1, .rng = &t->dropout_rng};
+                   .vocab_size = t->V_tgt, .has_attention = 1, .rng = &t->dropout_rng,
+                   .buffers = t->running, .n_buffers = t->n_running};
     snprintf(m->attention_name, sizeof m->attention_name,
              "the last decoder block's cross-attention, the mean over its %d heads", t->cfg.block.H);
 }
@@ -463,7 +478,7 @@ const ConfigField TRANSFORMER_CONFIG_FIELDS[] = {
     {"heads", CONFIG_INT, offsetof(TransformerConfig, block.H), .lo = 1, .hi = 256},
     {"ff", CONFIG_INT, offsetof(TransformerConfig, block.F), .lo = 1, .hi = 65536},
     {"norm", CONFIG_CHOICE, offsetof(TransformerConfig, block.norm_place), .choices = "post,pre"},
-    {"norm_type", CONFIG_CHOICE, offsetof(TransformerConfig, block.norm), .choices = "layernorm,rmsnorm,none"},
+    {"norm_type", CONFIG_CHOICE, offsetof(TransformerConfig, block.norm), .choices = "layernorm,rmsnorm,none,batchnorm"},
     {"mlp", CONFIG_CHOICE, offsetof(TransformerConfig, block.mlp), .choices = "gelu,relu,swiglu,none"},
     {"dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.dropout), .lo = 0, .hi = 1},
     {"attn_dropout", CONFIG_FLOAT, offsetof(TransformerConfig, block.attn_dropout), .lo = 0, .hi = 1,

@@ -25,7 +25,12 @@
  *
  * Parameter names: src_emb [V_src, D], tgt_emb [V_tgt, D], src_pos/tgt_pos
  * (learned positions), enc<l>.* and dec<l>.* (block.h's tensors, one
- * contiguous tensor per block), enc_norm.*, dec_norm.*, out.W [D, V_tgt], out.b. */
+ * contiguous tensor per block), enc_norm.*, dec_norm.*, out.W [D, V_tgt], out.b.
+ * With batch norm (norm_type=batchnorm) the two stacks' running statistics
+ * are saved beside them as enc.running_mean, enc.running_var,
+ * dec.running_mean and dec.running_var (stack.h); the decoder's statistics
+ * leave each target's padding out (its lengths), and in training they mix a
+ * target's positions, later ones too (block.h's BlockNorm). */
 #ifndef TRANSFORMER_H
 #define TRANSFORMER_H
 #include <stdint.h>
@@ -72,6 +77,8 @@ typedef struct {
     float *P_src, *P_tgt;   /* [T_src, D], [T_cap, D]: sinusoidal tables; learned ones shorter than T_src
                              * or T_cap, spread out to full length (the last row repeated); else NULL */
     Rng dropout_rng;
+    StateItem running[4];                       /* batch norm's running statistics (stack_running_items) */
+    int n_running;                              /* 4 with batch norm, else 0 */
 
     /* activations of one pass, sized for max_B (the blocks' are in the stacks) */
     float *enc_mask, *dec_mask;                 /* dropout on the embeddings */

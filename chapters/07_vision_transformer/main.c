@@ -56,8 +56,7 @@ static const ClassifierPreset PRESETS[] = {
 static const ClassifierProgram PROGRAM = {
     .chapter = "07_vision_transformer",
     .model_name = VIT_MODEL_NAME,
-    .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST: P x P patches (a strided convolution),\n"
-               "positions and a class token through chapter 06's encoder; tested on the 10,000 test images.",
+    .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST, P x P patches through chapter 06's encoder.",
     .examples = "./build/07_vision_transformer\n"
                 "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
@@ -155,6 +154,7 @@ int main(int argc, char **argv) {
                    .layers = 2, .heads = 4, .ff = 128, .classes = FASHION_MNIST_CLASSES, .keep = 1.0f,
                    .keep_until = 1.0f};
     const char *patch_flag = "7", *pool_flag = "cls", *pos_flag = "learned", *data_dir = NULL, *image = NULL;
+    const char *norm_flag = "layernorm";
     int augment = 0, shift = 2, index = -1, n_pictures = 4;
     float erase = 0.0f;
     const ArgSpec model_flags[] = {
@@ -172,6 +172,8 @@ int main(int argc, char **argv) {
         {"dim", ARG_INT, &c.patch.D, "model width D", 4, 1024, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"heads", ARG_INT, &c.heads, "attention heads H (divides --dim)", 1, 64, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"ff", ARG_INT, &c.ff, "MLP width F", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"norm-type", ARG_STRING, &norm_flag, "the blocks' norms", 0, 0, "layernorm,rmsnorm,batchnorm", ARG_MODEL,
+         ARG_TRAINING_ONLY},
         {"locality", ARG_BOOL, &c.locality, "locality self-attention: no token attends to itself, learned scale", 0,
          0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
@@ -229,6 +231,9 @@ int main(int argc, char **argv) {
         if (28 % P[i] != 0) rc = fail("--patch: a side of %d does not divide 28 (expected 1, 2, 4, 7, 14 or 28)", P[i]);
     if (rc == 0 && (n_patches < 0 || vit_pool_from_name(pool_flag, &c.pool) < 0 || vit_pos_from_name(pos_flag, &c.pos) < 0))
         rc = -1;
+    c.norm = strcmp(norm_flag, "rmsnorm") == 0     ? BLOCK_RMSNORM
+             : strcmp(norm_flag, "batchnorm") == 0 ? BLOCK_BATCHNORM
+                                                   : BLOCK_LAYERNORM;
     if (rc == 0 && c.keep_until < 1.0f && c.keep >= 1.0f)
         rc = fail("--keep-until %g: it ends patch dropout, which is off: give --keep below 1 too", (double)c.keep_until);
     FashionMnistTask ft = {.d = &data, .max_shift = augment ? shift : 0, .flip = augment, .erase = erase};

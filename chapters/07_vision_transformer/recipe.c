@@ -197,7 +197,7 @@ int recipe_use_average(const ClassifierRuns *runs, const ClassifierRun *run, Cla
     printf("; from here on the model is their moving average (--ema %g)\n", (double)ema);
     if (path_format(r->checkpoint_last_weights, sizeof r->checkpoint_last_weights, "%s/model_%.24s_last_weights.ckpt",
                     f->shared.out, run->key) < 0 ||
-        checkpoint_save(r->checkpoint_last_weights, run->config, m->params) < 0)
+        checkpoint_save_with_state(r->checkpoint_last_weights, run->config, m->params, m->buffers, m->n_buffers) < 0)
         return -1;
     memcpy(m->params->data, avg->avg, sizeof(float) * m->params->size);
     return 0;

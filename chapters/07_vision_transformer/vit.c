@@ -117,7 +117,7 @@ void vit_attention_pool_backward(float *dZ, float *dw, float *scratch, const flo
 
 static BlockSpec encoder_spec(const VitConfig *c) {
     return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
-                       .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU,
+                       .norm_place = BLOCK_PRE_NORM, .norm = c->norm, .mlp = BLOCK_MLP_GELU,
                        .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0,
                        .self_attention = c->locality ? &locality_attention : NULL, .drop_path = c->drop_path};
 }
@@ -183,8 +183,11 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (cfg->pool == VIT_POOL_ATTENTION) v->pool_w = params_add(p, "pool.w", 1, (int[]){D});
     const BlockSpec spec = encoder_spec(cfg);
     if (stack_declare(&v->st, &spec, cfg->layers, p, "enc") < 0) return -1;
-    v->st.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
-    v->st.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+    if (stack_has_final_norm(&spec)) {
+        v->st.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
+        if (block_norm_has_beta(&spec)) v->st.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+    }
+    v->n_running = stack_running_items(&v->st, v->running);
     v->head_W = params_add(p, "head.W", 2, (int[]){D, v->C});
     v->head_b = params_add(p, "head.b", 1, (int[]){v->C});
     if (params_alloc(p) < 0) return -1;
@@ -306,7 +309,12 @@ void vit_set_progress(Vit *v, int step, int steps) {
     v->unmasked = u > 0.0f && u < 1.0f && (double)step >= (double)u * steps;
 }
 
-void vit_replay(Vit *v) { v->dropout_rng = v->rng_at_forward; }
+/* (batch norm: the second pass normalises with its own statistics but leaves
+ * the running ones as the first pass left them, as PyTorch's SAM recipes do) */
+void vit_replay(Vit *v) {
+    v->dropout_rng = v->rng_at_forward;
+    v->st.hold_running = 1;
+}
 
 int vit_kept_patches(const Vit *v) {
     const float k = v->cfg.keep;
@@ -453,6 +461,8 @@ const ConfigField VIT_CONFIG_FIELDS[] = {
     {"drop_path", CONFIG_FLOAT, offsetof(VitConfig, drop_path), .lo = 0, .hi = 1, .fallback = "0"},
     {"keep", CONFIG_FLOAT, offsetof(VitConfig, keep), .lo = 0, .hi = 1, .fallback = "0"},
     {"keep_until", CONFIG_FLOAT, offsetof(VitConfig, keep_until), .lo = 0, .hi = 1, .fallback = "1"},
+    {"norm_type", CONFIG_CHOICE, offsetof(VitConfig, norm), .choices = "layernorm,rmsnorm,none,batchnorm",
+     .fallback = "layernorm", .omit_fallback = 1},
 };
 const int VIT_CONFIG_N = (int)(sizeof VIT_CONFIG_FIELDS / sizeof VIT_CONFIG_FIELDS[0]);
 
@@ -467,8 +477,10 @@ void vit_config_label(const VitConfig *c, char *out, int cap) {
                  100.0 * c->keep_until);
     else if (c->keep > 0.0f && c->keep < 1.0f)
         snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)c->keep);
-    snprintf(out, (size_t)cap, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s", stem, P, N, through,
-             vit_pool_name(c->pool), c->locality ? ", locality attention" : "", keep);
+    const char *norm = c->norm == BLOCK_RMSNORM ? ", RMSNorm" : c->norm == BLOCK_BATCHNORM ? ", batch norm"
+                     : c->norm == BLOCK_NO_NORM ? ", no norm" : "";
+    snprintf(out, (size_t)cap, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s%s", stem, P, N, through,
+             vit_pool_name(c->pool), c->locality ? ", locality attention" : "", keep, norm);
 }
 
 /* ---------------------------------------------------- the Classifier face */
@@ -514,6 +526,8 @@ int vit_build(Classifier *c, const VitConfig *cfg, int max_B, uint64_t seed) {
     c->set_progress = face_set_progress;
     c->replay = face_replay;
     c->rng = &v->dropout_rng;
+    c->buffers = v->running;
+    c->n_buffers = v->n_running;
     return 0;
 }
 

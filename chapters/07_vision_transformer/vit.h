@@ -101,12 +101,17 @@ typedef struct {
     float keep;             /* patch dropout: the fraction of patches a training image keeps, (0, 1]; 0 or 1: all */
     float keep_until;       /* patch dropout for the first keep_until of the training steps, (0, 1]; 0 or 1: to
                              * the last step */
+    BlockNorm norm;         /* the encoder's norms (chapter 06's block.h): BLOCK_LAYERNORM (the ViT's), RMSNorm,
+                             * or batch norm (each feature over the batch's images and tokens; its running
+                             * statistics are saved beside the weights as enc.running_mean, enc.running_var) */
 } VitConfig;
 /* Its checkpoint keeps it as the lines of VIT_CONFIG_FIELDS (io/config.h),
  * between the program's model= and task= lines and its seed= line:
  *   channels=1 rows=28 cols=28 patch=7 kernel=0 dim=64 layers=2 heads=4 ff=128
  *   dropout=0 pool=cls pos=learned classes=10 label_smoothing=0 locality=0
- *   stem=0 drop_path=0 keep=1 keep_until=1 */
+ *   stem=0 drop_path=0 keep=1 keep_until=1
+ * and norm_type=rmsnorm or batchnorm (no line for layernorm: the text, and
+ * so the checkpoints, of the models from before the key). */
 extern const ConfigField VIT_CONFIG_FIELDS[];
 extern const int VIT_CONFIG_N;
 
@@ -126,6 +131,8 @@ typedef struct {
     int training;           /* 1: dropout on */
     int unmasked;           /* 1: past keep_until of the training steps: every patch again (vit_set_progress) */
     Rng dropout_rng;
+    StateItem running[2];   /* batch norm's running statistics as checkpoint items (stack_running_items) */
+    int n_running;          /* 2 with batch norm, else 0 */
     Rng rng_at_forward;     /* dropout_rng as the last forward found it (vit_replay) */
     /* activations and gradients, for max_B images */
     float *patches;         /* [B, N, D] the patch embeddings */

@@ -745,6 +745,11 @@ static int read_state_items(const char *path, const CheckpointFile *ck, FileItem
     return (int)n;
 }
 
+int checkpoint_load_with_state(const char *path, Params *p, StateItem *items, int n) {
+    if (checkpoint_load(path, p) < 0) return -1;
+    return n > 0 ? checkpoint_load_state(path, items, n) : 0;
+}
+
 int checkpoint_load_state(const char *path, StateItem *items, int n) {
     CheckpointFile *ck = calloc(1, sizeof *ck);
     FileItem *found = calloc(STATE_MAX_ITEMS, sizeof *found);

@@ -58,6 +58,12 @@ int checkpoint_save_with_state(const char *path, const char *config_text, const 
  * training state"); on error the items may be partly filled. */
 int checkpoint_load_state(const char *path, StateItem *items, int n);
 
+/* checkpoint_load, then (n > 0) checkpoint_load_state of the n items: a
+ * model's own state besides its weights (its buffers: batch norm's running
+ * statistics), which its final checkpoint keeps after the tensors
+ * (checkpoint_save_with_state). Returns 0, or -1 with fail(). */
+int checkpoint_load_with_state(const char *path, Params *p, StateItem *items, int n);
+
 /* The weights so far while a run trains (train/loop.h's Trainer.save): the
  * checkpoint PATH's sibling NAME_so_far.ckpt ("out/model.ckpt" ->
  * "out/model_so_far.ckpt"), so that a run stopped early keeps its latest

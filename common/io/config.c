@@ -110,6 +110,7 @@ int config_write(char *buf, size_t cap, const ConfigField *fields, int n, const 
         case CONFIG_FLOAT: rc = config_append(buf, cap, "%s=%g\n", f->key, (double)*(const float *)field); break;
         case CONFIG_CHOICE:
             choice_name(f->choices, *(const int *)field, name, sizeof name);
+            if (f->omit_fallback && f->fallback && strcmp(name, f->fallback) == 0) break;   /* the text of before */
             rc = config_append(buf, cap, "%s=%s\n", f->key, name);
             break;
         case CONFIG_TEXT: rc = config_append(buf, cap, "%s=%s\n", f->key, (const char *)field); break;

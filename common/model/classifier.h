@@ -8,6 +8,7 @@
 #define MODEL_CLASSIFIER_H
 #include "data/examples.h"
 #include "util/rng.h"
+#include "io/checkpoint.h"
 #include "nn/params.h"
 
 typedef struct {
@@ -47,6 +48,12 @@ typedef struct {
     /* Optional (NULL: none): the model's own random stream (dropout's, the
      * dropped patches'), which a resumed training run puts back (train/loop.h). */
     Rng *rng;
+    /* Optional (n_buffers 0: none): the model's state that is not parameters
+     * (PyTorch's buffers: batch norm's running statistics), named arrays the
+     * model owns. Its checkpoints keep them after the tensors (io/checkpoint.h's
+     * items), --load and a resumed run put them back. */
+    StateItem *buffers;
+    int n_buffers;
 } Classifier;
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "data/dataset.h"
 #include "util/rng.h"
+#include "io/checkpoint.h"
 #include "nn/params.h"
 
 /* A padded batch. Sequences shorter than the batch's lengths are filled
@@ -73,6 +74,12 @@ typedef struct {
     /* Optional (NULL: none): the model's own random stream (dropout's), which
      * a resumed training run puts back (train/loop.h). */
     Rng *rng;
+    /* Optional (n_buffers 0: none): the model's state that is not parameters
+     * (PyTorch's buffers: batch norm's running statistics), named arrays the
+     * model owns. Its checkpoints keep them after the tensors (io/checkpoint.h's
+     * items), --load and a resumed run put them back. */
+    StateItem *buffers;
+    int n_buffers;
     /* Optional (NULL: none): more attention maps for one source and its
      * greedy output out[out_len], written as stem_*.png (a model with several
      * layers and heads draws them all). Returns 0 or -1 with fail(). */

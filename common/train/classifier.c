@@ -66,6 +66,8 @@ int classifier_train(Classifier *m, const ExampleTask *task, const TrainOptions 
                  .state = {{"batches.rng", STATE_U64, &c.rng, 2}}, .n_state = 1};
     if (m->rng) t.state[t.n_state++] = (StateItem){"model.rng", STATE_U64, m->rng, 2};
     for (int k = 0; recipe && k < recipe->n_state; k++) t.state[t.n_state++] = recipe->state[k];
+    for (int k = 0; k < m->n_buffers && t.n_state < TRAIN_STATE_MAX; k++)
+        t.state[t.n_state++] = m->buffers[k];   /* batch norm's running statistics */
     if (saved && r->resume) {   /* (a run of the program that had finished: trained again, to the same bits) */
         if (file_exists(so_far)) t.resume = so_far;
         else printf("--resume: no %s: this run trains from step 0\n", so_far);
@@ -319,7 +321,7 @@ int classifier_load_weights(ClassifierRuns *runs, Classifier *m, const ExampleTa
     char line[CLASSIFIER_CONFIG_MAX];
     config_one_line(runs->config, line, sizeof line);
     printf("Loaded %s: %s(%zu parameters)\n", runs->flags.shared.load, line, m->params->size);
-    return checkpoint_load(runs->flags.shared.load, m->params);
+    return checkpoint_load_with_state(runs->flags.shared.load, m->params, m->buffers, m->n_buffers);
 }
 
 /* --input: the model on the user's digits, and (--plot) its attention. */
@@ -401,7 +403,7 @@ void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTas
 int classifier_save(const ClassifierRuns *runs, const ClassifierRun *run, const Classifier *m, ClassifierResult *r) {
     if (path_format(r->checkpoint, sizeof r->checkpoint, "%s/model_%.24s.ckpt", runs->flags.shared.out, run->key) < 0)
         return -1;
-    if (checkpoint_save(r->checkpoint, run->config, m->params) < 0) return -1;
+    if (checkpoint_save_with_state(r->checkpoint, run->config, m->params, m->buffers, m->n_buffers) < 0) return -1;
     checkpoint_remove_so_far(r->checkpoint);   /* training's weights so far: replaced by these */
     return 0;
 }

@@ -562,7 +562,9 @@ static int translate(Seq2SeqRun *run) {
 
 int seq2seq_use_saved(Seq2SeqRun *run) {
     if (!run->flags.shared.load) return 0;
-    if (checkpoint_load(run->flags.shared.load, run->model.params) < 0) return -1;
+    if (checkpoint_load_with_state(run->flags.shared.load, run->model.params, run->model.buffers,
+                                   run->model.n_buffers) < 0)
+        return -1;
     if (!run->flags.translate) return 0;
     return translate(run) < 0 ? -1 : 1;
 }
@@ -608,6 +610,8 @@ int seq2seq_train(Seq2SeqRun *run) {
                                  {"batches.rng", STATE_U64, &tr.rng, 2}},
                        .n_state = 3};
     if (run->model.rng) trainer.state[trainer.n_state++] = (StateItem){"model.rng", STATE_U64, run->model.rng, 2};
+    for (int k = 0; k < run->model.n_buffers && trainer.n_state < TRAIN_STATE_MAX; k++)
+        trainer.state[trainer.n_state++] = run->model.buffers[k];   /* batch norm's running statistics */
     const int rc = train_loop(&trainer, &f->shared.train, &run->log);
     batch_free(&tr.batch);
     free(tr.order);
@@ -745,7 +749,9 @@ int seq2seq_write_outputs(Seq2SeqRun *run) {
     printf("\nWrote:\n");
     if (!run->flags.shared.load) {
         if (path_format(path, sizeof path, "%s/model.ckpt", out_dir) < 0) return -1;
-        if (checkpoint_save(path, run->config, run->model.params) < 0) return -1;
+        if (checkpoint_save_with_state(path, run->config, run->model.params, run->model.buffers,
+                                       run->model.n_buffers) < 0)
+            return -1;
         checkpoint_remove_so_far(path);   /* training's weights so far: replaced by these */
         if (d->value_size) printf("  %s   (try: --load %s --image FILE.pgm)\n", path, path);
         else printf("  %s   (try: --load %s --translate \"...\")\n", path, path);
