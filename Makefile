@@ -31,6 +31,7 @@
 #   make attention-cost     one attention layer's time and memory against N: full, fused, window, BigBird (out/attention_cost/)
 #   make attention-quality  the GPT with full, window and BigBird attention on Brown and on a copy task (out/attention_quality/)
 #   make sparse-patterns    the pictures of the sparse patterns (out/sparse_patterns/)
+#   make vit-norms          layer norm, RMSNorm and batch norm in chapter 07's ViT, three seeds (out/vit_norms/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make clean
 #
@@ -178,7 +179,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns vit-norms caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -304,6 +305,10 @@ attention-cost: deps-run $(BUILD)/bench/bench_attention_cost
 # each (tools/attention_quality.sh; about 25 minutes).
 attention-quality: deps-run all $(BUILD)/tools/copy_corpus
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/attention_quality.sh
+
+# Layer norm, RMSNorm and batch norm in chapter 07's ViT, three seeds each (tools/vit_norms.sh; about 12 minutes).
+vit-norms: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/vit_norms.sh
 
 # The sparse patterns as the lecture draws them (tools/sparse_patterns.c).
 sparse-patterns: deps-run $(BUILD)/tools/sparse_patterns

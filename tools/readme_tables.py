@@ -575,10 +575,10 @@ def table_gpt_variants(out_dir, readme):
     return rows, caption
 
 
-def three_seeds(out_dir, readme, sub, block, script, runs):
-    """The three seeds of each run under out_dir/sub/RUN/seedK/results.json: per run (label, test bpcs,
-    parameters, ms per step, verdict against the first run), and the data read. A verdict is a win or a
-    loss only where the ranges of the three seeds' test bpc do not overlap (lower is better), else a tie."""
+def three_seeds(out_dir, readme, sub, block, script, runs, key="test_bpc", lower_is_better=True):
+    """The three seeds of each run under out_dir/sub/RUN/seedK/results.json: per run (label, the three
+    values of key, parameters, ms per step, verdict against the first run), and the data read. A verdict
+    is a win or a loss only where the ranges of the three seeds' values do not overlap, else a tie."""
     out, datas, ranges = [], [], []
     for run, label in runs:
         bpcs, secs, steps = [], 0.0, 0.0
@@ -586,17 +586,16 @@ def three_seeds(out_dir, readme, sub, block, script, runs):
             path, d = read_results(os.path.join(out_dir, sub, run, "seed%d" % seed, "results.json"),
                                    block, readme, "run `bash %s` first" % script)
             datas.append(d)
-            bpcs.append(number(d, "test_bpc", path))
+            bpcs.append(number(d, key, path))
             secs += number(d, "train_seconds", path)
             steps += number(d, "steps", path)
             params = int(number(d, "parameters", path))
         ranges.append((min(bpcs), max(bpcs)))
+        above, below = ranges[-1][0] > ranges[0][1], ranges[-1][1] < ranges[0][0]
         if len(out) == 0:
             verdict = "-"
-        elif ranges[-1][0] > ranges[0][1]:
-            verdict = "loss"
-        elif ranges[-1][1] < ranges[0][0]:
-            verdict = "**win**"
+        elif above or below:
+            verdict = "**win**" if below == lower_is_better else "loss"
         else:
             verdict = "tie"
         out.append((label, bpcs, params, 1000.0 * secs / steps, verdict))
@@ -646,6 +645,23 @@ def table_attention_quality(out_dir, readme):
                "are a copy of the one 50 characters back. From `tools/attention_quality.sh` "
                "(`out/attention_quality/*/*/seed*/results.json`, %s; two runs side by side); `make readme` "
                "rewrites this table." % (int(number(d, "steps", "copy")), conditions(alldata)))
+    return rows, caption
+
+
+def table_vit_norms(out_dir, readme):
+    """Layer norm, RMSNorm and batch norm in the ViT (tools/vit_norms.sh), three seeds each."""
+    runs = [("layernorm", "LayerNorm (the default)"), ("rmsnorm", "RMSNorm"),
+            ("batchnorm", "batch norm (running statistics in evaluation)")]
+    rows = ["| norm | test accuracy, seeds 1 / 2 / 3 | mean | against LayerNorm |", "|---|---|---|---|"]
+    got, datas = three_seeds(out_dir, readme, "vit_norms", "vit-norms", "tools/vit_norms.sh", runs,
+                             key="test_token_acc", lower_is_better=False)
+    for label, accs, _, _, verdict in got:
+        rows.append("| %s | %s | %.2f%% | %s |" % (label, " / ".join("%.2f%%" % (100 * a) for a in accs),
+                                                   100 * sum(accs) / 3.0, verdict))
+    caption = ("Chapter 07's ViT at its quick default (%d steps) for each seed, accuracy on the 10,000 test images; a "
+               "win or a loss only where the three seeds' ranges do not overlap. From `tools/vit_norms.sh` "
+               "(`out/vit_norms/*/seed*/results.json`, %s; two runs side by side); `make readme` rewrites this "
+               "table." % (int(number(datas[0], "steps", "layernorm")), conditions(datas)))
     return rows, caption
 
 
@@ -936,7 +952,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1115,6 +1131,8 @@ def make_table(name, out_dir, readme):
         return table_attention_quality(out_dir, readme)
     if name == "attention-cost":
         return table_attention_cost(out_dir, readme)
+    if name == "vit-norms":
+        return table_vit_norms(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
