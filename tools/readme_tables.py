@@ -589,7 +589,7 @@ def three_seeds(out_dir, readme, sub, block, script, runs, key="test_bpc", lower
             bpcs.append(number(d, key, path))
             secs += number(d, "train_seconds", path)
             steps += number(d, "steps", path)
-            params = int(number(d, "parameters", path))
+            params = int(d.get("parameters", 0))
         ranges.append((min(bpcs), max(bpcs)))
         above, below = ranges[-1][0] > ranges[0][1], ranges[-1][1] < ranges[0][0]
         if len(out) == 0:
