@@ -175,12 +175,13 @@ static void write_gp(FILE *f) {
             "set xlabel 'N (sequence length)'\n"
             "set title 'forward + backward of one layer (log-log)'\n"
             "set ylabel 'ms (median)'\n"
-            "m(x) = \"< grep '^\".x.\"\t' attention_cost.tsv\"\n"
-            "plot for [x in 'full fused window bigbird'] m(x) using 2:3 with linespoints title x\n"
+            "plot for [m in 'full fused window bigbird'] '< grep ^'.m.' attention_cost.tsv' using 2:3 "
+            "with linespoints title m\n"
             "set title 'memory beyond the O(N) activations (log-log)'\n"
             "set ylabel 'bytes'\n"
             "set logscale y 10\n"
-            "plot for [x in 'full fused window bigbird'] m(x) using 2:4 with linespoints title x\n"
+            "plot for [m in 'full fused window bigbird'] '< grep ^'.m.' attention_cost.tsv' using 2:4 "
+            "with linespoints title m\n"
             "unset multiplot\n");
 }
 
