@@ -33,7 +33,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "layer_checks.h"
+#include "block_checks.h"
 
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
@@ -202,62 +202,27 @@ static void test_locality_refusals(void **state) {
 }
 
 /* In chapter 06's block: t [H] right after the attention's b_O, started at
- * log(1/sqrt(D_H)); the whole block's gradients by finite differences. */
-typedef struct {
-    BlockSpec s;
-    BlockWeights w;
-    BlockCache c;
-    float *X, *Y, *wY;
-    const int *lens;
-    int B, N;
-} BlockCase;
-
-static double block_loss(void *p) {
-    BlockCase *k = p;
-    block_forward(k->Y, &k->c, k->X, &k->s, &k->w, k->lens, NULL, k->B, k->N, 0, NULL);
-    double s = 0.0;
-    for (size_t i = 0; i < (size_t)k->B * k->N * k->s.D; i++) s += (double)k->wY[i] * k->Y[i];
-    return s;
-}
-
+ * log(1/sqrt(D_H)); the whole block's gradients by finite differences
+ * (block_checks.h). */
 static void test_locality_in_the_block(void **state) {
     (void)state;
     enum { B = 2, N = 5, D = 6, H = 2, D_H = 3, F = 8 };
     Rng r;
     rng_seed(&r, 23, 0);
-    BlockCase k = {.s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
-                         .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN,
-                         .self_attention = &locality_attention},
-                   .B = B, .N = N};
-    BlockSpec plain = k.s;
+    const BlockSpec s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM, .norm = BLOCK_LAYERNORM,
+                         .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_PLAIN, .self_attention = &locality_attention};
+    BlockSpec plain = s;
     plain.self_attention = NULL;
-    const size_t nP = block_param_count(&k.s);
+    const size_t nP = block_param_count(&s);
     assert_int_equal(nP, block_param_count(&plain) + H);
-    float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
-    k.w = block_weights_view(&k.s, params);
-    const MultiHeadSpec as = block_attention_spec(&k.s);
-    assert_ptr_equal(k.w.attn_extra, k.w.attn.b_O + D);
-    block_init(&k.s, &k.w, &r);
-    for (int h = 0; h < H; h++) assert_float_equal(k.w.attn_extra[h], -0.5f * logf((float)D_H), 0.0f);
-    fill_uniform(params, nP, 0.5f, &r);   /* away from the start, so every gradient is non-trivial */
+    float *params = zeroed_floats(nP);
+    const BlockWeights w = block_weights_view(&s, params);
+    assert_ptr_equal(w.attn_extra, w.attn.b_O + D);
+    block_init(&s, &w, &r);
+    for (int h = 0; h < H; h++) assert_float_equal(w.attn_extra[h], -0.5f * logf((float)D_H), 0.0f);
+    free(params);
     const int lens[B] = {5, 3};
-    k.lens = lens;
-    block_cache_alloc(&k.c, &k.s, B, N, 0);
-    const size_t nX = (size_t)B * N * D;
-    k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
-    fill_uniform(k.X, nX, 1.0f, &r);
-    fill_uniform(k.wY, nX, 1.0f, &r);
-    float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
-    BlockWeights dw = block_weights_view(&k.s, grads);
-    block_loss(&k);
-    block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
-    expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "locality block: dX");
-    expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "locality block: parameters");
-    expect_gradient(gradcheck(block_loss, &k, k.w.attn_extra, dw.attn_extra, H, EPS, MAX_CHECKS), TOL,
-                   "locality block: dt");
-    (void)as;
-    block_cache_free(&k.c);
-    free(params); free(grads); free(k.X); free(k.Y); free(k.wY); free(dX); free(scratch);
+    expect_block_gradients(&s, B, N, lens, H, &r, EPS, TOL, MAX_CHECKS, "locality block");
 }
 
 int main(void) {

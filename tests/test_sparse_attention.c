@@ -30,7 +30,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "layer_checks.h"
+#include "block_checks.h"
 
 #define EPS 5e-3f      /* see test_attention.c */
 #define TOL 1e-2
@@ -191,24 +191,8 @@ static void test_sparse_full_is_chapter05(void **state) {
     free(dY);
 }
 
-/* In chapter 06's block, with the block's gradients by finite differences. */
-typedef struct {
-    BlockSpec s;
-    BlockWeights w;
-    BlockCache c;
-    float *X, *Y, *wY;
-    const int *lens;
-    int B, N;
-} BlockCase;
-
-static double block_loss(void *p) {
-    BlockCase *k = p;
-    block_forward(k->Y, &k->c, k->X, &k->s, &k->w, k->lens, NULL, k->B, k->N, 0, NULL);
-    double s = 0.0;
-    for (size_t i = 0; i < (size_t)k->B * k->N * k->s.D; i++) s += (double)k->wY[i] * k->Y[i];
-    return s;
-}
-
+/* In chapter 06's block: no parameters of its own, and the block's
+ * gradients by finite differences (block_checks.h). */
 static void test_sparse_in_the_block(void **state) {
     (void)state;
     enum { B = 2, N = 11, D = 8, H = 2, D_H = 4, F = 8 };
@@ -220,34 +204,14 @@ static void test_sparse_in_the_block(void **state) {
             assert_int_equal(sparse_layout_create(&L, &(SparsePattern){2, 1, 1, 1, 3}, N, causal), 0);
             const SparseAttention options = {&L, rope};
             const BlockSelfAttention sparse = sparse_attention_hook(&options);
-            BlockCase k = {.s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM,
+            const BlockSpec s = {.D = D, .H = H, .D_H = D_H, .F = F, .norm_place = BLOCK_PRE_NORM,
                                  .norm = BLOCK_LAYERNORM, .mlp = BLOCK_MLP_GELU, .attention = MULTI_HEAD_FUSED,
-                                 .causal = causal, .self_attention = &sparse},
-                           .B = B, .N = N};
-            assert_int_equal(block_spec_check(&k.s), 0);
-            BlockSpec dense = k.s;
+                                 .causal = causal, .self_attention = &sparse};
+            BlockSpec dense = s;
             dense.self_attention = NULL;
-            const size_t nP = block_param_count(&k.s);
-            assert_int_equal(nP, block_param_count(&dense));
-            float *params = zeroed_floats(nP), *grads = zeroed_floats(nP);
-            k.w = block_weights_view(&k.s, params);
-            block_init(&k.s, &k.w, &r);
-            fill_uniform(params, nP, 0.5f, &r);
+            assert_int_equal(block_param_count(&s), block_param_count(&dense));
             const int lens[B] = {N, 6};
-            k.lens = causal ? NULL : lens;
-            block_cache_alloc(&k.c, &k.s, B, N, 0);
-            const size_t nX = (size_t)B * N * D;
-            k.X = zeroed_floats(nX); k.Y = zeroed_floats(nX); k.wY = zeroed_floats(nX);
-            fill_uniform(k.X, nX, 1.0f, &r);
-            fill_uniform(k.wY, nX, 1.0f, &r);
-            float *dX = zeroed_floats(nX), *scratch = zeroed_floats(block_scratch_floats(&k.s, B, N, 0));
-            BlockWeights dw = block_weights_view(&k.s, grads);
-            block_loss(&k);
-            block_backward(dX, NULL, &dw, scratch, k.wY, &k.c, k.X, &k.s, &k.w, k.lens, NULL, B, N);
-            expect_gradient(gradcheck(block_loss, &k, k.X, dX, nX, EPS, MAX_CHECKS), TOL, "sparse block: dX");
-            expect_gradient(gradcheck(block_loss, &k, params, grads, nP, EPS, MAX_CHECKS), TOL, "sparse block: parameters");
-            block_cache_free(&k.c);
-            free(params); free(grads); free(k.X); free(k.Y); free(k.wY); free(dX); free(scratch);
+            expect_block_gradients(&s, B, N, causal ? NULL : lens, 0, &r, EPS, TOL, MAX_CHECKS, "sparse block");
             sparse_layout_free(&L);
         }
 }
