@@ -49,6 +49,7 @@
 #include "06_transformer/block.h"
 #include "06_transformer/moe.h"
 #include "06_transformer/rope_attention.h"
+#include "06_transformer/linformer.h"
 #include "06_transformer/sparse_attention.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
@@ -620,6 +621,40 @@ static void check_sparse_attention(Case *c) {
     sparse_layout_free(&L);
 }
 
+/* linformer.bin: the block's Linformer self-attention (linformer.h), E and F
+ * [k, N_E] as the hook's extra parameters E | F */
+static void check_linformer(Case *c) {
+    const GoldTensor *X = need(c, "X"), *W_O = need(c, "W_O"), *E = need(c, "E");
+    const int B = X->dims[0], N = X->dims[1], D = X->dims[2], H = i32(c, "heads")[0], HD = W_O->dims[0];
+    const Linformer l = {E->dims[0], E->dims[1]};
+    const size_t kN = (size_t)l.k * l.N;
+    const BlockSelfAttention a = linformer_hook(&l);
+    MultiHeadSpec s = {D, H, HD / H, D, MULTI_HEAD_PLAIN, 0};
+    assert_int_equal(a.check(a.options, &s, 0, 0), 0);
+    assert_int_equal(a.extra_params(a.options, &s), 2 * kN);
+    MultiHeadWeights w = {(float *)f32(c, "W_QKV"), W_O->data, (float *)f32(c, "b_O")};
+    float *extra = buf(c, 2 * kN), *dextra = buf(c, 2 * kN);
+    memcpy(extra, E->data, sizeof(float) * kN);
+    memcpy(extra + kN, f32(c, "F"), sizeof(float) * kN);
+    const int *lens = maybe(c, "lens") ? i32(c, "lens") : NULL;
+    float *O = buf(c, (size_t)B * N * D), *cache = buf(c, a.cache_floats(a.options, &s, B, N));
+    float *scratch = buf(c, a.scratch_floats(a.options, &s, B, N));
+    a.forward(a.options, O, NULL, NULL, cache, X->data, &s, &w, extra, 0, lens, B, N);
+    expect_out(c, "O", O);
+    MultiHeadWeights dw = {buf(c, (size_t)D * 3 * HD), buf(c, (size_t)HD * D), buf(c, (size_t)D)};
+    float *dX = buf(c, (size_t)B * N * D);
+    for (int times = 1; times <= 2; times++) {
+        a.backward(a.options, dX, &dw, dextra, scratch, f32(c, "dO"), NULL, NULL, cache, X->data, &s, &w, extra, 0,
+                   lens, B, N);
+        expect_grad(c, "dX", dX, times);
+        expect_grad(c, "dW_QKV", dw.W_QKV, times);
+        expect_grad(c, "dW_O", dw.W_O, times);
+        expect_grad(c, "db_O", dw.b_O, times);
+        expect_grad(c, "dE", dextra, times);
+        expect_grad(c, "dF", dextra + kN, times);
+    }
+}
+
 /* rope.bin: X [N, H D_H], dims = {H, D_H, pos0}; forward in place, backward
  * in place on a copy of dY (it overwrites, so "twice" is not a sum here) */
 static void check_rope(Case *c) {
@@ -940,6 +975,7 @@ static const GoldLayer LAYERS[] = {
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */
     {"moe", check_moe},                                   /* chapter 06: a mixture of experts */
     {"sparse_attention", check_sparse_attention},         /* chapter 06, part 5: window and global blocks */
+    {"linformer", check_linformer},                       /* chapter 06, part 5: keys and values projected to k */
     {"patch_embed", check_patch_embed},                   /* chapter 07: conv2d, stride = kernel */
     {"vit", check_vit},                                   /* chapter 07: the whole model */
 };

@@ -817,6 +817,54 @@ def gen_sparse_attention():
     return cases
 
 
+# ------------------------------------------------- chapter 06: Linformer (part 5)
+
+@layer("linformer")
+def gen_linformer():
+    """The block's Linformer self-attention (linformer_hook): [Q|K|V] = X W_QKV; the keys and values squeezed
+    along the sequence, K~ = E[:, :n] K[:n], V~ = F[:, :n] V[:n] (n = lens[b]: padding left out), shared by the
+    heads; per head softmax(Q K~^T / sqrt(D_H)) V~; O = Y W_O + b_O. E, F [k, N_E] with N_E >= N (a shorter
+    sequence reads their first columns)."""
+    cases = []
+    specs = [  # B, N, N_E, D, H, D_H, k, padded
+        (2, 9, 9, 6, 2, 3, 3, False),
+        (2, 9, 12, 6, 2, 3, 4, True),
+        (1, 7, 7, 4, 1, 4, 7, False),
+        (3, 16, 16, 8, 2, 4, 1, True),
+    ]
+    for seed, (B, N, N_E, D, H, D_H, k, padded) in enumerate(specs):
+        r = Draw(4300 + seed)
+        HD = H * D_H
+        X = r.uniform(B, N, D)
+        W_QKV, W_O, b_O = r.uniform(D, 3 * HD), r.uniform(HD, D), r.uniform(D)
+        E, F = r.uniform(k, N_E), r.uniform(k, N_E)
+        dO = r.uniform(B, N, D, grad=False)
+        lens = r.ints(1, N + 1, B) if padded else torch.full((B,), N, dtype=torch.int64)
+        QKV = X @ W_QKV
+        Ys = []
+        for b in range(B):
+            n = int(lens[b])
+            Q, K, V = (QKV[b, :, i * HD:(i + 1) * HD] for i in range(3))
+            Kt, Vt = E[:, :n] @ K[:n], F[:, :n] @ V[:n]                      # [k, HD]
+            heads = []
+            for h in range(H):
+                c = slice(h * D_H, (h + 1) * D_H)
+                A = torch.softmax(Q[:, c] @ Kt[:, c].T / math.sqrt(D_H), dim=-1)   # [N, k]
+                heads.append(A @ Vt[:, c])
+            Ys.append(torch.cat(heads, dim=-1))
+        O = torch.stack(Ys) @ W_O + b_O
+        backward(O, dO)
+        t = OrderedDict(X=np32(X), W_QKV=np32(W_QKV), W_O=np32(W_O), b_O=np32(b_O), E=np32(E), F=np32(F))
+        t["heads"] = np.array([H], np.int32)
+        if padded:
+            t["lens"] = lens.numpy().astype(np.int32)
+        t.update(dO=np32(dO), O=np32(O), dX=np32(X.grad), dW_QKV=np32(W_QKV.grad), dW_O=np32(W_O.grad),
+                 db_O=np32(b_O.grad), dE=np32(E.grad), dF=np32(F.grad))
+        name = f"b{B}_n{N}_ne{N_E}_d{D}_h{H}_dh{D_H}_k{k}" + ("_padded" if padded else "")
+        cases.append((name, t))
+    return cases
+
+
 # ------------------------------------------------- chapter 06: rotary positions (RoPE)
 
 ROPE_BASE = 10000.0   # common/nn/rope.h
