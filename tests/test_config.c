@@ -67,6 +67,31 @@ static void test_old_key_and_fallback(void **state) {
     assert_int_equal(d.S, 32);
 }
 
+/* A key added later with omit_fallback: no line at its fallback (the text
+ * of before the key), a line otherwise; a choice and an int alike. */
+typedef struct {
+    int S, norm, k;
+} Later;
+
+static void test_omit_fallback(void **state) {
+    (void)state;
+    static const ConfigField fields[] = {
+        {"state", CONFIG_INT, offsetof(Later, S), .lo = 1, .hi = 4096},
+        {"norm", CONFIG_CHOICE, offsetof(Later, norm), .choices = "layer,rms", .fallback = "layer", .omit_fallback = 1},
+        {"k", CONFIG_INT, offsetof(Later, k), .lo = 0, .hi = 64, .fallback = "0", .omit_fallback = 1},
+    };
+    char text[128] = "";
+    assert_int_equal(config_write(text, sizeof text, fields, 3, &(Later){16, 0, 0}), 0);
+    assert_string_equal(text, "state=16\n");
+    text[0] = '\0';
+    assert_int_equal(config_write(text, sizeof text, fields, 3, &(Later){16, 1, 5}), 0);
+    assert_string_equal(text, "state=16\nnorm=rms\nk=5\n");
+    Later back = {0, 0, 0};
+    assert_int_equal(config_read(text, fields, 3, &back), 0);
+    assert_int_equal(back.norm, 1);
+    assert_int_equal(back.k, 5);
+}
+
 static void refused(const char *text, const char *key_named) {
     Demo d;
     assert_int_equal(config_read(text, DEMO_FIELDS, DEMO_N, &d), -1);
@@ -275,6 +300,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_old_key_and_fallback),
+        cmocka_unit_test(test_omit_fallback),
         cmocka_unit_test(test_bad_text_refused),
         cmocka_unit_test(test_write_overflow_refused),
         cmocka_unit_test(test_loop_trains_and_logs),

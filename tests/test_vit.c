@@ -204,7 +204,7 @@ static double model_loss(void *p) {
  * patches kept each time), so backward must give the gradient of that
  * function. */
 static void check_model(VitPool pool, VitPos pos, int channels, float label_smoothing, int kernel, int locality,
-                        int stem, float drop_path, float keep) {
+                        int stem, float drop_path, float keep, int linformer) {
     const int B = 3;
     VitConfig cfg = small_config(pool, pos, channels);
     cfg.label_smoothing = label_smoothing;
@@ -213,6 +213,7 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     cfg.stem = stem;
     cfg.drop_path = drop_path;
     cfg.keep = keep;
+    cfg.linformer = linformer;
     Vit v;
     assert_int_equal(vit_create(&v, &cfg, B, 5), 0);
     const int random = drop_path > 0.0f || (keep > 0.0f && keep < 1.0f);
@@ -231,9 +232,9 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
     GradCheckResult res = gradcheck(model_loss, &ctx, v.params.data, v.params.grad, v.params.size, 3e-3f, 600);
     if (!(res.max_rel_err < 3e-2))
         fail_msg("ViT pool %s, pos %s, %d channels, label smoothing %g, kernel %d, locality %d, stem %d, "
-                 "drop path %g, keep %g: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)", vit_pool_name(pool),
-                 vit_pos_name(pos), channels, (double)label_smoothing, kernel, locality, stem, (double)drop_path,
-                 (double)keep, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
+                 "drop path %g, keep %g, linformer %d: max_rel_err %.3g at %zu (numeric %.6g, analytic %.6g)",
+                 vit_pool_name(pool), vit_pos_name(pos), channels, (double)label_smoothing, kernel, locality, stem,
+                 (double)drop_path, (double)keep, linformer, res.max_rel_err, res.worst_index, res.worst_numeric, res.worst_analytic);
     assert_true(res.n_checked >= 500);
     if (stem) {   /* every one of the stem's weights and biases, the tensors furthest from the loss */
         float *W = params_data(&v.params, v.stem_W), *dW = params_grad(&v.params, v.stem_W);
@@ -250,26 +251,28 @@ static void check_model(VitPool pool, VitPos pos, int channels, float label_smoo
 
 static void test_model_gradients(void **state) {
     (void)state;
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0, 0.0f, 0.0f);     /* label smoothing's gradient */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.0f);     /* overlapping patches */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0, 0.0f, 0.0f);  /* locality self-attention */
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3, 0.0f, 0.0f);  /* the convolutional stem */
-    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2, 0.0f, 0.0f);
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.6f, 0.0f);  /* drop path (blocks at 0.3, 0.6), training */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.1f, 0, 0, 0, 0.0f, 0.0f, 0);     /* label smoothing's gradient */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 1, 0.3f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.0f, 0);     /* overlapping patches */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 1, 0, 0.0f, 0.0f, 0);  /* locality self-attention */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.0f, 3);  /* Linformer, k 3 of 5 tokens */
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.5f, 2);  /* ... reading 2 kept patches */
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 3, 0.0f, 0.0f, 0);  /* the convolutional stem */
+    check_model(VIT_POOL_MEAN, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 0, 0, 2, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.6f, 0.0f, 0);  /* drop path (blocks at 0.3, 0.6), training */
     /* patch dropout, training: 2 of the 4 patches kept, then 3, the same ones each time (the Rng reseeded) */
-    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.5f);
-    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.75f);
-    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 2, 0.0f, 0.5f);
+    check_model(VIT_POOL_CLS, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.5f, 0);
+    check_model(VIT_POOL_MEAN, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.75f, 0);
+    check_model(VIT_POOL_CLS, VIT_POS_SINUSOIDAL_2D, 1, 0.0f, 0, 0, 2, 0.0f, 0.5f, 0);
     /* attention pooling: its query w among the parameters; with overlap, and with patch dropout */
-    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_ATTENTION, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f);
-    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.5f);
+    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 0, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_ATTENTION, VIT_POS_SINUSOIDAL_2D, 3, 0.0f, 6, 0, 0, 0.0f, 0.0f, 0);
+    check_model(VIT_POOL_ATTENTION, VIT_POS_LEARNED, 1, 0.0f, 8, 0, 0, 0.0f, 0.5f, 0);
 }
 
 static void test_positions_2d(void **state) {
@@ -465,6 +468,7 @@ static void test_config_and_errors(void **state) {
     cfg.drop_path = 0.375f;
     cfg.keep = 0.625f;
     cfg.keep_until = 0.875f;
+    cfg.linformer = 6;                                 /* (the text only: vit_create refuses it beside locality) */
     char text[1024] = "";
     assert_int_equal(config_write(text, sizeof text, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &cfg), 0);
     memset(&back, 0, sizeof back);
@@ -478,6 +482,13 @@ static void test_config_and_errors(void **state) {
     assert_true(parse_without(text, "drop_path").drop_path == 0.0f);
     assert_true(parse_without(text, "keep").keep == 0.0f);          /* every patch */
     assert_true(parse_without(text, "keep_until").keep_until == 1.0f);   /* to the end */
+    assert_int_equal(parse_without(text, "linformer").linformer, 0);     /* full attention */
+    VitConfig full = cfg;
+    full.linformer = 0;
+    char full_text[1024] = "";
+    assert_int_equal(config_write(full_text, sizeof full_text, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &full), 0);
+    assert_null(strstr(full_text, "linformer"));       /* no line: the text of the models from before the key */
+    assert_non_null(strstr(text, "linformer=6\n"));
     /* a value out of its range is refused, naming the key */
     refused_with(text, "drop_path", "1.5", "config key 'drop_path': expected a number in [0, 1], got '1.5'");
     refused_with(text, "keep", "1.5", "config key 'keep': expected a number in [0, 1], got '1.5'");
@@ -489,8 +500,19 @@ static void test_config_and_errors(void **state) {
     refused_with(text, "label_smoothing", "1.5",
                  "config key 'label_smoothing': expected a number in [0, 1], got '1.5'");
     refused_with(text, "pool", "max", "config key 'pool': expected one of cls,mean,attention, got 'max'");
+    refused_with(text, "linformer", "-1", "config key 'linformer': expected an integer in 0..65536, got '-1'");
     Vit v;
-    VitConfig bad = cfg;
+    VitConfig bad = cfg;                               /* Linformer beside locality, then k above the 4 tokens */
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(), "linformer and locality: expected one of the two attentions, not both");
+    vit_free(&v);
+    bad.locality = 0;
+    bad.linformer = 5;
+    assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
+    assert_string_equal(last_error(), "linformer: k = 5 for sequences of N = 4: expected 1 <= k <= N");
+    vit_free(&v);
+    cfg.linformer = 0;
+    bad = cfg;
     bad.patch.P = 3;                                   /* does not divide 8 */
     assert_int_equal(vit_create(&v, &bad, 2, 1), -1);
     assert_non_null(strstr(last_error(), "3"));

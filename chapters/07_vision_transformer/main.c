@@ -59,7 +59,6 @@ static const ClassifierProgram PROGRAM = {
     .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST, P x P patches through chapter 06's encoder.",
     .examples = "./build/07_vision_transformer\n"
                 "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
-                "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt --index 42\n"
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
                 "--image chapters/07_vision_transformer/img/example_box.pgm",
     .load_hint = "--index 0, or --image FILE.pgm",
@@ -176,6 +175,8 @@ int main(int argc, char **argv) {
          ARG_TRAINING_ONLY},
         {"locality", ARG_BOOL, &c.locality, "locality self-attention: no token attends to itself, learned scale", 0,
          0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"linformer", ARG_INT, &c.linformer, "Linformer attention: keys, values projected to K rows (0: full)", 0,
+         4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
          ARG_ACTS_WITH_LOAD},
         {"augment", ARG_BOOL, &augment, "random shifts (up to --shift pixels) and mirror images while training", 0,

@@ -100,9 +100,14 @@ static void upsample(float *out, const float *map, int P) {
 }
 
 /* One row per image: the image, then every layer's attention over it (in
- * colour, the image in grey), then the rollout. */
+ * colour, the image in grey), then the rollout. None for a Linformer model. */
 static int draw_looked(const char *stem, const char *title, const Vit *v, const float *inks, const int *pred,
                        const int *truth, int n) {
+    if (v->cfg.linformer) {   /* its weights A [T, k] are over k mixtures of the tokens, not over the patches */
+        printf("  (no %s picture: Linformer's attention weights are over k mixtures of the tokens, not patches)\n",
+               stem);
+        return 0;
+    }
     const int L = v->cfg.layers, cols = L + 2, N = v->N;
     float *panels = xcalloc((size_t)n * cols * PIX, sizeof(float)), *grid = xcalloc((size_t)(L + 1) * N, sizeof(float));
     float *images = xcalloc((size_t)n * cols * PIX, sizeof(float));   /* the image under every panel */

@@ -115,11 +115,13 @@ void vit_attention_pool_backward(float *dZ, float *dw, float *scratch, const flo
     }
 }
 
-static BlockSpec encoder_spec(const VitConfig *c) {
+/* The encoder's blocks; v's Linformer attention when c asks for it (vit_create made it). */
+static BlockSpec encoder_spec(const Vit *v, const VitConfig *c) {
+    const BlockSelfAttention *own = c->locality ? &locality_attention : c->linformer ? &v->linformer_attention : NULL;
     return (BlockSpec){.D = c->patch.D, .H = c->heads, .D_H = c->patch.D / c->heads, .F = c->ff,
                        .norm_place = BLOCK_PRE_NORM, .norm = c->norm, .mlp = BLOCK_MLP_GELU,
                        .dropout = c->dropout, .attention = MULTI_HEAD_PLAIN, .causal = 0, .cross = 0,
-                       .self_attention = c->locality ? &locality_attention : NULL, .drop_path = c->drop_path};
+                       .self_attention = own, .drop_path = c->drop_path};
 }
 
 int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
@@ -181,7 +183,13 @@ int vit_create(Vit *v, const VitConfig *cfg, int max_B, uint64_t seed) {
     if (cfg->pool == VIT_POOL_CLS) v->cls = params_add(p, "cls", 1, (int[]){D});
     if (cfg->pos == VIT_POS_LEARNED) v->pos = params_add(p, "pos", 2, (int[]){v->T, D});
     if (cfg->pool == VIT_POOL_ATTENTION) v->pool_w = params_add(p, "pool.w", 1, (int[]){D});
-    const BlockSpec spec = encoder_spec(cfg);
+    if (cfg->linformer) {
+        if (cfg->locality) return fail("linformer and locality: expected one of the two attentions, not both");
+        v->linformer = (Linformer){cfg->linformer, v->T};
+        if (linformer_check(&v->linformer) != 0) return -1;
+        v->linformer_attention = linformer_hook(&v->linformer);
+    }
+    const BlockSpec spec = encoder_spec(v, cfg);
     if (stack_declare(&v->st, &spec, cfg->layers, p, "enc") < 0) return -1;
     if (stack_has_final_norm(&spec)) {
         v->st.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
@@ -463,12 +471,14 @@ const ConfigField VIT_CONFIG_FIELDS[] = {
     {"keep_until", CONFIG_FLOAT, offsetof(VitConfig, keep_until), .lo = 0, .hi = 1, .fallback = "1"},
     {"norm_type", CONFIG_CHOICE, offsetof(VitConfig, norm), .choices = "layernorm,rmsnorm,none,batchnorm",
      .fallback = "layernorm", .omit_fallback = 1},
+    {"linformer", CONFIG_INT, offsetof(VitConfig, linformer), .lo = 0, .hi = 65536, .fallback = "0",
+     .omit_fallback = 1},
 };
 const int VIT_CONFIG_N = (int)(sizeof VIT_CONFIG_FIELDS / sizeof VIT_CONFIG_FIELDS[0]);
 
 void vit_config_label(const VitConfig *c, char *out, int cap) {
     const int P = c->patch.P, N = patch_embed_count(&c->patch);
-    char through[48] = "", stem[32] = "", keep[96] = "";
+    char through[48] = "", stem[32] = "", keep[96] = "", attention[48] = "";
     if (c->patch.K && c->patch.K != P)
         snprintf(through, sizeof through, " read through %d x %d kernels", c->patch.K, c->patch.K);
     if (c->stem) snprintf(stem, sizeof stem, " with a %d-channel stem", c->stem);
@@ -479,8 +489,10 @@ void vit_config_label(const VitConfig *c, char *out, int cap) {
         snprintf(keep, sizeof keep, ", patch dropout (keep %g)", (double)c->keep);
     const char *norm = c->norm == BLOCK_RMSNORM ? ", RMSNorm" : c->norm == BLOCK_BATCHNORM ? ", batch norm"
                      : c->norm == BLOCK_NO_NORM ? ", no norm" : "";
+    if (c->locality) snprintf(attention, sizeof attention, ", locality attention");
+    if (c->linformer) snprintf(attention, sizeof attention, ", Linformer attention (k = %d)", c->linformer);
     snprintf(out, (size_t)cap, "ViT%s, patch %d (%d patches)%s, %s pooling%s%s%s", stem, P, N, through,
-             vit_pool_name(c->pool), c->locality ? ", locality attention" : "", keep, norm);
+             vit_pool_name(c->pool), attention, keep, norm);
 }
 
 /* ---------------------------------------------------- the Classifier face */

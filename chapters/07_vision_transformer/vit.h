@@ -75,6 +75,7 @@
 #ifndef VIT_H
 #define VIT_H
 #include <stdint.h>
+#include "06_transformer/linformer.h"
 #include "06_transformer/stack.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "io/config.h"
@@ -95,6 +96,8 @@ typedef struct {
     int classes;            /* C */
     float label_smoothing;  /* eps in [0, 1): the training target (1 - eps) onehot + eps / C */
     int locality;           /* 1: locality self-attention in every block (locality_attention.h) */
+    int linformer;          /* k >= 1: Linformer attention in every block (chapter 06's linformer.h), the keys
+                             * and values of the T tokens projected to k rows; 0: full attention */
     int stem;               /* S: channels of the convolutional stem; 0: none (the patches read the pixels) */
     float drop_path;        /* stochastic depth, the last block's rate (chapter 06's stack.h: block l's is
                              * (l + 1) / L of it), training only; 0: none */
@@ -110,8 +113,9 @@ typedef struct {
  *   channels=1 rows=28 cols=28 patch=7 kernel=0 dim=64 layers=2 heads=4 ff=128
  *   dropout=0 pool=cls pos=learned classes=10 label_smoothing=0 locality=0
  *   stem=0 drop_path=0 keep=1 keep_until=1
- * and norm_type=rmsnorm or batchnorm (no line for layernorm: the text, and
- * so the checkpoints, of the models from before the key). */
+ * and norm_type=rmsnorm or batchnorm (no line for layernorm), linformer=k
+ * (no line for 0, full attention): the text, and so the checkpoints, of the
+ * models from before those keys. */
 extern const ConfigField VIT_CONFIG_FIELDS[];
 extern const int VIT_CONFIG_N;
 
@@ -127,6 +131,8 @@ typedef struct {
     PatchEmbedSpec stem_spec;   /* image -> [B, (rows / 2) (cols / 2), S] (with a stem) */
     PatchEmbedSpec embed;   /* what the patch embedding reads: cfg.patch, or the stem's map */
     Stack st;               /* chapter 06's stack: X_0 in st.x[0], Z in st.out */
+    Linformer linformer;    /* with cfg.linformer: k and the T tokens its E, F [k, T] are made for */
+    BlockSelfAttention linformer_attention;   /* ... and the blocks' self-attention of it */
     float *P_fixed;         /* [T, D] the 2-D sinusoids (VIT_POS_SINUSOIDAL_2D), else NULL */
     int training;           /* 1: dropout on */
     int unmasked;           /* 1: past keep_until of the training steps: every patch again (vit_set_progress) */

@@ -106,7 +106,10 @@ int config_write(char *buf, size_t cap, const ConfigField *fields, int n, const 
         char name[64];
         int rc = 0;
         switch (f->type) {
-        case CONFIG_INT: rc = config_append(buf, cap, "%s=%d\n", f->key, *(const int *)field); break;
+        case CONFIG_INT:
+            if (f->omit_fallback && f->fallback && *(const int *)field == atoi(f->fallback)) break;   /* as before */
+            rc = config_append(buf, cap, "%s=%d\n", f->key, *(const int *)field);
+            break;
         case CONFIG_FLOAT: rc = config_append(buf, cap, "%s=%g\n", f->key, (double)*(const float *)field); break;
         case CONFIG_CHOICE:
             choice_name(f->choices, *(const int *)field, name, sizeof name);

@@ -36,9 +36,9 @@ typedef struct {
     const char *fallback;  /* a key added after checkpoints were saved: the value those mean (NULL: required) */
     const char *old_key;   /* the key's earlier name, still read from old checkpoints (NULL: none) */
     int size;              /* CONFIG_TEXT: the char array's size */
-    int omit_fallback;     /* CONFIG_CHOICE with a fallback: 1 writes no line when the value is the fallback,
-                            * so a model without the newer option keeps the text (and the checkpoint bytes)
-                            * it had before the key existed */
+    int omit_fallback;     /* CONFIG_CHOICE or CONFIG_INT with a fallback: 1 writes no line when the value
+                            * is the fallback, so a model without the newer option keeps the text (and the
+                            * checkpoint bytes) it had before the key existed */
 } ConfigField;
 
 /* Fill the struct at out from text: each field from its key's line (or its
