@@ -1,6 +1,7 @@
 /* bench_attention_cost.c - the cost of attention as N grows: full, fused,
  * sliding-window and BigBird attention (chapter 06's sparse_attention.h),
- * and how much of a whole block's step attention takes.
+ * Linformer (linformer.h), and how much of a whole block's step attention
+ * takes.
  *
  *   build/bench/bench_attention_cost [--out DIR] [--reps R] [--max-n N] [--threads T]
  *
@@ -11,11 +12,14 @@
  *      fused     chapter 05's fused kernel: the same N^2 work, no N x N buffer
  *      window    blocks of 64, one block each side (3 blocks: 192 keys a query)
  *      bigbird   the window, 1 global block and 2 random blocks (BigBird's union)
+ *      linformer keys and values projected to k = 256 rows (E, F [256, N] learned)
  *    The methods take turns: each repetition times every method once, so a
  *    slow moment of the machine falls on all of them; ms is the median over
  *    --reps repetitions after one warm-up. bytes: what that layer holds
  *    beyond the O(N) activations ([Q|K|V], Y and their gradients): full
- *    3 H N^2 floats, the others the log-sum-exp [H, N] and a block or two.
+ *    3 H N^2 floats, the sparse ones the log-sum-exp [H, N] and a block or two,
+ *    Linformer its weights A [H, N, k], [K~|V~], their gradients, and E, F
+ *    with theirs (4 k N floats).
  *    full is skipped where its N x N buffers would pass 6 GiB.
  * 2. A whole pre-norm block at the same width (the GELU MLP of F = 4 D), fused
  *    attention: the share of its forward + backward spent in attention's
@@ -34,13 +38,14 @@
 #include "05_multi_head_attention/flash_attention.h"
 #include "05_multi_head_attention/multi_head.h"
 #include "06_transformer/block.h"
+#include "06_transformer/linformer.h"
 #include "06_transformer/sparse_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/threads.h"
 #include "util/rng.h"
 #include "util/util.h"
 
-enum { D = 128, H = 4, D_H = 32, P = 64, MAX_REPS = 64, N_METHODS = 4 };
+enum { D = 128, H = 4, D_H = 32, P = 64, K_LIN = 256, MAX_REPS = 64, N_METHODS = 5 };
 
 /* One method's layer at one N, its buffers made once. */
 typedef struct {
@@ -49,14 +54,16 @@ typedef struct {
     const BlockSelfAttention *hook;   /* NULL: chapter 05's layer */
     SparseLayout layout;
     SparseAttention options;
-    BlockSelfAttention sparse;
+    Linformer lin;
+    BlockSelfAttention own;           /* the sparse or the Linformer hook */
     float *params, *dparams, *X, *dO, *O, *dX, *A, *cache, *scratch;
+    float *extra, *dextra;            /* the hook's own parameters (Linformer's E | F) and their gradients */
     MultiHeadWeights w, dw;
     double bytes;
 } Layer;
 
 static void layer_make(Layer *L, const char *name, MultiHeadAttention attention, const SparsePattern *pattern,
-                       int N) {
+                       int linformer_k, int N) {
     memset(L, 0, sizeof *L);
     L->name = name;
     L->s = (MultiHeadSpec){D, H, D_H, D, attention, 0};
@@ -66,8 +73,12 @@ static void layer_make(Layer *L, const char *name, MultiHeadAttention attention,
             exit(1);
         }
         L->options = (SparseAttention){&L->layout, 0};
-        L->sparse = sparse_attention_hook(&L->options);
-        L->hook = &L->sparse;
+        L->own = sparse_attention_hook(&L->options);
+        L->hook = &L->own;
+    } else if (linformer_k > 0) {
+        L->lin = (Linformer){linformer_k < N ? linformer_k : N, N};
+        L->own = linformer_hook(&L->lin);
+        L->hook = &L->own;
     }
     const size_t R = (size_t)N, linear = R * 4 * H * D_H;
     const size_t n_A = L->hook ? 0 : multi_head_attention_floats(&L->s, 1, N);
@@ -75,7 +86,8 @@ static void layer_make(Layer *L, const char *name, MultiHeadAttention attention,
                                    : multi_head_cache_floats(&L->s, 1, N);
     const size_t n_scratch = L->hook ? L->hook->scratch_floats(L->hook->options, &L->s, 1, N)
                                      : multi_head_scratch_floats(&L->s, 1, N);
-    L->bytes = sizeof(float) * (double)(n_A + (n_cache - linear) + (n_scratch - linear));
+    const size_t n_extra = L->hook ? L->hook->extra_params(L->hook->options, &L->s) : 0;
+    L->bytes = sizeof(float) * (double)(n_A + (n_cache - linear) + (n_scratch - linear) + 2 * n_extra);
     Rng rng;
     rng_seed(&rng, 1, 0);
     const size_t n_params = multi_head_param_count(&L->s);
@@ -93,15 +105,18 @@ static void layer_make(Layer *L, const char *name, MultiHeadAttention attention,
     L->A = n_A ? xcalloc(n_A, sizeof(float)) : NULL;
     L->cache = xcalloc(n_cache, sizeof(float));
     L->scratch = xcalloc(n_scratch, sizeof(float));
+    L->extra = n_extra ? xcalloc(n_extra, sizeof(float)) : NULL;
+    L->dextra = n_extra ? xcalloc(n_extra, sizeof(float)) : NULL;
+    if (n_extra) L->hook->init_extra(L->hook->options, L->extra, &L->s);
 }
 
 /* ms of one forward + backward */
 static double layer_time(Layer *L, int N) {
     const double t0 = bench_now_ms();
     if (L->hook) {
-        L->hook->forward(L->hook->options, L->O, NULL, NULL, L->cache, L->X, &L->s, &L->w, NULL, 0, NULL, 1, N);
-        L->hook->backward(L->hook->options, L->dX, &L->dw, NULL, L->scratch, L->dO, NULL, NULL, L->cache, L->X,
-                          &L->s, &L->w, NULL, 0, NULL, 1, N);
+        L->hook->forward(L->hook->options, L->O, NULL, NULL, L->cache, L->X, &L->s, &L->w, L->extra, 0, NULL, 1, N);
+        L->hook->backward(L->hook->options, L->dX, &L->dw, L->dextra, L->scratch, L->dO, NULL, NULL, L->cache, L->X,
+                          &L->s, &L->w, L->extra, 0, NULL, 1, N);
     } else {
         multi_head_forward(L->O, L->A, NULL, L->cache, L->X, &L->s, &L->w, 0, NULL, 1, N);
         multi_head_backward(L->dX, &L->dw, L->scratch, L->dO, L->A, NULL, L->cache, L->X, &L->s, &L->w, 0, NULL,
@@ -112,8 +127,8 @@ static double layer_time(Layer *L, int N) {
 
 static void layer_free(Layer *L) {
     free(L->params); free(L->dparams); free(L->X); free(L->dO); free(L->O); free(L->dX);
-    free(L->A); free(L->cache); free(L->scratch);
-    if (L->hook) sparse_layout_free(&L->layout);
+    free(L->A); free(L->cache); free(L->scratch); free(L->extra); free(L->dextra);
+    sparse_layout_free(&L->layout);
 }
 
 static double median(double *x, int n) {
@@ -175,12 +190,12 @@ static void write_gp(FILE *f) {
             "set xlabel 'N (sequence length)'\n"
             "set title 'forward + backward of one layer (log-log)'\n"
             "set ylabel 'ms (median)'\n"
-            "plot for [m in 'full fused window bigbird'] '< grep ^'.m.' attention_cost.tsv' using 2:3 "
+            "plot for [m in 'full fused window bigbird linformer'] '< grep ^'.m.' attention_cost.tsv' using 2:3 "
             "with linespoints title m\n"
             "set title 'memory beyond the O(N) activations (log-log)'\n"
             "set ylabel 'bytes'\n"
             "set logscale y 10\n"
-            "plot for [m in 'full fused window bigbird'] '< grep ^'.m.' attention_cost.tsv' using 2:4 "
+            "plot for [m in 'full fused window bigbird linformer'] '< grep ^'.m.' attention_cost.tsv' using 2:4 "
             "with linespoints title m\n"
             "unset multiplot\n");
 }
@@ -215,20 +230,22 @@ int main(int argc, char **argv) {
     if (!tsv) return 1;
     fprintf(tsv, "method\tN\tms\tbytes\n");
     printf("one self-attention layer, D = %d, H = %d, forward + backward, %s backend, %d thread(s), median of %d\n"
-           "(window: blocks of %d, one each side; bigbird: the window, 1 global and 2 random blocks)\n\n", D, H,
-           backend_name(backend_current()), threads_current(), reps, P);
-    printf("  |     N |   full ms |  fused ms | window ms | bigbird ms |  full MiB | fused KiB | bigbird KiB |"
-           " bigbird density |\n");
-    printf("  |------:|----------:|----------:|----------:|-----------:|----------:|----------:|------------:|"
-           "----------------:|\n");
+           "(window: blocks of %d, one each side; bigbird: the window, 1 global and 2 random blocks;\n"
+           "linformer: keys and values projected to k = %d rows)\n\n", D, H,
+           backend_name(backend_current()), threads_current(), reps, P, K_LIN);
+    printf("  |     N |   full ms |  fused ms | window ms | bigbird ms | linformer ms |  full MiB | fused KiB |"
+           " bigbird KiB | linformer KiB | bigbird density |\n");
+    printf("  |------:|----------:|----------:|----------:|-----------:|-------------:|----------:|----------:|"
+           "------------:|--------------:|----------------:|\n");
     const SparsePattern window = {P, 1, 0, 0, 1}, bigbird = {P, 1, 1, 2, 1};
     for (int N = 256; N <= max_n; N *= 2) {
         Layer L[N_METHODS];
         const int with_full = 3.0 * H * sizeof(float) * (double)N * N <= 6.0 * 1024 * 1024 * 1024;
-        layer_make(&L[0], "full", MULTI_HEAD_PLAIN, NULL, with_full ? N : 1);
-        layer_make(&L[1], "fused", MULTI_HEAD_FUSED, NULL, N);
-        layer_make(&L[2], "window", MULTI_HEAD_FUSED, &window, N);
-        layer_make(&L[3], "bigbird", MULTI_HEAD_FUSED, &bigbird, N);
+        layer_make(&L[0], "full", MULTI_HEAD_PLAIN, NULL, 0, with_full ? N : 1);
+        layer_make(&L[1], "fused", MULTI_HEAD_FUSED, NULL, 0, N);
+        layer_make(&L[2], "window", MULTI_HEAD_FUSED, &window, 0, N);
+        layer_make(&L[3], "bigbird", MULTI_HEAD_FUSED, &bigbird, 0, N);
+        layer_make(&L[4], "linformer", MULTI_HEAD_PLAIN, NULL, K_LIN, N);
         double t[N_METHODS][MAX_REPS], ms[N_METHODS];
         for (int r = -1; r < reps; r++)   /* r = -1: the warm-up, touching every page */
             for (int m = with_full ? 0 : 1; m < N_METHODS; m++) {
@@ -244,8 +261,9 @@ int main(int argc, char **argv) {
             snprintf(full_ms, sizeof full_ms, "%.1f", ms[0]);
             snprintf(full_mib, sizeof full_mib, "%.0f", L[0].bytes / (1024.0 * 1024.0));
         }
-        printf("  | %5d | %9s | %9.1f | %9.1f | %10.1f | %9s | %9.0f | %11.0f | %15.3f |\n", N, full_ms, ms[1],
-               ms[2], ms[3], full_mib, L[1].bytes / 1024.0, L[3].bytes / 1024.0, sparse_density(&L[3].layout, N));
+        printf("  | %5d | %9s | %9.1f | %9.1f | %10.1f | %12.1f | %9s | %9.0f | %11.0f | %13.0f | %15.3f |\n", N,
+               full_ms, ms[1], ms[2], ms[3], ms[4], full_mib, L[1].bytes / 1024.0, L[3].bytes / 1024.0,
+               L[4].bytes / 1024.0, sparse_density(&L[3].layout, N));
         fflush(stdout);
         for (int m = 0; m < N_METHODS; m++) layer_free(&L[m]);
     }

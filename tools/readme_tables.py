@@ -665,6 +665,27 @@ def table_vit_norms(out_dir, readme):
     return rows, caption
 
 
+def table_vit_linformer(out_dir, readme):
+    """Full attention against Linformer in the ViT (tools/vit_linformer.sh), three seeds each."""
+    runs = [("full", "full attention (the default)"), ("k8", "Linformer `--linformer 8`"),
+            ("k4", "Linformer `--linformer 4`")]
+    rows = ["| attention | keys a query sees | parameters | test accuracy, seeds 1 / 2 / 3 | mean | against full |",
+            "|---|---|---|---|---|---|"]
+    got, datas = three_seeds(out_dir, readme, "vit_linformer", "vit-linformer", "tools/vit_linformer.sh", runs,
+                             key="test_token_acc", lower_is_better=False)
+    for (run, _), (label, accs, params, _, verdict) in zip(runs, got):
+        sees = "all 17 tokens" if run == "full" else "%s mixtures of them" % run[1:]
+        rows.append("| %s | %s | %s | %s | %.2f%% | %s |" % (label, sees, "{:,}".format(params),
+                                                            " / ".join("%.2f%%" % (100 * a) for a in accs),
+                                                            100 * sum(accs) / 3.0, verdict))
+    caption = ("Chapter 07's ViT at its quick default (patches of 7: 16 patches and the class token; %d steps) for "
+               "each seed, accuracy on the 10,000 test images; a win or a loss only where the three seeds' ranges "
+               "do not overlap. From `tools/vit_linformer.sh` (`out/vit_linformer/*/seed*/results.json`, %s; two "
+               "runs side by side); `make readme` rewrites this table." % (
+                   int(number(datas[0], "steps", "full")), conditions(datas)))
+    return rows, caption
+
+
 def table_attention_cost(out_dir, readme):
     """bench_attention_cost's figures (make attention-cost): one layer's ms and memory against N, and
     attention's share of a whole block."""
@@ -684,17 +705,19 @@ def table_attention_cost(out_dir, readme):
         else:
             ms[(method, int(n))] = float(a)
             mem[(method, int(n))] = float(b)
-    methods = ("full", "fused", "window", "bigbird")
+    methods = ("full", "fused", "window", "bigbird", "linformer")
     rows = ["| N | " + " | ".join("%s ms" % m for m in methods) + " | full MiB | fused, window, bigbird KiB "
-            "| attention's share of a block |", "|---|" + "---|" * (len(methods) + 3)]
+            "| linformer KiB | attention's share of a block |", "|---|" + "---|" * (len(methods) + 4)]
     for n in sorted({n for _, n in ms}):
         cells = ["%.1f" % ms[(m, n)] if (m, n) in ms else "-" for m in methods]
         full_mib = "%.0f" % (mem[("full", n)] / 2**20) if ("full", n) in mem else "-"
-        small = " / ".join("%.0f" % (mem[(m, n)] / 1024) for m in methods[1:])
-        rows.append("| %d | %s | %s | %s | %s |" % (n, " | ".join(cells), full_mib, small,
-                                                    "%.0f%%" % (100 * share[n]) if n in share else "-"))
+        small = " / ".join("%.0f" % (mem[(m, n)] / 1024) for m in ("fused", "window", "bigbird"))
+        lin = "%.0f" % (mem[("linformer", n)] / 1024) if ("linformer", n) in mem else "-"
+        rows.append("| %d | %s | %s | %s | %s | %s |" % (n, " | ".join(cells), full_mib, small, lin,
+                                                         "%.0f%%" % (100 * share[n]) if n in share else "-"))
     caption = ("One self-attention layer of the GPT's width (D 128, H 4), one sequence without a mask, forward and "
-               "backward with its projections, median of 3 with the four methods taking turns; memory beyond the "
+               "backward with its projections, median of 3 with the five methods taking turns (Linformer at k = "
+               "256, its E and F and their gradients counted in its memory); memory beyond the "
                "O(N) activations; the share: the fused kernel's steps 2-3 over a whole pre-norm block (GELU MLP of "
                "F = 512) at the same N. From `make attention-cost` (`out/attention_cost/attention_cost.tsv`, one "
                "thread); `make readme` rewrites this table.")
@@ -952,7 +975,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1133,6 +1156,8 @@ def make_table(name, out_dir, readme):
         return table_attention_cost(out_dir, readme)
     if name == "vit-norms":
         return table_vit_norms(out_dir, readme)
+    if name == "vit-linformer":
+        return table_vit_linformer(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
