@@ -21,7 +21,9 @@ images; "greedy" counts the images whose predicted class agrees.
 With --locality (chapter 07's locality_attention.c), each block is twin_06's
 written pre-norm layer whose attention is computed by hand from the same
 nn.MultiheadAttention weights: head h's scores exp(log_scale[h]) q k^T, the diagonal
-masked to -inf before the softmax.
+masked to -inf before the softmax. With --linformer k (chapter 06's linformer.c), each block's
+attention is computed by hand the same way from the keys and values projected along the tokens,
+E K and F V (E, F [k, T] learned), with the scale 1/sqrt(D_H).
 """
 import numpy as np
 import torch
@@ -49,6 +51,7 @@ RUNS = [
     ("p4 k8 attention", ["--patch", "4", "--kernel", "8", "--pool", "attention", "--pos", "learned"]
      + _SMALL),
     ("p7 attention s2d", ["--patch", "7", "--pool", "attention", "--pos", "sinusoidal2d"] + _SMALL),
+    ("p7 linformer 6", ["--patch", "7", "--pool", "cls", "--pos", "learned", "--linformer", "6"] + _SMALL),
 ]
 
 
@@ -79,6 +82,29 @@ class LocalityEncoderLayer(twin_06.WrittenEncoderLayer):
             Y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
             return self.self_attn.out_proj(Y)
         return self.run(src, [locality_attention, self.ff])
+
+
+class LinformerEncoderLayer(twin_06.WrittenEncoderLayer):
+    """A pre-norm GELU block whose self-attention is Linformer's (linformer.h): self_attn's in_proj and
+    out_proj, used by hand, and the projections lin_E, lin_F [k, T] of the keys and values."""
+
+    def __init__(self, D, H, F_, k, T):
+        super().__init__(D, H, F_, "pre", "layernorm", "gelu")
+        self.H = H
+        self.lin_E = nn.Parameter(torch.zeros(k, T))
+        self.lin_F = nn.Parameter(torch.zeros(k, T))
+        twinmap.freeze(self.self_attn.in_proj_bias, 0.0)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
+        def linformer_attention(U):
+            B, T, D = U.shape
+            q, k, v = F.linear(U, self.self_attn.in_proj_weight).chunk(3, dim=-1)
+            k, v = self.lin_E[:, :T] @ k, self.lin_F[:, :T] @ v        # [B, k, D]: mixtures of the tokens
+            q, k, v = (x.reshape(B, x.shape[1], self.H, D // self.H).transpose(1, 2) for x in (q, k, v))
+            scores = (q @ k.transpose(-2, -1)) / (D // self.H) ** 0.5
+            Y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
+            return self.self_attn.out_proj(Y)
+        return self.run(src, [linformer_attention, self.ff])
 
 
 class VitTwin(nn.Module):
@@ -115,7 +141,9 @@ class VitTwin(nn.Module):
         if self.attention_pool:
             self.pool_w = nn.Parameter(torch.zeros(D))
         self.locality = int(cfg.get("locality", 0))   # a checkpoint from before locality has no line
+        self.linformer = int(cfg.get("linformer", 0))   # no line: full attention
         self.layers = nn.ModuleList(LocalityEncoderLayer(D, H, F_) if self.locality else
+                                    LinformerEncoderLayer(D, H, F_, self.linformer, T) if self.linformer else
                                     twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
                                     for _ in range(L))
         self.norm = nn.LayerNorm(D, eps=twin_06.NORM_EPS)
@@ -139,13 +167,15 @@ class VitTwin(nn.Module):
         pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", False)
         # locality: the H learned log-scales follow the attention's b_O in the block's tensor
         at = [name for name, _ in pieces].index("b_O") + 1
-        self.pieces = pieces[:at] + [("log_scale", (H,))] + pieces[at:] if self.locality else pieces
+        own = [("log_scale", (H,))] if self.locality else \
+            [("lin_E", (self.linformer, T)), ("lin_F", (self.linformer, T))] if self.linformer else []
+        self.pieces = pieces[:at] + own + pieces[at:]
         self.blocks = [f"enc{l}" for l in range(L)]
         pieces_in = dict(tensors)
         for l, c_name in enumerate(self.blocks):
             self.layout += twin_06.block_layout(c_name, f"layers.{l}", pieces, False)
-            if self.locality:
-                self.layout.append((f"{c_name}.log_scale", f"layers.{l}.log_scale", False, None))
+            for piece, _ in own:   # the attention's own parameters
+                self.layout.append((f"{c_name}.{piece}", f"layers.{l}.{piece}", False, None))
             for piece, value in twin_06.split_block(tensors[c_name], self.pieces).items():
                 pieces_in[f"{c_name}.{piece}"] = value
         self.layout += [("enc_norm.gamma", "norm.weight", False, None), ("enc_norm.beta", "norm.bias", False, None),
