@@ -54,6 +54,7 @@
 #include "07_vision_transformer/patch_embed.h"
 #include "07_vision_transformer/vit.h"
 #include "nn/batchnorm.h"
+#include "nn/conv2d.h"
 #include "nn/rope.h"
 #include "nn/transformer_layers.h"
 
@@ -729,6 +730,63 @@ static void check_batchnorm(Case *c) {
     }
 }
 
+/* config = {channels_in, rows, cols, channels_out, K, stride, pad}; no b: no bias. The
+ * product goes through sgemm, so every case runs on each backend. */
+static void check_conv2d_once(Case *c) {
+    if (need(c, "config")->count != 7) fail_msg("golden conv2d/%s: config should hold 7 numbers", c->name);
+    const int *k = i32(c, "config");
+    const Conv2dSpec s = {.channels_in = k[0], .rows = k[1], .cols = k[2], .channels_out = k[3], .K = k[4],
+                          .stride = k[5], .pad = k[6]};
+    if (conv2d_check(&s) < 0) fail_msg("golden conv2d/%s: %s", c->name, last_error());
+    const GoldTensor *images = need(c, "images"), *W = need(c, "W");
+    const int B = images->dims[0];
+    assert_int_equal(need(c, "out")->count, (size_t)B * s.channels_out * conv2d_rows_out(&s) * conv2d_cols_out(&s));
+    const float *bias = f32_or_null(c, "b");
+    float *out = buf(c, need(c, "out")->count), *cache = buf(c, conv2d_cache_floats(&s, B));
+    float *scratch = buf(c, conv2d_scratch_floats(&s)), *dimages = buf(c, images->count);
+    float *dW = buf(c, W->count), *db = buf(c, (size_t)s.channels_out);
+    conv2d_forward(out, cache, images->data, W->data, bias, &s, B);
+    expect_out(c, "out", out);
+    for (int times = 1; times <= 2; times++) {
+        conv2d_backward(dimages, dW, bias ? db : NULL, scratch, f32(c, "dout"), cache, W->data, &s, B);
+        expect_grad(c, "dimages", dimages, times);
+        expect_grad(c, "dW", dW, times);
+        if (bias) expect_grad(c, "db", db, times);
+    }
+}
+static void check_conv2d(Case *c) { on_each_backend(c, check_conv2d_once); }
+
+/* config = {channels, rows, cols, K, stride}. argmax must be PyTorch's indices exactly: in the
+ * "ties" cases that is the rule "the first pixel of the window in row-major order". */
+static void check_maxpool2d(Case *c) {
+    if (need(c, "config")->count != 5) fail_msg("golden maxpool2d/%s: config should hold 5 numbers", c->name);
+    const int *k = i32(c, "config");
+    const MaxPool2dSpec s = {.channels = k[0], .rows = k[1], .cols = k[2], .K = k[3], .stride = k[4]};
+    if (maxpool2d_check(&s) < 0) fail_msg("golden maxpool2d/%s: %s", c->name, last_error());
+    const GoldTensor *images = need(c, "images"), *want_argmax = need(c, "argmax");
+    const int B = images->dims[0];
+    const size_t n_out = (size_t)B * s.channels * maxpool2d_rows_out(&s) * maxpool2d_cols_out(&s);
+    assert_int_equal(want_argmax->count, n_out);
+    const int *want = i32(c, "argmax");
+    float *out = buf(c, n_out), *dimages = buf(c, images->count);
+    int *argmax = (int *)buf(c, (n_out * sizeof(int) + sizeof(float) - 1) / sizeof(float));
+    maxpool2d_forward(out, argmax, images->data, &s, B);
+    expect_out(c, "out", out);
+    for (size_t i = 0; i < n_out; i++)
+        if (argmax[i] != want[i]) {
+            char idx[96];
+            format_index(idx, sizeof idx, i, want_argmax);
+            print_error("golden %s/%s: argmax: element %zu %s: got %d, want %d\n", c->layer, c->name, i, idx,
+                        argmax[i], want[i]);
+            c->failures++;
+            break;
+        }
+    for (int times = 1; times <= 2; times++) {
+        maxpool2d_backward(dimages, f32(c, "dout"), argmax, &s, B);
+        expect_grad(c, "dimages", dimages, times);
+    }
+}
+
 static void check_swiglu(Case *c) {
     int n = need(c, "a")->dims[0];
     float *h = buf(c, (size_t)n), *da = buf(c, (size_t)n), *dg = buf(c, (size_t)n);
@@ -970,6 +1028,8 @@ static const GoldLayer LAYERS[] = {
     {"multi_head_rope", check_multi_head},                /* chapter 06: rope_attention.h, chapter 05's with RoPE */
     {"rmsnorm", check_rmsnorm},                           /* chapter 06 */
     {"batchnorm", check_batchnorm},                       /* chapter 06: nn/batchnorm.h */
+    {"conv2d", check_conv2d},                             /* nn/conv2d.h: a CNN's convolution */
+    {"maxpool2d", check_maxpool2d},                       /* nn/conv2d.h: max-pooling, ties */
     {"swiglu", check_swiglu},                             /* chapter 06 */
     {"block", check_block},                               /* chapter 06 */
     {"decoder_block", check_block},                       /* chapter 06: spec.cross = 1 */

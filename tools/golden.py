@@ -359,6 +359,63 @@ def gen_batchnorm():
     return cases
 
 
+@layer("conv2d")
+def gen_conv2d():
+    """conv2d_forward/backward (nn/conv2d.h): F.conv2d(images, W, b, stride, padding) with
+    W [channels_out, channels_in, K, K] as the C code stores it (PyTorch's own layout), b
+    absent in one case; padding 0, 1, 2, stride 1, 2 (one that leaves the last row unread),
+    K 1, 3, 5 (one as large as the padded image), 1-3 input channels, non-square images, and
+    a 16 x 20 image of 3 channels into 8. dimages, dW, db by autograd.
+    config = {channels_in, rows, cols, channels_out, K, stride, pad}."""
+    cases = []
+    specs = [  # B, channels_in, rows, cols, channels_out, K, stride, pad, bias
+        (2, 1, 7, 5, 2, 3, 1, 0, True), (2, 3, 6, 9, 4, 3, 2, 1, True), (1, 1, 8, 6, 3, 5, 1, 2, True),
+        (2, 3, 5, 7, 2, 1, 1, 0, False), (2, 3, 9, 6, 2, 5, 2, 2, True), (1, 2, 3, 3, 2, 5, 1, 1, True),
+        (2, 3, 10, 7, 5, 3, 2, 0, True), (2, 3, 16, 20, 8, 3, 1, 1, True)]
+    for seed, (B, ch_in, rows, cols, ch_out, K, stride, pad, bias) in enumerate(specs):
+        r = Draw(4200 + seed)
+        images, W = r.uniform(B, ch_in, rows, cols), r.uniform(ch_out, ch_in, K, K, lo=-0.5, hi=0.5)
+        b = r.uniform(ch_out) if bias else None
+        out = F.conv2d(images, W, b, stride=stride, padding=pad)
+        dout = r.uniform(*out.shape, grad=False)
+        backward(out, dout)
+        t = OrderedDict(config=np.array([ch_in, rows, cols, ch_out, K, stride, pad], np.int32), images=np32(images),
+                        W=np32(W))
+        if bias:
+            t["b"] = np32(b)
+        t.update(dout=np32(dout), out=np32(out), dimages=np32(images.grad), dW=np32(W.grad))
+        if bias:
+            t["db"] = np32(b.grad)
+        cases.append((f"b{B}_c{ch_in}_{rows}x{cols}_o{ch_out}_k{K}_s{stride}_p{pad}{'' if bias else '_nobias'}", t))
+    return cases
+
+
+@layer("maxpool2d")
+def gen_maxpool2d():
+    """maxpool2d_forward/backward (nn/conv2d.h): F.max_pool2d(images, K, stride,
+    return_indices=True) (no padding, rounding down), its indices (y cols + x in the channel's
+    plane) as argmax, dimages by autograd. Windows that overlap, that leave gaps, as tall as
+    the image; in the "ties" cases the pixels take five values (-1, -0.5, 0, 0.5, 1), so most
+    windows hold a tie, which PyTorch's CPU kernel gives to the first pixel in row-major order,
+    as the C code does. config = {channels, rows, cols, K, stride}."""
+    cases = []
+    specs = [  # B, channels, rows, cols, K, stride, ties
+        (2, 2, 6, 8, 2, 2, False), (2, 3, 7, 5, 3, 2, True), (1, 1, 5, 9, 3, 1, True), (2, 2, 7, 7, 2, 3, False),
+        (1, 3, 4, 6, 4, 1, True), (2, 4, 12, 16, 2, 2, True)]
+    for seed, (B, ch, rows, cols, K, stride, ties) in enumerate(specs):
+        r = Draw(4300 + seed)
+        images = r.uniform(B, ch, rows, cols, grad=not ties)
+        if ties:
+            images = (torch.round(images * 2.0) / 2.0).requires_grad_(True)
+        out, argmax = F.max_pool2d(images, K, stride, return_indices=True)
+        dout = r.uniform(*out.shape, grad=False)
+        backward(out, dout)
+        cases.append((f"b{B}_c{ch}_{rows}x{cols}_k{K}_s{stride}{'_ties' if ties else ''}", OrderedDict(
+            config=np.array([ch, rows, cols, K, stride], np.int32), images=np32(images), dout=np32(dout),
+            out=np32(out), argmax=argmax.numpy().astype(np.int32), dimages=np32(images.grad))))
+    return cases
+
+
 # ---------------------------------------------------------------------- cells
 
 def torch_cell(kind, I, H, W_x, W_h, b):
