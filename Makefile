@@ -296,7 +296,7 @@ gpt-moe: deps-run all
 gpt-mlp: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_mlp.sh
 
-# The cost of attention as N grows: one layer, full, fused, window and BigBird, and attention's share
+# The cost of attention as N grows: one layer, full, fused, window, BigBird and Linformer, and attention's share
 # of a block (bench/bench_attention_cost.c; about 4 minutes on 2 cores).
 attention-cost: deps-run $(BUILD)/bench/bench_attention_cost
 	@mkdir -p $(OUT)/attention_cost && ./$(BUILD)/bench/bench_attention_cost --out $(OUT)/attention_cost && \
