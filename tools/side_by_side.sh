@@ -7,7 +7,7 @@
 #                placement (the query is the previous state, the context feeds the next: chapter 03's README),
 #   07_caption --model pool (the captioner without attention, beside make run's attend).
 # The others come from the chapters' own runs: 04's positions against none, 05's heads at equal width, 06 and
-# 02 on dates, the GPT against its n-gram baselines, 07's ViT against 07_mlp (an MLP on the pixels).
+# 02 on dates, the GPT against its n-gram baselines, 07's ViT against 07_mlp (an MLP on the pixels) and 07_cnn (a CNN).
 #
 #   bash tools/side_by_side.sh            the runs above (BUILD=build OUT=out by default)
 #   bash tools/side_by_side.sh --seeds    seeds 2 and 3 of every run the table reads, chapters' runs included,
@@ -53,7 +53,7 @@ run side_by_side/07_caption_pool 07_caption --model pool
 run side_by_side/01_reverse40 01_rnn_seq2seq --task reverse --min-len 5 --max-len 40 --state 96 --embed 32 --batch 32 --steps 2000
 if [ -n "$SEEDS" ]; then   # the chapters' own quick defaults that the table reads
   for p in 02_bahdanau_attention 04_self_attention 05_multi_head_attention 06_transformer 06_gpt \
-           07_vision_transformer 07_mlp 07_caption; do
+           07_vision_transformer 07_mlp 07_cnn 07_caption; do
     run "$p" "$p"
   done
 fi

@@ -55,6 +55,7 @@
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
+#include "07_vision_transformer/cnn.h"
 #include "07_vision_transformer/caption.h"
 #include "07_vision_transformer/scene.h"
 #include "07_vision_transformer/vit.h"
@@ -174,6 +175,12 @@ static int vit_from_text(Classifier *c, const char *config, int max_B, uint64_t 
     return vit_build(c, &cfg, max_B, seed);
 }
 
+static int cnn_from_text(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    CnnConfig cfg;
+    if (config_read(config, CNN_CONFIG_FIELDS, CNN_CONFIG_N, &cfg) < 0) return -1;
+    return cnn_build(c, &cfg, max_B, seed);
+}
+
 static int digit_task_of(const char *config, ExampleTask *t) {
     static DigitTaskSpec spec;
     return digit_task_from_config(config, &spec, t);
@@ -201,6 +208,7 @@ static const TwinClassifier CLASSIFIERS[] = {
     {DIGIT_MODEL_NAME, digit_model_from_text, digit_task_of},  /* chapter 04 */
     {MH_MODEL_NAME, mh_model_from_text, digit_task_of},        /* chapter 05 */
     {VIT_MODEL_NAME, vit_from_text, fashion_mnist_task_of},    /* chapter 07 */
+    {CNN_MODEL_NAME, cnn_from_text, fashion_mnist_task_of},    /* chapter 07's convolutional baseline */
 };
 
 /* One test batch of a per-position model's checkpoint: forward, backward, predictions. */

@@ -31,6 +31,7 @@
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "07_vision_transformer/caption.h"
+#include "07_vision_transformer/cnn.h"
 #include "07_vision_transformer/scene.h"
 #include "07_vision_transformer/vit.h"
 #include "data/dataset.h"
@@ -44,7 +45,7 @@ static const char *const MODELS[][2] = {
     {"attn_seq2seq", "03_dot_product_attention"}, {"ch04_digit_self_attention", "04_self_attention"},
     {"ch05_digit_multi_head", "05_multi_head_attention"}, {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},                            {VIT_MODEL_NAME, "07_vision_transformer"},
-    {CAPTION_MODEL_NAME, "07_caption"},
+    {CAPTION_MODEL_NAME, "07_caption"},          {CNN_MODEL_NAME, "07_cnn"},
 };
 
 /* With FUZZ_VERBOSE set, say how far each load went (to check that the
@@ -208,7 +209,7 @@ static void exercise(const char *path) {
         }
     }
 
-    /* chapters 04, 05 and 07: the lines of the model the config names (its table of fields) */
+    /* chapters 04, 05 and 07 (the ViT, the CNN): the lines of the model the config names (its table of fields) */
     Classifier c;
     char model[64] = "";
     (void)config_get(config, "model", model, sizeof model);
@@ -224,6 +225,11 @@ static void exercise(const char *path) {
     if (strcmp(model, VIT_MODEL_NAME) == 0 && config_read(config, VIT_CONFIG_FIELDS, VIT_CONFIG_N, &vc) == 0 &&
         (long)vc.patch.rows * vc.patch.cols * vc.patch.channels <= 4096 && vc.patch.D <= 64 && vc.ff <= 256 &&
         vc.layers <= 4 && vc.classes <= 256 && vit_build(&c, &vc, 2, 1) == 0)
+        load_classifier(path, &c);
+    CnnConfig cc;
+    if (strcmp(model, CNN_MODEL_NAME) == 0 && config_read(config, CNN_CONFIG_FIELDS, CNN_CONFIG_N, &cc) == 0 &&
+        (long)cc.rows * cc.cols * cc.channels <= 4096 && cc.filters <= 16 && cc.classes <= 256 &&
+        cnn_build(&c, &cc, 2, 1) == 0)
         load_classifier(path, &c);
     free(config);
 }

@@ -32,6 +32,7 @@ q="--quiet"
 # batch norm: the running statistics after the tensors (enc./dec.running_mean, _var)
 "$build/06_transformer" --norm-type batchnorm --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --n-train 50 --max-eval 5 --samples 0 $q --out "$tmp/06-bn" >/dev/null
 "$build/07_vision_transformer" --norm-type batchnorm --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 4 --test-size 5 --pictures 0 $q --out "$tmp/07-bn" >/dev/null
+"$build/07_cnn" --steps 1 --filters 2 --batch 4 --test-size 5 $q --out "$tmp/07-cnn" >/dev/null
 # Linformer: E, F [k, T] among the encoder's tensors, linformer=k in the config
 "$build/07_vision_transformer" --linformer 3 --steps 1 --dim 8 --heads 2 --ff 8 --layers 1 --patch 14 --batch 4 --test-size 5 --pictures 0 $q --out "$tmp/07-lin" >/dev/null
 "$build/07_caption" --steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1 $q --out "$tmp/cap" >/dev/null
@@ -41,8 +42,10 @@ cp "$tmp"/05/model_*.ckpt "$here/checkpoint/seed-05.ckpt"
 cp "$tmp"/07/model_*.ckpt "$here/checkpoint/seed-07.ckpt"
 cp "$tmp"/07-bn/model_*.ckpt "$here/checkpoint/seed-07-bn.ckpt"
 cp "$tmp"/07-lin/model_*.ckpt "$here/checkpoint/seed-07-lin.ckpt"
+cp "$tmp"/07-cnn/model_*.ckpt "$here/checkpoint/seed-07-cnn.ckpt"
 variants "$here"/checkpoint/seed-0[1-7].ckpt "$here"/checkpoint/seed-06-learned.ckpt "$here"/checkpoint/seed-06-bn.ckpt \
-  "$here"/checkpoint/seed-07-bn.ckpt "$here"/checkpoint/seed-07-lin.ckpt "$here"/checkpoint/seed-gpt.ckpt \
+  "$here"/checkpoint/seed-07-bn.ckpt "$here"/checkpoint/seed-07-lin.ckpt "$here"/checkpoint/seed-07-cnn.ckpt \
+  "$here"/checkpoint/seed-gpt.ckpt \
   "$here"/checkpoint/seed-gpt-moe.ckpt "$here"/checkpoint/seed-gpt-sparse.ckpt "$here"/checkpoint/seed-cap.ckpt
 
 # PGM: the 28 x 28 picture chapter 07 writes for a test image, and a P2 one
