@@ -669,15 +669,14 @@ def table_vit_linformer(out_dir, readme):
     """Full attention against Linformer in the ViT (tools/vit_linformer.sh), three seeds each."""
     runs = [("full", "full attention (the default)"), ("k8", "Linformer `--linformer 8`"),
             ("k4", "Linformer `--linformer 4`")]
-    rows = ["| attention | keys a query sees | parameters | test accuracy, seeds 1 / 2 / 3 | mean | against full |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| attention | keys a query sees | test accuracy, seeds 1 / 2 / 3 | mean | against full |",
+            "|---|---|---|---|---|"]
     got, datas = three_seeds(out_dir, readme, "vit_linformer", "vit-linformer", "tools/vit_linformer.sh", runs,
                              key="test_token_acc", lower_is_better=False)
-    for (run, _), (label, accs, params, _, verdict) in zip(runs, got):
+    for (run, _), (label, accs, _, _, verdict) in zip(runs, got):
         sees = "all 17 tokens" if run == "full" else "%s mixtures of them" % run[1:]
-        rows.append("| %s | %s | %s | %s | %.2f%% | %s |" % (label, sees, "{:,}".format(params),
-                                                            " / ".join("%.2f%%" % (100 * a) for a in accs),
-                                                            100 * sum(accs) / 3.0, verdict))
+        rows.append("| %s | %s | %s | %.2f%% | %s |" % (label, sees, " / ".join("%.2f%%" % (100 * a) for a in accs),
+                                                       100 * sum(accs) / 3.0, verdict))
     caption = ("Chapter 07's ViT at its quick default (patches of 7: 16 patches and the class token; %d steps) for "
                "each seed, accuracy on the 10,000 test images; a win or a loss only where the three seeds' ranges "
                "do not overlap. From `tools/vit_linformer.sh` (`out/vit_linformer/*/seed*/results.json`, %s; two "
@@ -1005,6 +1004,9 @@ SIDE_BY_SIDE = [
      ("GPT", "06_gpt", "test_bpc"), True),
     ("07", "patches and attention", "Fashion-MNIST, test accuracy",
      ("MLP on pixels", "07_mlp", "test_exact_match"),
+     ("ViT", "07_vision_transformer", "test_exact_match"), False),
+    ("07 CNN", "attention against convolution", "Fashion-MNIST, test accuracy",
+     ("CNN", "07_cnn", "test_exact_match"),
      ("ViT", "07_vision_transformer", "test_exact_match"), False),
     ("07 caption", "attention over the grid", "scenes, exact caption",
      ("pool", "side_by_side/07_caption_pool", "test_exact_match"),
