@@ -25,7 +25,7 @@ for p in "$@"; do
 done
 # The longest runs first, so that both lanes stay busy to the end of each group (then every program
 # not named here, in the Makefile's order).
-longest_first="06_gpt 06_transformer 07_vision_transformer 07_caption 02_bahdanau_attention 01_rnn_seq2seq"
+longest_first="06_gpt 06_transformer 07_vision_transformer 07_cnn 07_caption 02_bahdanau_attention 01_rnn_seq2seq"
 for p in $longest_first; do
   case " $* " in *" $p "*) chapter "$p" ;; esac
 done

@@ -4,7 +4,7 @@
  * ViT's and the pixel MLP's (make run's ladder).
  *
  *   ./build/07_cnn                          the quick default (make run-07), the ViT's budget
- *   ./build/07_cnn --filters 32             wider convolutions (32 and 64 filters)
+ *   ./build/07_cnn --filters 16             wider convolutions (16 and 32 filters)
  *   ./build/07_cnn --load out/07_cnn/model_cnn.ckpt   evaluate a saved model on the test images
  *
  * The program, top to bottom: the flags; with --load, the saved model's test
@@ -25,7 +25,7 @@ static const ClassifierProgram PROGRAM = {
     .summary = "Chapter 07's convolutional baseline: two 3 x 3 convolutions with max-pools and a linear head on\n"
                "Fashion-MNIST, trained with the ViT's data, steps, batch and schedule; tested on the 10,000 test images.",
     .examples = "./build/07_cnn\n"
-                "./build/07_cnn --filters 32\n"
+                "./build/07_cnn --filters 16\n"
                 "./build/07_cnn --load out/07_cnn/model_cnn.ckpt",
     .load_hint = "(evaluates it on the test images)",
 };
@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
 
     /* 1. Flags: the model's width, then the flags every such program shares,
      *    with the ViT's defaults (main.c) for the budget. */
-    CnnConfig c = {.channels = 1, .rows = FASHION_MNIST_ROWS, .cols = FASHION_MNIST_COLS, .filters = 16,
+    CnnConfig c = {.channels = 1, .rows = FASHION_MNIST_ROWS, .cols = FASHION_MNIST_COLS, .filters = 8,
                    .classes = FASHION_MNIST_CLASSES};
     const char *data_dir = NULL;
     const ArgSpec model_flags[] = {
