@@ -24,8 +24,9 @@
 #include <cmocka.h>
 
 #include "07_vision_transformer/cnn.h"
-#include "nn/optim.h"
 #include "util/rng.h"
+
+#include "classifier_checks.h"
 
 enum { B = 3, SIDE = 8, CLASSES = 4 };
 
@@ -94,15 +95,7 @@ static void check_gradients(int channels, int filters) {
         fail_msg("CNN, %d channels, %d filters: %zu of %zu entries near a kink", channels, filters, skipped,
                  m.params->size);
 
-    /* backward accumulates: a second call adds the same gradient again */
-    float *once = malloc(sizeof(float) * m.params->size);
-    params_zero_grad(m.params);
-    loss(&c);
-    m.backward(m.self, &c.e);
-    memcpy(once, m.params->grad, sizeof(float) * m.params->size);
-    m.backward(m.self, &c.e);
-    for (size_t i = 0; i < m.params->size; i++) assert_float_equal(m.params->grad[i], 2.0f * once[i], 1e-5f);
-    free(once);
+    expect_backward_accumulates(&m, &c.e, 1e-5f);
     m.destroy(m.self);
 }
 
@@ -150,18 +143,7 @@ static void test_fits_a_batch(void **state) {
     fill(pixels, B * SIDE * SIDE, 1.0f, &r);
     int targets[B] = {1, 2, 3};
     Examples e = {.B = B, .values = pixels, .targets = targets};
-    Adam opt;
-    assert_int_equal(adam_init(&opt, m.params, 1e-2f, 0.0f), 0);
-    double first = 0.0, last = 0.0;
-    for (int step = 0; step < 80; step++) {
-        params_zero_grad(m.params);
-        last = m.forward(m.self, &e);
-        if (step == 0) first = last;
-        m.backward(m.self, &e);
-        adam_step(&opt, m.params, 1e-2f);
-    }
-    assert_true(last < 0.1 * first);
-    adam_free(&opt);
+    expect_fits_a_batch(&m, &e, 80);
     m.destroy(m.self);
 }
 
