@@ -30,21 +30,15 @@ DIR="$OUT/attention_quality"
 mkdir -p "$DIR"
 source tools/lanes.sh
 source tools/reuse_run.sh
+source tools/seed_runs.sh
 start=$(date +%s.%N)
 COPY="$OUT/copy_task/copy.txt.gz"
 [ -f "$COPY" ] || "./$BUILD/tools/copy_corpus" --out "$COPY"
 
 run() {   # TEXT NAME FLAGS...: the three seeds of one model on one text
   local text=$1 name=$2; shift 2
-  local seed
-  mkdir -p "$DIR/$text/$name"
-  for seed in 1 2 3; do
-    # shellcheck disable=SC2086 # BUDGET is several flags
-    if reuse_run "$DIR/$text/$name/seed$seed" --steps "$STEPS" $BUDGET --seed "$seed" "$@"; then continue; fi
-    # shellcheck disable=SC2086
-    lane "$text/$name/seed$seed" "$DIR/$text/$name/seed$seed.log" "./$BUILD/06_gpt" --steps "$STEPS" $BUDGET \
-      --seed "$seed" --threads "$THREADS" --quiet --out "$DIR/$text/$name/seed$seed" "$@"
-  done
+  # shellcheck disable=SC2086 # BUDGET is several flags
+  seed_runs "$DIR/$text/$name" 06_gpt --steps "$STEPS" $BUDGET "$@"
 }
 
 for text in copy brown; do

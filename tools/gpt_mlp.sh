@@ -26,19 +26,13 @@ DIR="$OUT/gpt_mlp"
 mkdir -p "$DIR"
 source tools/lanes.sh
 source tools/reuse_run.sh
+source tools/seed_runs.sh
 start=$(date +%s.%N)
 
 run() {   # NAME FLAGS...: the three seeds of one model
   local name=$1; shift
-  local seed
-  mkdir -p "$DIR/$name"
-  for seed in 1 2 3; do
-    # shellcheck disable=SC2086 # BUDGET is several flags
-    if reuse_run "$DIR/$name/seed$seed" --steps "$STEPS" $BUDGET --seed "$seed" "$@"; then continue; fi
-    # shellcheck disable=SC2086
-    lane "$name/seed$seed" "$DIR/$name/seed$seed.log" "./$BUILD/06_gpt" --steps "$STEPS" $BUDGET --seed "$seed" \
-      --threads "$THREADS" --quiet --out "$DIR/$name/seed$seed" "$@"
-  done
+  # shellcheck disable=SC2086 # BUDGET is several flags
+  seed_runs "$DIR/$name" 06_gpt --steps "$STEPS" $BUDGET "$@"
 }
 
 run gelu --layers 4 --mlp gelu

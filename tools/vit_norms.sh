@@ -21,15 +21,11 @@ DIR="$OUT/vit_norms"
 mkdir -p "$DIR"
 source tools/lanes.sh
 source tools/reuse_run.sh
+source tools/seed_runs.sh
 start=$(date +%s.%N)
 
 for name in layernorm rmsnorm batchnorm; do
-  mkdir -p "$DIR/$name"
-  for seed in 1 2 3; do
-    if reuse_run "$DIR/$name/seed$seed" --steps "$STEPS" --norm-type "$name" --seed "$seed"; then continue; fi
-    lane "$name/seed$seed" "$DIR/$name/seed$seed.log" "./$BUILD/07_vision_transformer" --steps "$STEPS" \
-      --norm-type "$name" --seed "$seed" --pictures 0 --threads "$THREADS" --quiet --out "$DIR/$name/seed$seed"
-  done
+  seed_runs "$DIR/$name" 07_vision_transformer --steps "$STEPS" --norm-type "$name" --pictures 0
 done
 lanes_wait
 echo "vit_norms: $(lanes_since "$start") s ($LANES runs at a time, $THREADS thread(s) each)"
