@@ -33,6 +33,7 @@
 #   make sparse-patterns    the pictures of the sparse patterns (out/sparse_patterns/)
 #   make vit-norms          layer norm, RMSNorm and batch norm in chapter 07's ViT, three seeds (out/vit_norms/)
 #   make vit-linformer      full attention against Linformer in chapter 07's ViT, three seeds (out/vit_linformer/)
+#   make vit-data-size      the ViT, CNN and MLP on 1,000 to 55,000 training images, three seeds (out/vit_data_size/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make clean
 #
@@ -180,7 +181,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns vit-norms vit-linformer caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns vit-norms vit-linformer vit-data-size caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -314,6 +315,11 @@ vit-norms: deps-run all
 # Full attention against Linformer (k 8, 4) in chapter 07's ViT, three seeds each (tools/vit_linformer.sh; about 12 minutes).
 vit-linformer: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/vit_linformer.sh
+
+# The ViT against the CNN and the MLP on 1,000 to 55,000 training images, three seeds each (tools/vit_data_size.sh;
+# about 30 minutes).
+vit-data-size: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/vit_data_size.sh
 
 # The sparse patterns as the lecture draws them (tools/sparse_patterns.c).
 sparse-patterns: deps-run $(BUILD)/tools/sparse_patterns

@@ -399,6 +399,27 @@ static void test_loader_on_fake_set(void **state) {
         assert_true(changed <= (row_hi - row_lo + 1) * (col_hi - col_lo + 1));   /* inside one rectangle */
         assert_true(changed * 10 >= 9 * (row_hi - row_lo + 1) * (col_hi - col_lo + 1));
     }
+
+    /* --train-size 2: the stream draws from the first 2 training images only
+     * (labels 0 and 1 here), and both of them come; 0 is all 3; more than the
+     * split holds, or a negative size, is refused */
+    FashionMnistTask small = {.d = &d, .train_size = 2};
+    assert_int_equal(fashion_mnist_train_size(&small), 2);
+    fashion_mnist_task(&small, &task);
+    int seen[3] = {0, 0, 0};
+    for (int round = 0; round < 4; round++) {
+        task.train_batch(task.self, &e, 16, &r);
+        for (int b = 0; b < 16; b++) seen[e.targets[b]]++;
+    }
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    assert_int_equal(seen[2], 0);
+    small.train_size = 0;
+    assert_int_equal(fashion_mnist_train_size(&small), 3);
+    small.train_size = 4;
+    assert_int_equal(fashion_mnist_train_size(&small), -1);
+    assert_non_null(strstr(last_error(), "--train-size 4: expected 1 to the 3 images of the training split"));
+    small.train_size = -1;
+    assert_int_equal(fashion_mnist_train_size(&small), -1);
     examples_free(&e);
     fashion_mnist_free(&d);
 
@@ -583,6 +604,11 @@ static void test_real_fashion_mnist(void **state) {
     int per_class[FASHION_MNIST_CLASSES] = {0};
     for (int i = 0; i < d.test.n; i++) per_class[d.test.labels[i]]++;
     for (int c = 0; c < FASHION_MNIST_CLASSES; c++) assert_int_equal(per_class[c], 1000);
+    /* data/README.md's row "train, first 1,000" (what --train-size 1000 trains on) */
+    const int first_1000[FASHION_MNIST_CLASSES] = {107, 104, 86, 92, 95, 100, 100, 115, 102, 99};
+    int first[FASHION_MNIST_CLASSES] = {0};
+    for (int i = 0; i < 1000; i++) first[d.train.labels[i]]++;
+    for (int c = 0; c < FASHION_MNIST_CLASSES; c++) assert_int_equal(first[c], first_1000[c]);
     assert_float_equal(d.mean, README_TRAIN_MEAN, 1e-5);
     assert_float_equal(d.std, README_TRAIN_STD, 1e-5);
     fashion_mnist_free(&d);

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tools/readme_tables.py [--out DIR] [--check] [README.md ...]
     /usr/bin/python3 tools/readme_tables.py [--out DIR] --print NAME [--print NAME ...]
-    /usr/bin/python3 tools/readme_tables.py [--out DIR] --data length-ood
+    /usr/bin/python3 tools/readme_tables.py [--out DIR] --data length-ood|translate|translate-long|vit-data-size
     make readme                       (the same, on out/ and every README)
 
 --print writes the table NAME (below) with its caption to standard output and
@@ -685,6 +685,65 @@ def table_vit_linformer(out_dir, readme):
     return rows, caption
 
 
+DATA_SIZES = (1000, 5000, 20000, 55000)
+DATA_SIZE_MODELS = (("mlp", "MLP"), ("cnn", "CNN"), ("vit", "ViT"), ("vit-augment", "ViT + augmentation"))
+
+
+def data_size_runs(out_dir, readme):
+    """tools/vit_data_size.sh's runs: {(size, model): [test accuracy of seeds 1, 2, 3]}, and the data read.
+    Each file must say it trained on that many images (its train_size)."""
+    accs, datas = {}, []
+    for n in DATA_SIZES:
+        for model, _ in DATA_SIZE_MODELS:
+            for seed in (1, 2, 3):
+                path, d = read_results(os.path.join(out_dir, "vit_data_size", "n%d" % n, model, "seed%d" % seed,
+                                                    "results.json"), "vit-data-size", readme,
+                                       "run `bash tools/vit_data_size.sh` first")
+                if int(number(d, "train_size", path)) != n:
+                    raise Failure("%s: train_size %d, expected %d" % (path, int(number(d, "train_size", path)), n))
+                datas.append(d)
+                accs.setdefault((n, model), []).append(100.0 * number(d, "test_token_acc", path))
+    return accs, datas
+
+
+def seeds_verdict(a, b):
+    """a against b (higher is better): a win or a loss only where the seeds' ranges do not overlap."""
+    if min(a) > max(b):
+        return "**win**"
+    if max(a) < min(b):
+        return "loss"
+    return "tie"
+
+
+def table_vit_data_size(out_dir, readme):
+    """The ViT, the ViT with augmentation, the CNN and the MLP on 1,000 to 55,000 training images
+    (tools/vit_data_size.sh), three seeds each."""
+    accs, datas = data_size_runs(out_dir, readme)
+    steps, batch = int(number(datas[0], "steps", "vit_data_size")), int(number(datas[0], "batch", "vit_data_size"))
+    rows = ["| training images | epochs | %s | ViT against CNN | augmentation for the ViT |"
+            % " | ".join(label for _, label in DATA_SIZE_MODELS), "|---|---|---|---|---|---|---|---|"]
+    for n in DATA_SIZES:
+        cells = ["%.2f%% (%.2f-%.2f)" % (sum(accs[(n, m)]) / 3.0, min(accs[(n, m)]), max(accs[(n, m)]))
+                 for m, _ in DATA_SIZE_MODELS]
+        rows.append("| {:,} | {:,.0f} | {} | {} | {} |".format(
+            n, steps * batch / n, " | ".join(cells), seeds_verdict(accs[(n, "vit")], accs[(n, "cnn")]),
+            seeds_verdict(accs[(n, "vit-augment")], accs[(n, "vit")])))
+    caption = ("Each model at chapter 07's quick budget (%d steps of %d images, the same schedule) on the first N "
+               "training images (`--train-size N`), accuracy on the 10,000 test images: the mean of seeds 1, 2 and 3 "
+               "and their range; epochs = steps x batch / N. A win or a loss only where the three seeds' ranges do "
+               "not overlap. From `tools/vit_data_size.sh` (`out/vit_data_size/n*/*/seed*/results.json`, %s; two "
+               "runs side by side); `make readme` rewrites this table." % (steps, batch, conditions(datas)))
+    return rows, caption
+
+
+def data_vit_data_size(out_dir):
+    """gnuplot's data: one block per model ("# label" first), rows: N, mean, lowest, highest accuracy."""
+    accs, _ = data_size_runs(out_dir, "--data")
+    return "\n\n".join("# %s\n" % label + "".join("%d %.2f %.2f %.2f\n" % (
+        n, sum(accs[(n, m)]) / 3.0, min(accs[(n, m)]), max(accs[(n, m)])) for n in DATA_SIZES)
+        for m, label in DATA_SIZE_MODELS)
+
+
 def table_attention_cost(out_dir, readme):
     """bench_attention_cost's figures (make attention-cost): one layer's ms and memory against N, and
     attention's share of a whole block."""
@@ -974,7 +1033,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, vit-data-size, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1160,6 +1219,8 @@ def make_table(name, out_dir, readme):
         return table_vit_norms(out_dir, readme)
     if name == "vit-linformer":
         return table_vit_linformer(out_dir, readme)
+    if name == "vit-data-size":
+        return table_vit_data_size(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
@@ -1253,10 +1314,12 @@ def main(argv):
                 raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
             prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
         elif a == "--data":
-            if not args or args[0] not in ("length-ood", "translate", "translate-long"):
-                raise Failure("--data: expected length-ood, translate or translate-long after the flag")
+            if not args or args[0] not in ("length-ood", "translate", "translate-long", "vit-data-size"):
+                raise Failure("--data: expected length-ood, translate, translate-long or vit-data-size after the "
+                              "flag")
             which = args.pop(0)
             sys.stdout.write(data_length_ood(out_dir) if which == "length-ood" else
+                             data_vit_data_size(out_dir) if which == "vit-data-size" else
                              data_translate(out_dir, long=which == "translate-long"))
             return 0
         elif a == "--check":

@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
                    .keep_until = 1.0f};
     const char *patch_flag = "7", *pool_flag = "cls", *pos_flag = "learned", *data_dir = NULL, *image = NULL;
     const char *norm_flag = "layernorm";
-    int augment = 0, shift = 2, index = -1, n_pictures = 4;
+    int augment = 0, shift = 2, index = -1, n_pictures = 4, train_size = 0;
     float erase = 0.0f;
     const ArgSpec model_flags[] = {
         {"patch", ARG_STRING, &patch_flag, "patch side P (4, 7, 14); a list 4,7 trains a model per size", 0, 0, NULL,
@@ -179,6 +179,8 @@ int main(int argc, char **argv) {
          4096, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
          ARG_ACTS_WITH_LOAD},
+        {"train-size", ARG_INT, &train_size, "train on the first N training images only (0: all 55,000)", 0, 55000,
+         NULL, ARG_DATA, ARG_TRAINING_ONLY},
         {"augment", ARG_BOOL, &augment, "random shifts (up to --shift pixels) and mirror images while training", 0,
          0, NULL, ARG_DATA, ARG_TRAINING_ONLY},
         {"shift", ARG_INT, &shift, "largest shift of --augment, in pixels", 0, 8, NULL, ARG_DATA, ARG_TRAINING_ONLY},
@@ -237,7 +239,8 @@ int main(int argc, char **argv) {
                                                    : BLOCK_LAYERNORM;
     if (rc == 0 && c.keep_until < 1.0f && c.keep >= 1.0f)
         rc = fail("--keep-until %g: it ends patch dropout, which is off: give --keep below 1 too", (double)c.keep_until);
-    FashionMnistTask ft = {.d = &data, .max_shift = augment ? shift : 0, .flip = augment, .erase = erase};
+    FashionMnistTask ft = {.d = &data, .max_shift = augment ? shift : 0, .flip = augment, .erase = erase,
+                           .train_size = train_size};
     VitConfig configs[MAX_PATCHES];
     for (int i = 0; rc == 0 && i < n_patches; i++) {
         configs[i] = c;
@@ -252,9 +255,13 @@ int main(int argc, char **argv) {
             rc = -1;
     }
 
-    /* 4. The data: Fashion-MNIST's training images (less 5,000 for validation) and its test images. */
+    /* 4. The data: Fashion-MNIST's training images (less 5,000 for validation; with --train-size N
+     *    only the first N) and its test images. */
     ExampleTask t;
     if (rc == 0) rc = fashion_mnist_load(&data, data_dir, 1);
+    if (rc == 0 && (train_size = fashion_mnist_train_size(&ft)) < 0) rc = -1;
+    if (rc == 0 && train_size < data.train.n)
+        printf("  training on the first %d of the %d training images\n", train_size, data.train.n);
     if (rc == 0) fashion_mnist_task(&ft, &t);
 
     /* 5. Training: each model built, trained, tested, saved and drawn. */
@@ -266,6 +273,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = classifier_report(&runs);
     if (rc == 0) rc = vit_patch_table_print(runs.flags.shared.out);
     if (rc == 0) recipe_results(&runs.results, &recipe);
+    if (rc == 0) results_set_num(&runs.results, "train_size", train_size);
     if (rc == 0) rc = classifier_write_results(&runs);
     return classifier_finish(&runs, rc);
 }

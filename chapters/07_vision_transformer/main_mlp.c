@@ -40,11 +40,14 @@ int main(int argc, char **argv) {
     PixelMlpConfig c = {.inputs = FASHION_MNIST_ROWS * FASHION_MNIST_COLS, .hidden = 80, .layers = 2,
                         .classes = FASHION_MNIST_CLASSES};
     const char *data_dir = NULL;
+    int train_size = 0;
     const ArgSpec model_flags[] = {
         {"hidden", ARG_INT, &c.hidden, "width F of each hidden layer", 1, 8192, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"layers", ARG_INT, &c.layers, "hidden layers L", 1, PIXEL_MLP_MAX_LAYERS, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
         {"data", ARG_STRING, &data_dir, "directory of the Fashion-MNIST files", 0, 0, NULL, ARG_DATA,
          ARG_ACTS_WITH_LOAD},
+        {"train-size", ARG_INT, &train_size, "train on the first N training images only (0: all 55,000)", 0, 55000,
+         NULL, ARG_DATA, ARG_TRAINING_ONLY},
     };
     static ClassifierRuns runs;
     classifier_init(&runs, &PROGRAM);
@@ -81,8 +84,13 @@ int main(int argc, char **argv) {
             rc = -1;
     }
 
-    /* 4. The data: Fashion-MNIST's training images (less 5,000 for validation) and its test images. */
+    /* 4. The data: Fashion-MNIST's training images (less 5,000 for validation; with --train-size N
+     *    only the first N) and its test images. */
+    ft.train_size = train_size;
     if (rc == 0) rc = fashion_mnist_load(&data, data_dir, 1);
+    if (rc == 0 && (train_size = fashion_mnist_train_size(&ft)) < 0) rc = -1;
+    if (rc == 0 && train_size < data.train.n)
+        printf("  training on the first %d of the %d training images\n", train_size, data.train.n);
     if (rc == 0) fashion_mnist_task(&ft, &t);
 
     /* 5. Training, then the test images and the checkpoint. */
@@ -102,6 +110,7 @@ int main(int argc, char **argv) {
 
     /* 6. The results table, the loss curve, results.json. */
     if (rc == 0) rc = classifier_report(&runs);
+    if (rc == 0) results_set_num(&runs.results, "train_size", train_size);
     if (rc == 0) rc = classifier_write_results(&runs);
     return classifier_finish(&runs, rc);
 }

@@ -202,9 +202,10 @@ void fashion_mnist_erase(float *image, float p, float lo, float hi, Rng *rng) {
 static void fm_train_batch(void *self, Examples *e, int B, Rng *rng) {
     const FashionMnistTask *ft = self;
     const ImageSplit *s = &ft->d->train;
+    const int n = ft->train_size > 0 && ft->train_size < s->n ? ft->train_size : s->n;
     e->B = B;
     for (int b = 0; b < B; b++) {
-        const int i = (int)rng_below(rng, (uint32_t)s->n);
+        const int i = (int)rng_below(rng, (uint32_t)n);
         const float *image = s->images + (size_t)i * FASHION_MNIST_PIXELS;
         float *out = e->values + (size_t)b * FASHION_MNIST_PIXELS;
         if (ft->max_shift > 0 || ft->flip)
@@ -242,6 +243,14 @@ static int fm_parse_input(void *self, const char *text, Examples *e) {
 static void fm_class_text(void *self, int c, char *buf, int cap) {
     (void)self;
     snprintf(buf, (size_t)cap, "%s", c >= 0 && c < FASHION_MNIST_CLASSES ? fashion_mnist_class_names[c] : "?");
+}
+
+int fashion_mnist_train_size(const FashionMnistTask *ft) {
+    const int n = ft->d->train.n;
+    if (ft->train_size < 0 || ft->train_size > n)
+        return fail("--train-size %d: expected 1 to the %d images of the training split (0: all of them)",
+                    ft->train_size, n);
+    return ft->train_size > 0 ? ft->train_size : n;
 }
 
 void fashion_mnist_task(FashionMnistTask *ft, ExampleTask *t) {

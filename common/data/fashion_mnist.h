@@ -97,8 +97,9 @@ void fashion_mnist_erase(float *image, float p, float lo, float hi, Rng *rng);
 /* The data set as an ExampleTask (data/examples.h) for the per-example
  * driver (train/classifier.h): n_in = 784 floats, n_out = 1, C = 10.
  *   train_batch  B images drawn at random (with replacement) from the train
- *                split, augmented when max_shift > 0 or flip is 1, then
- *                erased (fashion_mnist_erase) with probability erase;
+ *                split (its first train_size images when train_size > 0),
+ *                augmented when max_shift > 0 or flip is 1, then erased
+ *                (fashion_mnist_erase) with probability erase;
  *   test_batch   the next B images of the evaluation split, in order (it
  *                wraps around); test_reset starts it again;
  *   parse_input  refuses: images come from a file or an index, which the
@@ -108,11 +109,19 @@ typedef struct {
     const FashionMnist *d;
     int max_shift, flip;   /* augmentation of the training images */
     float erase;           /* probability of random erasing after the shift and flip (0: none) */
+    int train_size;        /* train on the first this-many training images only (0: all 55,000) */
     int eval_valid;        /* 1: test_batch reads the validation split */
     int cursor;            /* the next evaluation image */
 } FashionMnistTask;
 
 /* Fill t (self = ft) from ft, whose d must outlive t. */
 void fashion_mnist_task(FashionMnistTask *ft, ExampleTask *t);
+
+/* How many training images train_batch draws from: ft->train_size, or the
+ * whole train split when it is 0. The split's order is the file's, already
+ * mixed: the first 1,000 images hold 86 to 115 of each class (data/README.md).
+ * Returns the number, or -1 with fail() when train_size is negative or more
+ * than the split holds. */
+int fashion_mnist_train_size(const FashionMnistTask *ft);
 
 #endif
