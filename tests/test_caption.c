@@ -3,7 +3,9 @@
  * encoder's grid into chapter 01's decoder, into chapter 02's additive
  * attention, and as chapter 06's cross-attention memory); decoding step by
  * step through the Seq2Seq interface against the teacher-forced pass; the
- * checkpoint's lines (an old checkpoint's hidden= read as the state S);
+ * checkpoint's lines (an old checkpoint's hidden= read as the state S); the
+ * CNN encoder's backward under each decoder, and its pretrained convolutions
+ * loaded and frozen;
  * the scene generator (determinism, train/test disjointness, reading-order
  * captions) and the driver's image batches. */
 #include <math.h>
@@ -21,10 +23,13 @@
 
 #include "07_vision_transformer/caption.h"
 #include "07_vision_transformer/scene.h"
+#include "io/checkpoint.h"
 #include "kernels/matmul.h"
 #include "nn/gradcheck.h"
 #include "util/rng.h"
 #include "util/util.h"
+
+#include "temp_dir.h"
 
 #define SIDE 8
 #define B_TEST 3
@@ -67,9 +72,44 @@ static double model_loss(void *ctx) {
     return caption_train_step(l->c, l->b, 0);
 }
 
+/* The CNN encoder's convolutions, every entry: ReLU and max-pool have kinks
+ * (an input crossing 0, two pixels of a window swapping), so central
+ * differences at eps and eps / 2 are taken and an entry where the two
+ * disagree by more than the loss's float rounding (a kink within eps) is
+ * skipped, at most 1 in 10 (as test_cnn.c does); elsewhere the estimate must
+ * match the analytic gradient. */
+static void check_conv_gradient(LossCtx *ctx, Params *p, const ParamTensor *pt) {
+    const float eps = 1e-3f;
+    size_t skipped = 0;
+    double grad_norm = 0.0;
+    for (size_t i = 0; i < pt->count; i++) {
+        float *w = p->data + pt->offset + i;
+        const float w0 = *w, steps[4] = {eps, -eps, eps / 2, -eps / 2};
+        double f[4];
+        for (int k = 0; k < 4; k++) {
+            *w = w0 + steps[k];
+            f[k] = model_loss(ctx);
+        }
+        *w = w0;
+        const double wide = (f[0] - f[1]) / (2.0 * eps), narrow = (f[2] - f[3]) / (double)eps;
+        const double analytic = p->grad[pt->offset + i];
+        grad_norm += fabs(analytic);
+        if (fabs(wide - narrow) > 0.05 * fmax(fabs(wide), fabs(narrow)) + 5e-4) {
+            skipped++;
+            continue;
+        }
+        if (fabs(analytic - narrow) > 3e-2 * fmax(fabs(analytic), fabs(narrow)) + 1e-3)
+            fail_msg("%s %s[%zu]: numeric %.6g, analytic %.6g", caption_kind_name(ctx->c->cfg.kind), pt->name, i,
+                     narrow, analytic);
+    }
+    if (skipped * 10 > pt->count || !(grad_norm > 0.0))
+        fail_msg("%s %s: %zu of %zu entries near a kink, sum |grad| %.3g", caption_kind_name(ctx->c->cfg.kind),
+                 pt->name, skipped, pt->count, grad_norm);
+}
+
 /* Every parameter tensor of one captioner against central differences. */
-static void check_gradients(CaptionKind kind) {
-    CaptionConfig cfg = small_config(kind);
+static void check_gradients_of(CaptionConfig cfg) {
+    CaptionKind kind = cfg.kind;
     Caption c;
     assert_int_equal(caption_create(&c, &cfg, B_TEST, 17), 0);
     Rng r;
@@ -84,6 +124,10 @@ static void check_gradients(CaptionKind kind) {
     LossCtx ctx = {&c, &b};
     for (int k = 0; k < c.params.n_tensors; k++) {
         const ParamTensor *pt = &c.params.tensors[k];
+        if (strncmp(pt->name, "conv", 4) == 0) {
+            check_conv_gradient(&ctx, &c.params, pt);
+            continue;
+        }
         GradCheckResult res = gradcheck(model_loss, &ctx, c.params.data + pt->offset, c.params.grad + pt->offset,
                                         pt->count, 3e-3f, 40);
         double grad_norm = 0.0;
@@ -99,6 +143,24 @@ static void check_gradients(CaptionKind kind) {
     }
     batch_free(&b);
     caption_free(&c);
+}
+
+static void check_gradients(CaptionKind kind) { check_gradients_of(small_config(kind)); }
+
+/* The CNN encoder (chapter 07's CNN without its head, F = 2: G [4, 4], then
+ * proj to D = 8) under each decoder: the same 8 x 8 images, N = 4 positions. */
+static CaptionConfig cnn_config(CaptionKind kind) {
+    CaptionConfig cfg = small_config(kind);
+    cfg.encoder = CAPTION_ENCODER_CNN;
+    cfg.filters = 2;
+    return cfg;
+}
+
+static void test_gradients_cnn(void **state) {
+    (void)state;
+    check_gradients_of(cnn_config(CAPTION_POOL));
+    check_gradients_of(cnn_config(CAPTION_ATTEND));
+    check_gradients_of(cnn_config(CAPTION_TRANSFORMER));
 }
 
 static void test_gradients_pool(void **state) { (void)state; check_gradients(CAPTION_POOL); }
@@ -184,6 +246,75 @@ static void test_cross_maps_are_the_decoding_maps(void **state) {
     assert_int_equal(caption_cross_maps(&c, &one, out, 0, unused), -1);
     assert_non_null(strstr(last_error(), "attend"));
     caption_free(&c);
+}
+
+/* caption_load_cnn: a 07_cnn checkpoint's convolutions copied in by name;
+ * frozen, they get no gradient (the projection after them still does); a
+ * CNN of other filters, a checkpoint of another chapter, or a captioner with
+ * the ViT encoder: refused, naming what differs. */
+static void test_pretrained_cnn(void **state) {
+    (void)state;
+    char dir[256], path[512], text[1024] = "model=" CNN_MODEL_NAME "\ntask=fashion\n";
+    assert_int_equal(temp_dir_make(dir, sizeof dir, "attn_test_caption"), 0);
+    snprintf(path, sizeof path, "%s/cnn.ckpt", dir);
+    /* the pretraining's classifier: 28 x 28 single items, the same filters as the captioner's trunk */
+    CnnConfig cc = {.channels = 1, .rows = 28, .cols = 28, .filters = 2, .classes = 10};
+    Classifier cnn;
+    assert_int_equal(cnn_build(&cnn, &cc, 1, 3), 0);
+    Rng r;
+    rng_seed(&r, 9, 0);
+    for (size_t i = 0; i < cnn.params->size; i++) cnn.params->data[i] = rng_uniform(&r) - 0.5f;
+    assert_int_equal(config_write(text, sizeof text, CNN_CONFIG_FIELDS, CNN_CONFIG_N, &cc), 0);
+    assert_int_equal(checkpoint_save(path, text, cnn.params), 0);
+
+    CaptionConfig cfg = cnn_config(CAPTION_ATTEND);
+    Caption c;
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 17), 0);
+    assert_int_equal(caption_load_cnn(&c, path, 1), 0);
+    const char *names[] = {"conv1.W", "conv1.b", "conv2.W", "conv2.b"};
+    for (int k = 0; k < 4; k++) {
+        const ParamTensor *from = params_find(cnn.params, names[k]), *to = params_find(&c.params, names[k]);
+        assert_non_null(from);
+        assert_non_null(to);
+        assert_int_equal(from->count, to->count);
+        assert_memory_equal(cnn.params->data + from->offset, c.params.data + to->offset, sizeof(float) * to->count);
+    }
+    Batch b;
+    make_batch(&b, &r);
+    params_zero_grad(&c.params);
+    assert_true(isfinite(caption_train_step(&c, &b, 1)));
+    for (int k = 0; k < 4; k++) {
+        const ParamTensor *t = params_find(&c.params, names[k]);
+        for (size_t i = 0; i < t->count; i++) assert_true(c.params.grad[t->offset + i] == 0.0f);
+    }
+    const ParamTensor *proj = params_find(&c.params, "proj.W");
+    assert_non_null(proj);
+    double proj_grad = 0.0;
+    for (size_t i = 0; i < proj->count; i++) proj_grad += fabs(c.params.grad[proj->offset + i]);
+    assert_true(proj_grad > 0.0);
+    batch_free(&b);
+    caption_free(&c);
+
+    /* refused: other filters; the ViT encoder; a checkpoint that is not a 07_cnn one */
+    cfg.filters = 3;
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 17), 0);
+    assert_int_equal(caption_load_cnn(&c, path, 0), -1);
+    assert_non_null(strstr(last_error(), "--filters 2"));
+    caption_free(&c);
+    cfg = small_config(CAPTION_ATTEND);
+    assert_int_equal(caption_create(&c, &cfg, B_TEST, 17), 0);
+    assert_int_equal(caption_load_cnn(&c, path, 0), -1);
+    assert_non_null(strstr(last_error(), "--encoder cnn"));
+    cfg = cnn_config(CAPTION_ATTEND);
+    Caption other;
+    assert_int_equal(caption_create(&other, &cfg, B_TEST, 17), 0);
+    assert_int_equal(checkpoint_save(path, "model=" CAPTION_MODEL_NAME "\n", &c.params), 0);
+    assert_int_equal(caption_load_cnn(&other, path, 0), -1);
+    assert_non_null(strstr(last_error(), "07_cnn"));
+    caption_free(&other);
+    caption_free(&c);
+    cnn.destroy(cnn.self);
+    assert_int_equal(temp_dir_remove(dir), 0);
 }
 
 /* Bad sizes are refused with a message, not a crash. */
@@ -393,6 +524,8 @@ int main(void) {
         cmocka_unit_test(test_gradients_pool),
         cmocka_unit_test(test_gradients_attend),
         cmocka_unit_test(test_gradients_transformer),
+        cmocka_unit_test(test_gradients_cnn),
+        cmocka_unit_test(test_pretrained_cnn),
         cmocka_unit_test(test_decoding_pool),
         cmocka_unit_test(test_decoding_attend),
         cmocka_unit_test(test_decoding_transformer),

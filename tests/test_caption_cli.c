@@ -2,7 +2,8 @@
  * captioning program): bad flags, values and files get one clear error and
  * exit code 1 (never a crash); the good paths work: a short training run of
  * each model, --load (evaluation into its own directory), --load --image
- * with the scene --compose wrote, the panels' files. The runs need
+ * with the scene --compose wrote, the panels' files; the CNN encoder from a
+ * 07_cnn checkpoint, frozen, trained and loaded. The runs need
  * Fashion-MNIST and are skipped without it.
  *
  * The program is found next to this test's binary (<build>/tests/..), so the
@@ -67,6 +68,11 @@ static void test_flags(void **state) {
     expect_error("--translate hello", "--translate");
     expect_error("--image scene.pgm", "--load");
     expect_error("--to scene.pgm", "--compose");
+    expect_error("--freeze-encoder", "--encoder cnn");
+    expect_error("--encoder cnn --freeze-encoder", "--pretrained");
+    expect_error("--encoder cnn --patch 4", "--patch");
+    expect_error("--filters 4", "--encoder cnn");
+    expect_error("--encoder resnet", "vit, cnn");
     expect_error("--compose 1,2,3", "--to");
     char args[1024];
     snprintf(args, sizeof args, "--compose 1,2,3 --to %s/s.pgm", tmp_dir);
@@ -134,6 +140,39 @@ static void test_runs(void **state) {
         snprintf(path, sizeof path, "%s/%s/img/caption_scene.gp", tmp_dir, models[i]);
         assert_true(exists(path));
     }
+    /* the CNN encoder, its convolutions from a 07_cnn run (the pretraining) and frozen: trains, loads, and
+     * says so in results.json; a CNN of other filters refused */
+    snprintf(args, sizeof args, "--steps 3 --batch 4 --filters 4 --test-size 20 --quiet --threads 1 "
+             "--out %s/cnn", tmp_dir);
+    program_run(r, build_dir, "07_cnn", args, tmp_dir);
+    if (r->code != 0) print_error("%s\n", r->err);
+    assert_int_equal(r->code, 0);
+    const char *cnn_run = "--encoder cnn --steps 3 --batch 4 --train-scenes 40 --valid-scenes 4 --test-scenes 6 "
+                          "--pictures 1 --dim 16 --heads 2 --ff 16 --quiet --threads 1";
+    snprintf(args, sizeof args, "%s --filters 4 --pretrained %s/cnn/model_cnn.ckpt --freeze-encoder --out %s/frozen",
+             cnn_run, tmp_dir, tmp_dir);
+    run(r, args);
+    if (r->code != 0) print_error("%s\n", r->err);
+    assert_int_equal(r->code, 0);
+    snprintf(path, sizeof path, "%s/frozen/results.json", tmp_dir);
+    char *json = malloc(65536);
+    read_text_file(path, json, 65536);
+    assert_non_null(strstr(json, "\"encoder\": \"cnn\""));
+    assert_non_null(strstr(json, "\"encoder_start\": \"pretrained\""));
+    assert_non_null(strstr(json, "\"encoder_frozen\": 1"));
+    free(json);
+    snprintf(args, sizeof args, "--load %s/frozen/model.ckpt --image %s/scene.pgm --threads 1 --out %s/frozen/img",
+             tmp_dir, tmp_dir, tmp_dir);
+    run(r, args);
+    if (r->code != 0) print_error("%s\n", r->err);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "scene: "));
+    snprintf(args, sizeof args, "%s --pretrained %s/cnn/model_cnn.ckpt --out %s/bad", cnn_run, tmp_dir, tmp_dir);
+    expect_error(args, "--filters 4");
+    snprintf(args, sizeof args, "%s --filters 4 --pretrained %s/attend/model.ckpt --out %s/bad", cnn_run, tmp_dir,
+             tmp_dir);
+    expect_error(args, "07_cnn");
+
     /* bad inputs with a good checkpoint */
     snprintf(path, sizeof path, "%s/bad.pgm", tmp_dir);
     FILE *f = fopen(path, "w");

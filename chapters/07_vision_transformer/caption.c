@@ -19,6 +19,7 @@
 #include "02_bahdanau_attention/bahdanau.h"
 #include "04_self_attention/self_attention.h"
 #include "07_vision_transformer/vit.h"
+#include "io/checkpoint.h"
 #include "nn/layers.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -50,6 +51,9 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
     memset(c, 0, sizeof *c);
     params_init(&c->params);
     c->cfg = *cfg;
+    const int cnn = cfg->encoder == CAPTION_ENCODER_CNN;
+    if (cnn && cfg->P != 4)
+        return fail("patch=%d with the CNN encoder: expected 4 (its grid has one position per 4 x 4 pixels)", cfg->P);
     c->patch = (PatchEmbedSpec){.channels = 1, .rows = cfg->side, .cols = cfg->side, .P = cfg->P, .D = cfg->D};
     if (patch_embed_check(&c->patch) < 0) return -1;
     const int D = cfg->D, kind = cfg->kind;
@@ -66,12 +70,18 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
 
     /* ---- declare: the encoder, then one decoder */
     Params *p = &c->params;
-    c->patch_W = params_add(p, "patch.W", 2, (int[]){patch_embed_dim(&c->patch), D});
-    c->patch_b = params_add(p, "patch.b", 1, (int[]){D});
     const BlockSpec enc_spec = block_spec(cfg, 0), dec_spec = block_spec(cfg, 1);
-    if (stack_declare(&c->enc, &enc_spec, cfg->layers, p, "enc") < 0) return -1;
-    c->enc.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
-    c->enc.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+    if (cnn) {
+        if (cnn_trunk_declare(&c->trunk, p, 1, cfg->side, cfg->side, cfg->filters) < 0) return -1;
+        c->proj_W = params_add(p, "proj.W", 2, (int[]){2 * cfg->filters, D});
+        c->proj_b = params_add(p, "proj.b", 1, (int[]){D});
+    } else {
+        c->patch_W = params_add(p, "patch.W", 2, (int[]){patch_embed_dim(&c->patch), D});
+        c->patch_b = params_add(p, "patch.b", 1, (int[]){D});
+        if (stack_declare(&c->enc, &enc_spec, cfg->layers, p, "enc") < 0) return -1;
+        c->enc.norm_g = params_add(p, "enc_norm.gamma", 1, (int[]){D});
+        c->enc.norm_b = params_add(p, "enc_norm.beta", 1, (int[]){D});
+    }
     if (kind == CAPTION_TRANSFORMER) {
         c->tgt_emb = params_add(p, "tgt_emb", 2, (int[]){V, D});
         if (stack_declare(&c->tdec, &dec_spec, cfg->dec_layers, p, "dec") < 0) return -1;
@@ -95,8 +105,13 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
     /* ---- initial values, in declaration order (as the earlier chapters) */
     Rng rng;
     rng_seed(&rng, seed, 1);
-    patch_embed_init(&c->patch, params_data(p, c->patch_W), params_data(p, c->patch_b), &rng);
-    stack_init_weights(&c->enc, &rng);
+    if (cnn) {
+        cnn_trunk_init(&c->trunk, p, &rng);
+        init_xavier(params_data(p, c->proj_W), 2 * cfg->filters, D, &rng);
+    } else {
+        patch_embed_init(&c->patch, params_data(p, c->patch_W), params_data(p, c->patch_b), &rng);
+        stack_init_weights(&c->enc, &rng);
+    }
     if (kind == CAPTION_TRANSFORMER) {
         init_normal(params_data(p, c->tgt_emb), (size_t)V * D, 1.0f / sqrtf((float)D), &rng);
         stack_init_weights(&c->tdec, &rng);
@@ -119,9 +134,20 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
     const int g = cfg->side / cfg->P;
     c->E_pos = xcalloc((size_t)N * D, sizeof(float));
     vit_positions_2d(c->E_pos, g, g, D, 0);
-    stack_alloc(&c->enc, max_B, N, 0);
-    c->patches = xcalloc(BND, sizeof(float));
-    c->patch_cache = xcalloc(patch_embed_cache_floats(&c->patch, max_B), sizeof(float));
+    if (cnn) {
+        const size_t BNF = BN * 2 * cfg->filters;
+        cnn_trunk_alloc(&c->trunk, max_B);
+        c->G = xcalloc(BNF, sizeof(float));
+        c->dG = xcalloc(BNF, sizeof(float));
+        c->dp2 = xcalloc(BNF, sizeof(float));
+        c->cnn_Z = xcalloc(BND, sizeof(float));
+        c->Z = c->cnn_Z;
+    } else {
+        stack_alloc(&c->enc, max_B, N, 0);
+        c->patches = xcalloc(BND, sizeof(float));
+        c->patch_cache = xcalloc(patch_embed_cache_floats(&c->patch, max_B), sizeof(float));
+        c->Z = c->enc.out;
+    }
     c->dZ = xcalloc(BND, sizeof(float));
     c->lens = xcalloc((size_t)max_B, sizeof(int));
     for (int b = 0; b < max_B; b++) c->lens[b] = N;
@@ -166,7 +192,9 @@ int caption_create(Caption *c, const CaptionConfig *cfg, int max_B, uint64_t see
 }
 
 void caption_free(Caption *c) {
-    stack_free(&c->enc);
+    if (c->cfg.encoder == CAPTION_ENCODER_CNN) cnn_trunk_free(&c->trunk);
+    else stack_free(&c->enc);
+    free(c->G); free(c->dG); free(c->dp2); free(c->cnn_Z);
     if (c->cfg.kind == CAPTION_TRANSFORMER) stack_free(&c->tdec);
     else if (c->dec.max_B) rnn_decoder_free(&c->dec);
     params_free(&c->params);
@@ -186,10 +214,44 @@ static void caption_destroy(void *self) {
 
 /* ================================================================ encoder */
 
-/* images [B, side, side] -> Z = c->enc.out [B, N, D] and u [B, D] = mean_n Z */
+/* The CNN encoder: images [B, side, side] -> p_2 [B, 2F, N] -> G [B, N, 2F] ->
+ * Z = G W_proj + b_proj + E_pos [B, N, D] */
+static void cnn_encoder_forward(Caption *c, const float *images, int B) {
+    Params *p = &c->params;
+    const int N = c->N, D = c->D, K = 2 * c->cfg.filters;
+    cnn_trunk_forward(&c->trunk, p, images, B);
+    for (int b = 0; b < B; b++)   /* channel-major to position-major: G[b, n, k] = p_2[b, k, n] */
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                c->G[((size_t)b * N + n) * K + k] = c->trunk.p2[((size_t)b * K + k) * N + n];
+    linear_forward(c->cnn_Z, c->G, params_data(p, c->proj_W), params_data(p, c->proj_b), B * N, K, D);
+    add_positional_encoding(c->cnn_Z, c->E_pos, B, N, D);
+}
+
+/* c->dZ [B, N, D] -> proj.* and, unless frozen, conv1.*, conv2.* */
+static void cnn_encoder_backward(Caption *c, int B) {
+    Params *p = &c->params;
+    const int N = c->N, D = c->D, K = 2 * c->cfg.filters;
+    memset(c->dG, 0, sizeof(float) * (size_t)B * N * K);
+    linear_backward(c->dG, params_grad(p, c->proj_W), params_grad(p, c->proj_b), c->dZ, c->G,
+                    params_data(p, c->proj_W), B * N, K, D);
+    if (c->frozen) return;   /* the pretrained convolutions stay as loaded */
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                c->dp2[((size_t)b * K + k) * N + n] = c->dG[((size_t)b * N + n) * K + k];
+    cnn_trunk_backward(&c->trunk, p, c->dp2);
+}
+
+/* images [B, side, side] -> Z = c->Z [B, N, D] (the ViT's: enc.out) and u [B, D] = mean_n Z */
 static void encoder_forward(Caption *c, const float *images, int B) {
     Params *p = &c->params;
     const int N = c->N, D = c->D;
+    if (c->cfg.encoder == CAPTION_ENCODER_CNN) {
+        cnn_encoder_forward(c, images, B);
+        vit_pool_forward(c->u, c->Z, VIT_POOL_MEAN, B, N, D);
+        return;
+    }
     patch_embed_forward(c->patches, c->patch_cache, images, params_data(p, c->patch_W), params_data(p, c->patch_b),
                         &c->patch, B);
     float *X0 = c->enc.x[0];
@@ -203,6 +265,10 @@ static void encoder_forward(Caption *c, const float *images, int B) {
 static void encoder_backward(Caption *c, int B) {
     Params *p = &c->params;
     vit_pool_backward(c->dZ, c->du, VIT_POOL_MEAN, B, c->N, c->D);
+    if (c->cfg.encoder == CAPTION_ENCODER_CNN) {
+        cnn_encoder_backward(c, B);
+        return;
+    }
     const float *dX0 = stack_backward(&c->enc, c->dZ, NULL, NULL, NULL, B, c->N);
     /* the positions are fixed: X_0's gradient goes on to the patch embedding */
     patch_embed_backward(NULL, params_grad(p, c->patch_W), params_grad(p, c->patch_b), NULL, dX0, c->patch_cache,
@@ -275,7 +341,7 @@ static double attend_pass(Caption *c, const Batch *b, int backward) {
     const int B = b->batch, Tt = b->tgt_len, N = c->N, D = c->D, D_E = dec->D_E, S = dec->S, I = dec->I;
     const int D_A = c->cfg.D_A;
     const size_t hs = (size_t)B * S;
-    const float *Z = c->enc.out, *v = params_data(p, c->att_v);
+    const float *Z = c->Z, *v = params_data(p, c->att_v);
     init_state(c, dec->s, B);   /* s_0 = tanh(u W_init + b_init), as Xu et al. */
     linear_forward(c->keys, Z, params_data(p, c->att_W1), NULL, B * N, D, D_A);
     rnn_decoder_targets(dec, b);
@@ -332,7 +398,7 @@ static void target_embed(Caption *c, const int *ids, int B, int T) {
 static double transformer_pass(Caption *c, const Batch *b, int backward) {
     Params *p = &c->params;
     const int B = b->batch, Tt = b->tgt_len, D = c->D, V = c->cfg.V, R = B * Tt, N = c->N;
-    const BlockMemory mem = {c->enc.out, c->lens, N};
+    const BlockMemory mem = {c->Z, c->lens, N};
     target_embed(c, b->tgt_in, B, Tt);
     stack_forward(&c->tdec, NULL, &mem, B, Tt, 0, &c->rng);
     linear_forward(c->logits, c->tdec.out, params_data(p, c->out_W), params_data(p, c->out_b), R, D, V);
@@ -378,7 +444,7 @@ void caption_encode(void *self, const Batch *b, float *states) {
     Caption *c = self;
     const int B = b->batch, N = c->N, D = c->D;
     encoder_forward(c, b->values, B);
-    memcpy(c->grid, c->enc.out, sizeof(float) * (size_t)B * N * D);
+    memcpy(c->grid, c->Z, sizeof(float) * (size_t)B * N * D);
     if (c->cfg.kind == CAPTION_TRANSFORMER) {
         memset(states, 0, sizeof(float) * (size_t)B * state_size(c));
         return;
@@ -514,6 +580,10 @@ void caption_interface(Caption *c, Seq2Seq *m) {
 
 const ConfigField CAPTION_CONFIG_FIELDS[] = {
     {"caption_model", CONFIG_CHOICE, offsetof(CaptionConfig, kind), .choices = "pool,attend,transformer"},
+    {"encoder", CONFIG_CHOICE, offsetof(CaptionConfig, encoder), .choices = "vit,cnn", .fallback = "vit",
+     .omit_fallback = 1},
+    {"filters", CONFIG_INT, offsetof(CaptionConfig, filters), .lo = 0, .hi = 1024, .fallback = "0",
+     .omit_fallback = 1},
     {"side", CONFIG_INT, offsetof(CaptionConfig, side), .lo = 1, .hi = 4096},
     {"patch", CONFIG_INT, offsetof(CaptionConfig, P), .lo = 1, .hi = 4096},
     {"dim", CONFIG_INT, offsetof(CaptionConfig, D), .lo = 4, .hi = 4096},
@@ -526,6 +596,38 @@ const ConfigField CAPTION_CONFIG_FIELDS[] = {
     {"attn", CONFIG_INT, offsetof(CaptionConfig, D_A), .lo = 1, .hi = 4096},
 };
 const int CAPTION_CONFIG_N = (int)(sizeof CAPTION_CONFIG_FIELDS / sizeof CAPTION_CONFIG_FIELDS[0]);
+
+int caption_load_cnn(Caption *c, const char *path, int frozen) {
+    if (c->cfg.encoder != CAPTION_ENCODER_CNN)
+        return fail("%s: a pretrained CNN goes with the CNN encoder (--encoder cnn)", path);
+    char *text = NULL;
+    if (checkpoint_read_config(path, &text) < 0) return -1;
+    CnnConfig cc;
+    int rc = checkpoint_check_model(path, text, CNN_MODEL_NAME, "07_cnn");
+    if (rc == 0 && config_read(text, CNN_CONFIG_FIELDS, CNN_CONFIG_N, &cc) < 0) rc = fail("%s: %s", path, last_error());
+    free(text);
+    if (rc < 0) return -1;
+    if (cc.channels != 1)
+        return fail("%s: a CNN of %d input channels: expected 1 (grey scenes)", path, cc.channels);
+    if (cc.filters != c->cfg.filters)
+        return fail("%s: a CNN of %d filters, but this captioner's encoder has %d: give --filters %d", path,
+                    cc.filters, c->cfg.filters, cc.filters);
+    Classifier pretrained;   /* the whole classifier read, its convolutions kept */
+    if (cnn_build(&pretrained, &cc, 1, 0) < 0) return -1;
+    rc = checkpoint_load(path, pretrained.params);
+    const char *names[] = {"conv1.W", "conv1.b", "conv2.W", "conv2.b"};
+    for (int i = 0; rc == 0 && i < 4; i++) {
+        const ParamTensor *from = params_find(pretrained.params, names[i]), *to = params_find(&c->params, names[i]);
+        if (!from || !to || from->count != to->count) {
+            rc = fail("%s: tensor %s is not the shape of this captioner's", path, names[i]);
+            break;
+        }
+        memcpy(c->params.data + to->offset, pretrained.params->data + from->offset, sizeof(float) * to->count);
+    }
+    pretrained.destroy(pretrained.self);
+    if (rc == 0) c->frozen = frozen;
+    return rc;
+}
 
 int caption_build(Seq2Seq *m, const Dataset *d, const CaptionConfig *config, int max_batch, uint64_t seed) {
     CaptionConfig cfg = *config;

@@ -10,6 +10,18 @@
  *   Z        = Norm(Block_L(..Block_1(X_0)))   chapter 06's pre-norm stack: the grid [N, D]
  *   u        = (1/N) sum_n Z[n]           the grid pooled to one vector
  *
+ * or, with the CNN encoder (the lecture's own pipeline: spatial features of a
+ * pretrained CNN, Show-Attend-Tell's conv grid), chapter 07's CNN (cnn.h)
+ * without its head, run over the whole scene, its last grid of features
+ * p_2 [2F, side/4, side/4] read position by position:
+ *
+ *   G        = p_2 as [N, 2F], N = (side/4)^2   one 2F-vector z_{i,j} per 4 x 4 pixels
+ *   Z        = G W_proj + b_proj + E_pos        [N, D], the same 2-D sinusoids
+ *   u        = (1/N) sum_n Z[n]
+ *
+ * its convolutions from scratch, or from a CNN classifier trained on single
+ * items (caption_load_cnn; frozen or fine-tuned);
+ *
  * and three decoders, all fed the previous word y_{t-1} (teacher forcing in
  * training, their own output when captioning):
  *
@@ -29,7 +41,8 @@
  *
  * The model is a Seq2Seq (model/seq2seq.h) over an image task: Batch.values
  * [B, side side] holds the images. Parameter names: patch.W, patch.b, enc<l>.*,
- * enc_norm.* (the encoder); init.W, init.b, dec.*, out.* (chapter 01's decoder)
+ * enc_norm.* (the ViT encoder) or conv1.*, conv2.*, proj.W, proj.b (the CNN
+ * encoder); init.W, init.b, dec.*, out.* (chapter 01's decoder)
  * and att.W_1, att.W_2, att.v (model 2); tgt_emb, dec<l>.*, dec_norm.*,
  * out.W, out.b (model 3).
  *
@@ -41,6 +54,7 @@
 #include <stdint.h>
 #include "01_rnn_seq2seq/rnn_seq2seq.h"
 #include "06_transformer/stack.h"
+#include "07_vision_transformer/cnn.h"
 #include "07_vision_transformer/patch_embed.h"
 #include "data/dataset.h"
 #include "io/config.h"
@@ -49,11 +63,14 @@
 #define CAPTION_MODEL_NAME "ch07_caption"
 
 typedef enum { CAPTION_POOL = 0, CAPTION_ATTEND = 1, CAPTION_TRANSFORMER = 2 } CaptionKind;
+typedef enum { CAPTION_ENCODER_VIT = 0, CAPTION_ENCODER_CNN = 1 } CaptionEncoder;
 
 typedef struct {
     CaptionKind kind;
     int side;                 /* image side in pixels (square images) */
-    int P, D;                 /* patch side, width */
+    CaptionEncoder encoder;   /* the ViT's (the default) or the CNN's */
+    int P, D;                 /* patch side (the CNN encoder: 4, the pixels per grid step), width */
+    int filters;              /* the CNN encoder: F of its first convolution (p_2 has 2F channels) */
     int layers, heads, ff;    /* the encoder's L, H, F; model 3's decoder has dec_layers blocks of H, F */
     int dec_layers;
     int D_E, S, D_A;          /* models 1-2: word embedding, GRU state, additive attention's width */
@@ -62,8 +79,9 @@ typedef struct {
 } CaptionConfig;
 
 /* The fields a checkpoint records, as "key=value" lines (io/config.h):
- * caption_model, side, patch, dim, layers, heads, ff, dec_layers, embed,
- * state (read as hidden from older checkpoints), attn. V and max_words come
+ * caption_model, encoder (written only for the CNN's; vit without the
+ * line), filters (the CNN encoder's), side, patch, dim, layers, heads, ff,
+ * dec_layers, embed, state (read as hidden from older checkpoints), attn. V and max_words come
  * from the data set (caption_build). */
 extern const ConfigField CAPTION_CONFIG_FIELDS[];
 extern const int CAPTION_CONFIG_N;
@@ -77,6 +95,12 @@ typedef struct {
     PatchEmbedSpec patch;
     size_t patch_W, patch_b;
     Stack enc;                /* enc.out = Z [B, N, D] */
+    CnnTrunk trunk;           /* the CNN encoder: conv1.*, conv2.*; trunk.p2 [B, 2F, side/4, side/4] */
+    size_t proj_W, proj_b;    /* [2F, D], [D] */
+    float *G, *dG, *dp2;      /* [B, N, 2F] p_2 position by position, its gradient; dp2 [B, 2F, N] */
+    float *cnn_Z;             /* [B, N, D] the CNN encoder's Z */
+    int frozen;               /* 1: the convolutions get no gradient (caption_load_cnn) */
+    float *Z;                 /* the grid the decoders read: enc.out or cnn_Z */
     float *E_pos;             /* [N, D] fixed 2-D sinusoids */
     float *patches, *patch_cache;   /* [B, N, D], patch_embed_cache_floats */
     float *dZ;                /* [B, N, D] */
@@ -130,6 +154,16 @@ void caption_encode(void *self, const Batch *b, float *states);
 int caption_cross_maps(Caption *c, const Batch *one, const int *out, int n, float *maps);
 void caption_step(void *self, int n, const int *src_row, const float *states, const int *prev, float *next,
                   float *logprobs, float *attn);
+
+/* The CNN encoder's convolutions from a 07_cnn checkpoint at path (a
+ * classifier trained on single Fashion-MNIST items: the pretraining), copied
+ * over the ones drawn at random: conv1.W, conv1.b, conv2.W, conv2.b. The file
+ * must be a 07_cnn checkpoint of one input channel and cfg.filters filters
+ * (otherwise one fail() naming the file and what differs). frozen = 1: the
+ * convolutions then get no gradient in training, so they stay as loaded
+ * (plain Adam moves no weight whose gradient is 0; the caller refuses weight
+ * decay beside it). Returns 0, or -1 with fail(). */
+int caption_load_cnn(Caption *c, const char *path, int frozen);
 
 /* The captioner cfg describes, for the images and words of data set d, as
  * a Seq2Seq m: cfg's V and max_words are taken from d (its target

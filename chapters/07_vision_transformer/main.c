@@ -58,7 +58,6 @@ static const ClassifierProgram PROGRAM = {
     .model_name = VIT_MODEL_NAME,
     .summary = "Chapter 07: the Vision Transformer on Fashion-MNIST, P x P patches through chapter 06's encoder.",
     .examples = "./build/07_vision_transformer\n"
-                "./build/07_vision_transformer --patch 4,7,14 --steps 2000\n"
                 "./build/07_vision_transformer --load out/07_vision_transformer/model_vit_p7.ckpt "
                 "--image chapters/07_vision_transformer/img/example_box.pgm",
     .load_hint = "--index 0, or --image FILE.pgm",

@@ -4,12 +4,14 @@
  *   ./build/07_caption                                   the quick default (make run-07)
  *   ./build/07_caption --model pool|attend|transformer   one of the three captioners (caption.h)
  *   ./build/07_caption --grid 3                          84 x 84 scenes of 3 x 3 cells
+ *   ./build/07_caption --encoder cnn --pretrained out/07_cnn/model_cnn.ckpt   a pretrained CNN's grid as the memory
  *   ./build/07_caption --load out/07_caption/model.ckpt  evaluate a saved model (test scenes, pictures)
  *   ./build/07_caption --load ...ckpt --image my_scene.pgm   caption your own scene, one panel per word
  *   ./build/07_caption --compose 12,-,345,7 --to s.pgm    a scene of test images 12, 345, 7 (- empty)
  *
- * The three models share the ViT's encoder and differ only in how the
- * decoder reads it: pooled to one vector (chapter 01), additive attention over
+ * The three models share the ViT's encoder (or, with --encoder cnn, chapter
+ * 07's CNN, from scratch or pretrained as a classifier of single items) and
+ * differ only in how the decoder reads it: pooled to one vector (chapter 01), additive attention over
  * the grid (chapter 02, Show-Attend-Tell), cross-attention (chapter 06).
  * main() reads top to bottom, each step one call: the seq2seq driver's
  * (train/seq2seq.h; its training is train/loop.h's train_loop), the scenes'
@@ -30,10 +32,11 @@
 static const Seq2SeqProgram PROGRAM = {
     .chapter = "07_caption",
     .model_name = CAPTION_MODEL_NAME,
-    .summary = "Chapter 07, captioning: scenes of Fashion-MNIST items captioned in reading order (\"bag coat\"):\n"
-               "a ViT encoder, and a decoder that pools, attends (chapter 02) or cross-attends (chapter 06).",
+    .summary = "Chapter 07, captioning: scenes of Fashion-MNIST items captioned in reading order (\"bag coat\").",
     .examples = "./build/07_caption\n"
                 "./build/07_caption --model transformer --grid 3\n"
+                "./build/07_cnn --out out/07_cnn && "
+                "./build/07_caption --encoder cnn --pretrained out/07_cnn/model_cnn.ckpt --freeze-encoder\n"
                 "./build/07_caption --compose 1,2,-,4 --to scene.pgm\n"
                 "./build/07_caption --load out/07_caption/model.ckpt --image scene.pgm",
     .image_sources = 1,
@@ -79,6 +82,36 @@ static int compose(const char *list, const char *to, int grid, const char *data_
     return 1;
 }
 
+/* --encoder, --filters, --pretrained, --freeze-encoder into cfg; each flag
+ * refused where it has no effect. */
+static int encoder_flags(CaptionConfig *cfg, const char *encoder, int filters, const char *pretrained, int freeze,
+                         int argc, char **argv, float weight_decay) {
+    const int cnn = strcmp(encoder, "cnn") == 0;
+    cfg->encoder = cnn ? CAPTION_ENCODER_CNN : CAPTION_ENCODER_VIT;
+    cfg->filters = cnn ? filters : 0;
+    const char *vit_only[] = {"patch", "layers"}, *cnn_only[] = {"filters", "pretrained", "freeze-encoder"};
+    for (int i = 0; cnn && i < 2; i++)
+        if (args_given(argc, argv, vit_only[i]))
+            return fail("--%s is the ViT encoder's: the CNN encoder has two convolutions and one grid position per "
+                        "4 x 4 pixels", vit_only[i]);
+    for (int i = 0; !cnn && i < 3; i++)
+        if (args_given(argc, argv, cnn_only[i])) return fail("--%s goes with --encoder cnn", cnn_only[i]);
+    if (freeze && !pretrained) return fail("--freeze-encoder goes with --pretrained CKPT (the convolutions to keep)");
+    if (freeze && weight_decay > 0.0f)
+        return fail("--freeze-encoder with --weight-decay %g: the decay would shrink the frozen filters; give "
+                    "--weight-decay 0", (double)weight_decay);
+    if (cnn) cfg->P = 4;   /* the CNN's grid: one position per 4 x 4 pixels (two 2 x 2 pools) */
+    return 0;
+}
+
+/* results.json: which encoder; after training, how it started and whether it was trained. */
+static void encoder_results(Results *r, const CaptionConfig *cfg, const char *pretrained, int freeze, int trained) {
+    results_set_str(r, "encoder", cfg->encoder == CAPTION_ENCODER_CNN ? "cnn" : "vit");
+    if (!trained) return;
+    results_set_str(r, "encoder_start", pretrained ? "pretrained" : "scratch");
+    results_set_num(r, "encoder_frozen", freeze);
+}
+
 int main(int argc, char **argv) {
     output_guard();
 
@@ -88,10 +121,19 @@ int main(int argc, char **argv) {
                          .D_E = 32, .S = 64, .D_A = 32};
     SceneConfig scenes = {.grid = 2, .n_train = 20000, .n_valid = 500, .n_test = 2000, .seed = 1};
     const char *model = "attend", *data_dir = NULL, *image = NULL, *list = NULL, *to = NULL;
-    int pictures = 3;
+    const char *encoder = "vit", *pretrained = NULL;
+    int pictures = 3, freeze = 0, filters = 8;
     const ArgSpec own[] = {
-        {"model", ARG_STRING, &model, "decoder: pool (no attention), attend (ch. 02), transformer (ch. 06)", 0, 0,
+        {"model", ARG_STRING, &model, "the decoder (ch. 02, ch. 06)", 0, 0,
          "pool,attend,transformer",
+         ARG_MODEL, ARG_TRAINING_ONLY},
+        {"encoder", ARG_STRING, &encoder, "the encoder (the ViT; the CNN's grid)", 0, 0,
+         "vit,cnn", ARG_MODEL, ARG_TRAINING_ONLY},
+        {"filters", ARG_INT, &filters, "--encoder cnn: filters F of its first convolution", 1, 256, NULL, ARG_MODEL,
+         ARG_TRAINING_ONLY},
+        {"pretrained", ARG_STRING, &pretrained, "--encoder cnn: start its convolutions from this 07_cnn checkpoint",
+         0, 0, NULL, ARG_MODEL, ARG_TRAINING_ONLY},
+        {"freeze-encoder", ARG_BOOL, &freeze, "with --pretrained: keep the loaded convolutions fixed", 0, 0, NULL,
          ARG_MODEL, ARG_TRAINING_ONLY},
         {"grid", ARG_INT, &scenes.grid, "cells per scene side: 2 (56 x 56 scenes) or 3 (84 x 84)", 2,
          SCENE_MAX_GRID, NULL,
@@ -139,6 +181,7 @@ int main(int argc, char **argv) {
     if (rc == 0 && to && !list) rc = fail("--to goes with --compose I,J,.. (the scene to write)");
     if (rc == 0 && list) rc = compose(list, to, scenes.grid, data_dir);   /* --compose: the scene, and stop */
     if (rc == 0) rc = caption_kind_from_name(model, &cfg.kind);
+    if (rc == 0) rc = encoder_flags(&cfg, encoder, filters, pretrained, freeze, argc, argv, run.flags.shared.train.weight_decay);
     cfg.side = SCENE_CELL * scenes.grid;
 
     /* 2. The scenes (with --load, the ones the checkpoint names). */
@@ -149,6 +192,8 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = seq2seq_model_config(&run, CAPTION_CONFIG_FIELDS, CAPTION_CONFIG_N, &cfg);
     if (rc == 0) rc = caption_build(&run.model, &run.data, &cfg, seq2seq_max_batch(&run),
                                     (uint64_t)run.flags.shared.seed);
+    /*    --pretrained: the CNN encoder's convolutions from a classifier of single items (07_cnn) */
+    if (rc == 0 && pretrained && !run.flags.shared.load) rc = caption_load_cnn(run.model.self, pretrained, freeze);
 
     /* 4. With --load: the saved weights; --image FILE captions the user's scene and stops. */
     if (rc == 0 && run.flags.shared.load) rc = seq2seq_use_saved(&run);
@@ -161,6 +206,7 @@ int main(int argc, char **argv) {
      *    panel per word, the checkpoint, plots and results.json. */
     if (rc == 0) rc = seq2seq_evaluate(&run);
     if (rc == 0) results_set_str(&run.results, "variant", caption_kind_name(cfg.kind));   /* the results table's model column */
+    if (rc == 0) encoder_results(&run.results, &cfg, pretrained, freeze, !run.flags.shared.load);
     if (rc == 0) rc = caption_draw_test_scenes(&run.model, &run.data, pictures, &scale, run.out_dir);
     if (rc == 0) rc = seq2seq_write_outputs(&run);
     return seq2seq_finish(&run, rc);
