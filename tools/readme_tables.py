@@ -736,6 +736,58 @@ def table_vit_data_size(out_dir, readme):
     return rows, caption
 
 
+CAPTION_ENCODERS = (("vit", "the ViT (patches of 7: an 8 x 8 grid), from scratch"),
+                    ("cnn-scratch", "the CNN's grid (14 x 14 of 16 features), from scratch"),
+                    ("cnn-finetuned", "the CNN's grid, pretrained, fine-tuned"),
+                    ("cnn-frozen", "the CNN's grid, pretrained, frozen"))
+
+
+def table_caption_encoders(out_dir, readme):
+    """The captioner's encoders (tools/caption_encoders.sh): the ViT against the CNN's grid from scratch,
+    pretrained on single items and fine-tuned, or frozen; three seeds each, each seed's CNN its own."""
+    hint = "run `bash tools/caption_encoders.sh` first"
+    runs, datas, pretrain = {}, [], []
+    for seed in (1, 2, 3):
+        path, d = read_results(os.path.join(out_dir, "caption_encoders", "pretrain", "seed%d" % seed,
+                                            "results.json"), "caption-encoders", readme, hint)
+        pretrain.append(100.0 * number(d, "test_token_acc", path))
+        datas.append(d)
+    for name, _ in CAPTION_ENCODERS:
+        for seed in (1, 2, 3):
+            path, d = read_results(os.path.join(out_dir, "caption_encoders", name, "seed%d" % seed, "results.json"),
+                                   "caption-encoders", readme, hint)
+            want = ("vit", "scratch", 0) if name == "vit" else \
+                ("cnn", "scratch" if name == "cnn-scratch" else "pretrained", int(name == "cnn-frozen"))
+            got = (d.get("encoder"), d.get("encoder_start"), int(d.get("encoder_frozen", -1)))
+            if got != want:
+                raise Failure("%s: encoder %s, start %s, frozen %s; expected %s, %s, %s" % ((path,) + got + want))
+            datas.append(d)
+            r = runs.setdefault(name, {"exact": [], "token": [], "params": int(number(d, "parameters", path))})
+            r["exact"].append(100.0 * number(d, "test_exact_match", path))
+            r["token"].append(100.0 * number(d, "test_token_acc", path))
+    rows = ["| encoder | parameters | exact match (seeds' range) | word accuracy (range) | exact match against "
+            "the ViT | against the CNN from scratch |", "|---|---|---|---|---|---|"]
+    for name, label in CAPTION_ENCODERS:
+        r = runs[name]
+        rows.append("| %s | {:,} | %.2f%% (%.2f-%.2f) | %.2f%% (%.2f-%.2f) | %s | %s |".format(r["params"]) % (
+            label, sum(r["exact"]) / 3, min(r["exact"]), max(r["exact"]), sum(r["token"]) / 3, min(r["token"]),
+            max(r["token"]), "-" if name == "vit" else seeds_verdict(r["exact"], runs["vit"]["exact"]),
+            "-" if name in ("vit", "cnn-scratch") else seeds_verdict(r["exact"], runs["cnn-scratch"]["exact"])))
+    d = datas[3]
+    caption = ("07_caption's quick default (model 2, the GRU decoder with additive attention; %d steps of %d scenes "
+               "of 2 x 2 items) for seeds 1, 2 and 3, on its %d test scenes: the mean and the range. The pretrained "
+               "CNNs: 07_cnn at its quick default (%d steps of %d single items) with the same seed, %.2f%% "
+               "(%.2f-%.2f) on the 10,000 test items; the parameters counted are all the captioner's, the frozen "
+               "ones included. A win or a loss only where the three seeds' ranges do not overlap. From "
+               "`tools/caption_encoders.sh` (`out/caption_encoders/*/seed*/results.json`, %s; two runs side by "
+               "side); `make readme` rewrites this table." % (
+                   int(number(d, "steps", "caption")), int(number(d, "batch", "caption")),
+                   int(number(d, "test_n", "caption")), int(number(datas[0], "steps", "pretrain")),
+                   int(number(datas[0], "batch", "pretrain")), sum(pretrain) / 3, min(pretrain), max(pretrain),
+                   conditions(datas)))
+    return rows, caption
+
+
 def data_vit_data_size(out_dir):
     """gnuplot's data: one block per model ("# label" first), rows: N, mean, lowest, highest accuracy."""
     accs, _ = data_size_runs(out_dir, "--data")
@@ -1033,7 +1085,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, vit-data-size, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, vit-data-size, caption-encoders, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1221,6 +1273,8 @@ def make_table(name, out_dir, readme):
         return table_vit_linformer(out_dir, readme)
     if name == "vit-data-size":
         return table_vit_data_size(out_dir, readme)
+    if name == "caption-encoders":
+        return table_caption_encoders(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
