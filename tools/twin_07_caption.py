@@ -3,6 +3,9 @@
 The C model (chapters/07_vision_transformer/caption.h, build/07_caption --model transformer):
     encoder  X_0 = Conv2d(images, kernel = stride = P).flatten(2).transpose(1, 2) + E_pos (fixed 2-D sinusoids)
              M   = LayerNorm(Block_L(.. Block_1(X_0)))          pre-norm blocks (chapter 06), no mask
+    or (--encoder cnn)
+             G   = chapter 07's CNN without its head (twin_07_cnn's features) on the scene, [B, 2F, g, g]
+             M   = G.flatten(2).transpose(1, 2) W_proj + b_proj + E_pos      one position per 4 x 4 pixels
     decoder  Y_0 = sqrt(D) E[y] + P                              chapter 04's sinusoids
              Y_l = DecoderBlock_l(Y_{l-1}, M)                    causal self-attention, cross-attention to M, MLP
              logits = LayerNorm(Y_L) W_out + b_out;   loss = mean cross-entropy over non-pad words
@@ -37,6 +40,8 @@ _SMALL = ["--model", "transformer", "--dim", "16", "--heads", "2", "--ff", "32",
 RUNS = [
     ("2x2 p7 dec1", ["--grid", "2", "--patch", "7", "--dec-layers", "1"] + _SMALL),
     ("3x3 p14 dec2", ["--grid", "3", "--patch", "14", "--dec-layers", "2"] + _SMALL),
+    ("2x2 cnn F4 dec1", ["--grid", "2", "--encoder", "cnn", "--filters", "4", "--dec-layers", "1"]
+     + [a for a in _SMALL if a not in ("--layers", "1")]),
 ]
 
 
@@ -49,10 +54,18 @@ class CaptionTwin(nn.Module):
         D, L, H, F_, L_dec = (int(cfg[k]) for k in ("dim", "layers", "heads", "ff", "dec_layers"))
         V = tensors["tgt_emb"].shape[0]
         self.D = D
+        self.cnn = cfg.get("encoder", "vit") == "cnn"
         g = self.side // P
-        self.patch = nn.Conv2d(1, D, P, stride=P)
         self.register_buffer("E_pos", sinusoids_2d(g, g, D, False, dtype))
         self.register_buffer("P_sin", sinusoidal(64, D, dtype))
+        if self.cnn:
+            F_cnn = int(cfg["filters"])
+            self.features = nn.Sequential(nn.Conv2d(1, F_cnn, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Conv2d(F_cnn, 2 * F_cnn, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+            self.proj = nn.Linear(2 * F_cnn, D)
+            L = 0
+        else:
+            self.patch = nn.Conv2d(1, D, P, stride=P)
         self.enc_layers = nn.ModuleList(twin_06.make_layer(False, D, H, F_, "pre", "layernorm", "gelu")
                                         for _ in range(L))
         self.enc_norm = nn.LayerNorm(D, eps=twin_06.NORM_EPS)
@@ -63,10 +76,15 @@ class CaptionTwin(nn.Module):
         self.out = nn.Linear(D, V)
         self.to(dtype)
 
-        # patch.W [D_in, D] is conv.weight [D, 1, P, P] transposed and reshaped: by hand
-        with torch.no_grad():
-            self.patch.weight.copy_(torch.as_tensor(tensors["patch.W"]).t().reshape(self.patch.weight.shape))
-        self.layout = [("patch.b", "patch.bias", False, None)]
+        if self.cnn:   # conv*.W as torch keeps them ([out, in, 3, 3]); proj.W [2F, D] is the Linear's transposed
+            self.layout = [("conv1.W", "features.0.weight", False, None), ("conv1.b", "features.0.bias", False, None),
+                           ("conv2.W", "features.3.weight", False, None), ("conv2.b", "features.3.bias", False, None),
+                           ("proj.W", "proj.weight", True, None), ("proj.b", "proj.bias", False, None)]
+        else:
+            # patch.W [D_in, D] is conv.weight [D, 1, P, P] transposed and reshaped: by hand
+            with torch.no_grad():
+                self.patch.weight.copy_(torch.as_tensor(tensors["patch.W"]).t().reshape(self.patch.weight.shape))
+            self.layout = [("patch.b", "patch.bias", False, None)]
         self.blocks, pieces_in = [], dict(tensors)
         for kind, cross, n in (("enc", False, L), ("dec", True, L_dec)):
             pieces = twin_06.block_pieces(D, F_, "layernorm", "gelu", cross)
@@ -77,9 +95,10 @@ class CaptionTwin(nn.Module):
                 for piece, value in twin_06.split_block(tensors[c_name], pieces).items():
                     pieces_in[f"{c_name}.{piece}"] = value
             if kind == "enc":
-                self.layout += [("enc_norm.gamma", "enc_norm.weight", False, None),
-                                ("enc_norm.beta", "enc_norm.bias", False, None),
-                                ("tgt_emb", "tgt_emb.weight", False, None)]
+                if not self.cnn:
+                    self.layout += [("enc_norm.gamma", "enc_norm.weight", False, None),
+                                    ("enc_norm.beta", "enc_norm.bias", False, None)]
+                self.layout += [("tgt_emb", "tgt_emb.weight", False, None)]
         self.layout += [("dec_norm.gamma", "dec_norm.weight", False, None),
                         ("dec_norm.beta", "dec_norm.bias", False, None),
                         ("out.W", "out.weight", True, None), ("out.b", "out.bias", False, None)]
@@ -88,6 +107,9 @@ class CaptionTwin(nn.Module):
     def encode(self, images):
         """images [B, side * side] -> the grid M [B, N, D]"""
         B = images.shape[0]
+        if self.cnn:
+            G = self.features(images.reshape(B, 1, self.side, self.side)).flatten(2).transpose(1, 2)
+            return self.proj(G) + self.E_pos
         x = self.patch(images.reshape(B, 1, self.side, self.side)).flatten(2).transpose(1, 2) + self.E_pos
         for layer in self.enc_layers:
             x = layer(x)
@@ -110,7 +132,8 @@ class CaptionTwin(nn.Module):
 
     def c_grads(self):
         grads = twinmap.c_grads(self, self.layout)
-        grads["patch.W"] = self.patch.weight.grad.reshape(self.D, -1).t()
+        if not self.cnn:
+            grads["patch.W"] = self.patch.weight.grad.reshape(self.D, -1).t()
         for c_name, pieces in self.blocks:
             grads[c_name] = torch.cat([grads.pop(f"{c_name}.{piece}").reshape(-1) for piece, _ in pieces])
         return grads
