@@ -27,34 +27,19 @@ DIR="$OUT/caption_encoders"
 mkdir -p "$DIR"
 source tools/lanes.sh
 source tools/reuse_run.sh
+source tools/seed_runs.sh
 start=$(date +%s.%N)
 
-# 1. the pretraining: one CNN classifier per seed
-for seed in 1 2 3; do
-  run="$DIR/pretrain/seed$seed"
-  mkdir -p "$DIR/pretrain"
-  if reuse_run "$run" --steps "$CNN_STEPS" --filters 8 --seed "$seed" && [ -f "$run/model_cnn.ckpt" ]; then continue; fi
-  lane "pretrain/seed$seed" "$run.log" "./$BUILD/07_cnn" --steps "$CNN_STEPS" --filters 8 --seed "$seed" \
-    --threads "$THREADS" --quiet --out "$run"
-done
+# 1. the pretraining: one CNN classifier per seed, seed K's into pretrain/seedK
+seed_runs "$DIR/pretrain" 07_cnn --steps "$CNN_STEPS" --filters 8
 lanes_wait
 
-# 2. the four captioners per seed
-captioner() {   # NAME SEED FLAGS...
-  local name=$1 seed=$2; shift 2
-  local run="$DIR/$name/seed$seed"
-  mkdir -p "$DIR/$name"
-  if reuse_run "$run" --steps "$STEPS" --seed "$seed" "$@"; then return; fi
-  lane "$name/seed$seed" "$run.log" "./$BUILD/07_caption" --steps "$STEPS" --seed "$seed" "$@" \
-    --threads "$THREADS" --quiet --out "$run"
-}
-for seed in 1 2 3; do
-  cnn="$DIR/pretrain/seed$seed/model_cnn.ckpt"
-  captioner vit "$seed" --encoder vit
-  captioner cnn-scratch "$seed" --encoder cnn --filters 8
-  captioner cnn-finetuned "$seed" --encoder cnn --filters 8 --pretrained "$cnn"
-  captioner cnn-frozen "$seed" --encoder cnn --filters 8 --pretrained "$cnn" --freeze-encoder
-done
+# 2. the four captioners per seed, the pretrained ones from that seed's CNN
+cnn="$DIR/pretrain/seed{seed}/model_cnn.ckpt"
+seed_runs "$DIR/vit" 07_caption --steps "$STEPS" --encoder vit
+seed_runs "$DIR/cnn-scratch" 07_caption --steps "$STEPS" --encoder cnn --filters 8
+seed_runs "$DIR/cnn-finetuned" 07_caption --steps "$STEPS" --encoder cnn --filters 8 --pretrained "$cnn"
+seed_runs "$DIR/cnn-frozen" 07_caption --steps "$STEPS" --encoder cnn --filters 8 --pretrained "$cnn" --freeze-encoder
 lanes_wait
 echo "caption_encoders: $(lanes_since "$start") s ($LANES runs at a time, $THREADS thread(s) each)"
 /usr/bin/python3 tools/readme_tables.py --out "$OUT" --print caption-encoders

@@ -745,46 +745,37 @@ CAPTION_ENCODERS = (("vit", "the ViT (patches of 7: an 8 x 8 grid), from scratch
 def table_caption_encoders(out_dir, readme):
     """The captioner's encoders (tools/caption_encoders.sh): the ViT against the CNN's grid from scratch,
     pretrained on single items and fine-tuned, or frozen; three seeds each, each seed's CNN its own."""
-    hint = "run `bash tools/caption_encoders.sh` first"
-    runs, datas, pretrain = {}, [], []
-    for seed in (1, 2, 3):
-        path, d = read_results(os.path.join(out_dir, "caption_encoders", "pretrain", "seed%d" % seed,
-                                            "results.json"), "caption-encoders", readme, hint)
-        pretrain.append(100.0 * number(d, "test_token_acc", path))
-        datas.append(d)
-    for name, _ in CAPTION_ENCODERS:
-        for seed in (1, 2, 3):
-            path, d = read_results(os.path.join(out_dir, "caption_encoders", name, "seed%d" % seed, "results.json"),
-                                   "caption-encoders", readme, hint)
-            want = ("vit", "scratch", 0) if name == "vit" else \
-                ("cnn", "scratch" if name == "cnn-scratch" else "pretrained", int(name == "cnn-frozen"))
-            got = (d.get("encoder"), d.get("encoder_start"), int(d.get("encoder_frozen", -1)))
-            if got != want:
-                raise Failure("%s: encoder %s, start %s, frozen %s; expected %s, %s, %s" % ((path,) + got + want))
-            datas.append(d)
-            r = runs.setdefault(name, {"exact": [], "token": [], "params": int(number(d, "parameters", path))})
-            r["exact"].append(100.0 * number(d, "test_exact_match", path))
-            r["token"].append(100.0 * number(d, "test_token_acc", path))
+    args = (out_dir, readme, "caption_encoders", "caption-encoders", "tools/caption_encoders.sh")
+    cnns, _ = three_seeds(*args, [("pretrain", "")], key="test_token_acc", lower_is_better=False)
+    pretrain = [100 * a for a in cnns[0][1]]   # the pretrained classifiers' test accuracy, seeds 1-3
+    exact, datas = three_seeds(*args, CAPTION_ENCODERS, key="test_exact_match", lower_is_better=False)
+    token, _ = three_seeds(*args, CAPTION_ENCODERS, key="test_token_acc", lower_is_better=False)
+    for k, d in enumerate(datas):   # each run is the encoder its directory names
+        name = CAPTION_ENCODERS[k // 3][0]
+        want = ("vit", "scratch", 0) if name == "vit" else \
+            ("cnn", "scratch" if name == "cnn-scratch" else "pretrained", int(name == "cnn-frozen"))
+        got = (d.get("encoder"), d.get("encoder_start"), int(d.get("encoder_frozen", -1)))
+        if got != want:
+            raise Failure("caption_encoders/%s/seed%d: encoder %s, start %s, frozen %s; expected %s, %s, %s"
+                          % ((name, k % 3 + 1) + got + want))
     rows = ["| encoder | parameters | exact match (seeds' range) | word accuracy (range) | exact match against "
             "the ViT | against the CNN from scratch |", "|---|---|---|---|---|---|"]
-    for name, label in CAPTION_ENCODERS:
-        r = runs[name]
-        rows.append("| %s | {:,} | %.2f%% (%.2f-%.2f) | %.2f%% (%.2f-%.2f) | %s | %s |".format(r["params"]) % (
-            label, sum(r["exact"]) / 3, min(r["exact"]), max(r["exact"]), sum(r["token"]) / 3, min(r["token"]),
-            max(r["token"]), "-" if name == "vit" else seeds_verdict(r["exact"], runs["vit"]["exact"]),
-            "-" if name in ("vit", "cnn-scratch") else seeds_verdict(r["exact"], runs["cnn-scratch"]["exact"])))
-    d = datas[3]
+    scratch = [100 * e for e in exact[1][1]]
+    for (name, _), (label, e, params, _, verdict), (_, t, _, _, _) in zip(CAPTION_ENCODERS, exact, token):
+        e, t = [100 * x for x in e], [100 * x for x in t]
+        rows.append("| %s | {:,} | %.2f%% (%.2f-%.2f) | %.2f%% (%.2f-%.2f) | %s | %s |".format(params) % (
+            label, sum(e) / 3, min(e), max(e), sum(t) / 3, min(t), max(t), verdict,
+            "-" if name in ("vit", "cnn-scratch") else seeds_verdict(e, scratch)))
+    d = datas[0]
     caption = ("07_caption's quick default (model 2, the GRU decoder with additive attention; %d steps of %d scenes "
                "of 2 x 2 items) for seeds 1, 2 and 3, on its %d test scenes: the mean and the range. The pretrained "
-               "CNNs: 07_cnn at its quick default (%d steps of %d single items) with the same seed, %.2f%% "
-               "(%.2f-%.2f) on the 10,000 test items; the parameters counted are all the captioner's, the frozen "
-               "ones included. A win or a loss only where the three seeds' ranges do not overlap. From "
-               "`tools/caption_encoders.sh` (`out/caption_encoders/*/seed*/results.json`, %s; two runs side by "
-               "side); `make readme` rewrites this table." % (
-                   int(number(d, "steps", "caption")), int(number(d, "batch", "caption")),
-                   int(number(d, "test_n", "caption")), int(number(datas[0], "steps", "pretrain")),
-                   int(number(datas[0], "batch", "pretrain")), sum(pretrain) / 3, min(pretrain), max(pretrain),
-                   conditions(datas)))
+               "CNNs: 07_cnn at its quick default with the same seed, %.2f%% (%.2f-%.2f) on the 10,000 test items; "
+               "the parameters counted are all the captioner's, the frozen ones included. A win or a loss only "
+               "where the three seeds' ranges do not overlap. From `tools/caption_encoders.sh` "
+               "(`out/caption_encoders/*/seed*/results.json`, %s; two runs side by side); `make readme` rewrites "
+               "this table." % (int(number(d, "steps", "caption")), int(number(d, "batch", "caption")),
+                                int(number(d, "test_n", "caption")), sum(pretrain) / 3, min(pretrain),
+                                max(pretrain), conditions(datas)))
     return rows, caption
 
 
