@@ -363,7 +363,7 @@ test-san:
 BACKEND_SUITES := test_matmul test_sgemm_simd test_sgemm_bf16 test_sgemm_neon test_vecmath test_vecmath_neon \
   test_threads test_layers test_layernorm test_batchnorm test_conv2d test_optim test_cells test_rope test_attention test_self_attention \
   test_multi_head test_locality test_flash_attention test_sparse_attention test_linformer test_block test_moe test_transformer test_patch_embed test_vit \
-  test_pixel_mlp test_golden test_rnn_seq2seq test_bahdanau test_attn_seq2seq test_gpt test_caption \
+  test_pixel_mlp test_golden test_rnn_seq2seq test_bahdanau test_attn_seq2seq test_gpt test_genre test_caption \
   test_classifier test_robust_determinism
 test-backends: deps-test
 	@$(MAKE) --no-print-directory _build_tests

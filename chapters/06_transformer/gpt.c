@@ -39,7 +39,7 @@ int gpt_norm_check(BlockNorm norm) {
     return 0;
 }
 
-int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
+int gpt_declare(Gpt *g, const GptConfig *cfg) {
     memset(g, 0, sizeof *g);
     if (gpt_norm_check(cfg->block.norm) < 0) return -1;
     if (cfg->context < 2) return fail("context=%d: expected at least 2 positions", cfg->context);
@@ -76,7 +76,6 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     g->D = D;
     g->N = N;
     g->V = V;
-    g->max_B = max_B;
 
     Params *p = &g->params;
     params_init(p);
@@ -87,6 +86,15 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
         g->st.norm_g = params_add(p, "norm.gamma", 1, (int[]){D});
         if (block_norm_has_beta(&s)) g->st.norm_b = params_add(p, "norm.beta", 1, (int[]){D});
     }
+    return 0;
+}
+
+int gpt_alloc(Gpt *g, int max_B, uint64_t seed) {
+    const GptConfig *cfg = &g->cfg;
+    const BlockSpec s = g->st.spec;
+    const int D = g->D, N = g->N, V = g->V;
+    Params *p = &g->params;
+    g->max_B = max_B;
     if (params_alloc(p) < 0) return -1;
 
     /* initial values: embeddings and learned positions N(0, 0.02^2) as in
@@ -123,6 +131,11 @@ int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
     g->step_work = xcalloc(block_step_work_floats(&s, 1, N, 0), sizeof(float));
     g->step_logits = xcalloc((size_t)V, sizeof(float));
     return 0;
+}
+
+int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed) {
+    if (gpt_declare(g, cfg) < 0) return -1;
+    return gpt_alloc(g, max_B, seed);
 }
 
 int gpt_memory_parts(const GptConfig *cfg, int max_B, int training, MemoryPart *parts) {
@@ -193,9 +206,9 @@ static const float *positions(Gpt *g) {
 
 /* ======================================================= forward, backward */
 
-/* tokens [B, n] (n <= N) -> logits [B n, V]; with targets, the summed loss */
-static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, int n, int train) {
-    const int D = g->D, V = g->V, R = B * n;
+/* tokens [B, n] (n <= N) -> Z [B n, D] (g->st.out) */
+static const float *features_n(Gpt *g, const int *tokens, int B, int n, int train) {
+    const int D = g->D, R = B * n;
     const float *E = params_data(&g->params, g->tok_emb);
     g->B = B;
     /* X_0 = E[x_t] + P[t] (rope: E[x_t]), then dropout */
@@ -212,6 +225,18 @@ static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, in
             g->moe_aux += g->st.cache[l].moe.stats[0];
             g->moe_dropped += (long)g->st.cache[l].moe.stats[1];
         }
+    return g->st.out;
+}
+
+const float *gpt_features(Gpt *g, const int *tokens, int B, int train) {
+    return features_n(g, tokens, B, g->N, train);
+}
+
+/* tokens [B, n] (n <= N) -> logits [B n, V]; with targets, the summed loss */
+static double forward_n(Gpt *g, const int *tokens, const int *targets, int B, int n, int train) {
+    const int D = g->D, V = g->V, R = B * n;
+    const float *E = params_data(&g->params, g->tok_emb);
+    features_n(g, tokens, B, n, train);
     /* logits [R, V] = Z [R, D] @ E^T [D, V]: the tied output layer */
     sgemm(0, 1, R, V, D, 1.0f, g->st.out, D, E, D, 0.0f, g->logits, V);
     g->last_counted = 0;
@@ -234,8 +259,14 @@ void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float sc
     /* logits = Z E^T:  dZ = dlogits E,  dE += dlogits^T Z */
     sgemm(0, 0, R, D, V, 1.0f, dlogits, V, E, D, 0.0f, g->dtop, D);
     sgemm(1, 0, V, D, R, 1.0f, dlogits, V, g->st.out, D, 1.0f, dE, D);
+    gpt_features_backward(g, tokens, B, g->dtop);
+}
+
+void gpt_features_backward(Gpt *g, const int *tokens, int B, const float *dZ) {
+    const int D = g->D, N = g->N, R = B * N;
+    float *dE = params_grad(&g->params, g->tok_emb);
     /* the stack, then X_0 = dropout(E[x] + P) */
-    float *dX0 = stack_backward(&g->st, g->dtop, NULL, NULL, NULL, B, N);
+    float *dX0 = stack_backward(&g->st, dZ, NULL, NULL, NULL, B, N);
     for (size_t i = 0; i < (size_t)R * D; i++) dX0[i] *= g->emb_mask[i];
     if (g->pos_emb) add_positional_encoding_backward(params_grad(&g->params, g->pos_emb), dX0, B, N, D);
     embedding_backward(dE, dX0, tokens, R, D);

@@ -89,6 +89,14 @@ typedef struct {
  * Returns 0, or -1 with fail() for a configuration it cannot run (batch
  * norm among them: gpt_norm_check). */
 int gpt_create(Gpt *g, const GptConfig *cfg, int max_B, uint64_t seed);
+/* gpt_create in its two steps, for a model that adds tensors of its own to
+ * the GPT's Params (chapter 06's genre classifier, its head): gpt_declare
+ * checks cfg and declares the GPT's tensors in g->params (not allocated);
+ * the caller may params_add more; gpt_alloc allocates them all, sets the
+ * GPT's from seed (the same values gpt_create gives) and makes the buffers
+ * for max_B windows. Each returns 0, or -1 with fail(). */
+int gpt_declare(Gpt *g, const GptConfig *cfg);
+int gpt_alloc(Gpt *g, int max_B, uint64_t seed);
 /* 0 for a norm a causal language model can train with; -1 with fail() for
  * batch norm, whose statistics over the batch's positions would let
  * position i's output in training depend on the tokens after it. */
@@ -112,6 +120,15 @@ double gpt_forward(Gpt *g, const int *tokens, const int *targets, int B, int tra
 /* After gpt_forward with targets: d (sum / scale_by) / d params, into
  * params.grad (+=). scale_by: usually the number of scored targets. */
 void gpt_backward(Gpt *g, const int *tokens, const int *targets, int B, float scale_by);
+
+/* The model without its output layer, for a task of one's own on its
+ * features (chapter 06's genre classifier): tokens [B, N] -> Z [B N, D] =
+ * Norm(X_L), the last block's output normed (g->st.out, valid until the next
+ * forward). train 1: dropout. gpt_features_backward, after it: dZ [B N, D]
+ * (read only) -> d params into params.grad (+=); gpt_backward is the tied
+ * output layer's gradient, then this. */
+const float *gpt_features(Gpt *g, const int *tokens, int B, int train);
+void gpt_features_backward(Gpt *g, const int *tokens, int B, const float *dZ);
 
 /* Perplexity pieces over a stream: the sum of -ln p(ids[t] | ids[.. t-1])
  * for t in [first, n), each token predicted with at least N - stride

@@ -110,6 +110,7 @@ typedef struct {
     int n_words;
     int n_sentences, n_files;
     char last_file[32];     /* the name in the latest "# name" header */
+    BrownText *files;       /* [n_files] each text's name and first word */
 } Stream;
 
 static void stream_free(Stream *s) {
@@ -117,13 +118,15 @@ static void stream_free(Stream *s) {
     free(s->table);
     free(s->type_of);
     free(s->ends);
+    free(s->files);
     memset(s, 0, sizeof *s);
 }
 
 /* Room for up to max_words words (a word has at least one '/', so the
- * caller counts the slashes). */
-static void stream_alloc(Stream *s, int max_words) {
+ * caller counts the slashes) and max_files texts (lines that start '#'). */
+static void stream_alloc(Stream *s, int max_words, int max_files) {
     memset(s, 0, sizeof *s);
+    s->files = xcalloc((size_t)max_files, sizeof(BrownText));
     s->type_word = xmalloc(sizeof(char *) * (size_t)max_words);
     s->type_of = xmalloc(sizeof(int) * (size_t)max_words);
     s->ends = xmalloc((size_t)max_words);
@@ -170,7 +173,10 @@ static int parse_header(Stream *s, char *line, int line_no, const char *path) {
         return fail("'%s' line %d: file '%s' comes after '%s': the texts must be in order ca01 "
                     "... cr09", path, line_no, name, s->last_file);
     memcpy(s->last_file, name, n + 1);
-    s->n_files++;
+    BrownText *t = &s->files[s->n_files++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->first_word = s->n_words;
     return 0;
 }
 
@@ -216,10 +222,13 @@ static int parse_sentence(Stream *s, char *line, int line_no, const char *path) 
 /* Every line of the text. The text is changed in place: each line and each
  * word gets a NUL at its end, so type_word can point into it. */
 static int parse_text(Stream *s, char *text, size_t len, const char *path) {
-    size_t slashes = 0;
-    for (size_t i = 0; i < len; i++) slashes += text[i] == '/';
+    size_t slashes = 0, headers = 1;
+    for (size_t i = 0; i < len; i++) {
+        slashes += text[i] == '/';
+        headers += text[i] == '#' && (i == 0 || text[i - 1] == '\n');
+    }
     if (slashes > (size_t)INT32_MAX / 2) return fail("'%s' is too large", path);
-    stream_alloc(s, (int)slashes + 1);
+    stream_alloc(s, (int)slashes + 1, (int)headers);
 
     char *p = text, *end = text + len;
     int line_no = 0;
@@ -524,6 +533,19 @@ static int set_split(BrownCorpus *c, const Stream *s, const BrownConfig *cfg, co
     return 0;
 }
 
+/* cfg->keep_texts: each "# name" text of the file, its words rendered as
+ * the chars view renders them, into c->texts. */
+static void keep_texts(BrownCorpus *c, const Stream *s) {
+    c->texts = xcalloc((size_t)s->n_files, sizeof(BrownText));
+    c->n_texts = s->n_files;
+    for (int f = 0; f < s->n_files; f++) {
+        BrownText *t = &c->texts[f];
+        *t = s->files[f];
+        t->n_words = (f + 1 < s->n_files ? s->files[f + 1].first_word : s->n_words) - t->first_word;
+        t->text = render_text(s, t->first_word, t->n_words, &t->len);
+    }
+}
+
 int brown_load_config(BrownCorpus *c, const BrownConfig *cfg) {
     memset(c, 0, sizeof *c);
     if (check_config(cfg) != 0) return -1;
@@ -543,6 +565,7 @@ int brown_load_config(BrownCorpus *c, const BrownConfig *cfg) {
         else if (cfg->kind == BROWN_CHARS) build_chars(c, &s);
         else rc = build_bpe(c, &s, cfg, path);
     }
+    if (rc == 0 && cfg->keep_texts) keep_texts(c, &s);
     stream_free(&s);
     free(text);
     if (rc != 0) brown_free(c);
@@ -557,6 +580,8 @@ void brown_free(BrownCorpus *c) {
     free(c->pool);
     free(c->lookup);
     bpe_free(&c->bpe);
+    for (int f = 0; f < c->n_texts; f++) free(c->texts[f].text);
+    free(c->texts);
     memset(c, 0, sizeof *c);
 }
 

@@ -88,7 +88,19 @@ typedef struct {
                            * vocabulary sees nothing of valid/test); 1: in the whole corpus, as the
                            * published 17,905 on NLTK's copy did (words view only) */
     int bpe_merges;       /* bpe view: merges to learn on the training part (>= 0; BROWN_BPE_MERGES) */
+    int keep_texts;       /* 1: keep each text of the file apart too (BrownCorpus.texts; 0: not) */
 } BrownConfig;
+
+/* One text of the file ("# ca01" and its sentences), with keep_texts. The
+ * second letter of its name is its genre ('a' press: reportage ... 'r'
+ * humor; data/brown_genre.h). */
+typedef struct {
+    char name[32];        /* "ca01" */
+    int first_word;       /* its first word's place in the file's stream of words (the split: brown.h's top) */
+    int n_words;
+    char *text;           /* [len + 1] its words as the chars view renders them: "The jury said .\n" */
+    int len;
+} BrownText;
 
 /* One part of the split. */
 typedef struct {
@@ -112,6 +124,8 @@ typedef struct {
     int n_words;          /* all words (1,161,192) */
     int n_types;          /* distinct words in the whole file (56,057) */
     int n_train_types;    /* distinct words in the training part (46,187) */
+    BrownText *texts;     /* [n_texts] with cfg.keep_texts: every text of the file, in file order (else NULL) */
+    int n_texts;
     /* Private: string -> id lookup (an open-addressing hash table of ids). */
     int *lookup;
     int lookup_mask;
