@@ -36,6 +36,7 @@
 #   make vit-data-size      the ViT, CNN and MLP on 1,000 to 55,000 training images, three seeds (out/vit_data_size/)
 #   make caption-compare  chapter 07's three captioners at the same budget (out/caption_compare/)
 #   make caption-encoders   the captioner's ViT against a CNN's grid: scratch, pretrained, frozen (out/caption_encoders/)
+#   make gpt-genre          the pretrained GPT fine-tuned, probed, against scratch on Brown's genres, three seeds (out/gpt_genre/)
 #   make clean
 #
 # Warnings are errors when CI is set (CI=true make test) or with STRICT=1.
@@ -182,7 +183,7 @@ FUZZ_SECONDS ?= 60
 BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BINS   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns vit-norms vit-linformer vit-data-size caption-encoders caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
+.PHONY: doc-check figures figures-check all run compare length-ood teacher-runs gpt-variants gpt-moe gpt-mlp attention-cost attention-quality sparse-patterns vit-norms vit-linformer vit-data-size caption-encoders gpt-genre caption-compare test test-san test-backends test-valgrind fuzz deps-fuzz deps-valgrind bench twin golden readme clean deps-test deps-run deps-bench deps-twin \
         coursework coursework-check grade mutants submit grade-submissions test-submissions _build_graders \
         $(CHAPTERS:%=run-%) $(foreach c,$(CHAPTERS),run-$(firstword $(subst _, ,$(c))))
 
@@ -326,6 +327,11 @@ vit-data-size: deps-run all
 # frozen, three seeds each (tools/caption_encoders.sh; about 12 minutes).
 caption-encoders: deps-run all
 	@BUILD=$(BUILD) OUT=$(OUT) bash tools/caption_encoders.sh
+
+# What pretraining buys: a passage's genre from 50, 200 and 1000 labels per genre, the GPT's shape from scratch,
+# the pretrained GPT probed and fine-tuned, three seeds each (tools/gpt_genre.sh; about 20 minutes).
+gpt-genre: deps-run all
+	@BUILD=$(BUILD) OUT=$(OUT) bash tools/gpt_genre.sh
 
 # The sparse patterns as the lecture draws them (tools/sparse_patterns.c).
 sparse-patterns: deps-run $(BUILD)/tools/sparse_patterns

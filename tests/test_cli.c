@@ -66,7 +66,7 @@ static void test_help_every_program(void **state) {
     (void)state;
     static const char *const programs[] = {"01_rnn_seq2seq", "02_bahdanau_attention", "03_dot_product_attention",
                                            "04_self_attention", "05_multi_head_attention", "06_transformer",
-                                           "06_gpt", "06_genre", "07_vision_transformer", "07_caption"};
+                                           "06_gpt", "06_gpt_genre", "07_vision_transformer", "07_caption"};
     RunResult *r = malloc(sizeof *r), *flag_run = malloc(sizeof *flag_run);
     for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
         run(r, programs[p], "--help");

@@ -1,4 +1,4 @@
-/* test_genre_cli.c - what a user types at build/06_genre (chapter 06, part
+/* test_genre_cli.c - what a user types at build/06_gpt_genre (chapter 06, part
  * 6: a pretrained GPT fine-tuned to tell a passage's genre): a tiny GPT
  * trained by build/06_gpt, then each of the three ways trained on a few
  * labelled passages, its results and checkpoints, --load of one; and bad
@@ -30,9 +30,9 @@ static void run(RunResult *r, const char *program, const char *args) {
 /* Exit code 1 and one error line that mentions expect. */
 static void expect_error(const char *args, const char *expect) {
     RunResult *r = malloc(sizeof *r);
-    run(r, "06_genre", args);
+    run(r, "06_gpt_genre", args);
     if (!program_failed_cleanly(r, expect))
-        print_error("06_genre %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected exit 1 and one error line "
+        print_error("06_gpt_genre %s\n  exit %d (exited normally: %d)\n  stderr: %s\n  expected exit 1 and one error line "
                     "mentioning '%s'\n", args, r->code, r->exited, r->err, expect);
     assert_true(program_failed_cleanly(r, expect));
     free(r);
@@ -46,7 +46,7 @@ static int exists(const char *path) {
 static void test_help(void **state) {
     (void)state;
     RunResult *r = malloc(sizeof *r);
-    run(r, "06_genre", "--help");
+    run(r, "06_gpt_genre", "--help");
     assert_int_equal(r->code, 0);
     int lines = 0;
     for (const char *c = r->out; *c; c++) lines += *c == '\n';
@@ -69,13 +69,15 @@ static void test_runs(void **state) {
     /* the three ways on 2 labelled passages per genre */
     snprintf(args, sizeof args, "--gpt %s/gpt/model.ckpt --per-genre 2 --steps 3 --batch 4 --eval-every 0 "
              "--test-size 30 --quiet --out %s/genre", tmp_dir, tmp_dir);
-    run(r, "06_genre", args);
-    if (r->code != 0) print_error("06_genre %s: %s\n", args, r->err);
+    run(r, "06_gpt_genre", args);
+    if (r->code != 0) print_error("06_gpt_genre %s: %s\n", args, r->err);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "30 labelled passages (15 genres; 2 per genre), 30 evaluated of the test texts"));
     const char *keys[] = {"scratch", "probe", "finetune"};
     for (int k = 0; k < 3; k++) {
         snprintf(path, sizeof path, "%s/genre/model_%s.ckpt", tmp_dir, keys[k]);
+        assert_true(exists(path));
+        snprintf(path, sizeof path, "%s/genre/confusion_%s.gp", tmp_dir, keys[k]);   /* with or without gnuplot */
         assert_true(exists(path));
     }
     snprintf(path, sizeof path, "%s/genre/results.json", tmp_dir);
@@ -83,10 +85,13 @@ static void test_runs(void **state) {
     assert_non_null(strstr(json, "\"labelled\": 30"));
     assert_non_null(strstr(json, "\"split\": \"test\""));
     assert_non_null(strstr(json, "\"test_n\": 30"));
+    assert_non_null(strstr(json, "\"headline\": \"finetune\""));
+    assert_non_null(strstr(json, "\"probe_trained_parameters\": 135"));   /* the head: D 8 x 15 + 15 */
+    assert_non_null(strstr(json, "\"finetune_acc_r\": "));
     /* a saved model evaluated again */
     snprintf(args, sizeof args, "--load %s/genre/model_finetune.ckpt --test-size 30 --out %s/eval", tmp_dir, tmp_dir);
-    run(r, "06_genre", args);
-    if (r->code != 0) print_error("06_genre %s: %s\n", args, r->err);
+    run(r, "06_gpt_genre", args);
+    if (r->code != 0) print_error("06_gpt_genre %s: %s\n", args, r->err);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "30 test examples of 'brown_genre'"));
 
@@ -109,7 +114,13 @@ static void test_runs(void **state) {
     snprintf(args, sizeof args, "--load %s/genre/model_probe.ckpt --per-genre 5 --out %s/bad", tmp_dir, tmp_dir);
     expect_error(args, "--per-genre");
     snprintf(args, sizeof args, "--load %s/gpt/model.ckpt --out %s/bad", tmp_dir, tmp_dir);
-    expect_error(args, "06_genre");
+    expect_error(args, "06_gpt_genre");
+    /* and the genre model given to the GPT's program: named as the chapter that wrote it */
+    snprintf(args, sizeof args, "--load %s/genre/model_finetune.ckpt --out %s/bad", tmp_dir, tmp_dir);
+    run(r, "06_gpt", args);
+    if (!program_failed_cleanly(r, "a checkpoint of chapter 06_gpt_genre"))
+        print_error("06_gpt %s\n  exit %d\n  stderr: %s\n", args, r->code, r->err);
+    assert_true(program_failed_cleanly(r, "a checkpoint of chapter 06_gpt_genre"));
     free(r);
 }
 

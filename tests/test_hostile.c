@@ -622,7 +622,7 @@ static void test_stdout_write_errors(void **state) {
     (void)state;
     static const char *const programs[] = {"01_rnn_seq2seq", "02_bahdanau_attention", "03_dot_product_attention",
                                            "04_self_attention", "05_multi_head_attention", "06_transformer",
-                                           "06_gpt", "07_vision_transformer", "07_caption"};
+                                           "06_gpt", "06_gpt_genre", "07_vision_transformer", "07_caption"};
     RunResult *r = malloc(sizeof *r);
     char what[128];
     if (exists("/dev/full")) {

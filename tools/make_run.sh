@@ -24,14 +24,20 @@ for p in "$@"; do
   case "$p" in 05_*) lane "$p" "$OUT/$p.log" "./$BUILD/$p" --out "$OUT/$p"; lanes_wait ;; esac
 done
 # The longest runs first, so that both lanes stay busy to the end of each group (then every program
-# not named here, in the Makefile's order).
+# not named here, in the Makefile's order); 06_gpt_genre last, once 06_gpt's checkpoint is written.
 longest_first="06_gpt 06_transformer 07_vision_transformer 07_cnn 07_caption 02_bahdanau_attention 01_rnn_seq2seq"
+gpt_run=""   # 06_gpt's run, which 06_gpt_genre (fine-tuning its checkpoint) waits for
 for p in $longest_first; do
   case " $* " in *" $p "*) chapter "$p" ;; esac
+  if [ "$p" = 06_gpt ] && [ "${#LANES_PIDS[@]}" -gt 0 ]; then gpt_run=${LANES_PIDS[-1]}; fi
 done
 for p in "$@"; do
-  case "$p" in 05_*) ;; *) case " $longest_first " in *" $p "*) ;; *) chapter "$p" ;; esac ;; esac
+  case "$p" in 05_*|06_gpt_genre) ;; *) case " $longest_first " in *" $p "*) ;; *) chapter "$p" ;; esac ;; esac
 done
+case " $* " in *" 06_gpt_genre "*)
+  while [ -n "$gpt_run" ] && kill -0 "$gpt_run" 2> /dev/null; do lanes_reap; done
+  chapter 06_gpt_genre ;;
+esac
 lanes_wait
 BUILD=$BUILD OUT=$OUT bash tools/side_by_side.sh
 BUILD=$BUILD OUT=$OUT CHAPTERS="06 02 01 03" bash tools/translate_compare.sh

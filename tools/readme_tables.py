@@ -787,6 +787,86 @@ def data_vit_data_size(out_dir):
         for m, label in DATA_SIZE_MODELS)
 
 
+GENRE_SIZES = (50, 200, 1000)
+GENRE_WAYS = (("scratch", "from scratch"), ("probe", "pretrained, frozen (a probe)"),
+              ("finetune", "pretrained, fine-tuned"))
+
+
+def genre_runs(out_dir, readme):
+    """tools/gpt_genre.sh's runs: {(per genre, way): [test accuracy of seeds 1, 2, 3]}, and the data read.
+    Each file must say it is that way, at that many labels per genre, on the test texts."""
+    accs, datas = {}, []
+    for n in GENRE_SIZES:
+        for way, _ in GENRE_WAYS:
+            for seed in (1, 2, 3):
+                path, d = read_results(os.path.join(out_dir, "gpt_genre", "n%d" % n, way, "seed%d" % seed,
+                                                    "results.json"), "gpt-genre", readme,
+                                       "run `bash tools/gpt_genre.sh` first")
+                got = (int(number(d, "per_genre", path)), d.get("runs"), d.get("split"))
+                if got != (n, way, "test"):
+                    raise Failure("%s: per_genre %s, runs %s, split %s; expected %d, %s, test" % ((path,) + got + (n, way)))
+                datas.append(d)
+                accs.setdefault((n, way), []).append(100.0 * number(d, "test_token_acc", path))
+    return accs, datas
+
+
+def table_gpt_genre(out_dir, readme):
+    """The genre of a Brown passage from 50, 200 and 1000 labels per genre (tools/gpt_genre.sh): the GPT's
+    shape from scratch, the pretrained GPT probed and fine-tuned; three seeds each."""
+    accs, datas = genre_runs(out_dir, readme)
+    pre, _ = three_seeds(out_dir, readme, "gpt_genre", "gpt-genre", "tools/gpt_genre.sh", [("pretrain", "")])
+    bpc = pre[0][1]
+    rows = ["| labelled per genre | labelled passages | %s | fine-tuned against scratch | probe against scratch |"
+            % " | ".join(label for _, label in GENRE_WAYS), "|---|---|---|---|---|---|---|"]
+    for n in GENRE_SIZES:
+        labelled = int(number(datas[GENRE_SIZES.index(n) * 9], "labelled", "gpt_genre"))
+        cells = ["%.2f%% (%.2f-%.2f)" % (sum(accs[(n, w)]) / 3.0, min(accs[(n, w)]), max(accs[(n, w)]))
+                 for w, _ in GENRE_WAYS]
+        rows.append("| {:,} | {:,} | {} | {} | {} |".format(
+            n, labelled, " | ".join(cells), seeds_verdict(accs[(n, "finetune")], accs[(n, "scratch")]),
+            seeds_verdict(accs[(n, "probe")], accs[(n, "scratch")])))
+    d = datas[0]
+    caption = ("06_gpt_genre, %d steps of %d passages for every size and way (`--steps %d`; the probe at "
+               "`--probe-lr %g`, the others at `--lr %g`), accuracy on the %d test passages (60 per genre, from "
+               "texts no training passage comes from; chance 6.67%%): the mean of seeds 1, 2 and 3 and their "
+               "range. The pretrained GPTs: 06_gpt at its quick default with the same seed, %.3f (%.3f-%.3f) test "
+               "bits per character. A win or a loss only where the three seeds' ranges do not overlap. From "
+               "`tools/gpt_genre.sh` (`out/gpt_genre/n*/*/seed*/results.json`, %s; two runs side by side); "
+               "`make readme` rewrites this table." % (
+                   int(number(d, "steps", "gpt_genre")), int(number(d, "batch", "gpt_genre")),
+                   int(number(d, "steps", "gpt_genre")), number(d, "probe_lr", "gpt_genre"),
+                   number(d, "lr", "gpt_genre"), int(number(d, "test_n", "gpt_genre")), sum(bpc) / 3.0, min(bpc),
+                   max(bpc), conditions(datas)))
+    return rows, caption
+
+
+def table_gpt_genre_run(out_dir, readme):
+    """06_gpt_genre's quick default (make run-06): the three ways on one seed, 50 labels per genre."""
+    path, d = read_results(os.path.join(out_dir, "06_gpt_genre", "results.json"), "gpt-genre-run", readme,
+                           "run `make run-06` first")
+    rows = ["| way | parameters trained | test accuracy | final loss | train s |", "|---|---|---|---|---|"]
+    for way, label in GENRE_WAYS:
+        rows.append("| %s | {:,} | %.2f%% | %.3f | %.1f |".format(int(number(d, way + "_trained_parameters", path))) % (
+            label, 100.0 * number(d, way + "_token_acc", path), number(d, way + "_final_loss", path),
+            number(d, way + "_train_seconds", path)))
+    caption = ("`./build/06_gpt_genre` (make run-06): %d steps of %d passages, %d labelled passages per genre "
+               "(%d), seed %d, on the %d test passages (chance 6.67%%); the GPT of `%s`. One seed: the "
+               "experiment below gives the spread. From `out/06_gpt_genre/results.json` (%s); `make readme` "
+               "rewrites this table." % (
+                   int(number(d, "steps", path)), int(number(d, "batch", path)), int(number(d, "per_genre", path)),
+                   int(number(d, "labelled", path)), int(number(d, "seed", path)), int(number(d, "test_n", path)),
+                   d.get("gpt"), conditions([d])))
+    return rows, caption
+
+
+def data_gpt_genre(out_dir):
+    """gnuplot's data: one block per way ("# label" first), rows: labels per genre, mean, lowest, highest."""
+    accs, _ = genre_runs(out_dir, "--data")
+    return "\n\n".join("# %s\n" % label + "".join("%d %.2f %.2f %.2f\n" % (
+        n, sum(accs[(n, w)]) / 3.0, min(accs[(n, w)]), max(accs[(n, w)])) for n in GENRE_SIZES)
+        for w, label in GENRE_WAYS)
+
+
 def table_attention_cost(out_dir, readme):
     """bench_attention_cost's figures (make attention-cost): one layer's ms and memory against N, and
     attention's share of a whole block."""
@@ -1076,7 +1156,7 @@ def table_vit(out_dir, readme, long=False):
     return rows, caption
 
 
-TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, vit-data-size, caption-encoders, caption-07, vit-07, vit-07-long, "
+TABLES = ("make-run, side-by-side, reverse40, translate, translate-long, model-size, compare-06, compare-06-length, length-ood, gpt, gpt-long, gpt-variants, gpt-moe, gpt-mlp, attention-quality, attention-cost, vit-norms, vit-linformer, vit-data-size, caption-encoders, gpt-genre, gpt-genre-run, caption-07, vit-07, vit-07-long, "
           "01-reverse, 01-g2p, g2p-02, scores-03, norm-06, or a chapter number like 04")
 
 
@@ -1266,6 +1346,10 @@ def make_table(name, out_dir, readme):
         return table_vit_data_size(out_dir, readme)
     if name == "caption-encoders":
         return table_caption_encoders(out_dir, readme)
+    if name == "gpt-genre":
+        return table_gpt_genre(out_dir, readme)
+    if name == "gpt-genre-run":
+        return table_gpt_genre_run(out_dir, readme)
     if name == "caption-07":
         return table_caption(out_dir, readme)
     if name == "vit-07":
@@ -1359,12 +1443,13 @@ def main(argv):
                 raise Failure("--print: expected a table name after the flag (%s)" % TABLES)
             prints.append(a[len("--print="):] if a.startswith("--print=") else args.pop(0))
         elif a == "--data":
-            if not args or args[0] not in ("length-ood", "translate", "translate-long", "vit-data-size"):
-                raise Failure("--data: expected length-ood, translate, translate-long or vit-data-size after the "
-                              "flag")
+            if not args or args[0] not in ("length-ood", "translate", "translate-long", "vit-data-size", "gpt-genre"):
+                raise Failure("--data: expected length-ood, translate, translate-long, vit-data-size or gpt-genre "
+                              "after the flag")
             which = args.pop(0)
             sys.stdout.write(data_length_ood(out_dir) if which == "length-ood" else
                              data_vit_data_size(out_dir) if which == "vit-data-size" else
+                             data_gpt_genre(out_dir) if which == "gpt-genre" else
                              data_translate(out_dir, long=which == "translate-long"))
             return 0
         elif a == "--check":

@@ -29,6 +29,7 @@ for f in "$@"; do
       if (get("pos") != "") model = model ", " get("pos") " positions"
       if (get("variant") != "") model = model " " get("variant")
       if (get("model") == "gpt") model = "gpt L=" get("layers") " D=" get("dim") " H=" get("heads") ", " get("tokens") "s"
+      if (get("model") == "ch06_gpt_genre") model = "gpt L=" get("layers") " D=" get("dim") " H=" get("heads") " + a head, " get("headline")
       lm = "-"                                                                          # language models
       if (get("test_bpc") != "") lm = sprintf("%.3f bpc", get("test_bpc"))
       if (get("test_perplexity") != "") lm = sprintf("ppl %.1f", get("test_perplexity"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # seed_runs.sh - sourced by the three-seed experiment scripts (gpt_mlp.sh, attention_quality.sh, vit_norms.sh,
-# vit_linformer.sh, vit_data_size.sh, caption_encoders.sh), after tools/lanes.sh and tools/reuse_run.sh: one
+# vit_linformer.sh, vit_data_size.sh, caption_encoders.sh, gpt_genre.sh), after tools/lanes.sh and tools/reuse_run.sh: one
 # model's runs at seeds 1, 2 and 3.
 #
 #   seed_runs DIR PROGRAM FLAGS...

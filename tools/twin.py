@@ -33,7 +33,9 @@ twin_dump.c's dump_gpt. KIND = "images", chapter 07: as "digits" with float
 images [B, n_in] in, logits [B,C] out. KIND = "caption", chapter 07's captions: as
 seq2seq with forward(images, tgt_in) and greedy(image, max_out), the dump's
 images [B, side side] as the sources.) A chapter's second program has its own
-module, tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name).
+module, tools/twin_NN_name.py with BINARY = "NN_name" (the program build/NN_name); PRETRAIN =
+(program, flags) trains the model its RUNS start from, once, and "{pretrained}" in their flags is its
+model.ckpt (06_gpt_genre: a GPT of build/06_gpt).
 """
 import argparse
 import glob
@@ -261,8 +263,16 @@ def main():
             margs = argparse.Namespace(**vars(args))
             margs.steps = args.steps or getattr(m, "STEPS", DEFAULT_STEPS)
             steps_seen[program] = margs.steps
+            pretrained = None   # PRETRAIN: the model a module's runs start from ({pretrained} in their flags)
             for label, flags in m.RUNS:
                 try:
+                    if hasattr(m, "PRETRAIN") and pretrained is None:
+                        pre_program, pre_flags = m.PRETRAIN
+                        pre_dir = os.path.join(tmp, program + "_pretrain")
+                        run([os.path.join(build, pre_program), "--quiet", "--threads", "1", "--out", pre_dir]
+                            + pre_flags, f"pretraining {pre_program} for {program}")
+                        pretrained = os.path.join(pre_dir, "model.ckpt")
+                    flags = [pretrained if f == "{pretrained}" else f for f in flags]
                     row = compare(m, binary, dump_tool, label, flags, margs, tmp)
                 except Exception as e:  # report the row as failed, go on with the others
                     print(f"twin: {m.CHAPTER} ({label}): {e}", file=sys.stderr)
@@ -295,6 +305,8 @@ def main():
     if any(getattr(m, "KIND", "") == "lm" for m in modules):
         print("(06_gpt: windows of the Brown test part; greedy = continuations of each window's first quarter, "
               "C with its KV cache, that agree token for token)")
+    if any(r["chapter"] == "06_gpt_genre" for r in rows):
+        print("(06_gpt_genre: test passages of the Brown genres; greedy = passages whose predicted genre agrees)")
     if any(r["chapter"] == "07_vision_transformer" for r in rows):
         print("(chapter 07: greedy = test images whose predicted class agrees)")
     if any(r["chapter"] == "07_caption" for r in rows):

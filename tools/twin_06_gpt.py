@@ -199,6 +199,10 @@ class GptTwin(nn.Module):
 
     def forward(self, x):
         """tokens [B, n] (n <= N) -> logits [B, n, V]."""
+        return self.features(x) @ self.tok_emb.weight.t()     # the tied output layer
+
+    def features(self, x):
+        """tokens [B, n] (n <= N) -> Z [B, n, D], the last norm's output (chapter 06 part 6's features)."""
         n = x.shape[1]
         causal = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)   # True = j > i: not attended
         if self.sparse[0] > 0:
@@ -208,8 +212,7 @@ class GptTwin(nn.Module):
             X = X + (self.pos_emb[:n] if self.learned else self.P_sin[:n])
         for layer in self.layers:
             X = layer(X, src_mask=causal)
-        Z = self.norm(X) if self.final_norm else X
-        return Z @ self.tok_emb.weight.t()     # the tied output layer
+        return self.norm(X) if self.final_norm else X
 
     @staticmethod
     def loss(logits, y):

@@ -27,6 +27,10 @@
  *   logits [B,N,C], loss [1], grad/<name>   as above
  *   pred [B,N]             argmax of the logits (what the chapter scores)
  *
+ * Chapter 06's genre model (06_gpt_genre, in CLASSIFIERS[]): x [B, T] the
+ * first B test passages' tokens (-1 after each passage), y [B, 1] their
+ * genres, logits [B, 1, C].
+ *
  * The GPT (chapter 06 part 2, model=gpt, dump_gpt): the batch is the first B
  * windows of N tokens of the Brown corpus's test part (the checkpoint's
  * tokens=char|word), one after the other, each predicting the next tokens;
@@ -52,9 +56,11 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/genre.h"
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "data/brown.h"
+#include "data/brown_genre.h"
 #include "07_vision_transformer/cnn.h"
 #include "07_vision_transformer/caption.h"
 #include "07_vision_transformer/scene.h"
@@ -181,6 +187,34 @@ static int cnn_from_text(Classifier *c, const char *config, int max_B, uint64_t 
     return cnn_build(c, &cfg, max_B, seed);
 }
 
+/* Chapter 06's genre model (build/06_gpt_genre): the head's lines, then the GPT's under it. */
+static int genre_from_text(Classifier *c, const char *config, int max_B, uint64_t seed) {
+    GenreConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (config_read(config, GENRE_CONFIG_FIELDS, GENRE_CONFIG_N, &cfg) < 0 ||
+        config_read(config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &cfg.gpt) < 0)
+        return -1;
+    return genre_build(c, &cfg, max_B, seed, NULL);
+}
+
+/* Its test passages: the Brown corpus in the checkpoint's view, the test texts' 60 per genre. */
+static int genre_task_of(const char *config, ExampleTask *t) {
+    static BrownCorpus corpus;
+    static BrownGenre genres;
+    GenreConfig cfg;
+    int seed;
+    memset(&cfg, 0, sizeof cfg);
+    if (config_read(config, GENRE_CONFIG_FIELDS, GENRE_CONFIG_N, &cfg) < 0 || config_get_int(config, "seed", &seed) < 0)
+        return -1;
+    BrownConfig bc;
+    brown_defaults(&bc, (BrownTokens)cfg.tokens);
+    bc.keep_texts = 1;
+    BrownGenreConfig gc = {.per_genre = 1, .eval_per_genre = 60, .split = BROWN_GENRE_TEST, .seed = (uint64_t)seed};
+    if (brown_load_config(&corpus, &bc) < 0 || brown_genre_build(&genres, &corpus, &gc) < 0) return -1;
+    brown_genre_task(&genres, t);
+    return 0;
+}
+
 static int digit_task_of(const char *config, ExampleTask *t) {
     static DigitTaskSpec spec;
     return digit_task_from_config(config, &spec, t);
@@ -209,6 +243,7 @@ static const TwinClassifier CLASSIFIERS[] = {
     {MH_MODEL_NAME, mh_model_from_text, digit_task_of},        /* chapter 05 */
     {VIT_MODEL_NAME, vit_from_text, fashion_mnist_task_of},    /* chapter 07 */
     {CNN_MODEL_NAME, cnn_from_text, fashion_mnist_task_of},    /* chapter 07's convolutional baseline */
+    {GENRE_MODEL_NAME, genre_from_text, genre_task_of},        /* chapter 06's GPT with a genre head */
 };
 
 /* One test batch of a per-position model's checkpoint: forward, backward, predictions. */

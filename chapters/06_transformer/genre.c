@@ -226,7 +226,7 @@ static void face_destroy(void *self) {
 
 int genre_build(Classifier *c, const GenreConfig *cfg, int max_B, uint64_t seed, const char *gpt_path) {
     /* its allocations counted against the memory this process may use (train/memory.h) */
-    memory_budget_begin("06_genre", "a smaller --batch");
+    memory_budget_begin("06_gpt_genre", "a smaller --batch");
     GenreFace *f = xcalloc(1, sizeof *f);
     int rc = genre_create(&f->m, cfg, max_B, seed);
     memory_budget_end();

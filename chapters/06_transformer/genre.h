@@ -35,7 +35,7 @@
 #include "io/config.h"
 #include "model/classifier.h"
 
-#define GENRE_MODEL_NAME "ch06_genre"
+#define GENRE_MODEL_NAME "ch06_gpt_genre"
 
 typedef struct {
     GptConfig gpt;     /* the GPT under the head (the checkpoint's lines, gpt.h's keys) */

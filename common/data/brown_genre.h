@@ -1,6 +1,6 @@
 /* brown_genre.h - the Brown corpus's genres as a classification task:
  * which of the 15 genres a passage of 64 to 256 characters comes from
- * (chapter 06's pretrain-then-fine-tune program, main_genre.c).
+ * (chapter 06's pretrain-then-fine-tune program, main_gpt_genre.c).
  *
  * The genre. Every text of the file has a name "cXNN" whose letter X is
  * its genre (Francis and Kucera's categories), in file order:

@@ -910,8 +910,11 @@ static const char *const MODEL_CHAPTERS[][2] = {
     {"ch05_digit_multi_head", "05_multi_head_attention"},
     {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},
+    {"ch06_gpt_genre", "06_gpt_genre"},
     {"ch07_vit", "07_vision_transformer"},
     {"ch07_caption", "07_caption"},
+    {"ch07_cnn", "07_cnn"},
+    {"ch07_pixel_mlp", "07_mlp"},
 };
 
 int checkpoint_check_model(const char *path, const char *config, const char *expected_model,

@@ -84,8 +84,10 @@ int classifier_train(Classifier *m, const ExampleTask *task, const TrainOptions 
     return rc;
 }
 
-void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
-                         double *exact, double *token_acc) {
+/* The test stream's n_test examples through m: the counts of classifier_evaluate,
+ * and with confusion (one output per example) [C, C] += 1 at [true, predicted]. */
+static void evaluate_stream(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed, double *exact,
+                            double *token_acc, int C, long *confusion) {
     const int n_out = task->n_out, max_B = m->max_B;
     Examples e;
     examples_alloc(&e, max_B, task->n_in, n_out, task->float_inputs);
@@ -104,12 +106,24 @@ void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uin
             for (int i = 0; i < n_out; i++) right += pred[b * n_out + i] == e.targets[b * n_out + i];
             n_right += right;
             n_exact += right == n_out;
+            if (confusion) confusion[e.targets[b] * C + pred[b]]++;
         }
     }
     *exact = (double)n_exact / n_test;
     *token_acc = (double)n_right / ((double)n_test * n_out);
     examples_free(&e);
     free(pred);
+}
+
+void classifier_evaluate(Classifier *m, const ExampleTask *task, int n_test, uint64_t seed,
+                         double *exact, double *token_acc) {
+    evaluate_stream(m, task, n_test, seed, exact, token_acc, 0, NULL);
+}
+
+void classifier_confusion(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, int C, long *confusion) {
+    double exact, token_acc;
+    memset(confusion, 0, sizeof *confusion * (size_t)C * (size_t)C);
+    evaluate_stream(m, t, runs->flags.test_size, (uint64_t)runs->flags.shared.seed, &exact, &token_acc, C, confusion);
 }
 
 int classifier_config_text(ClassifierRun *run, const char *model, const char *task, const ConfigField *fields,
@@ -434,16 +448,21 @@ int classifier_show_first_test_example(const ClassifierRuns *runs, const Classif
 /* One row per run. A task of one output per example (a class per image) has
  * one figure, its accuracy; a task of n outputs has two (every output right,
  * and the share of outputs right) and the step its loss fell below 0.5. */
-static void print_table(const ClassifierRun *runs, const ClassifierResult *r, int n) {
+static void print_table(const ClassifierRun *runs, const ClassifierResult *r, int n, const char *split) {
     int w = 3;
     for (int i = 0; i < n; i++) if ((int)strlen(runs[i].label) > w) w = (int)strlen(runs[i].label);
     if (r[0].n_out == 1) {
-        printf("  | %-*s | test accuracy | final loss | train s |\n  |-", w, "run");
+        char title[64];
+        snprintf(title, sizeof title, "%s accuracy", split);
+        const int a = (int)strlen(title);
+        printf("  | %-*s | %s | final loss | train s |\n  |-", w, "run", title);
         for (int i = 0; i < w; i++) printf("-");
-        printf("-|---------------|------------|---------|\n");
+        printf("-|-");
+        for (int i = 0; i < a; i++) printf("-");
+        printf("-|------------|---------|\n");
         for (int i = 0; i < n; i++)
-            printf("  | %-*s | %12.2f%% | %10.3f | %7.1f |\n", w, runs[i].label, 100 * r[i].exact, r[i].final_loss,
-                   r[i].seconds);
+            printf("  | %-*s | %*.2f%% | %10.3f | %7.1f |\n", w, runs[i].label, a - 1, 100 * r[i].exact,
+                   r[i].final_loss, r[i].seconds);
         return;
     }
     printf("  | %-*s | exact match | token acc. | final loss | loss < %.1f at step | train s |\n", w, "run",
@@ -480,8 +499,9 @@ int classifier_report(ClassifierRuns *runs) {
     const ClassifierFlags *f = &runs->flags;
     const int n = runs->n, h = runs->headline;
     Results *res = &runs->results;
-    printf("\nResults on the test set (%d examples)\n\n", f->test_size);
-    print_table(runs->run, runs->result, n);
+    const char *split = runs->eval_split ? runs->eval_split : "test";
+    printf("\nResults on the %s set (%d examples)\n\n", split, f->test_size);
+    print_table(runs->run, runs->result, n, split);
     double total = 0.0;
     for (int i = 0; i < n; i++) {
         const ClassifierResult *r = &runs->result[i];

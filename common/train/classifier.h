@@ -145,6 +145,7 @@ typedef struct {
     ClassifierRun run[CLASSIFIER_MAX_RUNS];
     ClassifierResult result[CLASSIFIER_MAX_RUNS];
     Results results;             /* results.json's keys; a chapter may add its own */
+    const char *eval_split;      /* the evaluated split's name in the table: "test" when NULL */
     char *config;                /* --load: the checkpoint's config text (classifier_read_config) */
     int saved_seed;              /* --load: its seed= line, the seed of its test stream */
     double t_start;              /* when the program started (classifier_init): its whole time */
@@ -201,6 +202,10 @@ void classifier_start(ClassifierRuns *runs);
 /* The figures on the test set: exact match and per-output accuracy of
  * --test-size examples of the test stream (classifier_evaluate), into r. */
 void classifier_test(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, ClassifierResult *r);
+/* The same test examples as classifier_test, for a task of one class per
+ * example (of C): confusion [C, C], zeroed, then the count of each (true
+ * class, predicted class) pair (row: true). */
+void classifier_confusion(const ClassifierRuns *runs, Classifier *m, const ExampleTask *t, int C, long *confusion);
 
 
 /* The run's checkpoint: its config text and m's weights, to

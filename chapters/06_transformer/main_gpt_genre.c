@@ -1,12 +1,12 @@
-/* main_genre.c - chapter 06, part 6: pretrain, then fine-tune. The GPT
+/* main_gpt_genre.c - chapter 06, part 6: pretrain, then fine-tune. The GPT
  * build/06_gpt trained on the Brown corpus's text is given a linear head
  * and taught the genre of a passage (15 classes, data/brown_genre.h) from a
  * few labelled passages per genre, three ways (genre.h): from scratch, as a
  * frozen probe of the pretrained features, and fine-tuned.
  *
- *   ./build/06_genre                         the quick default (make run-06): 50 passages per genre
- *   ./build/06_genre --per-genre 200 --steps 600   more labels
- *   ./build/06_genre --load out/06_genre/model_finetune.ckpt   evaluate a saved model on the test texts
+ *   ./build/06_gpt_genre                         the quick default (make run-06): 50 passages per genre
+ *   ./build/06_gpt_genre --per-genre 200 --steps 600   more labels
+ *   ./build/06_gpt_genre --load out/06_gpt_genre/model_finetune.ckpt   evaluate a saved model on the test texts
  *
  * The program, top to bottom: the flags; the pretrained GPT's config (its
  * architecture and its view of the corpus); the corpus and the genre task
@@ -19,6 +19,7 @@
 #include "06_transformer/genre.h"
 #include "data/brown.h"
 #include "data/brown_genre.h"
+#include "io/plot.h"
 #include "train/classifier.h"
 #include "util/error.h"
 #include "util/output.h"
@@ -26,15 +27,15 @@
 #define EVAL_PER_GENRE 60   /* evaluated passages per genre: 900 in all (the fewest a genre has is 76) */
 
 static const ClassifierProgram PROGRAM = {
-    .chapter = "06_genre",
+    .chapter = "06_gpt_genre",
     .model_name = GENRE_MODEL_NAME,
     .summary = "Chapter 06, part 6: the GPT of build/06_gpt, pretrained on the Brown corpus, given a linear head\n"
                "on its mean feature and taught the genre of a passage of 64-256 characters (15 genres) from\n"
                "--per-genre labelled passages: from scratch, as a frozen probe, and fine-tuned. Split by text.",
-    .examples = "./build/06_genre\n"
-                "./build/06_genre --per-genre 200 --steps 600\n"
-                "./build/06_genre --runs probe,finetune --split valid\n"
-                "./build/06_genre --load out/06_genre/model_finetune.ckpt",
+    .examples = "./build/06_gpt_genre\n"
+                "./build/06_gpt_genre --per-genre 200 --steps 600\n"
+                "./build/06_gpt_genre --runs probe,finetune --split valid\n"
+                "./build/06_gpt_genre --load out/06_gpt_genre/model_finetune.ckpt",
     .load_hint = "(evaluates it on the test texts' passages)",
 };
 
@@ -101,6 +102,44 @@ static const char *per_genre_note(const BrownGenre *g, int per_genre) {
     return note;
 }
 
+/* The run's confusion matrix on the evaluated passages, OUT/confusion_KEY.png
+ * (row: the true genre; each row's shares sum to 1), and its accuracy per
+ * genre into results.json (KEY_acc_a .. KEY_acc_r). 0, or -1 with fail(). */
+static int draw_confusion(ClassifierRuns *runs, const ClassifierRun *run, Classifier *m, const ExampleTask *t) {
+    enum { C = BROWN_GENRES };
+    long confusion[C * C], per_genre[C] = {0};
+    float share[C * C];
+    classifier_confusion(runs, m, t, C, confusion);
+    for (int i = 0; i < C * C; i++) per_genre[i / C] += confusion[i];
+    for (int i = 0; i < C * C; i++) share[i] = per_genre[i / C] ? (float)confusion[i] / per_genre[i / C] : 0.0f;
+    /* tick labels "a-press-reportage": '-' for a space (plot.c draws a space as a visible sign), no ':' or ',' */
+    char names[C][32];
+    const char *labels[C];
+    for (int k = 0; k < C; k++) {
+        const char *name = brown_genre_name(k);
+        int n = snprintf(names[k], sizeof names[k], "%c-", brown_genre_letter(k));
+        for (const char *q = name; *q && n < (int)sizeof names[k] - 1; q++)
+            if (*q != ':' && *q != ',') names[k][n++] = *q == ' ' ? '-' : *q;
+        names[k][n] = '\0';
+        labels[k] = names[k];
+    }
+    char stem[1100], title[200];
+    if (path_format(stem, sizeof stem, "%s/confusion_%.24s", runs->flags.shared.out, run->key) < 0) return -1;
+    snprintf(title, sizeof title, "%.100s: passages of each true genre (row) by predicted genre", run->label);
+    if (plot_heatmap(stem, title, share, C, C, labels, labels, "predicted genre", "true genre",
+                     "share of the true genre's passages", 0.0f, 1.0f) < 0)
+        return -1;
+    printf("  per genre:");
+    for (int k = 0; k < C; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s_acc_%c", run->key, brown_genre_letter(k));
+        results_set_num(&runs->results, key, share[k * C + k]);
+        printf(" %c %.0f%%", brown_genre_letter(k), 100.0 * share[k * C + k]);
+    }
+    printf("\n");
+    return 0;
+}
+
 /* A run's config text: model=, task=, the GPT's lines, the head's, seed=. */
 static int config_text(ClassifierRun *run, const GenreConfig *cfg, int seed) {
     run->config[0] = '\0';
@@ -121,6 +160,7 @@ int main(int argc, char **argv) {
     const char *gpt_path = "out/06_gpt/model.ckpt", *runs_list = "scratch,probe,finetune", *split = "test";
     const char *data = NULL;
     int per_genre = 50;
+    float probe_lr = 3e-2f;
     const ArgSpec own[] = {
         {"gpt", ARG_STRING, &gpt_path, "the pretrained GPT (a build/06_gpt checkpoint, --tokens char or word)", 0, 0,
          NULL, ARG_MODEL, ARG_TRAINING_ONLY},
@@ -128,6 +168,8 @@ int main(int argc, char **argv) {
          ARG_TRAINING_ONLY},
         {"per-genre", ARG_INT, &per_genre, "labelled passages per genre (fewer where a genre has fewer)", 1, 100000,
          NULL, ARG_DATA, ARG_TRAINING_ONLY},
+        {"probe-lr", ARG_FLOAT, &probe_lr, "the probe's learning rate (its head alone; --lr is the others')", 1e-6,
+         10, NULL, ARG_TRAINING, ARG_TRAINING_ONLY},
         {"split", ARG_STRING, &split, "the texts evaluated: validation (to choose settings) or test", 0, 0,
          "valid,test", ARG_DATA, ARG_ACTS_WITH_LOAD},
         {"data", ARG_STRING, &data, "the Brown corpus file (default " BROWN_DEFAULT_PATH ")", 0, 0, NULL, ARG_DATA,
@@ -137,7 +179,7 @@ int main(int argc, char **argv) {
     classifier_init(&runs, &PROGRAM);
     TrainOptions *o = &runs.flags.shared.train;
     o->steps = 150;
-    o->lr = 5e-4f;
+    o->lr = 1e-3f;
     o->warmup = 15;
     o->clip = 1.0f;
     o->eval_every = 25;
@@ -207,10 +249,12 @@ int main(int argc, char **argv) {
         c.frozen = WAYS[k].frozen;
         ClassifierRun *run = classifier_add_run(&runs, WAYS[k].key, "%s", WAYS[k].label);
         if (!run || config_text(run, &c, runs.flags.shared.seed) < 0) rc = -1;
+        if (k == 2) runs.headline = runs.n - 1;   /* the fine-tuned run's figures lead results.json */
     }
 
     /* 5. Each run: built (from scratch, or the pretrained GPT loaded), trained,
      *    tested and saved. */
+    size_t trained[3] = {0}, parameters = 0;
     if (rc == 0) classifier_start(&runs);
     for (int r = 0, k = 0; rc == 0 && r < runs.n; r++, k++) {
         while (!use[k]) k++;
@@ -220,18 +264,33 @@ int main(int argc, char **argv) {
         rc = genre_build(&m, &c, runs.flags.shared.batch, (uint64_t)runs.flags.shared.seed,
                          WAYS[k].pretrained ? gpt_path : NULL);
         if (rc < 0) break;
-        printf("  %s: %zu parameters%s\n", runs.run[r].label, m.params->size, c.frozen ? " (the head's trained)" : "");
-        rc = classifier_train(&m, &t, o, runs.flags.shared.batch, (uint64_t)runs.flags.shared.seed, NULL, res);
+        size_t head = (size_t)cfg.gpt.block.D * (size_t)c.classes + (size_t)c.classes;
+        trained[r] = c.frozen ? head : m.params->size;
+        parameters = m.params->size;
+        printf("  %s: %zu parameters, %zu trained\n", runs.run[r].label, m.params->size, trained[r]);
+        TrainOptions way = *o;
+        if (c.frozen) way.lr = probe_lr;
+        rc = classifier_train(&m, &t, &way, runs.flags.shared.batch, (uint64_t)runs.flags.shared.seed, NULL, res);
         if (rc == 0) classifier_test(&runs, &m, &t, res);
+        if (rc == 0) rc = draw_confusion(&runs, &runs.run[r], &m, &t);
         if (rc == 0) rc = classifier_save(&runs, &runs.run[r], &m, res);
         m.destroy(m.self);
     }
 
     /* 6. The results table, the loss curves, results.json. */
+    runs.eval_split = strcmp(split, "valid") == 0 ? "validation" : "test";
     if (rc == 0) rc = classifier_report(&runs);
     if (rc == 0) {
+        results_set_num(&runs.results, "parameters", (double)parameters);
+        for (int r = 0; r < runs.n; r++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_trained_parameters", runs.run[r].key);
+            results_set_num(&runs.results, key, (double)trained[r]);
+        }
         results_set_num(&runs.results, "per_genre", per_genre);
         results_set_num(&runs.results, "labelled", genres.n_labelled);
+        results_set_num(&runs.results, "probe_lr", probe_lr);
+        results_set_str(&runs.results, "runs", runs_list);
         results_set_str(&runs.results, "split", split);
         results_set_str(&runs.results, "gpt", gpt_path);
     }
