@@ -27,7 +27,7 @@
  *
  *   labelled   per_genre passages of each genre drawn from its training
  *              texts (seed's draw; all of them when it has fewer: science
- *              fiction's 4 training texts hold about 290), the examples a
+ *              fiction's 4 training texts hold 302), the examples a
  *              run learns from
  *   evaluated  eval_per_genre passages of each genre of the validation or
  *              the test texts (one fixed draw, the same for every run and
