@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tools/readme_tables.py [--out DIR] [--check] [README.md ...]
     /usr/bin/python3 tools/readme_tables.py [--out DIR] --print NAME [--print NAME ...]
-    /usr/bin/python3 tools/readme_tables.py [--out DIR] --data length-ood|translate|translate-long|vit-data-size
+    /usr/bin/python3 tools/readme_tables.py [--out DIR] --data length-ood|translate|translate-long|vit-data-size|gpt-genre
     make readme                       (the same, on out/ and every README)
 
 --print writes the table NAME (below) with its caption to standard output and
