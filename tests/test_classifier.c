@@ -9,7 +9,8 @@
  *    step, step after step (the replicas get the trained parameters), for chapter
  *    04's model and chapter 07's ViT;
  *  - classifier_evaluate counts exact matches and per-output accuracy right,
- *    on oracle models that are always right, or wrong at one position;
+ *    on oracle models that are always right, or wrong at one position, and
+ *    classifier_confusion each (true, predicted) pair;
  *  - classifier_train (train_loop with the classifier's gradient) on
  *    chapter 04's model learns the reverse task and fills the loss curve;
  *  - recipe_train with a moving average of the weights trains the same
@@ -297,6 +298,53 @@ static void test_evaluate_counts(void **state) {
     }
 }
 
+/* A task of one class per example: example i of the test stream is the
+ * token i % 4 and its class; the oracle below names it right when the
+ * token is even, and class + 1 when it is odd. */
+typedef struct { int next; } ParityTask;
+static void parity_test_batch(void *self, Examples *e, int B, Rng *rng) {
+    ParityTask *pt = self;
+    (void)rng;
+    for (int b = 0; b < B; b++, pt->next++) e->tokens[b] = e->targets[b] = pt->next % 4;
+}
+static void parity_test_reset(void *self) { ((ParityTask *)self)->next = 0; }
+typedef struct { int B, tokens[64]; } ParityOracle;
+static double parity_forward(void *self, const Examples *e) {
+    ParityOracle *o = self;
+    o->B = e->B;
+    memcpy(o->tokens, e->tokens, sizeof(int) * (size_t)e->B);
+    return 0.0;
+}
+static void parity_predict(void *self, int *pred) {
+    ParityOracle *o = self;
+    for (int b = 0; b < o->B; b++) pred[b] = o->tokens[b] % 2 ? (o->tokens[b] + 1) % 4 : o->tokens[b];
+}
+
+/* classifier_confusion counts each (true, predicted) pair of classifier_test's examples, a partial batch too. */
+static void test_confusion_counts(void **state) {
+    (void)state;
+    ParityTask pt = {0};
+    ExampleTask t = {.self = &pt, .name = "parity", .n_in = 1, .n_out = 1, .test_batch = parity_test_batch,
+                     .test_reset = parity_test_reset};
+    ParityOracle o = {0};
+    Classifier c;
+    memset(&c, 0, sizeof c);
+    c.self = &o;
+    c.max_B = 64;
+    c.n_out = 1;
+    c.classes = 4;
+    c.forward = parity_forward;
+    c.predict = parity_predict;
+    static ClassifierRuns runs;
+    runs.flags.test_size = 150;   /* 150 = 2 batches of 64 and one of 22: classes 0, 1 seen 38 times, 2, 3 37 */
+    runs.flags.shared.seed = 7;
+    long confusion[16];
+    pt.next = 99;                 /* classifier_confusion starts the test stream again */
+    classifier_confusion(&runs, &c, &t, 4, confusion);
+    const long want[16] = {38, 0, 0, 0, 0, 0, 38, 0, 0, 0, 37, 0, 37, 0, 0, 0};
+    for (int i = 0; i < 16; i++) assert_int_equal(confusion[i], want[i]);
+}
+
 static void test_train_learns_reverse(void **state) {
     (void)state;
     Classifier c;
@@ -424,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_step_vit),
         cmocka_unit_test(test_sam_step),
         cmocka_unit_test(test_evaluate_counts),
+        cmocka_unit_test(test_confusion_counts),
         cmocka_unit_test(test_train_learns_reverse),
         cmocka_unit_test(test_train_keeps_the_average),
         cmocka_unit_test(test_train_tells_the_step),
