@@ -14,7 +14,7 @@
  *     chapters (01, 02, 03, 06) rebuild their task's data set from the
  *     config (kept between inputs while the task lines stay the same), check
  *     its vocabulary sizes, build the model and checkpoint_load it; chapters
- *     04, 05, 07 and the GPT build their model and load it; chapter 07's
+ *     04, 05, 07, the GPT and its genre model build their model and load it; chapter 07's
  *     captioner reads its scenes' and model's lines (scene.h, caption.h),
  *     checks its vocabulary sizes against the scenes' words, builds and
  *     loads. Only models small enough for a fuzzing loop are built (a real
@@ -28,6 +28,7 @@
 #include "03_dot_product_attention/attn_seq2seq.h"
 #include "04_self_attention/digit_model.h"
 #include "05_multi_head_attention/multi_head_model.h"
+#include "06_transformer/genre.h"
 #include "06_transformer/gpt.h"
 #include "06_transformer/transformer.h"
 #include "07_vision_transformer/caption.h"
@@ -46,6 +47,7 @@ static const char *const MODELS[][2] = {
     {"ch05_digit_multi_head", "05_multi_head_attention"}, {"transformer", "06_transformer"},
     {"gpt", "06_gpt"},                            {VIT_MODEL_NAME, "07_vision_transformer"},
     {CAPTION_MODEL_NAME, "07_caption"},          {CNN_MODEL_NAME, "07_cnn"},
+    {GENRE_MODEL_NAME, "06_gpt_genre"},
 };
 
 /* With FUZZ_VERBOSE set, say how far each load went (to check that the
@@ -206,6 +208,20 @@ static void exercise(const char *path) {
         if (gpt_create(&g, &gpt, 2, 1) == 0) {
             report("gpt", checkpoint_load(path, &g.params));
             gpt_free(&g);
+        }
+    }
+
+    /* chapter 06's genre model (06_gpt_genre --load): the head's lines, the GPT's under it, build, load */
+    GenreConfig gc;
+    memset(&gc, 0, sizeof gc);
+    if (config_read(config, GENRE_CONFIG_FIELDS, GENRE_CONFIG_N, &gc) == 0 &&
+        config_read(config, GPT_CONFIG_FIELDS, GPT_CONFIG_N, &gc.gpt) == 0 && gc.gpt.block.D <= 64 &&
+        gc.gpt.block.F <= 256 && gc.gpt.layers <= 2 && gc.gpt.context <= 64 && gc.gpt.V <= 512 && gc.classes <= 64 &&
+        gc.max_tokens <= 512) {
+        Genre m;
+        if (genre_create(&m, &gc, 2, 1) == 0) {
+            report("genre", checkpoint_load(path, &m.g.params));
+            genre_free(&m);
         }
     }
 

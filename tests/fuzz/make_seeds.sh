@@ -38,6 +38,9 @@ q="--quiet"
 "$build/07_caption" --steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 --heads 2 --ff 8 --layers 1 --embed 4 --state 8 --attn 4 --patch 14 --threads 1 $q --out "$tmp/cap" >/dev/null
 # the captioner with the CNN encoder: encoder=cnn, filters=F in the config, conv1.*, conv2.*, proj.* tensors
 "$build/07_caption" --encoder cnn --filters 2 --steps 1 --batch 4 --train-scenes 10 --valid-scenes 2 --test-scenes 2 --pictures 0 --dim 8 --heads 2 --ff 8 --embed 4 --state 8 --attn 4 --threads 1 $q --out "$tmp/cap-cnn" >/dev/null
+# the genre model on the tiny GPT above: model=ch06_gpt_genre, the GPT's lines and tensors, then head.*
+"$build/06_gpt_genre" --gpt "$tmp/gpt/model.ckpt" --runs finetune --per-genre 1 --steps 1 --batch 2 --eval-every 0 --test-size 15 $q --out "$tmp/genre" >/dev/null
+cp "$tmp"/genre/model_finetune.ckpt "$here/checkpoint/seed-genre.ckpt"
 for d in 01 02 03 06 06-learned 06-bn gpt gpt-moe gpt-sparse cap cap-cnn; do cp "$tmp/$d/model.ckpt" "$here/checkpoint/seed-$d.ckpt"; done
 cp "$tmp"/04/model_*.ckpt "$here/checkpoint/seed-04.ckpt"
 cp "$tmp"/05/model_*.ckpt "$here/checkpoint/seed-05.ckpt"
@@ -49,7 +52,7 @@ variants "$here"/checkpoint/seed-0[1-7].ckpt "$here"/checkpoint/seed-06-learned.
   "$here"/checkpoint/seed-07-bn.ckpt "$here"/checkpoint/seed-07-lin.ckpt "$here"/checkpoint/seed-07-cnn.ckpt \
   "$here"/checkpoint/seed-gpt.ckpt \
   "$here"/checkpoint/seed-gpt-moe.ckpt "$here"/checkpoint/seed-gpt-sparse.ckpt "$here"/checkpoint/seed-cap.ckpt \
-  "$here"/checkpoint/seed-cap-cnn.ckpt
+  "$here"/checkpoint/seed-cap-cnn.ckpt "$here"/checkpoint/seed-genre.ckpt
 
 # PGM: the 28 x 28 picture chapter 07 writes for a test image, and a P2 one
 rm -f "$here"/pgm/seed-*
