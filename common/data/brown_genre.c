@@ -192,13 +192,6 @@ void brown_genre_free(BrownGenre *g) {
     memset(g, 0, sizeof *g);
 }
 
-int brown_genre_length(const Examples *e, int b) {
-    const int *row = e->tokens + (size_t)b * e->n_in;
-    int n = 0;
-    while (n < e->n_in && row[n] != BROWN_GENRE_PAD) n++;
-    return n;
-}
-
 /* ------------------------------------------------------------ the task */
 
 static void copy_example(const BrownGenre *g, Examples *e, int b, const int *tokens, const int *genres, int i) {

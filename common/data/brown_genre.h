@@ -98,7 +98,4 @@ void brown_genre_free(BrownGenre *g);
  * passages (rng), test batches the evaluated ones in order. */
 void brown_genre_task(BrownGenre *g, ExampleTask *t);
 
-/* Tokens of example b of e (tokens [B, n_in]): how many before its first pad. */
-int brown_genre_length(const Examples *e, int b);
-
 #endif
